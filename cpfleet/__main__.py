@@ -1,0 +1,5 @@
+import sys
+
+from cpfleet.cli import main
+
+sys.exit(main())

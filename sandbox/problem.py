@@ -1,0 +1,124 @@
+"""The problem format: what ``cpfleet judge`` reads and what the problem store holds.
+
+A problem is plain data (no behaviour beyond parsing and hashing) so that the producer,
+the workers and the judge can all share it without importing the execution machinery.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgpack
+
+DEFAULT_TIME_LIMIT_S = 2.0
+DEFAULT_MEMORY_LIMIT_MB = 512
+KNOWN_CHECKERS = ("tokens", "code_contests", "float")
+
+
+class ProblemFormatError(ValueError):
+    """A problem record that cannot be judged (missing id, malformed tests, bad limits)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TestCase:
+    input: str
+    output: str
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    id: str
+    public_tests: tuple[TestCase, ...]
+    hidden_tests: tuple[TestCase, ...]
+    time_limit_s: float = DEFAULT_TIME_LIMIT_S
+    memory_limit_mb: int = DEFAULT_MEMORY_LIMIT_MB
+    checker: dict[str, Any] = field(default_factory=lambda: {"type": "tokens"})
+    description: str = ""
+    correct_solutions: tuple[str, ...] = ()
+    incorrect_solutions: tuple[str, ...] = ()
+
+    @classmethod
+    def from_dict(cls, d: Any) -> Problem:
+        """Parse one JSON/msgpack record; unknown fields are ignored, bad ones raise ProblemFormatError."""
+        if not isinstance(d, dict):
+            raise ProblemFormatError(f"a problem must be an object, got {type(d).__name__}")
+        pid = d.get("id")
+        if not isinstance(pid, str) or not pid:
+            raise ProblemFormatError("missing or empty 'id'")
+        tl = d.get("time_limit_s")
+        ml = d.get("memory_limit_mb")
+        try:
+            time_limit = DEFAULT_TIME_LIMIT_S if tl is None else float(tl)
+            memory_limit = DEFAULT_MEMORY_LIMIT_MB if ml is None else int(ml)
+        except (TypeError, ValueError) as e:
+            raise ProblemFormatError(f"{pid}: bad limits: {e}") from None
+        if not (0 < time_limit <= 600):
+            raise ProblemFormatError(f"{pid}: time_limit_s must be in (0, 600], got {time_limit}")
+        if not (16 <= memory_limit <= 65536):
+            raise ProblemFormatError(f"{pid}: memory_limit_mb must be in [16, 65536], got {memory_limit}")
+        checker = d.get("checker") or {"type": "tokens"}
+        if not isinstance(checker, dict) or not isinstance(checker.get("type"), str):
+            raise ProblemFormatError(f"{pid}: checker must be an object with a 'type'")
+        return cls(
+            id=pid,
+            public_tests=_parse_tests(pid, "public_tests", d.get("public_tests")),
+            hidden_tests=_parse_tests(pid, "hidden_tests", d.get("hidden_tests")),
+            time_limit_s=time_limit,
+            memory_limit_mb=memory_limit,
+            checker=dict(checker),
+            description=str(d.get("description") or ""),
+            correct_solutions=_parse_solutions(pid, "correct_solutions", d.get("correct_solutions")),
+            incorrect_solutions=_parse_solutions(pid, "incorrect_solutions", d.get("incorrect_solutions")),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSONL / msgpack record (inverse of from_dict)."""
+        d: dict[str, Any] = {
+            "id": self.id,
+            "description": self.description,
+            "public_tests": [{"input": t.input, "output": t.output} for t in self.public_tests],
+            "hidden_tests": [{"input": t.input, "output": t.output} for t in self.hidden_tests],
+            "time_limit_s": self.time_limit_s,
+            "memory_limit_mb": self.memory_limit_mb,
+            "checker": self.checker,
+        }
+        if self.correct_solutions:
+            d["correct_solutions"] = list(self.correct_solutions)
+        if self.incorrect_solutions:
+            d["incorrect_solutions"] = list(self.incorrect_solutions)
+        return d
+
+    def content_version(self) -> str:
+        """Hash of everything that changes a verdict: tests, limits, checker (not the statement)."""
+        judged = [
+            self.id,
+            [[t.input, t.output] for t in self.public_tests],
+            [[t.input, t.output] for t in self.hidden_tests],
+            repr(float(self.time_limit_s)),
+            self.memory_limit_mb,
+            sorted(self.checker.items()),
+        ]
+        return hashlib.blake2b(msgpack.packb(judged, use_bin_type=True), digest_size=12).hexdigest()
+
+
+def _parse_tests(pid: str, name: str, raw: Any) -> tuple[TestCase, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise ProblemFormatError(f"{pid}: '{name}' must be a list of {{input, output}}")
+    tests = []
+    for i, t in enumerate(raw):
+        if not isinstance(t, dict) or not isinstance(t.get("input"), str) or not isinstance(t.get("output"), str):
+            raise ProblemFormatError(f"{pid}: {name}[{i}] must be {{'input': str, 'output': str}}")
+        tests.append(TestCase(t["input"], t["output"]))
+    return tuple(tests)
+
+
+def _parse_solutions(pid: str, name: str, raw: Any) -> tuple[str, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not all(isinstance(s, str) for s in raw):
+        raise ProblemFormatError(f"{pid}: '{name}' must be a list of strings")
+    return tuple(raw)

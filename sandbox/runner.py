@@ -1,0 +1,108 @@
+"""The runner interface (the seed's CodeRunner): load one program, run it on many inputs.
+
+A real sandbox (gVisor, nsjail, a remote executor) plugs in as another CodeRunner. Two
+implementations ship: the fork server (default: a warm interpreter forks one child per test)
+and the subprocess runner (a fresh ``python3 solution.py`` per test: reference semantics and
+benchmark baseline). Both run children under the same isolation (sandbox/isolation.py).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from types import TracebackType
+
+from sandbox.verdict import Verdict
+
+MiB = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Per-test limits. TLE is judged on CPU time; ``wall_s`` is only a backstop."""
+
+    time_s: float = 2.0
+    memory_mb: int = 512
+    wall_s: float | None = None  # default: wall_factor * time_s + wall_slack_s
+    wall_factor: float = 3.0
+    wall_slack_s: float = 1.0
+    stdout_bytes: int = 64 * MiB  # past this the program is killed: OUTPUT_LIMIT
+    stderr_bytes: int = 8 * MiB  # past this the program is killed: OUTPUT_LIMIT
+    stderr_keep_bytes: int = 64 * 1024  # how much stderr is kept for feedback
+    file_size_mb: int = 64
+    nproc: int = 128  # processes + threads of the slot's uid
+    nofile: int = 256
+
+    @property
+    def wall_backstop_s(self) -> float:
+        if self.wall_s is not None:
+            return self.wall_s
+        return self.wall_factor * self.time_s + self.wall_slack_s
+
+
+@dataclass(slots=True)
+class RunResult:
+    """What one execution did. ``status`` is OK when the program exited 0 within limits."""
+
+    status: Verdict
+    exit_code: int | None = None
+    signal: int | None = None
+    stdout: bytes = b""
+    stderr: bytes = b""
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    cpu_s: float = 0.0
+    wall_s: float = 0.0
+    max_rss_kb: int = 0
+    error: str = ""  # detail for INTERNAL / OUTPUT_LIMIT / MEMORY_LIMIT
+
+
+@dataclass(slots=True)
+class IsolationReport:
+    """Which isolation layers the runner actually got (self-tested at start)."""
+
+    layers: dict[str, bool] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def level(self) -> str:
+        got = [k for k, v in self.layers.items() if v]
+        missing = [k for k, v in self.layers.items() if not v]
+        return "full" if not missing else ("partial" if got else "none")
+
+    def summary(self) -> str:
+        missing = [k for k, v in self.layers.items() if not v]
+        s = f"isolation={self.level}"
+        if missing:
+            s += " missing=" + ",".join(missing)
+        return s
+
+
+class CodeRunner(ABC):
+    """Runs one untrusted Python program at a time against many inputs."""
+
+    name: str = "abstract"
+
+    @abstractmethod
+    def load(self, source: str) -> str | None:
+        """Compile ``source`` for the following runs. Returns None, or the syntax error text."""
+
+    @abstractmethod
+    def run(self, stdin: bytes, limits: Limits) -> RunResult:
+        """Run the loaded program once with ``stdin``; never raises for program misbehaviour."""
+
+    @property
+    @abstractmethod
+    def isolation(self) -> IsolationReport:
+        """The isolation layers this runner got."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release the runner's processes and resources."""
+
+    def __enter__(self) -> CodeRunner:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
