@@ -1,0 +1,195 @@
+"""The problem loader: the seed's 8 cases plus formats, cap edge cases and duplicate ids."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from producer.loading import (
+    DuplicateProblemError,
+    ProblemFileError,
+    ProblemFileNotFoundError,
+    load_problems,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def problem(pid: str, n_public: int = 2, n_hidden: int = 3, **extra: Any) -> dict[str, Any]:
+    return {
+        "id": pid,
+        "public_tests": [{"input": f"{i}\n", "output": f"{i}\n"} for i in range(n_public)],
+        "hidden_tests": [{"input": f"{i}\n", "output": f"{i}\n"} for i in range(100, 100 + n_hidden)],
+        **extra,
+    }
+
+
+def write_jsonl(path: Path, records: list[Any]) -> Path:
+    with path.open("w") as f:
+        for r in records:
+            f.write((r if isinstance(r, str) else json.dumps(r)) + "\n")
+    return path
+
+
+def test_malformed_lines_are_skipped_with_bounded_warnings(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    lines: list[Any] = []
+    for i in range(200):
+        lines.append(problem(f"p{i}"))
+        if i % 20 == 0:  # ten bad lines of different kinds
+            lines.append(["{not json", '"a string"', '{"id": "bad", "public_tests": "x"}', "[1, 2]"][i // 20 % 4])
+    path = write_jsonl(tmp_path / "p.jsonl", lines)
+    with caplog.at_level(logging.WARNING, logger="cpfleet.loading"):
+        result = load_problems(path, max_warnings=3)
+    assert len(result) == 200
+    assert result.stats.malformed == 10
+    assert len(result.stats.warnings) == 3
+    shown = [r.getMessage() for r in caplog.records]
+    assert len(shown) == 4  # three warnings + one "N more not shown"
+    assert "7 more skipped records" in shown[-1]
+    assert ":2:" in shown[0]  # line numbers point at the bad line
+
+
+def test_blank_lines_are_not_malformed(tmp_path: Path) -> None:
+    path = tmp_path / "p.jsonl"
+    path.write_text(json.dumps(problem("a")) + "\n\n   \n" + json.dumps(problem("b")) + "\n")
+    result = load_problems(path)
+    assert [p.id for p in result] == ["a", "b"]
+    assert result.stats.malformed == 0
+
+
+def test_problems_without_public_or_hidden_tests_are_skipped(tmp_path: Path) -> None:
+    path = write_jsonl(
+        tmp_path / "p.jsonl",
+        [problem("ok"), problem("nopub", n_public=0), problem("nohid", n_hidden=0), problem("nothing", 0, 0)],
+    )
+    result = load_problems(path)
+    assert [p.id for p in result] == ["ok"]
+    assert result.stats.no_public == 2
+    assert result.stats.no_hidden == 1
+    assert result.stats.skipped == 3
+
+
+def test_max_problems_caps_kept_problems(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "p.jsonl", [problem("skipme", n_public=0)] + [problem(f"p{i}") for i in range(10)])
+    result = load_problems(path, max_problems=4)
+    assert [p.id for p in result] == ["p0", "p1", "p2", "p3"]
+    assert result.stats.stopped_at_max_problems
+    assert load_problems(path, max_problems=0).problems == []
+
+
+def test_max_public_tests_caps_public_tests(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "p.jsonl", [problem("a", n_public=5), problem("b", n_public=1)])
+    result = load_problems(path, max_public_tests=2)
+    by_id = result.by_id()
+    assert [t.input for t in by_id["a"].public_tests] == ["0\n", "1\n"]
+    assert len(by_id["b"].public_tests) == 1
+    assert len(by_id["a"].hidden_tests) == 3
+    assert result.stats.public_truncated == 1
+
+
+def test_max_hidden_tests_caps_hidden_tests(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "p.jsonl", [problem("a", n_hidden=7)])
+    (a,) = load_problems(path, max_hidden_tests=4).problems
+    assert [t.input for t in a.hidden_tests] == ["100\n", "101\n", "102\n", "103\n"]
+    assert len(a.public_tests) == 2
+
+
+def test_zero_test_cap_leaves_no_tests_so_every_problem_is_skipped(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "p.jsonl", [problem("a"), problem("b")])
+    result = load_problems(path, max_hidden_tests=0)
+    assert result.problems == []
+    assert result.stats.no_hidden == 2
+    assert load_problems(path, max_public_tests=0).stats.no_public == 2
+
+
+@pytest.mark.parametrize("cap", ["max_problems", "max_public_tests", "max_hidden_tests"])
+@pytest.mark.parametrize("value", [-1, 1.5, True])
+def test_negative_or_non_int_caps_are_rejected(tmp_path: Path, cap: str, value: Any) -> None:
+    path = write_jsonl(tmp_path / "p.jsonl", [problem("a")])
+    with pytest.raises(ValueError, match=cap):
+        load_problems(path, **{cap: value})
+
+
+def test_missing_file_is_a_specific_error_with_the_path(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.jsonl"
+    with pytest.raises(ProblemFileNotFoundError) as info:
+        load_problems(missing)
+    assert info.value.path == str(missing)
+    assert isinstance(info.value, FileNotFoundError)
+    with pytest.raises(ProblemFileError, match="directory"):
+        load_problems(tmp_path)
+
+
+def test_missing_file_on_the_cli_is_one_line_and_exit_code_2(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.jsonl"
+    proc = subprocess.run(
+        [sys.executable, "-m", "cpfleet", "load", str(missing), "--redis", "redis://127.0.0.1:1/0"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [f"cpfleet load: {missing}: problem file not found"]
+    assert "Traceback" not in proc.stderr
+
+
+def test_duplicate_ids_are_an_error_by_default(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "p.jsonl", [problem("a"), problem("b"), problem("a", n_public=1)])
+    with pytest.raises(DuplicateProblemError) as info:
+        load_problems(path)
+    assert (info.value.problem_id, info.value.first_line, info.value.line) == ("a", 1, 3)
+
+
+def test_duplicate_ids_first_or_last_keep_one_and_count(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "p.jsonl", [problem("a"), problem("b"), problem("a", n_public=1)])
+    first = load_problems(path, on_duplicate="first")
+    last = load_problems(path, on_duplicate="last")
+    assert [p.id for p in first] == [p.id for p in last] == ["a", "b"]
+    assert len(first.by_id()["a"].public_tests) == 2
+    assert len(last.by_id()["a"].public_tests) == 1
+    assert first.stats.duplicates == last.stats.duplicates == 1
+    with pytest.raises(ValueError, match="on_duplicate"):
+        load_problems(path, on_duplicate="merge")  # type: ignore[arg-type]
+
+
+def test_gzip_parquet_and_arrow_load_the_same_problems(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    records = [
+        # columnar files need the same columns in every row: nulls stand for "absent"
+        problem("a", time_limit_s=None, memory_limit_mb=None, checker={"type": "float", "abs": 1e-6}),
+        problem("b", time_limit_s=1.5, memory_limit_mb=256, checker={"type": "tokens"}),
+    ]
+    plain = load_problems(write_jsonl(tmp_path / "p.jsonl", records)).problems
+    gz = tmp_path / "p.jsonl.gz"
+    with gzip.open(gz, "wt") as f:
+        f.writelines(json.dumps(r) + "\n" for r in records)
+    table = pa.Table.from_pylist(records)
+    pq.write_table(table, tmp_path / "p.parquet")
+    with pa.OSFile(str(tmp_path / "p.arrow"), "wb") as sink, pa.ipc.new_file(sink, table.schema) as w:
+        w.write_table(table)
+    with pa.OSFile(str(tmp_path / "stream.bin"), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as w:
+        w.write_table(table)
+    for name, fmt in [("p.jsonl.gz", "jsonl.gz"), ("p.parquet", "parquet"), ("p.arrow", "arrow"), ("stream.bin", "arrow")]:
+        result = load_problems(tmp_path / name)
+        assert result.stats.format == fmt
+        assert result.problems == plain, name
+        assert [p.content_version() for p in result] == [p.content_version() for p in plain]
+
+
+def test_truncated_gzip_is_a_file_error_not_a_traceback(tmp_path: Path) -> None:
+    gz = tmp_path / "p.jsonl.gz"
+    with gzip.open(gz, "wt") as f:
+        f.writelines(json.dumps(problem(f"p{i}", n_hidden=50)) + "\n" for i in range(200))
+    gz.write_bytes(gz.read_bytes()[: gz.stat().st_size // 2])
+    with pytest.raises(ProblemFileError, match="read failed"):
+        load_problems(gz)
