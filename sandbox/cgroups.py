@@ -1,0 +1,109 @@
+"""A memory + pids cgroup per slot, so a whole job (all its processes) is bounded, not only
+each process's address space. cgroup v1 (separate hierarchies) and v2 (unified) are handled;
+where neither is writable the runner reports the layer as missing and relies on rlimits."""
+
+from __future__ import annotations
+
+import os
+
+V1_ROOT = "/sys/fs/cgroup"
+
+
+class SlotCgroup:
+    """Creates ``cpfleet/slot-N`` under the memory and pids controllers."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.procs_files: list[str] = []
+        self._memory_limit_file = ""
+        self._pids_max_file = ""
+        self._oom_file = ""
+        self._oom_key = ""
+        self._current_limits: tuple[int, int] | None = None
+        self.version = 0
+        self.error = ""
+        try:
+            self._setup()
+        except OSError as e:
+            self.error = str(e)
+            self.procs_files = []
+
+    def _setup(self) -> None:
+        mem_v1 = os.path.join(V1_ROOT, "memory")
+        pids_v1 = os.path.join(V1_ROOT, "pids")
+        if os.path.isfile(os.path.join(mem_v1, "memory.limit_in_bytes")) and os.path.isdir(pids_v1):
+            mem = os.path.join(mem_v1, "cpfleet", self.name)
+            pids = os.path.join(pids_v1, "cpfleet", self.name)
+            os.makedirs(mem, exist_ok=True)
+            os.makedirs(pids, exist_ok=True)
+            self._memory_limit_file = os.path.join(mem, "memory.limit_in_bytes")
+            swap = os.path.join(mem, "memory.memsw.limit_in_bytes")
+            self._swap_file = swap if os.path.exists(swap) else ""
+            self._pids_max_file = os.path.join(pids, "pids.max")
+            self._oom_file = os.path.join(mem, "memory.oom_control")
+            self._oom_key = "oom_kill"
+            self.procs_files = [os.path.join(mem, "cgroup.procs"), os.path.join(pids, "cgroup.procs")]
+            self.version = 1
+            return
+        unified = V1_ROOT
+        if os.path.isfile(os.path.join(unified, "cgroup.controllers")):
+            base = os.path.join(unified, "cpfleet")
+            os.makedirs(base, exist_ok=True)
+            try:
+                with open(os.path.join(base, "cgroup.subtree_control"), "w") as f:
+                    f.write("+memory +pids")
+            except OSError:
+                pass
+            path = os.path.join(base, self.name)
+            os.makedirs(path, exist_ok=True)
+            self._memory_limit_file = os.path.join(path, "memory.max")
+            self._swap_file = os.path.join(path, "memory.swap.max")
+            self._pids_max_file = os.path.join(path, "pids.max")
+            self._oom_file = os.path.join(path, "memory.events")
+            self._oom_key = "oom_kill"
+            self.procs_files = [os.path.join(path, "cgroup.procs")]
+            self.version = 2
+            return
+        raise OSError("no writable cgroup v1 memory/pids or v2 hierarchy")
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.procs_files)
+
+    def set_limits(self, memory_bytes: int, pids: int) -> None:
+        """Write limits only when they change (they are per problem, not per test)."""
+        if not self.ok or self._current_limits == (memory_bytes, pids):
+            return
+        _write(self._memory_limit_file, str(memory_bytes))
+        if self._swap_file:
+            try:
+                _write(self._swap_file, str(memory_bytes) if self.version == 1 else "0")
+            except OSError:
+                pass
+        _write(self._pids_max_file, str(pids))
+        self._current_limits = (memory_bytes, pids)
+
+    def oom_kills(self) -> int:
+        if not self.ok:
+            return 0
+        try:
+            with open(self._oom_file) as f:
+                for line in f:
+                    key, _, value = line.partition(" ")
+                    if key == self._oom_key:
+                        return int(value)
+        except OSError:
+            pass
+        return 0
+
+
+def _write(path: str, value: str) -> None:
+    with open(path, "w") as f:
+        f.write(value)
+
+
+def join(procs_fds: list[int]) -> None:
+    """Move the calling process into the slot's cgroups. Called in the test child while still
+    root, through fds opened before the zygote hid the host filesystem ("0" = the caller)."""
+    for fd in procs_fds:
+        os.write(fd, b"0")

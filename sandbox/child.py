@@ -1,0 +1,115 @@
+"""What the test child runs once it is confined: the program, with ``python3 solution.py``
+semantics (fork mode), or a real ``python3 solution.py`` (exec mode)."""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+import threading
+import types
+from types import CodeType
+from typing import NoReturn
+
+SCRIPT_NAME = "solution.py"
+
+
+def _fresh_stdio() -> None:
+    """Text streams over the real fds 0/1/2 configured like CPython's own at startup (pipes:
+    block-buffered stdout, line-buffered stderr with backslashreplace, utf-8)."""
+    stdin = io.TextIOWrapper(io.open(0, "rb", closefd=False), encoding="utf-8", errors="strict", newline="\n")
+    stdout = io.TextIOWrapper(io.open(1, "wb", closefd=False), encoding="utf-8", errors="strict", newline="\n")
+    stderr = io.TextIOWrapper(
+        io.open(2, "wb", closefd=False),
+        encoding="utf-8", errors="backslashreplace", newline="\n", line_buffering=True,
+    )
+    sys.stdin = sys.__stdin__ = stdin
+    sys.stdout = sys.__stdout__ = stdout
+    sys.stderr = sys.__stderr__ = stderr
+
+
+def _reseed() -> None:
+    """Children of one zygote must not share random state (a fresh interpreter would not)."""
+    rnd = sys.modules.get("random")
+    if rnd is not None:
+        rnd.seed()
+
+
+def _exit_code(exc: SystemExit) -> int:
+    code = exc.code
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    try:
+        print(code, file=sys.stderr)
+    except Exception:
+        pass
+    return 1
+
+
+def run_compiled(code: CodeType) -> NoReturn:
+    """Execute ``code`` as ``__main__`` and end the process the way the interpreter would:
+    exit status from SystemExit, traceback + 1 on an uncaught exception, non-daemon threads
+    joined, atexit handlers run, std streams flushed (a failed flush is status 120)."""
+    _fresh_stdio()
+    _reseed()
+    sys.argv = [SCRIPT_NAME]
+    sys.set_int_max_str_digits(0)
+    main = types.ModuleType("__main__")
+    sys.modules["__main__"] = main
+    main.__dict__.update({"__name__": "__main__", "__doc__": None, "__package__": None, "__spec__": None,
+                          "__loader__": None, "__file__": SCRIPT_NAME, "__builtins__": __builtins__,
+                          "__cached__": None})
+    status = 0
+    try:
+        exec(code, main.__dict__)
+    except SystemExit as e:
+        status = _exit_code(e)
+    except BaseException:
+        status = _report_uncaught()
+    status = _finalize(status)
+    os._exit(status)
+
+
+def _report_uncaught() -> int:
+    exc_type, exc, tb = sys.exc_info()
+    try:
+        sys.excepthook(exc_type, exc, tb)  # type: ignore[arg-type]
+    except BaseException:
+        pass
+    return 130 if exc_type is KeyboardInterrupt else 1
+
+
+def _finalize(status: int) -> int:
+    try:
+        threading._shutdown()  # type: ignore[attr-defined]  # joins non-daemon threads, like Py_Finalize
+    except SystemExit as e:
+        status = _exit_code(e)
+    except BaseException:
+        status = _report_uncaught()
+    try:
+        import atexit
+
+        atexit._run_exitfuncs()
+    except BaseException:
+        pass
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:
+            if stream is sys.stdout:
+                status = 120
+    return status
+
+
+def exec_python(source: bytes, python: str) -> NoReturn:
+    """Exec mode: write solution.py into the private cwd and replace ourselves with python3."""
+    with open(SCRIPT_NAME, "wb") as f:
+        f.write(source)
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONINTMAXSTRDIGITS": "0",
+           "HOME": os.getcwd(), "PYTHONDONTWRITEBYTECODE": "1"}
+    try:
+        os.execve(python, [python, SCRIPT_NAME], env)
+    finally:
+        os._exit(127)

@@ -1,0 +1,348 @@
+"""The runner side of the zygote: ForkServerRunner (default) and SubprocessRunner.
+
+Both drive the same zygote (sandbox/zygote.py), so every child gets the same isolation; they
+differ only in what the child does once confined: run the pre-compiled code object (fork
+server), or exec a fresh ``python3 solution.py`` (subprocess: the reference semantics).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+from typing import Any
+
+from sandbox import zygote
+from sandbox.cgroups import SlotCgroup
+from sandbox.runner import CodeRunner, IsolationReport, Limits, RunResult
+from sandbox.slots import Slot, claim_slot
+from sandbox.verdict import Verdict
+
+log = logging.getLogger("cpfleet.sandbox")
+
+READ_CHUNK = 1 << 16
+STDERR_TAIL = 4096
+CGROUP_SLACK_BYTES = 64 << 20
+REPLY_GRACE_S = 10.0  # how long past its own deadline we wait for the job init before declaring it broken
+
+
+class SandboxBroken(RuntimeError):
+    """The zygote or a job init stopped answering: an infrastructure failure, not a verdict."""
+
+
+class ZygoteRunner(CodeRunner):
+    mode = "fork"
+
+    def __init__(self, isolate: bool = True, python: str | None = None) -> None:
+        self._isolate = isolate
+        self._python = python or os.path.realpath(getattr(sys, "_base_executable", sys.executable))
+        self._slot: Slot = claim_slot()
+        self._cgroup = SlotCgroup(f"slot-{self._slot.index}") if isolate and os.geteuid() == 0 else None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._ctrl: socket.socket | None = None
+        self._job: socket.socket | None = None
+        self._report = IsolationReport()
+        self._start_zygote()
+        self._self_test()
+
+    # -- zygote lifecycle -------------------------------------------------------------
+    def _start_zygote(self) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self._proc = subprocess.Popen(
+            [sys.executable, "-I", "-m", "sandbox.zygote", str(theirs.fileno()), str(os.getpid())],
+            pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        )
+        theirs.close()
+        self._ctrl = ours
+        cgroup_fds = []
+        if self._cgroup is not None and self._cgroup.ok:
+            cgroup_fds = [os.open(p, os.O_WRONLY | os.O_CLOEXEC) for p in self._cgroup.procs_files]
+        try:
+            zygote.send(ours, {"uid": self._slot.uid, "gid": self._slot.gid, "python": self._python,
+                               "isolate": self._isolate}, cgroup_fds)
+        finally:
+            for fd in cgroup_fds:
+                os.close(fd)
+        reply = self._recv_within(ours, 30.0)
+        layers = dict(reply["layers"])
+        notes = list(reply["notes"])
+        if self._cgroup is not None and not self._cgroup.ok:
+            notes.append(f"cgroup unavailable ({self._cgroup.error}): memory is bounded per process only")
+        if self._cgroup is None:
+            layers["cgroup"] = False
+        self._report = IsolationReport(layers=layers, notes=notes)
+
+    def _stop_zygote(self) -> None:
+        self._end_job()
+        if self._ctrl is not None:
+            self._ctrl.close()
+            self._ctrl = None
+        if self._proc is not None:
+            if self._proc.poll() is None:
+                self._proc.kill()
+            self._proc.wait()
+            self._proc = None
+
+    def _restart_zygote(self) -> None:
+        log.warning("restarting the sandbox zygote")
+        self._stop_zygote()
+        self._start_zygote()
+
+    def _recv_within(self, sock: socket.socket, timeout: float) -> Any:
+        r, _, _ = select.select([sock], [], [], timeout)
+        if not r:
+            raise SandboxBroken(f"no answer from the sandbox within {timeout:.0f}s")
+        msg, fds = zygote.recv(sock)
+        for fd in fds:
+            os.close(fd)
+        if msg is None:
+            raise SandboxBroken("the sandbox process exited")
+        return msg
+
+    def _self_test(self) -> None:
+        """Run a probe through the whole path and record which layers really hold."""
+        probe = (
+            "import os, socket\n"
+            "r = []\n"
+            "try:\n    socket.create_connection(('1.1.1.1', 443), timeout=1); r.append('net-open')\n"
+            "except OSError: pass\n"
+            "r.append('uid=%d' % os.getuid())\n"
+            "r.append('pid=%d' % os.getpid())\n"
+            "print(' '.join(r))\n"
+        )
+        err = self.load(probe)
+        res = self.run(b"", Limits(time_s=5))
+        out = res.stdout.decode(errors="replace").split()
+        layers = self._report.layers
+        if err or res.status != Verdict.OK:
+            layers["self_test"] = False
+            self._report.notes.append(f"self-test failed: {err or res.status} {res.error} {res.stderr[-300:]!r}")
+        else:
+            layers["self_test"] = True
+            if "net-open" in out:
+                layers["netns"] = False
+                self._report.notes.append("self-test reached the network")
+            if layers.get("uid_drop") and f"uid={self._slot.uid}" not in out:
+                layers["uid_drop"] = False
+                self._report.notes.append(f"self-test ran as {out}, not uid {self._slot.uid}")
+            if layers.get("pidns") and not any(o.startswith("pid=") and int(o[4:]) < 10 for o in out):
+                layers["pidns"] = False
+        self._end_job()
+        missing = [k for k, v in layers.items() if not v]
+        if missing:
+            msg = f"SANDBOX ISOLATION INCOMPLETE ({self.name}): missing {missing}; " + "; ".join(self._report.notes)
+            log.warning(msg)
+            print(f"cpfleet: WARNING: {msg}", file=sys.stderr)
+
+    # -- CodeRunner -----------------------------------------------------------------------
+    @property
+    def isolation(self) -> IsolationReport:
+        return self._report
+
+    @property
+    def slot(self) -> Slot:
+        return self._slot
+
+    def load(self, source: str) -> str | None:
+        self._end_job()
+        if self._proc is None or self._proc.poll() is not None:
+            self._restart_zygote()
+        assert self._ctrl is not None
+        data = source.encode("utf-8", errors="surrogateescape")
+        memfd = os.memfd_create("solution", os.MFD_CLOEXEC)
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            _write_all(memfd, data)
+            zygote.send(self._ctrl, {"op": "job", "mode": self.mode}, [theirs.fileno(), memfd])
+        except OSError:
+            ours.close()
+            self._restart_zygote()
+            raise
+        finally:
+            theirs.close()
+            os.close(memfd)
+        try:
+            reply = self._recv_within(ours, 60.0)
+        except SandboxBroken:
+            ours.close()
+            self._restart_zygote()
+            raise
+        if "pidns" in reply.get("layers", {}):
+            self._report.layers.setdefault("pidns", bool(reply["layers"]["pidns"]))
+        if not reply["ok"]:
+            ours.close()
+            return str(reply["error"]) or "SyntaxError"
+        self._job = ours
+        return None
+
+    def _end_job(self) -> None:
+        if self._job is not None:
+            self._job.close()  # the job init sees EOF and exits; its namespace dies with it
+            self._job = None
+
+    def run(self, stdin: bytes, limits: Limits) -> RunResult:
+        if self._job is None:
+            return RunResult(Verdict.INTERNAL, error="run() without a successfully loaded program")
+        try:
+            return self._run(stdin, limits)
+        except (OSError, SandboxBroken) as e:
+            self._end_job()
+            return RunResult(Verdict.INTERNAL, error=f"sandbox failure: {e}")
+
+    def _run(self, stdin: bytes, limits: Limits) -> RunResult:
+        assert self._job is not None
+        mem = limits.memory_mb << 20
+        if self._cgroup is not None and self._cgroup.ok:
+            self._cgroup.set_limits(mem + (mem >> 2) + CGROUP_SLACK_BYTES, limits.nproc)
+        ooms = self._cgroup.oom_kills() if self._cgroup is not None else 0
+        cpu_rlimit = max(1, math.ceil(limits.time_s))
+        child_limits = {"cpu_s": cpu_rlimit, "as_bytes": mem, "fsize_bytes": limits.file_size_mb << 20,
+                        "nproc": limits.nproc, "nofile": limits.nofile, "box_bytes": limits.file_size_mb << 20}
+        in_fd = os.memfd_create("stdin", os.MFD_CLOEXEC)
+        out_r, out_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+        err_r, err_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+        try:
+            _write_all(in_fd, stdin)
+            os.lseek(in_fd, 0, os.SEEK_SET)
+            os.set_blocking(out_w, True)
+            os.set_blocking(err_w, True)
+            wall = limits.wall_backstop_s
+            zygote.send(self._job, {"op": "run", "limits": child_limits, "wall_s": wall}, [in_fd, out_w, err_w])
+        finally:
+            for fd in (in_fd, out_w, err_w):
+                os.close(fd)
+        try:
+            res, done = self._drain(out_r, err_r, limits, wall + REPLY_GRACE_S)
+        finally:
+            os.close(out_r)
+            os.close(err_r)
+        oom = self._cgroup is not None and self._cgroup.oom_kills() > ooms
+        return _judge_run(res, done, limits, cpu_rlimit, oom)
+
+    def _drain(self, out_r: int, err_r: int, limits: Limits, timeout: float) -> tuple[RunResult, dict[str, Any]]:
+        """Read stdout/stderr while the program runs, enforcing the caps, until the init reports."""
+        assert self._job is not None
+        job = self._job
+        out = bytearray()
+        err = bytearray()
+        err_tail = b""
+        err_total = 0
+        res = RunResult(Verdict.OK)
+        done: dict[str, Any] | None = None
+        poller = select.poll()
+        open_fds = {out_r, err_r}
+        for fd in open_fds:
+            poller.register(fd, select.POLLIN)
+        poller.register(job.fileno(), select.POLLIN)
+        deadline = time.monotonic() + timeout
+        kill_sent = False
+        while open_fds or done is None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise SandboxBroken("the job init did not report the test's end")
+            for fd, _ in poller.poll(int(remaining * 1000) + 1):
+                if fd == job.fileno():
+                    msg, extra = zygote.recv(job)
+                    for x in extra:
+                        os.close(x)
+                    if msg is None:
+                        raise SandboxBroken("the job init exited")
+                    done = msg
+                    poller.unregister(fd)
+                    continue
+                try:
+                    chunk = os.read(fd, READ_CHUNK)
+                except BlockingIOError:
+                    continue
+                if not chunk:
+                    poller.unregister(fd)
+                    open_fds.discard(fd)
+                    continue
+                if fd == out_r:
+                    room = limits.stdout_bytes - len(out)
+                    out += chunk[:room]
+                    if len(chunk) > room:
+                        res.stdout_truncated = True
+                else:
+                    err_total += len(chunk)
+                    room = limits.stderr_keep_bytes - len(err)
+                    if room > 0:
+                        err += chunk[:room]
+                    if len(chunk) > room:
+                        res.stderr_truncated = True
+                    err_tail = (err_tail + chunk)[-STDERR_TAIL:]
+                if not kill_sent and (res.stdout_truncated or err_total > limits.stderr_bytes):
+                    zygote.send(job, {"op": "kill", "reason": "output"})
+                    kill_sent = True
+        res.stdout = bytes(out)
+        res.stderr = bytes(err)
+        if res.stderr_truncated:
+            res.stderr += b"\n...[stderr truncated]...\n" + err_tail
+        return res, done
+
+    def close(self) -> None:
+        self._stop_zygote()
+        self._slot.release()
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def _judge_run(res: RunResult, done: dict[str, Any], limits: Limits, cpu_rlimit: int, oom: bool) -> RunResult:
+    """Turn the raw exit into a verdict. TLE is judged on CPU time; the wall clock is a backstop."""
+    status: int = done["status"]
+    res.cpu_s = float(done["cpu"])
+    res.wall_s = float(done["wall"])
+    res.max_rss_kb = int(done["maxrss"])
+    killed: str = done["killed"]
+    if os.WIFEXITED(status):
+        res.exit_code = os.WEXITSTATUS(status)
+    elif os.WIFSIGNALED(status):
+        res.signal = os.WTERMSIG(status)
+    near_memory_limit = res.max_rss_kb * 1024 >= 0.9 * (limits.memory_mb << 20)
+    tail = res.stderr.rstrip().rsplit(b"\n", 1)[-1]
+    if done["internal"]:
+        res.status, res.error = Verdict.INTERNAL, done["internal"]
+    elif killed == "output":
+        res.status = Verdict.OUTPUT_LIMIT
+        res.error = "stdout limit exceeded" if res.stdout_truncated else "stderr limit exceeded"
+    elif oom:
+        res.status, res.error = Verdict.MEMORY_LIMIT, "killed by the memory cgroup"
+    elif killed == "wall":
+        res.status, res.error = Verdict.TIME_LIMIT, f"wall-clock backstop ({limits.wall_backstop_s:.1f}s)"
+    elif res.cpu_s > limits.time_s or res.signal == signal.SIGXCPU or (
+        res.signal == signal.SIGKILL and res.cpu_s >= cpu_rlimit - 0.05
+    ):
+        res.status, res.error = Verdict.TIME_LIMIT, f"cpu {res.cpu_s:.2f}s > {limits.time_s:g}s"
+    elif res.exit_code == 0:
+        res.status = Verdict.OK
+    elif tail.startswith(b"MemoryError") or (res.signal in (signal.SIGKILL, signal.SIGSEGV) and near_memory_limit):
+        res.status, res.error = Verdict.MEMORY_LIMIT, f"memory limit {limits.memory_mb} MB"
+    else:
+        res.status = Verdict.RUNTIME_ERROR
+        res.error = f"exit code {res.exit_code}" if res.signal is None else f"killed by signal {res.signal}"
+    return res
+
+
+class ForkServerRunner(ZygoteRunner):
+    """Default: compile once per job, fork a confined child per test from a warm interpreter."""
+
+    name = "forkserver"
+    mode = "fork"
+
+
+class SubprocessRunner(ZygoteRunner):
+    """Reference semantics: each test execs a fresh ``python3 solution.py`` (same isolation)."""
+
+    name = "subprocess"
+    mode = "exec"

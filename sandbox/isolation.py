@@ -1,0 +1,181 @@
+"""The isolation layers, applied in two places.
+
+Once per zygote (``isolate_zygote``): an empty network namespace (no route anywhere, loopback
+Redis included) and a private mount namespace whose root is a read-only tmpfs holding only
+the system and Python directories, bound read-only. Host files (problem files, UNIX sockets
+such as Redis's or docker.sock, the project's tests) are not on any path a child can open.
+
+Once per test child (``confine_test_child``): own session, PR_SET_PDEATHSIG, the slot's
+cgroups, a fresh mount + IPC namespace with a new tmpfs for cwd, /tmp, /dev/shm and /run
+(gone when the test ends), only fds 0/1/2, rlimits, the slot's unprivileged uid/gid with no
+supplementary groups, and no_new_privs. The pid namespace (one per job, emptied after every
+test) is set up by the zygote's job init (sandbox/zygote.py).
+
+Every layer is tried, recorded, and reported; a refused layer is a loud warning, not a crash.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import sys
+from dataclasses import dataclass, field
+
+from sandbox import cgroups, linux
+
+BOX = "/box"  # per-test tmpfs mount point inside the sandbox root
+# host paths bound read-only into the sandbox root (symlinks are recreated as symlinks)
+SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
+DEVICES = ("null", "zero", "full", "random", "urandom")
+LAYERS = ("netns", "mountns", "hidden_fs", "pidns", "ipcns", "uid_drop", "cgroup", "rlimits", "no_new_privs")
+
+
+@dataclass
+class ZygoteSetup:
+    layers: dict[str, bool] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def isolate_zygote(python_dirs: list[str]) -> ZygoteSetup:
+    """Enter an empty network namespace and a private, minimal, read-only root."""
+    setup = ZygoteSetup()
+    try:
+        linux.unshare(linux.CLONE_NEWNET)
+        setup.layers["netns"] = True
+    except OSError as e:
+        setup.layers["netns"] = False
+        setup.notes.append(f"network namespace refused ({e}): children HAVE NETWORK ACCESS")
+    try:
+        linux.unshare(linux.CLONE_NEWNS)
+        linux.mount("none", "/", None, linux.MS_REC | linux.MS_PRIVATE)
+        setup.layers["mountns"] = True
+    except OSError as e:
+        setup.layers["mountns"] = False
+        setup.layers["hidden_fs"] = False
+        setup.notes.append(f"mount namespace refused ({e}): no private /tmp, host files visible")
+        return setup
+    try:
+        _pivot_to_minimal_root(python_dirs)
+        setup.layers["hidden_fs"] = True
+    except OSError as e:
+        setup.layers["hidden_fs"] = False
+        setup.notes.append(f"minimal root failed ({e}): host files readable by the sandbox uid stay visible")
+        os.makedirs(BOX, exist_ok=True)
+    return setup
+
+
+def _pivot_to_minimal_root(python_dirs: list[str]) -> None:
+    new_root = "/tmp"  # mounted over in this private namespace only; the host's /tmp is untouched
+    linux.mount("tmpfs", new_root, "tmpfs", linux.MS_NOSUID | linux.MS_NODEV, "size=1m,mode=0755")
+    for path in SYSTEM_PATHS:
+        _bind_into(new_root, path)
+    for path in python_dirs:
+        _bind_into(new_root, path)
+    dev = new_root + "/dev"
+    os.makedirs(dev, exist_ok=True)
+    for name in DEVICES:
+        target = f"{dev}/{name}"
+        open(target, "w").close()
+        linux.mount(f"/dev/{name}", target, None, linux.MS_BIND)
+    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
+                         ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2"), ("shm", BOX + "/shm")):
+        os.symlink(target, f"{dev}/{name}")
+    for d in ("proc", BOX.lstrip("/"), "old-root"):
+        os.makedirs(f"{new_root}/{d}", exist_ok=True)
+    for name, target in (("tmp", BOX + "/tmp"), ("run", BOX + "/run")):
+        os.symlink(target, f"{new_root}/{name}")
+    os.makedirs(f"{new_root}/var", exist_ok=True)
+    os.symlink(BOX + "/tmp", f"{new_root}/var/tmp")
+    linux.pivot_root(new_root, new_root + "/old-root")
+    os.chdir("/")
+    linux.umount2("/old-root", linux.MNT_DETACH)
+    os.rmdir("/old-root")
+    linux.mount("none", "/", None, linux.MS_REMOUNT | linux.MS_RDONLY | linux.MS_NOSUID | linux.MS_NODEV)
+
+
+def _bind_into(new_root: str, path: str) -> None:
+    if not os.path.lexists(path) or os.path.lexists(new_root + path):
+        return
+    parent = os.path.dirname(new_root + path)
+    os.makedirs(parent, mode=0o755, exist_ok=True)
+    if os.path.islink(path):
+        os.symlink(os.readlink(path), new_root + path)
+        return
+    os.makedirs(new_root + path, exist_ok=True)
+    linux.mount(path, new_root + path, None, linux.MS_BIND | linux.MS_REC)
+    linux.mount("none", new_root + path, None,
+                linux.MS_BIND | linux.MS_REMOUNT | linux.MS_RDONLY | linux.MS_NOSUID | linux.MS_NODEV)
+
+
+def python_dirs() -> list[str]:
+    """Directories the sandboxed interpreter needs to read (stdlib, and the venv for exec mode)."""
+    dirs = []
+    for p in (sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(sys.executable))):
+        real = os.path.realpath(p)
+        if not any(real == s or real.startswith(s + "/") for s in SYSTEM_PATHS) and real not in dirs:
+            dirs.append(real)
+    return dirs
+
+
+@dataclass(frozen=True, slots=True)
+class ChildLimits:
+    """Resource limits of one test child (built by the runner from sandbox.runner.Limits)."""
+
+    cpu_s: int
+    as_bytes: int
+    fsize_bytes: int
+    nproc: int
+    nofile: int
+    box_bytes: int
+
+
+def confine_test_child(
+    fds: tuple[int, int, int],
+    uid: int,
+    gid: int,
+    cgroup_fds: list[int],
+    limits: ChildLimits,
+    layers: dict[str, bool],
+    keep_fd: int,
+    fallback_cwd: str | None = None,
+) -> None:
+    """Runs in the freshly forked test child, as root, before any untrusted code.
+
+    ``keep_fd`` (the status pipe to the job init) survives the fd cleanup. Raises OSError if
+    a layer the zygote reported as working fails now: the runner turns that into an INTERNAL
+    verdict rather than run the program unconfined.
+    """
+    os.setsid()
+    linux.prctl(linux.PR_SET_PDEATHSIG, 9)
+    if layers.get("cgroup"):
+        cgroups.join(cgroup_fds)
+    cwd = fallback_cwd or BOX + "/home"
+    if layers.get("mountns"):
+        linux.unshare(linux.CLONE_NEWNS | (linux.CLONE_NEWIPC if layers.get("ipcns") else 0))
+        linux.mount("tmpfs", BOX, "tmpfs", linux.MS_NOSUID | linux.MS_NODEV,
+                    f"size={limits.box_bytes},nr_inodes=4096,mode=0755")
+        for d, mode in (("tmp", 0o1777), ("shm", 0o1777), ("run", 0o755), ("home", 0o755)):
+            os.mkdir(f"{BOX}/{d}", mode)
+            os.chmod(f"{BOX}/{d}", mode)
+        if layers.get("uid_drop"):
+            os.chown(cwd, uid, gid)
+            os.chown(f"{BOX}/run", uid, gid)
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target, inheritable=True)
+    os.closerange(3, keep_fd)
+    os.closerange(keep_fd + 1, 1 << 16)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 1))
+    resource.setrlimit(resource.RLIMIT_AS, (limits.as_bytes, limits.as_bytes))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limits.fsize_bytes, limits.fsize_bytes))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (limits.nofile, limits.nofile))
+    resource.setrlimit(resource.RLIMIT_NPROC, (limits.nproc, limits.nproc))
+    _, stack_hard = resource.getrlimit(resource.RLIMIT_STACK)
+    stack_soft = limits.as_bytes if stack_hard == resource.RLIM_INFINITY else min(stack_hard, limits.as_bytes)
+    resource.setrlimit(resource.RLIMIT_STACK, (stack_soft, stack_hard))
+    if layers.get("uid_drop"):
+        os.setgroups([])
+        os.setresgid(gid, gid, gid)
+        os.setresuid(uid, uid, uid)
+    linux.prctl(linux.PR_SET_NO_NEW_PRIVS, 1)
+    os.chdir(cwd)

@@ -1,0 +1,317 @@
+"""The fork server ("zygote"): a fresh, pre-imported interpreter that forks test children.
+
+Process tree (one per runner, i.e. per worker slot)::
+
+    runner (worker process)            holds expected outputs; never forks a child itself
+      zygote   `python -I -m sandbox.zygote`: empty netns, minimal read-only root, preloaded
+        job      per job: unshare(CLONE_NEWPID), forks the init, waits for it
+          init   pid 1 of the job's pid namespace: compiles the code once, then per test
+            test   forks, confines itself (sandbox/isolation.py) and runs the program; after
+                   it exits the init SIGKILLs everything left in the namespace and reaps it
+
+The zygote is exec'd, not forked from the runner, so nothing the runner holds (expected
+outputs, Redis connections) exists in any memory a child can read. Test inputs reach a child
+as a memfd on fd 0; outputs leave through pipes the runner drains and caps.
+Messages are msgpack over SOCK_SEQPACKET socketpairs; fds travel with SCM_RIGHTS.
+"""
+
+from __future__ import annotations
+
+import linecache
+import os
+import select
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import time
+import traceback
+from typing import Any
+
+import msgpack
+
+from sandbox import child, isolation, linux
+from sandbox.isolation import ChildLimits
+
+# What competitive programs import; preloaded once so each test's fork starts warm.
+PRELOAD = (
+    "array", "atexit", "bisect", "collections", "copy", "dataclasses", "decimal", "enum", "fractions",
+    "functools", "heapq", "io", "itertools", "math", "operator", "queue", "random", "re", "statistics",
+    "string", "threading", "time", "traceback", "typing",
+)
+MAX_FDS = 8
+CONFINE_FAILED = 125
+
+
+def send(sock: socket.socket, obj: Any, fds: list[int] | None = None) -> None:
+    data = msgpack.packb(obj, use_bin_type=True)
+    if fds:
+        socket.send_fds(sock, [data], fds)
+    else:
+        sock.send(data)
+
+
+def recv(sock: socket.socket) -> tuple[Any, list[int]]:
+    """One message and its fds; (None, []) when the peer closed the channel."""
+    data, fds, _, _ = socket.recv_fds(sock, 1 << 16, MAX_FDS)
+    if not data:
+        for fd in fds:
+            os.close(fd)
+        return None, []
+    return msgpack.unpackb(data, raw=False), fds
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    os.lseek(fd, 0, os.SEEK_SET)
+    while True:
+        b = os.read(fd, 1 << 20)
+        if not b:
+            return b"".join(chunks)
+        chunks.append(b)
+
+
+class Zygote:
+    def __init__(self, ctrl: socket.socket, config: dict[str, Any], cgroup_fds: list[int]) -> None:
+        self.ctrl = ctrl
+        self.uid: int = config["uid"]
+        self.gid: int = config["gid"]
+        self.python: str = config["python"]
+        self.cgroup_fds = cgroup_fds
+        self.layers: dict[str, bool] = {}
+        self.notes: list[str] = []
+
+    def setup(self, isolate: bool) -> None:
+        if isolate:
+            zs = isolation.isolate_zygote(isolation.python_dirs())
+            self.layers.update(zs.layers)
+            self.notes.extend(zs.notes)
+        else:
+            self.layers.update({k: False for k in ("netns", "mountns", "hidden_fs")})
+            self.notes.append("isolation disabled by configuration")
+        root = os.geteuid() == 0
+        self.layers["uid_drop"] = root and isolate
+        if isolate and not root:
+            self.notes.append("not root: children keep the worker's uid (RLIMIT_NPROC is shared, no uid drop)")
+        self.layers["ipcns"] = self.layers.get("mountns", False)
+        self.layers["cgroup"] = bool(self.cgroup_fds) and isolate
+        self.layers["rlimits"] = True
+        self.layers["no_new_privs"] = True
+        for name in PRELOAD:
+            __import__(name)
+
+    def serve(self) -> None:
+        while True:
+            msg, fds = recv(self.ctrl)
+            if msg is None:
+                os._exit(0)
+            self._reap()
+            if msg.get("op") == "job":
+                self._start_job(msg, fds)
+            for fd in fds:
+                os.close(fd)
+
+    def _reap(self) -> None:
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0] > 0:
+                pass
+        except ChildProcessError:
+            pass
+
+    def _start_job(self, msg: dict[str, Any], fds: list[int]) -> None:
+        pid = os.fork()
+        if pid != 0:
+            return
+        try:  # the job process
+            linux.prctl(linux.PR_SET_PDEATHSIG, signal.SIGKILL)
+            self.ctrl.close()
+            try:
+                linux.unshare(linux.CLONE_NEWPID)
+                self.layers["pidns"] = True
+            except OSError as e:
+                self.layers["pidns"] = False
+                self.notes.append(f"pid namespace refused ({e}): orphans are killed by uid instead")
+            init = os.fork()
+            if init == 0:
+                JobInit(self, msg, fds).run()
+            os.waitpid(init, 0)
+        finally:
+            os._exit(0)
+
+
+class JobInit:
+    """pid 1 of one job's pid namespace: compiles once, forks and polices one child per test."""
+
+    def __init__(self, z: Zygote, msg: dict[str, Any], fds: list[int]) -> None:
+        self.z = z
+        self.mode: str = msg["mode"]
+        self.sock = socket.socket(fileno=fds[0])
+        self.source = _read_all(fds[1])
+        os.close(fds[1])
+        self.code: Any = None
+
+    def run(self) -> None:
+        try:
+            linux.prctl(linux.PR_SET_PDEATHSIG, signal.SIGKILL)
+            if self.z.layers.get("pidns") and self.z.layers.get("mountns"):
+                try:
+                    linux.unshare(linux.CLONE_NEWNS)
+                    linux.mount("proc", "/proc", "proc", linux.MS_NOSUID | linux.MS_NODEV | linux.MS_NOEXEC)
+                except OSError as e:
+                    self.z.notes.append(f"private /proc failed: {e}")
+            error = self._compile()
+            send(self.sock, {"ok": error is None, "error": error or "", "layers": self.z.layers,
+                             "notes": self.z.notes})
+            if error is None:
+                self._serve()
+        finally:
+            os._exit(0)
+
+    def _compile(self) -> str | None:
+        try:
+            self.code = compile(self.source, child.SCRIPT_NAME, "exec", dont_inherit=True)
+        except (SyntaxError, ValueError, OverflowError, RecursionError, MemoryError) as e:
+            return "".join(traceback.format_exception_only(type(e), e))
+        text = self.source.decode("utf-8", errors="replace")
+        linecache.cache[child.SCRIPT_NAME] = (len(text), None, text.splitlines(True), child.SCRIPT_NAME)
+        return None
+
+    def _serve(self) -> None:
+        while True:
+            msg, fds = recv(self.sock)
+            if msg is None:
+                return
+            if msg.get("op") == "run":
+                send(self.sock, self._run_test(msg, fds))
+            else:
+                for fd in fds:
+                    os.close(fd)
+
+    def _run_test(self, msg: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+        limits = ChildLimits(**msg["limits"])
+        wall_s: float = msg["wall_s"]
+        fallback_cwd = None
+        if not self.z.layers.get("mountns"):
+            fallback_cwd = tempfile.mkdtemp(prefix="cpfleet-test-")
+            if self.z.layers.get("uid_drop"):
+                os.chown(fallback_cwd, self.z.uid, self.z.gid)
+        status_r, status_w = os.pipe2(os.O_CLOEXEC)
+        t0 = time.monotonic()
+        pid = os.fork()
+        if pid == 0:
+            self._become_test(fds, status_w, limits, fallback_cwd)
+        os.close(status_w)
+        for fd in fds:
+            os.close(fd)
+        killed = self._police(pid, t0 + wall_s)
+        _, status, ru = os.wait4(pid, 0)
+        wall = time.monotonic() - t0
+        self._kill_everything_left(pid)
+        failure = os.read(status_r, 4096).decode(errors="replace")
+        os.close(status_r)
+        if fallback_cwd:
+            shutil.rmtree(fallback_cwd, ignore_errors=True)
+        return {"status": status, "cpu": ru.ru_utime + ru.ru_stime, "maxrss": ru.ru_maxrss, "wall": wall,
+                "killed": killed, "internal": failure}
+
+    def _become_test(self, fds: list[int], status_w: int, limits: ChildLimits, fallback_cwd: str | None) -> None:
+        try:
+            os.set_inheritable(status_w, False)
+            isolation.confine_test_child(
+                (fds[0], fds[1], fds[2]), self.z.uid, self.z.gid, self.z.cgroup_fds, limits, self.z.layers,
+                keep_fd=status_w, fallback_cwd=fallback_cwd,
+            )
+            os.close(status_w)
+        except BaseException as e:
+            try:
+                os.write(status_w, f"test confinement failed: {type(e).__name__}: {e}".encode())
+            finally:
+                os._exit(CONFINE_FAILED)
+        if self.mode == "exec":
+            child.exec_python(self.source, self.z.python)
+        child.run_compiled(self.code)
+
+    def _police(self, pid: int, deadline: float) -> str:
+        """Wait for the test to exit; kill it at the wall-clock backstop or on the runner's request."""
+        pidfd = os.pidfd_open(pid)
+        poller = select.poll()
+        poller.register(pidfd, select.POLLIN)
+        poller.register(self.sock.fileno(), select.POLLIN)
+        killed = ""
+        try:
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    self._kill_test(pid)
+                    return killed or "wall"
+                events = poller.poll(max(1, int(remaining * 1000) + 1))
+                for fd, _ in events:
+                    if fd == pidfd:
+                        return killed
+                    msg, extra = recv(self.sock)
+                    for x in extra:
+                        os.close(x)
+                    if msg is None:  # the runner is gone: end the job
+                        self._kill_test(pid)
+                        os._exit(0)
+                    if msg.get("op") == "kill":
+                        killed = killed or str(msg.get("reason", "request"))
+                        self._kill_test(pid)
+        finally:
+            os.close(pidfd)
+
+    def _kill_test(self, pid: int) -> None:
+        try:
+            os.killpg(pid, signal.SIGKILL)  # the test's own session/group, stopped members included
+        except OSError:
+            pass
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+    def _kill_everything_left(self, pid: int) -> None:
+        """Nothing a test started may outlive it (double-forked, setsid'd orphans included)."""
+        if os.getpid() == 1:  # init of our own pid namespace: kill(-1) reaches only this job's processes
+            while True:
+                try:
+                    os.kill(-1, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                try:
+                    os.waitpid(-1, 0)
+                except ChildProcessError:
+                    return
+        elif self.z.layers.get("uid_drop"):  # no pid namespace: kill every process of the slot's uid
+            killer = os.fork()
+            if killer == 0:
+                try:
+                    os.setresuid(self.z.uid, self.z.uid, self.z.uid)
+                    os.kill(-1, signal.SIGKILL)
+                finally:
+                    os._exit(0)
+            os.waitpid(killer, 0)
+        else:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+def main() -> None:
+    ctrl = socket.socket(fileno=int(sys.argv[1]))
+    linux.prctl(linux.PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != int(sys.argv[2]):
+        os._exit(1)  # the runner died before we armed PDEATHSIG
+    msg, cgroup_fds = recv(ctrl)
+    if msg is None:
+        os._exit(0)
+    z = Zygote(ctrl, msg, cgroup_fds)
+    z.setup(bool(msg.get("isolate", True)))
+    send(ctrl, {"layers": z.layers, "notes": z.notes})
+    z.serve()
+
+
+if __name__ == "__main__":
+    main()
