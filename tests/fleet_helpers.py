@@ -1,0 +1,151 @@
+"""Real fleet nodes for tests: ``celery -A workers.app worker -P prefork`` subprocesses against
+the test's redis-server, started in their own process group and always stopped (the group is
+killed if a graceful stop takes too long), so no test leaves a process behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+# Short timers so fault tests finish in seconds (production defaults are minutes).
+TEST_ENV = {
+    "CPFLEET_SOFT_TIME_LIMIT": "20",
+    "CPFLEET_HARD_TIME_LIMIT": "25",
+    "CPFLEET_VISIBILITY_TIMEOUT": "30",
+    "CPFLEET_UNACKED_RESTORE_INTERVAL": "1",
+    "CPFLEET_TASK_EVENTS": "0",
+    "CPFLEET_REDIS_SOCKET_TIMEOUT": "5",
+    "CPFLEET_HEALTH_CHECK_INTERVAL": "2",
+}
+
+
+class FleetWorker:
+    """One worker node (main process + prefork pool) with its log in a file."""
+
+    def __init__(self, redis_url: str, log_dir: Path, concurrency: int = 2, env: dict[str, str] | None = None) -> None:
+        self.redis_url = redis_url
+        self.concurrency = concurrency
+        self.hostname = f"test-{uuid.uuid4().hex[:8]}@localhost"
+        self.log_path = log_dir / f"worker-{self.hostname.split('@')[0]}.log"
+        self.env = {**os.environ, **TEST_ENV, "CPFLEET_REDIS_URL": redis_url, **(env or {})}
+        self.env["PYTHONPATH"] = str(REPO) + os.pathsep + self.env.get("PYTHONPATH", "")
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, wait: bool = True, timeout: float = 90.0) -> FleetWorker:
+        argv = [
+            sys.executable, "-m", "celery", "-A", "workers.app", "worker",
+            "-P", "prefork", "-c", str(self.concurrency), "-n", self.hostname, "-l", "INFO",
+            "--without-gossip", "--without-mingle", "--without-heartbeat",
+        ]
+        self._log = self.log_path.open("ab")
+        self.proc = subprocess.Popen(
+            argv, cwd=REPO, env=self.env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        if wait:
+            self.wait_ready(timeout)
+        return self
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def wait_ready(self, timeout: float = 90.0) -> None:
+        """Until the node logs 'ready.' and every pool process is up."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if self.proc is None or self.proc.poll() is not None:
+                raise RuntimeError(f"worker exited at start:\n{self.log_text()[-4000:]}")
+            if f"{self.hostname} ready." in self.log_text() and len(self.pool_pids()) >= self.concurrency:
+                return
+            time.sleep(0.1)
+        raise TimeoutError(f"worker not ready after {timeout}s:\n{self.log_text()[-4000:]}")
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def pool_pids(self) -> list[int]:
+        """The prefork pool processes (children of the main process)."""
+        if self.proc is None:
+            return []
+        try:
+            text = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text()
+        except OSError:
+            return []
+        return [int(p) for p in text.split()]
+
+    def kill_pool_process(self, pid: int | None = None) -> int:
+        pid = pid if pid is not None else self.pool_pids()[0]
+        os.kill(pid, signal.SIGKILL)
+        return pid
+
+    def kill(self) -> None:
+        """SIGKILL the whole node (main process, pool, sandboxes): a crashed machine."""
+        if self.proc is None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait(timeout=30)
+        self._close_log()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Warm shutdown (SIGTERM), then SIGKILL of the group if it lingers."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                pass
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)  # stragglers of the group, if any
+        except ProcessLookupError:
+            pass
+        if self.proc.poll() is None:
+            self.proc.wait(timeout=30)
+        self._close_log()
+
+    def _close_log(self) -> None:
+        log = getattr(self, "_log", None)
+        if log is not None and not log.closed:
+            log.close()
+
+
+@pytest.fixture
+def start_worker(tmp_path: Path) -> Iterator[Callable[..., FleetWorker]]:
+    """A factory: ``start_worker(redis_url, concurrency=2, env={...})``; all are stopped at the end."""
+    started: list[FleetWorker] = []
+
+    def start(redis_url: str, concurrency: int = 2, env: dict[str, str] | None = None, wait: bool = True) -> FleetWorker:
+        w = FleetWorker(redis_url, tmp_path, concurrency, env)
+        started.append(w)
+        return w.start(wait=wait)
+
+    yield start
+    for w in started:
+        w.stop(timeout=15)
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float, interval: float = 0.05) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return predicate()

@@ -1,0 +1,106 @@
+"""The Celery app: ``celery -A workers.app worker`` (or ``cpfleet worker``) starts a fleet node.
+
+Configured from environment variables (``workers.config``). Pool processes build their sandbox
+resources after the fork and close them at exit; the main process answers the jobs that a pool
+process could not answer itself (it died once too often, or hit the hard time limit).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from celery import Celery, signals
+from celery.exceptions import TimeLimitExceeded, WorkerLostError
+
+from cpfleet import protocol
+from sandbox.results import JobResult
+from workers.config import Settings
+from workers.resources import ProcessResources, redis_client
+
+log = logging.getLogger("cpfleet.worker")
+
+settings = Settings.from_env()
+app = Celery("cpfleet", set_as_current=True)
+app.conf.update(settings.celery_config())
+resources = ProcessResources(settings)
+
+
+@signals.worker_process_init.connect(weak=False)
+def _pool_process_init(**_: Any) -> None:
+    """Start this pool process's sandbox runner now, so the first job does not pay for it."""
+    try:
+        resources.runner  # noqa: B018 - built for its side effect
+    except Exception:
+        # Not fatal here: the first job retries and, failing again, answers INTERNAL.
+        log.exception("could not start the sandbox runner in this pool process")
+
+
+@signals.worker_process_shutdown.connect(weak=False)
+def _pool_process_shutdown(**_: Any) -> None:
+    resources.close()
+
+
+_main_redis: Any = None
+
+
+@signals.task_failure.connect(weak=False)
+def _answer_lost_job(
+    sender: Any = None, task_id: str = "", exception: BaseException | None = None, args: Any = None, **_: Any
+) -> None:
+    """Reply INTERNAL for a job the task itself could not answer.
+
+    Runs in the main process after a WorkerLostError that used up the retries (a job that kills
+    its pool process every time) and after a hard time limit (celery 5.7 fires it there, #10226).
+    Elsewhere (an exception escaping the task in a pool process) it replies too: the client keeps
+    the first reply per job, so an extra one is harmless and a missing one is not.
+    """
+    global _main_redis
+    if getattr(sender, "name", None) != protocol.TASK_NAME:
+        return
+    job = args[0] if args else None
+    if not isinstance(job, dict):
+        return
+    reply_to, job_id = job.get("reply_to"), job.get("job_id")
+    if not (isinstance(reply_to, str) and isinstance(job_id, str)):
+        return
+    if isinstance(exception, WorkerLostError):
+        why = f"the worker process died running this job ({settings.max_retries} retries used): {exception}"
+    elif isinstance(exception, TimeLimitExceeded):
+        why = f"job exceeded the hard time limit ({settings.hard_time_limit_s:g}s)"
+    else:
+        why = f"worker error: {type(exception).__name__}: {exception}"
+    problem_id = job.get("problem_id")
+    result = JobResult.infra(job_id, problem_id if isinstance(problem_id, str) else "", why)
+    result.mode = str(job.get("mode", "full"))
+    result.reward_shape = str(job.get("reward_shape", "all_or_nothing"))
+    result.worker = str(getattr(getattr(sender, "request", None), "hostname", "") or "")
+    log.error("job %s answered INTERNAL: %s", job_id, why)
+    from workers.replies import push_reply
+
+    try:
+        if _main_redis is None:
+            _main_redis = redis_client(settings)
+        ttl = job.get("reply_ttl")
+        push_reply(
+            _main_redis,
+            reply_to,
+            result,
+            ttl if isinstance(ttl, int) and ttl > 0 else protocol.DEFAULT_REPLY_TTL_S,
+            retry_for_s=5.0,
+        )
+    except Exception:
+        log.exception("could not send the INTERNAL reply for job %s", job_id)
+
+
+def _connect_metrics() -> None:
+    try:
+        from workers import metrics
+    except ImportError:  # pragma: no cover
+        return
+    metrics.connect_celery_signals()
+
+
+_connect_metrics()
+
+from workers import tasks as _tasks  # noqa: E402,F401  (registers the evaluate task)

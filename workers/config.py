@@ -1,0 +1,182 @@
+"""Worker settings from environment variables, with documented defaults (docs/fleet.md).
+
+One frozen ``Settings`` object is read at import of ``workers.app``; ``celery_config()`` turns it
+into the Celery configuration, so every reliability knob lives in one place.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from cpfleet import protocol
+
+
+def _bool(value: str) -> bool:
+    v = value.strip().lower()
+    if v in ("1", "true", "yes", "on"):
+        return True
+    if v in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError(f"not a boolean: {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """One environment variable: its name, default and meaning (rendered in docs/fleet.md)."""
+
+    env: str
+    default: str
+    help: str
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("CPFLEET_REDIS_URL", "redis://127.0.0.1:6379/0", "broker, problem store, reply lists and result cache"),
+    Setting("CPFLEET_QUEUES", protocol.DEFAULT_QUEUE, "comma-separated queues this worker consumes"),
+    Setting("CPFLEET_CONCURRENCY", "auto", "pool processes; `auto` = CPUs allowed by affinity and cgroup CPU quota"),
+    Setting("CPFLEET_RUNNER", "forkserver", "sandbox runner per pool process: `forkserver` or `subprocess`"),
+    Setting("CPFLEET_SOFT_TIME_LIMIT", "300", "seconds; the task gets an INTERNAL reply and its runner is rebuilt"),
+    Setting("CPFLEET_HARD_TIME_LIMIT", "330", "seconds; the pool process is killed, the main process replies INTERNAL"),
+    Setting("CPFLEET_VISIBILITY_TIMEOUT", "", "seconds before an unacked job is redelivered; default hard limit + 60"),
+    Setting("CPFLEET_UNACKED_RESTORE_INTERVAL", "10", "seconds between sweeps that requeue a dead worker's jobs"),
+    Setting("CPFLEET_MAX_RETRIES", "2", "re-runs of a job whose pool process died, then an INTERNAL reply"),
+    Setting("CPFLEET_RESULT_CACHE", "1", "cache results by (problem version, extracted code, options)"),
+    Setting("CPFLEET_RESULT_CACHE_TTL", "86400", "seconds a cached result lives"),
+    Setting("CPFLEET_PROBLEM_CACHE_MB", "256", "per-process LRU of problems, bounded in bytes"),
+    Setting("CPFLEET_TASK_EVENTS", "1", "send task events (Flower); costs a little on tiny jobs"),
+    Setting("CPFLEET_REDIS_SOCKET_TIMEOUT", "15", "seconds; a silent broker connection is dropped and reconnected"),
+    Setting("CPFLEET_HEALTH_CHECK_INTERVAL", "10", "seconds between broker connection health checks"),
+    Setting("CPFLEET_REPLY_RETRY_S", "30", "how long a finished job retries pushing its reply while Redis is down"),
+    Setting("CPFLEET_DEBUG_HOOKS", "0", "TEST ONLY: honour a job's `debug` field (e.g. `exit` kills the pool process)"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    redis_url: str
+    queues: tuple[str, ...]
+    concurrency: str
+    runner: str
+    soft_time_limit_s: float
+    hard_time_limit_s: float
+    visibility_timeout_s: int
+    unacked_restore_interval_s: int
+    max_retries: int
+    result_cache: bool
+    result_cache_ttl_s: int
+    problem_cache_bytes: int
+    task_events: bool
+    socket_timeout_s: float
+    health_check_interval_s: int
+    reply_retry_s: float
+    debug_hooks: bool
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """Read and check every setting; a bad value is a clear error at start, not a surprise later."""
+        env = os.environ if env is None else env
+
+        def get(name: str) -> str:
+            default = next(s.default for s in SETTINGS if s.env == name)
+            return env.get(name, default).strip() or default
+
+        soft = float(get("CPFLEET_SOFT_TIME_LIMIT"))
+        hard = float(get("CPFLEET_HARD_TIME_LIMIT"))
+        if not 0 < soft < hard:
+            raise ValueError(f"need 0 < CPFLEET_SOFT_TIME_LIMIT ({soft}) < CPFLEET_HARD_TIME_LIMIT ({hard})")
+        vis_raw = get("CPFLEET_VISIBILITY_TIMEOUT")
+        visibility = int(vis_raw) if vis_raw else int(hard) + 60
+        if visibility <= hard:
+            # Redis redelivers a job reserved longer than this: below the hard limit a slow job
+            # would run twice, concurrently (celery#7651).
+            raise ValueError(f"CPFLEET_VISIBILITY_TIMEOUT ({visibility}) must exceed the hard time limit ({hard})")
+        runner = get("CPFLEET_RUNNER")
+        if runner not in ("forkserver", "subprocess"):
+            raise ValueError(f"CPFLEET_RUNNER must be forkserver or subprocess, got {runner!r}")
+        queues = tuple(q.strip() for q in get("CPFLEET_QUEUES").split(",") if q.strip())
+        if not queues:
+            raise ValueError("CPFLEET_QUEUES names no queue")
+        max_retries = int(get("CPFLEET_MAX_RETRIES"))
+        if max_retries < 0:
+            raise ValueError("CPFLEET_MAX_RETRIES must be >= 0")
+        return cls(
+            redis_url=get("CPFLEET_REDIS_URL"),
+            queues=queues,
+            concurrency=get("CPFLEET_CONCURRENCY"),
+            runner=runner,
+            soft_time_limit_s=soft,
+            hard_time_limit_s=hard,
+            visibility_timeout_s=visibility,
+            unacked_restore_interval_s=max(1, int(get("CPFLEET_UNACKED_RESTORE_INTERVAL"))),
+            max_retries=max_retries,
+            result_cache=_bool(get("CPFLEET_RESULT_CACHE")),
+            result_cache_ttl_s=int(get("CPFLEET_RESULT_CACHE_TTL")),
+            problem_cache_bytes=int(float(get("CPFLEET_PROBLEM_CACHE_MB")) * 1024 * 1024),
+            task_events=_bool(get("CPFLEET_TASK_EVENTS")),
+            socket_timeout_s=float(get("CPFLEET_REDIS_SOCKET_TIMEOUT")),
+            health_check_interval_s=int(get("CPFLEET_HEALTH_CHECK_INTERVAL")),
+            reply_retry_s=float(get("CPFLEET_REPLY_RETRY_S")),
+            debug_hooks=_bool(get("CPFLEET_DEBUG_HOOKS")),
+        )
+
+    def transport_options(self) -> dict[str, Any]:
+        """kombu redis transport options (broker and anything else that reads them)."""
+        return {
+            "visibility_timeout": self.visibility_timeout_s,
+            # kombu 5.7: sweep for a dead worker's unacked jobs every interval (throttle 1 makes
+            # the interval the only knob; the default would be interval x 10).
+            "unacked_restore_interval": self.unacked_restore_interval_s,
+            "unacked_restore_throttle": 1,
+            "socket_timeout": self.socket_timeout_s,
+            "socket_connect_timeout": 5,
+            "socket_keepalive": True,
+            "health_check_interval": self.health_check_interval_s,
+            "retry_on_timeout": True,
+        }
+
+    def celery_config(self) -> dict[str, Any]:
+        """The Celery configuration: msgpack only, at-least-once, prefetch off, bounded retries."""
+        from kombu import Queue
+
+        transport = self.transport_options()
+        return {
+            "broker_url": self.redis_url,
+            "broker_transport_options": transport,
+            # No result backend: results go to reply lists. Celery still reads this mapping
+            # for the visibility timeout in some code paths, so keep it equal.
+            "result_backend": None,
+            "result_backend_transport_options": dict(transport),
+            "broker_connection_retry_on_startup": True,
+            "broker_connection_max_retries": None,  # keep reconnecting after a Redis restart
+            "broker_heartbeat": 0,
+            "task_serializer": "msgpack",
+            "result_serializer": "msgpack",
+            "event_serializer": "msgpack",
+            "accept_content": ["msgpack"],
+            "result_accept_content": ["msgpack"],
+            "task_ignore_result": True,
+            "task_acks_late": True,
+            "task_acks_on_failure_or_timeout": True,
+            "task_reject_on_worker_lost": False,
+            "task_retry_on_worker_lost": True,  # 5.7: bounded by the task's max_retries
+            "task_soft_time_limit": self.soft_time_limit_s,
+            "task_time_limit": self.hard_time_limit_s,
+            "worker_prefetch_multiplier": 1,
+            "worker_disable_prefetch": True,
+            "worker_concurrency": self.concurrency,
+            "worker_send_task_events": self.task_events,
+            "task_send_sent_event": False,
+            "worker_enable_remote_control": True,
+            "worker_cancel_long_running_tasks_on_connection_loss": False,
+            "task_queues": [Queue(q, routing_key=q) for q in self.queues],
+            "task_default_queue": self.queues[0],
+            "task_routes": {protocol.TASK_NAME: {"queue": self.queues[0]}},
+            "broker_connection_timeout": 5,
+            "worker_hijack_root_logger": True,
+            "worker_redirect_stdouts": False,
+            # creating the sandbox runner (a fresh zygote + isolation self-test) can take a few
+            # seconds on a loaded machine: do not declare the pool process dead meanwhile.
+            "worker_proc_alive_timeout": 60,
+        }

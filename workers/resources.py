@@ -1,0 +1,124 @@
+"""What one pool process holds: its sandbox runner, a Redis client, the problem LRU and the
+result cache. Built after the fork (``worker_process_init``, or lazily by the first job) and
+closed at ``worker_process_shutdown``: the runner spawns its own fresh zygote, so nothing of
+the parent's memory (or another process's expected outputs) ever reaches a test program."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from typing import TYPE_CHECKING, Any
+
+import redis
+
+from workers.config import Settings
+
+if TYPE_CHECKING:  # pragma: no cover
+    from sandbox.runner import CodeRunner
+    from workers.problem_cache import ProblemCache
+    from workers.result_cache import ResultCache
+
+log = logging.getLogger("cpfleet.worker")
+
+
+def redis_client(settings: Settings) -> redis.Redis:
+    """A bytes client with timeouts, so a dead Redis is an error, not a hang."""
+    return redis.Redis.from_url(
+        settings.redis_url,
+        socket_timeout=settings.socket_timeout_s,
+        socket_connect_timeout=5,
+        socket_keepalive=True,
+        health_check_interval=settings.health_check_interval_s,
+        retry_on_timeout=True,
+    )
+
+
+class ProcessResources:
+    """Lazily built, per-process; ``reset_runner`` after anything that may have left it unusable."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._pid = os.getpid()
+        self._lock = threading.Lock()
+        self._runner: CodeRunner | None = None
+        self._redis: redis.Redis | None = None
+        self._problems: ProblemCache | None = None
+        self._results: ResultCache | None = None
+
+    def _check_pid(self) -> None:
+        # Objects made in another process (the parent, before the fork) are never reused.
+        if os.getpid() != self._pid:
+            self._pid = os.getpid()
+            self._runner = None
+            self._redis = None
+            self._problems = None
+            self._results = None
+
+    @property
+    def redis(self) -> redis.Redis:
+        self._check_pid()
+        if self._redis is None:
+            self._redis = redis_client(self.settings)
+        return self._redis
+
+    @property
+    def problems(self) -> ProblemCache:
+        self._check_pid()
+        if self._problems is None:
+            from workers.problem_cache import ProblemCache
+
+            self._problems = ProblemCache(self.redis, max_bytes=self.settings.problem_cache_bytes)
+        return self._problems
+
+    @property
+    def results(self) -> ResultCache:
+        self._check_pid()
+        if self._results is None:
+            from workers.result_cache import ResultCache
+
+            self._results = ResultCache(self.redis, ttl_s=self.settings.result_cache_ttl_s)
+        return self._results
+
+    @property
+    def runner(self) -> CodeRunner:
+        self._check_pid()
+        with self._lock:
+            if self._runner is None:
+                from sandbox.runners import make_runner
+
+                runner = make_runner(self.settings.runner)
+                report = runner.isolation
+                log.info("sandbox runner %s in pid %d: %s", self.settings.runner, os.getpid(), report.summary())
+                if report.level != "full":
+                    log.warning("sandbox isolation is %s: %s", report.level, "; ".join(report.notes) or report.summary())
+                _record_isolation(report)
+                self._runner = runner
+            return self._runner
+
+    def reset_runner(self) -> None:
+        """Close the runner (after a soft time limit or an internal error); the next job makes a new one."""
+        with self._lock:
+            runner, self._runner = self._runner, None
+        if runner is not None:
+            try:
+                runner.close()
+            except Exception:
+                log.exception("closing the sandbox runner failed")
+
+    def close(self) -> None:
+        self.reset_runner()
+        if self._redis is not None:
+            try:
+                self._redis.close()
+            except Exception:  # closing at shutdown must never raise
+                pass
+            self._redis = None
+
+
+def _record_isolation(report: Any) -> None:
+    try:
+        from workers import metrics
+    except ImportError:  # pragma: no cover - metrics ship with the project
+        return
+    metrics.record_isolation(report)

@@ -1,0 +1,69 @@
+"""Result cache: GRPO groups repeat completions, so a job whose extracted code was already judged
+on the same problem version with the same options gets the stored result without running.
+
+Keyed by ``protocol.result_cache_key(problem_version, code_hash(extracted code), shape, mode)``:
+the version is a hash of the tests, limits and checker, so a changed problem never serves a
+stale result. Infrastructure failures are never stored (the next run may well succeed).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import msgpack
+import redis
+
+from cpfleet import protocol
+from sandbox.results import JobResult
+
+log = logging.getLogger("cpfleet.result_cache")
+
+# Fields that belong to one execution, not to the (problem, code, options) outcome.
+_PER_JOB_FIELDS = ("job_id", "worker", "cache_hit")
+
+
+class ResultCache:
+    def __init__(self, client: redis.Redis, ttl_s: int = 86400) -> None:
+        self._redis = client
+        self.ttl_s = ttl_s
+
+    @staticmethod
+    def key(problem_version: str, code: str | None, reward_shape: str, mode: str) -> str:
+        return protocol.result_cache_key(problem_version, protocol.code_hash(code), reward_shape, mode)
+
+    def get(self, key: str, job_id: str) -> JobResult | None:
+        """The cached result re-addressed to ``job_id`` (cache_hit set), or None.
+
+        A Redis error or a damaged entry is a miss, logged: the job then simply runs.
+        """
+        try:
+            blob = self._redis.get(key)
+        except redis.RedisError as exc:
+            log.warning("result cache read failed (%s): running the job", exc)
+            return None
+        if blob is None:
+            return None
+        try:
+            d: dict[str, Any] = msgpack.unpackb(blob, raw=False)
+            d["job_id"] = job_id
+            result = JobResult.from_dict(d)
+        except Exception as exc:  # a damaged entry must never fail the job
+            log.warning("dropping damaged result cache entry %s: %s", key, exc)
+            return None
+        result.cache_hit = True
+        return result
+
+    def put(self, key: str, result: JobResult) -> bool:
+        """Store a finished result; infrastructure failures are refused. Returns whether stored."""
+        if result.infra_error or result.verdict.is_infra:
+            return False
+        d = result.to_dict()
+        for name in _PER_JOB_FIELDS:
+            d.pop(name, None)
+        try:
+            self._redis.set(key, msgpack.packb(d, use_bin_type=True), ex=self.ttl_s)
+        except redis.RedisError as exc:
+            log.warning("result cache write failed (%s)", exc)
+            return False
+        return True

@@ -1,0 +1,155 @@
+"""The evaluate task: one job in, exactly one reply out (at-least-once; the client dedupes).
+
+Every path ends in a reply: a malformed message that still names its reply list gets an INTERNAL
+result, an unknown problem gets UNKNOWN_PROBLEM, an exception or a soft time limit gets INTERNAL
+with the reason. Paths the task cannot reach itself (its pool process died for good, the hard
+time limit) are answered by the main process, see ``workers.app``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import Any
+
+from celery.exceptions import SoftTimeLimitExceeded
+
+from cpfleet import protocol
+from cpfleet.protocol import JobMessage, ProtocolError
+from sandbox.results import JobResult
+from sandbox.verdict import Verdict
+from workers.app import app, resources, settings
+from workers.replies import push_reply
+
+log = logging.getLogger("cpfleet.worker")
+
+
+def _text(completion: str | bytes) -> str:
+    if isinstance(completion, bytes):
+        return completion.decode("utf-8", errors="replace")
+    return completion
+
+
+def _debug_hook(msg: JobMessage) -> None:
+    """TEST ONLY (CPFLEET_DEBUG_HOOKS=1): let the fault tests kill this pool process on purpose.
+
+    The sandbox keeps test programs from hurting the worker, so a job that kills its pool
+    process every time cannot be written as a program; this hook stands in for it.
+    """
+    if settings.debug_hooks and msg.debug == "exit":
+        log.warning("debug hook: job %s exits its pool process (pid %d)", msg.job_id, os.getpid())
+        os._exit(70)
+    if settings.debug_hooks and msg.debug is not None and msg.debug.startswith("sleep:"):
+        time.sleep(float(msg.debug.split(":", 1)[1]))
+
+
+def evaluate_job(msg: JobMessage, hostname: str) -> JobResult:
+    """Look the problem up, serve from the result cache or run the sandbox; never raises."""
+    started = time.time()
+    queued_ms = max(0.0, (started - msg.submitted_at) * 1000.0) if msg.submitted_at else 0.0
+    result: JobResult
+    try:
+        _debug_hook(msg)
+        if msg.deadline is not None and started > msg.deadline:
+            # The caller has already given up on this job (and answered it INTERNAL itself).
+            result = JobResult.infra(msg.job_id, msg.problem_id, "deadline passed before a worker picked the job up")
+        else:
+            result = _evaluate(msg)
+    except SoftTimeLimitExceeded:
+        resources.reset_runner()  # interrupted mid-test: never reuse that runner
+        result = JobResult.infra(
+            msg.job_id, msg.problem_id, f"job exceeded the soft time limit ({settings.soft_time_limit_s:g}s)"
+        )
+    except Exception as exc:
+        log.exception("job %s failed inside the worker", msg.job_id)
+        resources.reset_runner()
+        result = JobResult.infra(msg.job_id, msg.problem_id, f"worker error: {type(exc).__name__}: {exc}")
+    result.worker = hostname
+    result.timings.queued_ms = queued_ms
+    result.mode = msg.mode
+    result.reward_shape = msg.reward_shape
+    return result
+
+
+def _evaluate(msg: JobMessage) -> JobResult:
+    found = resources.problems.get(msg.problem_id)
+    if found is None:
+        return JobResult.infra(
+            msg.job_id, msg.problem_id, f"unknown problem id {msg.problem_id!r}", verdict=Verdict.UNKNOWN_PROBLEM
+        )
+    problem, version = found
+    cache_key = None
+    if settings.result_cache and msg.use_cache:
+        from sandbox.extract import extract_code
+
+        cache_key = resources.results.key(version, extract_code(_text(msg.completion)), msg.reward_shape, msg.mode)
+        t0 = time.perf_counter()
+        cached = resources.results.get(cache_key, msg.job_id)
+        if cached is not None:
+            cached.problem_version = version
+            cached.timings.executed_ms = (time.perf_counter() - t0) * 1000.0
+            cached.timings.cpu_ms = 0.0
+            return cached
+    from sandbox.env import evaluate
+
+    result = evaluate(
+        problem,
+        msg.completion,
+        resources.runner,
+        reward_shape=msg.reward_shape,
+        mode=msg.mode,
+        job_id=msg.job_id,
+    )
+    result.problem_version = version
+    result.cache_hit = False
+    if cache_key is not None:
+        resources.results.put(cache_key, result)
+    return result
+
+
+def _record(result: JobResult) -> None:
+    try:
+        from workers import metrics
+
+        metrics.record_job(result)  # also writes the job's structured log line
+    except Exception:  # metrics must never cost a reply
+        log.exception("recording metrics for job %s failed", result.job_id)
+
+
+@app.task(
+    name=protocol.TASK_NAME,
+    bind=True,
+    acks_late=True,
+    max_retries=settings.max_retries,
+    default_retry_delay=0,
+    ignore_result=True,
+)
+def evaluate(self: Any, job: Any = None, *args: Any, **kwargs: Any) -> None:
+    """The Celery entry point: validate the message, evaluate, push the one reply."""
+    hostname = str(self.request.hostname or "")
+    try:
+        msg = JobMessage.from_wire(job)
+    except ProtocolError as exc:
+        _reject(self.request.id, job, str(exc), hostname)
+        return
+    result = evaluate_job(msg, hostname)
+    _record(result)
+    push_reply(resources.redis, msg.reply_to, result, msg.reply_ttl, settings.reply_retry_s)
+
+
+def _reject(task_id: str, job: Any, reason: str, hostname: str) -> None:
+    """A malformed message: logged, and answered when it says where to answer."""
+    log.error("rejected malformed job message (task %s): %s", task_id, reason)
+    if not isinstance(job, dict):
+        return
+    reply_to, job_id = job.get("reply_to"), job.get("job_id")
+    if not (isinstance(reply_to, str) and reply_to and isinstance(job_id, str) and job_id):
+        return
+    problem_id = job.get("problem_id")
+    result = JobResult.infra(job_id, problem_id if isinstance(problem_id, str) else "", f"malformed job: {reason}")
+    result.worker = hostname
+    try:
+        push_reply(resources.redis, reply_to, result, protocol.DEFAULT_REPLY_TTL_S, settings.reply_retry_s)
+    except Exception:
+        log.exception("could not answer malformed job %s", job_id)
