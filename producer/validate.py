@@ -1,0 +1,268 @@
+"""``cpfleet validate PROBLEMS``: judge every reference solution to find broken or weak problems.
+
+Real datasets contain both kinds of damage: accepted solutions that fail (broken tests,
+multi-answer statements judged by token comparison, limits too tight for Python) and
+incorrect solutions that pass (weak tests). Each problem's ``correct_solutions`` and
+``incorrect_solutions`` are judged through ``sandbox.pool.evaluate_many``, the same judging
+code the fleet's workers run, in parallel across CPUs, all-or-nothing over the hidden tests
+after all public tests. Findings come out as a table on stdout and, with ``--json OUT``, as
+a JSON report; infrastructure errors are listed apart (they say nothing about the problem).
+
+Exit status: 0 when the run completed (findings or not; ``--strict`` makes findings exit 1),
+2 for an unreadable problem file or bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from producer.loading import DuplicateProblemError, ProblemFileError, load_problems
+from producer.store_cli import add_loading_arguments
+from sandbox.problem import Problem
+from sandbox.results import JobResult
+from sandbox.verdict import Verdict
+
+KINDS = ("correct", "incorrect")
+ACCEPTED_FAILS = "accepted solution fails"
+WEAK_TESTS = "incorrect solution passes"
+
+
+@dataclass(slots=True)
+class SolutionOutcome:
+    """How one reference solution fared."""
+
+    problem_id: str
+    kind: str  # "correct" or "incorrect"
+    index: int  # position in the problem's list of that kind
+    verdict: str
+    reward: float | None
+    failed_at: str | None  # "compile", "public #i", "hidden #i" (1-based), or None when accepted
+    public: str  # "passed/total"
+    hidden: str
+    infra_message: str = ""
+    ms: float = 0.0
+
+    @property
+    def accepted(self) -> bool:
+        return self.verdict == Verdict.OK
+
+    @property
+    def infra(self) -> bool:
+        return self.reward is None
+
+
+@dataclass(slots=True)
+class Finding:
+    problem_id: str
+    finding: str  # ACCEPTED_FAILS or WEAK_TESTS
+    solution: str  # e.g. "correct#0"
+    verdict: str
+    failed_at: str | None
+    detail: str = ""
+
+
+@dataclass(slots=True)
+class ValidationReport:
+    problems: int = 0
+    without_solutions: int = 0
+    solutions: dict[str, dict[str, int]] = field(default_factory=dict)  # kind -> {judged, accepted, infra}
+    findings: list[Finding] = field(default_factory=list)
+    infra: list[SolutionOutcome] = field(default_factory=list)
+    outcomes: list[SolutionOutcome] = field(default_factory=list)
+
+    def problems_with(self, finding: str) -> list[str]:
+        return sorted({f.problem_id for f in self.findings if f.finding == finding})
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "summary": {
+                "problems": self.problems,
+                "problems_without_solutions": self.without_solutions,
+                "solutions": self.solutions,
+                "problems_with_failing_accepted_solution": len(self.problems_with(ACCEPTED_FAILS)),
+                "problems_with_weak_tests": len(self.problems_with(WEAK_TESTS)),
+                "infrastructure_errors": len(self.infra),
+            },
+            "findings": [asdict(f) for f in self.findings],
+            "infrastructure_errors": [asdict(o) for o in self.infra],
+            "solutions": [asdict(o) for o in self.outcomes],
+        }
+
+
+def fence(code: str) -> str:
+    """Wrap code in a fence longer than any backtick run inside it, so extraction returns it whole."""
+    longest = max((len(m) for m in re.findall(r"`+", code)), default=0)
+    ticks = "`" * max(3, longest + 1)
+    return f"{ticks}python\n{code}\n{ticks}\n"
+
+
+def solution_jobs(problems: Iterable[Problem], kinds: Iterable[str] = KINDS,
+                  max_solutions: int | None = None) -> Iterator[dict[str, Any]]:
+    """One judge job per reference solution; the job id names problem, kind and index."""
+    for p in problems:
+        for kind in kinds:
+            sols = p.correct_solutions if kind == "correct" else p.incorrect_solutions
+            for i, code in enumerate(sols[:max_solutions] if max_solutions is not None else sols):
+                yield {"problem_id": p.id, "completion": fence(code), "job_id": f"{p.id}\x00{kind}\x00{i}"}
+
+
+def outcome_of(result: JobResult) -> SolutionOutcome:
+    pid, kind, index = result.job_id.split("\x00")
+    return SolutionOutcome(
+        problem_id=pid,
+        kind=kind,
+        index=int(index),
+        verdict=str(result.verdict),
+        reward=result.reward,
+        failed_at=_failed_at(result),
+        public=f"{result.public.passed}/{result.public.total}",
+        hidden=f"{result.hidden.passed}/{result.hidden.total}",
+        infra_message=result.infra_message,
+        ms=round(result.timings.executed_ms, 1),
+    )
+
+
+def _failed_at(result: JobResult) -> str | None:
+    """Where the first failure happened: the compile step, or the first failing public/hidden test."""
+    if result.verdict == Verdict.OK or result.infra_error:
+        return None
+    if result.verdict in (Verdict.COMPILE_ERROR, Verdict.NO_CODE):
+        return "compile"
+    if result.public.first_failure is not None:
+        for i, t in enumerate(result.public.tests):
+            if t.verdict != Verdict.OK:
+                return f"public #{i + 1}"
+        return "public"
+    if result.hidden.first_failure is not None:
+        # all-or-nothing stops at the first hidden failure: the last test run is the one
+        return f"hidden #{result.hidden.run}" if result.hidden.run else "hidden"
+    return "hidden"
+
+
+def validate(
+    problems: Mapping[str, Problem],
+    *,
+    workers: int | None = None,
+    runner_kind: str = "forkserver",
+    kinds: Iterable[str] = KINDS,
+    max_solutions: int | None = None,
+    progress: bool = False,
+) -> ValidationReport:
+    """Judge every reference solution of ``problems`` and collect the findings."""
+    from sandbox.pool import evaluate_many
+
+    kinds = tuple(kinds)
+    report = ValidationReport(problems=len(problems))
+    report.without_solutions = sum(
+        1 for p in problems.values()
+        if not any(p.correct_solutions if k == "correct" else p.incorrect_solutions for k in kinds)
+    )
+    report.solutions = {k: {"judged": 0, "accepted": 0, "infra": 0} for k in kinds}
+    jobs = list(solution_jobs(problems.values(), kinds, max_solutions))
+    if not jobs:
+        return report
+    results = evaluate_many(
+        problems,
+        jobs,
+        workers=workers,
+        reward_shape="all_or_nothing",
+        mode="full",
+        runner_kind=runner_kind,
+        progress=progress,
+    )
+    for result in results:
+        o = outcome_of(result)
+        report.outcomes.append(o)
+        counts = report.solutions[o.kind]
+        counts["judged"] += 1
+        if o.infra:
+            counts["infra"] += 1
+            report.infra.append(o)
+            continue
+        if o.accepted:
+            counts["accepted"] += 1
+        if o.kind == "correct" and not o.accepted:
+            report.findings.append(Finding(o.problem_id, ACCEPTED_FAILS, f"correct#{o.index}", o.verdict, o.failed_at,
+                                           f"public {o.public}, hidden {o.hidden}"))
+        elif o.kind == "incorrect" and o.accepted:
+            report.findings.append(Finding(o.problem_id, WEAK_TESTS, f"incorrect#{o.index}", o.verdict, None,
+                                           f"passed public {o.public}, hidden {o.hidden}"))
+    return report
+
+
+def format_table(report: ValidationReport) -> str:
+    """The findings as an aligned text table, then a summary block."""
+    header = ("PROBLEM", "FINDING", "SOLUTION", "VERDICT", "FAILED AT", "DETAIL")
+    rows = [(f.problem_id, f.finding, f.solution, f.verdict, f.failed_at or "-", f.detail) for f in report.findings]
+    rows += [(o.problem_id, "infrastructure error", f"{o.kind}#{o.index}", o.verdict, "-", o.infra_message[:80])
+             for o in report.infra]
+    lines = []
+    if rows:
+        widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header) - 1)]
+        for r in [header, *rows]:
+            lines.append("  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=False)) + "  " + str(r[-1]))
+    else:
+        lines.append("no findings")
+    lines.append("")
+    lines.append(f"problems: {report.problems} ({report.without_solutions} without reference solutions)")
+    for kind, c in report.solutions.items():
+        lines.append(f"{kind} solutions: {c['judged']} judged, {c['accepted']} accepted, {c['infra']} infrastructure errors")
+    lines.append(f"problems whose accepted solution fails: {len(report.problems_with(ACCEPTED_FAILS))}")
+    lines.append(f"problems with weak tests (an incorrect solution passes): {len(report.problems_with(WEAK_TESTS))}")
+    return "\n".join(lines)
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    from sandbox.pool import RUNNER_KINDS, default_workers
+
+    parser.add_argument("problems", metavar="PROBLEMS", help="problem file with correct_/incorrect_solutions")
+    parser.add_argument("--workers", type=int, default=default_workers(), help="judging processes (default: CPUs)")
+    parser.add_argument("--json", dest="json_out", metavar="OUT", default=None, help="also write the report as JSON")
+    parser.add_argument("--runner", choices=RUNNER_KINDS, default="forkserver", help="execution backend")
+    parser.add_argument("--kinds", default="correct,incorrect", help="which solutions to judge (comma list)")
+    parser.add_argument("--max-solutions", type=int, default=None, help="judge at most N solutions of each kind")
+    parser.add_argument("--strict", action="store_true", help="exit 1 when anything is found")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    add_loading_arguments(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip())
+    bad = [k for k in kinds if k not in KINDS]
+    if bad or not kinds:
+        print(f"cpfleet validate: --kinds takes {', '.join(KINDS)}; got {args.kinds!r}", file=sys.stderr)
+        return 2
+    if args.workers < 1 or (args.max_solutions is not None and args.max_solutions < 0):
+        print("cpfleet validate: --workers must be >= 1 and --max-solutions >= 0", file=sys.stderr)
+        return 2
+    try:
+        loaded = load_problems(
+            args.problems,
+            max_problems=args.max_problems,
+            max_public_tests=args.max_public_tests,
+            max_hidden_tests=args.max_hidden_tests,
+            on_duplicate=args.on_duplicate,
+        )
+    except (ProblemFileError, DuplicateProblemError, ValueError) as e:
+        print(f"cpfleet validate: {e}", file=sys.stderr)
+        return 2
+    print(f"validate: {loaded.stats.summary()}", file=sys.stderr)
+    report = validate(
+        loaded.by_id(),
+        workers=args.workers,
+        runner_kind=args.runner,
+        kinds=kinds,
+        max_solutions=args.max_solutions,
+        progress=not args.no_progress,
+    )
+    print(format_table(report))
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(report.to_json(), indent=2, ensure_ascii=False) + "\n")
+    return 1 if args.strict and report.findings else 0
