@@ -1,0 +1,96 @@
+"""The feedback text the model reads next turn, in the seed's format.
+
+Public tests are shown in full (clipped); hidden tests only as counts, never their inputs or
+outputs. Example::
+
+    === sample test 1/2 [FAIL | WRONG_ANSWER | 12 ms]
+    input:
+    1 2
+    expected:
+    3
+    got stdout:
+    4
+    first difference at line 1: expected '3', got '4' (token 1: expected '3', got '4')
+    === sample test 2/2 [PASS | OK | 11 ms]
+    ...
+    (public: 1/2 passed)
+    (hidden: 0/7 passed, stopped at the first failure)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sandbox.verdict import Verdict
+
+CLIP_CHARS = 512  # the seed's clip length per field
+CLIP_MARK = "... [clipped]"
+
+
+def clip(text: str, limit: int = CLIP_CHARS) -> str:
+    """At most ``limit`` characters, saying so when something was cut."""
+    if len(text) <= limit:
+        return text
+    return text[:limit] + CLIP_MARK
+
+
+def _field(text: str) -> str:
+    # one trailing newline belongs to the last line, not to the display
+    return clip(text[:-1] if text.endswith("\n") else text)
+
+
+@dataclass(slots=True)
+class PublicTestView:
+    """What the observation shows about one public test."""
+
+    verdict: Verdict
+    ms: float
+    input: str
+    expected: str
+    stdout: str
+    stderr: str = ""
+    stdout_truncated: bool = False
+    detail: str = ""  # checker's first difference (WRONG_ANSWER) or the runner's note (limits)
+
+
+def format_public_test(i: int, n: int, t: PublicTestView) -> str:
+    ok = t.verdict == Verdict.OK
+    lines = [
+        f"=== sample test {i}/{n} [{'PASS' if ok else 'FAIL'} | {t.verdict} | {int(t.ms)} ms]",
+        "input:",
+        _field(t.input),
+        "expected:",
+        _field(t.expected),
+        "got stdout:",
+        _field(t.stdout) + (" [output truncated]" if t.stdout_truncated else ""),
+    ]
+    if t.stderr:
+        lines += ["stderr:", _field(t.stderr)]
+    if t.detail and not ok:
+        lines.append(clip(t.detail))
+    return "\n".join(lines) + "\n"
+
+
+def format_observation(
+    public: list[PublicTestView],
+    *,
+    public_passed: int,
+    public_total: int,
+    hidden_passed: int,
+    hidden_total: int,
+    hidden_run: int,
+    hidden_note: str = "",
+    max_shown: int | None = None,
+) -> str:
+    """The whole observation: shown public tests, then the public and hidden counts."""
+    shown = public if max_shown is None else public[:max_shown]
+    parts = [format_public_test(i + 1, public_total, t) for i, t in enumerate(shown)]
+    unshown_failed = sum(1 for t in public[len(shown) :] if t.verdict != Verdict.OK)
+    if len(shown) < len(public):
+        parts.append(f"({len(public) - len(shown)} more sample tests not shown, {unshown_failed} of them failed)\n")
+    parts.append(f"(public: {public_passed}/{public_total} passed)\n")
+    hidden = f"(hidden: {hidden_passed}/{hidden_total} passed"
+    if hidden_run < hidden_total and hidden_note:
+        hidden += f", {hidden_note}"
+    parts.append(hidden + ")\n")
+    return "".join(parts)

@@ -1,0 +1,273 @@
+"""Judge many jobs on one machine: a process pool where each process holds ONE runner.
+
+``evaluate_many`` is the engine of ``cpfleet judge`` and ``cpfleet validate``. Design:
+
+- Processes are started with "spawn": a pool process never inherits the parent's memory (the
+  expected outputs of every problem); each creates its runner once (the runner starts its own
+  zygote fresh) and closes it when the process exits.
+- Problems travel to each process once, in the initializer (msgpack), never per job; a job is
+  just ``{problem_id, completion, job_id}``.
+- Results come back in input order; at most ``window`` jobs are in flight, so a long JOBS stream
+  is read lazily and memory stays bounded.
+- A pool process that dies (a runner bug, the OOM killer) breaks the pool: the jobs that were in
+  flight are re-run one at a time in a fresh pool, so the job that kills its process is found
+  and reported as an infrastructure error while the innocent ones are judged normally.
+- ``workers=1`` judges in the calling process (no pool; useful for tests and small runs).
+"""
+
+from __future__ import annotations
+
+import atexit
+import multiprocessing
+import os
+import sys
+from collections import deque
+from collections.abc import Iterable, Iterator, Mapping, Sized
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any
+
+import msgpack
+
+from sandbox.env import DEFAULT_MAX_PUBLIC_SHOWN, MODES, REWARD_SHAPES, evaluate
+from sandbox.problem import Problem
+from sandbox.results import JobResult
+from sandbox.runner import CodeRunner
+from sandbox.verdict import Verdict
+
+RUNNER_KINDS = ("forkserver", "subprocess")
+
+
+def default_workers() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def make_runner(kind: str) -> CodeRunner:
+    """The runner factory, imported late so that reading this module starts nothing."""
+    from sandbox.runners import make_runner as factory
+
+    runner: CodeRunner = factory(kind)
+    return runner
+
+
+class Judge:
+    """One process's judging state: the problems, their versions, one runner (replaced if it breaks)."""
+
+    def __init__(
+        self,
+        problems: Mapping[str, Problem],
+        *,
+        runner_kind: str,
+        reward_shape: str,
+        mode: str,
+        max_public_shown: int | None,
+    ) -> None:
+        self.problems = problems
+        self.runner_kind = runner_kind
+        self.reward_shape = reward_shape
+        self.mode = mode
+        self.max_public_shown = max_public_shown
+        self.worker = f"judge-{os.getpid()}"
+        self._versions: dict[str, str] = {}
+        self._runner: CodeRunner | None = None
+
+    @property
+    def runner(self) -> CodeRunner:
+        if self._runner is None:
+            self._runner = make_runner(self.runner_kind)
+        return self._runner
+
+    def close(self) -> None:
+        if self._runner is not None:
+            runner, self._runner = self._runner, None
+            runner.close()
+
+    def judge(self, job: Mapping[str, Any], index: int) -> JobResult:
+        job_id = str(job.get("job_id") if job.get("job_id") is not None else index)
+        pid = job.get("problem_id")
+        completion = job.get("completion")
+        if not isinstance(pid, str) or not isinstance(completion, str | bytes):
+            result = JobResult.infra(job_id, str(pid or ""), "a job needs 'problem_id' (str) and 'completion' (str)")
+        elif pid not in self.problems:
+            result = JobResult.infra(job_id, pid, f"unknown problem {pid!r}", verdict=Verdict.UNKNOWN_PROBLEM)
+        else:
+            problem = self.problems[pid]
+            version = self._versions.get(pid)
+            if version is None:
+                version = self._versions[pid] = problem.content_version()
+            try:
+                runner = self.runner
+            except Exception as e:  # a runner that cannot start is infrastructure
+                result = JobResult.infra(job_id, pid, f"cannot start runner {self.runner_kind!r}: {e}")
+            else:
+                result = evaluate(
+                    problem,
+                    completion,
+                    runner,
+                    reward_shape=self.reward_shape,
+                    mode=self.mode,
+                    job_id=job_id,
+                    max_public_shown=self.max_public_shown,
+                    problem_version=version,
+                )
+                if result.infra_error and result.verdict == Verdict.INTERNAL:
+                    self.close()  # start the next job on a fresh runner
+        result.mode, result.reward_shape = self.mode, self.reward_shape
+        result.worker = self.worker
+        return result
+
+
+# --- pool process side -------------------------------------------------------------------------
+_judge: Judge | None = None
+
+
+def _init_process(problems_blob: bytes, options: dict[str, Any]) -> None:
+    global _judge
+    records = msgpack.unpackb(problems_blob, raw=False)
+    problems = {key: Problem.from_dict(rec) for key, rec in records.items()}
+    _judge = Judge(problems, **options)
+    atexit.register(_judge.close)
+
+
+def _judge_blob(blob: bytes) -> bytes:
+    assert _judge is not None, "pool process not initialised"
+    index, job = msgpack.unpackb(blob, raw=False)
+    result: bytes = msgpack.packb(_judge.judge(job, index).to_dict(), use_bin_type=True)
+    return result
+
+
+# --- parent side -------------------------------------------------------------------------------
+def _wire_job(job: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: job.get(k) for k in ("problem_id", "completion", "job_id")}
+
+
+def _job_id(job: Mapping[str, Any], index: int) -> str:
+    return str(job.get("job_id") if job.get("job_id") is not None else index)
+
+
+def evaluate_many(
+    problems: Mapping[str, Problem],
+    jobs: Iterable[Mapping[str, Any]],
+    *,
+    workers: int | None = None,
+    reward_shape: str = "all_or_nothing",
+    mode: str = "full",
+    runner_kind: str = "forkserver",
+    progress: bool = False,
+    max_public_shown: int | None = DEFAULT_MAX_PUBLIC_SHOWN,
+    window: int | None = None,
+) -> Iterator[JobResult]:
+    """Judge ``jobs`` (``{problem_id, completion, job_id?}``; job_id defaults to the job's index)
+    and yield one JobResult per job, in input order. Unknown problems come back as
+    UNKNOWN_PROBLEM infrastructure errors. ``workers`` defaults to the usable CPUs."""
+    if reward_shape not in REWARD_SHAPES:
+        raise ValueError(f"reward_shape must be one of {REWARD_SHAPES}, got {reward_shape!r}")
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    if runner_kind not in RUNNER_KINDS:
+        raise ValueError(f"runner_kind must be one of {RUNNER_KINDS}, got {runner_kind!r}")
+    n_workers = max(1, workers if workers is not None else default_workers())
+    total = len(jobs) if isinstance(jobs, Sized) else None
+    options = {
+        "runner_kind": runner_kind,
+        "reward_shape": reward_shape,
+        "mode": mode,
+        "max_public_shown": max_public_shown,
+    }
+    from tqdm import tqdm
+
+    bar = tqdm(total=total, disable=not progress, file=sys.stderr, unit="job", dynamic_ncols=True)
+    try:
+        if n_workers == 1:
+            results = _in_process(problems, jobs, options)
+        else:
+            if isinstance(jobs, list | tuple):  # ship only the problems these jobs need
+                wanted = {j.get("problem_id") for j in jobs}
+                problems = {k: p for k, p in problems.items() if k in wanted}
+            results = _pooled(problems, jobs, options, n_workers, window or 4 * n_workers)
+        for result in results:
+            bar.update(1)
+            if progress and result.infra_error:
+                bar.write(f"[{result.job_id}] infrastructure error: {result.infra_message}", file=sys.stderr)
+            yield result
+    finally:
+        bar.close()
+
+
+def _in_process(
+    problems: Mapping[str, Problem], jobs: Iterable[Mapping[str, Any]], options: dict[str, Any]
+) -> Iterator[JobResult]:
+    judge = Judge(problems, **options)
+    try:
+        for index, job in enumerate(jobs):
+            yield judge.judge(job, index)
+    finally:
+        judge.close()
+
+
+def _pooled(
+    problems: Mapping[str, Problem],
+    jobs: Iterable[Mapping[str, Any]],
+    options: dict[str, Any],
+    n_workers: int,
+    window: int,
+) -> Iterator[JobResult]:
+    blob = msgpack.packb({k: p.to_dict() for k, p in problems.items()}, use_bin_type=True)
+    ctx = multiprocessing.get_context("spawn")
+
+    def new_pool(size: int) -> ProcessPoolExecutor:
+        return ProcessPoolExecutor(size, mp_context=ctx, initializer=_init_process, initargs=(blob, options))
+
+    def submit(pool: ProcessPoolExecutor, index: int, job: Mapping[str, Any]) -> Future[bytes]:
+        return pool.submit(_judge_blob, msgpack.packb([index, _wire_job(job)], use_bin_type=True))
+
+    pool = new_pool(n_workers)
+    pending: deque[tuple[int, Mapping[str, Any], Future[bytes]]] = deque()
+    source = enumerate(jobs)
+    exhausted = False
+    try:
+        while True:
+            while not exhausted and len(pending) < window:
+                item = next(source, None)
+                if item is None:
+                    exhausted = True
+                else:
+                    pending.append((item[0], item[1], submit(pool, *item)))
+            if not pending:
+                return
+            index, job, future = pending[0]
+            try:
+                data = future.result()
+            except BrokenProcessPool:
+                pool.shutdown(wait=True, cancel_futures=True)
+                suspects = [(i, j) for i, j, _ in pending]
+                pending.clear()
+                for i, j in suspects:  # one at a time: find the job that kills its process
+                    yield _isolated(new_pool, submit, i, j)
+                pool = new_pool(n_workers)
+                continue
+            except Exception as e:  # a bug on the pool side: report it, keep judging
+                pending.popleft()
+                yield JobResult.infra(_job_id(job, index), str(job.get("problem_id", "")), f"judge pool: {e!r}")
+                continue
+            pending.popleft()
+            yield JobResult.from_dict(msgpack.unpackb(data, raw=False))
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _isolated(new_pool: Any, submit: Any, index: int, job: Mapping[str, Any]) -> JobResult:
+    pool: ProcessPoolExecutor = new_pool(1)
+    try:
+        data = submit(pool, index, job).result()
+        return JobResult.from_dict(msgpack.unpackb(data, raw=False))
+    except BrokenProcessPool:
+        message = "the judging process died while running this job (twice)"
+    except Exception as e:
+        message = f"judge pool: {e!r}"
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    return JobResult.infra(_job_id(job, index), str(job.get("problem_id", "")), message)
