@@ -174,7 +174,8 @@ class LocalFleet:
 
     Ports: ``None`` turns Flower / the metrics endpoint off; ``0`` picks a free port. ``log_dir``:
     children write ``worker.log`` / ``flower.log`` there; ``None`` lets them write to our
-    terminal. ``worker_env`` adds environment variables for the worker (e.g. CPFLEET_RUNNER).
+    terminal. ``worker_env`` / ``flower_env`` add environment variables (e.g. CPFLEET_RUNNER,
+    FLOWER_BASIC_AUTH=user:password).
     """
 
     def __init__(
@@ -186,6 +187,7 @@ class LocalFleet:
         metrics_port: int | None = 0,
         log_dir: str | None = None,
         worker_env: Mapping[str, str] | None = None,
+        flower_env: Mapping[str, str] | None = None,
         redis_dir: str | None = None,
         stop_timeout: float = 20.0,
         loglevel: str = "INFO",
@@ -196,6 +198,7 @@ class LocalFleet:
         self.metrics_port = free_port() if metrics_port == 0 else metrics_port
         self.log_dir = log_dir
         self.worker_env = dict(worker_env or {})
+        self.flower_env = dict(flower_env or {})
         self.redis_dir = redis_dir
         self.stop_timeout = stop_timeout
         self.loglevel = loglevel
@@ -268,7 +271,9 @@ class LocalFleet:
         else:
             # Flower on loopback only, so its API may go without a password here; the
             # compose file sets FLOWER_BASIC_AUTH instead.
-            env.setdefault("FLOWER_UNAUTHENTICATED_API", "true")
+            env.update(self.flower_env)
+            if "FLOWER_BASIC_AUTH" not in env:
+                env.setdefault("FLOWER_UNAUTHENTICATED_API", "true")
         return env
 
     def _worker_argv(self) -> list[str]:
