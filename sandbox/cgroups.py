@@ -74,12 +74,23 @@ class SlotCgroup:
         """Write limits only when they change (they are per problem, not per test)."""
         if not self.ok or self._current_limits == (memory_bytes, pids):
             return
-        _write(self._memory_limit_file, str(memory_bytes))
-        if self._swap_file:
-            try:
-                _write(self._swap_file, str(memory_bytes) if self.version == 1 else "0")
-            except OSError:
-                pass
+        if self.version == 1 and self._swap_file:
+            # v1 wants memory <= memory+swap at every moment: raise memsw first, lower it last
+            raising = self._current_limits is None or memory_bytes > self._current_limits[0]
+            order = [self._swap_file, self._memory_limit_file]
+            for path in order if raising else order[::-1]:
+                try:
+                    _write(path, str(memory_bytes))
+                except OSError:
+                    if path == self._memory_limit_file:
+                        raise
+        else:
+            _write(self._memory_limit_file, str(memory_bytes))
+            if self._swap_file:
+                try:
+                    _write(self._swap_file, "0")
+                except OSError:
+                    pass
         _write(self._pids_max_file, str(pids))
         self._current_limits = (memory_bytes, pids)
 

@@ -9,7 +9,10 @@ import sys
 import threading
 import types
 from types import CodeType
-from typing import NoReturn
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing would grow every fork
+if TYPE_CHECKING:
+    from typing import NoReturn
 
 SCRIPT_NAME = "solution.py"
 
@@ -48,6 +51,16 @@ def _exit_code(exc: SystemExit) -> int:
     return 1
 
 
+def install_site_builtins() -> None:
+    """``exit()``/``quit()`` and friends, which ``site`` adds; the zygote runs with -S so that
+    no .pth hook (editable installs, setuptools' distutils shim) bloats every fork."""
+    import site
+
+    site.setquit()
+    site.setcopyright()
+    site.sethelper()
+
+
 def run_compiled(code: CodeType) -> NoReturn:
     """Execute ``code`` as ``__main__`` and end the process the way the interpreter would:
     exit status from SystemExit, traceback + 1 on an uncaught exception, non-daemon threads
@@ -55,6 +68,7 @@ def run_compiled(code: CodeType) -> NoReturn:
     _fresh_stdio()
     _reseed()
     sys.argv = [SCRIPT_NAME]
+    sys.path.insert(0, os.getcwd())  # the script's directory, as for `python3 solution.py`
     sys.set_int_max_str_digits(0)
     main = types.ModuleType("__main__")
     sys.modules["__main__"] = main

@@ -7,6 +7,7 @@ server), or exec a fresh ``python3 solution.py`` (subprocess: the reference sema
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import math
 import os
@@ -26,7 +27,9 @@ from sandbox.verdict import Verdict
 
 log = logging.getLogger("cpfleet.sandbox")
 
-READ_CHUNK = 1 << 16
+READ_CHUNK = 1 << 20
+PIPE_BYTES = 1 << 20
+F_SETPIPE_SZ = 1031
 STDERR_TAIL = 4096
 CGROUP_SLACK_BYTES = 64 << 20
 REPLY_GRACE_S = 10.0  # how long past its own deadline we wait for the job init before declaring it broken
@@ -34,6 +37,14 @@ REPLY_GRACE_S = 10.0  # how long past its own deadline we wait for the job init 
 
 class SandboxBroken(RuntimeError):
     """The zygote or a job init stopped answering: an infrastructure failure, not a verdict."""
+
+
+def zygote_command() -> list[str]:
+    """``python -I -S``: no site, so no .pth hooks (editable installs, setuptools' shims)
+    import dozens of modules into the process that every test forks from."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(zygote.__file__)))
+    boot = f"import sys; sys.path.insert(0, {root!r}); import sandbox.zygote as z; z.main()"
+    return [sys.executable, "-I", "-S", "-c", boot]
 
 
 class ZygoteRunner(CodeRunner):
@@ -44,9 +55,10 @@ class ZygoteRunner(CodeRunner):
         self._python = python or os.path.realpath(getattr(sys, "_base_executable", sys.executable))
         self._slot: Slot = claim_slot()
         self._cgroup = SlotCgroup(f"slot-{self._slot.index}") if isolate and os.geteuid() == 0 else None
+        self._ooms_seen = self._cgroup.oom_kills() if self._cgroup is not None else 0
         self._proc: subprocess.Popen[bytes] | None = None
         self._ctrl: socket.socket | None = None
-        self._job: socket.socket | None = None
+        self._job: Job | None = None
         self._report = IsolationReport()
         self._start_zygote()
         self._self_test()
@@ -55,7 +67,7 @@ class ZygoteRunner(CodeRunner):
     def _start_zygote(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._proc = subprocess.Popen(
-            [sys.executable, "-I", "-m", "sandbox.zygote", str(theirs.fileno()), str(os.getpid())],
+            [*zygote_command(), str(theirs.fileno()), str(os.getpid())],
             pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
         )
         theirs.close()
@@ -154,31 +166,25 @@ class ZygoteRunner(CodeRunner):
         if self._proc is None or self._proc.poll() is not None:
             self._restart_zygote()
         assert self._ctrl is not None
-        data = source.encode("utf-8", errors="surrogateescape")
+        job = Job()
         memfd = os.memfd_create("solution", os.MFD_CLOEXEC)
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
-            _write_all(memfd, data)
-            zygote.send(self._ctrl, {"op": "job", "mode": self.mode}, [theirs.fileno(), memfd])
-        except OSError:
-            ours.close()
+            _write_all(memfd, source.encode("utf-8", errors="surrogateescape"))
+            zygote.send(self._ctrl, {"op": "job", "mode": self.mode}, [job.theirs.fileno(), memfd, *job.child_fds])
+            job.sent()
+            reply = self._recv_within(job.sock, 60.0)
+        except (OSError, SandboxBroken):
+            job.close()
             self._restart_zygote()
             raise
         finally:
-            theirs.close()
             os.close(memfd)
-        try:
-            reply = self._recv_within(ours, 60.0)
-        except SandboxBroken:
-            ours.close()
-            self._restart_zygote()
-            raise
         if "pidns" in reply.get("layers", {}):
             self._report.layers.setdefault("pidns", bool(reply["layers"]["pidns"]))
         if not reply["ok"]:
-            ours.close()
+            job.close()
             return str(reply["error"]) or "SyntaxError"
-        self._job = ours
+        self._job = job
         return None
 
     def _end_job(self) -> None:
@@ -200,70 +206,63 @@ class ZygoteRunner(CodeRunner):
         mem = limits.memory_mb << 20
         if self._cgroup is not None and self._cgroup.ok:
             self._cgroup.set_limits(mem + (mem >> 2) + CGROUP_SLACK_BYTES, limits.nproc)
-        ooms = self._cgroup.oom_kills() if self._cgroup is not None else 0
         cpu_rlimit = max(1, math.ceil(limits.time_s))
         child_limits = {"cpu_s": cpu_rlimit, "as_bytes": mem, "fsize_bytes": limits.file_size_mb << 20,
                         "nproc": limits.nproc, "nofile": limits.nofile, "box_bytes": limits.file_size_mb << 20}
-        in_fd = os.memfd_create("stdin", os.MFD_CLOEXEC)
-        out_r, out_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
-        err_r, err_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
-        try:
-            _write_all(in_fd, stdin)
-            os.lseek(in_fd, 0, os.SEEK_SET)
-            os.set_blocking(out_w, True)
-            os.set_blocking(err_w, True)
-            wall = limits.wall_backstop_s
-            zygote.send(self._job, {"op": "run", "limits": child_limits, "wall_s": wall}, [in_fd, out_w, err_w])
-        finally:
-            for fd in (in_fd, out_w, err_w):
-                os.close(fd)
-        try:
-            res, done = self._drain(out_r, err_r, limits, wall + REPLY_GRACE_S)
-        finally:
-            os.close(out_r)
-            os.close(err_r)
-        oom = self._cgroup is not None and self._cgroup.oom_kills() > ooms
+        job = self._job
+        os.ftruncate(job.stdin, 0)
+        os.lseek(job.stdin, 0, os.SEEK_SET)  # the offset is shared with the last test's fd 0
+        _write_all(job.stdin, stdin)
+        os.lseek(job.stdin, 0, os.SEEK_SET)
+        wall = limits.wall_backstop_s
+        zygote.send(job.sock, {"op": "run", "limits": child_limits, "wall_s": wall})
+        res, done = self._drain(job, limits, wall + REPLY_GRACE_S)
+        oom = False
+        if self._cgroup is not None and done["status"] & 0x7F == signal.SIGKILL:
+            # the OOM killer's only signature is SIGKILL: read the counter just then
+            ooms = self._cgroup.oom_kills()
+            oom, self._ooms_seen = ooms > self._ooms_seen, ooms
         return _judge_run(res, done, limits, cpu_rlimit, oom)
 
-    def _drain(self, out_r: int, err_r: int, limits: Limits, timeout: float) -> tuple[RunResult, dict[str, Any]]:
-        """Read stdout/stderr while the program runs, enforcing the caps, until the init reports."""
-        assert self._job is not None
-        job = self._job
+    def _drain(self, job: Job, limits: Limits, timeout: float) -> tuple[RunResult, dict[str, Any]]:
+        """Read stdout/stderr while the program runs, enforcing the caps, until the init reports
+        the test's end (by then every process of the test is dead: what is left in the pipes is
+        all there will be)."""
         out = bytearray()
         err = bytearray()
         err_tail = b""
         err_total = 0
         res = RunResult(Verdict.OK)
         done: dict[str, Any] | None = None
-        poller = select.poll()
-        open_fds = {out_r, err_r}
-        for fd in open_fds:
-            poller.register(fd, select.POLLIN)
-        poller.register(job.fileno(), select.POLLIN)
+        out_r, err_r, sock = job.stdout, job.stderr, job.sock
+        poller = job.poller
         deadline = time.monotonic() + timeout
         kill_sent = False
-        while open_fds or done is None:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise SandboxBroken("the job init did not report the test's end")
-            for fd, _ in poller.poll(int(remaining * 1000) + 1):
-                if fd == job.fileno():
-                    msg, extra = zygote.recv(job)
+        while True:
+            if done is None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise SandboxBroken("the job init did not report the test's end")
+                ready = [fd for fd, _ in poller.poll(int(remaining * 1000) + 1)]
+            else:
+                ready = [out_r, err_r]
+            progressed = False
+            for fd in ready:
+                if fd == sock.fileno():
+                    msg, extra = zygote.recv(sock)
                     for x in extra:
                         os.close(x)
                     if msg is None:
                         raise SandboxBroken("the job init exited")
                     done = msg
-                    poller.unregister(fd)
                     continue
                 try:
                     chunk = os.read(fd, READ_CHUNK)
                 except BlockingIOError:
                     continue
                 if not chunk:
-                    poller.unregister(fd)
-                    open_fds.discard(fd)
                     continue
+                progressed = True
                 if fd == out_r:
                     room = limits.stdout_bytes - len(out)
                     out += chunk[:room]
@@ -277,9 +276,11 @@ class ZygoteRunner(CodeRunner):
                     if len(chunk) > room:
                         res.stderr_truncated = True
                     err_tail = (err_tail + chunk)[-STDERR_TAIL:]
-                if not kill_sent and (res.stdout_truncated or err_total > limits.stderr_bytes):
-                    zygote.send(job, {"op": "kill", "reason": "output"})
+                if not kill_sent and done is None and (res.stdout_truncated or err_total > limits.stderr_bytes):
+                    zygote.send(sock, {"op": "kill", "reason": "output"})
                     kill_sent = True
+            if done is not None and not progressed:
+                break
         res.stdout = bytes(out)
         res.stderr = bytes(err)
         if res.stderr_truncated:
@@ -289,6 +290,42 @@ class ZygoteRunner(CodeRunner):
     def close(self) -> None:
         self._stop_zygote()
         self._slot.release()
+
+
+class Job:
+    """The runner's end of one job: control socket, the stdin memfd and the output pipes."""
+
+    def __init__(self) -> None:
+        self.sock, self.theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.stdin = os.memfd_create("stdin", os.MFD_CLOEXEC)
+        self.stdout, out_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+        self.stderr, err_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+        for w in (out_w, err_w):
+            os.set_blocking(w, True)
+        try:
+            fcntl.fcntl(self.stdout, F_SETPIPE_SZ, PIPE_BYTES)
+        except OSError:
+            pass
+        self.child_fds = [self.stdin, out_w, err_w]
+        self.poller = select.poll()
+        for fd in (self.sock.fileno(), self.stdout, self.stderr):
+            self.poller.register(fd, select.POLLIN)
+
+    def sent(self) -> None:
+        """The init holds its copies now; drop ours so only the job's processes can write."""
+        self.theirs.close()
+        os.close(self.child_fds[1])
+        os.close(self.child_fds[2])
+        self.child_fds = []
+
+    def close(self) -> None:
+        if self.child_fds:
+            self.sent()
+        elif self.theirs.fileno() != -1:
+            self.theirs.close()
+        self.sock.close()
+        for fd in (self.stdin, self.stdout, self.stderr):
+            os.close(fd)
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import os
 import resource
 import sys
-from dataclasses import dataclass, field
 
 from sandbox import cgroups, linux
 
@@ -30,10 +29,12 @@ DEVICES = ("null", "zero", "full", "random", "urandom")
 LAYERS = ("netns", "mountns", "hidden_fs", "pidns", "ipcns", "uid_drop", "cgroup", "rlimits", "no_new_privs")
 
 
-@dataclass
 class ZygoteSetup:
-    layers: dict[str, bool] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
+    """Which layers the zygote got, with a note for each one the kernel refused."""
+
+    def __init__(self) -> None:
+        self.layers: dict[str, bool] = {}
+        self.notes: list[str] = []
 
 
 def isolate_zygote(python_dirs: list[str]) -> ZygoteSetup:
@@ -117,16 +118,19 @@ def python_dirs() -> list[str]:
     return dirs
 
 
-@dataclass(frozen=True, slots=True)
 class ChildLimits:
-    """Resource limits of one test child (built by the runner from sandbox.runner.Limits)."""
+    """Resource limits of one test child (built by the runner from sandbox.runner.Limits).
+    A plain class: the zygote avoids importing dataclasses/typing to stay small to fork."""
 
-    cpu_s: int
-    as_bytes: int
-    fsize_bytes: int
-    nproc: int
-    nofile: int
-    box_bytes: int
+    __slots__ = ("cpu_s", "as_bytes", "fsize_bytes", "nproc", "nofile", "box_bytes")
+
+    def __init__(self, cpu_s: int, as_bytes: int, fsize_bytes: int, nproc: int, nofile: int, box_bytes: int) -> None:
+        self.cpu_s = cpu_s
+        self.as_bytes = as_bytes
+        self.fsize_bytes = fsize_bytes
+        self.nproc = nproc
+        self.nofile = nofile
+        self.box_bytes = box_bytes
 
 
 def confine_test_child(
