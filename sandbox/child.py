@@ -87,9 +87,18 @@ def run_compiled(code: CodeType) -> NoReturn:
 
 
 def _report_uncaught() -> int:
+    """Print the traceback as the interpreter would, minus our own frame. The default hook
+    (C) reads source lines from disk, where the fork server has no file; the traceback module
+    reads them from linecache, which the job init filled at compile time."""
     exc_type, exc, tb = sys.exc_info()
+    tb = tb.tb_next if tb is not None and tb.tb_frame.f_code is run_compiled.__code__ else tb
     try:
-        sys.excepthook(exc_type, exc, tb)  # type: ignore[arg-type]
+        if sys.excepthook is sys.__excepthook__:
+            import traceback
+
+            traceback.print_exception(exc_type, exc, tb)
+        else:
+            sys.excepthook(exc_type, exc, tb)  # type: ignore[arg-type]
     except BaseException:
         pass
     return 130 if exc_type is KeyboardInterrupt else 1
@@ -121,8 +130,7 @@ def exec_python(source: bytes, python: str) -> NoReturn:
     """Exec mode: write solution.py into the private cwd and replace ourselves with python3."""
     with open(SCRIPT_NAME, "wb") as f:
         f.write(source)
-    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONINTMAXSTRDIGITS": "0",
-           "HOME": os.getcwd(), "PYTHONDONTWRITEBYTECODE": "1"}
+    env = dict(os.environ, PYTHONINTMAXSTRDIGITS="0", PYTHONDONTWRITEBYTECODE="1")
     try:
         os.execve(python, [python, SCRIPT_NAME], env)
     finally:

@@ -35,6 +35,9 @@ CGROUP_SLACK_BYTES = 64 << 20
 REPLY_GRACE_S = 10.0  # how long past its own deadline we wait for the job init before declaring it broken
 
 
+CHILD_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "HOME": "/box"}
+
+
 class SandboxBroken(RuntimeError):
     """The zygote or a job init stopped answering: an infrastructure failure, not a verdict."""
 
@@ -69,6 +72,7 @@ class ZygoteRunner(CodeRunner):
         self._proc = subprocess.Popen(
             [*zygote_command(), str(theirs.fileno()), str(os.getpid())],
             pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            env=CHILD_ENV,  # never the worker's: it holds the broker URL and its password
         )
         theirs.close()
         self._ctrl = ours

@@ -22,10 +22,11 @@ import sys
 
 from sandbox import cgroups, linux
 
-BOX = "/box"  # per-test tmpfs mount point inside the sandbox root
+BOX = "/box"  # per-test tmpfs (cwd, /tmp, /dev/shm, /run) inside the sandbox root
 # host paths bound read-only into the sandbox root (symlinks are recreated as symlinks)
 SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 DEVICES = ("null", "zero", "full", "random", "urandom")
+STACK_SOFT_BYTES = 64 << 20
 LAYERS = ("netns", "mountns", "hidden_fs", "pidns", "ipcns", "uid_drop", "cgroup", "rlimits", "no_new_privs")
 
 
@@ -79,14 +80,14 @@ def _pivot_to_minimal_root(python_dirs: list[str]) -> None:
         open(target, "w").close()
         linux.mount(f"/dev/{name}", target, None, linux.MS_BIND)
     for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
-                         ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2"), ("shm", BOX + "/shm")):
+                         ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2"), ("shm", BOX)):
         os.symlink(target, f"{dev}/{name}")
-    for d in ("proc", BOX.lstrip("/"), "old-root"):
+    for d in ("proc", BOX.lstrip("/"), "old-root", "var"):
         os.makedirs(f"{new_root}/{d}", exist_ok=True)
-    for name, target in (("tmp", BOX + "/tmp"), ("run", BOX + "/run")):
-        os.symlink(target, f"{new_root}/{name}")
-    os.makedirs(f"{new_root}/var", exist_ok=True)
-    os.symlink(BOX + "/tmp", f"{new_root}/var/tmp")
+    # one tmpfs per test serves as cwd, /tmp, /var/tmp, /dev/shm and /run: a single mount
+    # and no mkdir/chown on the per-test path
+    for name in ("tmp", "run", "var/tmp"):
+        os.symlink(BOX, f"{new_root}/{name}")
     linux.pivot_root(new_root, new_root + "/old-root")
     os.chdir("/")
     linux.umount2("/old-root", linux.MNT_DETACH)
@@ -153,17 +154,12 @@ def confine_test_child(
     linux.prctl(linux.PR_SET_PDEATHSIG, 9)
     if layers.get("cgroup"):
         cgroups.join(cgroup_fds)
-    cwd = fallback_cwd or BOX + "/home"
+    cwd = fallback_cwd or BOX
     if layers.get("mountns"):
         linux.unshare(linux.CLONE_NEWNS | (linux.CLONE_NEWIPC if layers.get("ipcns") else 0))
+        owner = f",uid={uid},gid={gid}" if layers.get("uid_drop") else ""
         linux.mount("tmpfs", BOX, "tmpfs", linux.MS_NOSUID | linux.MS_NODEV,
-                    f"size={limits.box_bytes},nr_inodes=4096,mode=0755")
-        for d, mode in (("tmp", 0o1777), ("shm", 0o1777), ("run", 0o755), ("home", 0o755)):
-            os.mkdir(f"{BOX}/{d}", mode)
-            os.chmod(f"{BOX}/{d}", mode)
-        if layers.get("uid_drop"):
-            os.chown(cwd, uid, gid)
-            os.chown(f"{BOX}/run", uid, gid)
+                    f"size={limits.box_bytes},nr_inodes=4096,mode=0700{owner}")
     for target, fd in enumerate(fds):
         os.dup2(fd, target, inheritable=True)
     os.closerange(3, keep_fd)
@@ -174,8 +170,12 @@ def confine_test_child(
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits.fsize_bytes, limits.fsize_bytes))
     resource.setrlimit(resource.RLIMIT_NOFILE, (limits.nofile, limits.nofile))
     resource.setrlimit(resource.RLIMIT_NPROC, (limits.nproc, limits.nproc))
+    # The hard limit stays as inherited (usually unlimited) so the common CP line
+    # setrlimit(RLIMIT_STACK, (RLIM_INFINITY, RLIM_INFINITY)) succeeds. The soft limit is
+    # not the memory limit: glibc sizes every default thread stack from it, and one thread
+    # would then need the whole address-space budget.
     _, stack_hard = resource.getrlimit(resource.RLIMIT_STACK)
-    stack_soft = limits.as_bytes if stack_hard == resource.RLIM_INFINITY else min(stack_hard, limits.as_bytes)
+    stack_soft = STACK_SOFT_BYTES if stack_hard == resource.RLIM_INFINITY else min(stack_hard, STACK_SOFT_BYTES)
     resource.setrlimit(resource.RLIMIT_STACK, (stack_soft, stack_hard))
     if layers.get("uid_drop"):
         os.setgroups([])

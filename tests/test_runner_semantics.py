@@ -1,0 +1,158 @@
+"""Both runners give programs the semantics of ``python3 solution.py`` (issue 2, point 2)."""
+
+from __future__ import annotations
+
+import textwrap
+
+from sandbox.runner import CodeRunner
+from sandbox.verdict import Verdict
+from runner_fixtures import run, runner  # noqa: F401  (fixture)
+
+
+def src(code: str) -> str:
+    return textwrap.dedent(code).lstrip()
+
+
+def test_adds_two_numbers(runner: CodeRunner) -> None:
+    res = run(runner, "a, b = map(int, input().split())\nprint(a + b)\n", "3 5\n")
+    assert res.status == Verdict.OK and res.stdout == b"8\n" and res.exit_code == 0
+
+
+def test_name_is_main_and_argv_is_the_script(runner: CodeRunner) -> None:
+    res = run(runner, "import sys\nif __name__ == '__main__':\n    print('main', sys.argv[0])\n")
+    assert res.stdout == b"main solution.py\n"
+
+
+def test_stdio_are_real_file_descriptors(runner: CodeRunner) -> None:
+    code = src("""
+        import os, sys
+        print(sys.stdin.fileno(), sys.stdout.fileno(), sys.stderr.fileno())
+        print(os.fstat(0).st_size, os.read(0, 5))
+    """)
+    res = run(runner, code, b"hello world")
+    assert res.stdout == b"0 1 2\n11 b'hello'\n"
+
+
+def test_sys_exit_code_is_kept_with_output_written_before(runner: CodeRunner) -> None:
+    res = run(runner, "print('partial')\nimport sys\nsys.exit(3)\n")
+    assert res.exit_code == 3 and res.status == Verdict.RUNTIME_ERROR and res.stdout == b"partial\n"
+
+
+def test_exit_builtin_and_sys_exit_none_are_success(runner: CodeRunner) -> None:
+    assert run(runner, "print(1)\nexit()\nprint(2)\n").stdout == b"1\n"
+    res = run(runner, "import sys\nprint('x')\nsys.exit()\n")
+    assert res.status == Verdict.OK and res.exit_code == 0
+
+
+def test_sys_exit_with_message_prints_it_and_exits_1(runner: CodeRunner) -> None:
+    res = run(runner, "import sys\nsys.exit('bad input')\n")
+    assert res.exit_code == 1 and b"bad input" in res.stderr
+
+
+def test_uncaught_exception_shows_traceback_with_source_line(runner: CodeRunner) -> None:
+    res = run(runner, "x = [1]\nprint(x[5])\n")
+    assert res.status == Verdict.RUNTIME_ERROR and res.exit_code == 1
+    assert b"IndexError" in res.stderr and b"print(x[5])" in res.stderr and b"solution.py" in res.stderr
+
+
+def test_non_daemon_threads_are_joined_and_atexit_runs(runner: CodeRunner) -> None:
+    code = src("""
+        import atexit, threading, time
+        atexit.register(lambda: print('atexit'))
+        def late():
+            time.sleep(0.2)
+            print('thread done', flush=True)
+        threading.Thread(target=late).start()
+        print('main done')
+    """)
+    res = run(runner, code)
+    assert res.status == Verdict.OK
+    assert res.stdout.decode().splitlines() == ["main done", "thread done", "atexit"]
+
+
+def test_deep_recursion_in_big_stack_thread(runner: CodeRunner) -> None:
+    code = src("""
+        import sys, threading
+        threading.stack_size(2**26)
+        sys.setrecursionlimit(10**6)
+        def depth(n):
+            return 0 if n == 0 else 1 + depth(n - 1)
+        def main():
+            print(depth(10**5))
+        t = threading.Thread(target=main)
+        t.start()
+        t.join()
+    """)
+    res = run(runner, code)
+    assert res.status == Verdict.OK, res.stderr[-500:]
+    assert res.stdout == b"100000\n"
+
+
+def test_binary_stdin_and_os_write(runner: CodeRunner) -> None:
+    code = "import os, sys\ndata = sys.stdin.buffer.read()\nos.write(1, data[::-1])\n"
+    assert run(runner, code, b"abc\x00\xff").stdout == b"\xff\x00cba"
+
+
+def test_input_until_eof(runner: CodeRunner) -> None:
+    code = src("""
+        total = 0
+        while True:
+            try:
+                total += int(input())
+            except EOFError:
+                break
+        print(total)
+    """)
+    assert run(runner, code, "1\n2\n3\n4").stdout == b"10\n"
+
+
+def test_big_ints_print_past_4300_digits(runner: CodeRunner) -> None:
+    res = run(runner, "print(len(str(10**5000)))\nprint(int('9' * 5000) % 7)\n")
+    assert res.status == Verdict.OK, res.stderr
+    assert res.stdout.split()[0] == b"5001"
+
+
+def test_raising_stack_rlimit_to_infinity_does_not_crash(runner: CodeRunner) -> None:
+    code = src("""
+        import resource, sys
+        resource.setrlimit(resource.RLIMIT_STACK, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+        sys.setrecursionlimit(10**5)
+        print('ok')
+    """)
+    res = run(runner, code)
+    assert res.status == Verdict.OK and res.stdout == b"ok\n", res.stderr
+
+
+def test_200_mb_list_fits_under_512_mb(runner: CodeRunner) -> None:
+    res = run(runner, "a = [0] * (25 * 10**6)\nprint(len(a))\n", memory_mb=512, time_s=5)
+    assert res.status == Verdict.OK, (res.status, res.error, res.stderr[-300:])
+    assert res.stdout == b"25000000\n"
+
+
+def test_five_megabytes_of_output_is_accepted(runner: CodeRunner) -> None:
+    res = run(runner, "import sys\nline = 'x' * 99 + '\\n'\nsys.stdout.write(line * 52429)\n")
+    assert res.status == Verdict.OK and len(res.stdout) == 100 * 52429 and not res.stdout_truncated
+
+
+def test_stderr_is_captured_separately(runner: CodeRunner) -> None:
+    res = run(runner, "import sys\nprint('out')\nprint('err', file=sys.stderr)\n")
+    assert res.stdout == b"out\n" and res.stderr == b"err\n"
+
+
+def test_syntax_error_is_reported_at_load_and_nothing_runs(runner: CodeRunner) -> None:
+    err = runner.load("print('a'\n")
+    assert err is not None and "SyntaxError" in err
+    assert runner.run(b"", __import__("sandbox.runner").runner.Limits()).status == Verdict.INTERNAL
+
+
+def test_utf8_text_round_trips(runner: CodeRunner) -> None:
+    res = run(runner, "s = input()\nprint(s[::-1], len(s))\n", "héllo✓\n")
+    assert res.stdout.decode() == "✓olléh 6\n"
+
+
+def test_random_differs_between_tests_like_fresh_interpreters(runner: CodeRunner) -> None:
+    runner.load("import random\nprint(random.getrandbits(64))\n")
+    from sandbox.runner import Limits
+
+    outs = {runner.run(b"", Limits()).stdout for _ in range(3)}
+    assert len(outs) == 3
