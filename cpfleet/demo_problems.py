@@ -342,7 +342,7 @@ def _oracle_knap(inp: str) -> str:
 
 def _gen_pal(rng: random.Random, size: str) -> str:
     if size == "large":
-        return "1\n" + "a" * 400000 + "\n"
+        return "1\n" + "a" * 100000 + "\n"
     t = {"tiny": 4, "small": 10, "medium": 40}[size]
     length = {"tiny": 5, "small": 20, "medium": 500}[size]
     lines = []
@@ -486,8 +486,13 @@ SPECS: tuple[Spec, ...] = (
         ),
         slow=(
             "import sys\nlines = sys.stdin.read().split()\nfor s in lines[1:1 + int(lines[0])]:\n"
-            "    while True:\n        t = s.replace('()', '', 1).replace('[]', '', 1).replace('{}', '', 1)\n"
-            "        if t == s:\n            break\n        s = t\n    print('YES' if not s else 'NO')\n"
+            "    # remove adjacent pairs until nothing changes: one pass per nesting level, O(n^2)\n"
+            "    s = list(s)\n    changed = True\n    while changed:\n        changed = False\n        out = []\n"
+            "        i = 0\n        while i < len(s):\n"
+            "            if i + 1 < len(s) and s[i] + s[i + 1] in ('()', '[]', '{}'):\n"
+            "                i += 2\n                changed = True\n            else:\n"
+            "                out.append(s[i])\n                i += 1\n        s = out\n"
+            "    print('YES' if not s else 'NO')\n"
         ),
     ),
     Spec(
@@ -598,8 +603,10 @@ SPECS: tuple[Spec, ...] = (
         ),
         slow=(
             "import sys\nlines = sys.stdin.read().split()\nfor s in lines[1:1 + int(lines[0])]:\n"
-            "    ok = True\n    while len(s) > 1:\n        if s[0] != s[-1]:\n            ok = False\n"
-            "            break\n        s = s[1:-1]\n    print('YES' if ok else 'NO')\n"
+            "    # longest palindromic substring by expanding around every center: O(n^2)\n"
+            "    n = len(s)\n    best = 0\n    for c in range(2 * n - 1):\n        lo, hi = c // 2, (c + 1) // 2\n"
+            "        while lo >= 0 and hi < n and s[lo] == s[hi]:\n            lo -= 1\n            hi += 1\n"
+            "        best = max(best, hi - lo - 1)\n    print('YES' if best == n else 'NO')\n"
         ),
     ),
 )
