@@ -63,8 +63,8 @@ def test_wrong_solution_gets_its_fraction_below_half(runner: CodeRunner) -> None
 
 
 def test_timeout_solution_gets_zero_with_time_limit(runner: CodeRunner) -> None:
-    r = evaluate(_add_problem(time_limit_s=0.5), INFINITE, runner, reward_shape="fraction")
-    assert (r.reward, r.verdict) == (0.0, Verdict.TIME_LIMIT)
+    r = evaluate(_add_problem(time_limit_s=0.5), INFINITE, runner)
+    assert (r.reward, r.verdict, r.hidden.run) == (0.0, Verdict.TIME_LIMIT, 1)
     assert r.public.first_failure == Verdict.TIME_LIMIT and r.public.tests[0].verdict == Verdict.TIME_LIMIT
 
 
@@ -142,7 +142,7 @@ def test_public_failure_sets_the_verdict_but_reward_comes_from_hidden_tests(runn
 
 
 def test_per_problem_time_limit_is_honoured(runner: CodeRunner) -> None:
-    burn = py("x = 0\nfor i in range(15_000_000):\n    x += i\na, b = map(int, input().split())\nprint(a + b)")
+    burn = py("x = 0\nfor i in range(6_000_000):\n    x += i\na, b = map(int, input().split())\nprint(a + b)")
     tight = _add_problem(time_limit_s=0.1)
     loose = _add_problem(time_limit_s=20)
     assert evaluate(tight, burn, runner, mode="public").verdict == Verdict.TIME_LIMIT

@@ -1,0 +1,207 @@
+"""`cpfleet judge` and evaluate_many: ordered output, unknown problems, strict input reading, pool."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cpfleet.cli import main as cpfleet_main
+from sandbox.judge import InputError, read_jobs, read_problems
+from sandbox.pool import evaluate_many
+from sandbox.problem import Problem
+from sandbox.results import JobResult
+from sandbox.verdict import Verdict
+
+REPO = Path(__file__).resolve().parents[1]
+
+ADD = {
+    "id": "add",
+    "public_tests": [{"input": "1 2\n", "output": "3\n"}],
+    "hidden_tests": [{"input": f"{i} {i}\n", "output": f"{2 * i}\n"} for i in range(1, 6)],
+    "time_limit_s": 1,
+    "statement_extra": "unknown fields are ignored",
+}
+HALF = {
+    "id": "half",
+    "public_tests": [{"input": "1\n", "output": "0.5\n"}],
+    "hidden_tests": [{"input": "3\n", "output": "1.5\n"}, {"input": "5\n", "output": "2.5\n"}],
+    "checker": {"type": "float", "abs": 1e-6, "rel": 1e-6},
+}
+
+
+def py(code: str) -> str:
+    return f"```python\n{code}\n```"
+
+
+CORRECT_ADD = py("a, b = map(int, input().split())\nprint(a + b)")
+WRONG_ADD = py("a, b = map(int, input().split())\nprint(a * b)")  # right on 2 2 only
+CORRECT_HALF = py("print(int(input()) / 2)")
+CRASH = py("raise SystemExit(4)")
+
+
+def _write_jsonl(path: Path, rows: list[Any], gz: bool = False) -> Path:
+    text = "".join(json.dumps(r) + "\n" for r in rows)
+    if gz:
+        with gzip.open(path, "wt") as f:
+            f.write(text)
+    else:
+        path.write_text(text)
+    return path
+
+
+def _jobs() -> list[dict[str, Any]]:
+    return [
+        {"problem_id": "add", "completion": CORRECT_ADD, "job_id": "a-ok"},
+        {"problem_id": "half", "completion": CORRECT_HALF},
+        {"problem_id": "nope", "completion": CORRECT_ADD, "job_id": "ghost"},
+        {"problem_id": "add", "completion": WRONG_ADD, "job_id": "a-wrong"},
+        {"problem_id": "add", "completion": "no code here", "job_id": "a-nocode"},
+        {"problem_id": "half", "completion": CRASH, "job_id": "h-crash"},
+    ]
+
+
+def _check_results(results: list[dict[str, Any]], reward: str) -> None:
+    assert [r["job_id"] for r in results] == ["a-ok", "1", "ghost", "a-wrong", "a-nocode", "h-crash"]
+    by = {r["job_id"]: r for r in results}
+    assert (by["a-ok"]["reward"], by["a-ok"]["verdict"]) == (1.0, "OK")
+    assert (by["1"]["reward"], by["1"]["problem_id"]) == (1.0, "half")
+    ghost = by["ghost"]
+    assert (ghost["verdict"], ghost["infra_error"], ghost["reward"]) == ("UNKNOWN_PROBLEM", True, None)
+    wrong = by["a-wrong"]
+    assert wrong["verdict"] == "WRONG_ANSWER"
+    assert wrong["reward"] == (0.2 if reward == "fraction" else 0.0)
+    assert by["a-nocode"]["verdict"] == "NO_CODE"
+    assert by["h-crash"]["verdict"] == "RUNTIME_ERROR"
+    for r in results:
+        for key in ("job_id", "problem_id", "reward", "verdict", "infra_error", "observation", "public", "hidden"):
+            assert key in r
+    pub = by["a-ok"]["public"]
+    assert (pub["passed"], pub["total"]) == (1, 1)
+    assert pub["tests"][0]["verdict"] == "OK" and pub["tests"][0]["ms"] > 0
+    assert by["a-ok"]["hidden"]["tests"] == []  # per-test details only for public tests
+
+
+@pytest.mark.parametrize("reward", ["all_or_nothing", "fraction"])
+def test_judge_command_outputs_one_result_per_job_in_input_order(
+    tmp_path: Path, reward: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    problems = _write_jsonl(tmp_path / "problems.jsonl.gz", [ADD, HALF], gz=True)
+    jobs = _write_jsonl(tmp_path / "jobs.jsonl", _jobs())
+    rc = cpfleet_main(["judge", str(problems), str(jobs), "--reward", reward, "--workers", "2", "--no-progress"])
+    out = capsys.readouterr()
+    assert rc == 0
+    results = [json.loads(line) for line in out.out.splitlines()]
+    _check_results(results, reward)
+    assert "judged 6 jobs" in out.err
+
+
+def test_judge_console_script_runs_as_a_process_with_progress_on_stderr(tmp_path: Path) -> None:
+    problems = _write_jsonl(tmp_path / "p.jsonl", [ADD, HALF])
+    jobs = _write_jsonl(tmp_path / "j.jsonl", _jobs())
+    cmd = [str(REPO / ".venv" / "bin" / "cpfleet"), "judge", str(problems), str(jobs), "--workers", "1"]
+    if not Path(cmd[0]).exists():
+        cmd = [sys.executable, "-m", "cpfleet", *cmd[1:]]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    _check_results([json.loads(line) for line in proc.stdout.splitlines()], "all_or_nothing")
+    assert "6/6" in proc.stderr  # tqdm's counter goes to stderr, never into the JSON stream
+
+
+def test_public_mode_and_subprocess_runner_flags(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    problems = _write_jsonl(tmp_path / "p.jsonl", [ADD])
+    jobs = _write_jsonl(tmp_path / "j.jsonl", [{"problem_id": "add", "completion": WRONG_ADD}])
+    rc = cpfleet_main(
+        ["judge", str(problems), str(jobs), "--mode", "public", "--runner", "subprocess", "--workers", "1", "--no-progress"]
+    )
+    assert rc == 0
+    (r,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert (r["mode"], r["reward"], r["hidden"]["run"], r["public"]["run"]) == ("public", 0.0, 0, 1)
+
+
+# --- strict input reading --------------------------------------------------------------------
+def test_duplicate_problem_ids_are_an_error_naming_both_lines(tmp_path: Path) -> None:
+    path = _write_jsonl(tmp_path / "p.jsonl", [ADD, HALF, ADD])
+    with pytest.raises(InputError, match=r"p.jsonl:3: duplicate problem id 'add' \(first on line 1\)"):
+        read_problems(path)
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ('{"id": "x", "public_tests": [', "invalid JSON"),
+        ('{"public_tests": []}', "missing or empty 'id'"),
+        ('{"id": "x", "hidden_tests": [{"input": 1}]}', "hidden_tests"),
+        ('{"id": "x", "checker": {"type": "regex"}}', "unknown checker type 'regex'"),
+    ],
+)
+def test_bad_problem_lines_are_errors_with_their_line_number(tmp_path: Path, line: str, message: str) -> None:
+    path = tmp_path / "p.jsonl"
+    path.write_text(json.dumps(ADD) + "\n\n" + line + "\n")
+    with pytest.raises(InputError, match=rf"p.jsonl:3: .*{message}"):
+        read_problems(path)
+
+
+@pytest.mark.parametrize(
+    "row",
+    [[1, 2], {"completion": "x"}, {"problem_id": "add"}, {"problem_id": "add", "completion": "x", "job_id": [1]}],
+)
+def test_bad_job_lines_are_errors(tmp_path: Path, row: Any) -> None:
+    path = _write_jsonl(tmp_path / "j.jsonl", [{"problem_id": "add", "completion": "x"}, row])
+    with pytest.raises(InputError, match="j.jsonl:2"):
+        read_jobs(path)
+
+
+def test_bad_input_makes_the_command_exit_2_before_judging(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    problems = _write_jsonl(tmp_path / "p.jsonl", [ADD, ADD])
+    jobs = _write_jsonl(tmp_path / "j.jsonl", [{"problem_id": "add", "completion": CORRECT_ADD}])
+    assert cpfleet_main(["judge", str(problems), str(jobs), "--no-progress"]) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and "duplicate problem id" in out.err
+
+
+# --- evaluate_many ---------------------------------------------------------------------------
+def test_evaluate_many_pool_matches_in_process_judging() -> None:
+    problems = {p["id"]: Problem.from_dict(p) for p in (ADD, HALF)}
+    jobs = _jobs() * 3
+    pooled = list(evaluate_many(problems, jobs, workers=2, window=3, runner_kind="forkserver"))
+    local = list(evaluate_many(problems, jobs, workers=1, runner_kind="forkserver"))
+
+    def key(r: JobResult) -> tuple[Any, ...]:
+        return (r.job_id, r.problem_id, r.reward, r.verdict, r.public.passed, r.hidden.passed, r.hidden.run)
+
+    assert [key(r) for r in pooled] == [key(r) for r in local]
+    assert len({r.worker for r in pooled if not r.infra_error}) >= 1
+    assert all(r.problem_version == problems[r.problem_id].content_version() for r in pooled if not r.infra_error)
+
+
+def test_evaluate_many_reads_a_lazy_job_stream() -> None:
+    problems = {"add": Problem.from_dict(ADD)}
+    consumed: list[int] = []
+
+    def stream() -> Any:
+        for i in range(12):
+            consumed.append(i)
+            yield {"problem_id": "add", "completion": CORRECT_ADD if i % 2 else WRONG_ADD, "job_id": f"s{i}"}
+
+    it = evaluate_many(problems, stream(), workers=2, window=4)
+    first = next(it)
+    assert first.job_id == "s0" and first.verdict == Verdict.WRONG_ANSWER
+    assert len(consumed) <= 6  # bounded window: the stream is not read ahead of the pool
+    rest = list(it)
+    assert [r.job_id for r in rest] == [f"s{i}" for i in range(1, 12)]
+    assert [r.reward for r in rest[:2]] == [1.0, 0.0]
+
+
+def test_evaluate_many_rejects_bad_settings() -> None:
+    with pytest.raises(ValueError):
+        list(evaluate_many({}, [], reward_shape="partial"))
+    with pytest.raises(ValueError):
+        list(evaluate_many({}, [], mode="hidden"))
+    with pytest.raises(ValueError):
+        list(evaluate_many({}, [], runner_kind="docker"))
