@@ -193,3 +193,43 @@ def test_truncated_gzip_is_a_file_error_not_a_traceback(tmp_path: Path) -> None:
     gz.write_bytes(gz.read_bytes()[: gz.stat().st_size // 2])
     with pytest.raises(ProblemFileError, match="read failed"):
         load_problems(gz)
+
+
+ADD = "a, b = map(int, input().split())\nprint(a + b)\n"
+MUL = "a, b = map(int, input().split())\nprint(a * b)\n"
+
+
+def arithmetic(pid: str, op: Any) -> dict[str, Any]:
+    pairs = [(3, 5), (2, 2), (10, 7), (0, 9), (123, 456)]
+    tests = [{"input": f"{a} {b}\n", "output": f"{op(a, b)}\n"} for a, b in pairs]
+    return {"id": pid, "public_tests": tests[:2], "hidden_tests": tests[2:], "time_limit_s": 2}
+
+
+@pytest.mark.parametrize("kind", ["forkserver", "subprocess"])
+def test_end_to_end_load_then_evaluate_add_and_mul(tmp_path: Path, kind: str) -> None:
+    from sandbox.env import evaluate
+    from sandbox.runners import make_runner
+
+    path = write_jsonl(tmp_path / "p.jsonl", [arithmetic("add", lambda a, b: a + b), "{bad line",
+                                               arithmetic("mul", lambda a, b: a * b)])
+    loaded = load_problems(path)
+    assert loaded.stats.malformed == 1
+    problems = loaded.by_id()
+    fenced = lambda code: f"```python\n{code}```\n"  # noqa: E731
+    runner = make_runner(kind)
+    try:
+        results = {
+            (pid, name): evaluate(problems[pid], fenced(code), runner)
+            for pid in ("add", "mul")
+            for name, code in (("add", ADD), ("mul", MUL))
+        }
+        fraction = evaluate(problems["add"], fenced(MUL), runner, reward_shape="fraction")
+    finally:
+        runner.close()
+    assert results["add", "add"].reward == 1.0
+    assert results["mul", "mul"].reward == 1.0
+    assert results["add", "mul"].reward == 0.0  # 2*2 == 2+2 passes one public test, not the hidden ones
+    assert results["mul", "add"].reward == 0.0
+    assert results["add", "mul"].public.passed == 1
+    assert fraction.reward == 0.0  # no hidden test of 'add' has a*b == a+b
+    assert not any(r.infra_error for r in results.values())
