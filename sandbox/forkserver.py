@@ -364,10 +364,10 @@ def _judge_run(res: RunResult, done: dict[str, Any], limits: Limits, cpu_rlimit:
     elif res.cpu_s > limits.time_s or res.signal == signal.SIGXCPU or (
         res.signal == signal.SIGKILL and res.cpu_s >= cpu_rlimit - 0.05
     ):
-        res.status, res.error = Verdict.TIME_LIMIT, f"cpu {res.cpu_s:.2f}s > {limits.time_s:g}s"
+        res.status, res.error = Verdict.TIME_LIMIT, f"CPU time limit {limits.time_s:g}s exceeded"
     elif res.exit_code == 0:
         res.status = Verdict.OK
-    elif tail.startswith(b"MemoryError") or (res.signal in (signal.SIGKILL, signal.SIGSEGV) and near_memory_limit):
+    elif tail.startswith(b"MemoryError") or near_memory_limit:
         res.status, res.error = Verdict.MEMORY_LIMIT, f"memory limit {limits.memory_mb} MB"
     else:
         res.status = Verdict.RUNTIME_ERROR

@@ -63,7 +63,7 @@ def recv(sock: socket.socket) -> tuple[Any, list[int]]:
 
 
 def _read_all(fd: int) -> bytes:
-    chunks = []
+    chunks: list[bytes] = []
     os.lseek(fd, 0, os.SEEK_SET)
     while True:
         b = os.read(fd, 1 << 20)

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from cpfleet.redis_server import RedisServer
+from sandbox.runner import CodeRunner
+from sandbox.runners import RUNNER_KINDS, make_runner
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("CPFLEET_SHARED_DATA", REPO.parent / "shared" / "data"))
@@ -45,3 +47,11 @@ def codecontests_path() -> Path:
 def codecontests_records(codecontests_path: Path) -> list[dict]:
     with codecontests_path.open() as f:
         return [json.loads(line) for line in f if line.strip()]
+
+
+@pytest.fixture(scope="module", params=RUNNER_KINDS)
+def runner(request: pytest.FixtureRequest) -> Iterator[CodeRunner]:
+    """Each runner kind, one per test module (starting one costs a zygote and a self-test)."""
+    r = make_runner(request.param)
+    yield r
+    r.close()

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import textwrap
 
+from runner_helpers import run
+
 from sandbox.runner import CodeRunner
 from sandbox.verdict import Verdict
-from runner_fixtures import run, runner  # noqa: F401  (fixture)
 
 
 def src(code: str) -> str:

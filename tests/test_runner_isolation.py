@@ -1,0 +1,312 @@
+"""Hostile programs stay contained, on both runners (issue 2, point 3 and the seed's cases)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+
+import pytest
+from runner_helpers import run
+
+from sandbox.runner import CodeRunner, Limits
+from sandbox.runners import make_runner
+from sandbox.verdict import Verdict
+
+
+def src(code: str) -> str:
+    return textwrap.dedent(code).lstrip()
+
+
+def test_isolation_self_test_reports_every_layer(runner: CodeRunner) -> None:
+    report = runner.isolation
+    assert report.level == "full", report.summary() + " " + "; ".join(report.notes)
+    for layer in ("netns", "mountns", "hidden_fs", "pidns", "ipcns", "uid_drop", "cgroup", "self_test"):
+        assert report.layers.get(layer) is True, layer
+
+
+def test_infinite_loop_is_killed_by_the_cpu_limit(runner: CodeRunner) -> None:
+    res = run(runner, "while True:\n    pass\n", time_s=1)
+    assert res.status == Verdict.TIME_LIMIT
+    assert res.cpu_s >= 0.5  # rusage is tick-sampled here; the kernel's own count reached 1 s
+    assert res.wall_s < Limits(time_s=1).wall_backstop_s  # the CPU limit fired, not the backstop
+
+
+def test_sleeping_program_is_stopped_by_the_wall_backstop(runner: CodeRunner) -> None:
+    res = run(runner, "import time\ntime.sleep(60)\n", time_s=0.5, wall_factor=1.0, wall_slack_s=0.5)
+    assert res.status == Verdict.TIME_LIMIT and "wall" in res.error
+
+
+def test_self_stopped_process_group_is_killed_by_the_backstop(runner: CodeRunner) -> None:
+    code = "import os, signal\nos.fork()\nos.killpg(0, signal.SIGSTOP)\n"
+    res = run(runner, code, time_s=0.5, wall_factor=1.0, wall_slack_s=0.5)
+    assert res.status == Verdict.TIME_LIMIT
+    assert run(runner, "print('next')\n").stdout == b"next\n"
+
+
+def test_256_mb_allocation_refused_under_64_mb_cap(runner: CodeRunner) -> None:
+    res = run(runner, "x = bytearray(256 * 1024 * 1024)\nprint(len(x))\n", memory_mb=64)
+    assert res.status == Verdict.MEMORY_LIMIT and res.stdout == b""
+
+
+def test_memory_exhaustion_by_many_small_objects_is_memory_limit(runner: CodeRunner) -> None:
+    res = run(runner, "a = []\nwhile True:\n    a.append([0] * 1000)\n", memory_mb=96, time_s=10)
+    assert res.status == Verdict.MEMORY_LIMIT
+
+
+def test_socket_to_the_internet_is_blocked(runner: CodeRunner) -> None:
+    code = src("""
+        import socket
+        try:
+            socket.create_connection(('1.1.1.1', 443), timeout=2)
+            print('connected')
+        except OSError as e:
+            print('blocked', type(e).__name__)
+    """)
+    assert run(runner, code).stdout.startswith(b"blocked")
+
+
+def test_tcp_to_a_listening_loopback_port_is_refused(runner: CodeRunner) -> None:
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        code = src(f"""
+            import socket
+            try:
+                socket.create_connection(('127.0.0.1', {port}), timeout=2)
+                print('connected')
+            except OSError as e:
+                print('refused', type(e).__name__)
+        """)
+        assert run(runner, code).stdout.startswith(b"refused")
+
+
+def test_host_unix_sockets_and_files_are_not_reachable(runner: CodeRunner) -> None:
+    with tempfile.TemporaryDirectory() as d:
+        os.chmod(d, 0o755)
+        sock_path = os.path.join(d, "redis.sock")
+        secret = os.path.join(d, "expected.txt")
+        with open(secret, "w") as f:
+            f.write("SECRET EXPECTED OUTPUT")
+        os.chmod(secret, 0o644)
+        with socket.socket(socket.AF_UNIX) as server:
+            server.bind(sock_path)
+            os.chmod(sock_path, 0o777)
+            server.listen()
+            code = src(f"""
+                import os, socket
+                s = socket.socket(socket.AF_UNIX)
+                try:
+                    s.connect({sock_path!r}); print('unix connected')
+                except OSError:
+                    print('unix blocked')
+                print('file visible' if os.path.exists({secret!r}) else 'file hidden')
+                print('docker.sock visible' if os.path.exists('/var/run/docker.sock') else 'no docker.sock')
+                print(sorted(os.listdir('/')))
+            """)
+            out = run(runner, code).stdout.decode()
+    assert "unix blocked" in out and "file hidden" in out and "no docker.sock" in out
+    root_listing = out.splitlines()[-1]
+    assert "'work'" not in root_listing and "'home'" not in root_listing and "'box'" in root_listing
+
+
+def test_environment_carries_no_worker_secrets(runner: CodeRunner) -> None:
+    out = run(runner, "import os\nprint(sorted(os.environ))\n").stdout.decode()
+    assert "REDIS" not in out and "CPFLEET" not in out and "PYTEST" not in out
+
+
+def test_runs_as_an_unprivileged_uid_with_no_new_privs(runner: CodeRunner) -> None:
+    code = src("""
+        import os
+        print(os.getuid(), os.getgid(), os.getgroups())
+        print([l for l in open('/proc/self/status') if l.startswith(('NoNewPrivs', 'CapEff'))])
+    """)
+    out = run(runner, code).stdout.decode()
+    uid = int(out.split()[0])
+    assert uid >= 1000 and "NoNewPrivs:\\t1" in out and "CapEff:\\t0000000000000000" in out
+
+
+def test_only_stdio_fds_are_inherited(runner: CodeRunner) -> None:
+    out = run(runner, "import os\nprint(sorted(int(x) for x in os.listdir('/proc/self/fd')))\n").stdout
+    assert out.strip() in (b"[0, 1, 2, 3]",)  # 3 is listdir's own handle on the directory
+
+
+def test_fork_bomb_is_contained_and_the_next_test_runs(runner: CodeRunner) -> None:
+    code = src("""
+        import os
+        while True:
+            try:
+                os.fork()
+            except OSError:
+                pass
+    """)
+    res = run(runner, code, time_s=1, wall_factor=1.0, wall_slack_s=1.0)
+    assert res.status in (Verdict.TIME_LIMIT, Verdict.RUNTIME_ERROR)
+    assert run(runner, "print(2 + 2)\n").stdout == b"4\n"
+
+
+def test_double_forked_setsid_orphan_is_dead_after_the_test(runner: CodeRunner) -> None:
+    orphan = src("""
+        import os, sys, time
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                time.sleep(30)
+            os._exit(0)
+        print('parent exits')
+    """)
+    err = runner.load(orphan)
+    assert err is None
+    assert runner.run(b"", Limits()).stdout == b"parent exits\n"
+    # the next test of the same job sees its pid namespace: only the init and itself
+    probe = "import os\nprint(sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))\n"
+    runner.load(probe)  # a new job; check the old one's processes are gone host-wide below too
+    pids = run(runner, probe).stdout.decode()
+    assert pids.strip() == "[1, 2]", pids
+
+
+def test_orphans_do_not_survive_into_the_next_test_of_the_same_job(runner: CodeRunner) -> None:
+    code = src("""
+        import os, sys, time
+        data = sys.stdin.read()
+        if data == 'spawn':
+            if os.fork() == 0:
+                os.setsid()
+                if os.fork() == 0:
+                    time.sleep(30)
+                os._exit(0)
+            print('spawned')
+        else:
+            print(sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))
+    """)
+    assert runner.load(code) is None
+    assert runner.run(b"spawn", Limits()).stdout == b"spawned\n"
+    pids = [int(x) for x in runner.run(b"look", Limits()).stdout.decode().strip("[]\n").split(",")]
+    assert len(pids) == 2 and pids[0] == 1  # the job init and the probe itself, nothing else
+
+
+def test_killing_the_parent_does_not_hurt_the_runner(runner: CodeRunner) -> None:
+    res = run(runner, "import os\nos.kill(os.getppid(), 9)\nprint('still here')\n")
+    assert res.status in (Verdict.OK, Verdict.RUNTIME_ERROR)
+    assert run(runner, "print('alive')\n").stdout == b"alive\n"
+
+
+def test_stdout_flood_ends_as_output_limit(runner: CodeRunner) -> None:
+    res = run(runner, "while True:\n    print('x' * 1000)\n", stdout_bytes=1 << 20, time_s=10)
+    assert res.status == Verdict.OUTPUT_LIMIT and res.stdout_truncated
+    assert len(res.stdout) == 1 << 20
+    assert res.cpu_s < 5  # killed at the cap, not at the time limit
+
+
+def test_stderr_flood_ends_as_output_limit_with_bounded_memory(runner: CodeRunner) -> None:
+    res = run(runner, "import sys\nwhile True:\n    sys.stderr.write('e' * 10000)\n", stderr_bytes=2 << 20)
+    assert res.status == Verdict.OUTPUT_LIMIT and res.stderr_truncated
+    assert len(res.stderr) < Limits().stderr_keep_bytes + 8192
+
+
+def test_files_left_by_one_test_are_gone_in_the_next(runner: CodeRunner) -> None:
+    code = src("""
+        import os, sys
+        names = ['left.txt', '/tmp/left.txt', '/dev/shm/left', '/run/left']
+        if sys.stdin.read() == 'write':
+            for n in names:
+                open(n, 'w').write('x')
+            print('written')
+        else:
+            print([n for n in names if os.path.exists(n)])
+    """)
+    assert runner.load(code) is None
+    assert runner.run(b"write", Limits()).stdout == b"written\n"
+    assert runner.run(b"check", Limits()).stdout == b"[]\n"
+
+
+def test_writing_a_1_gb_file_fails(runner: CodeRunner) -> None:
+    code = "with open('big.bin', 'wb') as f:\n    f.write(b'x' * (1 << 30))\nprint('wrote 1 GB')\n"
+    res = run(runner, code, memory_mb=2048, time_s=10)
+    assert res.status != Verdict.OK and b"wrote" not in res.stdout
+
+
+def test_root_filesystem_is_read_only(runner: CodeRunner) -> None:
+    code = src("""
+        for p in ('/usr/evil', '/etc/evil', '/evil'):
+            try:
+                open(p, 'w'); print('wrote', p)
+            except OSError:
+                pass
+        print('done')
+    """)
+    assert run(runner, code).stdout == b"done\n"
+
+
+def test_two_runners_use_different_uids() -> None:
+    a = make_runner("forkserver")
+    b = make_runner("forkserver")
+    try:
+        ua = run(a, "import os\nprint(os.getuid())\n").stdout
+        ub = run(b, "import os\nprint(os.getuid())\n").stdout
+        assert ua != ub
+    finally:
+        a.close()
+        b.close()
+
+
+def test_runner_process_death_takes_the_sandbox_down() -> None:
+    script = src("""
+        import sys, time
+        from sandbox.runners import make_runner
+        r = make_runner('forkserver')
+        r.load('import time\\ntime.sleep(60)\\n')
+        print(r._proc.pid, flush=True)
+        from sandbox.runner import Limits
+        r.run(b'', Limits(time_s=60))
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE)
+    assert proc.stdout is not None
+    zpid = int(proc.stdout.readline())
+    time.sleep(0.5)
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and os.path.exists(f"/proc/{zpid}"):
+        time.sleep(0.05)
+    assert not os.path.exists(f"/proc/{zpid}")
+    leftovers = subprocess.run(["pgrep", "-f", "time.sleep\\(60\\)"], capture_output=True, text=True).stdout
+    assert str(proc.pid) not in leftovers
+
+
+def test_no_fd_leaks_across_many_jobs_and_error_paths(runner: CodeRunner) -> None:
+    def count() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    for _ in range(3):
+        run(runner, "print(1)\n")
+    before = count()
+    for i in range(20):
+        runner.load("print(1\n")  # syntax error path
+        run(runner, "import sys\nsys.exit(2)\n")
+        run(runner, "print(input())\n", f"{i}\n")
+        run(runner, "while True: print('y' * 100)\n", stdout_bytes=4096)
+    assert count() == before
+
+
+@pytest.mark.parametrize("kind", ["forkserver"])
+def test_expected_outputs_are_not_in_the_childs_memory(kind: str) -> None:
+    """The zygote is exec'd, so even memory it shares with children never held the runner's data."""
+    marker = "EXPECTED-OUTPUT-" + os.urandom(8).hex()
+    r = make_runner(kind)
+    try:
+        code = src(f"""
+            import gc
+            found = any(isinstance(o, str) and {marker[:17]!r} in o and o != {marker[:17]!r}
+                        for o in gc.get_objects())
+            print('found' if found else 'clean')
+        """)
+        assert marker  # held by this (runner) process only
+        assert run(r, code).stdout == b"clean\n"
+    finally:
+        r.close()
