@@ -257,10 +257,16 @@ def print_summary(s: Summary, reward: str, out: IO[str]) -> None:
         if kind in by_kind:
             got = ", ".join(f"{v} {c}" for v, c in by_kind[kind].most_common())
             print(f"  {kind:<16}{got}", file=out)
+    correct = [o for o in s.outcomes if o.job.kind == "correct"]
+    if correct:
+        accepted = sum(1 for o in correct if str(o.result.verdict) == "OK")
+        print(f"\ncorrect solutions accepted: {accepted}/{len(correct)}", file=out)
+        for o in [o for o in correct if str(o.result.verdict) != "OK"][:5]:
+            print(f"  not accepted: {o.job.problem_id} ({o.result.verdict})", file=out)
     checked = sum(1 for o in s.outcomes if o.job.expected is not None)
     if checked:
         ok = checked - len(s.mismatches)
-        print(f"\nexpected verdicts: {ok}/{checked} as expected", file=out)
+        print(f"expected verdicts: {ok}/{checked} as expected", file=out)
         for o in s.mismatches[:5]:
             print(
                 f"  MISMATCH {o.job.problem_id} {o.job.kind}: expected {o.job.expected}, got {o.result.verdict}"
