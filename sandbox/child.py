@@ -17,15 +17,29 @@ if TYPE_CHECKING:
 SCRIPT_NAME = "solution.py"
 
 
-def _fresh_stdio() -> None:
-    """Text streams over the real fds 0/1/2 configured like CPython's own at startup (pipes:
-    block-buffered stdout, line-buffered stderr with backslashreplace, utf-8)."""
-    stdin = io.TextIOWrapper(open(0, "rb", closefd=False), encoding="utf-8", errors="strict", newline="\n")
-    stdout = io.TextIOWrapper(open(1, "wb", closefd=False), encoding="utf-8", errors="strict", newline="\n")
-    stderr = io.TextIOWrapper(
-        open(2, "wb", closefd=False),
-        encoding="utf-8", errors="backslashreplace", newline="\n", line_buffering=True,
+def _std_stream(fd: int, name: str, write: bool) -> io.TextIOWrapper:
+    """One std stream built as CPython's create_stdio builds it for a non-tty: a buffered
+    binary stream whose raw file is named "<stdin>"/"<stdout>"/"<stderr>", wrapped in a
+    TextIOWrapper that carries a ``mode`` attribute ("r"/"w"). Common CP templates (FastIO)
+    read ``sys.stdin.mode`` and ``os.fstat(sys.stdin.fileno())``."""
+    buf = io.open(fd, "wb" if write else "rb", closefd=False)
+    buf.raw.name = name  # type: ignore[attr-defined]
+    stream = io.TextIOWrapper(
+        buf,  # type: ignore[arg-type]
+        encoding="utf-8",
+        errors="backslashreplace" if fd == 2 else "surrogateescape",  # as python3 under C.UTF-8
+        newline="\n",
+        line_buffering=fd == 2,
     )
+    stream.mode = "w" if write else "r"  # type: ignore[misc]
+    return stream
+
+
+def _fresh_stdio() -> None:
+    """Std streams over the real fds 0/1/2, configured like the interpreter's own at startup."""
+    stdin = _std_stream(0, "<stdin>", False)
+    stdout = _std_stream(1, "<stdout>", True)
+    stderr = _std_stream(2, "<stderr>", True)
     sys.stdin = stdin
     sys.stdout = stdout
     sys.stderr = stderr

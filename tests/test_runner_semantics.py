@@ -34,6 +34,73 @@ def test_stdio_are_real_file_descriptors(runner: CodeRunner) -> None:
     assert res.stdout == b"0 1 2\n11 b'hello'\n"
 
 
+def test_std_streams_look_like_the_interpreters_own(runner: CodeRunner) -> None:
+    """The Codeforces FastIO template reads file.mode and fstat(fileno()).st_size."""
+    code = src("""
+        import os, sys
+        print(sys.stdin.mode, sys.stdout.mode, sys.stderr.mode, sys.stdin.name, sys.stdout.name)
+        print(sys.stdin.encoding, sys.stdout.errors, sys.stderr.errors, sys.stderr.line_buffering)
+        print(os.fstat(sys.stdin.fileno()).st_size, sys.stdin.isatty(), sys.stdout.isatty())
+    """)
+    res = run(runner, code, b"12345")
+    assert res.stdout.decode().splitlines() == [
+        "r w w <stdin> <stdout>",
+        "utf-8 surrogateescape backslashreplace True",
+        "5 False False",
+    ]
+
+
+def test_fastio_template_reads_input_and_flushes_output(runner: CodeRunner) -> None:
+    code = src("""
+        import os, sys
+        from io import BytesIO, IOBase
+        BUFSIZE = 8192
+        class FastIO(IOBase):
+            newlines = 0
+            def __init__(self, file):
+                self._fd = file.fileno()
+                self.buffer = BytesIO()
+                self.writable = "x" in file.mode or "r" not in file.mode
+                self.write = self.buffer.write if self.writable else None
+            def read(self):
+                while True:
+                    b = os.read(self._fd, max(os.fstat(self._fd).st_size, BUFSIZE))
+                    if not b:
+                        break
+                    ptr = self.buffer.tell()
+                    self.buffer.seek(0, 2), self.buffer.write(b), self.buffer.seek(ptr)
+                self.newlines = 0
+                return self.buffer.read()
+            def readline(self):
+                while self.newlines == 0:
+                    b = os.read(self._fd, max(os.fstat(self._fd).st_size, BUFSIZE))
+                    self.newlines = b.count(b"\\n") + (not b)
+                    ptr = self.buffer.tell()
+                    self.buffer.seek(0, 2), self.buffer.write(b), self.buffer.seek(ptr)
+                self.newlines -= 1
+                return self.buffer.readline()
+            def flush(self):
+                if self.writable:
+                    os.write(self._fd, self.buffer.getvalue())
+                    self.buffer.truncate(0), self.buffer.seek(0)
+        class IOWrapper(IOBase):
+            def __init__(self, file):
+                self.buffer = FastIO(file)
+                self.flush = self.buffer.flush
+                self.writable = self.buffer.writable
+                self.write = lambda s: self.buffer.write(s.encode("ascii"))
+                self.read = lambda: self.buffer.read().decode("ascii")
+                self.readline = lambda: self.buffer.readline().decode("ascii")
+        sys.stdin, sys.stdout = IOWrapper(sys.stdin), IOWrapper(sys.stdout)
+        input = lambda: sys.stdin.readline().rstrip("\\r\\n")
+        n = int(input())
+        print(sum(map(int, input().split())) * n)
+    """)
+    res = run(runner, code, "2\n1 2 3\n")
+    assert res.status == Verdict.OK, res.stderr[-400:]
+    assert res.stdout == b"12\n"
+
+
 def test_sys_exit_code_is_kept_with_output_written_before(runner: CodeRunner) -> None:
     res = run(runner, "print('partial')\nimport sys\nsys.exit(3)\n")
     assert res.exit_code == 3 and res.status == Verdict.RUNTIME_ERROR and res.stdout == b"partial\n"
