@@ -22,7 +22,7 @@ def _std_stream(fd: int, name: str, write: bool) -> io.TextIOWrapper:
     binary stream whose raw file is named "<stdin>"/"<stdout>"/"<stderr>", wrapped in a
     TextIOWrapper that carries a ``mode`` attribute ("r"/"w"). Common CP templates (FastIO)
     read ``sys.stdin.mode`` and ``os.fstat(sys.stdin.fileno())``."""
-    buf = io.open(fd, "wb" if write else "rb", closefd=False)
+    buf = open(fd, "wb" if write else "rb", closefd=False)
     buf.raw.name = name  # type: ignore[attr-defined]
     stream = io.TextIOWrapper(
         buf,  # type: ignore[arg-type]
