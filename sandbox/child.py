@@ -25,7 +25,7 @@ def _std_stream(fd: int, name: str, write: bool) -> io.TextIOWrapper:
     buf = open(fd, "wb" if write else "rb", closefd=False)
     buf.raw.name = name  # type: ignore[attr-defined]
     stream = io.TextIOWrapper(
-        buf,  # type: ignore[arg-type]
+        buf,
         encoding="utf-8",
         errors="backslashreplace" if fd == 2 else "surrogateescape",  # as python3 under C.UTF-8
         newline="\n",
