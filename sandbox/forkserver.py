@@ -222,8 +222,8 @@ class ZygoteRunner(CodeRunner):
         zygote.send(job.sock, {"op": "run", "limits": child_limits, "wall_s": wall})
         res, done = self._drain(job, limits, wall + REPLY_GRACE_S)
         oom = False
-        if self._cgroup is not None and done["status"] & 0x7F == signal.SIGKILL:
-            # the OOM killer's only signature is SIGKILL: read the counter just then
+        if self._cgroup is not None and self._cgroup.ok:
+            # read after every test: the OOM killer may pick a grandchild, not the main process
             ooms = self._cgroup.oom_kills()
             oom, self._ooms_seen = ooms > self._ooms_seen, ooms
         return _judge_run(res, done, limits, cpu_rlimit, oom)

@@ -58,6 +58,29 @@ def test_memory_exhaustion_by_many_small_objects_is_memory_limit(runner: CodeRun
     assert res.status == Verdict.MEMORY_LIMIT
 
 
+def test_slot_cgroup_bounds_the_whole_job_not_only_each_process(runner: CodeRunner) -> None:
+    """Four processes of 150 MB each fit their own 256 MB RLIMIT_AS but not the job's cgroup."""
+    if not runner.isolation.layers.get("cgroup"):
+        pytest.skip("no writable memory cgroup on this machine: " + "; ".join(runner.isolation.notes))
+    code = src("""
+        import os, time
+        kids = []
+        for _ in range(4):
+            pid = os.fork()
+            if pid == 0:
+                block = bytearray(150 * 1024 * 1024)
+                for i in range(0, len(block), 4096):
+                    block[i] = 1
+                time.sleep(2)
+                os._exit(0)
+            kids.append(pid)
+        statuses = [os.waitpid(p, 0)[1] for p in kids]
+        print(statuses)
+    """)
+    res = run(runner, code, memory_mb=256, time_s=5)
+    assert res.status == Verdict.MEMORY_LIMIT, (res.status, res.stdout, res.error)
+
+
 def test_socket_to_the_internet_is_blocked(runner: CodeRunner) -> None:
     code = src("""
         import socket
