@@ -67,3 +67,21 @@ def pivot_root(new_root: str, put_old: str) -> None:
 
 def prctl(option: int, arg2: int = 0) -> None:
     _check(_libc.prctl(ctypes.c_int(option), ctypes.c_ulong(arg2), 0, 0, 0), f"prctl {option}")
+
+
+CAP_SETGID = 6
+CAP_SETUID = 7
+CAP_SYS_ADMIN = 21
+
+
+def effective_capabilities() -> int:
+    """The CapEff bit mask of this process (root in a container may have few or none)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("CapEff:"):
+                return int(line.split()[1], 16)
+    return 0
+
+
+def has_capability(cap: int) -> bool:
+    return bool(effective_capabilities() >> cap & 1)

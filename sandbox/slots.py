@@ -42,7 +42,11 @@ class Slot:
 
 def claim_slot(lock_dir: str | None = None) -> Slot:
     """Claim the lowest free slot on this host (released when the process exits)."""
-    lock_dir = lock_dir or os.environ.get("CPFLEET_SLOT_DIR") or os.path.join(tempfile.gettempdir(), "cpfleet-slots")
+    lock_dir = (
+        lock_dir
+        or os.environ.get("CPFLEET_SLOT_DIR")
+        or os.path.join(tempfile.gettempdir(), f"cpfleet-slots-{os.geteuid()}")
+    )
     os.makedirs(lock_dir, mode=0o700, exist_ok=True)
     base = uid_base()
     for i in range(MAX_SLOTS):

@@ -83,6 +83,7 @@ class Zygote:
         self.notes: list[str] = []
 
     def setup(self, isolate: bool) -> None:
+        can_switch = linux.has_capability(linux.CAP_SETUID) and linux.has_capability(linux.CAP_SETGID)
         if isolate:
             zs = isolation.isolate_zygote(isolation.python_dirs())
             self.layers.update(zs.layers)
@@ -90,10 +91,10 @@ class Zygote:
         else:
             self.layers.update({k: False for k in ("netns", "mountns", "hidden_fs")})
             self.notes.append("isolation disabled by configuration")
-        root = os.geteuid() == 0
-        self.layers["uid_drop"] = root and isolate
-        if isolate and not root:
-            self.notes.append("not root: children keep the worker's uid (RLIMIT_NPROC is shared, no uid drop)")
+        self.layers["uid_drop"] = can_switch and isolate
+        if isolate and not can_switch:
+            self.notes.append("no CAP_SETUID/CAP_SETGID: children keep the worker's uid "
+                              "(RLIMIT_NPROC is shared with the worker, no uid separation)")
         self.layers["ipcns"] = self.layers.get("mountns", False)
         self.layers["cgroup"] = bool(self.cgroup_fds) and isolate
         self.layers["rlimits"] = True
