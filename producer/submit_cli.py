@@ -1,0 +1,167 @@
+"""``cpfleet submit JOBS --redis URL``: ``cpfleet judge``'s JSONL in and out, through the fleet.
+
+JOBS is JSONL of ``{"problem_id", "completion", "job_id"?}`` (``-`` for stdin; job_id defaults to
+the job's 0-based index, as in ``cpfleet judge``). One JSON object per job goes to stdout in
+input order, with the fields ``cpfleet judge`` prints (``JobResult.to_dict()``); progress on
+stderr. ``--problems FILE`` uploads a problem file to the store first. Exit status: 0 when every
+job got a result (infrastructure errors included: they are in the output), 2 for unusable input,
+3 when Redis cannot be reached.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import sys
+import uuid
+from collections import Counter
+from typing import IO, Any
+
+from cpfleet import protocol
+
+
+class JobsFileError(ValueError):
+    """A JOBS file that cannot be used, naming the line."""
+
+
+def _open(path: str) -> IO[str]:
+    if path == "-":
+        return sys.stdin
+    if path.endswith(".gz"):
+        return gzip.open(path, "rt", encoding="utf-8")
+    return open(path, encoding="utf-8")
+
+
+def read_jobs(path: str) -> list[dict[str, Any]]:
+    """The jobs of a JSONL file, checked up front with ``cpfleet judge``'s rules."""
+    jobs: list[dict[str, Any]] = []
+    try:
+        f = _open(path)
+    except OSError as exc:
+        raise JobsFileError(f"{path}: cannot read: {exc}") from None
+    try:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise JobsFileError(f"{path}:{lineno}: invalid JSON: {exc}") from None
+            if not isinstance(record, dict):
+                raise JobsFileError(f"{path}:{lineno}: a job must be an object")
+            if not isinstance(record.get("problem_id"), str):
+                raise JobsFileError(f"{path}:{lineno}: 'problem_id' must be a string")
+            if not isinstance(record.get("completion"), str):
+                raise JobsFileError(f"{path}:{lineno}: 'completion' must be a string")
+            job_id = record.get("job_id")
+            if job_id is not None and not isinstance(job_id, str | int):
+                raise JobsFileError(f"{path}:{lineno}: 'job_id' must be a string or an integer")
+            jobs.append({"problem_id": record["problem_id"], "completion": record["completion"], "job_id": job_id})
+    except (OSError, EOFError, UnicodeDecodeError) as exc:
+        raise JobsFileError(f"{path}: cannot read: {exc}") from None
+    finally:
+        if f is not sys.stdin:
+            f.close()
+    return jobs
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("jobs", metavar="JOBS", help="jobs JSONL {problem_id, completion, job_id?}; - for stdin")
+    parser.add_argument("--redis", metavar="URL", required=True, help="the fleet's Redis URL")
+    parser.add_argument("--reward", choices=protocol.REWARD_SHAPES, default="all_or_nothing", help="reward shape")
+    parser.add_argument("--mode", choices=protocol.MODES, default="full", help="full: hidden tests give the reward; public: public tests only")
+    parser.add_argument("--problems", metavar="FILE", help="upload this problem file (JSONL/.gz/parquet) to the store first")
+    parser.add_argument("--queue", default=protocol.DEFAULT_QUEUE, help="queue to publish to (default: cpfleet)")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per job before an INTERNAL result (default 600)")
+    parser.add_argument("--max-in-flight", type=int, default=20_000, help="jobs pending at once (default 20000)")
+    parser.add_argument("--no-cache", action="store_true", help="bypass the fleet's result cache")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+
+
+def run(args: argparse.Namespace) -> int:
+    from producer.client import BrokerUnavailable, FleetClient
+
+    try:
+        jobs = read_jobs(args.jobs)
+    except JobsFileError as exc:
+        print(f"cpfleet submit: {exc}", file=sys.stderr)
+        return 2
+    try:
+        client = FleetClient(
+            args.redis,
+            queue=args.queue,
+            timeout=args.timeout,
+            reward=args.reward,
+            mode=args.mode,
+            max_in_flight=max(1, args.max_in_flight),
+            use_cache=not args.no_cache,
+        )
+    except BrokerUnavailable as exc:
+        print(f"cpfleet submit: {exc}", file=sys.stderr)
+        return 3
+    with client:
+        if args.problems:
+            rc = _register(client, args.problems)
+            if rc:
+                return rc
+        try:
+            return _submit(client, jobs, progress=not args.no_progress)
+        except BrokerUnavailable as exc:
+            print(f"cpfleet submit: {exc}", file=sys.stderr)
+            return 3
+
+
+def _register(client: Any, path: str) -> int:
+    from producer.loading import ProblemFileError, load_problems
+
+    try:
+        loaded = load_problems(path)
+    except (ProblemFileError, ValueError) as exc:
+        print(f"cpfleet submit: {exc}", file=sys.stderr)
+        return 2
+    stats = client.register_problems(loaded.problems)
+    print(
+        f"problems: {stats.written} written, {stats.updated} updated, {stats.unchanged} unchanged", file=sys.stderr
+    )
+    return 0
+
+
+def _submit(client: Any, jobs: list[dict[str, Any]], progress: bool) -> int:
+    from tqdm import tqdm
+
+    # Fleet job ids must be unique while in flight; the user's ids (or indexes) go back on output.
+    wire_ids = [uuid.uuid4().hex for _ in jobs]
+    user_ids = [str(j["job_id"]) if j["job_id"] is not None else str(i) for i, j in enumerate(jobs)]
+    futures = client.submit_many(
+        [{"problem_id": j["problem_id"], "completion": j["completion"], "job_id": w} for j, w in zip(jobs, wire_ids, strict=True)]
+    )
+    verdicts: Counter[str] = Counter()
+    rewards: list[float] = []
+    infra = 0
+    position = {w: i for i, w in enumerate(wire_ids)}
+    done: dict[int, Any] = {}
+    next_out = 0
+    with tqdm(total=len(futures), disable=not progress, file=sys.stderr, unit="job", dynamic_ncols=True) as bar:
+        for result in client.as_completed(futures):
+            bar.update(1)
+            done[position[result.job_id]] = result
+            while next_out in done:  # stream out in input order as soon as possible
+                r = done.pop(next_out)
+                r.job_id = user_ids[next_out]
+                sys.stdout.write(json.dumps(r.to_dict(), ensure_ascii=False) + "\n")
+                next_out += 1
+                verdicts[str(r.verdict)] += 1
+                if r.reward is None:
+                    infra += 1
+                else:
+                    rewards.append(r.reward)
+    sys.stdout.flush()
+    mean = sum(rewards) / len(rewards) if rewards else 0.0
+    summary = ", ".join(f"{k} {v}" for k, v in verdicts.most_common())
+    print(
+        f"submitted {len(jobs)} jobs: mean reward {mean:.3f} over {len(rewards)}, "
+        f"infrastructure errors {infra}; {summary}",
+        file=sys.stderr,
+    )
+    return 0
