@@ -692,6 +692,16 @@ def demo_completions() -> dict[str, dict[str, str]]:
 # ---- the shipped file -------------------------------------------------------------------
 
 
+def jobs_jsonl() -> bytes:
+    """Jobs for ``cpfleet judge`` / ``cpfleet submit``: one per problem and kind, ids say which."""
+    lines = []
+    for pid, kinds in demo_completions().items():
+        for kind, text in kinds.items():
+            job = {"job_id": f"{pid}:{kind}", "problem_id": pid, "completion": text}
+            lines.append(json.dumps(job) + "\n")
+    return "".join(lines).encode()
+
+
 def to_jsonl(problems: list[Problem]) -> bytes:
     return "".join(json.dumps(p.to_dict(), sort_keys=True) + "\n" for p in problems).encode()
 
@@ -734,9 +744,12 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="Generate the demo problem set.")
     p.add_argument("--write", action="store_true", help=f"rewrite the shipped cpfleet/data/{SHIPPED}")
     p.add_argument("-o", "--out", help="write plain JSONL to this file ('-' for stdout)")
+    p.add_argument("--jobs-out", metavar="FILE", help="write one job per problem and completion kind (JSONL)")
     p.add_argument("--seed", type=int, default=SEED)
     args = p.parse_args(argv)
     data = to_jsonl(build_problems(args.seed))
+    if args.jobs_out:
+        Path(args.jobs_out).write_bytes(jobs_jsonl())
     if args.write:
         target = Path(__file__).with_name("data") / SHIPPED
         target.parent.mkdir(exist_ok=True)
@@ -746,7 +759,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.buffer.write(data)
     elif args.out:
         Path(args.out).write_bytes(data)
-    if not (args.write or args.out):
+    if not (args.write or args.out or args.jobs_out):
         p.print_help()
         return 2
     return 0

@@ -33,6 +33,7 @@ from typing import IO, Any
 
 from cpfleet.redis_server import RedisServer, free_port
 
+DEFAULT_REDIS_PORT = 6379  # so the CLIs' default CPFLEET_REDIS_URL finds it
 DEFAULT_FLOWER_PORT = 5555
 DEFAULT_METRICS_PORT = 9808  # workers.metrics.DEFAULT_PORT (not imported: it pulls in the sandbox)
 PR_SET_PDEATHSIG = 1
@@ -189,6 +190,7 @@ class LocalFleet:
         worker_env: Mapping[str, str] | None = None,
         flower_env: Mapping[str, str] | None = None,
         redis_dir: str | None = None,
+        redis_port: int | None = None,
         stop_timeout: float = 20.0,
         loglevel: str = "INFO",
     ) -> None:
@@ -200,6 +202,7 @@ class LocalFleet:
         self.worker_env = dict(worker_env or {})
         self.flower_env = dict(flower_env or {})
         self.redis_dir = redis_dir
+        self.redis_port = redis_port
         self.stop_timeout = stop_timeout
         self.loglevel = loglevel
         self.redis: RedisServer | None = None
@@ -240,7 +243,9 @@ class LocalFleet:
         deadline = time.monotonic() + timeout
         try:
             if self.redis_url is None:
-                self.redis = RedisServer(data_dir=self.redis_dir, appendonly=self.redis_dir is not None).start()
+                self.redis = RedisServer(
+                    port=self.redis_port, data_dir=self.redis_dir, appendonly=self.redis_dir is not None
+                ).start()
                 self.redis_url = self.redis.url
             else:
                 self._check_redis(self.redis_url)
@@ -452,6 +457,10 @@ def resolve_port(asked: int | None, default: int) -> int | None:
 
 def configure(parser: argparse.ArgumentParser) -> None:
     add_fleet_arguments(parser)
+    parser.add_argument(
+        "--redis-port", type=int, metavar="P",
+        help=f"port of the Redis started here (default {DEFAULT_REDIS_PORT}, or a free one if taken)",
+    )  # fmt: skip
     parser.add_argument("--redis-dir", metavar="DIR", help="keep Redis data (AOF) in DIR (default: nothing on disk)")
     parser.add_argument("--logs", metavar="DIR", help="write worker.log and flower.log to DIR instead of the terminal")
 
@@ -494,7 +503,15 @@ def fleet_from_args(args: argparse.Namespace, log_dir: str | None) -> LocalFleet
         metrics_port=resolve_port(args.metrics_port, DEFAULT_METRICS_PORT),
         log_dir=log_dir,
         redis_dir=getattr(args, "redis_dir", None),
+        redis_port=redis_port_from_args(args),
     )
+
+
+def redis_port_from_args(args: argparse.Namespace) -> int | None:
+    """``up`` serves Redis on 6379 when free (the default URL everywhere); ``demo`` on any port."""
+    if args.redis or not hasattr(args, "redis_port"):
+        return None
+    return resolve_port(args.redis_port, DEFAULT_REDIS_PORT) or None
 
 
 def run(args: argparse.Namespace) -> int:
