@@ -1,0 +1,136 @@
+"""Failures mid-batch, on real processes: a pool process or a whole node SIGKILLed, redis-server
+restarted, a job that kills its pool process every time, a job over the soft time limit.
+Every job still gets exactly one result: the real one, or an explicit INTERNAL one."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fleet_helpers import start_worker, wait_until  # noqa: F401  (fixture)
+
+from cpfleet.redis_server import RedisServer
+from producer.client import FleetClient
+from sandbox.verdict import Verdict
+
+# Each test burns ~0.1 s of CPU, so a job (4 tests) takes ~0.5 s: long enough to be caught mid-run.
+SLOW = {
+    "id": "test/slow-add",
+    "public_tests": [{"input": "1 2\n", "output": "3\n"}, {"input": "2 2\n", "output": "4\n"}],
+    "hidden_tests": [{"input": "3 4\n", "output": "7\n"}, {"input": "10 20\n", "output": "30\n"}],
+}
+SLOW_OK = """```python
+import time
+t = time.process_time()
+while time.process_time() - t < 0.1:
+    pass
+a, b = map(int, input().split())
+print(a + b)
+```"""
+
+FAST_TIMERS = {  # a dead node's jobs come back after ~visibility timeout
+    "CPFLEET_SOFT_TIME_LIMIT": "3",
+    "CPFLEET_HARD_TIME_LIMIT": "5",
+    "CPFLEET_VISIBILITY_TIMEOUT": "7",
+    "CPFLEET_UNACKED_RESTORE_INTERVAL": "1",
+}
+
+
+def _batch(client: FleetClient, n: int, tag: str) -> list[Any]:
+    client.register_problems([SLOW])
+    return client.submit_many([{"problem_id": SLOW["id"], "completion": SLOW_OK, "job_id": f"{tag}-{i}"} for i in range(n)])
+
+
+def _done(futures: list[Any]) -> int:
+    return sum(f.done() for f in futures)
+
+
+def test_sigkill_of_one_pool_process_loses_no_job_and_duplicates_none(redis_url: str, start_worker) -> None:  # noqa: F811
+    node = start_worker(redis_url, concurrency=2)
+    with FleetClient(redis_url, timeout=120, use_cache=False) as client:
+        futures = _batch(client, 24, "pk")
+        assert wait_until(lambda: _done(futures) >= 3, timeout=60)
+        victim = node.kill_pool_process()
+        results = client.gather(futures, timeout=150)
+    assert [r.job_id for r in results] == [f"pk-{i}" for i in range(24)]
+    assert all(r.reward == 1.0 and not r.infra_error for r in results), Counter(r.infra_message for r in results)
+    assert victim not in node.pool_pids()
+    assert "WorkerLostError" in node.log_text()  # the job it ran was retried, not dropped
+
+
+def test_sigkill_of_the_whole_node_then_a_new_node_completes_the_batch(redis_url: str, start_worker) -> None:  # noqa: F811
+    first = start_worker(redis_url, concurrency=2, env=FAST_TIMERS)
+    with FleetClient(redis_url, timeout=150, use_cache=False) as client:
+        futures = _batch(client, 24, "node")
+        assert wait_until(lambda: _done(futures) >= 3, timeout=60)
+        first.kill()
+        done_at_kill = _done(futures)
+        assert done_at_kill < 24
+        start_worker(redis_url, concurrency=2, env=FAST_TIMERS)
+        results = client.gather(futures, timeout=180)
+    assert all(r.reward == 1.0 and not r.infra_error for r in results), Counter(r.infra_message for r in results)
+    assert len({r.job_id for r in results}) == 24
+
+
+def test_redis_restart_mid_batch_completes_or_answers_internal_and_the_node_consumes_again(
+    tmp_path: Path, start_worker  # noqa: F811
+) -> None:
+    server = RedisServer(data_dir=str(tmp_path / "redis"), appendonly=True)
+    (tmp_path / "redis").mkdir()
+    server.start()
+    try:
+        start_worker(server.url, concurrency=2, env=FAST_TIMERS)
+        with FleetClient(server.url, timeout=45, use_cache=False) as client:
+            futures = _batch(client, 24, "rr")
+            assert wait_until(lambda: _done(futures) >= 3, timeout=60)
+            server.restart(down_s=1.0)
+            results = client.gather(futures, timeout=120)  # every job resolves by its deadline
+        outcomes = Counter("ok" if r.reward == 1.0 else r.verdict for r in results)
+        assert set(outcomes) <= {"ok", Verdict.INTERNAL}, outcomes
+        assert all(r.reward is None for r in results if r.infra_error)  # never a silent zero
+        # after the restart the node consumes again
+        with FleetClient(server.url, timeout=90, use_cache=False) as client:
+            after = client.gather(_batch(client, 6, "after"), timeout=120)
+        assert all(r.reward == 1.0 for r in after), Counter(r.infra_message for r in after)
+    finally:
+        server.close()
+
+
+def test_job_that_kills_its_pool_process_every_time_gets_bounded_retries_then_internal(
+    redis_url: str, start_worker  # noqa: F811
+) -> None:
+    node = start_worker(redis_url, concurrency=2, env={"CPFLEET_DEBUG_HOOKS": "1", "CPFLEET_MAX_RETRIES": "2"})
+    with FleetClient(redis_url, timeout=120, use_cache=False) as client:
+        client.register_problems([SLOW])
+        poison = client.submit_many([{"problem_id": SLOW["id"], "completion": SLOW_OK, "job_id": "poison", "debug": "exit"}])
+        healthy = _batch(client, 6, "healthy")
+        bad = poison[0].result(timeout=120)
+        good = client.gather(healthy, timeout=120)
+    assert bad.verdict == Verdict.INTERNAL and bad.infra_error and bad.reward is None
+    assert "died" in bad.infra_message and "2 retries" in bad.infra_message
+    assert node.log_text().count("debug hook: job poison exits") == 3  # first run + 2 retries
+    assert all(r.reward == 1.0 for r in good)
+    assert len(node.pool_pids()) == 2  # the pool was refilled and the node keeps serving
+
+
+def test_job_over_the_soft_time_limit_is_answered_internal(redis_url: str, start_worker) -> None:  # noqa: F811
+    env = {**FAST_TIMERS, "CPFLEET_DEBUG_HOOKS": "1", "CPFLEET_SOFT_TIME_LIMIT": "1", "CPFLEET_HARD_TIME_LIMIT": "4"}
+    start_worker(redis_url, concurrency=1, env=env)
+    with FleetClient(redis_url, timeout=60, use_cache=False) as client:
+        client.register_problems([SLOW])
+        slow = client.submit_many([{"problem_id": SLOW["id"], "completion": SLOW_OK, "job_id": "s", "debug": "sleep:3"}])
+        r = slow[0].result(timeout=60)
+        after = client.submit(SLOW["id"], SLOW_OK).result(timeout=60)
+    assert r.infra_error and r.reward is None and "soft time limit" in r.infra_message
+    assert after.reward == 1.0  # the runner was rebuilt and works
+
+
+@pytest.mark.parametrize("hook", ["exit", "sleep:0"])
+def test_debug_hooks_are_ignored_unless_the_worker_enables_them(redis_url: str, start_worker, hook: str) -> None:  # noqa: F811
+    start_worker(redis_url, concurrency=1)
+    with FleetClient(redis_url, timeout=60, use_cache=False) as client:
+        client.register_problems([SLOW])
+        f = client.submit_many([{"problem_id": SLOW["id"], "completion": SLOW_OK, "debug": hook}])[0]
+        assert f.result(timeout=60).reward == 1.0
