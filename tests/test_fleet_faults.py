@@ -134,3 +134,18 @@ def test_debug_hooks_are_ignored_unless_the_worker_enables_them(redis_url: str, 
         client.register_problems([SLOW])
         f = client.submit_many([{"problem_id": SLOW["id"], "completion": SLOW_OK, "debug": hook}])[0]
         assert f.result(timeout=60).reward == 1.0
+
+
+def test_job_over_the_hard_time_limit_is_answered_internal_by_the_main_process(
+    redis_url: str, start_worker  # noqa: F811
+) -> None:
+    env = {**FAST_TIMERS, "CPFLEET_DEBUG_HOOKS": "1", "CPFLEET_SOFT_TIME_LIMIT": "1", "CPFLEET_HARD_TIME_LIMIT": "2"}
+    node = start_worker(redis_url, concurrency=1, env=env)
+    with FleetClient(redis_url, timeout=60, use_cache=False) as client:
+        client.register_problems([SLOW])
+        hung = client.submit_many([{"problem_id": SLOW["id"], "completion": SLOW_OK, "job_id": "h", "debug": "hang:30"}])
+        r = hung[0].result(timeout=60)
+        after = client.submit(SLOW["id"], SLOW_OK).result(timeout=60)
+    assert r.infra_error and r.reward is None and "hard time limit" in r.infra_message
+    assert r.worker == node.hostname
+    assert after.reward == 1.0  # a fresh pool process took over

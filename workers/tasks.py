@@ -42,6 +42,13 @@ def _debug_hook(msg: JobMessage) -> None:
         os._exit(70)
     if settings.debug_hooks and msg.debug is not None and msg.debug.startswith("sleep:"):
         time.sleep(float(msg.debug.split(":", 1)[1]))
+    if settings.debug_hooks and msg.debug is not None and msg.debug.startswith("hang:"):
+        end = time.monotonic() + float(msg.debug.split(":", 1)[1])
+        while time.monotonic() < end:  # deaf to the soft limit: only the hard limit stops it
+            try:
+                time.sleep(0.05)
+            except SoftTimeLimitExceeded:
+                pass
 
 
 def evaluate_job(msg: JobMessage, hostname: str) -> JobResult:
