@@ -533,7 +533,7 @@ def run(args: argparse.Namespace) -> int:
                     print(f"cpfleet up: the worker exited ({fleet.worker.proc.returncode}); stopping", file=sys.stderr)
                     status = 1
         except (KeyboardInterrupt, Stopped) as e:
-            print(f"\ncpfleet up: stopping ({e or 'SIGINT'})", file=sys.stderr)
+            print(f"\ncpfleet up: stopping ({str(e) or 'SIGINT'})", file=sys.stderr)
         except FleetError as e:
             print(f"cpfleet up: {e}", file=sys.stderr)
             status = 1

@@ -30,7 +30,18 @@ HARNESS = textwrap.dedent(
     import ctypes, json, os, signal, subprocess, sys, time
     libc = ctypes.CDLL(None, use_errno=True)
     assert libc.prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
-    proc = subprocess.Popen(sys.argv[1:], stdout=sys.stdout, stderr=sys.stderr)
+    args = sys.argv[1:]
+    trigger = None
+    if args[0] == "--signal-on":  # send a signal to the command when its stderr shows TEXT
+        trigger, sig, args = args[1], int(args[2]), args[3:]
+    proc = subprocess.Popen(args, stdout=sys.stdout, stderr=subprocess.PIPE if trigger else sys.stderr, text=True)
+    if trigger:
+        sent = False
+        for line in proc.stderr:
+            sys.stderr.write(line)
+            if not sent and trigger in line:
+                proc.send_signal(sig)
+                sent = True
     rc = proc.wait()
 
     def live_children():
@@ -118,6 +129,16 @@ def test_cpfleet_demo_with_a_problem_file_uses_its_correct_solutions(codecontest
     rejected_by_fleet = set(re.findall(r"^  not accepted: (\S+) ", out, re.M))
     assert rejected_by_fleet == rejected_by_judge
     assert int(m.group(1)) == 2 * (len(problems) - len(rejected_by_judge))
+
+
+@pytest.mark.slow
+def test_cpfleet_demo_stopped_by_sigterm_mid_batch_leaves_nothing_running() -> None:
+    rc, out, err, left = run_harnessed(
+        ["--signal-on", "submitting", str(int(signal.SIGTERM)), *CPFLEET, "demo", "--no-progress"], timeout=300
+    )
+    assert rc == 143, err[-3000:]
+    assert "stopping (SIGTERM)" in err
+    assert left == [], f"processes left running: {left}"
 
 
 def test_cpfleet_demo_rejects_a_missing_problem_file(tmp_path: Path) -> None:
