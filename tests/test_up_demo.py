@@ -17,6 +17,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -78,7 +79,7 @@ HARNESS = textwrap.dedent(
 )
 
 
-def run_harnessed(args: list[str], timeout: float) -> tuple[int, str, str, list[list]]:  # type: ignore[type-arg]
+def run_harnessed(args: list[str], timeout: float) -> tuple[int, str, str, list[list[Any]]]:
     proc = subprocess.run(
         [sys.executable, "-c", HARNESS, *args], capture_output=True, text=True, timeout=timeout, cwd=REPO
     )
@@ -221,3 +222,43 @@ def test_a_worker_that_cannot_start_is_reported_with_its_log(tmp_path: Path) -> 
         fleet.start(timeout=120)
     assert fleet.worker is None and fleet.redis is None  # start() cleaned up after itself
     assert os.path.exists(tmp_path / "worker.log")
+
+
+def test_the_demo_batch_mixes_every_kind_and_jobs_n_repeats_or_cuts_it() -> None:
+    from cpfleet import demo_problems as dp
+    from cpfleet.demo import SLOW_EVERY, build_batch
+
+    problems = dp.load_shipped()
+    batch = build_batch(problems, dp.demo_completions(), True)
+    kinds = [j.kind for j in batch]
+    assert set(kinds) == set(dp.KINDS)
+    assert kinds.count("correct") == 2 * len(problems)
+    assert kinds.count("slow") == len(range(0, len(problems), SLOW_EVERY))
+    assert all(j.expected == str(dp.KINDS[j.kind]) for j in batch)
+    longer = build_batch(problems, dp.demo_completions(), True, jobs=len(batch) + 5)
+    assert longer[: len(batch)] == batch and longer[len(batch) :] == batch[:5]
+    assert build_batch(problems, dp.demo_completions(), True, jobs=3) == batch[:3]
+
+
+def test_completions_for_any_problem_file_cover_the_failure_modes(codecontests_records: list[dict[str, Any]]) -> None:
+    from cpfleet.demo import generic_completions
+    from sandbox.extract import extract_code
+    from sandbox.problem import Problem
+
+    problem = Problem.from_dict(codecontests_records[0])
+    kinds = generic_completions(problem)
+    assert set(kinds) == {"correct", "wrong", "slow", "syntax_error", "runtime_error", "no_code"}
+    assert extract_code(kinds["correct"]) == problem.correct_solutions[0].rstrip() + "\n"
+    assert extract_code(kinds["no_code"]) is None
+    # the wrong one is the classic hack: print the first example's answer whatever the input
+    assert repr(problem.public_tests[0].output.rstrip("\n")) in kinds["wrong"]
+
+
+def test_summary_statistics() -> None:
+    from cpfleet.demo import percentile, reward_histogram
+
+    assert percentile([], 50) == 0.0
+    assert percentile([5.0, 1.0, 3.0, 2.0, 4.0], 50) == 3.0
+    assert percentile([float(i) for i in range(1, 101)], 99) == 99.0
+    hist = dict(reward_histogram([0.0, 1.0, 1.0, 0.3, 0.8, None]))
+    assert hist == {"0": 1, "(0.25, 0.5]": 1, "(0.75, 1)": 1, "1": 2, "masked (infra)": 1}

@@ -363,7 +363,12 @@ def connect_celery_signals() -> None:
             queues += [str(q) for q in (app.amqp.queues or {}).keys()]
         if redis_url and not redis_url.startswith(("redis://", "rediss://", "unix://")):
             redis_url = None
-        start_worker_metrics(redis_url, queues)
+        try:
+            start_worker_metrics(redis_url, queues)
+        except OSError as e:  # e.g. the port is taken: the worker still runs, without /metrics
+            logging.getLogger("cpfleet.metrics").error(
+                "metrics endpoint not started on port %s: %s", os.environ.get(ENV_PORT), e
+            )
 
     def _on_child_exit(pid: int | None = None, **_: Any) -> None:
         mark_process_dead(pid)
