@@ -76,7 +76,7 @@ class FleetClient:
         redis_url: str,
         *,
         queue: str = protocol.DEFAULT_QUEUE,
-        timeout: float = 600.0,
+        timeout: float = 900.0,
         reward: str = "all_or_nothing",
         mode: str = "full",
         max_in_flight: int = 100_000,

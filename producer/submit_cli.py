@@ -73,7 +73,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mode", choices=protocol.MODES, default="full", help="full: hidden tests give the reward; public: public tests only")
     parser.add_argument("--problems", metavar="FILE", help="upload this problem file (JSONL/.gz/parquet) to the store first")
     parser.add_argument("--queue", default=protocol.DEFAULT_QUEUE, help="queue to publish to (default: cpfleet)")
-    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per job before an INTERNAL result (default 600)")
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds per job before an INTERNAL result (default 900)")
     parser.add_argument("--max-in-flight", type=int, default=20_000, help="jobs pending at once (default 20000)")
     parser.add_argument("--no-cache", action="store_true", help="bypass the fleet's result cache")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
