@@ -4,6 +4,7 @@ Every job still gets exactly one result: the real one, or an explicit INTERNAL o
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -149,3 +150,27 @@ def test_job_over_the_hard_time_limit_is_answered_internal_by_the_main_process(
     assert r.infra_error and r.reward is None and "hard time limit" in r.infra_message
     assert r.worker == node.hostname
     assert after.reward == 1.0  # a fresh pool process took over
+
+
+def test_restart_of_a_non_persistent_redis_ends_lost_jobs_internal_by_their_deadline(start_worker) -> None:  # noqa: F811
+    """The queue dies with Redis: jobs it held become INTERNAL at the client's deadline, never
+    rewards, and the node consumes the next batch once Redis is back."""
+    server = RedisServer().start()
+    try:
+        start_worker(server.url, concurrency=2, env=FAST_TIMERS)
+        with FleetClient(server.url, timeout=12, use_cache=False) as client:
+            futures = _batch(client, 24, "np")
+            assert wait_until(lambda: _done(futures) >= 2, timeout=60)
+            server.restart(down_s=0.5)
+            t0 = time.monotonic()
+            results = client.gather(futures, timeout=60)
+            waited = time.monotonic() - t0
+        lost = [r for r in results if r.reward != 1.0]
+        assert lost, "a restart of an empty Redis should have dropped queued jobs"
+        assert all(r.verdict == Verdict.INTERNAL and r.infra_error and r.reward is None for r in lost)
+        assert waited < 12 + 10  # by the deadline (plus the reader's tick), not later
+        with FleetClient(server.url, timeout=90, use_cache=False) as client:
+            after = client.gather(_batch(client, 6, "np-after"), timeout=120)
+        assert all(r.reward == 1.0 for r in after), Counter(r.infra_message for r in after)
+    finally:
+        server.close()
