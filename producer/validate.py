@@ -190,7 +190,7 @@ def validate(
             counts["accepted"] += 1
         if o.kind == "correct" and not o.accepted:
             report.findings.append(Finding(o.problem_id, ACCEPTED_FAILS, f"correct#{o.index}", o.verdict, o.failed_at,
-                                           f"public {o.public}, hidden {o.hidden}"))
+                                           f"public {o.public}, hidden {o.hidden}, reward {o.reward:g}"))
         elif o.kind == "incorrect" and o.accepted:
             report.findings.append(Finding(o.problem_id, WEAK_TESTS, f"incorrect#{o.index}", o.verdict, None,
                                            f"passed public {o.public}, hidden {o.hidden}"))
