@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
@@ -46,7 +47,16 @@ def free_port() -> int:
 class RedisServer:
     """A redis-server child process on 127.0.0.1; restartable on the same port."""
 
-    def __init__(self, port: int | None = None, data_dir: str | None = None, appendonly: bool = False) -> None:
+    def __init__(
+        self,
+        port: int | None = None,
+        data_dir: str | None = None,
+        appendonly: bool = False,
+        launch: Callable[[list[str]], list[str]] | None = None,
+    ) -> None:
+        """``launch`` may wrap the command line (``cpfleet up`` uses it for its own session and
+        PR_SET_PDEATHSIG, so the server does not outlive a killed ``up``)."""
+        self.launch = launch
         self.port = port or free_port()
         self.data_dir = data_dir
         self.appendonly = appendonly
@@ -73,7 +83,8 @@ class RedisServer:
             "--protected-mode", "yes",
             "--loglevel", "warning",
         ]
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        argv = self.launch(args) if self.launch is not None else args
+        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -5,7 +5,8 @@ about processes: the worker forks pool processes, which start sandbox fork serve
 test programs in their own sessions. Killing one pid leaves the rest running. So each child is
 started in its own session (a terminal's Ctrl-C reaches only us, and we stop things in order:
 worker first, while the broker is still up, then Flower, then Redis), with
-``PR_SET_PDEATHSIG`` so that it gets SIGTERM if we die without cleaning up; on stop we snapshot
+``PR_SET_PDEATHSIG`` so that it gets SIGTERM if we die without cleaning up (both set by a tiny
+launcher that then execs the real command); on stop we snapshot
 every descendant, signal the process groups, and finally SIGKILL any descendant that outlived
 its group. The CLI also makes itself a child subreaper, so orphans that escaped the snapshot
 come back to it and are killed and reaped before it exits.
@@ -17,6 +18,7 @@ import argparse
 import contextlib
 import ctypes
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -50,10 +52,38 @@ class FleetError(RuntimeError):
     """A part of the local fleet did not start (the message says which, and where its log is)."""
 
 
-def _die_with_parent() -> None:
-    """preexec_fn: SIGTERM this child when the thread that started it dies (e.g. SIGKILLed)."""
-    if _prctl is not None:
-        _prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+# Runs first in every child, then execs the real command: PR_SET_PDEATHSIG survives execve,
+# so the child gets SIGTERM if the thread that started it dies (e.g. `cpfleet up` SIGKILLed).
+# A launcher rather than a preexec_fn: preexec_fn can deadlock a process that has threads.
+_LAUNCHER = (
+    "import ctypes, os, signal, sys\n"
+    "os.setsid()\n"
+    "ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)\n"
+    "if os.getppid() != int(sys.argv[1]):\n"
+    "    sys.exit('cpfleet: parent gone before start')\n"
+    "os.execv(sys.argv[2], sys.argv[2:])\n"
+)
+
+
+def die_with_parent(argv: list[str]) -> list[str]:
+    """``argv`` wrapped to run in its own session (so a process group, which ``stop`` signals)
+    and to get SIGTERM when its parent dies (Linux)."""
+    if _prctl is None:  # pragma: no cover - not Linux
+        return argv
+    exe = argv[0] if os.path.isabs(argv[0]) else (shutil.which(argv[0]) or argv[0])
+    return [sys.executable, "-c", _LAUNCHER, str(os.getpid()), exe, *argv[1:]]
+
+
+def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
+    """Signal the child's process group; just the child if it has not made its group yet."""
+    try:
+        os.killpg(proc.pid, sig)
+    except ProcessLookupError:
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(sig)
+    except PermissionError:
+        pass
 
 
 def become_subreaper() -> bool:
@@ -244,7 +274,10 @@ class LocalFleet:
         try:
             if self.redis_url is None:
                 self.redis = RedisServer(
-                    port=self.redis_port, data_dir=self.redis_dir, appendonly=self.redis_dir is not None
+                    port=self.redis_port,
+                    data_dir=self.redis_dir,
+                    appendonly=self.redis_dir is not None,
+                    launch=die_with_parent,
                 ).start()
                 self.redis_url = self.redis.url
             else:
@@ -303,13 +336,11 @@ class LocalFleet:
             log_path = os.path.join(self.log_dir, f"{name}.log")
             log_file = open(log_path, "ab")  # closed in stop()
         proc = subprocess.Popen(
-            argv,
+            die_with_parent(argv),
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=log_file,
             stderr=subprocess.STDOUT if log_file is not None else None,
-            start_new_session=True,  # own session + process group: see the module doc
-            preexec_fn=_die_with_parent,
         )
         return _Child(name, proc, log_path, log_file)
 
@@ -404,15 +435,13 @@ class LocalFleet:
     def _stop_child(child: _Child, sig: int, timeout: float) -> None:
         proc = child.proc
         if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, sig)
+            _signal_group(proc, sig)
             try:
                 proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 pass
         # the group may hold more than the leader (pool processes): kill what is left of it
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
+        _signal_group(proc, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=10)
 

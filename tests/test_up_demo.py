@@ -197,6 +197,28 @@ def test_cpfleet_up_prints_urls_and_a_signal_stops_everything_it_started(tmp_pat
     assert alive(started) == {}, "left running after stop"
 
 
+@pytest.mark.slow
+def test_a_killed_cpfleet_up_takes_its_children_down_with_it(tmp_path: Path) -> None:
+    """SIGKILL leaves `up` no chance to clean up: PR_SET_PDEATHSIG must do it."""
+    proc = _start_up(tmp_path)
+    try:
+        _wait_for_urls(proc)
+        started = descendants(proc.pid)
+        assert len(started) >= 5, started
+        proc.kill()
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    deadline = time.monotonic() + 120  # the worker's warm shutdown, then its pool and sandboxes
+    while alive(started) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = alive(started)
+    for pid in left:  # do not leak into the rest of the session if the test fails
+        os.kill(pid, signal.SIGKILL)
+    assert left == {}, "children outlived a SIGKILLed cpfleet up"
+
+
 def test_local_fleet_on_an_external_redis_leaves_that_redis_alone(redis_url: str, tmp_path: Path) -> None:
     import redis
 
