@@ -216,3 +216,13 @@ def test_a_real_worker_exposes_job_counts_and_isolation_on_its_endpoint(tmp_path
     assert "cpfleet_sandbox_isolation{" in text  # every pool process reported its level
     assert 'cpfleet_queue_depth{queue="' in text
     assert _value(text, "cpfleet_broker_up") == 1
+    # one structured log line per job, findable by the job id the trainer holds
+    records = [
+        json.loads(line[line.index("{") :])
+        for line in (tmp_path / "logs" / "worker.log").read_text().splitlines()
+        if '"event":"job_done"' in line
+    ]
+    by_id = {r["job_id"]: r for r in records}
+    for o in outcomes:
+        assert by_id[o.result.job_id]["verdict"] == str(o.result.verdict)
+        assert by_id[o.result.job_id]["problem_id"] == o.job.problem_id

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from cpfleet.up import LocalFleet, alive, descendants
+from cpfleet.up import LocalFleet, alive, descendants, http_get
 
 REPO = Path(__file__).resolve().parents[1]
 CPFLEET = [sys.executable, "-m", "cpfleet"]
@@ -149,6 +149,12 @@ def test_cpfleet_demo_rejects_a_missing_problem_file(tmp_path: Path) -> None:
     assert left == []
 
 
+def _group(pattern: str, text: str) -> str:
+    m = re.search(pattern, text)
+    assert m, f"{pattern!r} not in:\n{text}"
+    return m.group(1)
+
+
 def _start_up(tmp_path: Path) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [*CPFLEET, "up", "--flower-port", "0", "--metrics-port", "0", "--workers", "2", "--logs", str(tmp_path)],
@@ -182,6 +188,16 @@ def test_cpfleet_up_prints_urls_and_a_signal_stops_everything_it_started(tmp_pat
         assert re.search(r"flower\s+http://127\.0\.0\.1:\d+", text)
         assert re.search(r"metrics\s+http://127\.0\.0\.1:\d+/metrics", text)
         assert "concurrency=2" in text
+        # up's Flower is loopback-only and its API open: it lists up's worker
+        flower = _group(r"flower\s+(http://\S+)", text)
+        node = _group(r"worker\s+(\S+)", text)
+        deadline = time.monotonic() + 60
+        while True:
+            status, body = http_get(f"{flower}/api/workers?refresh=1", timeout=10)
+            if (status == 200 and node in json.loads(body)) or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert status == 200 and node in json.loads(body)
         started = descendants(proc.pid)
         # redis, worker main + 2 pool processes (+ their sandbox servers), flower
         assert len(started) >= 5, started
