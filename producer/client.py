@@ -322,7 +322,10 @@ class FleetClient:
         backoff = 0.1
         last_error = 0.0
         while not self._stop.is_set():
-            self._expire()
+            try:
+                self._expire()
+            except Exception:  # never let a bug here stop every future from resolving
+                log.exception("reply reader: deadline check failed")
             try:
                 item = self._reader_redis.brpop([self.reply_key], timeout=self._block_s)
                 if item is None:
@@ -341,7 +344,10 @@ class FleetClient:
                 backoff = min(backoff * 2, 2.0)
                 continue
             for data in batch:
-                self._deliver(data)
+                try:
+                    self._deliver(data)
+                except Exception:  # the reader must survive anything one reply can do
+                    log.exception("reply reader: delivering a reply failed")
 
     # --- waiting ---------------------------------------------------------------------------
 

@@ -64,8 +64,13 @@ def _answer_lost_job(
     reply_to, job_id = job.get("reply_to"), job.get("job_id")
     if not (isinstance(reply_to, str) and isinstance(job_id, str)):
         return
+    request = getattr(sender, "request", None)
     if isinstance(exception, WorkerLostError):
-        why = f"the worker process died running this job ({settings.max_retries} retries used): {exception}"
+        attempts = int(getattr(request, "retries", 0) or 0) + 1
+        why = (
+            f"the worker process died running this job ({attempts} attempts, "
+            f"{settings.max_retries} retries allowed): {exception}"
+        )
     elif isinstance(exception, TimeLimitExceeded):
         why = f"job exceeded the hard time limit ({settings.hard_time_limit_s:g}s)"
     else:
@@ -74,7 +79,7 @@ def _answer_lost_job(
     result = JobResult.infra(job_id, problem_id if isinstance(problem_id, str) else "", why)
     result.mode = str(job.get("mode", "full"))
     result.reward_shape = str(job.get("reward_shape", "all_or_nothing"))
-    result.worker = str(getattr(getattr(sender, "request", None), "hostname", "") or "")
+    result.worker = str(getattr(request, "hostname", "") or "")
     log.error("job %s answered INTERNAL: %s", job_id, why)
     from workers.replies import push_reply
 

@@ -110,6 +110,10 @@ def _evaluate(msg: JobMessage) -> JobResult:
     )
     result.problem_version = version
     result.cache_hit = False
+    if result.infra_error:
+        # The sandbox failed (or was interrupted, e.g. by the soft time limit, mid-test): do not
+        # trust this runner with the next job.
+        resources.reset_runner()
     if cache_key is not None:
         resources.results.put(cache_key, result)
     return result
