@@ -4,6 +4,11 @@ modes and the result cache behave, clients stay apart, deadlines and backpressur
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -13,7 +18,7 @@ from typing import Any
 import msgpack
 import pytest
 import redis
-from fleet_helpers import FleetWorker, wait_until
+from fleet_helpers import REPO, FleetWorker, wait_until
 from kombu import Connection, Producer
 
 from cpfleet import protocol
@@ -262,3 +267,51 @@ def test_result_cache_never_stores_infrastructure_failures(redis_url: str) -> No
     assert hit is not None and hit.job_id == "j3" and hit.cache_hit and hit.reward == 1.0 and hit.worker == ""
     redis.Redis.from_url(redis_url).set(key, b"\x00garbage")
     assert cache.get(key, "j4") is None  # a damaged entry is a miss, never a failed job
+
+
+def test_each_job_leaves_one_structured_log_line_with_its_id(fleet: FleetClient, node: FleetWorker) -> None:
+    job_id = "logged-" + uuid.uuid4().hex
+    r = fleet.submit("test/add", GOOD, job_id=job_id).result(timeout=90)
+    assert wait_until(lambda: job_id in node.log_text(), timeout=30)
+    lines = [ln for ln in node.log_text().splitlines() if job_id in ln and '"event":"job_done"' in ln]
+    assert len(lines) == 1
+    record = json.loads(lines[0][lines[0].index("{"):])
+    assert record["problem_id"] == "test/add" and record["verdict"] == str(r.verdict)
+    assert "executed_ms" in record and record["cache_hit"] == r.cache_hit
+
+
+def test_importing_the_producer_loads_no_runner_and_no_worker_code() -> None:
+    code = (
+        "import sys, producer.client, producer.submit_cli\n"
+        "bad = [m for m in sys.modules if m.startswith(('workers', 'sandbox.forkserver', 'sandbox.zygote',"
+        " 'sandbox.runners', 'sandbox.env', 'sandbox.isolation', 'celery.worker'))]\n"
+        "assert not bad, bad\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+
+
+def test_cpfleet_worker_command_starts_a_node_that_serves_jobs(redis_url: str, tmp_path: Path) -> None:
+    log = (tmp_path / "cli-worker.log").open("wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cpfleet.cli", "worker", "--redis", redis_url, "-c", "1", "--queues", "cli-q",
+         "--no-events", "-n", "cli-test@localhost"],
+        cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    try:
+        with FleetClient(redis_url, queue="cli-q", timeout=120) as client:
+            client.register_problems([ADD])
+            r = client.submit("test/add", GOOD).result(timeout=150)
+        assert r.reward == 1.0 and r.worker == "cli-test@localhost"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        finally:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            log.close()
+    assert proc.returncode == 0  # warm shutdown on SIGTERM: the exec'd celery got the signal
