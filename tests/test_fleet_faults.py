@@ -179,3 +179,16 @@ def test_restart_of_a_non_persistent_redis_ends_lost_jobs_internal_by_their_dead
         assert all(r.reward == 1.0 for r in after), Counter(r.infra_message for r in after)
     finally:
         server.close()
+
+
+def test_prefetch_is_off_so_the_backlog_stays_in_redis(redis_url: str, start_worker) -> None:  # noqa: F811
+    import redis
+
+    start_worker(redis_url, concurrency=1, env={"CPFLEET_QUEUES": "pf-q"})
+    r = redis.Redis.from_url(redis_url)
+    with FleetClient(redis_url, queue="pf-q", timeout=120, use_cache=False) as client:
+        futures = _batch(client, 8, "pf")
+        assert wait_until(lambda: _done(futures) >= 1, timeout=60)
+        reserved, queued = r.hlen("unacked"), r.llen("pf-q")
+        client.gather(futures, timeout=120)
+    assert reserved <= 2 and queued >= 8 - 1 - 2, (reserved, queued)
