@@ -31,13 +31,13 @@ sys.path.insert(0, str(REPO))
 from cpfleet.redis_server import RedisServer  # noqa: E402
 from producer.client import FleetClient  # noqa: E402
 
-TRIVIAL = {
+TRIVIAL: dict[str, Any] = {
     "id": "bench/echo10",
     "public_tests": [{"input": f"{i}\n", "output": f"{i}\n"} for i in range(2)],
     "hidden_tests": [{"input": f"{i}\n", "output": f"{i}\n"} for i in range(2, 10)],
 }
-ONE_TEST = {"id": "bench/echo1", "public_tests": [{"input": "7\n", "output": "7\n"}], "hidden_tests": []}
-HEAVY = {
+ONE_TEST: dict[str, Any] = {"id": "bench/echo1", "public_tests": [{"input": "7\n", "output": "7\n"}], "hidden_tests": []}
+HEAVY: dict[str, Any] = {
     "id": "bench/heavy",
     "public_tests": [{"input": f"{i}\n", "output": f"{i}\n"} for i in range(2)],
     "hidden_tests": [{"input": f"{i}\n", "output": f"{i}\n"} for i in range(2, 4)],
