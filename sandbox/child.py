@@ -79,9 +79,8 @@ def install_site_builtins() -> None:
 
 
 def run_compiled(code: CodeType) -> NoReturn:
-    """Execute ``code`` as ``__main__`` and end the process the way the interpreter would:
-    exit status from SystemExit, traceback + 1 on an uncaught exception, non-daemon threads
-    joined, atexit handlers run, std streams flushed (a failed flush is status 120)."""
+    """Execute ``code`` as ``__main__`` and end the process the way the interpreter would
+    (see ``_finalize``): exit status from SystemExit, traceback and 1 on an uncaught exception."""
     _fresh_stdio()
     _reseed()
     sys.argv = [SCRIPT_NAME]
@@ -92,15 +91,17 @@ def run_compiled(code: CodeType) -> NoReturn:
     main.__dict__.update({"__name__": "__main__", "__doc__": None, "__package__": None, "__spec__": None,
                           "__loader__": None, "__file__": SCRIPT_NAME, "__builtins__": __builtins__,
                           "__cached__": None})
+    namespace = main.__dict__
+    del main
     status = 0
     try:
-        exec(code, main.__dict__)
+        exec(code, namespace)
     except SystemExit as e:
         status = _exit_code(e)
     except BaseException:
         status = _report_uncaught()
-    status = _finalize(status)
-    os._exit(status)
+    del namespace
+    os._exit(_finalize(status))
 
 
 def _report_uncaught() -> int:
@@ -123,26 +124,51 @@ def _report_uncaught() -> int:
     return 130 if exc_type is KeyboardInterrupt else 1
 
 
+def _flush_std_files() -> bool:
+    """CPython's flush_std_files: flush the current sys.stdout/sys.stderr unless closed."""
+    ok = True
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name, None)
+        if stream is None or getattr(stream, "closed", False):
+            continue
+        try:
+            stream.flush()
+        except BaseException:
+            ok = False
+    return ok
+
+
 def _finalize(status: int) -> int:
-    try:
-        threading._shutdown()  # type: ignore[attr-defined]  # joins non-daemon threads, like Py_Finalize
-    except SystemExit as e:
-        status = _exit_code(e)
-    except BaseException:
-        status = _report_uncaught()
+    """The steps of Py_FinalizeEx that a program can observe, in its order: join non-daemon
+    threads, run atexit handlers, flush the std streams, collect garbage, release ``__main__``
+    (its objects' finalizers run with their globals intact, as when CPython collects the module
+    dict as a cycle: custom writers that flush in ``__del__`` do flush), restore the original
+    std streams and flush them again. A failed
+    flush makes the exit status 120, as Py_Exit does."""
+    if "threading" in sys.modules:
+        try:
+            threading._shutdown()  # type: ignore[attr-defined]
+        except SystemExit as e:
+            status = _exit_code(e)
+        except BaseException:
+            status = _report_uncaught()
     try:
         import atexit
 
         atexit._run_exitfuncs()
     except BaseException:
         pass
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except BaseException:
-            if stream is sys.stdout:
-                status = 120
-    return status
+    flushed = _flush_std_files()
+    import gc
+
+    gc.collect()
+    sys.modules.pop("__main__", None)
+    gc.collect()
+    # finalize_modules restores the original streams before its last flush: output written
+    # to sys.__stdout__ by an atexit handler while sys.stdout was replaced still comes out
+    sys.stdin, sys.stdout, sys.stderr = sys.__stdin__, sys.__stdout__, sys.__stderr__
+    flushed = _flush_std_files() and flushed
+    return status if flushed else 120
 
 
 def exec_python(source: bytes, python: str) -> NoReturn:

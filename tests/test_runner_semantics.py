@@ -224,3 +224,59 @@ def test_random_differs_between_tests_like_fresh_interpreters(runner: CodeRunner
 
     outs = {runner.run(b"", Limits()).stdout for _ in range(3)}
     assert len(outs) == 3
+
+
+def test_custom_writer_is_flushed_by_its_finalizer_at_exit(runner: CodeRunner) -> None:
+    """CPython collects __main__ at shutdown; IOBase.__del__ closes, hence flushes, the writer."""
+    code = src("""
+        from io import IOBase, BytesIO
+        import os
+        class W(IOBase):
+            def __init__(s): s.b = BytesIO()
+            def write(s, x): s.b.write(x.encode())
+            def flush(s): os.write(1, s.b.getvalue())
+        w = W(); w.write('hello\\n')
+    """)
+    res = run(runner, code)
+    assert res.stdout == b"hello\n" and res.exit_code == 0
+
+
+def test_closing_stdout_is_not_a_flush_failure(runner: CodeRunner) -> None:
+    res = run(runner, "import sys\nwith sys.stdout as f:\n    print('hello', file=f)\n")
+    assert res.stdout == b"hello\n" and res.exit_code == 0 and res.status == Verdict.OK
+
+
+def test_finalizers_of_main_objects_run_with_globals_intact(runner: CodeRunner) -> None:
+    code = src("""
+        import os
+        class D:
+            def __del__(self):
+                os.write(1, b"del ran\\n")
+        _x = D()
+        y = D()
+    """)
+    assert run(runner, code).stdout == b"del ran\ndel ran\n"
+
+
+def test_failing_stdout_flush_at_exit_is_status_120(runner: CodeRunner) -> None:
+    code = src("""
+        import sys
+        class Bad:
+            def write(self, s): return len(s)
+            def flush(self): raise OSError('disk full')
+        sys.stdout = Bad()
+        print('x')
+    """)
+    res = run(runner, code)
+    assert res.exit_code == 120
+
+
+def test_atexit_writer_to_the_original_stdout_is_flushed(runner: CodeRunner) -> None:
+    code = src("""
+        import atexit, io, sys
+        buf = io.StringIO()
+        sys.stdout = buf
+        atexit.register(lambda: sys.__stdout__.write(buf.getvalue()))
+        print(42)
+    """)
+    assert run(runner, code).stdout == b"42\n"
