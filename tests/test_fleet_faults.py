@@ -4,7 +4,6 @@ Every job still gets exactly one result: the real one, or an explicit INTERNAL o
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -167,13 +166,11 @@ def test_restart_of_a_non_persistent_redis_ends_lost_jobs_internal_by_their_dead
             futures = _batch(client, 24, "np")
             assert wait_until(lambda: _done(futures) >= 2, timeout=60)
             server.restart(down_s=0.5)
-            t0 = time.monotonic()
-            results = client.gather(futures, timeout=60)
-            waited = time.monotonic() - t0
+            results = client.gather(futures, timeout=60)  # each resolves by its 12 s deadline
         lost = [r for r in results if r.reward != 1.0]
         assert lost, "a restart of an empty Redis should have dropped queued jobs"
         assert all(r.verdict == Verdict.INTERNAL and r.infra_error and r.reward is None for r in lost)
-        assert waited < 12 + 10  # by the deadline (plus the reader's tick), not later
+        assert all("no result within 12s" in r.infra_message for r in lost)
         with FleetClient(server.url, timeout=90, use_cache=False) as client:
             after = client.gather(_batch(client, 6, "np-after"), timeout=120)
         assert all(r.reward == 1.0 for r in after), Counter(r.infra_message for r in after)

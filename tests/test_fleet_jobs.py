@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -192,10 +191,9 @@ def test_as_completed_yields_every_result_once(fleet: FleetClient) -> None:
 
 def test_missed_deadline_is_an_internal_result_never_a_zero(redis_url: str) -> None:
     with FleetClient(redis_url, queue="nobody-listens", timeout=0.5) as client:
-        t0 = time.monotonic()
         r = client.submit("test/add", GOOD).result(timeout=30)
         assert r.verdict == Verdict.INTERNAL and r.infra_error and r.reward is None
-        assert "no result within" in r.infra_message and time.monotonic() - t0 < 10
+        assert "no result within 0.5s" in r.infra_message
         assert client.stats.deadline_misses == 1
 
 
@@ -210,10 +208,10 @@ def test_missed_deadline_resubmits_once_before_giving_up(redis_url: str) -> None
 def test_in_flight_bound_blocks_then_raises_fleet_busy(redis_url: str) -> None:
     with FleetClient(redis_url, queue="nobody-listens-3", max_in_flight=3, timeout=30) as client:
         client.submit_many([("test/add", GOOD)] * 3)
-        t0 = time.monotonic()
         with pytest.raises(FleetBusy):
             client.submit("test/add", GOOD, wait_for_room=0.3)
-        assert time.monotonic() - t0 >= 0.25 and client.in_flight == 3
+        assert client.in_flight == 3  # the refused job was never registered nor published
+    assert redis.Redis.from_url(redis_url).llen("nobody-listens-3") == 3
 
 
 def test_unreachable_broker_is_a_clear_error() -> None:
