@@ -83,10 +83,42 @@ def _line_of(text: str, pos: int) -> tuple[int, str]:
 
 
 def _nth_token_pos(text: str, pattern: re.Pattern[str], index: int) -> int | None:
-    for i, m in enumerate(pattern.finditer(text)):
-        if i == index:
-            return m.start()
+    """Offset of the ``index``-th token, counting tokens line by line (fast on big outputs)."""
+    seen, offset = 0, 0
+    fast = pattern is _NON_SPACE or _PY_ONLY_SPACE.search(text) is None  # then str.split counts alike
+    for line in text.split("\n"):
+        n = len(line.split()) if fast else len(pattern.findall(line))
+        if seen + n > index:
+            for i, m in enumerate(pattern.finditer(line)):
+                if seen + i == index:
+                    return offset + m.start()
+        seen += n
+        offset += len(line) + 1
     return None
+
+
+_BLOCK = 4096
+
+
+def _first_mismatch(e: list[str], g: list[str], same: Callable[[str, str], bool], skip_equal: bool = True) -> int:
+    """Index of the first pair ``same`` rejects (``min(len)`` if none); equal blocks are skipped at
+    C speed when ``skip_equal`` (identical tokens always match then)."""
+    n = min(len(e), len(g))
+    for i in range(0, n, _BLOCK):
+        j = min(n, i + _BLOCK)
+        if skip_equal and e[i:j] == g[i:j]:
+            continue
+        for k in range(i, j):
+            if not same(e[k], g[k]):
+                return k
+    return n
+
+
+def _may_hold_non_finite(text: str) -> bool:
+    """False when no token can be NaN or an infinity (identical tokens then always match).
+    A substring test on the lowercased text: conservative and far faster than a regex."""
+    low = text.lower()
+    return "nan" in low or "inf" in low
 
 
 def _difference(
@@ -153,10 +185,12 @@ class TokensChecker:
     name = "tokens"
 
     def check(self, expected: str, got: str) -> CheckResult:
+        if expected == got:
+            return CheckResult(True)
         e, g = expected.split(), got.split()
         if e == g:
             return CheckResult(True)
-        index = next((i for i, (a, b) in enumerate(zip(e, g, strict=False)) if a != b), min(len(e), len(g)))
+        index = _first_mismatch(e, g, str.__eq__)
         return CheckResult(False, _difference(expected, got, _NON_SPACE, index, len(e), len(g)))
 
 
@@ -187,11 +221,14 @@ class CodeContestsChecker:
         return abs(x - y) < CODE_CONTESTS_TOLERANCE  # NaN/inf: False, as in doubles
 
     def check(self, expected: str, got: str) -> CheckResult:
+        if expected == got:
+            return CheckResult(True)
         e, g = self._tokens(expected), self._tokens(got)
         if e == g:
             return CheckResult(True)
+        exact = not (_may_hold_non_finite(expected) or _may_hold_non_finite(got))
         n = min(len(e), len(g))
-        index = next((i for i in range(n) if not self.values_match(g[i], e[i])), n)
+        index = _first_mismatch(e, g, lambda a, b: (exact and a == b) or self.values_match(b, a), exact)
         if index == n and len(e) == len(g):
             return CheckResult(True)
         return CheckResult(False, _difference(expected, got, _CC_TOKEN, index, len(e), len(g)))
@@ -227,9 +264,12 @@ class FloatChecker:
         return diff <= self.abs_tol or diff <= self._ctx.multiply(self.rel_tol, abs(x))
 
     def check(self, expected: str, got: str) -> CheckResult:
+        exact = not (_may_hold_non_finite(expected) or _may_hold_non_finite(got))
+        if exact and expected == got:
+            return CheckResult(True)
         e, g = expected.split(), got.split()
         n = min(len(e), len(g))
-        index = next((i for i in range(n) if not self.values_match(e[i], g[i])), n)
+        index = _first_mismatch(e, g, lambda a, b: (exact and a == b) or self.values_match(a, b), exact)
         if index == n and len(e) == len(g):
             return CheckResult(True)
         return CheckResult(False, _difference(expected, got, _NON_SPACE, index, len(e), len(g)))

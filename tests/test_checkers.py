@@ -234,3 +234,21 @@ def test_custom_checker_is_registered_and_used() -> None:
     assert seen == [{"strict": True}]
     with pytest.raises(ValueError, match="already registered"):
         register_checker("test_sorted_lines", factory)
+
+
+@pytest.mark.parametrize("kind", ["tokens", "code_contests", "float"])
+def test_difference_far_into_a_big_output_is_located_exactly(kind: str) -> None:
+    expected = "\n".join(" ".join(str(i * 10 + j) for j in range(10)) for i in range(2000)) + "\n"
+    got_lines = expected.split("\n")
+    got_lines[1500] = got_lines[1500].replace("15003", "77777")
+    r = get_checker({"type": kind}).check(expected, "\n".join(got_lines))
+    assert not r.ok
+    assert r.detail.startswith("first difference at line 1501: expected '15000 15001 15002 15003")
+    assert "(token 15004: expected '15003', got '77777')" in r.detail
+    assert get_checker({"type": kind}).check(expected, expected.replace("\n", " \n")).ok
+
+
+def test_code_contests_identical_nan_tokens_still_fail_pairwise_in_big_outputs() -> None:
+    expected = " ".join(["1"] * 9000 + ["nan"] + ["2"] * 10)
+    assert not cc.check(expected, expected.replace("2", "2.0")).ok
+    assert cc.check(expected.replace("nan", "7"), expected.replace("nan", "7").replace("2", "2.0")).ok
