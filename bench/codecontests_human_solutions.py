@@ -133,7 +133,8 @@ def render_markdown(record: dict[str, Any]) -> str:
         "`tests/test_codecontests_human_solutions.py` re-runs it and fails if a passing problem regresses.",
         "",
         *(
-            f"With every checker replaced by `{name}`: {n} / {record['total']}."
+            f"With every checker replaced by `{name}`: {n} / {record['total']} "
+            f"({record['passed'] - n:+d} for the problems' own checker)."
             for name, n in record.get("other_checkers", {}).items()
         ),
         "",
