@@ -13,6 +13,9 @@
   flight are re-run one at a time in a fresh pool, so the job that kills its process is found
   and reported as an infrastructure error while the innocent ones are judged normally.
 - ``workers=1`` judges in the calling process (no pool; useful for tests and small runs).
+
+As with any "spawn" pool, a script that calls ``evaluate_many`` with ``workers > 1`` needs the
+``if __name__ == "__main__":`` guard (the pool processes re-import the main module).
 """
 
 from __future__ import annotations

@@ -205,3 +205,40 @@ def test_evaluate_many_rejects_bad_settings() -> None:
         list(evaluate_many({}, [], mode="hidden"))
     with pytest.raises(ValueError):
         list(evaluate_many({}, [], runner_kind="docker"))
+
+
+def _descendants(root: int) -> list[str]:
+    """Command lines of the live (non-zombie) descendants of ``root``, from /proc."""
+    children: dict[int, list[int]] = {}
+    cmd: dict[int, str] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            state, ppid = stat.rsplit(")", 1)[1].split()[:2]
+            if state == "Z":
+                continue
+            children.setdefault(int(ppid), []).append(int(entry.name))
+            cmd[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, ValueError):
+            continue
+    found, todo = [], list(children.get(root, []))
+    while todo:
+        pid = todo.pop()
+        found.append(cmd.get(pid, "?"))
+        todo.extend(children.get(pid, []))
+    return [c for c in found if "resource_tracker" not in c]
+
+
+def test_pool_processes_and_their_runners_are_gone_after_the_run() -> None:
+    import os
+    import time
+
+    problems = {"add": Problem.from_dict(ADD)}
+    jobs = [{"problem_id": "add", "completion": CORRECT_ADD}] * 4
+    assert [r.reward for r in evaluate_many(problems, jobs, workers=2)] == [1.0] * 4
+    deadline = time.monotonic() + 20  # liveness wait for exits, not a timing assertion
+    while _descendants(os.getpid()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _descendants(os.getpid()) == []
