@@ -104,7 +104,7 @@ def test_syntax_error_is_compile_error_and_runs_no_test(runner: CodeRunner) -> N
     r = evaluate(_add_problem(), py("print((1)"), runner)
     assert (r.reward, r.verdict) == (0.0, Verdict.COMPILE_ERROR)
     assert r.public.run == 0 and r.hidden.run == 0
-    assert "Compile error" in r.observation and "SyntaxError" in r.observation or "never closed" in r.observation
+    assert "Compile error" in r.observation and ("SyntaxError" in r.observation or "never closed" in r.observation)
 
 
 def test_non_utf8_bytes_completion_is_decoded_with_replacement(runner: CodeRunner) -> None:

@@ -242,3 +242,57 @@ def test_pool_processes_and_their_runners_are_gone_after_the_run() -> None:
     while _descendants(os.getpid()) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert _descendants(os.getpid()) == []
+
+
+def test_a_killed_pool_process_costs_no_job(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fault injection: SIGKILL a pool process mid-run; its jobs are re-run, none is lost or zeroed."""
+    import os
+    import signal
+
+    import sandbox.pool
+
+    reruns: list[str] = []
+    isolated = sandbox.pool._isolated
+
+    def counting(new_pool: Any, submit: Any, index: int, job: Any) -> JobResult:
+        reruns.append(job["job_id"])
+        return isolated(new_pool, submit, index, job)
+
+    monkeypatch.setattr(sandbox.pool, "_isolated", counting)
+
+    slow = py("x = 0\nfor i in range(4_000_000):\n    x += i\na, b = map(int, input().split())\nprint(a + b)")
+    problems = {"add": Problem.from_dict({**ADD, "time_limit_s": 20})}
+    jobs = [{"problem_id": "add", "completion": slow, "job_id": f"k{i}"} for i in range(6)]
+    results = []
+    killed = False
+    for result in evaluate_many(problems, jobs, workers=2):
+        results.append(result)
+        if not killed:
+            pool_pids = [
+                int(entry.name)
+                for entry in Path("/proc").iterdir()
+                if entry.name.isdigit()
+                and _ppid(entry) == os.getpid()
+                and b"spawn_main" in _read(entry / "cmdline")
+            ]
+            assert pool_pids, "no pool process found"
+            os.kill(pool_pids[0], signal.SIGKILL)
+            killed = True
+    assert [r.job_id for r in results] == [f"k{i}" for i in range(6)]
+    assert [(r.verdict, r.reward, r.infra_error) for r in results] == [(Verdict.OK, 1.0, False)] * 6
+    assert reruns, "the broken pool was not detected"
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return b""
+
+
+def _ppid(entry: Path) -> int:
+    stat = _read(entry / "stat").decode(errors="replace")
+    try:
+        return int(stat.rsplit(")", 1)[1].split()[1])
+    except (IndexError, ValueError):
+        return -1
