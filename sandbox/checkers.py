@@ -14,8 +14,8 @@ detail names the first differing line and token, because that is what the model 
   integers into a 32-bit ``int`` and compares bigger ones as doubles (so two 20-digit integers
   that differ in the last digit "match" there); here integers of any size are compared exactly.
 - ``float``: tokens; two integers exactly, a pair with a real number within ``abs`` or ``rel``
-  (relative to the expected value), computed exactly in decimal; NaN and infinities never match;
-  words exactly (case-sensitive).
+  (relative to the expected value; both default to 1e-6), computed exactly in decimal; NaN and
+  infinities never match; words exactly (case-sensitive).
 
 Custom checkers: ``register_checker("mine", factory)`` where ``factory(params) -> Checker`` gets
 the spec without its ``type``; problems then say ``{"type": "mine", ...}``.
