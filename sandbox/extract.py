@@ -18,6 +18,7 @@ PYTHON_TAGS = frozenset({"python", "py", "python3"})
 # indentation, the fence run (``` or ~~~, 3 or more), the info string
 _OPEN = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
 _LINE_SPLIT = re.compile(r"\r?\n")
+_TAG = re.compile(r"[A-Za-z0-9_+#-]+")
 
 
 def _is_close(line: str, char: str, length: int) -> bool:
@@ -54,9 +55,10 @@ def extract_code(text: str) -> str | None:
             body.append(_dedent(lines[i].rstrip("\r"), indent))
             i += 1
         i += 1  # past the closing fence (or the end of the text)
-        tag = info.split()[0].lower() if info else ""
-        if tag not in PYTHON_TAGS and tag != "":
-            continue
+        if info:  # the language is the info string's leading word: ```python title="a.py", ```py:sol.py
+            m_tag = _TAG.match(info)
+            if m_tag is None or m_tag.group().lower() not in PYTHON_TAGS:
+                continue
         code = "\n".join(body).strip("\n")
         if code.strip():
             return code + "\n"

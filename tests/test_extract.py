@@ -93,3 +93,13 @@ def test_inline_triple_backticks_are_not_a_fence() -> None:
 
 def test_info_string_after_the_language_is_ignored() -> None:
     assert extract_code('```python title="sol.py"\nprint(9)\n```') == "print(9)\n"
+
+
+@pytest.mark.parametrize("info", ["python:solution.py", "py{cmd=true}", "Python3 main.py"])
+def test_language_is_the_leading_word_of_the_info_string(info: str) -> None:
+    assert extract_code(f"```{info}\nprint(10)\n```") == "print(10)\n"
+
+
+@pytest.mark.parametrize("info", ["{.cpp}", "c++", "python2", "pythonic", ":python"])
+def test_info_strings_that_do_not_name_python_are_skipped(info: str) -> None:
+    assert extract_code(f"```{info}\nprint(11)\n```") is None
