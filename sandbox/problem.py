@@ -14,7 +14,6 @@ import msgpack
 
 DEFAULT_TIME_LIMIT_S = 2.0
 DEFAULT_MEMORY_LIMIT_MB = 512
-KNOWN_CHECKERS = ("tokens", "code_contests", "float")
 
 
 class ProblemFormatError(ValueError):
@@ -61,6 +60,15 @@ class Problem:
         checker = d.get("checker") or {"type": "tokens"}
         if not isinstance(checker, dict) or not isinstance(checker.get("type"), str):
             raise ProblemFormatError(f"{pid}: checker must be an object with a 'type'")
+        # build it once now, so an unknown type or bad tolerance fails at load time with the
+        # problem's id, not later as an infrastructure error on every job (custom checkers
+        # must be registered in the loading process too)
+        from sandbox.checkers import get_checker
+
+        try:
+            get_checker(checker)
+        except ProblemFormatError as e:
+            raise ProblemFormatError(f"{pid}: {e}") from None
         return cls(
             id=pid,
             public_tests=_parse_tests(pid, "public_tests", d.get("public_tests")),

@@ -233,3 +233,15 @@ def test_end_to_end_load_then_evaluate_add_and_mul(tmp_path: Path, kind: str) ->
     assert results["add", "mul"].public.passed == 1
     assert fraction.reward == 0.0  # no hidden test of 'add' has a*b == a+b
     assert not any(r.infra_error for r in results.values())
+
+
+def test_unknown_checker_is_rejected_when_the_problem_is_read() -> None:
+    """A bad checker fails at load time with the problem's id, never per job later."""
+    from sandbox.problem import Problem, ProblemFormatError
+
+    base = {"id": "p1", "public_tests": [{"input": "1", "output": "1"}], "hidden_tests": []}
+    with pytest.raises(ProblemFormatError, match="p1"):
+        Problem.from_dict({**base, "checker": {"type": "no_such_checker"}})
+    with pytest.raises(ProblemFormatError, match="p1"):
+        Problem.from_dict({**base, "checker": {"type": "float", "abs": "not a number"}})
+    assert Problem.from_dict({**base, "checker": {"type": "float", "abs": 1e-6}}).checker["type"] == "float"
