@@ -268,7 +268,10 @@ def _isolated(new_pool: Any, submit: Any, index: int, job: Mapping[str, Any]) ->
         data = submit(pool, index, job).result()
         return JobResult.from_dict(msgpack.unpackb(data, raw=False))
     except BrokenProcessPool:
-        message = "the judging process died while running this job (twice)"
+        message = (
+            "the judging process died while running this job (twice), or could not start at all "
+            "(a script calling evaluate_many with workers > 1 needs `if __name__ == '__main__':`)"
+        )
     except Exception as e:
         message = f"judge pool: {e!r}"
     finally:
