@@ -107,8 +107,8 @@ def _evaluate(msg: JobMessage) -> JobResult:
         reward_shape=msg.reward_shape,
         mode=msg.mode,
         job_id=msg.job_id,
+        problem_version=version,  # the store's version: no re-hashing every test per job
     )
-    result.problem_version = version
     result.cache_hit = False
     if result.infra_error:
         # The sandbox failed (or was interrupted, e.g. by the soft time limit, mid-test): do not
