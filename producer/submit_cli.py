@@ -11,59 +11,14 @@ job got a result (infrastructure errors included: they are in the output), 2 for
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import sys
 import uuid
 from collections import Counter
-from typing import IO, Any
+from typing import Any
 
 from cpfleet import protocol
-
-
-class JobsFileError(ValueError):
-    """A JOBS file that cannot be used, naming the line."""
-
-
-def _open(path: str) -> IO[str]:
-    if path == "-":
-        return sys.stdin
-    if path.endswith(".gz"):
-        return gzip.open(path, "rt", encoding="utf-8")
-    return open(path, encoding="utf-8")
-
-
-def read_jobs(path: str) -> list[dict[str, Any]]:
-    """The jobs of a JSONL file, checked up front with ``cpfleet judge``'s rules."""
-    jobs: list[dict[str, Any]] = []
-    try:
-        f = _open(path)
-    except OSError as exc:
-        raise JobsFileError(f"{path}: cannot read: {exc}") from None
-    try:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise JobsFileError(f"{path}:{lineno}: invalid JSON: {exc}") from None
-            if not isinstance(record, dict):
-                raise JobsFileError(f"{path}:{lineno}: a job must be an object")
-            if not isinstance(record.get("problem_id"), str):
-                raise JobsFileError(f"{path}:{lineno}: 'problem_id' must be a string")
-            if not isinstance(record.get("completion"), str):
-                raise JobsFileError(f"{path}:{lineno}: 'completion' must be a string")
-            job_id = record.get("job_id")
-            if job_id is not None and not isinstance(job_id, str | int):
-                raise JobsFileError(f"{path}:{lineno}: 'job_id' must be a string or an integer")
-            jobs.append({"problem_id": record["problem_id"], "completion": record["completion"], "job_id": job_id})
-    except (OSError, EOFError, UnicodeDecodeError) as exc:
-        raise JobsFileError(f"{path}: cannot read: {exc}") from None
-    finally:
-        if f is not sys.stdin:
-            f.close()
-    return jobs
+from sandbox.jobs_file import InputFileError, read_jobs  # shared with `cpfleet judge`
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -84,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         jobs = read_jobs(args.jobs)
-    except JobsFileError as exc:
+    except InputFileError as exc:
         print(f"cpfleet submit: {exc}", file=sys.stderr)
         return 2
     try:

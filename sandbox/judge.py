@@ -14,58 +14,25 @@ naming the line): the producer's loader, with caps and skipping, is for datasets
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import sys
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
 
-from sandbox.checkers import get_checker
 from sandbox.env import DEFAULT_MAX_PUBLIC_SHOWN, MODES, REWARD_SHAPES
+from sandbox.jobs_file import InputFileError as InputError
+from sandbox.jobs_file import read_jobs, read_records
 from sandbox.pool import RUNNER_KINDS, default_workers, evaluate_many
 from sandbox.problem import Problem, ProblemFormatError
 
 
-class InputError(ValueError):
-    """A PROBLEMS or JOBS file that cannot be used, with the line that says why."""
-
-
-def _open_text(path: str) -> IO[str]:
-    if path == "-":
-        return sys.stdin
-    if path.endswith(".gz"):
-        return gzip.open(path, "rt", encoding="utf-8")
-    return open(path, encoding="utf-8")
-
-
-def _records(path: str) -> Iterator[tuple[int, Any]]:
-    """(line number, parsed JSON) for each non-blank line."""
-    f = _open_text(path)
-    try:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                yield lineno, json.loads(line)
-            except json.JSONDecodeError as e:
-                raise InputError(f"{path}:{lineno}: invalid JSON: {e}") from None
-    except (OSError, EOFError, UnicodeDecodeError) as e:
-        raise InputError(f"{path}: cannot read: {e}") from None
-    finally:
-        if f is not sys.stdin:
-            f.close()
-
-
 def read_problems(path: str | Path) -> dict[str, Problem]:
-    """Every problem of a JSONL(.gz) file by id; checkers are resolved now so a bad one fails here."""
+    """Every problem of a JSONL(.gz) file by id; any bad record or duplicate id is an error."""
     problems: dict[str, Problem] = {}
     first_line: dict[str, int] = {}
-    for lineno, record in _records(str(path)):
+    for lineno, record in read_records(path):
         try:
-            problem = Problem.from_dict(record)
-            get_checker(problem.checker)
+            problem = Problem.from_dict(record)  # builds the checker: a bad one fails here
         except ProblemFormatError as e:
             raise InputError(f"{path}:{lineno}: {e}") from None
         if problem.id in problems:
@@ -73,23 +40,6 @@ def read_problems(path: str | Path) -> dict[str, Problem]:
         problems[problem.id] = problem
         first_line[problem.id] = lineno
     return problems
-
-
-def read_jobs(path: str | Path) -> list[dict[str, Any]]:
-    """The jobs of a JSONL file, checked up front so a bad line stops the run before it starts."""
-    jobs: list[dict[str, Any]] = []
-    for lineno, record in _records(str(path)):
-        if not isinstance(record, dict):
-            raise InputError(f"{path}:{lineno}: a job must be an object")
-        if not isinstance(record.get("problem_id"), str):
-            raise InputError(f"{path}:{lineno}: 'problem_id' must be a string")
-        if not isinstance(record.get("completion"), str):
-            raise InputError(f"{path}:{lineno}: 'completion' must be a string")
-        job_id = record.get("job_id")
-        if job_id is not None and not isinstance(job_id, str | int):
-            raise InputError(f"{path}:{lineno}: 'job_id' must be a string or an integer")
-        jobs.append({"problem_id": record["problem_id"], "completion": record["completion"], "job_id": job_id})
-    return jobs
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
