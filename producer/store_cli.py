@@ -13,7 +13,7 @@ import os
 import sys
 import time
 
-from producer.loading import DuplicateProblemError, ProblemFileError, load_problems
+from producer.loading import DuplicateProblemError, LoadResult, ProblemFileError, load_problems
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 
@@ -41,6 +41,20 @@ def add_loading_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+LOAD_ERRORS = (ProblemFileError, DuplicateProblemError, ValueError)
+
+
+def load_from_args(args: argparse.Namespace) -> LoadResult:
+    """Load ``args.problems`` with the options of ``add_loading_arguments`` (raises LOAD_ERRORS)."""
+    return load_problems(
+        args.problems,
+        max_problems=args.max_problems,
+        max_public_tests=args.max_public_tests,
+        max_hidden_tests=args.max_hidden_tests,
+        on_duplicate=args.on_duplicate,
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     import redis
 
@@ -48,14 +62,8 @@ def run(args: argparse.Namespace) -> int:
 
     t0 = time.perf_counter()
     try:
-        loaded = load_problems(
-            args.problems,
-            max_problems=args.max_problems,
-            max_public_tests=args.max_public_tests,
-            max_hidden_tests=args.max_hidden_tests,
-            on_duplicate=args.on_duplicate,
-        )
-    except (ProblemFileError, DuplicateProblemError, ValueError) as e:
+        loaded = load_from_args(args)
+    except LOAD_ERRORS as e:
         print(f"cpfleet load: {e}", file=sys.stderr)
         return 2
     # Large problems take a while on a slow link: wait for Redis longer than redis-py's 5 s default.

@@ -23,8 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from producer.loading import DuplicateProblemError, ProblemFileError, load_problems
-from producer.store_cli import add_loading_arguments
+from producer.store_cli import LOAD_ERRORS, add_loading_arguments, load_from_args
 from sandbox.problem import Problem
 from sandbox.results import JobResult
 from sandbox.verdict import Verdict
@@ -243,14 +242,8 @@ def run(args: argparse.Namespace) -> int:
         print("cpfleet validate: --workers must be >= 1 and --max-solutions >= 0", file=sys.stderr)
         return 2
     try:
-        loaded = load_problems(
-            args.problems,
-            max_problems=args.max_problems,
-            max_public_tests=args.max_public_tests,
-            max_hidden_tests=args.max_hidden_tests,
-            on_duplicate=args.on_duplicate,
-        )
-    except (ProblemFileError, DuplicateProblemError, ValueError) as e:
+        loaded = load_from_args(args)
+    except LOAD_ERRORS as e:
         print(f"cpfleet validate: {e}", file=sys.stderr)
         return 2
     print(f"validate: {loaded.stats.summary()}", file=sys.stderr)
