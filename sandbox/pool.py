@@ -36,9 +36,8 @@ from sandbox.env import DEFAULT_MAX_PUBLIC_SHOWN, MODES, REWARD_SHAPES, evaluate
 from sandbox.problem import Problem
 from sandbox.results import JobResult
 from sandbox.runner import CodeRunner
+from sandbox.runners import RUNNER_KINDS, make_runner  # the factory starts nothing until called
 from sandbox.verdict import Verdict
-
-RUNNER_KINDS = ("forkserver", "subprocess")
 
 
 def default_workers() -> int:
@@ -46,14 +45,6 @@ def default_workers() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not Linux
         return os.cpu_count() or 1
-
-
-def make_runner(kind: str) -> CodeRunner:
-    """The runner factory, imported late so that reading this module starts nothing."""
-    from sandbox.runners import make_runner as factory
-
-    runner: CodeRunner = factory(kind)
-    return runner
 
 
 class Judge:
