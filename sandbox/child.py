@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from typing import NoReturn
 
 SCRIPT_NAME = "solution.py"
+SOURCE = b""  # the program's source, set by the job init; used only to print tracebacks
 
 
 def _std_stream(fd: int, name: str, write: bool) -> io.TextIOWrapper:
@@ -35,11 +36,22 @@ def _std_stream(fd: int, name: str, write: bool) -> io.TextIOWrapper:
     return stream
 
 
+_PREBUILT: tuple[io.TextIOWrapper, io.TextIOWrapper, io.TextIOWrapper] | None = None
+
+
+def prebuild_stdio() -> None:
+    """Build the three std streams once, in the zygote, over fd numbers 0/1/2 (never used there).
+    Each test child inherits a pristine copy and only installs it: building them per test cost
+    ~0.3 ms of the child's time. A child's dup2 makes fds 0/1/2 its job's memfd and pipes."""
+    global _PREBUILT
+    _PREBUILT = (_std_stream(0, "<stdin>", False), _std_stream(1, "<stdout>", True), _std_stream(2, "<stderr>", True))
+
+
 def _fresh_stdio() -> None:
     """Std streams over the real fds 0/1/2, configured like the interpreter's own at startup."""
-    stdin = _std_stream(0, "<stdin>", False)
-    stdout = _std_stream(1, "<stdout>", True)
-    stderr = _std_stream(2, "<stderr>", True)
+    stdin, stdout, stderr = _PREBUILT or (
+        _std_stream(0, "<stdin>", False), _std_stream(1, "<stdout>", True), _std_stream(2, "<stderr>", True)
+    )
     sys.stdin = stdin
     sys.stdout = stdout
     sys.stderr = stderr
@@ -112,8 +124,11 @@ def _report_uncaught() -> int:
     tb = tb.tb_next if tb is not None and tb.tb_frame.f_code is run_compiled.__code__ else tb
     try:
         if sys.excepthook is sys.__excepthook__:
+            import linecache
             import traceback
 
+            text = SOURCE.decode("utf-8", errors="replace")
+            linecache.cache[SCRIPT_NAME] = (len(text), None, text.splitlines(True), SCRIPT_NAME)
             traceback.print_exception(exc_type, exc, tb)
         else:
             sys.excepthook(exc_type, exc, tb)  # type: ignore[arg-type]

@@ -19,12 +19,11 @@ fork cost here grows with the number of mappings); fds travel with SCM_RIGHTS.
 
 from __future__ import annotations
 
-import linecache
+import _signal as signal  # the C module: `signal` would import enum into every fork
+import _socket as socket  # the C module: `socket` would import array, selectors and enum
 import marshal
 import os
 import select
-import signal
-import socket
 import sys
 import time
 
@@ -37,24 +36,32 @@ if TYPE_CHECKING:
 
 # Preloaded once so tests start warm. Chosen by how often the 300 CodeContests human solutions
 # import them (sys 125, collections 61, math 54, os 32, io 28, heapq 21, bisect 14, itertools
-# 14, threading 8, functools 6); rarer modules (random 10, fractions 6, ...) are imported by the
-# programs that use them, because every preloaded C extension makes EVERY test's fork slower.
-PRELOAD = ("bisect", "collections", "functools", "heapq", "io", "itertools", "math", "string", "threading")
+# 14, threading 8, functools 6); rarer modules (random 10, fractions 6, string 3, re 2, ...) are
+# imported by the programs that use them: everything in this process makes EVERY test's fork
+# slower (~5.5 us per mapping here), so the zygote's own imports avoid re, enum, socket.py too.
+PRELOAD = ("bisect", "collections", "functools", "heapq", "io", "itertools", "math", "threading")
 MAX_FDS = 8
+MSG_CMSG_CLOEXEC = 0x40000000
 CONFINE_FAILED = 125
 
 
 def send(sock: socket.socket, obj: Any, fds: list[int] | None = None) -> None:
     data = marshal.dumps(obj)
     if fds:
-        socket.send_fds(sock, [data], fds)
+        rights = b"".join(fd.to_bytes(4, sys.byteorder, signed=True) for fd in fds)
+        sock.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, rights)])
     else:
         sock.send(data)
 
 
 def recv(sock: socket.socket) -> tuple[Any, list[int]]:
-    """One message and its fds; (None, []) when the peer closed the channel."""
-    data, fds, _, _ = socket.recv_fds(sock, 1 << 16, MAX_FDS)
+    """One message and its fds (close-on-exec); (None, []) when the peer closed the channel."""
+    data, ancillary, _, _ = sock.recvmsg(1 << 16, socket.CMSG_SPACE(MAX_FDS * 4), MSG_CMSG_CLOEXEC)
+    fds = []
+    for level, kind, payload in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            usable = len(payload) - len(payload) % 4
+            fds += [int.from_bytes(payload[i : i + 4], sys.byteorder, signed=True) for i in range(0, usable, 4)]
     if not data:
         for fd in fds:
             os.close(fd)
@@ -100,6 +107,7 @@ class Zygote:
         self.layers["rlimits"] = True
         self.layers["no_new_privs"] = True
         child.install_site_builtins()
+        child.prebuild_stdio()
         for name in PRELOAD:
             __import__(name)
         import gc
@@ -187,8 +195,10 @@ class JobInit:
             import traceback
 
             return "".join(traceback.format_exception_only(type(e), e))
-        text = self.source.decode("utf-8", errors="replace")
-        linecache.cache[child.SCRIPT_NAME] = (len(text), None, text.splitlines(True), child.SCRIPT_NAME)
+        child.SOURCE = self.source  # for tracebacks (linecache is filled only if one is printed)
+        import gc
+
+        gc.freeze()  # the tests' shutdown collections need not walk (and copy) the job's objects
         return None
 
     def _serve(self) -> None:
