@@ -31,7 +31,9 @@ READ_CHUNK = 1 << 20
 PIPE_BYTES = 1 << 20
 F_SETPIPE_SZ = 1031
 STDERR_TAIL = 4096
-CGROUP_SLACK_BYTES = 64 << 20
+# the job's cgroup allows the problem's memory limit for ALL its processes together, plus room
+# for the kernel's own charges (pipe buffers, page tables); the per-test tmpfs counts inside it
+CGROUP_SLACK_BYTES = 32 << 20
 REPLY_GRACE_S = 10.0  # how long past its own deadline we wait for the job init before declaring it broken
 
 
@@ -182,7 +184,8 @@ class ZygoteRunner(CodeRunner):
         job = Job()
         memfd = os.memfd_create("solution", os.MFD_CLOEXEC)
         try:
-            _write_all(memfd, source.encode("utf-8", errors="surrogateescape"))
+            # surrogatepass: a lone surrogate becomes invalid UTF-8, i.e. a compile error, not INTERNAL
+            _write_all(memfd, source.encode("utf-8", errors="surrogatepass"))
             zygote.send(self._ctrl, {"op": "job", "mode": self.mode}, [job.theirs.fileno(), memfd, *job.child_fds])
             job.sent()
             reply = self._recv_within(job.sock, 60.0)
@@ -218,11 +221,12 @@ class ZygoteRunner(CodeRunner):
         assert self._job is not None
         mem = limits.memory_mb << 20
         if self._cgroup is not None and self._cgroup.ok:
-            self._cgroup.set_limits(mem + (mem >> 2) + CGROUP_SLACK_BYTES, limits.nproc)
+            self._cgroup.set_limits(mem + CGROUP_SLACK_BYTES, limits.nproc)
         cpu_rlimit = max(1, math.ceil(limits.time_s))
         child_limits = {"cpu_s": cpu_rlimit, "as_bytes": mem, "fsize_bytes": limits.file_size_mb << 20,
                         "nproc": limits.nproc, "nofile": limits.nofile, "box_bytes": limits.file_size_mb << 20}
         job = self._job
+        job.restore_pipes()
         os.ftruncate(job.stdin, 0)
         os.lseek(job.stdin, 0, os.SEEK_SET)  # the offset is shared with the last test's fd 0
         _write_all(job.stdin, stdin)
@@ -323,6 +327,14 @@ class Job:
         self.poller = select.poll()
         for fd in (self.sock.fileno(), self.stdout, self.stderr):
             self.poller.register(fd, select.POLLIN)
+
+    def restore_pipes(self) -> None:
+        """A test may shrink the pipes it writes to (F_SETPIPE_SZ): give the next one full ones."""
+        for fd in (self.stdout, self.stderr):
+            try:
+                fcntl.fcntl(fd, F_SETPIPE_SZ, PIPE_BYTES)
+            except OSError:
+                pass
 
     def sent(self) -> None:
         """The init holds its copies now; drop ours so only the job's processes can write."""

@@ -23,6 +23,7 @@ import _signal as signal  # the C module: `signal` would import enum into every 
 import _socket as socket  # the C module: `socket` would import array, selectors and enum
 import marshal
 import os
+import resource
 import select
 import sys
 import time
@@ -222,23 +223,43 @@ class JobInit:
             if self.z.layers.get("uid_drop"):
                 os.chown(fallback_cwd, self.z.uid, self.z.gid)
         status_r, status_w = os.pipe2(os.O_CLOEXEC)
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.monotonic()
         pid = os.fork()
         if pid == 0:
             self._become_test(status_w, limits, fallback_cwd)
         os.close(status_w)
         killed = self._police(pid, t0 + wall_s)
-        _, status, ru = os.wait4(pid, 0)
         wall = time.monotonic() - t0
+        if os.getpid() == 1:
+            # kill the rest BEFORE reaping the main process: a zombie held by a ptrace tracer
+            # cannot be reaped until the tracer is gone (a program could hang us otherwise)
+            _kill_all_but_init()
+        _, status, ru = os.wait4(pid, 0)
         self._kill_everything_left(pid)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        # CPU of every process of the test, reaped by anyone (orphans reaped by this init too):
+        # a program must not escape the time limit by burning CPU in children it never waits for
+        cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+        self._reset_stdio()
         failure = os.read(status_r, 4096).decode(errors="replace")
         os.close(status_r)
         if fallback_cwd:
             import shutil
 
             shutil.rmtree(fallback_cwd, ignore_errors=True)
-        return {"status": status, "cpu": ru.ru_utime + ru.ru_stime, "maxrss": ru.ru_maxrss, "wall": wall,
-                "killed": killed, "internal": failure}
+        return {"status": status, "cpu": max(cpu, ru.ru_utime + ru.ru_stime), "maxrss": ru.ru_maxrss,
+                "wall": wall, "killed": killed, "internal": failure}
+
+    def _reset_stdio(self) -> None:
+        """Open file descriptions are shared by every test of the job: a test that set O_NONBLOCK
+        on them must not make the next test's writes fail with EAGAIN. (The runner restores the
+        pipe size from its end; O_APPEND is harmless: stdin is rewritten from offset 0.)"""
+        for fd in self.stdio:
+            try:
+                os.set_blocking(fd, True)
+            except OSError:
+                pass
 
     def _become_test(self, status_w: int, limits: ChildLimits, fallback_cwd: str | None) -> None:
         try:
@@ -299,10 +320,7 @@ class JobInit:
         """Nothing a test started may outlive it (double-forked, setsid'd orphans included)."""
         if os.getpid() == 1:  # init of our own pid namespace: kill(-1) reaches only this job's processes
             while True:
-                try:
-                    os.kill(-1, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+                _kill_all_but_init()
                 try:
                     os.waitpid(-1, 0)
                 except ChildProcessError:
@@ -321,6 +339,14 @@ class JobInit:
                 os.killpg(pid, signal.SIGKILL)
             except OSError:
                 pass
+
+
+def _kill_all_but_init() -> None:
+    """As pid 1 of the job's namespace, kill(-1) reaches every process of the job but us."""
+    try:
+        os.kill(-1, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 def main() -> None:

@@ -364,3 +364,99 @@ def test_without_capabilities_the_runner_warns_loudly_and_still_judges() -> None
         assert layer in missing[0]
     assert proc.stdout.splitlines()[1:] == ["8", "TIME_LIMIT"]
     assert "SANDBOX ISOLATION INCOMPLETE" in proc.stderr and "network namespace refused" in proc.stderr
+
+
+# --- found by red-teaming the sandbox ---------------------------------------------------------
+
+
+def test_zombie_held_by_a_ptrace_tracer_does_not_hang_the_job(runner: CodeRunner) -> None:
+    """The program seizes itself from a child and never reaps it: reaping the main process
+    would block forever unless the tracer dies first. The result is the program's, not INTERNAL."""
+    code = src("""
+        import os, ctypes, time
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+        libc.prctl(4, 1, 0, 0, 0)
+        parent = os.getpid()
+        r, w = os.pipe()
+        if os.fork() == 0:
+            os.write(w, b"%d" % libc.ptrace(0x4206, parent, None, None))
+            while True:
+                time.sleep(1000)
+        print("answer", flush=True)
+        os.read(r, 10)
+    """)
+    res = run(runner, code, time_s=1)
+    assert res.status != Verdict.INTERNAL, res.error
+    assert run(runner, "print('next')\n").stdout == b"next\n"
+
+
+def test_cpu_burnt_in_unreaped_children_counts_toward_the_time_limit(runner: CodeRunner) -> None:
+    code = src("""
+        import os
+        r, w = os.pipe()
+        for _ in range(3):
+            if os.fork() == 0:
+                x = 0
+                for i in range(30_000_000):
+                    x += i
+                os.write(w, b"d")
+                os._exit(0)
+        for _ in range(3):
+            os.read(r, 1)
+        print("done")  # never waits for its children
+    """)
+    res = run(runner, code, time_s=1, wall_factor=10.0)
+    assert res.status == Verdict.TIME_LIMIT, (res.status, res.cpu_s, res.wall_s)
+
+
+def test_memory_of_all_processes_together_is_bounded_by_the_limit(runner: CodeRunner) -> None:
+    if not runner.isolation.layers.get("cgroup"):
+        pytest.skip("no writable memory cgroup on this machine: " + "; ".join(runner.isolation.notes))
+    code = src("""
+        import os
+        def touch(mb):
+            b = bytearray(mb << 20)
+            for i in range(0, len(b), 4096):
+                b[i] = 1
+            return b
+        ready_r, ready_w = os.pipe()
+        go_r, go_w = os.pipe()
+        kids = []
+        for _ in range(2):
+            pid = os.fork()
+            if pid == 0:
+                held = touch(170)           # each child fits its own RLIMIT_AS ...
+                os.write(ready_w, b"r")
+                os.read(go_r, 1)            # ... and holds its memory until all are resident
+                os._exit(0)
+            kids.append(pid)
+        for _ in range(2):
+            os.read(ready_r, 1)
+        keep = touch(40)
+        os.write(go_w, b"gg")
+        print([os.waitpid(p, 0)[1] for p in kids])
+    """)
+    res = run(runner, code, memory_mb=256, time_s=2)
+    assert res.status == Verdict.MEMORY_LIMIT, (res.status, res.stdout)
+
+
+def test_nonblocking_stdout_left_by_one_test_does_not_break_the_next(runner: CodeRunner) -> None:
+    code = src("""
+        import fcntl, os, sys
+        if sys.stdin.read() == 'poison':
+            fcntl.fcntl(1, fcntl.F_SETFL, os.O_NONBLOCK | os.O_APPEND)
+            fcntl.fcntl(1, 1031, 4096)  # F_SETPIPE_SZ: shrink the pipe
+            print('poisoned')
+        else:
+            sys.stdout.write('y' * (2 << 20))
+    """)
+    assert runner.load(code) is None
+    assert runner.run(b"poison", Limits()).stdout == b"poisoned\n"
+    res = runner.run(b"write", Limits())
+    assert res.status == Verdict.OK and len(res.stdout) == 2 << 20, (res.status, res.stderr[-300:])
+
+
+def test_lone_surrogate_in_the_source_is_a_compile_error_not_infrastructure(runner: CodeRunner) -> None:
+    err = runner.load("print('\ud800')\n")
+    assert err is not None and "SyntaxError" in err
