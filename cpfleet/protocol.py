@@ -54,7 +54,9 @@ class ProtocolError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class JobMessage:
-    """One job on the wire. ``completion`` is ``bytes`` only when it is not valid UTF-8."""
+    """One job on the wire. ``completion`` is ``bytes`` when the caller gave bytes or a str that
+    is not encodable as UTF-8 (lone surrogates); the worker decodes bytes with errors replaced.
+    ``job_id`` is unique per publish attempt: replies are matched on it."""
 
     job_id: str
     problem_id: str
@@ -150,6 +152,16 @@ def reply_key(client_id: str) -> str:
     return f"{KEY_PREFIX}:reply:{client_id}"
 
 
+# A client holds its id exclusively while open (SET NX with this TTL, renewed by its reader), so
+# two clients never pop, and steal, each other's replies from one list.
+CLIENT_CLAIM_TTL_S = 60
+
+
+def client_claim_key(client_id: str) -> str:
+    """The key an open client holds (with an expiry) to own ``reply_key(client_id)``."""
+    return f"{KEY_PREFIX}:client:{client_id}"
+
+
 def encode_reply(result: Mapping[str, Any]) -> bytes:
     """A result dict (``JobResult.to_dict()``) as a reply message."""
     return msgpack.packb({"v": PROTOCOL_VERSION, "result": dict(result)}, use_bin_type=True)
@@ -171,7 +183,7 @@ def decode_reply(data: bytes) -> dict[str, Any]:
 
 # --- result cache ------------------------------------------------------------------------------
 
-RESULT_CACHE_FORMAT = 1  # bump when the cached result's meaning changes
+RESULT_CACHE_FORMAT = 2  # bump when the cached result's meaning (or the key's layout) changes
 
 
 def code_hash(code: str | None) -> str:
@@ -181,9 +193,12 @@ def code_hash(code: str | None) -> str:
     return hashlib.sha256(code.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def result_cache_key(problem_version: str, code_digest: str, reward_shape: str, mode: str) -> str:
-    """One cached result per (problem content version, extracted code, options)."""
-    return f"{KEY_PREFIX}:rcache:{RESULT_CACHE_FORMAT}:{problem_version}:{code_digest}:{reward_shape}:{mode}"
+def result_cache_key(
+    problem_version: str, code_digest: str, reward_shape: str, mode: str, *, runner: str = "forkserver"
+) -> str:
+    """One cached result per (sandbox runner kind, problem content version, extracted code, options):
+    runner kinds may judge a program differently (timing, limits), so they never share results."""
+    return f"{KEY_PREFIX}:rcache:{RESULT_CACHE_FORMAT}:{runner}:{problem_version}:{code_digest}:{reward_shape}:{mode}"
 
 
 def now() -> float:

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from kombu import Connection, Producer
+from kombu.serialization import dumps
 
 from cpfleet.protocol import TASK_NAME, JobMessage
 
@@ -23,7 +24,24 @@ _EMBED: dict[str, Any] = {"callbacks": None, "errbacks": None, "chain": None, "c
 
 
 class BrokerUnavailable(ConnectionError):
-    """Redis (the broker) cannot be reached: nothing after the failing batch was published."""
+    """Redis (the broker) cannot be reached: nothing after the failing batch was published.
+
+    Raised by ``FleetClient.submit_many``, ``submitted`` holds the futures of the batches that
+    were published before the failure (they resolve normally); otherwise it is empty.
+    """
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.submitted: list[Any] = []
+
+
+class MessageEncodeError(ValueError):
+    """A job could not be serialized (a caller error, never a broker failure): nothing of the
+    call was published."""
+
+
+class PublisherClosed(RuntimeError):
+    """``publish`` after ``close``: a closed publisher never reconnects."""
 
 
 def task_message(msg: JobMessage, task_id: str) -> tuple[dict[str, Any], dict[str, Any], Any]:
@@ -69,6 +87,7 @@ class Publisher:
         self._lock = threading.Lock()
         self._conn: Connection | None = None
         self._producer: Producer | None = None
+        self._closed = False
 
     def _ensure(self) -> Producer:
         if self._producer is None:
@@ -87,23 +106,32 @@ class Publisher:
                 pass
 
     def publish(self, messages: Sequence[tuple[JobMessage, str]]) -> None:
-        """Publish ``(job, task_id)`` pairs in order; raises BrokerUnavailable, leaving a fresh
-        connection for the next call."""
+        """Publish ``(job, task_id)`` pairs in order.
+
+        Every body is serialized first: a job that cannot be encoded raises MessageEncodeError
+        before anything of the call is sent. Raises BrokerUnavailable when Redis fails (leaving a
+        fresh connection for the next call) and PublisherClosed after ``close``.
+        """
         if not messages:
             return
+        encoded = [_encode(msg, task_id) for msg, task_id in messages]
         with self._lock:
+            if self._closed:
+                raise PublisherClosed("the publisher is closed")
             try:
                 producer = self._ensure()
-                for start in range(0, len(messages), self.batch_size):
+                for start in range(0, len(encoded), self.batch_size):
                     with producer.batch(max_size=self.batch_size):
-                        for msg, task_id in messages[start : start + self.batch_size]:
-                            headers, properties, body = task_message(msg, task_id)
+                        for headers, properties, (content_type, content_encoding, data) in encoded[
+                            start : start + self.batch_size
+                        ]:
                             producer.publish(
-                                body,
+                                data,
                                 routing_key=self.queue,
                                 exchange="",
                                 headers=headers,
-                                serializer="msgpack",
+                                content_type=content_type,
+                                content_encoding=content_encoding,
                                 delivery_mode=2,
                                 retry=False,
                                 **properties,
@@ -113,8 +141,19 @@ class Publisher:
                 raise BrokerUnavailable(f"cannot publish to Redis at {_safe_url(self.redis_url)}: {exc}") from exc
 
     def close(self) -> None:
+        """Drop the connection; later ``publish`` calls raise PublisherClosed."""
         with self._lock:
+            self._closed = True
             self._reset()
+
+
+def _encode(msg: JobMessage, task_id: str) -> tuple[dict[str, Any], dict[str, Any], tuple[str, str, bytes]]:
+    headers, properties, body = task_message(msg, task_id)
+    try:
+        content_type, content_encoding, data = dumps(body, serializer="msgpack")
+    except Exception as exc:  # kombu wraps the serializer's error in EncodeError
+        raise MessageEncodeError(f"job {msg.job_id!r} cannot be encoded: {exc}") from exc
+    return headers, properties, (content_type, content_encoding, data)
 
 
 def _safe_url(url: str) -> str:

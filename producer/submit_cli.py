@@ -11,9 +11,9 @@ job got a result (infrastructure errors included: they are in the output), 2 for
 from __future__ import annotations
 
 import argparse
+import concurrent.futures as cf
 import json
 import sys
-import uuid
 from collections import Counter
 from typing import Any
 
@@ -85,25 +85,27 @@ def _register(client: Any, path: str) -> int:
 def _submit(client: Any, jobs: list[dict[str, Any]], progress: bool) -> int:
     from tqdm import tqdm
 
-    # Fleet job ids must be unique while in flight; the user's ids (or indexes) go back on output.
-    wire_ids = [uuid.uuid4().hex for _ in jobs]
+    # The result carries the job_id given at submit (ids need not be unique: one future per job).
     user_ids = [str(j["job_id"]) if j["job_id"] is not None else str(i) for i, j in enumerate(jobs)]
-    futures = client.submit_many(
-        [{"problem_id": j["problem_id"], "completion": j["completion"], "job_id": w} for j, w in zip(jobs, wire_ids, strict=True)]
-    )
+    try:
+        futures = client.submit_many(
+            [{"problem_id": j["problem_id"], "completion": j["completion"], "job_id": u} for j, u in zip(jobs, user_ids, strict=True)]
+        )
+    except (ValueError, TypeError) as exc:  # a job the fleet cannot take: nothing was submitted
+        print(f"cpfleet submit: {exc}", file=sys.stderr)
+        return 2
     verdicts: Counter[str] = Counter()
     rewards: list[float] = []
     infra = 0
-    position = {w: i for i, w in enumerate(wire_ids)}
+    position = {f: i for i, f in enumerate(futures)}
     done: dict[int, Any] = {}
     next_out = 0
     with tqdm(total=len(futures), disable=not progress, file=sys.stderr, unit="job", dynamic_ncols=True) as bar:
-        for result in client.as_completed(futures):
+        for future in cf.as_completed(futures):
             bar.update(1)
-            done[position[result.job_id]] = result
+            done[position[future]] = future.result()
             while next_out in done:  # stream out in input order as soon as possible
                 r = done.pop(next_out)
-                r.job_id = user_ids[next_out]
                 sys.stdout.write(json.dumps(r.to_dict(), ensure_ascii=False) + "\n")
                 next_out += 1
                 verdicts[str(r.verdict)] += 1
