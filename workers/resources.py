@@ -77,7 +77,9 @@ class ProcessResources:
         if self._results is None:
             from workers.result_cache import ResultCache
 
-            self._results = ResultCache(self.redis, ttl_s=self.settings.result_cache_ttl_s)
+            self._results = ResultCache(
+                self.redis, ttl_s=self.settings.result_cache_ttl_s, runner=self.settings.runner
+            )
         return self._results
 
     @property

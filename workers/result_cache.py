@@ -1,8 +1,9 @@
 """Result cache: GRPO groups repeat completions, so a job whose extracted code was already judged
 on the same problem version with the same options gets the stored result without running.
 
-Keyed by ``protocol.result_cache_key(problem_version, code_hash(extracted code), shape, mode)``:
-the version is a hash of the tests, limits and checker, so a changed problem never serves a
+Keyed by ``protocol.result_cache_key(problem_version, code_hash(extracted code), shape, mode,
+runner=kind)``: results of one sandbox runner kind are never served to a worker of another; the
+version is a hash of the tests, limits and checker, so a changed problem never serves a
 stale result. Infrastructure failures are never stored (the next run may well succeed).
 """
 
@@ -24,13 +25,15 @@ _PER_JOB_FIELDS = ("job_id", "worker", "cache_hit")
 
 
 class ResultCache:
-    def __init__(self, client: redis.Redis, ttl_s: int = 86400) -> None:
+    def __init__(self, client: redis.Redis, ttl_s: int = 86400, runner: str = "forkserver") -> None:
         self._redis = client
         self.ttl_s = ttl_s
+        self.runner = runner  # the worker's sandbox runner kind (CPFLEET_RUNNER): part of every key
 
-    @staticmethod
-    def key(problem_version: str, code: str | None, reward_shape: str, mode: str) -> str:
-        return protocol.result_cache_key(problem_version, protocol.code_hash(code), reward_shape, mode)
+    def key(self, problem_version: str, code: str | None, reward_shape: str, mode: str) -> str:
+        return protocol.result_cache_key(
+            problem_version, protocol.code_hash(code), reward_shape, mode, runner=self.runner
+        )
 
     def get(self, key: str, job_id: str) -> JobResult | None:
         """The cached result re-addressed to ``job_id`` (cache_hit set), or None.
