@@ -138,6 +138,8 @@ class ZygoteRunner(CodeRunner):
             "except OSError: pass\n"
             "r.append('uid=%d' % os.getuid())\n"
             "r.append('pid=%d' % os.getpid())\n"
+            "try:\n    r += ['seccomp=' + l.split()[1] for l in open('/proc/self/status') if l.startswith('Seccomp:')]\n"
+            "except OSError: pass\n"
             "print(' '.join(r))\n"
         )
         try:
@@ -160,6 +162,9 @@ class ZygoteRunner(CodeRunner):
                 self._report.notes.append(f"self-test ran as {out}, not uid {self._slot.uid}")
             if layers.get("pidns") and not any(o.startswith("pid=") and int(o[4:]) < 10 for o in out):
                 layers["pidns"] = False
+            if layers.get("seccomp") and "seccomp=2" not in out:
+                layers["seccomp"] = False
+                self._report.notes.append("self-test ran without its seccomp filter")
         self._end_job()
         missing = [k for k, v in layers.items() if not v]
         if missing:

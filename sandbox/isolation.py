@@ -20,14 +20,16 @@ import os
 import resource
 import sys
 
-from sandbox import cgroups, linux
+from sandbox import cgroups, linux, seccomp
 
 BOX = "/box"  # per-test tmpfs (cwd, /tmp, /dev/shm, /run) inside the sandbox root
 # host paths bound read-only into the sandbox root (symlinks are recreated as symlinks)
 SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 DEVICES = ("null", "zero", "full", "random", "urandom")
 STACK_SOFT_BYTES = 64 << 20
-LAYERS = ("netns", "mountns", "hidden_fs", "pidns", "ipcns", "uid_drop", "cgroup", "rlimits", "no_new_privs")
+LAYERS = (
+    "netns", "mountns", "hidden_fs", "pidns", "ipcns", "uid_drop", "cgroup", "rlimits", "no_new_privs", "seccomp",
+)
 
 
 class ZygoteSetup:
@@ -143,6 +145,7 @@ def confine_test_child(
     layers: dict[str, bool],
     keep_fd: int,
     fallback_cwd: str | None = None,
+    seccomp_filter: bytes | None = None,
 ) -> None:
     """Runs in the freshly forked test child, as root, before any untrusted code.
 
@@ -183,3 +186,5 @@ def confine_test_child(
         os.setresuid(uid, uid, uid)
     linux.prctl(linux.PR_SET_NO_NEW_PRIVS, 1)
     os.chdir(cwd)
+    if seccomp_filter:
+        seccomp.install(seccomp_filter)  # last: nothing of ours needs a refused call after it

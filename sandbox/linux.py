@@ -85,3 +85,8 @@ def effective_capabilities() -> int:
 
 def has_capability(cap: int) -> bool:
     return bool(effective_capabilities() >> cap & 1)
+
+
+def prctl_ptr(option: int, arg2: int, pointer: int) -> None:
+    """prctl with a pointer third argument (PR_SET_SECCOMP)."""
+    _check(_libc.prctl(ctypes.c_int(option), ctypes.c_ulong(arg2), ctypes.c_void_p(pointer), 0, 0), f"prctl {option}")

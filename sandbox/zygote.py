@@ -28,7 +28,7 @@ import select
 import sys
 import time
 
-from sandbox import child, isolation, linux
+from sandbox import child, isolation, linux, seccomp
 from sandbox.isolation import ChildLimits
 
 TYPE_CHECKING = False  # typing is not imported at run time: every module here is in every fork
@@ -89,6 +89,7 @@ class Zygote:
         self.cgroup_fds = cgroup_fds
         self.layers: dict[str, bool] = {}
         self.notes: list[str] = []
+        self.seccomp_filter: bytes | None = None
 
     def setup(self, isolate: bool) -> None:
         can_switch = linux.has_capability(linux.CAP_SETUID) and linux.has_capability(linux.CAP_SETGID)
@@ -107,6 +108,10 @@ class Zygote:
         self.layers["cgroup"] = bool(self.cgroup_fds) and isolate
         self.layers["rlimits"] = True
         self.layers["no_new_privs"] = True
+        self.seccomp_filter = seccomp.build_filter() if isolate else None
+        self.layers["seccomp"] = self.seccomp_filter is not None
+        if isolate and self.seccomp_filter is None:
+            self.notes.append(f"no seccomp filter for {os.uname().machine}: ptrace, keyrings, vsock stay reachable")
         child.install_site_builtins()
         child.prebuild_stdio()
         for name in PRELOAD:
@@ -265,7 +270,7 @@ class JobInit:
         try:
             isolation.confine_test_child(
                 self.stdio, self.z.uid, self.z.gid, self.z.cgroup_fds, limits, self.z.layers,
-                keep_fd=status_w, fallback_cwd=fallback_cwd,
+                keep_fd=status_w, fallback_cwd=fallback_cwd, seccomp_filter=self.z.seccomp_filter,
             )
             os.close(status_w)
         except BaseException as e:

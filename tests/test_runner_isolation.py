@@ -26,7 +26,7 @@ def src(code: str) -> str:
 def test_isolation_self_test_reports_every_layer(runner: CodeRunner) -> None:
     report = runner.isolation
     assert report.level == "full", report.summary() + " " + "; ".join(report.notes)
-    for layer in ("netns", "mountns", "hidden_fs", "pidns", "ipcns", "uid_drop", "cgroup", "self_test"):
+    for layer in ("netns", "mountns", "hidden_fs", "pidns", "ipcns", "uid_drop", "cgroup", "seccomp", "self_test"):
         assert report.layers.get(layer) is True, layer
 
 
@@ -460,3 +460,46 @@ def test_nonblocking_stdout_left_by_one_test_does_not_break_the_next(runner: Cod
 def test_lone_surrogate_in_the_source_is_a_compile_error_not_infrastructure(runner: CodeRunner) -> None:
     err = runner.load("print('\ud800')\n")
     assert err is not None and "SyntaxError" in err
+
+
+def test_seccomp_refuses_what_programs_never_need_and_keeps_what_they_do(runner: CodeRunner) -> None:
+    if not runner.isolation.layers.get("seccomp"):
+        pytest.skip("no seccomp filter on this architecture")
+    code = src("""
+        import ctypes, os, socket, subprocess, threading
+        libc = ctypes.CDLL(None, use_errno=True)
+        def err(ret):
+            return ctypes.get_errno() if ret == -1 else 0
+        print('ptrace', err(libc.ptrace(16, 1, 0, 0)))
+        print('add_key', err(libc.syscall(248, b'user', b'k', b'v', 1, -4)))
+        print('unshare_userns', err(libc.unshare(0x10000000)))
+        try:
+            socket.socket(40, socket.SOCK_STREAM)
+            print('vsock 0')
+        except OSError as e:
+            print('vsock', e.errno)
+        t = threading.Thread(target=lambda: print('thread ok'))
+        t.start(); t.join()
+        pid = os.fork()
+        if pid == 0:
+            os._exit(7)
+        print('fork', os.waitpid(pid, 0)[1] >> 8)
+        print(subprocess.run(['/bin/echo', 'subprocess ok'], capture_output=True, text=True).stdout.strip())
+    """)
+    res = run(runner, code)
+    assert res.status == Verdict.OK, res.stderr[-500:]
+    assert res.stdout.decode().splitlines() == [
+        "ptrace 1", "add_key 1", "unshare_userns 1", "vsock 97", "thread ok", "fork 7", "subprocess ok",
+    ]
+
+
+def test_nothing_is_kept_in_kernel_keyrings_between_jobs(runner: CodeRunner) -> None:
+    """The slot's uid keyring would otherwise be storage that survives every test and job."""
+    if not runner.isolation.layers.get("seccomp"):
+        pytest.skip("no seccomp filter on this architecture")
+    store = src("""
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        print(libc.syscall(248, b'user', b'answer', b'42', 2, -4))  # add_key to @u
+    """)
+    assert run(runner, store).stdout == b"-1\n"
