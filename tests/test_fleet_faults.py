@@ -113,7 +113,7 @@ def test_job_that_kills_its_pool_process_every_time_gets_bounded_retries_then_in
         good = client.gather(healthy, timeout=120)
     assert bad.verdict == Verdict.INTERNAL and bad.infra_error and bad.reward is None
     assert "died" in bad.infra_message and "3 attempts, 2 retries allowed" in bad.infra_message
-    assert node.log_text().count("debug hook: job poison exits") == 3  # first run + 2 retries
+    assert node.log_text().count("debug hook: job poison/") == 3  # first run + 2 retries (wire id poison/<uuid>)
     assert all(r.reward == 1.0 for r in good)
     assert len(node.pool_pids()) == 2  # the pool was refilled and the node keeps serving
 
