@@ -222,7 +222,7 @@ def test_a_real_worker_exposes_job_counts_and_isolation_on_its_endpoint(tmp_path
         for line in (tmp_path / "logs" / "worker.log").read_text().splitlines()
         if '"event":"job_done"' in line
     ]
-    by_id = {r["job_id"]: r for r in records}
+    by_id = {r["job_id"].rsplit("/", 1)[0]: r for r in records}  # logged under the wire id <job_id>/<uuid>
     for o in outcomes:
         assert by_id[o.result.job_id]["verdict"] == str(o.result.verdict)
         assert by_id[o.result.job_id]["problem_id"] == o.job.problem_id
