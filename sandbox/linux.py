@@ -90,3 +90,9 @@ def has_capability(cap: int) -> bool:
 def prctl_ptr(option: int, arg2: int, pointer: int) -> None:
     """prctl with a pointer third argument (PR_SET_SECCOMP)."""
     _check(_libc.prctl(ctypes.c_int(option), ctypes.c_ulong(arg2), ctypes.c_void_p(pointer), 0, 0), f"prctl {option}")
+
+
+def syscall_ptr(number: int, arg1: int, arg2: int, pointer: int) -> None:
+    """A raw system call taking (int, int, pointer) that returns 0 on success (seccomp)."""
+    _check(_libc.syscall(ctypes.c_long(number), ctypes.c_ulong(arg1), ctypes.c_ulong(arg2), ctypes.c_void_p(pointer)),
+           f"syscall {number}")
