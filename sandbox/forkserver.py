@@ -229,7 +229,7 @@ class ZygoteRunner(CodeRunner):
             self._cgroup.set_limits(mem + CGROUP_SLACK_BYTES, limits.nproc)
         cpu_rlimit = max(1, math.ceil(limits.time_s))
         child_limits = {"cpu_s": cpu_rlimit, "as_bytes": mem, "fsize_bytes": limits.file_size_mb << 20,
-                        "nproc": limits.nproc, "nofile": limits.nofile, "box_bytes": limits.file_size_mb << 20}
+                        "nproc": limits.nproc, "nofile": limits.nofile}
         job = self._job
         job.restore_pipes()
         os.ftruncate(job.stdin, 0)
@@ -323,11 +323,7 @@ class Job:
         self.stdout, out_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
         self.stderr, err_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
         for w in (out_w, err_w):
-            os.set_blocking(w, True)
-        try:
-            fcntl.fcntl(self.stdout, F_SETPIPE_SZ, PIPE_BYTES)
-        except OSError:
-            pass
+            os.set_blocking(w, True)  # (pipe sizes are set by restore_pipes before every test)
         self.child_fds = [self.stdin, out_w, err_w]
         self.poller = select.poll()
         for fd in (self.sock.fileno(), self.stdout, self.stderr):

@@ -27,9 +27,6 @@ BOX = "/box"  # per-test tmpfs (cwd, /tmp, /dev/shm, /run) inside the sandbox ro
 SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 DEVICES = ("null", "zero", "full", "random", "urandom")
 STACK_SOFT_BYTES = 64 << 20
-LAYERS = (
-    "netns", "mountns", "hidden_fs", "pidns", "ipcns", "uid_drop", "cgroup", "rlimits", "no_new_privs", "seccomp",
-)
 
 
 class ZygoteSetup:
@@ -125,15 +122,14 @@ class ChildLimits:
     """Resource limits of one test child (built by the runner from sandbox.runner.Limits).
     A plain class: the zygote avoids importing dataclasses/typing to stay small to fork."""
 
-    __slots__ = ("cpu_s", "as_bytes", "fsize_bytes", "nproc", "nofile", "box_bytes")
+    __slots__ = ("cpu_s", "as_bytes", "fsize_bytes", "nproc", "nofile")
 
-    def __init__(self, cpu_s: int, as_bytes: int, fsize_bytes: int, nproc: int, nofile: int, box_bytes: int) -> None:
+    def __init__(self, cpu_s: int, as_bytes: int, fsize_bytes: int, nproc: int, nofile: int) -> None:
         self.cpu_s = cpu_s
         self.as_bytes = as_bytes
         self.fsize_bytes = fsize_bytes
         self.nproc = nproc
         self.nofile = nofile
-        self.box_bytes = box_bytes
 
 
 def confine_test_child(
@@ -162,7 +158,7 @@ def confine_test_child(
         linux.unshare(linux.CLONE_NEWNS | (linux.CLONE_NEWIPC if layers.get("ipcns") else 0))
         owner = f",uid={uid},gid={gid}" if layers.get("uid_drop") else ""
         linux.mount("tmpfs", BOX, "tmpfs", linux.MS_NOSUID | linux.MS_NODEV,
-                    f"size={limits.box_bytes},nr_inodes=4096,mode=0700{owner}")
+                    f"size={limits.fsize_bytes},nr_inodes=4096,mode=0700{owner}")  # FSIZE bounds one file, size= all
     for target, fd in enumerate(fds):
         os.dup2(fd, target, inheritable=True)
     os.closerange(3, keep_fd)

@@ -294,15 +294,44 @@ def test_runner_process_death_takes_the_sandbox_down() -> None:
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE)
     assert proc.stdout is not None
     zpid = int(proc.stdout.readline())
-    time.sleep(0.5)
+    tree = [zpid]
+    deadline = time.monotonic() + 10  # liveness wait: the job process, its init and the test child
+    while len(tree) < 4 and time.monotonic() < deadline:
+        tree = [p for p in _tree(zpid) if _alive(p)]
+        time.sleep(0.05)
+    assert len(tree) >= 4, tree
     proc.kill()
     proc.wait()
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and os.path.exists(f"/proc/{zpid}"):
+    while time.monotonic() < deadline and any(_alive(p) for p in tree):
         time.sleep(0.05)
-    assert not os.path.exists(f"/proc/{zpid}")
-    leftovers = subprocess.run(["pgrep", "-f", "time.sleep\\(60\\)"], capture_output=True, text=True).stdout
-    assert str(proc.pid) not in leftovers
+    assert [p for p in tree if _alive(p)] == []
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _tree(root: int) -> list[int]:
+    """root and every live descendant."""
+    parents = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as f:
+                    parents[int(name)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except OSError:
+                pass
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(c for c, p in parents.items() if p == pid)
+    return found
 
 
 def test_no_fd_leaks_across_many_jobs_and_error_paths(runner: CodeRunner) -> None:
@@ -322,18 +351,26 @@ def test_no_fd_leaks_across_many_jobs_and_error_paths(runner: CodeRunner) -> Non
 
 @pytest.mark.parametrize("kind", ["forkserver"])
 def test_expected_outputs_are_not_in_the_childs_memory(kind: str) -> None:
-    """The zygote is exec'd, so even memory it shares with children never held the runner's data."""
-    marker = "EXPECTED-OUTPUT-" + os.urandom(8).hex()
+    """The zygote is exec'd, so even memory it shares with children never held the runner's data.
+
+    The runner process holds a list with a unique marker (lists are GC-tracked; strings alone are
+    not). The child unfreezes the GC (the zygote froze what it had) and searches every tracked
+    object; a control run proves the probe finds such a list when it does exist."""
+    prefix = "EXPECTED-OUTPUT-"
+    held_by_runner = [prefix + os.urandom(8).hex()]
+    probe = src(f"""
+        import gc
+        gc.unfreeze()
+        found = any(isinstance(o, list) and any(isinstance(x, str) and x.startswith({prefix!r}) and x != {prefix!r}
+                                                for x in o)
+                    for o in gc.get_objects())
+        print('found' if found else 'clean')
+    """)
+    control = f"planted = [{prefix!r} + 'control']\n" + probe
     r = make_runner(kind)
     try:
-        code = src(f"""
-            import gc
-            found = any(isinstance(o, str) and {marker[:17]!r} in o and o != {marker[:17]!r}
-                        for o in gc.get_objects())
-            print('found' if found else 'clean')
-        """)
-        assert marker  # held by this (runner) process only
-        assert run(r, code).stdout == b"clean\n"
+        assert run(r, control).stdout == b"found\n"
+        assert held_by_runner and run(r, probe).stdout == b"clean\n"
     finally:
         r.close()
 
