@@ -5,10 +5,13 @@ Refused: ptrace and process_vm_* (a traced zombie could wedge the job init), the
 keyrings (add_key/keyctl/request_key: storage that outlives the test, shared by the slot's
 uid), new namespaces (unshare, setns, clone with namespace flags; clone3 answers ENOSYS so
 glibc falls back to clone, whose flags a classic filter can inspect), the mount APIs, bpf,
-perf_event_open, userfaultfd, io_uring, and AF_VSOCK sockets (a network namespace does not
-cover vsock, which reaches the hypervisor). Everything else is allowed.
+perf_event_open, userfaultfd, io_uring, AF_VSOCK sockets (a network namespace does not
+cover vsock, which reaches the hypervisor), and creating System V IPC objects or POSIX
+message queues (the tests of a job share its IPC namespace: with nothing creatable there,
+nothing passes from one test to the next; Python's multiprocessing uses /dev/shm instead).
+Everything else is allowed.
 
-The program is built once in the zygote (plain bytes) and installed in each test child after
+The program is built once in the zygote (``Filter``) and installed in each test child after
 no_new_privs, right before the untrusted code runs. Only x86_64 is encoded; elsewhere the
 layer is reported missing.
 """
@@ -68,6 +71,10 @@ X86_64_DENIED = {
     432: errno.EPERM,  # fsmount
     433: errno.EPERM,  # fspick
     442: errno.EPERM,  # mount_setattr
+    29: errno.ENOSYS,  # shmget
+    64: errno.ENOSYS,  # semget
+    68: errno.ENOSYS,  # msgget
+    240: errno.ENOSYS,  # mq_open
     435: errno.ENOSYS,  # clone3: glibc then uses clone, checked below
 }
 NR_CLONE, NR_SOCKET = 56, 41
@@ -118,16 +125,29 @@ SECCOMP_SET_MODE_FILTER = 1
 SECCOMP_FILTER_FLAG_SPEC_ALLOW = 4
 
 
-def install(program: bytes) -> None:
-    """Install the filter (no_new_privs must already be set).
+class Filter:
+    """A filter program laid out in memory once (in the zygote), ready for every child to install."""
 
-    Through seccomp(2) with SPEC_ALLOW, as runc does: installing a filter otherwise also turns
-    on the speculative-store-bypass mitigation for the task, which slowed every test by 10-20%
-    here. SSB leaks within an address space, and a test child holds nothing secret in its own
-    (the expected outputs never reach it)."""
-    buf = ctypes.create_string_buffer(program, len(program))
-    prog = _SockFprog(len(program) // 8, ctypes.addressof(buf))
-    try:
-        linux.syscall_ptr(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_SPEC_ALLOW, ctypes.addressof(prog))
-    except OSError:  # kernels before 4.17 lack the flag
-        linux.prctl_ptr(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(prog))
+    def __init__(self, program: bytes) -> None:
+        self.program = program
+        self._buf = ctypes.create_string_buffer(program, len(program))
+        self._prog = _SockFprog(len(program) // 8, ctypes.addressof(self._buf))
+        self._address = ctypes.addressof(self._prog)
+
+    def install(self) -> None:
+        """Install the filter (no_new_privs must already be set).
+
+        Through seccomp(2) with SPEC_ALLOW, as runc does: installing a filter otherwise also
+        turns on the speculative-store-bypass mitigation for the task, which slowed every test
+        by 10-20% here. SSB leaks within an address space, and a test child holds nothing
+        secret in its own (the expected outputs never reach it)."""
+        try:
+            linux.syscall_ptr(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_SPEC_ALLOW, self._address)
+        except OSError:  # kernels before 4.17 lack the flag
+            linux.prctl_ptr(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, self._address)
+
+
+def build() -> Filter | None:
+    """The filter for this machine, or None where it is not encoded."""
+    program = build_filter()
+    return None if program is None else Filter(program)

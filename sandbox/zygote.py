@@ -89,7 +89,7 @@ class Zygote:
         self.cgroup_fds = cgroup_fds
         self.layers: dict[str, bool] = {}
         self.notes: list[str] = []
-        self.seccomp_filter: bytes | None = None
+        self.seccomp_filter: seccomp.Filter | None = None
 
     def setup(self, isolate: bool) -> None:
         can_switch = linux.has_capability(linux.CAP_SETUID) and linux.has_capability(linux.CAP_SETGID)
@@ -108,7 +108,7 @@ class Zygote:
         self.layers["cgroup"] = bool(self.cgroup_fds) and isolate
         self.layers["rlimits"] = True
         self.layers["no_new_privs"] = True
-        self.seccomp_filter = seccomp.build_filter() if isolate else None
+        self.seccomp_filter = seccomp.build() if isolate else None
         self.layers["seccomp"] = self.seccomp_filter is not None
         if isolate and self.seccomp_filter is None:
             self.notes.append(f"no seccomp filter for {os.uname().machine}: ptrace, keyrings, vsock stay reachable")
@@ -176,13 +176,15 @@ class JobInit:
         os.close(fds[1])
         self.stdio = (fds[2], fds[3], fds[4])
         self.code: Any = None
+        self.box: isolation.TestBox | None = None
 
     def run(self) -> None:
         try:
             linux.prctl(linux.PR_SET_PDEATHSIG, signal.SIGKILL)
-            if self.z.layers.get("pidns") and self.z.layers.get("mountns"):
+            if self.z.layers.get("mountns"):
+                self._enter_job_namespaces()
+            if self.box is not None and self.z.layers.get("pidns"):
                 try:
-                    linux.unshare(linux.CLONE_NEWNS)
                     linux.mount("proc", "/proc", "proc", linux.MS_NOSUID | linux.MS_NODEV | linux.MS_NOEXEC)
                 except OSError as e:
                     self.z.notes.append(f"private /proc failed: {e}")
@@ -193,6 +195,16 @@ class JobInit:
                 self._serve()
         finally:
             os._exit(0)
+
+    def _enter_job_namespaces(self) -> None:
+        """The job's own mount + IPC namespace: its test directory and /proc live there."""
+        try:
+            linux.unshare(linux.CLONE_NEWNS | (linux.CLONE_NEWIPC if self.z.layers.get("ipcns") else 0))
+        except OSError as e:  # the zygote could, so this is not expected: degrade, and say so
+            self.z.layers["mountns"] = self.z.layers["ipcns"] = False
+            self.z.notes.append(f"job mount namespace refused ({e}): per-test temp dirs instead")
+            return
+        self.box = isolation.TestBox(self.z.uid, self.z.gid, bool(self.z.layers.get("uid_drop")))
 
     def _compile(self) -> str | None:
         try:
@@ -227,6 +239,12 @@ class JobInit:
             fallback_cwd = tempfile.mkdtemp(prefix="cpfleet-test-")
             if self.z.layers.get("uid_drop"):
                 os.chown(fallback_cwd, self.z.uid, self.z.gid)
+        if self.box is not None:
+            try:
+                self.box.ensure_fresh(limits.fsize_bytes)
+            except OSError as e:
+                return {"status": 0, "cpu": 0.0, "maxrss": 0, "wall": 0.0, "killed": "",
+                        "internal": f"fresh test directory failed: {e}"}
         status_r, status_w = os.pipe2(os.O_CLOEXEC)
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.monotonic()

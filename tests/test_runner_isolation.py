@@ -251,6 +251,90 @@ def test_files_left_by_one_test_are_gone_in_the_next(runner: CodeRunner) -> None
     assert runner.run(b"check", Limits()).stdout == b"[]\n"
 
 
+def test_attributes_left_on_the_test_directory_are_gone_in_the_next(runner: CodeRunner) -> None:
+    """The job's test directory is reused only while untouched: chmod, utimes, an xattr or a
+    file created and deleted again all count as touched."""
+    if not runner.isolation.layers.get("mountns"):
+        pytest.skip("no mount namespace: a fresh temporary directory per test")
+    code = src("""
+        import os, sys
+        what = sys.stdin.read()
+        if what == 'chmod':
+            os.chmod('.', 0o751)
+        elif what == 'utime':
+            os.utime('.', (12345, 12345))
+        elif what == 'xattr':
+            os.setxattr('.', 'user.note', b'test 1 was here')
+        elif what == 'create-delete':
+            open('gone', 'w').close()
+            os.unlink('gone')
+        st = os.stat('.')
+        print(oct(st.st_mode & 0o777), int(st.st_mtime) == 12345, os.listxattr('.'))
+    """)
+    assert runner.load(code) is None
+    pristine = runner.run(b"look", Limits()).stdout
+    assert pristine == b"0o700 False []\n"
+    for touch in ("chmod", "utime", "xattr", "create-delete"):
+        res = runner.run(touch.encode(), Limits())
+        assert res.status == Verdict.OK or (touch == "xattr" and b"OSError" in res.stderr), res.stderr[-300:]
+        assert runner.run(b"look", Limits()).stdout == pristine, touch
+
+
+def test_an_untouched_test_directory_is_reused_and_a_touched_one_replaced() -> None:
+    """The fork server's fast path: a test that leaves no trace costs no new mount; one that
+    wrote a file gets a new one. A mount is told apart by its unique id (statx, Linux >= 6.8;
+    device numbers and the old mount ids are reused). (The subprocess runner writes
+    solution.py into every test's directory, so it always gets a new one.)"""
+    runner = make_runner("forkserver")
+    try:
+        if not runner.isolation.layers.get("mountns"):
+            pytest.skip("no mount namespace: a fresh temporary directory per test")
+        _check_box_reuse(runner)
+    finally:
+        runner.close()
+
+
+def _check_box_reuse(runner: CodeRunner) -> None:
+    code = src("""
+        import ctypes, os, struct, sys
+        if sys.stdin.read() == 'write':
+            open('f', 'w').write('x')
+        os.listdir('.')
+        STATX_MNT_ID_UNIQUE = 0x4000
+        buf = ctypes.create_string_buffer(256)
+        libc = ctypes.CDLL(None, use_errno=True)
+        assert libc.statx(-100, b'.', 0, STATX_MNT_ID_UNIQUE, buf) == 0
+        mask, mnt_id = struct.unpack_from('I', buf, 0)[0], struct.unpack_from('Q', buf, 144)[0]
+        print(mnt_id if mask & STATX_MNT_ID_UNIQUE else 'no unique mount id')
+    """)
+    assert runner.load(code) is None
+    first, again = (runner.run(b"read", Limits()).stdout for _ in range(2))
+    if first == b"no unique mount id\n":
+        pytest.skip("kernel before 6.8: no unique mount id to tell mounts apart")
+    assert first == again
+    assert runner.run(b"write", Limits()).stdout == first  # replaced before the next test, not during
+    assert runner.run(b"read", Limits()).stdout != first
+
+
+def test_ipc_objects_cannot_be_created_so_none_pass_between_tests(runner: CodeRunner) -> None:
+    """The tests of a job share its IPC namespace; System V objects and POSIX message queues
+    cannot be created there (where no seccomp filter refuses them, each test gets its own)."""
+    code = src("""
+        import ctypes, sys
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.mq_open.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
+        key, flags = (4242, 0o1666) if sys.stdin.read() == 'create' else (4242, 0o666)
+        got = [libc.shmget(key, 4096, flags), libc.semget(key, 1, flags), libc.msgget(key, flags),
+               libc.mq_open(b'/cpfleet-note', 0o100 | 2 if flags & 0o1000 else 2, 0o666, None)]
+        print(['ok' if g >= 0 else 'refused' for g in got])
+    """)
+    assert runner.load(code) is None
+    created = runner.run(b"create", Limits()).stdout
+    if runner.isolation.layers.get("seccomp"):
+        assert created == b"['refused', 'refused', 'refused', 'refused']\n"
+    assert runner.run(b"open", Limits()).stdout == b"['refused', 'refused', 'refused', 'refused']\n"
+
+
 def test_writing_a_1_gb_file_fails(runner: CodeRunner) -> None:
     code = "with open('big.bin', 'wb') as f:\n    f.write(b'x' * (1 << 30))\nprint('wrote 1 GB')\n"
     res = run(runner, code, memory_mb=2048, time_s=10)
