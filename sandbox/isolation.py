@@ -5,26 +5,28 @@ Redis included) and a private mount namespace whose root is a read-only tmpfs ho
 the system and Python directories, bound read-only. Host files (problem files, UNIX sockets
 such as Redis's or docker.sock, the project's tests) are not on any path a child can open.
 
-Once per job, in the job init (sandbox/zygote.py): a pid namespace (emptied after every
-test), a mount + IPC namespace, a private /proc, and the test directory (``TestBox``): one
-tmpfs serving as cwd, /tmp, /dev/shm and /run, replaced by a fresh one before any test that
-would see a trace of an earlier test in it.
+Once per job (sandbox/zygote.py): a pid namespace (emptied after every test), a mount + IPC
+namespace, a private /proc, the test directory (``TestBox``: one tmpfs serving as cwd, /tmp,
+/dev/shm and /run, replaced by a fresh one before any test that would see a trace of an
+earlier test in it), and on the job init no_new_privs and the seccomp filter, which every
+test child inherits (the filter also refuses creating System V IPC objects and POSIX message
+queues, so the job's IPC namespace stays empty from test to test).
 
-Once per test child (``confine_test_child``): own session, PR_SET_PDEATHSIG, the slot's
-cgroups, only fds 0/1/2, rlimits, the slot's unprivileged uid/gid with no supplementary
-groups, no_new_privs and the seccomp filter (which also refuses creating System V IPC objects
-and POSIX message queues, so the job's IPC namespace stays empty from test to test).
+Once per test child (``confine_test_child``): own session, the slot's cgroups, only fds
+0/1/2, rlimits, and the slot's unprivileged uid/gid with no supplementary groups.
 
 Every layer is tried, recorded, and reported; a refused layer is a loud warning, not a crash.
 """
 
 from __future__ import annotations
 
+import _socket as socket  # the C module: `socket` would import enum into every fork
+import marshal
 import os
 import resource
 import sys
 
-from sandbox import cgroups, linux, seccomp
+from sandbox import cgroups, linux
 
 BOX = "/box"  # per-test tmpfs (cwd, /tmp, /dev/shm, /run) inside the sandbox root
 # host paths bound read-only into the sandbox root (symlinks are recreated as symlinks)
@@ -126,38 +128,57 @@ class TestBox:
     """The test directory of one job, kept fresh for every test at the price of a stat.
 
     Mounting a tmpfs (and making a mount + IPC namespace) per test child cost ~0.25 ms of
-    kernel time per test, about a tenth of all of it. The job init mounts one instead and,
-    before each test, compares the directory with the state it had right after mounting:
-    entries, inode and block use, mode, owner, times and extended attributes. Anything a
-    test can leave there changes one of them (creating anything uses an inode; chmod, utimes
-    and xattrs change the root's attributes), and then the tmpfs is replaced by a new one.
-    Every process of a test is dead before the next starts, so nothing holds the old one.
-    noatime: reading the directory (Python's import system lists cwd) is not a change.
+    kernel time per test, about a tenth of all of it. Each job mounts one instead and,
+    before each test, the init compares it with the state it had right after mounting
+    (``TestBoxState``): entries, inode and block use, mode, owner, times and extended
+    attributes. Anything a test can leave there changes one of them (creating anything uses
+    an inode; chmod, utimes and xattrs change the root's attributes), and then the tmpfs is
+    replaced by a new one. Every process of a test is dead before the next starts, so
+    nothing holds the old one. noatime: reading the directory (Python's import system lists
+    cwd) is not a change.
+
+    This half mounts (in the job process, which may); the init's half only looks.
     """
 
     def __init__(self, uid: int, gid: int, owned: bool) -> None:
         self.owner = f",uid={uid},gid={gid}" if owned else ""
-        self.size = 0
+        self.mounted = False
+
+    def mount_fresh(self, size_bytes: int) -> tuple[object, ...]:
+        """Make BOX a new, empty tmpfs of ``size_bytes``; return its pristine state."""
+        if self.mounted:
+            self.mounted = False
+            linux.umount2(BOX, linux.MNT_DETACH)
+        linux.mount("tmpfs", BOX, "tmpfs", linux.MS_NOSUID | linux.MS_NODEV | linux.MS_NOATIME,
+                    f"size={size_bytes},nr_inodes=4096,mode=0700{self.owner}")  # FSIZE bounds one file, size= all
+        self.mounted = True
+        return (size_bytes, *box_state())
+
+
+class TestBoxState:
+    """The init's half of ``TestBox``: compares, and asks the job process for a new mount."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
         self.clean: tuple[object, ...] | None = None
 
     def ensure_fresh(self, size_bytes: int) -> None:
         """Make BOX an empty tmpfs of ``size_bytes`` that no earlier test has touched."""
-        if self.clean is not None and self.size == size_bytes and self._state() == self.clean:
+        if self.clean is not None and self.clean == (size_bytes, *box_state()):
             return
-        if self.clean is not None:
-            self.clean = None
-            linux.umount2(BOX, linux.MNT_DETACH)
-        linux.mount("tmpfs", BOX, "tmpfs", linux.MS_NOSUID | linux.MS_NODEV | linux.MS_NOATIME,
-                    f"size={size_bytes},nr_inodes=4096,mode=0700{self.owner}")  # FSIZE bounds one file, size= all
-        self.size = size_bytes
-        self.clean = self._state()
+        self.clean = None
+        self.sock.send(marshal.dumps(size_bytes))
+        reply = marshal.loads(self.sock.recv(1 << 16) or marshal.dumps("the job process is gone"))
+        if isinstance(reply, str):
+            raise OSError(f"mounting a fresh test directory failed: {reply}")
+        self.clean = reply
 
-    @staticmethod
-    def _state() -> tuple[object, ...]:
-        st = os.stat(BOX)
-        fs = os.statvfs(BOX)
-        return (st.st_ino, st.st_mode, st.st_uid, st.st_gid, st.st_nlink, st.st_size, st.st_atime_ns,
-                st.st_mtime_ns, st.st_ctime_ns, fs.f_bfree, fs.f_ffree, tuple(os.listxattr(BOX)))
+
+def box_state() -> tuple[object, ...]:
+    st = os.stat(BOX)
+    fs = os.statvfs(BOX)
+    return (st.st_ino, st.st_mode, st.st_uid, st.st_gid, st.st_nlink, st.st_size, st.st_atime_ns,
+            st.st_mtime_ns, st.st_ctime_ns, fs.f_bfree, fs.f_ffree, tuple(os.listxattr(BOX)))
 
 
 class ChildLimits:
@@ -183,7 +204,6 @@ def confine_test_child(
     layers: dict[str, bool],
     keep_fd: int,
     fallback_cwd: str | None = None,
-    seccomp_filter: seccomp.Filter | None = None,
 ) -> None:
     """Runs in the freshly forked test child, as root, before any untrusted code.
 
@@ -192,10 +212,11 @@ def confine_test_child(
     verdict rather than run the program unconfined.
     """
     os.setsid()
-    linux.prctl(linux.PR_SET_PDEATHSIG, 9)
+    if not layers.get("pidns"):  # in a pid namespace, the init's death kills us anyway
+        linux.prctl(linux.PR_SET_PDEATHSIG, 9)
     if layers.get("cgroup"):
         cgroups.join(cgroup_fds)
-    if layers.get("ipcns") and not seccomp_filter:
+    if layers.get("ipcns") and not layers.get("seccomp"):
         # nothing refuses creating IPC objects: an IPC namespace per test keeps them from the next
         linux.unshare(linux.CLONE_NEWIPC)
     for target, fd in enumerate(fds):
@@ -219,7 +240,4 @@ def confine_test_child(
         os.setgroups([])
         os.setresgid(gid, gid, gid)
         os.setresuid(uid, uid, uid)
-    linux.prctl(linux.PR_SET_NO_NEW_PRIVS, 1)
     os.chdir(fallback_cwd or BOX)
-    if seccomp_filter:
-        seccomp_filter.install()  # last: nothing of ours needs a refused call after it

@@ -143,7 +143,7 @@ class Zygote:
         pid = os.fork()
         if pid != 0:
             return
-        try:  # the job process
+        try:  # the job process: namespaces for the job, then the mounter of its test directory
             linux.prctl(linux.PR_SET_PDEATHSIG, signal.SIGKILL)
             self.ctrl.close()
             try:
@@ -152,12 +152,47 @@ class Zygote:
             except OSError as e:
                 self.layers["pidns"] = False
                 self.notes.append(f"pid namespace refused ({e}): orphans are killed by uid instead")
+            box = self._job_mount_namespace()
             init = os.fork()
             if init == 0:
-                JobInit(self, msg, fds).run()
+                if box:
+                    box[0].close()
+                JobInit(self, msg, fds, box[1] if box else None).run()
+            for fd in fds:
+                os.close(fd)  # only the init holds the job's channel: its death is the runner's EOF
+            if box:
+                box[1].close()
+                serve_box(box[0], isolation.TestBox(self.uid, self.gid, bool(self.layers.get("uid_drop"))))
             os.waitpid(init, 0)
         finally:
             os._exit(0)
+
+    def _job_mount_namespace(self) -> tuple[socket.socket, socket.socket] | None:
+        """The job's own mount + IPC namespace, where its /proc and test directory live, and
+        the channel on which the init asks us (unfiltered root) to mount a fresh directory."""
+        if not self.layers.get("mountns"):
+            return None
+        try:
+            linux.unshare(linux.CLONE_NEWNS | (linux.CLONE_NEWIPC if self.layers.get("ipcns") else 0))
+        except OSError as e:  # the zygote could, so this is not expected: degrade, and say so
+            self.layers["mountns"] = self.layers["ipcns"] = False
+            self.notes.append(f"job mount namespace refused ({e}): per-test temp dirs instead")
+            return None
+        return socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+
+
+def serve_box(sock: socket.socket, box: isolation.TestBox) -> None:
+    """Mount a fresh test directory whenever the init asks (it cannot: its seccomp filter
+    refuses mounts, which is what lets every test child inherit the filter instead of
+    installing it). Runs outside the job's pid namespace, out of reach of its processes."""
+    while True:
+        size, _ = recv(sock)
+        if size is None:
+            return
+        try:
+            send(sock, box.mount_fresh(size))
+        except OSError as e:
+            send(sock, str(e))
 
 
 class JobInit:
@@ -168,7 +203,7 @@ class JobInit:
     "done" message (sent after every process of the test is dead) as the end of its output.
     """
 
-    def __init__(self, z: Zygote, msg: dict[str, Any], fds: list[int]) -> None:
+    def __init__(self, z: Zygote, msg: dict[str, Any], fds: list[int], box: socket.socket | None) -> None:
         self.z = z
         self.mode: str = msg["mode"]
         self.sock = socket.socket(fileno=fds[0])
@@ -176,18 +211,17 @@ class JobInit:
         os.close(fds[1])
         self.stdio = (fds[2], fds[3], fds[4])
         self.code: Any = None
-        self.box: isolation.TestBox | None = None
+        self.box = isolation.TestBoxState(box) if box is not None else None
 
     def run(self) -> None:
         try:
             linux.prctl(linux.PR_SET_PDEATHSIG, signal.SIGKILL)
-            if self.z.layers.get("mountns"):
-                self._enter_job_namespaces()
             if self.box is not None and self.z.layers.get("pidns"):
                 try:
                     linux.mount("proc", "/proc", "proc", linux.MS_NOSUID | linux.MS_NODEV | linux.MS_NOEXEC)
                 except OSError as e:
                     self.z.notes.append(f"private /proc failed: {e}")
+            self._restrict_self()
             error = self._compile()
             send(self.sock, {"ok": error is None, "error": error or "", "layers": self.z.layers,
                              "notes": self.z.notes})
@@ -196,15 +230,17 @@ class JobInit:
         finally:
             os._exit(0)
 
-    def _enter_job_namespaces(self) -> None:
-        """The job's own mount + IPC namespace: its test directory and /proc live there."""
-        try:
-            linux.unshare(linux.CLONE_NEWNS | (linux.CLONE_NEWIPC if self.z.layers.get("ipcns") else 0))
-        except OSError as e:  # the zygote could, so this is not expected: degrade, and say so
-            self.z.layers["mountns"] = self.z.layers["ipcns"] = False
-            self.z.notes.append(f"job mount namespace refused ({e}): per-test temp dirs instead")
-            return
-        self.box = isolation.TestBox(self.z.uid, self.z.gid, bool(self.z.layers.get("uid_drop")))
+    def _restrict_self(self) -> None:
+        """no_new_privs and the seccomp filter, once: every test child inherits both (installing
+        the filter per child cost ~0.1 ms of each test). Nothing the init does later needs a
+        refused call; mounting a fresh test directory is the job process's work."""
+        linux.prctl(linux.PR_SET_NO_NEW_PRIVS, 1)
+        if self.z.seccomp_filter is not None:
+            try:
+                self.z.seccomp_filter.install()
+            except OSError as e:
+                self.z.layers["seccomp"] = False
+                self.z.notes.append(f"seccomp filter refused ({e})")
 
     def _compile(self) -> str | None:
         try:
@@ -288,7 +324,7 @@ class JobInit:
         try:
             isolation.confine_test_child(
                 self.stdio, self.z.uid, self.z.gid, self.z.cgroup_fds, limits, self.z.layers,
-                keep_fd=status_w, fallback_cwd=fallback_cwd, seccomp_filter=self.z.seccomp_filter,
+                keep_fd=status_w, fallback_cwd=fallback_cwd,
             )
             os.close(status_w)
         except BaseException as e:
