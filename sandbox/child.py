@@ -6,7 +6,6 @@ from __future__ import annotations
 import io
 import os
 import sys
-import threading
 import types
 from types import CodeType
 
@@ -160,9 +159,10 @@ def _finalize(status: int) -> int:
     dict as a cycle: custom writers that flush in ``__del__`` do flush), restore the original
     std streams and flush them again. A failed
     flush makes the exit status 120, as Py_Exit does."""
-    if "threading" in sys.modules:
+    threading = sys.modules.get("threading")  # not imported here: see zygote.PRELOAD
+    if threading is not None:
         try:
-            threading._shutdown()  # type: ignore[attr-defined]
+            threading._shutdown()
         except SystemExit as e:
             status = _exit_code(e)
         except BaseException:
