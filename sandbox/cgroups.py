@@ -18,7 +18,8 @@ class SlotCgroup:
         self._memory_limit_file = ""
         self._pids_max_file = ""
         self._oom_file = ""
-        self._oom_key = ""
+        self._oom_fd = -1
+        self._oom_key = b""
         self._current_limits: tuple[int, int] | None = None
         self.version = 0
         self.error = ""
@@ -41,7 +42,7 @@ class SlotCgroup:
             self._swap_file = swap if os.path.exists(swap) else ""
             self._pids_max_file = os.path.join(pids, "pids.max")
             self._oom_file = os.path.join(mem, "memory.oom_control")
-            self._oom_key = "oom_kill"
+            self._oom_key = b"oom_kill"
             self.procs_files = [os.path.join(mem, "cgroup.procs"), os.path.join(pids, "cgroup.procs")]
             self.version = 1
             return
@@ -60,7 +61,7 @@ class SlotCgroup:
             self._swap_file = os.path.join(path, "memory.swap.max")
             self._pids_max_file = os.path.join(path, "pids.max")
             self._oom_file = os.path.join(path, "memory.events")
-            self._oom_key = "oom_kill"
+            self._oom_key = b"oom_kill"
             self.procs_files = [os.path.join(path, "cgroup.procs")]
             self.version = 2
             return
@@ -95,17 +96,26 @@ class SlotCgroup:
         self._current_limits = (memory_bytes, pids)
 
     def oom_kills(self) -> int:
+        """The cgroup's OOM-kill counter. Read after every test, so through an fd kept open
+        (a pread at offset 0 regenerates the file) rather than an open() each time."""
         if not self.ok:
             return 0
         try:
-            with open(self._oom_file) as f:
-                for line in f:
-                    key, _, value = line.partition(" ")
-                    if key == self._oom_key:
-                        return int(value)
+            if self._oom_fd < 0:
+                self._oom_fd = os.open(self._oom_file, os.O_RDONLY | os.O_CLOEXEC)
+            text = os.pread(self._oom_fd, 4096, 0)
         except OSError:
-            pass
+            return 0
+        for line in text.splitlines():
+            key, _, value = line.partition(b" ")
+            if key == self._oom_key:
+                return int(value)
         return 0
+
+    def close(self) -> None:
+        if self._oom_fd >= 0:
+            os.close(self._oom_fd)
+            self._oom_fd = -1
 
 
 def _write(path: str, value: str) -> None:

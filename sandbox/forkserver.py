@@ -311,6 +311,8 @@ class ZygoteRunner(CodeRunner):
 
     def close(self) -> None:
         self._stop_zygote()
+        if self._cgroup is not None:
+            self._cgroup.close()
         self._slot.release()
 
 

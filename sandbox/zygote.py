@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import _signal as signal  # the C module: `signal` would import enum into every fork
 import _socket as socket  # the C module: `socket` would import array, selectors and enum
+import gc
 import marshal
 import os
 import resource
@@ -118,8 +119,6 @@ class Zygote:
         child.prebuild_stdio()
         for name in PRELOAD:
             __import__(name)
-        import gc
-
         gc.collect()
         gc.freeze()  # children never traverse (and so never copy) the zygote's own objects
 
@@ -252,8 +251,6 @@ class JobInit:
 
             return "".join(traceback.format_exception_only(type(e), e))
         child.SOURCE = self.source  # for tracebacks (linecache is filled only if one is printed)
-        import gc
-
         gc.freeze()  # the tests' shutdown collections need not walk (and copy) the job's objects
         return None
 
@@ -284,6 +281,9 @@ class JobInit:
                 return {"status": 0, "cpu": 0.0, "maxrss": 0, "wall": 0.0, "killed": "",
                         "internal": f"fresh test directory failed: {e}"}
         status_r, status_w = os.pipe2(os.O_CLOEXEC)
+        # Empty the free lists and young generations here, where the pages are our own: the
+        # child's full collection at exit would otherwise clear them in copied-on-write pages.
+        gc.collect()
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.monotonic()
         pid = os.fork()
