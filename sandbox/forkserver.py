@@ -32,7 +32,7 @@ PIPE_BYTES = 1 << 20
 F_SETPIPE_SZ = 1031
 STDERR_TAIL = 4096
 # the job's cgroup allows the problem's memory limit for ALL its processes together, plus room
-# for the kernel's own charges (pipe buffers, page tables); the per-test tmpfs counts inside it
+# for the kernel's own charges (pipe buffers, page tables); the test directory's tmpfs counts inside it
 CGROUP_SLACK_BYTES = 32 << 20
 REPLY_GRACE_S = 10.0  # how long past its own deadline we wait for the job init before declaring it broken
 

@@ -28,7 +28,7 @@ import sys
 
 from sandbox import cgroups, linux
 
-BOX = "/box"  # per-test tmpfs (cwd, /tmp, /dev/shm, /run) inside the sandbox root
+BOX = "/box"  # the test directory (cwd, /tmp, /dev/shm, /run), a tmpfs kept fresh per test (TestBox)
 # host paths bound read-only into the sandbox root (symlinks are recreated as symlinks)
 SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 DEVICES = ("null", "zero", "full", "random", "urandom")
@@ -89,8 +89,8 @@ def _pivot_to_minimal_root(python_dirs: list[str]) -> None:
         os.symlink(target, f"{dev}/{name}")
     for d in ("proc", BOX.lstrip("/"), "old-root", "var"):
         os.makedirs(f"{new_root}/{d}", exist_ok=True)
-    # one tmpfs per test serves as cwd, /tmp, /var/tmp, /dev/shm and /run: a single mount
-    # and no mkdir/chown on the per-test path
+    # the test directory serves as cwd, /tmp, /var/tmp, /dev/shm and /run: a single mount
+    # and no mkdir/chown when it is replaced
     for name in ("tmp", "run", "var/tmp"):
         os.symlink(BOX, f"{new_root}/{name}")
     linux.pivot_root(new_root, new_root + "/old-root")

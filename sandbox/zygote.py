@@ -4,8 +4,11 @@ Process tree (one per runner, i.e. per worker slot)::
 
     runner (worker process)            holds expected outputs; never forks a child itself
       zygote   `python -I -m sandbox.zygote`: empty netns, minimal read-only root, preloaded
-        job      per job: unshare(CLONE_NEWPID), forks the init, waits for it
-          init   pid 1 of the job's pid namespace: compiles the code once, then per test
+        job      per job: new pid, mount and IPC namespaces; forks the init, then mounts a
+                 fresh test directory whenever the init asks (the init's seccomp filter
+                 refuses mounts)
+          init   pid 1 of the job's pid namespace: mounts /proc, compiles the code once, sets
+                 no_new_privs and the seccomp filter (inherited by every test), then per test
             test   forks, confines itself (sandbox/isolation.py) and runs the program; after
                    it exits the init SIGKILLs everything left in the namespace and reaps it
 

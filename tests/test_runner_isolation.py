@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -390,6 +391,49 @@ def test_runner_process_death_takes_the_sandbox_down() -> None:
     while time.monotonic() < deadline and any(_alive(p) for p in tree):
         time.sleep(0.05)
     assert [p for p in tree if _alive(p)] == []
+
+
+def test_a_dying_job_init_takes_its_running_test_down() -> None:
+    """The test child sets PR_SET_PDEATHSIG only without a pid namespace: within one, the
+    init's death kills every process of the namespace (grandchildren included), which this
+    checks, and the runner reports the test as INTERNAL rather than hang."""
+    script = src("""
+        import os, sys, time
+        from sandbox.runners import make_runner
+        from sandbox.runner import Limits
+        r = make_runner('forkserver')
+        r.load('import os, time\\nif os.fork() == 0:\\n    time.sleep(60)\\ntime.sleep(60)\\n')
+        print(r._proc.pid, flush=True)
+        print(r.run(b'', Limits(time_s=60)).status.value, flush=True)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE)
+    assert proc.stdout is not None
+    try:
+        zpid = int(proc.stdout.readline())
+        deadline = time.monotonic() + 10  # liveness wait: the job process, its init, the test and its child
+        tree = [zpid]
+        while len(tree) < 5 and time.monotonic() < deadline:
+            tree = [p for p in _tree(zpid) if _alive(p)]
+            time.sleep(0.05)
+        assert len(tree) >= 5, tree
+        job = [p for p in tree if _parent(p) == zpid][0]
+        init = [p for p in tree if _parent(p) == job][0]
+        test = [p for p in _tree(init) if p != init]
+        assert len(test) >= 2
+        os.kill(init, signal.SIGKILL)
+        assert proc.stdout.readline().strip() == b"INTERNAL"
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(_alive(p) for p in test):
+            time.sleep(0.05)
+        assert [p for p in test if _alive(p)] == []
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def _parent(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
 
 
 def _alive(pid: int) -> bool:
