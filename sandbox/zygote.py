@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 # imported by the programs that use them: everything in this process makes EVERY test's fork
 # slower (~5.5 us per mapping here), so the zygote's own imports avoid re, enum, socket.py too.
 # Not threading: it registers an after-fork hook (Python code) whose page writes cost every
-# test ~0.1 ms of copy-on-write faults, more than importing it costs the few programs using it.
+# test ~0.2 ms of copy-on-write faults, more than importing it costs the few programs using it.
 PRELOAD = ("bisect", "collections", "functools", "heapq", "io", "itertools", "math")
 MAX_FDS = 8
 MSG_CMSG_CLOEXEC = 0x40000000
@@ -282,7 +282,7 @@ class JobInit:
                 self.box.ensure_fresh(limits.fsize_bytes)
             except OSError as e:
                 return {"status": 0, "cpu": 0.0, "maxrss": 0, "wall": 0.0, "killed": "",
-                        "internal": f"fresh test directory failed: {e}"}
+                        "internal": str(e)}
         status_r, status_w = os.pipe2(os.O_CLOEXEC)
         # Empty the free lists and young generations here, where the pages are our own: the
         # child's full collection at exit would otherwise clear them in copied-on-write pages.
