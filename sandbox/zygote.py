@@ -41,11 +41,10 @@ if TYPE_CHECKING:
 
 # Preloaded once so tests start warm. Chosen by how often the 300 CodeContests human solutions
 # import them (sys 125, collections 61, math 54, os 32, io 28, heapq 21, bisect 14, itertools
-# 14, functools 6); rarer modules (random 10, threading 8, fractions 6, string 3, re 2, ...) are
+# 14, threading 8, functools 6); rarer modules (random 10, fractions 6, string 3, re 2, ...) are
 # imported by the programs that use them: everything in this process makes EVERY test's fork
 # slower (~5.5 us per mapping here), so the zygote's own imports avoid re, enum, socket.py too.
-# Not threading: it registers an after-fork hook (Python code) whose page writes cost every
-# test ~0.2 ms of copy-on-write faults, more than importing it costs the few programs using it.
+# threading is preloaded apart, without its after-fork hook (child.preload_threading).
 PRELOAD = ("bisect", "collections", "functools", "heapq", "io", "itertools", "math")
 MAX_FDS = 8
 MSG_CMSG_CLOEXEC = 0x40000000
@@ -122,6 +121,7 @@ class Zygote:
         child.prebuild_stdio()
         for name in PRELOAD:
             __import__(name)
+        child.preload_threading()
         gc.collect()
         gc.freeze()  # children never traverse (and so never copy) the zygote's own objects
 

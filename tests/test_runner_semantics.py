@@ -138,6 +138,29 @@ def test_non_daemon_threads_are_joined_and_atexit_runs(runner: CodeRunner) -> No
     assert res.stdout.decode().splitlines() == ["main done", "thread done", "atexit"]
 
 
+def test_a_fork_made_while_a_thread_runs_exits_normally(runner: CodeRunner) -> None:
+    """threading's after-fork hook runs in the program's own forks (the fork server keeps it
+    out of the forks that create test children): without it the forked child would count the
+    parent's thread as alive and wait for it forever at exit."""
+    code = src("""
+        import os, threading
+        release = threading.Event()
+        worker = threading.Thread(target=release.wait)
+        worker.start()
+        pid = os.fork()
+        if pid == 0:
+            print('child sees', threading.active_count(), 'thread', flush=True)
+        else:
+            _, status = os.waitpid(pid, 0)
+            release.set()
+            worker.join()
+            print('child exit status', status)
+    """)
+    res = run(runner, code, time_s=5, wall_s=10)
+    assert res.status == Verdict.OK, (res.status, res.error, res.stderr[-500:])
+    assert res.stdout.decode().splitlines() == ["child sees 1 thread", "child exit status 0"]
+
+
 def test_deep_recursion_in_big_stack_thread(runner: CodeRunner) -> None:
     code = src("""
         import sys, threading
