@@ -216,6 +216,7 @@ class JobInit:
         self.stdio = (fds[2], fds[3], fds[4])
         self.code: Any = None
         self.box = isolation.TestBoxState(box) if box is not None else None
+        self.last_pid_fd = -1
 
     def run(self) -> None:
         try:
@@ -225,6 +226,8 @@ class JobInit:
                     linux.mount("proc", "/proc", "proc", linux.MS_NOSUID | linux.MS_NODEV | linux.MS_NOEXEC)
                 except OSError as e:
                     self.z.notes.append(f"private /proc failed: {e}")
+                else:
+                    self.last_pid_fd = _open_or_none("/proc/sys/kernel/ns_last_pid")
             self._restrict_self()
             error = self._compile()
             send(self.sock, {"ok": error is None, "error": error or "", "layers": self.z.layers,
@@ -287,6 +290,13 @@ class JobInit:
         # Empty the free lists and young generations here, where the pages are our own: the
         # child's full collection at exit would otherwise clear them in copied-on-write pages.
         gc.collect()
+        if self.last_pid_fd >= 0:
+            # every test is pid 2, as in a fresh namespace: the pid counter would otherwise
+            # tell a test how many processes the earlier tests of its job started
+            try:
+                os.pwrite(self.last_pid_fd, b"1", 0)
+            except OSError:
+                self.last_pid_fd = -1
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.monotonic()
         pid = os.fork()
@@ -403,6 +413,13 @@ class JobInit:
                 os.killpg(pid, signal.SIGKILL)
             except OSError:
                 pass
+
+
+def _open_or_none(path: str) -> int:
+    try:
+        return os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    except OSError:
+        return -1
 
 
 def _kill_all_but_init() -> None:

@@ -336,6 +336,45 @@ def test_ipc_objects_cannot_be_created_so_none_pass_between_tests(runner: CodeRu
     assert runner.run(b"open", Limits()).stdout == b"['refused', 'refused', 'refused', 'refused']\n"
 
 
+def test_unnamed_files_are_refused_and_tempfile_still_works(runner: CodeRunner) -> None:
+    """O_TMPFILE would advance the shared test directory's inode counter without a visible
+    change to the directory: a number one test could leave for the next (found by review)."""
+    if not runner.isolation.layers.get("seccomp"):
+        pytest.skip("no seccomp filter on this architecture")
+    code = src("""
+        import errno, os, tempfile
+        try:
+            os.open('.', os.O_TMPFILE | os.O_RDWR, 0o600)
+            print('unnamed file created')
+        except OSError as e:
+            print('refused' if e.errno == errno.EOPNOTSUPP else e)
+        with tempfile.TemporaryFile() as f:
+            f.write(b'kept')
+            f.seek(0)
+            print(f.read().decode())
+    """)
+    res = run(runner, code)
+    assert res.status == Verdict.OK, res.stderr[-500:]
+    assert res.stdout == b"refused\nkept\n"
+
+
+def test_every_test_of_a_job_starts_as_pid_2(runner: CodeRunner) -> None:
+    """As in a fresh pid namespace: otherwise the pid counter would tell a test how many
+    processes the earlier tests of its job started (found by review)."""
+    if not runner.isolation.layers.get("pidns"):
+        pytest.skip("no pid namespace")
+    code = src("""
+        import os, sys
+        for _ in range(int(sys.stdin.read())):
+            if os.fork() == 0:
+                os._exit(0)
+            os.wait()
+        print(os.getpid())
+    """)
+    assert runner.load(code) is None
+    assert [runner.run(str(n).encode(), Limits()).stdout for n in (5, 0, 17, 0)] == [b"2\n"] * 4
+
+
 def test_writing_a_1_gb_file_fails(runner: CodeRunner) -> None:
     code = "with open('big.bin', 'wb') as f:\n    f.write(b'x' * (1 << 30))\nprint('wrote 1 GB')\n"
     res = run(runner, code, memory_mb=2048, time_s=10)
