@@ -191,8 +191,8 @@ class ZygoteRunner(CodeRunner):
         try:
             # surrogatepass: a lone surrogate becomes invalid UTF-8, i.e. a compile error, not INTERNAL
             _write_all(memfd, source.encode("utf-8", errors="surrogatepass"))
-            zygote.send(self._ctrl, {"op": "job", "mode": self.mode}, [job.theirs.fileno(), memfd, *job.child_fds])
-            job.sent()
+            zygote.send(self._ctrl, {"op": "job", "mode": self.mode}, [job.theirs.fileno(), memfd])
+            job.theirs.close()  # the init holds it now: its death alone is our EOF
             reply = self._recv_within(job.sock, 60.0)
         except (OSError, SandboxBroken):
             job.close()
@@ -231,14 +231,14 @@ class ZygoteRunner(CodeRunner):
         child_limits = {"cpu_s": cpu_rlimit, "as_bytes": mem, "fsize_bytes": limits.file_size_mb << 20,
                         "nproc": limits.nproc, "nofile": limits.nofile}
         job = self._job
-        job.restore_pipes()
-        os.ftruncate(job.stdin, 0)
-        os.lseek(job.stdin, 0, os.SEEK_SET)  # the offset is shared with the last test's fd 0
-        _write_all(job.stdin, stdin)
-        os.lseek(job.stdin, 0, os.SEEK_SET)
         wall = limits.wall_backstop_s
-        zygote.send(job.sock, {"op": "run", "limits": child_limits, "wall_s": wall})
-        res, done = self._drain(job, limits, wall + REPLY_GRACE_S)
+        stdio = TestStdio(stdin)
+        try:
+            zygote.send(job.sock, {"op": "run", "limits": child_limits, "wall_s": wall}, stdio.childs_ends)
+            stdio.sent()
+            res, done = self._drain(job, stdio, limits, wall + REPLY_GRACE_S)
+        finally:
+            stdio.close()
         oom = False
         if self._cgroup is not None and self._cgroup.ok:
             # read after every test: the OOM killer may pick a grandchild, not the main process
@@ -246,7 +246,7 @@ class ZygoteRunner(CodeRunner):
             oom, self._ooms_seen = ooms > self._ooms_seen, ooms
         return _judge_run(res, done, limits, cpu_rlimit, oom)
 
-    def _drain(self, job: Job, limits: Limits, timeout: float) -> tuple[RunResult, dict[str, Any]]:
+    def _drain(self, job: Job, stdio: TestStdio, limits: Limits, timeout: float) -> tuple[RunResult, dict[str, Any]]:
         """Read stdout/stderr while the program runs, enforcing the caps, until the init reports
         the test's end (by then every process of the test is dead: what is left in the pipes is
         all there will be)."""
@@ -256,8 +256,10 @@ class ZygoteRunner(CodeRunner):
         err_total = 0
         res = RunResult(Verdict.OK)
         done: dict[str, Any] | None = None
-        out_r, err_r, sock = job.stdout, job.stderr, job.sock
-        poller = job.poller
+        out_r, err_r, sock = stdio.stdout, stdio.stderr, job.sock
+        poller = select.poll()
+        for fd in (sock.fileno(), out_r, err_r):
+            poller.register(fd, select.POLLIN)
         deadline = time.monotonic() + timeout
         kill_sent = False
         while True:
@@ -317,43 +319,56 @@ class ZygoteRunner(CodeRunner):
 
 
 class Job:
-    """The runner's end of one job: control socket, the stdin memfd and the output pipes."""
+    """The runner's end of one job's control channel (the init holds the other)."""
 
     def __init__(self) -> None:
         self.sock, self.theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.stdin = os.memfd_create("stdin", os.MFD_CLOEXEC)
-        self.stdout, out_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
-        self.stderr, err_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
-        for w in (out_w, err_w):
-            os.set_blocking(w, True)  # (pipe sizes are set by restore_pipes before every test)
-        self.child_fds = [self.stdin, out_w, err_w]
-        self.poller = select.poll()
-        for fd in (self.sock.fileno(), self.stdout, self.stderr):
-            self.poller.register(fd, select.POLLIN)
-
-    def restore_pipes(self) -> None:
-        """A test may shrink the pipes it writes to (F_SETPIPE_SZ): give the next one full ones."""
-        for fd in (self.stdout, self.stderr):
-            try:
-                fcntl.fcntl(fd, F_SETPIPE_SZ, PIPE_BYTES)
-            except OSError:
-                pass
-
-    def sent(self) -> None:
-        """The init holds its copies now; drop ours so only the job's processes can write."""
-        self.theirs.close()
-        os.close(self.child_fds[1])
-        os.close(self.child_fds[2])
-        self.child_fds = []
 
     def close(self) -> None:
-        if self.child_fds:
-            self.sent()
-        elif self.theirs.fileno() != -1:
-            self.theirs.close()
+        self.theirs.close()
         self.sock.close()
-        for fd in (self.stdin, self.stdout, self.stderr):
+
+
+class TestStdio:
+    """Fresh kernel objects for one test's fds 0/1/2: a memfd holding its input and two pipes
+    we drain. Nothing a test can attach to an open file (locks, xattrs, F_SETOWN/F_SETSIG,
+    status flags) survives into the next test, since the next test gets new ones."""
+
+    def __init__(self, stdin: bytes) -> None:
+        self._fds: list[int] = []
+        try:
+            memfd = self._own(os.memfd_create("stdin", os.MFD_CLOEXEC))
+            view = memoryview(stdin)
+            while view:  # pwrite leaves the file offset, which the child's fd 0 shares, at 0
+                view = view[os.pwrite(memfd, view, len(stdin) - len(view)):]
+            self.stdout, out_w = (self._own(fd) for fd in os.pipe2(os.O_CLOEXEC))
+            self.stderr, err_w = (self._own(fd) for fd in os.pipe2(os.O_CLOEXEC))
+            for r in (self.stdout, self.stderr):
+                os.set_blocking(r, False)
+                try:
+                    fcntl.fcntl(r, F_SETPIPE_SZ, PIPE_BYTES)
+                except OSError:  # above /proc/sys/fs/pipe-max-size for an unprivileged worker
+                    pass
+        except BaseException:
+            self.close()
+            raise
+        self.childs_ends = [memfd, out_w, err_w]
+
+    def _own(self, fd: int) -> int:
+        self._fds.append(fd)
+        return fd
+
+    def sent(self) -> None:
+        """The init holds its copies now; drop ours so only the test's processes can write."""
+        for fd in self.childs_ends:
+            self._fds.remove(fd)
             os.close(fd)
+        self.childs_ends = []
+
+    def close(self) -> None:
+        for fd in self._fds:
+            os.close(fd)
+        self._fds = []
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -202,9 +202,9 @@ def serve_box(sock: socket.socket, box: isolation.TestBox) -> None:
 class JobInit:
     """pid 1 of one job's pid namespace: compiles once, forks and polices one child per test.
 
-    The job's stdin memfd and stdout/stderr pipes arrive once with the job and are handed to
-    every test child as fds 0/1/2; the runner rewrites stdin before each test and treats our
-    "done" message (sent after every process of the test is dead) as the end of its output.
+    Each test's fds 0/1/2 (a memfd holding its input, and two pipes the runner drains) arrive
+    with its "run" message and are closed when it ends; the runner treats our "done" message
+    (sent after every process of the test is dead) as the end of its output.
     """
 
     def __init__(self, z: Zygote, msg: dict[str, Any], fds: list[int], box: socket.socket | None) -> None:
@@ -213,7 +213,6 @@ class JobInit:
         self.sock = socket.socket(fileno=fds[0])
         self.source = _read_all(fds[1])
         os.close(fds[1])
-        self.stdio = (fds[2], fds[3], fds[4])
         self.code: Any = None
         self.box = isolation.TestBoxState(box) if box is not None else None
         self.last_pid_fd = -1
@@ -265,12 +264,18 @@ class JobInit:
             msg, fds = recv(self.sock)
             if msg is None:
                 return
-            for fd in fds:
-                os.close(fd)
-            if msg.get("op") == "run":
-                send(self.sock, self._run_test(msg))
+            try:
+                if msg.get("op") == "run":
+                    send(self.sock, self._run_test(msg, fds))
+            finally:
+                for fd in fds:
+                    os.close(fd)
 
-    def _run_test(self, msg: dict[str, Any]) -> dict[str, Any]:
+    def _run_test(self, msg: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+        if len(fds) != 3:
+            return {"status": 0, "cpu": 0.0, "maxrss": 0, "wall": 0.0, "killed": "",
+                    "internal": f"a test needs 3 standard fds, got {len(fds)}"}
+        stdio = (fds[0], fds[1], fds[2])
         limits = ChildLimits(**msg["limits"])
         wall_s: float = msg["wall_s"]
         fallback_cwd = None
@@ -301,7 +306,7 @@ class JobInit:
         t0 = time.monotonic()
         pid = os.fork()
         if pid == 0:
-            self._become_test(status_w, limits, fallback_cwd)
+            self._become_test(stdio, status_w, limits, fallback_cwd)
         os.close(status_w)
         killed = self._police(pid, t0 + wall_s)
         wall = time.monotonic() - t0
@@ -315,7 +320,6 @@ class JobInit:
         # CPU of every process of the test, reaped by anyone (orphans reaped by this init too):
         # a program must not escape the time limit by burning CPU in children it never waits for
         cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
-        self._reset_stdio()
         failure = os.read(status_r, 4096).decode(errors="replace")
         os.close(status_r)
         if fallback_cwd:
@@ -325,20 +329,11 @@ class JobInit:
         return {"status": status, "cpu": max(cpu, ru.ru_utime + ru.ru_stime), "maxrss": ru.ru_maxrss,
                 "wall": wall, "killed": killed, "internal": failure}
 
-    def _reset_stdio(self) -> None:
-        """Open file descriptions are shared by every test of the job: a test that set O_NONBLOCK
-        on them must not make the next test's writes fail with EAGAIN. (The runner restores the
-        pipe size from its end; O_APPEND is harmless: stdin is rewritten from offset 0.)"""
-        for fd in self.stdio:
-            try:
-                os.set_blocking(fd, True)
-            except OSError:
-                pass
-
-    def _become_test(self, status_w: int, limits: ChildLimits, fallback_cwd: str | None) -> None:
+    def _become_test(self, stdio: tuple[int, int, int], status_w: int, limits: ChildLimits,
+                     fallback_cwd: str | None) -> None:
         try:
             isolation.confine_test_child(
-                self.stdio, self.z.uid, self.z.gid, self.z.cgroup_fds, limits, self.z.layers,
+                stdio, self.z.uid, self.z.gid, self.z.cgroup_fds, limits, self.z.layers,
                 keep_fd=status_w, fallback_cwd=fallback_cwd,
             )
             os.close(status_w)

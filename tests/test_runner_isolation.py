@@ -375,6 +375,40 @@ def test_every_test_of_a_job_starts_as_pid_2(runner: CodeRunner) -> None:
     assert [runner.run(str(n).encode(), Limits()).stdout for n in (5, 0, 17, 0)] == [b"2\n"] * 4
 
 
+def test_state_attached_to_the_standard_fds_does_not_reach_the_next_test(runner: CodeRunner) -> None:
+    """Each test gets new kernel objects for fds 0/1/2: an xattr on its input, a signal owner
+    or lock on its fds, or status flags would otherwise carry data to the next test (found
+    by review on the job-wide memfd and pipes this replaced)."""
+    code = src("""
+        import fcntl, os, struct, sys
+        F_SETOWN, F_GETOWN, F_SETSIG, F_GETSIG = 8, 9, 10, 11
+        lock = lambda kind: struct.pack('hhqqi4x', kind, 0, 123456, 7, 0)
+        if sys.stdin.read() == 'leave':
+            os.setxattr(0, 'user.note', b'173')
+            fcntl.fcntl(1, F_SETSIG, 42)
+            fcntl.fcntl(2, F_SETOWN, os.getpid())
+            fcntl.fcntl(1, fcntl.F_SETFL, os.O_APPEND | os.O_NONBLOCK)
+            fcntl.fcntl(0, fcntl.F_OFD_SETLK, lock(fcntl.F_WRLCK))
+            fcntl.flock(2, fcntl.LOCK_EX)
+            print('left')
+        else:
+            try:
+                note = os.getxattr(0, 'user.note')
+            except OSError:
+                note = None
+            other = os.open('/proc/self/fd/0', os.O_RDWR)
+            ofd_lock = struct.unpack('hhqqi4x', fcntl.fcntl(other, fcntl.F_OFD_GETLK, lock(fcntl.F_WRLCK)))[0]
+            print(note, fcntl.fcntl(1, F_GETSIG), fcntl.fcntl(2, F_GETOWN),
+                  oct(fcntl.fcntl(1, fcntl.F_GETFL) & (os.O_APPEND | os.O_NONBLOCK)),
+                  ofd_lock == fcntl.F_UNLCK)
+    """)
+    assert runner.load(code) is None
+    first = runner.run(b"leave", Limits())
+    assert first.stdout == b"left\n", first.stderr[-500:]
+    second = runner.run(b"look", Limits())
+    assert second.stdout == b"None 0 0 0o0 True\n", second.stderr[-500:]
+
+
 def test_writing_a_1_gb_file_fails(runner: CodeRunner) -> None:
     code = "with open('big.bin', 'wb') as f:\n    f.write(b'x' * (1 << 30))\nprint('wrote 1 GB')\n"
     res = run(runner, code, memory_mb=2048, time_s=10)
