@@ -234,7 +234,7 @@ class ZygoteRunner(CodeRunner):
         wall = limits.wall_backstop_s
         stdio = TestStdio(stdin)
         try:
-            zygote.send(job.sock, {"op": "run", "limits": child_limits, "wall_s": wall}, stdio.childs_ends)
+            zygote.send(job.sock, {"op": "run", "limits": child_limits, "wall_s": wall}, stdio.child_ends)
             stdio.sent()
             res, done = self._drain(job, stdio, limits, wall + REPLY_GRACE_S)
         finally:
@@ -338,9 +338,7 @@ class TestStdio:
         self._fds: list[int] = []
         try:
             memfd = self._own(os.memfd_create("stdin", os.MFD_CLOEXEC))
-            view = memoryview(stdin)
-            while view:  # pwrite leaves the file offset, which the child's fd 0 shares, at 0
-                view = view[os.pwrite(memfd, view, len(stdin) - len(view)):]
+            _write_all(memfd, stdin)  # the file offset, which the child's fd 0 shares, stays 0
             self.stdout, out_w = (self._own(fd) for fd in os.pipe2(os.O_CLOEXEC))
             self.stderr, err_w = (self._own(fd) for fd in os.pipe2(os.O_CLOEXEC))
             for r in (self.stdout, self.stderr):
@@ -352,7 +350,7 @@ class TestStdio:
         except BaseException:
             self.close()
             raise
-        self.childs_ends = [memfd, out_w, err_w]
+        self.child_ends = [memfd, out_w, err_w]
 
     def _own(self, fd: int) -> int:
         self._fds.append(fd)
@@ -360,10 +358,10 @@ class TestStdio:
 
     def sent(self) -> None:
         """The init holds its copies now; drop ours so only the test's processes can write."""
-        for fd in self.childs_ends:
+        for fd in self.child_ends:
             self._fds.remove(fd)
             os.close(fd)
-        self.childs_ends = []
+        self.child_ends = []
 
     def close(self) -> None:
         for fd in self._fds:
@@ -372,10 +370,10 @@ class TestStdio:
 
 
 def _write_all(fd: int, data: bytes) -> None:
+    """Write ``data`` at offset 0 with pwrite, leaving the file offset where it was (0)."""
     view = memoryview(data)
     while view:
-        n = os.write(fd, view)
-        view = view[n:]
+        view = view[os.pwrite(fd, view, len(data) - len(view)):]
 
 
 def _judge_run(res: RunResult, done: dict[str, Any], limits: Limits, cpu_rlimit: int, oom: bool) -> RunResult:

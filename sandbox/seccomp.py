@@ -142,7 +142,6 @@ class Filter:
     """A filter program laid out in memory once (in the zygote), ready for each job to install."""
 
     def __init__(self, program: bytes) -> None:
-        self.program = program
         self._buf = ctypes.create_string_buffer(program, len(program))
         self._prog = _SockFprog(len(program) // 8, ctypes.addressof(self._buf))
         self._address = ctypes.addressof(self._prog)

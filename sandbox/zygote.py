@@ -226,7 +226,7 @@ class JobInit:
                 except OSError as e:
                     self.z.notes.append(f"private /proc failed: {e}")
                 else:
-                    self.last_pid_fd = _open_or_none("/proc/sys/kernel/ns_last_pid")
+                    self._open_pid_counter()
             self._restrict_self()
             error = self._compile()
             send(self.sock, {"ok": error is None, "error": error or "", "layers": self.z.layers,
@@ -235,6 +235,19 @@ class JobInit:
                 self._serve()
         finally:
             os._exit(0)
+
+    def _open_pid_counter(self) -> None:
+        """ns_last_pid of the job's namespace, reset before every test (see _run_test)."""
+        fd = -1
+        try:
+            fd = os.open("/proc/sys/kernel/ns_last_pid", os.O_WRONLY | os.O_CLOEXEC)
+            os.pwrite(fd, b"1", 0)
+        except OSError as e:
+            if fd >= 0:
+                os.close(fd)
+            self.z.notes.append(f"pid counter not resettable ({e}): a test's pid reveals earlier tests' forks")
+            return
+        self.last_pid_fd = fd
 
     def _restrict_self(self) -> None:
         """no_new_privs and the seccomp filter, once: every test child inherits both (installing
@@ -273,8 +286,7 @@ class JobInit:
 
     def _run_test(self, msg: dict[str, Any], fds: list[int]) -> dict[str, Any]:
         if len(fds) != 3:
-            return {"status": 0, "cpu": 0.0, "maxrss": 0, "wall": 0.0, "killed": "",
-                    "internal": f"a test needs 3 standard fds, got {len(fds)}"}
+            return _not_run(f"a test needs 3 standard fds, got {len(fds)}")
         stdio = (fds[0], fds[1], fds[2])
         limits = ChildLimits(**msg["limits"])
         wall_s: float = msg["wall_s"]
@@ -289,8 +301,7 @@ class JobInit:
             try:
                 self.box.ensure_fresh(limits.fsize_bytes)
             except OSError as e:
-                return {"status": 0, "cpu": 0.0, "maxrss": 0, "wall": 0.0, "killed": "",
-                        "internal": str(e)}
+                return _not_run(str(e))
         status_r, status_w = os.pipe2(os.O_CLOEXEC)
         # Empty the free lists and young generations here, where the pages are our own: the
         # child's full collection at exit would otherwise clear them in copied-on-write pages.
@@ -298,10 +309,7 @@ class JobInit:
         if self.last_pid_fd >= 0:
             # every test is pid 2, as in a fresh namespace: the pid counter would otherwise
             # tell a test how many processes the earlier tests of its job started
-            try:
-                os.pwrite(self.last_pid_fd, b"1", 0)
-            except OSError:
-                self.last_pid_fd = -1
+            os.pwrite(self.last_pid_fd, b"1", 0)
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.monotonic()
         pid = os.fork()
@@ -410,11 +418,9 @@ class JobInit:
                 pass
 
 
-def _open_or_none(path: str) -> int:
-    try:
-        return os.open(path, os.O_WRONLY | os.O_CLOEXEC)
-    except OSError:
-        return -1
+def _not_run(why: str) -> dict[str, Any]:
+    """The "done" reply for a test that could not be started (the runner reports INTERNAL)."""
+    return {"status": 0, "cpu": 0.0, "maxrss": 0, "wall": 0.0, "killed": "", "internal": why}
 
 
 def _kill_all_but_init() -> None:
