@@ -16,8 +16,9 @@ from cpfleet.core.results import JobResult, Timings
 from cpfleet.core.results import TestReport as Report
 from cpfleet.core.results import TestSetSummary as SetSummary
 from cpfleet.core.verdict import Verdict
+from cpfleet.local_fleet import LocalFleet
+from cpfleet.processes import http_get
 from cpfleet.redis_server import free_port
-from cpfleet.up import LocalFleet, http_get
 from cpfleet.workers import metrics
 
 REPO = Path(__file__).resolve().parents[1]
