@@ -38,13 +38,14 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from sandbox.checkers import Checker, CheckerSpecError, get_checker
-from sandbox.extract import extract_code
-from sandbox.observation import CLIP_CHARS, PublicTestView, clip, display_prefix, format_observation
-from sandbox.problem import Problem, TestCase
-from sandbox.results import JobResult, TestReport, TestSetSummary, Timings
-from sandbox.runner import CodeRunner, Limits, RunResult, SandboxFailure
-from sandbox.verdict import Verdict
+from cpfleet.core.checkers import Checker, CheckerSpecError, get_checker
+from cpfleet.core.errors import BrokenProblem, SandboxFailure
+from cpfleet.core.problem import Problem, TestCase
+from cpfleet.core.results import JobResult, TestReport, TestSetSummary, Timings
+from cpfleet.core.verdict import Verdict
+from cpfleet.sandbox.extract import extract_code
+from cpfleet.sandbox.observation import CLIP_CHARS, PublicTestView, clip, display_prefix, format_observation
+from cpfleet.sandbox.runner import CodeRunner, Limits, RunResult
 
 REWARD_SHAPES = ("all_or_nothing", "fraction")
 MODES = ("full", "public")
@@ -67,11 +68,6 @@ NO_CODE_MESSAGE = (
 
 # bytes of a non-checked stdout decoded for display: enough for the displayed characters
 _DISPLAY_BYTES = 4 * (CLIP_CHARS + 2)
-
-
-class BrokenProblem(Exception):
-    """The problem's own data cannot judge this test (e.g. a checker program that crashes): an
-    infrastructure error for the job, like a checker spec that cannot be built."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,16 +12,9 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from types import TracebackType
 
-from sandbox.verdict import Verdict
+from cpfleet.core.verdict import Verdict
 
 MiB = 1024 * 1024
-
-
-class SandboxFailure(RuntimeError):
-    """The sandbox itself failed (its process died, a test could not be set up): an
-    infrastructure failure, never a verdict about the program. The environment turns exactly
-    this exception (and a RunResult with status INTERNAL) into ``infra_error``; any other
-    exception out of a runner is a bug in the harness and propagates."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,14 +8,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from sandbox.checkers import get_checker
-from sandbox.env import evaluate, judge_test
-from sandbox.observation import CLIP_CHARS, PublicTestView, display_prefix, format_public_test
-from sandbox.problem import Problem
-from sandbox.problem import TestCase as Case
-from sandbox.runner import CodeRunner, Limits
-from sandbox.runners import make_runner
-from sandbox.verdict import Verdict
+from cpfleet.core.checkers import get_checker
+from cpfleet.core.problem import Problem
+from cpfleet.core.problem import TestCase as Case
+from cpfleet.core.verdict import Verdict
+from cpfleet.sandbox.env import evaluate, judge_test
+from cpfleet.sandbox.observation import CLIP_CHARS, PublicTestView, display_prefix, format_public_test
+from cpfleet.sandbox.runner import CodeRunner, Limits
+from cpfleet.sandbox.runners import make_runner
 
 
 @pytest.fixture(scope="module")
