@@ -3,7 +3,14 @@ whose start fails, orphans in degraded mode, and the slot lock directory."""
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 from runner_helpers import run
@@ -84,3 +91,164 @@ def test_seccomp_refuses_cross_process_handle_persona_calls_and_exotic_socket_fa
         "socket inet6 ok",
         "socketpair unix ok",
     ]
+
+
+def test_fds_numbered_above_65536_are_closed_before_the_program_runs(tmp_path: Path) -> None:
+    """confine_test_child (the real one, in a fresh process as root) must close an fd above any
+    fixed bound: RLIMIT_NOFILE may be far higher than 65536, and a limit lowered after an fd was
+    opened does not close it."""
+    try:
+        subprocess.run([sys.executable, "-c", "import resource; resource.setrlimit(resource.RLIMIT_NOFILE, (200000, 200000))"],
+                       check=True, capture_output=True)
+    except subprocess.CalledProcessError:
+        pytest.skip("this machine does not let RLIMIT_NOFILE go above 65536 (hard limit or nr_open), "
+                    "so no fd can be numbered where the old fixed bound stopped")
+    result = tmp_path / "result"
+    script = src(f"""
+        import json, os, resource, sys
+        from sandbox import isolation
+        resource.setrlimit(resource.RLIMIT_NOFILE, (200000, 200000))
+        r, w = os.pipe()
+        os.dup2(w, 150000, inheritable=True)
+        os.dup2(w, 70000, inheritable=True)
+        out = os.open({str(result)!r}, os.O_WRONLY | os.O_CREAT, 0o600)
+        null = os.open('/dev/null', os.O_RDWR)
+        limits = isolation.ChildLimits(cpu_s=10, as_bytes=1 << 34, fsize_bytes=1 << 20, nproc=64, nofile=64)
+        isolation.confine_test_child((null, null, null), 0, 0, [], limits, {{}}, keep_fd=out,
+                                     fallback_cwd={str(tmp_path)!r})
+        left = sorted(int(fd) for fd in os.listdir('/proc/self/fd'))
+        os.write(out, json.dumps(left).encode())
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                          cwd=str(Path(__file__).resolve().parent.parent))
+    assert proc.returncode == 0, proc.stderr
+    left = json.loads(result.read_text())
+    assert 150000 not in left and 70000 not in left, left
+    assert set(left) <= {0, 1, 2, 3, 4, 5}, left  # stdio, the kept fd, listdir's own handle
+
+
+def _open_fds() -> set[str]:
+    return set(os.listdir("/proc/self/fd"))
+
+
+def test_failed_runner_starts_release_the_slot_lock_and_cgroup_fds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fault injection: the zygote command is a real process that exits at once (as a broken
+    interpreter would). Each failed start must give back its slot lock, cgroup fds and process,
+    since a worker retries the start on every job."""
+    from sandbox import forkserver
+    from sandbox.slots import claim_slot
+
+    monkeypatch.setenv("CPFLEET_SLOT_DIR", str(tmp_path / "slots"))
+    monkeypatch.setattr(forkserver, "zygote_command", lambda: [sys.executable, "-c", "import sys; sys.exit(3)"])
+    for _ in range(2):  # warm up whatever the first attempt imports or caches
+        with pytest.raises((forkserver.SandboxBroken, OSError)):
+            forkserver.ForkServerRunner()
+    before = _open_fds()
+    for _ in range(5):
+        with pytest.raises((forkserver.SandboxBroken, OSError)):
+            forkserver.ForkServerRunner()
+    assert _open_fds() == before
+    slot = claim_slot(str(tmp_path / "slots"))  # slot 0 is free again: no attempt kept its lock
+    try:
+        assert slot.index == 0
+    finally:
+        slot.release()
+
+
+def test_slot_lock_directory_that_is_a_planted_symlink_is_refused(tmp_path: Path) -> None:
+    from sandbox.slots import SlotDirError, claim_slot
+
+    target = tmp_path / "where-the-link-points"
+    target.mkdir(mode=0o700)
+    link = tmp_path / "slots"
+    link.symlink_to(target)
+    with pytest.raises(SlotDirError, match="symlink"):
+        claim_slot(str(link))
+    assert list(target.iterdir()) == []  # no lock file was created through the link
+
+
+def test_slot_lock_file_that_is_a_planted_symlink_is_refused(tmp_path: Path) -> None:
+    from sandbox.slots import SlotDirError, claim_slot
+
+    slots = tmp_path / "slots"
+    slots.mkdir(mode=0o700)
+    victim = tmp_path / "victim"
+    (slots / "slot-0.lock").symlink_to(victim)
+    with pytest.raises(SlotDirError, match="slot-0.lock"):
+        claim_slot(str(slots))
+    assert not victim.exists()
+
+
+def test_slot_lock_directory_writable_by_others_or_foreign_owned_is_refused(tmp_path: Path) -> None:
+    from sandbox.slots import SlotDirError, claim_slot
+
+    open_dir = tmp_path / "world-writable"
+    open_dir.mkdir()
+    open_dir.chmod(0o777)
+    with pytest.raises(SlotDirError, match="writable by no one else"):
+        claim_slot(str(open_dir))
+    if os.geteuid() == 0:
+        foreign = tmp_path / "foreign"
+        foreign.mkdir(mode=0o700)
+        os.chown(foreign, 65534, 65534)
+        with pytest.raises(SlotDirError, match="owned by uid 65534"):
+            claim_slot(str(foreign))
+    fresh = tmp_path / "fresh"
+    slot = claim_slot(str(fresh))
+    try:
+        assert slot.index == 0
+        assert stat.S_IMODE(fresh.stat().st_mode) == 0o700
+        assert (fresh / "slot-0.lock").is_file() and not (fresh / "slot-0.lock").is_symlink()
+    finally:
+        slot.release()
+
+
+ORPHAN = src("""
+    import os, time
+    r, w = os.pipe()
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.write(w, b'%d' % os.getpid())
+            time.sleep(60)
+        os._exit(0)
+    os.close(w)
+    print(os.read(r, 32).decode(), flush=True)
+""")
+
+
+@pytest.mark.skipif(shutil.which("setpriv") is None or os.geteuid() != 0, reason="needs root and setpriv")
+@pytest.mark.parametrize("kind", ["forkserver", "subprocess"])
+def test_degraded_mode_double_forked_orphan_does_not_outlive_its_test(kind: str) -> None:
+    """No namespaces and no uid drop (capabilities dropped, as Docker's default does to some):
+    the orphan is re-parented to the job init, killed and reaped before the test's result."""
+    script = src(f"""
+        import os
+        from sandbox.runners import make_runner
+        from sandbox.runner import Limits
+        def state(pid):
+            try:
+                with open('/proc/%d/stat' % pid) as f:
+                    return f.read().rsplit(')', 1)[1].split()[0]
+            except OSError:
+                return 'gone'
+        r = make_runner({kind!r})
+        missing = sorted(k for k, v in r.isolation.layers.items() if not v)
+        assert 'pidns' in missing and 'uid_drop' in missing, missing
+        assert r.load({ORPHAN!r}) is None
+        res = r.run(b'', Limits(time_s=2))
+        orphan = int(res.stdout.decode().split()[0])
+        print(res.status, state(orphan) if state(orphan) in ('gone', 'Z', 'X') else 'alive')
+        r.load('print(1)')
+        print(r.run(b'', Limits()).stdout.decode().strip())
+        r.close()
+        print('after close', state(orphan) if state(orphan) in ('gone', 'Z', 'X') else 'alive')
+    """)
+    proc = subprocess.run(
+        ["setpriv", "--bounding-set=-all", "--inh-caps=-all", sys.executable, "-c", script],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.splitlines() == ["OK gone", "1", "after close gone"], proc.stdout
