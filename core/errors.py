@@ -83,6 +83,10 @@ class SandboxBroken(CpfleetError, RuntimeError):
     """The zygote or a job init stopped answering: an infrastructure failure, not a verdict."""
 
 
+class SlotDirError(CpfleetError, RuntimeError):
+    """The slot lock directory (or a lock file in it) is not ours alone: refused, never followed."""
+
+
 # -- broker and client --------------------------------------------------------------------------
 
 

@@ -22,11 +22,9 @@ import tempfile
 import zlib
 from dataclasses import dataclass
 
+from cpfleet.core.errors import SlotDirError
+
 MAX_SLOTS = 1024
-
-
-class SlotDirError(RuntimeError):
-    """The slot lock directory (or a lock file in it) is not ours alone: refuse to use it."""
 
 
 def uid_base() -> int:

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from runner_helpers import run
 
-from sandbox.runner import CodeRunner
-from sandbox.verdict import Verdict
+from cpfleet.core.verdict import Verdict
+from cpfleet.sandbox.runner import CodeRunner
 
 
 def src(code: str) -> str:
@@ -106,7 +106,7 @@ def test_fds_numbered_above_65536_are_closed_before_the_program_runs(tmp_path: P
     result = tmp_path / "result"
     script = src(f"""
         import json, os, resource, sys
-        from sandbox import isolation
+        from cpfleet.sandbox import isolation
         resource.setrlimit(resource.RLIMIT_NOFILE, (200000, 200000))
         r, w = os.pipe()
         os.dup2(w, 150000, inheritable=True)
@@ -137,8 +137,8 @@ def test_failed_runner_starts_release_the_slot_lock_and_cgroup_fds(
     """Fault injection: the zygote command is a real process that exits at once (as a broken
     interpreter would). Each failed start must give back its slot lock, cgroup fds and process,
     since a worker retries the start on every job."""
-    from sandbox import forkserver
-    from sandbox.slots import claim_slot
+    from cpfleet.sandbox import forkserver
+    from cpfleet.sandbox.slots import claim_slot
 
     monkeypatch.setenv("CPFLEET_SLOT_DIR", str(tmp_path / "slots"))
     monkeypatch.setattr(forkserver, "zygote_command", lambda: [sys.executable, "-c", "import sys; sys.exit(3)"])
@@ -158,7 +158,8 @@ def test_failed_runner_starts_release_the_slot_lock_and_cgroup_fds(
 
 
 def test_slot_lock_directory_that_is_a_planted_symlink_is_refused(tmp_path: Path) -> None:
-    from sandbox.slots import SlotDirError, claim_slot
+    from cpfleet.core.errors import SlotDirError
+    from cpfleet.sandbox.slots import claim_slot
 
     target = tmp_path / "where-the-link-points"
     target.mkdir(mode=0o700)
@@ -170,7 +171,8 @@ def test_slot_lock_directory_that_is_a_planted_symlink_is_refused(tmp_path: Path
 
 
 def test_slot_lock_file_that_is_a_planted_symlink_is_refused(tmp_path: Path) -> None:
-    from sandbox.slots import SlotDirError, claim_slot
+    from cpfleet.core.errors import SlotDirError
+    from cpfleet.sandbox.slots import claim_slot
 
     slots = tmp_path / "slots"
     slots.mkdir(mode=0o700)
@@ -182,7 +184,8 @@ def test_slot_lock_file_that_is_a_planted_symlink_is_refused(tmp_path: Path) -> 
 
 
 def test_slot_lock_directory_writable_by_others_or_foreign_owned_is_refused(tmp_path: Path) -> None:
-    from sandbox.slots import SlotDirError, claim_slot
+    from cpfleet.core.errors import SlotDirError
+    from cpfleet.sandbox.slots import claim_slot
 
     open_dir = tmp_path / "world-writable"
     open_dir.mkdir()
@@ -226,8 +229,8 @@ def test_degraded_mode_double_forked_orphan_does_not_outlive_its_test(kind: str)
     the orphan is re-parented to the job init, killed and reaped before the test's result."""
     script = src(f"""
         import os
-        from sandbox.runners import make_runner
-        from sandbox.runner import Limits
+        from cpfleet.sandbox.runners import make_runner
+        from cpfleet.sandbox.runner import Limits
         def state(pid):
             try:
                 with open('/proc/%d/stat' % pid) as f:
