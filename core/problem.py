@@ -12,7 +12,7 @@ from typing import Any
 
 import msgpack
 
-from cpfleet.core.errors import ProblemFormatError
+from cpfleet.core.errors import NoHiddenTestsError, NoPublicTestsError, ProblemFormatError
 
 DEFAULT_TIME_LIMIT_S = 2.0
 DEFAULT_MEMORY_LIMIT_MB = 512
@@ -96,6 +96,10 @@ class Problem:
             d["incorrect_solutions"] = list(self.incorrect_solutions)
         return d
 
+    def validate_for_judging(self, mode: str | None = None) -> None:
+        """See the module function :func:`validate_for_judging` (the one judging rule)."""
+        validate_for_judging(self, mode)
+
     def content_version(self) -> str:
         """Hash of everything that changes a verdict: tests, limits, checker (not the statement)."""
         judged = [
@@ -107,6 +111,45 @@ class Problem:
             sorted(self.checker.items()),
         ]
         return hashlib.blake2b(msgpack.packb(judged, use_bin_type=True), digest_size=12).hexdigest()
+
+
+JUDGING_MODES = ("full", "public")
+
+
+def validate_for_judging(problem: Problem, mode: str | None = None) -> None:
+    """The one rule every entry point applies before a problem may be judged or registered.
+
+    ``mode="full"`` needs at least one hidden test (the reward comes from hidden tests only;
+    public tests are shown to the model with their expected outputs, so rewarding them would
+    pay for copying). ``mode="public"`` needs at least one public test. ``mode=None`` is
+    registration (``cpfleet load``, ``cpfleet judge``, ``cpfleet validate``,
+    ``FleetClient.register_problems``): a registered problem may be judged in either mode by
+    any job, so it must satisfy both. Either way no reward is ever a fraction over zero tests.
+    Raises ``NoHiddenTestsError`` / ``NoPublicTestsError`` (both ``ProblemFormatError``).
+    """
+    if mode is not None and mode not in JUDGING_MODES:
+        raise ValueError(f"mode must be one of {JUDGING_MODES} or None, got {mode!r}")
+    if mode in (None, "public") and not problem.public_tests:
+        raise NoPublicTestsError(
+            f"{problem.id}: no public tests: " + (
+                "public mode rewards public tests, so it cannot judge this problem" if mode == "public"
+                else "every registered problem must be judgeable in public mode too (it rewards public tests)"
+            )
+        )
+    if mode in (None, "full") and not problem.hidden_tests:
+        raise NoHiddenTestsError(
+            f"{problem.id}: no hidden tests: the reward comes from hidden tests only, so this problem "
+            "cannot be judged (public tests are feedback the model sees, never the reward in full mode)"
+        )
+
+
+def judging_refusal(problem: Problem, mode: str | None = None) -> str | None:
+    """``validate_for_judging`` as a value: the reason the problem is refused, or None."""
+    try:
+        validate_for_judging(problem, mode)
+    except ProblemFormatError as e:
+        return str(e)
+    return None
 
 
 def _parse_tests(pid: str, name: str, raw: Any) -> tuple[TestCase, ...]:

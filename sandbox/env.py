@@ -7,7 +7,8 @@ Rules (docs: the reward is what GRPO learns from, the observation is what the mo
 - Every public test is run (feedback). In ``mode="full"`` the hidden tests are then run for the
   reward: ``all_or_nothing`` stops at the first hidden failure, ``fraction`` runs them all.
   The reward depends on hidden tests only (public = feedback, hidden = reward, as in the seed);
-  a problem without hidden tests is rewarded on its public tests instead.
+  a problem without hidden tests is refused (``validate_for_judging``), never rewarded from
+  the public tests whose expected outputs the model sees.
 - ``mode="public"`` runs only the public tests and rewards them (all-or-nothing or fraction):
   a cheap shaping signal for multi-turn rollouts; hidden tests are reported as not run.
 - A test passes when the program exited 0 within the limits and the problem's checker accepts
@@ -16,7 +17,8 @@ Rules (docs: the reward is what GRPO learns from, the observation is what the mo
   failed; OK means every test that ran passed.
 - The runner raising, or answering INTERNAL, makes the whole job an infrastructure error
   (``infra_error``, reward None): the trainer masks it instead of learning a zero. So does a
-  problem whose checker cannot be built or that has no tests at all.
+  problem whose checker cannot be built, or that the judging rule refuses for the mode (no
+  hidden tests in full mode, no public tests in public mode).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import time
 from dataclasses import dataclass, field
 
 from cpfleet.core.checkers import Checker, CheckerSpecError, get_checker
-from cpfleet.core.problem import Problem, TestCase
+from cpfleet.core.problem import Problem, TestCase, judging_refusal
 from cpfleet.core.results import JobResult, TestReport, TestSetSummary, Timings
 from cpfleet.core.verdict import Verdict
 from cpfleet.sandbox.extract import extract_code
@@ -126,8 +128,9 @@ def evaluate(
         checker = get_checker(problem.checker)
     except CheckerSpecError as e:
         return infra(f"problem {problem.id}: {e}")
-    if not problem.public_tests and not problem.hidden_tests:
-        return infra(f"problem {problem.id} has no tests")
+    refusal = judging_refusal(problem, mode)
+    if refusal is not None:  # broken problem data: no reward may come from zero tests
+        return infra(f"problem refused, not judged: {refusal}")
 
     text = completion.decode("utf-8", errors="replace") if isinstance(completion, bytes) else completion
     code = extract_code(text)
@@ -173,7 +176,7 @@ def evaluate(
     except _InfraFailure as e:
         return infra(str(e), public.cpu_ms + hidden.cpu_ms)
 
-    if mode == "public" or not problem.hidden_tests:
+    if mode == "public":
         rewarded = public.summary
     else:
         rewarded = hidden.summary

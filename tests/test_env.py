@@ -8,7 +8,7 @@ import pytest
 
 from cpfleet.core.problem import Problem
 from cpfleet.core.verdict import Verdict
-from cpfleet.sandbox.env import CodeContestsEnv, evaluate
+from cpfleet.sandbox.env import REWARD_SHAPES, CodeContestsEnv, evaluate
 from cpfleet.sandbox.runner import CodeRunner, IsolationReport, Limits, RunResult
 from cpfleet.sandbox.runners import make_runner
 
@@ -174,9 +174,29 @@ def test_public_mode_rewards_public_tests_and_runs_no_hidden_test(runner: CodeRu
     assert evaluate(_add_problem(), CORRECT, runner, mode="public").reward == 1.0
 
 
-def test_problem_without_hidden_tests_is_rewarded_on_public_tests(runner: CodeRunner) -> None:
+def test_problem_without_hidden_tests_is_refused_in_full_mode_never_rewarded_from_public_tests(
+    runner: CodeRunner,
+) -> None:
+    """The public tests' expected outputs are in the model's feedback: rewarding them would pay
+    for copying. Full mode refuses the problem (broken data: masked, never a reward); public
+    mode, which is meant to reward public tests, still judges it."""
     p = Problem.from_dict({"id": "pub", "public_tests": [{"input": "1 2\n", "output": "3\n"}]})
-    assert evaluate(p, CORRECT, runner).reward == 1.0
+    for completion in (CORRECT, WRONG):
+        for shape in REWARD_SHAPES:
+            r = evaluate(p, completion, runner, reward_shape=shape)
+            assert (r.reward, r.verdict, r.infra_error) == (None, Verdict.INTERNAL, True)
+            assert "no hidden tests" in r.infra_message and r.public.run == 0
+    assert evaluate(p, CORRECT, runner, mode="public").reward == 1.0
+    assert evaluate(p, WRONG, runner, mode="public").reward == 0.0
+
+
+def test_problem_without_public_tests_is_refused_in_public_mode_not_a_fraction_over_zero(runner: CodeRunner) -> None:
+    p = Problem.from_dict({"id": "hid", "hidden_tests": [{"input": "1 2\n", "output": "3\n"}]})
+    for shape in REWARD_SHAPES:
+        r = evaluate(p, CORRECT, runner, mode="public", reward_shape=shape)
+        assert (r.reward, r.verdict, r.infra_error) == (None, Verdict.INTERNAL, True)
+        assert "no public tests" in r.infra_message
+    assert evaluate(p, CORRECT, runner).reward == 1.0  # full mode: the hidden test pays
     assert evaluate(p, WRONG, runner).reward == 0.0
 
 
@@ -185,7 +205,7 @@ def test_long_fields_are_clipped_and_stderr_is_shown(runner: CodeRunner) -> None
     p = Problem.from_dict(
         {"id": "long", "public_tests": [{"input": "7" * 2000 + "\n", "output": "x\n"}], "hidden_tests": []}
     )
-    r = evaluate(p, py("import sys\ns = input()\nprint('oops', file=sys.stderr)\nprint(s)"), runner)
+    r = evaluate(p, py("import sys\ns = input()\nprint('oops', file=sys.stderr)\nprint(s)"), runner, mode="public")
     assert "7" * 512 + "... [clipped]" in r.observation and "7" * 513 not in r.observation
     assert "stderr:\noops\n" in r.observation
 
@@ -198,7 +218,9 @@ def test_only_max_public_shown_tests_are_displayed_but_all_are_run(runner: CodeR
             "hidden_tests": [],
         }
     )
-    r = evaluate(p, py("a, b = map(int, input().split())\nprint(a if a < 4 else -1)"), runner, max_public_shown=2)
+    r = evaluate(
+        p, py("a, b = map(int, input().split())\nprint(a if a < 4 else -1)"), runner, mode="public", max_public_shown=2
+    )
     assert r.public.run == 5 and len(r.public.tests) == 5 and r.public.passed == 4
     assert "=== sample test 3/5" not in r.observation
     assert "(3 more sample tests not shown, 1 of them failed)" in r.observation
