@@ -25,7 +25,7 @@ from cpfleet.core.problem import Problem
 from cpfleet.jobs_file import InputFileError as InputError
 from cpfleet.jobs_file import read_jobs
 from cpfleet.loading import load_problems
-from cpfleet.pool import RUNNER_KINDS, default_workers, evaluate_many
+from cpfleet.pool import RUNNER_KINDS, default_workers, judge_iter
 from cpfleet.sandbox.env import DEFAULT_MAX_PUBLIC_SHOWN, MODES, REWARD_SHAPES
 from cpfleet.store_cli import add_loading_arguments, load_for_command
 
@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     rewards: list[float] = []
     infra = 0
     out = sys.stdout
-    for result in evaluate_many(
+    for result in judge_iter(
         problems,
         jobs,
         workers=min(args.workers, max(1, len(jobs))),
