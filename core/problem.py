@@ -96,7 +96,7 @@ class Problem:
             d["incorrect_solutions"] = list(self.incorrect_solutions)
         return d
 
-    def validate_for_judging(self, mode: str | None = None) -> None:
+    def validate_for_judging(self, mode: str = "full") -> None:
         """See the module function :func:`validate_for_judging` (the one judging rule)."""
         validate_for_judging(self, mode)
 
@@ -116,34 +116,32 @@ class Problem:
 JUDGING_MODES = ("full", "public")
 
 
-def validate_for_judging(problem: Problem, mode: str | None = None) -> None:
+def validate_for_judging(problem: Problem, mode: str = "full") -> None:
     """The one rule every entry point applies before a problem may be judged or registered.
 
-    ``mode="full"`` needs at least one hidden test (the reward comes from hidden tests only;
-    public tests are shown to the model with their expected outputs, so rewarding them would
-    pay for copying). ``mode="public"`` needs at least one public test. ``mode=None`` is
-    registration (``cpfleet load``, ``cpfleet judge``, ``cpfleet validate``,
-    ``FleetClient.register_problems``): a registered problem may be judged in either mode by
-    any job, so it must satisfy both. Either way no reward is ever a fraction over zero tests.
-    Raises ``NoHiddenTestsError`` / ``NoPublicTestsError`` (both ``ProblemFormatError``).
+    ``mode="full"`` (the default, and what registration checks: ``cpfleet load``,
+    ``cpfleet validate``, ``FleetClient.register_problems``, ``cpfleet judge``) needs at least
+    one hidden test: the reward comes from hidden tests only, and the public tests are shown to
+    the model with their expected outputs, so rewarding them would pay for copying.
+    ``mode="public"`` (``cpfleet judge --mode public``, and a public-mode job at the worker)
+    needs at least one public test. Public tests are optional otherwise: interactive problems,
+    for one, often have none. So no reward is ever a fraction over zero tests. Raises
+    ``NoHiddenTestsError`` / ``NoPublicTestsError`` (both ``ProblemFormatError``).
     """
-    if mode is not None and mode not in JUDGING_MODES:
-        raise ValueError(f"mode must be one of {JUDGING_MODES} or None, got {mode!r}")
-    if mode in (None, "public") and not problem.public_tests:
-        raise NoPublicTestsError(
-            f"{problem.id}: no public tests: " + (
-                "public mode rewards public tests, so it cannot judge this problem" if mode == "public"
-                else "every registered problem must be judgeable in public mode too (it rewards public tests)"
-            )
-        )
-    if mode in (None, "full") and not problem.hidden_tests:
+    if mode not in JUDGING_MODES:
+        raise ValueError(f"mode must be one of {JUDGING_MODES}, got {mode!r}")
+    if mode == "full" and not problem.hidden_tests:
         raise NoHiddenTestsError(
             f"{problem.id}: no hidden tests: the reward comes from hidden tests only, so this problem "
             "cannot be judged (public tests are feedback the model sees, never the reward in full mode)"
         )
+    if mode == "public" and not problem.public_tests:
+        raise NoPublicTestsError(
+            f"{problem.id}: no public tests: public mode rewards public tests, so it cannot judge this problem"
+        )
 
 
-def judging_refusal(problem: Problem, mode: str | None = None) -> str | None:
+def judging_refusal(problem: Problem, mode: str = "full") -> str | None:
     """``validate_for_judging`` as a value: the reason the problem is refused, or None."""
     try:
         validate_for_judging(problem, mode)

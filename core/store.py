@@ -89,10 +89,11 @@ def register_problems(
     are encoded and written in pipelines of at most ``batch_bytes`` compressed bytes, so a
     file with tens of MB of tests neither sends one giant request nor one request per problem.
     Records may be ``Problem`` objects or dicts in the problem format. Every record is parsed
-    (``Problem.from_dict``) and checked against the one judging rule (``validate_for_judging``:
-    at least one public and one hidden test) before anything is written: one bad record raises
-    its ``ProblemFormatError`` (``NoHiddenTestsError``, ``NoPublicTestsError``, ...), naming
-    its position, and nothing of the call is stored. Within one call, a later problem with an already-seen id replaces the earlier
+    (``Problem.from_dict``) and checked against the one judging rule (``validate_for_judging``
+    in full mode: at least one hidden test) before anything is written: one bad record raises
+    its ``ProblemFormatError`` (``NoHiddenTestsError``, ``CheckerSpecError``, ...), naming its
+    position, and nothing of the call is stored. A public-mode job on a stored problem without
+    public tests is refused by the worker, with the reason. Within one call, a later problem with an already-seen id replaces the earlier
     one (callers that must reject duplicates do so when loading, see ``cpfleet.loading``).
     """
     _require_bytes_client(client)

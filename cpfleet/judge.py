@@ -8,8 +8,8 @@ progress and a summary go to stderr. Exit status: 0 when every job was judged (w
 verdict, infrastructure errors included: they are in the output), 2 for unusable input files.
 
 PROBLEMS is read by the one problem loader (``cpfleet.loading``), as ``cpfleet load`` and
-``cpfleet validate`` read it: a malformed record, or one the judging rule refuses (no public or
-no hidden tests), is skipped with a bounded number of warnings and counted; ``--strict`` makes
+``cpfleet validate`` read it: a malformed record, or one the judging rule refuses for
+``--mode`` (no hidden tests in full mode, no public tests in public mode), is skipped with a bounded number of warnings and counted; ``--strict`` makes
 any of them an error; a file that loads no problem exits 2, as does a duplicate id.
 """
 
@@ -30,9 +30,9 @@ from cpfleet.sandbox.env import DEFAULT_MAX_PUBLIC_SHOWN, MODES, REWARD_SHAPES
 from cpfleet.store_cli import add_loading_arguments, load_for_command
 
 
-def read_problems(path: str | Path, *, strict: bool = False) -> dict[str, Problem]:
-    """Every judgeable problem of a file by id, through the one loader (``cpfleet.loading``)."""
-    return load_problems(path, strict=strict).by_id()
+def read_problems(path: str | Path, *, strict: bool = False, mode: str = "full") -> dict[str, Problem]:
+    """Every problem of a file judgeable in ``mode``, by id, through the one loader (``cpfleet.loading``)."""
+    return load_problems(path, strict=strict, mode=mode).by_id()
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

@@ -12,8 +12,8 @@ accept and refuse exactly the same problems:
   which case every problem is skipped for having no tests of that kind); a negative cap, or
   one that is not an int, raises ``ValueError``. Reading stops as soon as ``max_problems``
   problems are kept, so later lines (and duplicates among them) are never looked at.
-- A problem the judging rule refuses (``cpfleet.core.problem.validate_for_judging`` with no
-  mode: it needs at least one public and one hidden test, after the test caps) is skipped,
+- A problem the judging rule refuses for ``mode`` (``cpfleet.core.problem.validate_for_judging``:
+  full mode needs a hidden test, public mode a public test, after the test caps) is skipped,
   warned about and counted, like a malformed record.
 - ``strict=True`` makes the first skipped record (malformed, invalid, or refused by the rule)
   an :class:`InputFileError` naming its record number instead.
@@ -68,8 +68,8 @@ class LoadStats:
     records: int = 0  # non-blank records looked at
     loaded: int = 0
     malformed: int = 0
-    no_public: int = 0  # skipped: no public tests (after max_public_tests)
-    no_hidden: int = 0  # skipped: no hidden tests (after max_hidden_tests)
+    no_public: int = 0  # skipped in public mode: no public tests (after max_public_tests)
+    no_hidden: int = 0  # skipped in full mode: no hidden tests (after max_hidden_tests)
     duplicates: int = 0  # records dropped or replaced under on_duplicate first/last
     public_truncated: int = 0  # problems whose public tests were cut by the cap
     hidden_truncated: int = 0
@@ -172,9 +172,12 @@ def load_problems(
     fmt: str | None = None,
     strict: bool = False,
     log_warnings: bool = True,
+    mode: str = "full",
 ) -> LoadResult:
     """Load a problem file under the rules in this module's docstring. ``log_warnings=False``
     only collects the warnings in ``stats.warnings`` (a CLI prints them itself)."""
+    if mode not in ("full", "public"):
+        raise ValueError(f"mode must be 'full' or 'public', got {mode!r}")
     max_problems = check_cap("max_problems", max_problems)
     max_public_tests = check_cap("max_public_tests", max_public_tests)
     max_hidden_tests = check_cap("max_hidden_tests", max_hidden_tests)
@@ -218,7 +221,7 @@ def load_problems(
             continue
         problem = _apply_caps(problem, max_public_tests, max_hidden_tests, stats)
         try:
-            validate_for_judging(problem)
+            validate_for_judging(problem, mode)
         except (NoPublicTestsError, NoHiddenTestsError) as e:
             if isinstance(e, NoPublicTestsError):
                 stats.no_public += 1

@@ -65,6 +65,7 @@ def load_from_args(args: argparse.Namespace) -> LoadResult:
         on_duplicate=args.on_duplicate,
         strict=args.strict,
         log_warnings=False,
+        mode=getattr(args, "mode", "full"),  # judge --mode public needs public tests; storing needs hidden
     )
 
 

@@ -138,7 +138,6 @@ BAD_PROBLEM_LINES = [
     ('{"id": "x", "hidden_tests": [{"input": 1}]}', "hidden_tests"),
     ('{"id": "x", "checker": {"type": "regex"}}', "unknown checker type 'regex'"),
     ('{"id": "x", "public_tests": [{"input": "1", "output": "1"}], "hidden_tests": []}', "no hidden tests"),
-    ('{"id": "x", "public_tests": [], "hidden_tests": [{"input": "1", "output": "1"}]}', "no public tests"),
 ]
 
 
@@ -164,6 +163,24 @@ def test_bad_problem_lines_are_skipped_and_the_rest_judged(
     assert "p.jsonl:3: skipped" in out.err and message in out.err and "1 skipped" in out.err
     assert cpfleet_main(["judge", str(problems), str(jobs), "--strict", "--no-progress"]) == 2
     assert capsys.readouterr().out == ""
+
+
+def test_public_mode_skips_a_problem_without_public_tests_that_full_mode_judges(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    hidden_only = {**ADD, "id": "hidden-only", "public_tests": []}
+    problems = _write_jsonl(tmp_path / "p.jsonl", [ADD, hidden_only])
+    jobs = _write_jsonl(tmp_path / "j.jsonl", [{"problem_id": pid, "completion": CORRECT_ADD} for pid in ("add", "hidden-only")])
+    assert cpfleet_main(["judge", str(problems), str(jobs), "--workers", "1", "--no-progress"]) == 0
+    full = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert [(r["problem_id"], r["reward"]) for r in full] == [("add", 1.0), ("hidden-only", 1.0)]
+    assert cpfleet_main(["judge", str(problems), str(jobs), "--mode", "public", "--workers", "1", "--no-progress"]) == 0
+    out = capsys.readouterr()
+    public = [json.loads(x) for x in out.out.splitlines()]
+    assert [(r["problem_id"], r["reward"], r["verdict"]) for r in public] == [
+        ("add", 1.0, "OK"), ("hidden-only", None, "UNKNOWN_PROBLEM")
+    ]
+    assert "p.jsonl:2: skipped unjudgeable problem: hidden-only: no public tests" in out.err
 
 
 def test_a_problem_file_that_loads_nothing_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -43,11 +43,11 @@ GOOD = [
     add_problem("good/float", checker={"type": "float", "abs": 1e-6}),
     add_problem("good/ünïcode-id"),
     add_problem("good/limits", time_limit_s=1, memory_limit_mb=64),
+    add_problem("good/no-public-tests", public_tests=[]),  # full mode rewards hidden tests only
 ]
 BAD_LINES = [
     json.dumps(add_problem("bad/no-hidden", hidden_tests=[])),
     json.dumps({k: v for k, v in add_problem("bad/no-hidden-key").items() if k != "hidden_tests"}),
-    json.dumps(add_problem("bad/no-public", public_tests=[])),
     json.dumps(add_problem("bad/no-tests", public_tests=[], hidden_tests=[])),
     json.dumps(add_problem("bad/checker", checker={"type": "regex"})),
     json.dumps(add_problem("bad/time", time_limit_s=0)),
@@ -59,8 +59,8 @@ BAD_LINES = [
     '{"id": "bad/json", "public_tests": [',
 ]
 GOOD_IDS = {p["id"] for p in GOOD}
-ALL_IDS = GOOD_IDS | {f"bad/{n}" for n in ("no-hidden", "no-hidden-key", "no-public", "no-tests", "checker", "time",
-                                          "memory", "test-type", "json")}
+ALL_IDS = GOOD_IDS | {f"bad/{n}" for n in ("no-hidden", "no-hidden-key", "no-tests", "checker", "time", "memory",
+                                          "test-type", "json")}
 
 
 def mixed_file(tmp_path: Path) -> Path:
@@ -190,8 +190,8 @@ def test_register_problems_refuses_a_problem_without_hidden_tests_before_writing
     with FleetClient(redis_url, timeout=30) as client:
         with pytest.raises(NoHiddenTestsError, match=r"problem #1: bad/no-hidden: no hidden tests"):
             client.register_problems([GOOD[0], add_problem("bad/no-hidden", hidden_tests=[])])
-        with pytest.raises(NoPublicTestsError, match="no public tests"):
-            client.register_problems([Problem.from_dict(add_problem("bad/no-public", public_tests=[]))])
+        with pytest.raises(NoHiddenTestsError, match="problem #0: bad/none"):
+            client.register_problems([Problem.from_dict(add_problem("bad/none", public_tests=[], hidden_tests=[]))])
     conn = redis.Redis.from_url(redis_url)
     try:
         assert stored_ids(conn) == set()  # the good problem of the refused call was not written either
@@ -203,14 +203,14 @@ def test_the_rule_by_mode() -> None:
     both = Problem.from_dict(add_problem("both"))
     hidden_only = Problem.from_dict(add_problem("hidden-only", public_tests=[]))
     public_only = Problem.from_dict(add_problem("public-only", hidden_tests=[]))
-    for mode in (None, "full", "public"):
+    for mode in ("full", "public"):
         validate_for_judging(both, mode)
-    assert judging_refusal(hidden_only, "full") is None
-    assert "no public tests" in (judging_refusal(hidden_only, "public") or "")
-    assert "no public tests" in (judging_refusal(hidden_only, None) or "")
+    assert judging_refusal(hidden_only) is None  # full is the default: registration's rule
+    with pytest.raises(NoPublicTestsError, match="hidden-only: no public tests"):
+        hidden_only.validate_for_judging("public")
     assert judging_refusal(public_only, "public") is None
-    assert "no hidden tests" in (judging_refusal(public_only, "full") or "")
-    assert "no hidden tests" in (judging_refusal(public_only, None) or "")
+    with pytest.raises(NoHiddenTestsError, match="public-only: no hidden tests"):
+        public_only.validate_for_judging()
     with pytest.raises(ValueError, match="mode"):
         validate_for_judging(both, "hidden")
 

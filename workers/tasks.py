@@ -2,8 +2,8 @@
 
 Every path ends in a reply: a malformed message that still names its reply list gets an INTERNAL
 result, an unknown problem gets UNKNOWN_PROBLEM, a stored problem that the judging rule refuses
-for the job's mode (``validate_for_judging``) gets INTERNAL naming the reason, never a verdict, an exception or a soft time limit gets INTERNAL
-with the reason. Paths the task cannot reach itself (its pool process died for good, the hard
+for the job's mode (``validate_for_judging``) gets INTERNAL naming the reason (never a verdict),
+an exception or a soft time limit gets INTERNAL with the reason. Paths the task cannot reach itself (its pool process died for good, the hard
 time limit) are answered by the main process, see ``cpfleet.workers.app``.
 """
 
@@ -91,8 +91,8 @@ def _evaluate(msg: JobMessage) -> JobResult:
     problem, version = found.problem, found.version
     refusal = judging_refusal(problem, msg.mode)
     if refusal is not None:
-        # stored by code that did not apply the judging rule (registration applies it now):
-        # broken problem data, answered explicitly and never judged
+        # a public-mode job on a problem without public tests, or a problem stored by code that
+        # did not apply the rule: broken problem data, answered explicitly and never judged
         return JobResult.infra(msg.job_id, msg.problem_id, f"problem refused, not judged: {refusal}")
     cache_key = None
     if settings.result_cache and msg.use_cache:
