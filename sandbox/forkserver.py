@@ -124,9 +124,10 @@ class ZygoteRunner(CodeRunner):
                 self._proc.kill()
             self._proc.wait()
             self._proc = None
-        if self._cgroup is not None:
-            # the job init kills what a test leaves, but a test interrupted by this stop (or a
-            # layer that failed) may leave processes behind: the slot's cgroup holds them all
+        if self._cgroup is not None and not self._report.layers.get("pidns"):
+            # Without a pid namespace, a test interrupted by this stop (a soft time limit resets
+            # the runner mid-test) leaves its orphans to the host once the job init dies: the
+            # slot's cgroup holds them all. With one, the namespace's end already killed them.
             self._cgroup.kill_all()
 
     def _restart_zygote(self) -> None:

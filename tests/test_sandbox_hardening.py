@@ -255,3 +255,68 @@ def test_degraded_mode_double_forked_orphan_does_not_outlive_its_test(kind: str)
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.splitlines() == ["OK gone", "1", "after close gone"], proc.stdout
+
+
+@pytest.mark.skipif(shutil.which("setpriv") is None or os.geteuid() != 0, reason="needs root and setpriv")
+def test_degraded_mode_orphan_of_an_interrupted_test_does_not_outlive_the_runner(tmp_path: Path) -> None:
+    """A soft time limit interrupts run() mid-test and the worker closes the runner (as
+    ``reset_runner`` does): the job init dies with the zygote, so only the slot's cgroup still
+    knows the test's orphan. Closing the runner must kill it."""
+    pid_file = tmp_path / "orphan.pid"
+    pid_file.touch()
+    pid_file.chmod(0o666)
+    program = src(f"""
+        import os, time
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                with open({str(pid_file)!r}, 'w') as f:
+                    f.write(str(os.getpid()))
+                time.sleep(60)
+            os._exit(0)
+        time.sleep(30)
+    """)
+    script = src(f"""
+        import signal, time
+        from cpfleet.sandbox.runners import make_runner
+        from cpfleet.sandbox.runner import Limits
+        def state(pid):
+            try:
+                with open('/proc/%d/stat' % pid) as f:
+                    s = f.read().rsplit(')', 1)[1].split()[0]
+                return 'gone' if s in ('Z', 'X') else 'alive'
+            except OSError:
+                return 'gone'
+        class SoftLimit(Exception):
+            pass
+        def soft_limit(*_):
+            raise SoftLimit()
+        r = make_runner('forkserver')
+        if not r.isolation.layers.get('cgroup'):
+            print('no cgroup')
+            raise SystemExit(0)
+        assert not r.isolation.layers.get('pidns')
+        assert r.load({program!r}) is None
+        signal.signal(signal.SIGALRM, soft_limit)
+        signal.alarm(3)
+        try:
+            r.run(b'', Limits(time_s=10))
+            print('test finished')
+        except SoftLimit:
+            print('interrupted')
+        pid = int(open({str(pid_file)!r}).read())
+        print('before close', state(pid))
+        r.close()
+        end = time.monotonic() + 10  # liveness wait for a SIGKILLed process to finish exiting
+        while state(pid) == 'alive' and time.monotonic() < end:
+            time.sleep(0.05)
+        print('after close', state(pid))
+    """)
+    proc = subprocess.run(
+        ["setpriv", "--bounding-set=-all", "--inh-caps=-all", sys.executable, "-c", script],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    if proc.stdout.strip() == "no cgroup":
+        pytest.skip("no writable cgroup without capabilities on this machine")
+    assert proc.stdout.splitlines() == ["interrupted", "before close alive", "after close gone"], proc.stdout
