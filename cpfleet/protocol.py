@@ -152,6 +152,12 @@ def reply_key(client_id: str) -> str:
     return f"{KEY_PREFIX}:reply:{client_id}"
 
 
+def processing_key(client_id: str) -> str:
+    """Where a client's reader moves replies until it has delivered them (a reply is never only
+    in flight on a socket: a connection that dies mid-pop leaves it here)."""
+    return f"{KEY_PREFIX}:processing:{client_id}"
+
+
 # A client holds its id exclusively while open (SET NX with this TTL, renewed by its reader), so
 # two clients never pop, and steal, each other's replies from one list.
 CLIENT_CLAIM_TTL_S = 60

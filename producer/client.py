@@ -5,8 +5,10 @@
         results = fleet.gather(futures)            # in submit order
         rewards = [r.reward for r in results]      # None where r.infra_error: mask those
 
-One background reader thread per client pops its reply list in bulk (BRPOP, then RPOP with a
-count: Redis 6.2 has no BLMPOP), resolves futures, drops duplicate replies (delivery is
+One background reader thread per client moves replies from its reply list to its processing list
+(BLMOVE, then a script that moves up to ``pop_batch`` more) and removes them from there only once
+their futures are resolved, so a connection that dies mid-pop loses nothing: the next connection
+reads the processing list first. It resolves futures, drops duplicate replies (delivery is
 at-least-once) and turns a missed deadline into an INTERNAL result with ``infra_error`` set
 (optionally after one resubmit): never a reward of 0 the model did not earn. A bound on
 in-flight jobs gives backpressure; an unreachable broker is a ``BrokerUnavailable`` error.
@@ -30,6 +32,8 @@ from types import TracebackType
 from typing import Any
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from cpfleet import protocol
 from cpfleet.protocol import JobMessage, ProtocolError
@@ -143,6 +147,7 @@ class FleetClient:
         self.use_cache = use_cache
         self.client_id = client_id or uuid.uuid4().hex
         self.reply_key = protocol.reply_key(self.client_id)
+        self.processing_key = protocol.processing_key(self.client_id)
         self.claim_key = protocol.client_claim_key(self.client_id)
         self.pop_batch = pop_batch
         self.stats = FleetStats()
@@ -152,10 +157,18 @@ class FleetClient:
         self._redis = redis.Redis.from_url(
             redis_url, socket_timeout=10, socket_connect_timeout=5, socket_keepalive=True
         )
-        # The reader blocks in BRPOP; its socket timeout must outlast the block time.
+        # The reader blocks in BLMOVE; its socket timeout must outlast the block time. redis-py
+        # must not retry its commands silently: after a dropped connection the reader first reads
+        # the processing list back (see _read_loop), so it has to see every error.
         self._reader_redis = redis.Redis.from_url(
-            redis_url, socket_timeout=self._block_s + 10, socket_connect_timeout=5, socket_keepalive=True
+            redis_url,
+            socket_timeout=self._block_s + 10,
+            socket_connect_timeout=5,
+            socket_keepalive=True,
+            retry=Retry(NoBackoff(), 0),
         )
+        self._move_script = self._reader_redis.register_script(_MOVE_REPLIES)
+        self._broker_full = False  # the reader saw Redis refuse BLMOVE for lack of memory
         try:
             claimed = self._redis.set(self.claim_key, self._claim_token, nx=True, ex=self._claim_ttl_s)
         except redis.RedisError as exc:
@@ -446,11 +459,46 @@ class FleetClient:
         if not ok:
             log.error("client_id %r was claimed by another client: replies may be lost to it", self.client_id)
 
+    def _drain_processing(self) -> list[Any]:
+        """Everything this client moved to its processing list and may not have delivered yet
+        (oldest first): replies a dead connection took from the reply list land there, not
+        nowhere."""
+        items = self._reader_redis.lrange(self.processing_key, 0, -1)
+        return list(reversed(items)) if isinstance(items, list) else []
+
+    def _take_replies(self) -> list[Any]:
+        """Move a batch of replies to the processing list and return them (oldest first).
+
+        BLMOVE blocks for the first one; a script moves up to ``pop_batch`` more in the same
+        round trip. BLMOVE is refused while Redis is over ``maxmemory`` (it may grow memory), so
+        then the script alone polls: its RPOP frees before its LPUSH adds, which Redis allows.
+        """
+        batch: list[Any] = []
+        if not self._broker_full:
+            try:
+                # Redis takes a fractional timeout; redis-py's annotation says int.
+                first = self._reader_redis.blmove(
+                    self.reply_key, self.processing_key, self._block_s, src="RIGHT", dest="LEFT"  # type: ignore[arg-type]
+                )
+            except redis.exceptions.OutOfMemoryError:
+                self._broker_full = True
+                return batch
+            if first is None:
+                return batch
+            batch.append(first)
+        more = self._move_script(keys=[self.reply_key, self.processing_key], args=[self.pop_batch, self.reply_ttl])
+        if isinstance(more, list):
+            batch.extend(more)
+        if not batch and self._broker_full:
+            self._stop.wait(self._block_s)  # polling while full: nothing to block on
+        return batch
+
     def _read_loop(self) -> None:
         backoff = 0.1
         last_error = 0.0
         renew_every = self._claim_ttl_s / 4
         next_renew = time.monotonic() + renew_every
+        recover = True  # the processing list may hold replies of a previous connection
         while not self._stop.is_set():
             try:
                 self._expire()
@@ -462,27 +510,33 @@ class FleetClient:
                 if time.monotonic() >= next_renew:
                     self._renew_claim()
                     next_renew = time.monotonic() + renew_every
-                item = self._reader_redis.brpop([self.reply_key], timeout=self._block_s)
-                if item is not None:
-                    batch.append(item[1])
-                    more = self._reader_redis.rpop(self.reply_key, self.pop_batch)
-                    if isinstance(more, list):
-                        batch.extend(more)
+                batch = self._drain_processing() if recover else self._take_replies()
+                recover = False
                 backoff = 0.1
             except redis.RedisError as exc:
                 error = exc
-            for data in batch:  # what was popped is delivered, whatever happened after
+            for data in batch:  # delivered before they leave the processing list
                 try:
                     self._deliver(data)
                 except Exception:  # the reader must survive anything one reply can do
                     log.exception("reply reader: delivering a reply failed")
+            if batch and error is None:
+                try:
+                    self._reader_redis.delete(self.processing_key)
+                except redis.RedisError as exc:
+                    error = exc
             if error is not None:
+                recover = True  # whatever was moved but not acknowledged is read again (duplicates are dropped)
+                if self._broker_full and not isinstance(error, redis.exceptions.OutOfMemoryError):
+                    self._broker_full = False  # retry BLMOVE after a reconnect
                 self.stats.reader_errors += 1
                 if time.monotonic() - last_error > 5:
                     log.warning("reply reader: %s (retrying; pending jobs keep their deadlines)", error)
                     last_error = time.monotonic()
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, 2.0)
+            elif self._broker_full and batch:
+                self._broker_full = False  # memory was freed by draining: try blocking again
 
     # --- waiting ---------------------------------------------------------------------------
 
@@ -561,7 +615,7 @@ class FleetClient:
             msg = entry.msg
             self._finish(entry, JobResult.infra(msg.job_id, msg.problem_id, "client closed before the result"))
         try:
-            self._redis.delete(self.reply_key)
+            self._redis.delete(self.reply_key, self.processing_key)
             self._redis.eval(_RELEASE_CLAIM, 1, self.claim_key, self._claim_token)
         except redis.RedisError:
             pass
@@ -584,6 +638,18 @@ local v = redis.call('GET', KEYS[1])
 if v == ARGV[1] then return redis.call('EXPIRE', KEYS[1], ARGV[2]) end
 if not v then redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2]) return 1 end
 return 0
+"""
+# Move up to ARGV[1] replies (oldest first) from the reply list to the processing list and return
+# them: they stay there until the reader has delivered them. The RPOP comes first so that the
+# LPUSH is allowed even when Redis is over maxmemory (a script's first write decides that).
+_MOVE_REPLIES = """
+local items = redis.call('RPOP', KEYS[1], ARGV[1])
+if not items then return {} end
+for i = 1, #items, 500 do
+  redis.call('LPUSH', KEYS[2], unpack(items, i, math.min(i + 499, #items)))
+end
+redis.call('EXPIRE', KEYS[2], ARGV[2])
+return items
 """
 _RELEASE_CLAIM = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
