@@ -79,6 +79,7 @@ class FleetStats:
     deadline_misses: int = 0  # jobs answered INTERNAL by this client's deadline
     resubmitted: int = 0
     reader_errors: int = 0  # Redis errors seen by the reader (it keeps trying)
+    cancelled: int = 0  # jobs withdrawn by Future.cancel() / cancel_many()
 
 
 @dataclass(slots=True)
@@ -104,6 +105,27 @@ class _Pending:
     resubmitted: bool = False
     done: bool = False
     attempts: list[str] = field(default_factory=list)  # wire ids (also the task ids) published
+
+
+class _JobFuture(cf.Future[JobResult]):
+    """A job's future. ``cancel()`` withdraws the job: the future becomes cancelled (``result()``
+    raises CancelledError, so no reward can come of it), and a worker that has not started the
+    job yet drops it unjudged. A worker that already started it finishes; its reply is ignored.
+    Returns False once the result is in, True when cancelled (again: as concurrent.futures)."""
+
+    def __init__(self, client: FleetClient) -> None:
+        super().__init__()
+        self._client = client
+        self._entry: _Pending | None = None
+
+    def cancel(self) -> bool:
+        entry = self._entry
+        if entry is None:
+            return super().cancel()
+        return self._client._cancel([entry]) == 1 or self.cancelled()
+
+    def _mark_cancelled(self) -> bool:
+        return super().cancel()
 
 
 class FleetClient:
@@ -190,6 +212,7 @@ class FleetClient:
         self._deadlines: list[tuple[float, int, str]] = []  # (monotonic deadline, seq, wire id)
         self._seq = itertools.count()
         self._closed = False
+        self._cancel_ttl_until = 0.0  # epoch seconds the cancelled set must live until
         self._stop = threading.Event()
         self._reader = threading.Thread(target=self._read_loop, name=f"cpfleet-reader-{self.client_id[:8]}", daemon=True)
         self._reader.start()
@@ -333,10 +356,13 @@ class FleetClient:
                     reply_ttl=self.reply_ttl,
                     use_cache=self.use_cache,
                     debug=s.debug,
+                    client_id=self.client_id,
+                    client_token=self._claim_token,
                 )
-                fut: cf.Future[JobResult] = cf.Future()
-                fut.set_running_or_notify_cancel()
+                # The future stays PENDING (not RUNNING) until resolved, so that cancel() works.
+                fut = _JobFuture(self)
                 entry = _Pending(fut, s.job_id, msg, mono + s.timeout, s.timeout, attempts=[wire_id])
+                fut._entry = entry
                 self._pending[wire_id] = entry
                 heapq.heappush(self._deadlines, (entry.deadline, next(self._seq), wire_id))
                 entries.append(entry)
@@ -357,6 +383,55 @@ class FleetClient:
                 self._live -= 1
                 self.stats.submitted -= 1
             self._lock.notify_all()
+
+    def cancel_many(self, futures: Iterable[cf.Future[JobResult]]) -> int:
+        """Cancel many jobs with one Redis round trip; returns how many were still unresolved
+        (those are now cancelled, see ``Future.cancel``). Futures of other clients are skipped."""
+        entries = [f._entry for f in futures if isinstance(f, _JobFuture) and f._client is self and f._entry]
+        return self._cancel(entries)
+
+    def _cancel(self, entries: Sequence[_Pending]) -> int:
+        """Resolve unresolved ``entries`` as cancelled and tell the workers to drop them."""
+        won: list[_Pending] = []
+        with self._lock:
+            for entry in entries:
+                if entry.done:
+                    continue
+                entry.done = True
+                for wire_id in entry.attempts:
+                    self._pending.pop(wire_id, None)
+                self._live -= 1
+                self.stats.cancelled += 1
+                won.append(entry)
+            if won:
+                self._compact_deadlines()
+                self._lock.notify_all()
+        if not won:
+            return 0
+        self._withdraw([w for e in won for w in e.attempts], max(e.msg.deadline or 0.0 for e in won))
+        for entry in won:
+            fut = entry.future
+            assert isinstance(fut, _JobFuture)
+            fut._mark_cancelled()
+        return len(won)
+
+    def _withdraw(self, wire_ids: Sequence[str], until: float) -> None:
+        """Add ``wire_ids`` to this client's cancelled set, kept until the last of their deadlines
+        (a worker drops any job past its deadline anyway). Best effort: when Redis refuses, the
+        job may still run and its reply is ignored as a duplicate."""
+        key = protocol.cancelled_key(self.client_id)
+        ttl = max(60, int(until - protocol.now()) + 60)
+        try:
+            with self._lock:
+                self._cancel_ttl_until = max(self._cancel_ttl_until, protocol.now() + ttl)
+                ttl = int(self._cancel_ttl_until - protocol.now()) + 1
+            pipe = self._redis.pipeline(transaction=True)
+            for start in range(0, len(wire_ids), 1000):
+                pipe.sadd(key, *wire_ids[start : start + 1000])
+            pipe.expire(key, ttl)
+            pipe.execute()
+        except redis.RedisError as exc:
+            log.warning("could not withdraw %d cancelled job(s) from the fleet (they may still run): %s", len(wire_ids), exc)
 
     def _compact_deadlines(self) -> None:
         """Drop heap entries of resolved jobs once they outnumber the live ones (lock held)."""
@@ -600,7 +675,9 @@ class FleetClient:
 
     def close(self) -> None:
         """Stop the reader; jobs still pending resolve INTERNAL ("client closed"); a submit_many
-        still running stops at its next batch with ClientClosed. Releases the client_id."""
+        still running stops at its next batch with ClientClosed. Releases the client_id, which
+        withdraws this client's queued jobs: a worker drops, unjudged, every job whose client no
+        longer holds its claim (so does a crashed client's claim, once it expires)."""
         with self._lock:
             if self._closed:
                 return

@@ -1,5 +1,8 @@
 """The evaluate task: one job in, exactly one reply out (at-least-once; the client dedupes).
 
+Except a withdrawn job (cancelled by its client, or its client closed or died): it is dropped
+before anything of it runs, and nobody waits for its reply (see ``workers.withdrawal``).
+
 Every path ends in a reply: a malformed message that still names its reply list gets an INTERNAL
 result, an unknown problem gets UNKNOWN_PROBLEM, an exception or a soft time limit gets INTERNAL
 with the reason. Paths the task cannot reach itself (its pool process died for good, the hard
@@ -21,6 +24,7 @@ from sandbox.results import JobResult
 from sandbox.verdict import Verdict
 from workers.app import app, resources, settings
 from workers.replies import push_reply
+from workers.withdrawal import withdrawn
 
 log = logging.getLogger("cpfleet.worker")
 
@@ -143,6 +147,10 @@ def evaluate(self: Any, job: Any = None, *args: Any, **kwargs: Any) -> None:
         msg = JobMessage.from_wire(job)
     except ProtocolError as exc:
         _reject(self.request.id, job, str(exc), hostname)
+        return
+    why = withdrawn(resources.redis, msg)
+    if why is not None:
+        log.info("job %s withdrawn, not judged: %s", msg.job_id, why)
         return
     result = evaluate_job(msg, hostname)
     _record(result)
