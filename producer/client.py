@@ -11,7 +11,8 @@ their futures are resolved, so a connection that dies mid-pop loses nothing: the
 reads the processing list first. It resolves futures, drops duplicate replies (delivery is
 at-least-once) and turns a missed deadline into an INTERNAL result with ``infra_error`` set
 (optionally after one resubmit): never a reward of 0 the model did not earn. A bound on
-in-flight jobs gives backpressure; an unreachable broker is a ``BrokerUnavailable`` error.
+in-flight jobs gives backpressure; an unreachable broker is a ``BrokerUnavailable`` error, a
+full one (maxmemory with noeviction) a ``BrokerFull`` error.
 
 Importing this module imports neither the sandbox's execution machinery nor the worker's tasks.
 """
@@ -37,12 +38,12 @@ from redis.retry import Retry
 
 from cpfleet import protocol
 from cpfleet.protocol import JobMessage, ProtocolError
-from producer.publisher import BrokerUnavailable, Publisher, PublisherClosed
+from producer.publisher import BrokerFull, BrokerUnavailable, Publisher, PublisherClosed
 from sandbox.results import JobResult
 
 log = logging.getLogger("cpfleet.client")
 
-__all__ = ["BrokerUnavailable", "ClientClosed", "FleetBusy", "FleetClient", "FleetStats", "Job"]
+__all__ = ["BrokerFull", "BrokerUnavailable", "ClientClosed", "FleetBusy", "FleetClient", "FleetStats", "Job"]
 
 Job = tuple[str, str | bytes] | Mapping[str, Any]
 
@@ -193,6 +194,10 @@ class FleetClient:
         self._broker_full = False  # the reader saw Redis refuse BLMOVE for lack of memory
         try:
             claimed = self._redis.set(self.claim_key, self._claim_token, nx=True, ex=self._claim_ttl_s)
+        except redis.exceptions.OutOfMemoryError as exc:
+            self._redis.close()
+            self._reader_redis.close()
+            raise BrokerFull(f"Redis at {redis_url} is full (maxmemory reached, noeviction): {exc}") from exc
         except redis.RedisError as exc:
             self._redis.close()
             self._reader_redis.close()
@@ -252,7 +257,8 @@ class FleetClient:
 
         When ``max_in_flight`` jobs are pending, this blocks until results free room (at most
         ``wait_for_room`` seconds, then FleetBusy); a job's deadline counts from its publication,
-        not from this call. BrokerUnavailable (Redis unreachable), FleetBusy and ClientClosed
+        not from this call. BrokerUnavailable (Redis unreachable), BrokerFull (Redis at maxmemory
+        with noeviction), FleetBusy and ClientClosed
         (``close()`` before or during the call) stop the call at a batch: that batch and the ones
         after it were not submitted, and the exception's ``submitted`` attribute holds the futures
         of the batches published before it (they resolve as usual).
@@ -270,7 +276,7 @@ class FleetClient:
                 raise
             try:
                 self._publisher.publish([(e.msg, e.msg.job_id) for e in entries])
-            except BrokerUnavailable as exc:
+            except (BrokerUnavailable, BrokerFull) as exc:
                 self._unregister(entries)
                 exc.submitted = futures
                 raise

@@ -15,6 +15,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+import redis
 from kombu import Connection, Producer
 from kombu.serialization import dumps
 
@@ -33,6 +34,30 @@ class BrokerUnavailable(ConnectionError):
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
         self.submitted: list[Any] = []
+
+
+class BrokerFull(RuntimeError):
+    """Redis refused a write because it is at ``maxmemory`` with the ``noeviction`` policy (an
+    "OOM command not allowed" error): it is reachable, but full, usually of unconsumed jobs or
+    unread replies. Nothing after the failing batch was published; ``submitted`` as for
+    BrokerUnavailable. Retrying helps only once workers or readers have drained it, or after
+    raising ``maxmemory``."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.submitted: list[Any] = []
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what it wraps: kombu re-raises redis errors) is Redis's OOM refusal."""
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, redis.exceptions.OutOfMemoryError) or str(e).startswith("OOM command not allowed"):
+            return True
+        e = e.__cause__ or e.__context__
+    return False
 
 
 class MessageEncodeError(ValueError):
@@ -109,8 +134,9 @@ class Publisher:
         """Publish ``(job, task_id)`` pairs in order.
 
         Every body is serialized first: a job that cannot be encoded raises MessageEncodeError
-        before anything of the call is sent. Raises BrokerUnavailable when Redis fails (leaving a
-        fresh connection for the next call) and PublisherClosed after ``close``.
+        before anything of the call is sent. Raises BrokerFull when Redis refuses for lack of
+        memory, BrokerUnavailable when it fails otherwise (leaving a fresh connection for the
+        next call) and PublisherClosed after ``close``.
         """
         if not messages:
             return
@@ -138,6 +164,10 @@ class Publisher:
                             )
             except Exception as exc:
                 self._reset()
+                if is_out_of_memory(exc):
+                    raise BrokerFull(
+                        f"Redis at {_safe_url(self.redis_url)} is full (maxmemory reached, noeviction): {exc}"
+                    ) from exc
                 raise BrokerUnavailable(f"cannot publish to Redis at {_safe_url(self.redis_url)}: {exc}") from exc
 
     def close(self) -> None:

@@ -35,7 +35,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from producer.client import BrokerUnavailable, FleetClient
+    from producer.client import BrokerFull, BrokerUnavailable, FleetClient
 
     try:
         jobs = read_jobs(args.jobs)
@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
             max_in_flight=max(1, args.max_in_flight),
             use_cache=not args.no_cache,
         )
-    except BrokerUnavailable as exc:
+    except (BrokerUnavailable, BrokerFull) as exc:
         print(f"cpfleet submit: {exc}", file=sys.stderr)
         return 3
     with client:
@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
                 return rc
         try:
             return _submit(client, jobs, progress=not args.no_progress)
-        except BrokerUnavailable as exc:
+        except (BrokerUnavailable, BrokerFull) as exc:
             print(f"cpfleet submit: {exc}", file=sys.stderr)
             return 3
 

@@ -154,7 +154,7 @@ def evaluate(self: Any, job: Any = None, *args: Any, **kwargs: Any) -> None:
         return
     result = evaluate_job(msg, hostname)
     _record(result)
-    push_reply(resources.redis, msg.reply_to, result, msg.reply_ttl, settings.reply_retry_s)
+    push_reply(resources.redis, msg.reply_to, result, msg.reply_ttl, settings.reply_retry_s, keep_until=msg.deadline)
 
 
 def _reject(task_id: str, job: Any, reason: str, hostname: str) -> None:
