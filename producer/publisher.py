@@ -19,33 +19,10 @@ import redis
 from kombu import Connection, Producer
 from kombu.serialization import dumps
 
-from cpfleet.protocol import TASK_NAME, JobMessage
+from cpfleet.core.errors import BrokerFull, BrokerUnavailable, MessageEncodeError, PublisherClosed
+from cpfleet.core.protocol import TASK_NAME, JobMessage
 
 _EMBED: dict[str, Any] = {"callbacks": None, "errbacks": None, "chain": None, "chord": None}
-
-
-class BrokerUnavailable(ConnectionError):
-    """Redis (the broker) cannot be reached: nothing after the failing batch was published.
-
-    Raised by ``FleetClient.submit_many``, ``submitted`` holds the futures of the batches that
-    were published before the failure (they resolve normally); otherwise it is empty.
-    """
-
-    def __init__(self, *args: Any) -> None:
-        super().__init__(*args)
-        self.submitted: list[Any] = []
-
-
-class BrokerFull(RuntimeError):
-    """Redis refused a write because it is at ``maxmemory`` with the ``noeviction`` policy (an
-    "OOM command not allowed" error): it is reachable, but full, usually of unconsumed jobs or
-    unread replies. Nothing after the failing batch was published; ``submitted`` as for
-    BrokerUnavailable. Retrying helps only once workers or readers have drained it, or after
-    raising ``maxmemory``."""
-
-    def __init__(self, *args: Any) -> None:
-        super().__init__(*args)
-        self.submitted: list[Any] = []
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
@@ -58,15 +35,6 @@ def is_out_of_memory(exc: BaseException) -> bool:
             return True
         e = e.__cause__ or e.__context__
     return False
-
-
-class MessageEncodeError(ValueError):
-    """A job could not be serialized (a caller error, never a broker failure): nothing of the
-    call was published."""
-
-
-class PublisherClosed(RuntimeError):
-    """``publish`` after ``close``: a closed publisher never reconnects."""
 
 
 def task_message(msg: JobMessage, task_id: str) -> tuple[dict[str, Any], dict[str, Any], Any]:

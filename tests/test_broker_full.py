@@ -12,12 +12,12 @@ import pytest
 import redis
 from fleet_helpers import wait_until
 
-from cpfleet import protocol
+from cpfleet.core import protocol
+from cpfleet.core.results import JobResult
+from cpfleet.core.verdict import Verdict
+from cpfleet.producer.client import BrokerFull, BrokerUnavailable, FleetClient
 from cpfleet.redis_server import RedisServer
-from producer.client import BrokerFull, BrokerUnavailable, FleetClient
-from sandbox.results import JobResult
-from sandbox.verdict import Verdict
-from workers.replies import push_reply
+from cpfleet.workers.replies import push_reply
 
 ECHO_OK = "```python\nprint(input())\n```"
 

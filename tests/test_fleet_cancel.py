@@ -17,9 +17,9 @@ import pytest
 import redis
 from fleet_helpers import FleetWorker, start_worker, wait_until  # noqa: F401  (fixture)
 
-from cpfleet import protocol
-from cpfleet.problem_store import register_problems
-from producer.client import FleetClient
+from cpfleet.core import protocol
+from cpfleet.core.store import register_problems
+from cpfleet.producer.client import FleetClient
 
 ECHO = {"id": "t/echo", "public_tests": [{"input": "1\n", "output": "1\n"}], "hidden_tests": [{"input": "5\n", "output": "5\n"}]}
 ECHO_OK = "```python\nprint(input())\n```"

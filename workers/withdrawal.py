@@ -16,8 +16,8 @@ from typing import Any
 
 import redis
 
-from cpfleet import protocol
-from cpfleet.protocol import JobMessage
+from cpfleet.core import protocol
+from cpfleet.core.protocol import JobMessage
 
 log = logging.getLogger("cpfleet.worker")
 
