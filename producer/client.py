@@ -1,6 +1,6 @@
 """The trainer-side client: submit jobs to the fleet, get one JobResult per job back.
 
-    with FleetClient("redis://127.0.0.1:6379/0") as fleet:
+    with FleetClient() as fleet:                   # $CPFLEET_REDIS_URL, else redis://127.0.0.1:6379/0
         futures = fleet.submit_many([(problem_id, completion) for ...], reward="fraction")
         results = fleet.gather(futures)            # in submit order
         rewards = [r.reward for r in results]      # None where r.infra_error: mask those
@@ -36,7 +36,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from cpfleet.core import protocol
+from cpfleet.core import defaults, protocol
 from cpfleet.core.errors import BrokerFull, ClientClosed, FleetBusy
 from cpfleet.core.protocol import JobMessage, ProtocolError
 from cpfleet.core.results import JobResult
@@ -115,12 +115,14 @@ class FleetClient:
     late reply never reaches a later job, and the caller's ``job_id`` need not be unique (two
     submissions with the same id get two futures, each with its own result; the result's
     ``job_id`` is the caller's). A ``client_id`` is claimed exclusively in Redis while the client
-    is open: a second client with the same id raises ValueError.
+    is open: a second client with the same id raises ValueError. ``redis_url`` defaults to
+    ``$CPFLEET_REDIS_URL``, else ``redis://127.0.0.1:6379/0`` (``cpfleet.core.defaults``), as
+    for every ``cpfleet`` command.
     """
 
     def __init__(
         self,
-        redis_url: str,
+        redis_url: str | None = None,
         *,
         queue: str = protocol.DEFAULT_QUEUE,
         timeout: float = 900.0,
@@ -137,6 +139,7 @@ class FleetClient:
         protocol.check_options(reward, mode)
         if timeout <= 0 or max_in_flight < 1:
             raise ValueError("timeout must be > 0 and max_in_flight >= 1")
+        redis_url = defaults.redis_url(redis_url)
         self.redis_url = redis_url
         self.queue = queue
         self.timeout = timeout
