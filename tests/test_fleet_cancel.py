@@ -25,29 +25,24 @@ ECHO = {"id": "t/echo", "public_tests": [{"input": "1\n", "output": "1\n"}], "hi
 ECHO_OK = "```python\nprint(input())\n```"
 
 
-def _judged_ids(worker: FleetWorker) -> set[str]:
-    """Wire ids of the jobs the node judged (its JSON job log lines)."""
+def _job_log(worker: FleetWorker, event: str) -> set[str]:
+    """Wire ids in the node's JSON job log lines of ``event`` (``job_done``, ``job_withdrawn``)."""
     ids = set()
     for line in worker.log_text().splitlines():
-        start = line.find("{")
-        if start < 0:
+        if not line.startswith("{"):
             continue
-        try:
-            rec = json.loads(line[start:])
-        except ValueError:
-            continue
-        if isinstance(rec, dict) and "verdict" in rec and isinstance(rec.get("job_id"), str):
+        rec = json.loads(line)  # a job log line is one JSON object, nothing else
+        if rec.get("event") == event:
             ids.add(rec["job_id"])
     return ids
 
 
+def _judged_ids(worker: FleetWorker) -> set[str]:
+    return _job_log(worker, "job_done")
+
+
 def _withdrawn_ids(worker: FleetWorker) -> set[str]:
-    marker = " withdrawn, not judged: "
-    return {
-        line.split("job ", 1)[1].split(marker, 1)[0]
-        for line in worker.log_text().splitlines()
-        if marker in line and "job " in line
-    }
+    return _job_log(worker, "job_withdrawn")
 
 
 def _wire_ids(client: FleetClient, futures: list[cf.Future[Any]]) -> set[str]:
@@ -115,3 +110,21 @@ def test_a_job_message_carries_its_client_and_claim_token_on_the_wire() -> None:
     assert protocol.JobMessage.from_wire(msg.to_wire()) == msg
     with pytest.raises(protocol.ProtocolError):
         protocol.JobMessage.from_wire({**msg.to_wire(), "client_token": None})
+
+
+def test_every_job_log_line_of_a_real_node_is_one_json_object(redis_url: str, start_worker: Any) -> None:  # noqa: F811
+    """The job log has no Celery prefix: each line that carries a job event parses as JSON whole."""
+    register_problems(redis.Redis.from_url(redis_url), [ECHO])
+    queue = f"joblog-{uuid.uuid4().hex[:6]}"
+    worker = start_worker(redis_url, concurrency=1, env={"CPFLEET_QUEUES": queue})
+    with FleetClient(redis_url, queue=queue, timeout=120) as client:
+        futures = client.submit_many([("t/echo", ECHO_OK), ("t/echo", "no code here")])
+        wire_ids = _wire_ids(client, futures)
+        results = client.gather(futures, timeout=120)
+    assert [r.verdict for r in results] == ["OK", "NO_CODE"]
+    assert wait_until(lambda: wire_ids <= _judged_ids(worker), 30), worker.log_text()[-3000:]
+    event_lines = [line for line in worker.log_text().splitlines() if '"event":' in line]
+    assert len(event_lines) >= 2
+    for line in event_lines:
+        rec = json.loads(line)
+        assert isinstance(rec, dict) and rec["event"] == "job_done"

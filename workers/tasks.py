@@ -22,6 +22,7 @@ from cpfleet.core import protocol
 from cpfleet.core.protocol import JobMessage, ProtocolError
 from cpfleet.core.results import JobResult
 from cpfleet.core.verdict import Verdict
+from cpfleet.workers import joblog
 from cpfleet.workers.app import app, resources, settings
 from cpfleet.workers.replies import push_reply
 from cpfleet.workers.withdrawal import withdrawn
@@ -160,7 +161,7 @@ def evaluate(self: Any, job: Any = None, *args: Any, **kwargs: Any) -> None:
         return
     why = withdrawn(resources.redis, msg)
     if why is not None:
-        log.info("job %s withdrawn, not judged: %s", msg.job_id, why)
+        joblog.log_event("job_withdrawn", job_id=msg.job_id, problem_id=msg.problem_id, reason=why, worker=hostname)
         return
     result = evaluate_job(msg, hostname)
     _record(result)
