@@ -157,3 +157,31 @@ def test_the_shared_data_is_found_beside_the_repository_or_a_parent_without_a_va
     assert find_shared_data() == present[0]
     monkeypatch.setenv(SHARED_DATA_ENV, str(tmp_path))
     assert find_shared_data() == tmp_path  # the variable points elsewhere
+
+
+# --- docs/problems.md lists the problem record's fields ---------------------------------------
+
+
+def test_docs_problems_lists_every_field_of_the_problem_record_with_type_and_default() -> None:
+    import dataclasses
+
+    from cpfleet.core.problem import Problem, TestCase
+
+    doc = (REPO / "docs" / "problems.md").read_text()
+    section = doc.split("## The problem record", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and cells[0].startswith("`"):
+            rows[cells[0].strip("`")] = cells
+    for f in dataclasses.fields(Problem):
+        assert f.name in rows, f"docs/problems.md does not list the field {f.name!r}"
+        _, kind, default, meaning = rows[f.name]
+        assert kind and default and meaning, f.name
+    for name in (f.name for f in dataclasses.fields(TestCase)):
+        assert f"`{name}`" in section, name
+    # the documented defaults are the code's
+    bare = Problem.from_dict({"id": "p"})
+    assert rows["time_limit_s"][2] == f"`{bare.time_limit_s}`"
+    assert rows["memory_limit_mb"][2] == f"`{bare.memory_limit_mb}`"
+    assert rows["checker"][2] == f"`{json.dumps(bare.checker)}`"
