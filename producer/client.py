@@ -173,6 +173,7 @@ class FleetClient:
         )
         self._move_script = self._reader_redis.register_script(_MOVE_REPLIES)
         self._broker_full = False  # the reader saw Redis refuse BLMOVE for lack of memory
+        self._broker_full_since = 0.0
         try:
             claimed = self._redis.set(self.claim_key, self._claim_token, nx=True, ex=self._claim_ttl_s)
         except redis.exceptions.OutOfMemoryError as exc:
@@ -536,6 +537,8 @@ class FleetClient:
         then the script alone polls: its RPOP frees before its LPUSH adds, which Redis allows.
         """
         batch: list[Any] = []
+        if self._broker_full and time.monotonic() - self._broker_full_since > 5.0:
+            self._broker_full = False  # memory may have been freed elsewhere: try blocking again
         if not self._broker_full:
             try:
                 # Redis takes a fractional timeout; redis-py's annotation says int.
@@ -543,7 +546,7 @@ class FleetClient:
                     self.reply_key, self.processing_key, self._block_s, src="RIGHT", dest="LEFT"  # type: ignore[arg-type]
                 )
             except redis.exceptions.OutOfMemoryError:
-                self._broker_full = True
+                self._broker_full, self._broker_full_since = True, time.monotonic()
                 return batch
             if first is None:
                 return batch
