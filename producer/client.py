@@ -521,6 +521,15 @@ class FleetClient:
         ok = self._reader_redis.eval(_RENEW_CLAIM, 1, self.claim_key, self._claim_token, self._claim_ttl_s)
         if not ok:
             log.error("client_id %r was claimed by another client: replies may be lost to it", self.client_id)
+        elif ok == 2:
+            # Workers drop the jobs of a client without a claim: any that one picked up while it
+            # had lapsed resolve INTERNAL at their deadline (or are resubmitted, if enabled).
+            log.warning(
+                "client_id %r: the claim had lapsed (reader cut off from Redis for %ds) and was taken back; "
+                "jobs started meanwhile were dropped by the workers",
+                self.client_id,
+                self._claim_ttl_s,
+            )
 
     def _drain_processing(self) -> list[Any]:
         """Everything this client moved to its processing list and may not have delivered yet
@@ -699,11 +708,11 @@ class FleetClient:
 
 
 # Renew this client's claim on its id: extend it while it is ours, take it back if it expired
-# (the reader was cut off from Redis for a TTL), never take it from another client.
+# (the reader was cut off from Redis for a TTL: returns 2), never take it from another client (0).
 _RENEW_CLAIM = """
 local v = redis.call('GET', KEYS[1])
 if v == ARGV[1] then return redis.call('EXPIRE', KEYS[1], ARGV[2]) end
-if not v then redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2]) return 1 end
+if not v then redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2]) return 2 end
 return 0
 """
 # Move up to ARGV[1] replies (oldest first) from the reply list to the processing list and return
