@@ -40,6 +40,7 @@ from cpfleet.core import defaults, protocol
 from cpfleet.core.errors import BrokerFull, ClientClosed, FleetBusy
 from cpfleet.core.protocol import JobMessage, ProtocolError
 from cpfleet.core.results import JobResult
+from cpfleet.producer.orphans import purge_orphans
 from cpfleet.producer.publisher import BrokerUnavailable, Publisher, PublisherClosed
 
 log = logging.getLogger("cpfleet.client")
@@ -135,6 +136,7 @@ class FleetClient:
         client_id: str | None = None,
         publish_batch: int = 500,
         pop_batch: int = 1000,
+        sweep_orphans: bool = True,
     ) -> None:
         protocol.check_options(reward, mode)
         if timeout <= 0 or max_in_flight < 1:
@@ -192,6 +194,10 @@ class FleetClient:
                 f"two clients would steal each other's replies; use a distinct client_id (a client that died "
                 f"without close() releases its id after {self._claim_ttl_s}s)"
             )
+        if sweep_orphans:
+            # Jobs of clients that are gone (a crashed trainer's, once its claim expired) would
+            # otherwise sit in the queue ahead of this client's jobs until workers drop them.
+            self.purge_orphans(budget_s=10.0)
         self._publisher = Publisher(redis_url, queue, batch_size=publish_batch)
         self._lock = threading.Condition()
         self._pending: dict[str, _Pending] = {}  # wire id -> entry (every attempt of an unresolved job)
@@ -672,6 +678,20 @@ class FleetClient:
 
         return register_problems(self._redis, problems)
 
+    def purge_orphans(self, budget_s: float = 30.0) -> int:
+        """Remove from this client's queue the jobs of clients that are gone (closed, or crashed
+        with their claim expired); returns how many. Best effort within ``budget_s`` seconds:
+        what it misses, workers drop unjudged. Runs at construction (``sweep_orphans``) and for
+        this client's own queued jobs at ``close()``."""
+        try:
+            removed = purge_orphans(self._redis, self.queue, budget_s)
+        except redis.RedisError as exc:
+            log.warning("could not sweep orphaned jobs from queue %r: %s", self.queue, exc)
+            return 0
+        if removed:
+            log.warning("removed %d orphaned job(s) of gone clients from queue %r", removed, self.queue)
+        return removed
+
     def close(self) -> None:
         """Stop the reader; jobs still pending resolve INTERNAL ("client closed"); a submit_many
         still running stops at its next batch with ClientClosed. Releases the client_id, which
@@ -695,6 +715,8 @@ class FleetClient:
             self._redis.eval(_RELEASE_CLAIM, 1, self.claim_key, self._claim_token)
         except redis.RedisError:
             pass
+        if left:
+            self.purge_orphans()  # this client's queued jobs are orphans now: take them out
         self._redis.close()
         self._reader_redis.close()
 

@@ -21,6 +21,7 @@ from kombu.serialization import dumps
 
 from cpfleet.core.errors import BrokerFull, BrokerUnavailable, MessageEncodeError, PublisherClosed
 from cpfleet.core.protocol import TASK_NAME, JobMessage
+from cpfleet.producer import orphans
 
 _EMBED: dict[str, Any] = {"callbacks": None, "errbacks": None, "chain": None, "chord": None}
 
@@ -60,6 +61,11 @@ def task_message(msg: JobMessage, task_id: str) -> tuple[dict[str, Any], dict[st
         "stamped_headers": None,
         "stamps": {},
     }
+    if msg.client_id is not None and msg.client_token is not None and orphans.CLIENT_ID_SAFE.fullmatch(msg.client_id):
+        # Readable without decoding the body, so that a sweep can find the jobs of clients that
+        # are gone (cpfleet.producer.orphans); Celery ignores headers it does not know.
+        headers[orphans.CLIENT_HEADER] = msg.client_id
+        headers[orphans.TOKEN_HEADER] = msg.client_token
     properties: dict[str, Any] = {"correlation_id": task_id, "reply_to": ""}
     body: tuple[list[Any], dict[str, Any], dict[str, Any]] = ([msg.to_wire()], {}, _EMBED)
     return headers, properties, body

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import json
+import subprocess
+import sys
 import uuid
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 import redis
-from fleet_helpers import FleetWorker, start_worker, wait_until  # noqa: F401  (fixture)
+from fleet_helpers import REPO, FleetWorker, start_worker, wait_until  # noqa: F401  (fixture)
 
 from cpfleet.core import protocol
 from cpfleet.core.store import register_problems
@@ -95,14 +97,13 @@ def test_close_withdraws_the_clients_queued_jobs(redis_url: str, start_worker: A
     orphan_ids = _wire_ids(client, orphans)
     client.close()  # as a trainer that stops (or restarts) would
     assert {f.result(timeout=0).infra_message for f in orphans} == {"client closed before the result"}
+    assert redis.Redis.from_url(redis_url).llen(queue) == 0  # swept out of the queue by close()
     # The restarted trainer, same client id: its job runs once the orphans are out of the way.
     with FleetClient(redis_url, queue=queue, timeout=120, client_id=client_id) as again:
         r = again.submit("t/echo", ECHO_OK).result(timeout=120)
         assert (r.reward, r.infra_error) == (1.0, False)
     assert blocker.done()
-    assert redis.Redis.from_url(redis_url).llen(queue) == 0
-    assert wait_until(lambda: orphan_ids <= _withdrawn_ids(worker), 30), worker.log_text()[-3000:]
-    assert not orphan_ids & _judged_ids(worker)
+    assert len(orphan_ids) == 20 and not orphan_ids & _judged_ids(worker)
 
 
 def test_a_job_message_carries_its_client_and_claim_token_on_the_wire() -> None:
@@ -130,36 +131,47 @@ def test_every_job_log_line_of_a_real_node_is_one_json_object(redis_url: str, st
         assert isinstance(rec, dict) and rec["event"] == "job_done"
 
 
-def test_a_crashed_trainers_queued_jobs_are_dropped_once_its_claim_lapses(redis_url: str, start_worker: Any) -> None:  # noqa: F811
-    """A trainer process dies (no close()) with jobs queued; a worker that starts later must not
-    judge them ahead of the next run's jobs. The claim TTL is shortened in the dying process so
-    that it lapses within the test."""
-    import subprocess
-    import sys
-
-    from fleet_helpers import REPO
-
-    register_problems(redis.Redis.from_url(redis_url), [ECHO])
-    queue = f"crash-{uuid.uuid4().hex[:6]}"
+def _crash_with_queued_jobs(redis_url: str, queue: str, n: int) -> set[str]:
+    """A trainer process that queues ``n`` jobs and dies without close(); its claim TTL is
+    shortened so that it lapses within the test. Returns the jobs' wire ids."""
     script = (
         "import json, os, sys\n"
         "from cpfleet.core import protocol\n"
         "protocol.CLIENT_CLAIM_TTL_S = 2\n"
         "from cpfleet.producer.client import FleetClient\n"
         f"c = FleetClient({redis_url!r}, queue={queue!r}, client_id='crashy', timeout=300)\n"
-        f"c.submit_many([('t/echo', {ECHO_OK!r})] * 15)\n"
+        f"c.submit_many([('t/echo', {ECHO_OK!r})] * {n})\n"
         "print(json.dumps(sorted(c._pending)), flush=True)\n"
         "os._exit(0)  # a crash: no close(), the claim is left to expire\n"
     )
     out = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-3000:]
-    orphan_ids = set(json.loads(out.stdout))
     r = redis.Redis.from_url(redis_url)
-    assert r.llen(queue) == 15
+    assert r.llen(queue) == n
     assert wait_until(lambda: not r.exists(protocol.client_claim_key("crashy")), 30)
+    return set(json.loads(out.stdout))
+
+
+def test_a_crashed_trainers_queued_jobs_are_dropped_by_workers_once_its_claim_lapses(
+    redis_url: str, start_worker: Any  # noqa: F811
+) -> None:
+    register_problems(redis.Redis.from_url(redis_url), [ECHO])
+    queue = f"crash-{uuid.uuid4().hex[:6]}"
+    orphan_ids = _crash_with_queued_jobs(redis_url, queue, 15)
     worker = start_worker(redis_url, concurrency=1, env={"CPFLEET_QUEUES": queue})
-    with FleetClient(redis_url, queue=queue, timeout=120) as again:
+    assert wait_until(lambda: orphan_ids <= _withdrawn_ids(worker), 60), worker.log_text()[-3000:]
+    with FleetClient(redis_url, queue=queue, timeout=120, sweep_orphans=False) as again:
         result = again.submit("t/echo", ECHO_OK).result(timeout=120)
         assert (result.reward, result.infra_error) == (1.0, False)
-    assert wait_until(lambda: orphan_ids <= _withdrawn_ids(worker), 30), worker.log_text()[-3000:]
     assert not orphan_ids & _judged_ids(worker)
+
+
+def test_the_next_client_sweeps_a_crashed_trainers_jobs_out_of_the_queue_and_keeps_live_ones(redis_url: str) -> None:
+    queue = f"sweep-{uuid.uuid4().hex[:6]}"
+    _crash_with_queued_jobs(redis_url, queue, 15)
+    r = redis.Redis.from_url(redis_url)
+    with FleetClient(redis_url, queue=queue, timeout=300) as live:
+        live.submit_many([("t/echo", ECHO_OK)] * 4)
+        assert r.llen(queue) == 4  # the crashed trainer's 15 were swept at construction
+        with FleetClient(redis_url, queue=queue, timeout=300) as other:
+            assert other.purge_orphans() == 0 and r.llen(queue) == 4  # a live client's jobs stay
