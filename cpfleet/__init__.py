@@ -52,6 +52,7 @@ _EXPORTS: dict[str, str] = {
     "DatasetUnavailableError": "cpfleet.core.errors",
     "SandboxBroken": "cpfleet.core.errors",
     "BrokerUnavailable": "cpfleet.core.errors",
+    "BrokerFull": "cpfleet.core.errors",
     "MessageEncodeError": "cpfleet.core.errors",
     "PublisherClosed": "cpfleet.core.errors",
     "FleetBusy": "cpfleet.core.errors",
@@ -90,6 +91,7 @@ __all__ = [
     "DatasetUnavailableError",
     "SandboxBroken",
     "BrokerUnavailable",
+    "BrokerFull",
     "MessageEncodeError",
     "PublisherClosed",
     "FleetBusy",
@@ -99,6 +101,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from cpfleet.core.errors import (
+        BrokerFull,
         BrokerUnavailable,
         CheckerSpecError,
         ClientClosed,
