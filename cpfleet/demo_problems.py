@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from sandbox.problem import Problem, TestCase
-from sandbox.verdict import Verdict
+from cpfleet.core.problem import Problem, TestCase
+from cpfleet.core.verdict import Verdict
 
 SEED = 20260101
 TIME_LIMIT_S = 1.0  # small on purpose: slow completions cost one time limit of CPU each
