@@ -20,7 +20,10 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from producer.testshapes import Test, TestSet, as_records
+from cpfleet.core.checkers import registered_checkers
+from cpfleet.core.errors import ProblemFormatError
+from cpfleet.core.problem import Problem
+from cpfleet.producer.testshapes import Test, TestSet, as_records
 
 LANGUAGES = ("python3", "pypy3", "cpp", "c", "java")
 PYTHON_LANGUAGES = ["python3", "pypy3"]  # a function-call harness is Python
@@ -212,11 +215,7 @@ def record_errors(rec: Any) -> list[str]:
 
 
 def registered_checker_types() -> set[str]:
-    """Checker types the running build's loader accepts (the registry moves with the layout)."""
-    try:
-        from sandbox.checkers import registered_checkers
-    except ImportError:  # the cpfleet.* layout
-        from cpfleet.core.checkers import registered_checkers  # type: ignore[no-redef]
+    """Checker types the running build's loader accepts."""
     return set(registered_checkers())
 
 
@@ -226,10 +225,6 @@ def loader_check(rec: Mapping[str, Any]) -> tuple[str | None, bool]:
     kind = (rec.get("checker") or {}).get("type", "tokens")
     if kind not in registered_checker_types():
         return None, False
-    try:
-        from sandbox.problem import Problem, ProblemFormatError
-    except ImportError:
-        from cpfleet.core.problem import Problem, ProblemFormatError  # type: ignore[no-redef]
     try:
         Problem.from_dict(dict(rec))
     except ProblemFormatError as e:

@@ -2,7 +2,7 @@
 
 The datasets trainers feed a judge carry tests in half a dozen shapes (see
 docs/problems.md, "Test shapes"); this module is the one place that knows them, so the
-``prepare`` converters and the inline-problem path (:mod:`producer.inline`) agree byte for byte.
+``prepare`` converters and the inline-problem path (:mod:`cpfleet.producer.inline`) agree byte for byte.
 
 Stdin/stdout tests become ``(input, output)`` strings as given. Function-call tests become the
 project's function-call form: ``input`` is the JSON text of the positional argument list and
@@ -44,6 +44,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from cpfleet.core.errors import TestShapeError
+
 # A decompressed LiveCodeBench private-test blob larger than this is refused: the biggest real
 # ones are tens of MB, and an unbounded inflate of a hostile blob would exhaust memory.
 MAX_DECOMPRESSED_BYTES = 1 << 30
@@ -52,12 +54,6 @@ STDIO_KINDS = frozenset({"stdin", "stdin_stdout", "stdio", "standard_io"})
 CALL_KINDS = frozenset({"functional", "function_call", "call_based"})
 
 Test = tuple[str, str]
-
-
-class TestShapeError(ValueError):
-    """Tests that cannot be normalised; the message is a short, countable reason."""
-
-    __test__ = False  # not a pytest test class despite the name
 
 
 @dataclass(frozen=True, slots=True)
