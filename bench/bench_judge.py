@@ -91,7 +91,7 @@ def main() -> None:
                   file=sys.stderr)
     n = args.jobs * args.tests
     whole = statistics.median(w / n for w in walls_many)
-    marginal = statistics.median((m - o) / (args.jobs * (args.tests - 1)) for m, o in zip(walls_many, walls_one))
+    marginal = statistics.median((m - o) / (args.jobs * (args.tests - 1)) for m, o in zip(walls_many, walls_one, strict=True))
     bare = statistics.median(bares)
     print(f"cpfleet judge --workers 1, {args.jobs} jobs x {args.tests} trivial tests, median of {args.rounds} rounds")
     print(f"  per test, whole command:  {whole * 1e3:6.2f} ms   ({bare / whole:5.1f}x faster than bare python3)")

@@ -21,7 +21,8 @@ from typing import Any
 
 import pytest
 
-from cpfleet.up import LocalFleet, alive, descendants, http_get
+from cpfleet.local_fleet import LocalFleet
+from cpfleet.processes import alive, descendants, http_get
 
 REPO = Path(__file__).resolve().parents[1]
 CPFLEET = [sys.executable, "-m", "cpfleet"]
@@ -251,7 +252,7 @@ def test_local_fleet_on_an_external_redis_leaves_that_redis_alone(redis_url: str
 
 
 def test_a_worker_that_cannot_start_is_reported_with_its_log(tmp_path: Path) -> None:
-    from cpfleet.up import FleetError
+    from cpfleet.core.errors import FleetError
 
     fleet = LocalFleet(
         flower_port=None, metrics_port=None, log_dir=str(tmp_path), worker_env={"CPFLEET_RUNNER": "no-such-runner"}
