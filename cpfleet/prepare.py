@@ -287,7 +287,7 @@ def _filter(rec: dict[str, Any], opts: PrepareOptions, summary: PrepareSummary) 
         rank = _difficulty_rank(rec.get("difficulty"))
         if rank is None or (lo is not None and rank < lo) or (hi is not None and rank > hi):
             return "difficulty outside --difficulty"
-    if not rec["public_tests"]:
+    if not rec["public_tests"] and opts.min_public > 0:
         return "no public tests"
     if len(rec["public_tests"]) < opts.min_public:
         return f"fewer than {opts.min_public} public tests (--min-public)"
@@ -391,7 +391,7 @@ def convert_packages(root: Path, opts: PrepareOptions, summary: PrepareSummary) 
             break
         summary.read += 1
         counts: Counter[str] = Counter()
-        pid = package_id(root, pkg)
+        pid = package_id(pkg)
         try:
             rec = convert_package(pkg, pid, opts, counts)
         except (PrepareError, OSError) as e:

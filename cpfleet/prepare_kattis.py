@@ -240,12 +240,12 @@ def _submissions(pkg: Path, opts: PrepareOptions, counts: Counter[str]) -> list[
             continue
         for item in sorted(vdir.iterdir()):
             if item.is_dir():
-                counts["multi-file submissions dropped"] += 1
+                counts["submissions multi-file dropped"] += 1
                 continue
             source = _read_text(item)
             lang = _submission_language(item, source)
             if lang == "python2":
-                counts["python2 submissions dropped"] += 1
+                counts["submissions python2 dropped"] += 1
                 continue
             if lang is None:
                 counts[f"submissions in other languages ({item.suffix or 'no suffix'}) dropped"] += 1
@@ -336,8 +336,8 @@ def convert_package(pkg: Path, pid: str, opts: PrepareOptions, counts: Counter[s
     return rec
 
 
-def package_id(root: Path, pkg: Path) -> str:
-    """``<parent of root>/..``-relative path: ``gcpc2021/arcade2`` for a contest folder
-    ``gcpc2021`` (or for the package itself)."""
-    base = root.resolve().parent
-    return pkg.resolve().relative_to(base).as_posix()
+def package_id(pkg: Path) -> str:
+    """``<contest folder>/<package folder>``, e.g. ``gcpc2021/arcade2``, whichever folder
+    (the package, its contest, a folder of contests) was given."""
+    pkg = pkg.resolve()
+    return f"{pkg.parent.name}/{pkg.name}"

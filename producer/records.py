@@ -20,8 +20,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from cpfleet.core.checkers import registered_checkers
-from cpfleet.core.errors import ProblemFormatError
+from cpfleet.core.checkers import get_checker, registered_checkers
+from cpfleet.core.errors import CheckerSpecError, ProblemFormatError
 from cpfleet.core.problem import Problem
 from cpfleet.producer.testshapes import Test, TestSet, as_records
 
@@ -220,10 +220,18 @@ def registered_checker_types() -> set[str]:
 
 
 def loader_check(rec: Mapping[str, Any]) -> tuple[str | None, bool]:
-    """``(error, checked)``: run ``Problem.from_dict`` on ``rec`` when this build registers its
-    checker type (``checked`` True); ``error`` is the loader's complaint, None when accepted."""
-    kind = (rec.get("checker") or {}).get("type", "tokens")
-    if kind not in registered_checker_types():
+    """``(error, checked)``: ``Problem.from_dict`` on ``rec`` when this build can build its
+    checker (``checked`` True; ``error`` is the loader's complaint, None when accepted).
+
+    When this build's registry does not know the checker type, or knows it with fewer
+    parameters than the shared schema gives it (Kattis ``validator_flags`` on ``float``), the
+    record is not checked here (``checked`` False): its shape is :func:`record_errors`' job."""
+    spec = rec.get("checker") or {"type": "tokens"}
+    if spec.get("type") not in registered_checker_types():
+        return None, False
+    try:
+        get_checker(spec)
+    except CheckerSpecError:
         return None, False
     try:
         Problem.from_dict(dict(rec))
