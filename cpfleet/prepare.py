@@ -1,30 +1,37 @@
-"""``cpfleet prepare``: a HuggingFace CP dataset (code_contests, TACO, APPS) -> problem JSONL.
+"""``cpfleet prepare``: an RL code dataset -> problem JSONL in the shared schema.
 
-The seed's ``prepare_cp_data.py``, ported and extended. The dataset comes from
-``datasets.load_dataset``: a hub name (``deepmind/code_contests``) goes to the hub; a local
-file or folder (parquet, JSON, JSONL, Arrow) in the same schema goes through the packaged
+Datasets (``--format``, told from the columns when absent): ``code_contests``, ``taco``,
+``apps``, ``livecodebench`` (``code_generation_lite``), ``deepcoder`` (configs
+``primeintellect``, ``taco``, ``lcbv5``, ``codeforces``), ``primeintellect``
+(``verifiable-coding-problems``), ``codeforces`` (open-r1) and ``kattis`` (a folder of problem
+packages). A hub name goes to ``datasets.load_dataset`` (``--config``, ``--data-files``); a
+local file or folder (parquet, JSON, JSONL, Arrow) in the same schema goes through the packaged
 ``parquet`` / ``json`` / ``arrow`` builders, so tests and offline machines run the very same
-conversion code as a hub download.
+conversion code as a hub download. A folder holding ``problem.yaml`` packages is read as Kattis.
 
 Per problem (output: the project's problem JSONL, what ``cpfleet.loading`` reads):
 
 - code_contests: ``id`` = the problem ``name``; public = ``public_tests``; hidden =
-  ``private_tests`` ++ ``generated_tests`` capped by ``--max-hidden``; time limit from
-  ``{seconds, nanos}``, memory from bytes (MiB); checker ``{"type": "code_contests"}`` (the
-  official tester's comparison). Problems that read or write named files (``input_file`` /
-  ``output_file``) are skipped: the sandbox feeds stdin and reads stdout.
-- TACO / APPS: tests from the ``input_output`` JSON (``inputs`` / ``outputs``). They have no
-  public/hidden split: public = the first ``--num-public`` tests, hidden = all tests (public
-  ones included, so the reward covers every test), capped by ``--max-hidden``. Call-based
-  problems (``fn_name``) are counted and skipped: the sandbox judges stdin/stdout programs.
-  ``id`` = ``taco/<split>/<row>`` or ``apps/<split>/<problem_id>``.
+  ``private_tests`` ++ ``generated_tests``; time limit from ``{seconds, nanos}``, memory from
+  bytes (MiB); checker ``{"type": "code_contests"}`` (the official tester's comparison).
+  Problems that read or write named files (``input_file`` / ``output_file``) are skipped.
+- the other row formats: cpfleet.prepare_formats (TACO / APPS incl. call-based, LiveCodeBench,
+  DeepCoder, PrimeIntellect) and cpfleet.prepare_codeforces (open-r1); Kattis packages:
+  cpfleet.prepare_kattis. Test shapes are normalised by cpfleet.producer.testshapes, the code
+  inline problems use too. Function-call problems carry ``fn_name`` (tests: JSON text of the
+  argument list / the plain return value) and ``languages`` Python.
 - ``--with-solutions``: code_contests keeps language 3 (Python 3) solutions as
   ``correct_solutions`` / ``incorrect_solutions``; Python 2 (language 1) and other languages
-  are counted and dropped. TACO/APPS solutions (Python) become ``correct_solutions``.
+  are counted and dropped. TACO/APPS/DeepCoder solutions (Python) and PrimeIntellect Python
+  gold answers become ``correct_solutions``; Kattis submissions become ``submissions`` (every
+  language, with the expected verdict) and Python 3 ``correct_``/``incorrect_solutions``.
 
-Filters: ``--min-public N``, ``--difficulty LO:HI`` (inclusive, either side optional; TACO and
-APPS names map to ranks, see DIFFICULTY_RANKS), ``--max-samples`` (stop after N kept). A summary
-(read, kept, skipped per reason) goes to stderr at the end, with a progress bar while it works.
+Every record is checked against the shared schema (cpfleet.producer.records) and, where this
+build registers its checker type, by ``Problem.from_dict``. Filters: ``--min-public N``,
+``--difficulty LO:HI`` (inclusive, either side optional; TACO and APPS names map to ranks, see
+DIFFICULTY_RANKS), ``--max-samples`` (stop after N kept), ``--max-hidden N``. A summary (read,
+kept, skipped per reason with the first rows skipped for it, notes, solution counts) goes to
+stderr at the end, with a progress bar while it works.
 """
 
 from __future__ import annotations
