@@ -13,7 +13,8 @@ test set carries ``fn_name``. Shapes:
 - TACO / APPS ``input_output`` and verl/PRIME ``{"inputs", "outputs", "fn_name"?}``: with
   ``fn_name`` each input is the argument list and each output is wrapped in a 1-element list
   (their graders accept ``result == expected[0]``), so a 1-element list is unwrapped; any other
-  output is taken as the value itself and counted. Without ``fn_name``, stdin/stdout (inputs or
+  output is taken as the value itself and counted. LiveCodeBench's evaluation form uses the
+  same keys with string inputs and outputs (JSON lines in, JSON text out): read as such. Without ``fn_name``, stdin/stdout (inputs or
   outputs given as lists of lines are joined with newlines).
 - LiveCodeBench / DeepCoder case lists ``[{"input": str, "output": str, "testtype"}]`` with
   ``testtype`` ``stdin``, ``stdin_stdout`` or ``functional``; a functional input is one JSON
@@ -238,6 +239,10 @@ def from_input_output(io_: Any, counts: Counter[str] | None = None) -> tuple[lis
         raise TestShapeError("fn_name is not a string")
     tests = []
     for args, out in zip(inputs, outputs, strict=True):
+        if isinstance(args, str) and isinstance(out, str):
+            # LiveCodeBench's evaluation form: JSON lines in, JSON text out
+            tests.append((json_text(lcb_args(args)), json_text(lcb_value(out))))
+            continue
         if not isinstance(args, list):
             raise TestShapeError("call-based input is not an argument list")
         if isinstance(out, list) and len(out) == 1:
@@ -356,6 +361,9 @@ def normalize_tests(raw: Any, *, fn_name: str | None = None, num_public: int = 1
         return TestSet(pub, hid, fn)
     if not isinstance(raw, Mapping):
         raise TestShapeError(f"tests of type {type(raw).__name__}")
+    for wrapper in ("input_output", "verification_info"):  # a dataset row's column, passed whole
+        if wrapper in raw and len(raw) == 1:
+            return normalize_tests(raw[wrapper], fn_name=fn_name, num_public=num_public)
     if "public_tests" in raw or "hidden_tests" in raw:
         pub_l, hid_l = _own_tests(raw.get("public_tests")), _own_tests(raw.get("hidden_tests"))
         own_fn = raw.get("fn_name") or fn_name

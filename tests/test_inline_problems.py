@@ -42,6 +42,14 @@ def test_a_returned_list_stays_a_list_after_unwrapping() -> None:
     assert pairs_of(rec, "hidden_tests") == [("[[2, 7, 11, 15], 9]", "[0, 1]")]
 
 
+def test_livecodebench_evaluation_form_input_output_with_string_arguments() -> None:
+    io_ = {"fn_name": "f", "inputs": ["[4, 3]\n2"], "outputs": ["[3, 4]"]}
+    rec = problem_from_tests(io_)
+    assert pairs_of(rec, "hidden_tests") == [("[[4, 3], 2]", "[3, 4]")]
+    # the same as the dataset column, passed whole
+    assert problem_from_tests({"input_output": json.dumps(io_)})["id"] == rec["id"]
+
+
 def test_verl_prime_stdio_shape_and_lines_joined() -> None:
     rec = problem_from_tests({"inputs": ["1 2\n", ["3 4", "5 6"]], "outputs": ["3\n", 7]}, num_public=2)
     assert pairs_of(rec, "hidden_tests") == [("1 2\n", "3\n"), ("3 4\n5 6\n", "7")]
