@@ -370,7 +370,10 @@ def convert_rows(rows: Iterable[Mapping[str, Any]], fmt: str, opts: PrepareOptio
             break
         summary.read += 1
         counts: Counter[str] = Counter()
-        rec = convert_row(row, index, fmt, opts, counts)
+        try:
+            rec = convert_row(row, index, fmt, opts, counts)
+        except RecursionError:  # hostile nesting in a JSON or pickled column
+            rec = "tests nested too deeply"
         reason = admit(rec, opts, summary, seen)
         if reason is not None:
             summary.skip(reason, _row_name(row, index))

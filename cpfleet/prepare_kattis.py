@@ -72,6 +72,14 @@ def is_package_folder(path: Path) -> bool:
 
 
 def _read_text(path: Path) -> str:
+    """A regular file of the package, decoded. Paths are built from the package's resolved
+    folder, so one that resolves elsewhere went through a symbolic link: refused, as a link in a
+    downloaded package could point anywhere on this machine; so are FIFOs and devices (a read
+    that never ends) and files over MAX_FILE_BYTES."""
+    if path.resolve() != path:
+        raise PrepareError(f"{path}: a symbolic link (refused: it could point outside the package)")
+    if not path.is_file():
+        raise PrepareError(f"{path}: not a regular file")
     if path.stat().st_size > MAX_FILE_BYTES:
         raise PrepareError(f"{path}: over {MAX_FILE_BYTES >> 20} MiB")
     return path.read_bytes().decode("utf-8", errors="replace")
@@ -290,6 +298,7 @@ def _name(meta: dict[str, Any], pkg: Path) -> str:
 
 def convert_package(pkg: Path, pid: str, opts: PrepareOptions, counts: Counter[str]) -> Converted:
     """One problem package -> a record in the shared schema, or the reason it is skipped."""
+    pkg = pkg.resolve()
     meta = _load_yaml(pkg / "problem.yaml")
     validation = str(meta.get("validation") or "default").strip()
     ptype = meta.get("type") or "pass-fail"

@@ -66,6 +66,8 @@ def problem_from_tests(
         ts: TestSet = normalize_tests(tests, fn_name=fn_name, num_public=num_public)
     except TestShapeError as e:
         raise InlineProblemError(str(e)) from None
+    except RecursionError:
+        raise InlineProblemError("tests nested too deeply") from None
     if not ts.hidden:
         raise InlineProblemError("no tests")
     if languages is None and ts.language is not None:

@@ -112,7 +112,7 @@ def _tests_errors(rec: Mapping[str, Any], key: str, call: bool) -> list[str]:
             try:
                 args = json.loads(t["input"])
                 json.loads(t["output"])
-            except ValueError:
+            except (ValueError, RecursionError):
                 errors.append(f"{key}[{i}]: function-call input/output is not JSON text")
                 continue
             if not isinstance(args, list):

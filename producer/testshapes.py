@@ -76,7 +76,7 @@ def json_text(value: Any) -> str:
     """The canonical JSON text of a function-call argument list or return value."""
     try:
         return json.dumps(value, ensure_ascii=False)
-    except (TypeError, ValueError) as e:
+    except (TypeError, ValueError, RecursionError) as e:
         raise TestShapeError(f"function-call value is not JSON ({e.__class__.__name__})") from None
 
 
@@ -104,7 +104,7 @@ def lcb_args(text: str) -> list[Any]:
             continue  # a trailing newline is not an argument (an empty string is `""`)
         try:
             args.append(json.loads(line))
-        except ValueError:
+        except (ValueError, RecursionError):
             raise TestShapeError("functional input line is not JSON") from None
     return args
 
@@ -115,7 +115,7 @@ def lcb_value(text: Any) -> Any:
         raise TestShapeError("functional output is not JSON text")
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         raise TestShapeError("functional output is not JSON") from None
 
 
@@ -126,7 +126,7 @@ def parse_json_field(raw: Any, what: str) -> Any:
             return None
         try:
             return json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise TestShapeError(f"malformed {what} JSON") from None
     return raw
 
@@ -169,7 +169,7 @@ def decode_lcb_private(raw: Any, *, max_bytes: int = MAX_DECOMPRESSED_BYTES) -> 
         raise TestShapeError("private_test_cases is neither JSON text nor a base64 blob")
     try:
         value = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         value = None
     else:
         if isinstance(value, list):
@@ -190,11 +190,14 @@ def decode_lcb_private(raw: Any, *, max_bytes: int = MAX_DECOMPRESSED_BYTES) -> 
     except Exception as e:  # a truncated or garbled pickle raises many kinds
         raise TestShapeError(f"private_test_cases pickle unreadable ({e.__class__.__name__})") from None
     if isinstance(value, bytes):
-        value = value.decode("utf-8", errors="strict")
+        try:
+            value = value.decode("utf-8", errors="strict")
+        except UnicodeDecodeError:
+            raise TestShapeError("unpickled private_test_cases is not UTF-8 text") from None
     if isinstance(value, str):
         try:
             value = json.loads(value)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise TestShapeError("unpickled private_test_cases is not JSON") from None
     if not isinstance(value, list):
         raise TestShapeError(f"unpickled private_test_cases is a {type(value).__name__}, not a list")

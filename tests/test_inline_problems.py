@@ -144,6 +144,21 @@ def test_malformed_inline_tests_are_refused_with_the_reason(tests: Any, reason: 
         problem_from_tests(tests)
 
 
+def test_absurdly_nested_tests_are_refused_not_a_crash() -> None:
+    deep = "[" * 100_000 + "]" * 100_000
+    with pytest.raises(InlineProblemError):
+        problem_from_tests(json.dumps({"inputs": ["x"], "outputs": ["y"]}).replace('"x"', deep))
+    # [{"input": [[[...]]] 50,000 deep, "output": "x", "testtype": "stdin"}] in protocol-0 opcodes:
+    # the unpickler builds it without recursion, everything after it would recurse
+    n = 50_000
+    raw = (b"((S'input'\n" + b"(" * n + b"l" * n
+           + b"S'output'\nS'x'\nS'testtype'\nS'stdin'\nd" + b"l.")
+    assert len(restricted_unpickle(raw)[0]) == 3
+    blob = base64.b64encode(zlib.compress(raw)).decode()
+    with pytest.raises(InlineProblemError):
+        problem_from_tests({"public_test_cases": "[]", "private_test_cases": blob})
+
+
 def test_nan_time_limit_is_refused() -> None:
     with pytest.raises(InlineProblemError):
         problem_from_tests({"inputs": ["1"], "outputs": ["1"]}, time_limit_s=float("nan"))

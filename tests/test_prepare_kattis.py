@@ -209,6 +209,27 @@ def test_cli_kattis_folder(contest: Path, tmp_path: Path) -> None:
     assert len(out.read_text().splitlines()) == 5
 
 
+def test_a_package_with_a_symlink_or_fifo_is_skipped_and_nothing_outside_is_read(tmp_path: Path) -> None:
+    secret = tmp_path / "outside.txt"
+    secret.write_text("SECRET OUTSIDE THE PACKAGE\n")
+    root = tmp_path / "c"
+    base = {"problem.yaml": "name: X\n", "data/sample/1.in": "1\n", "data/sample/1.ans": "1\n"}
+    write(root / "linked", {**base, "data/secret/1.in": "1\n"})
+    (root / "linked" / "data" / "secret" / "1.ans").symlink_to(secret)
+    write(root / "linkeddir", base)
+    (root / "linkeddir" / "data" / "secret").symlink_to(tmp_path)  # a whole folder elsewhere
+    write(root / "piped", {**base, "data/secret/1.ans": "1\n"})
+    os.mkfifo(root / "piped" / "data" / "secret" / "1.in")  # reading it would never end
+    write(root / "fine", {**base, "data/secret/1.in": "2\n", "data/secret/1.ans": "2\n"})
+    write(tmp_path, {"2.in": "3\n", "2.ans": "3\n"})  # what the linked folder would show
+    out = tmp_path / "o.jsonl"
+    summary = prepare(str(root), out, PrepareOptions(), progress=False)
+    assert (summary.read, summary.kept) == (4, 1), summary.lines()
+    assert all(r.startswith("unreadable package (") for r in summary.skipped)
+    assert sorted(x for rows in summary.examples.values() for x in rows) == ["c/linked", "c/linkeddir", "c/piped"]
+    assert "SECRET" not in out.read_text() and json.loads(out.read_text())["id"] == "c/fine"
+
+
 def test_a_folder_without_packages_is_a_clear_error(tmp_path: Path) -> None:
     from cpfleet.core.errors import PrepareError
 
