@@ -122,11 +122,11 @@ def test_cpfleet_demo_with_a_problem_file_uses_its_correct_solutions(codecontest
     # fail in both: the file's README lists them)
     from cpfleet.demo import generic_completions
     from cpfleet.loading import load_problems
-    from cpfleet.pool import evaluate_many
+    from cpfleet.pool import judge_iter
 
     problems = load_problems(codecontests_path, max_problems=4).problems
     jobs = [{"problem_id": p.id, "completion": generic_completions(p)["correct"]} for p in problems]
-    judged = list(evaluate_many({p.id: p for p in problems}, jobs, workers=2))
+    judged = list(judge_iter({p.id: p for p in problems}, jobs, workers=2))
     rejected_by_judge = {r.problem_id for r in judged if str(r.verdict) != "OK"}
     rejected_by_fleet = set(re.findall(r"^  not accepted: (\S+) ", out, re.M))
     assert rejected_by_fleet == rejected_by_judge
