@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from cpfleet.core.errors import DatasetUnavailableError
+from cpfleet.core.errors import DatasetUnavailableError, PrepareError
 from cpfleet.prepare import PrepareOptions, PrepareSummary, detect_format, open_dataset, prepare
 from cpfleet.producer.records import record_errors, registered_checker_types
 
@@ -300,9 +300,13 @@ def test_python_checker_problem_loads_once_the_type_is_registered(tmp_path: Path
 def test_hub_names_go_to_load_dataset_and_an_unreachable_hub_is_dataset_unavailable(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    import huggingface_hub.constants
+
+    # these machines cannot reach the hub: offline mode makes that fail at once instead of
+    # after the client's retries (the settings are read at import, so set the constant too)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
-    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     with pytest.raises(Exception) as raw:
         open_dataset("agentica-org/DeepCoder-Preview-Dataset", "train", config="lcbv5",
                      cache_dir=str(tmp_path / "cache"))
@@ -311,6 +315,8 @@ def test_hub_names_go_to_load_dataset_and_an_unreachable_hub_is_dataset_unavaila
         prepare("livecodebench/code_generation_lite", tmp_path / "o.jsonl",
                 PrepareOptions(data_files=("test6.jsonl",)), cache_dir=str(tmp_path / "cache"), progress=False)
     assert not (tmp_path / "o.jsonl").exists()
+    with pytest.raises(PrepareError, match="must be of one kind"):
+        open_dataset("livecodebench/code_generation_lite", "test", data_files=("test6.jsonl", "code_generation_lite.py"))
 
 
 def test_cli_reads_a_local_livecodebench_file_and_names_skipped_rows(tmp_path: Path) -> None:
