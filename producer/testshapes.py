@@ -9,7 +9,8 @@ project's function-call form: ``input`` is the JSON text of the positional argum
 ``output`` the JSON text of the expected return value (plain, never wrapped in a list), and the
 test set carries ``fn_name``. Shapes:
 
-- code_contests ``{"input": [str], "output": [str]}``: stdin/stdout.
+- code_contests ``{"input": [str], "output": [str]}``: stdin/stdout; a whole row's test columns
+  (``public_tests``, ``private_tests``, ``generated_tests``) keep their public/hidden split.
 - TACO / APPS ``input_output`` and verl/PRIME ``{"inputs", "outputs", "fn_name"?}``: with
   ``fn_name`` each input is the argument list and each output is wrapped in a 1-element list
   (their graders accept ``result == expected[0]``), so a 1-element list is unwrapped; any other
@@ -367,6 +368,12 @@ def normalize_tests(raw: Any, *, fn_name: str | None = None, num_public: int = 1
     for wrapper in ("input_output", "verification_info"):  # a dataset row's column, passed whole
         if wrapper in raw and len(raw) == 1:
             return normalize_tests(raw[wrapper], fn_name=fn_name, num_public=num_public)
+    if any(isinstance(raw.get(k), Mapping) for k in ("public_tests", "private_tests", "generated_tests")):
+        # a deepmind/code_contests row's test columns; a row without private or generated tests
+        # is rewarded on its public ones
+        pub_cc = from_code_contests(raw.get("public_tests"))
+        hid_cc = from_code_contests(raw.get("private_tests")) + from_code_contests(raw.get("generated_tests"))
+        return TestSet(tuple(pub_cc), tuple(hid_cc or pub_cc), None)
     if "public_tests" in raw or "hidden_tests" in raw:
         pub_l, hid_l = _own_tests(raw.get("public_tests")), _own_tests(raw.get("hidden_tests"))
         own_fn = raw.get("fn_name") or fn_name

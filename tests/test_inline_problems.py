@@ -62,6 +62,17 @@ def test_code_contests_shape() -> None:
     assert pairs_of(rec, "public_tests") == [("1\n", "2\n")]
 
 
+def test_code_contests_row_columns_keep_their_split() -> None:
+    row = {"public_tests": {"input": ["1\n"], "output": ["2\n"]},
+           "private_tests": {"input": ["3\n"], "output": ["6\n"]},
+           "generated_tests": {"input": ["5\n"], "output": ["10\n"]}}
+    rec = problem_from_tests(json.dumps(row))
+    assert pairs_of(rec, "public_tests") == [("1\n", "2\n")]
+    assert pairs_of(rec, "hidden_tests") == [("3\n", "6\n"), ("5\n", "10\n")]
+    only_public = problem_from_tests({"public_tests": {"input": ["1\n"], "output": ["2\n"]}, "private_tests": None})
+    assert pairs_of(only_public, "hidden_tests") == [("1\n", "2\n")]
+
+
 def test_livecodebench_functional_lines_become_argument_lists() -> None:
     public = [{"input": "[4, 3, 2, 3, 1]\n[2, 2, 5, 2, 3, 6]", "output": "[3, 4]", "testtype": "functional"}]
     private = [{"input": '"abc"\n3\n', "output": '"cab"', "testtype": "functional"}]
