@@ -303,7 +303,17 @@ def from_cases(cases: Any, *, fn_name: str | None = None) -> tuple[list[Test], s
             raise TestShapeError("function-call test without a function name")
         names.add(name)
         raw_in, raw_out = case["input"], case["output"]
-        if isinstance(raw_in, str):  # LiveCodeBench serialisation: JSON lines in, JSON text out
+        if isinstance(raw_in, str) and "testtype" not in case and case.get("type") in CALL_KINDS:
+            # PrimeIntellect's key with the argument list as JSON text: its harness pastes the
+            # input into `args = <input>`, so the text is the whole list; the output stays plain
+            try:
+                args = json.loads(raw_in)
+            except (ValueError, RecursionError):
+                raise TestShapeError("function_call input is not a JSON argument list") from None
+            if not isinstance(args, list):
+                raise TestShapeError("function_call input is not a JSON argument list")
+            value = raw_out
+        elif isinstance(raw_in, str):  # LiveCodeBench serialisation: JSON lines in, JSON text out
             args, value = lcb_args(raw_in), lcb_value(raw_out)
         elif isinstance(raw_in, list):  # PrimeIntellect: the argument list and the plain value
             args, value = raw_in, raw_out

@@ -110,6 +110,9 @@ def test_primeintellect_function_call_output_is_the_plain_value_and_language_map
     assert rec["fn_name"] == "majorityElement"
     assert pairs_of(rec, "hidden_tests") == [("[[3, 2, 3]]", "3"), ("[[1]]", "[1]")]
     assert rec["languages"] == ["python3", "pypy3"]
+    as_text = problem_from_tests({"test_cases": [
+        {"type": "function_call", "fn_name": "f", "input": "[[3, 2, 3], 1]", "output": 3}]})
+    assert pairs_of(as_text, "hidden_tests") == [("[[3, 2, 3], 1]", "3")]
     cpp = problem_from_tests({"language": "cpp", "test_cases": [{"type": "stdin_stdout", "input": "1\n", "output": "1\n"}]})
     assert cpp["languages"] == ["cpp"]
     with pytest.raises(InlineProblemError, match="rust"):
