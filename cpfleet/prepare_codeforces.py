@@ -5,7 +5,7 @@ Per row (dataset card; ``open_r1/utils/competitive_programming/cf_scoring.py``):
 
 - ``id`` ``"2063/A"`` -> problem id ``codeforces/2063/A``; ``time_limit`` (s) and
   ``memory_limit`` (MB) as stated.
-- public = ``examples`` (the statement's), else the first ``--num-public`` official tests;
+- public = ``examples`` (the statement's), else the first ``--num-public`` hidden tests;
   hidden = ``official_tests`` then the generated tests, capped by ``--max-hidden``.
 - Generated tests ship as ``generated_tests/test_cases_{contest_id:04d}.parquet`` (columns
   ``problem_id, input, output``, and usually ``test_case_i``) beside the dataset; pass that
@@ -128,7 +128,7 @@ def convert_codeforces(row: Mapping[str, Any], index: int, opts: PrepareOptions,
                 if len(loaded) != n_generated:
                     counts["generated tests: count differs from the row's generated_tests"] += 1
     hidden = official + generated
-    public = examples or official[: opts.num_public]
+    public = examples or hidden[: opts.num_public]
     checker = None
     src = row.get("generated_checker")
     if isinstance(src, str) and src.strip():

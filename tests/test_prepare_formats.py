@@ -251,6 +251,7 @@ def test_open_r1_codeforces_official_generated_checker_limits_and_skips(tmp_path
         cf_row("2063/C", interaction_format="Ask at most 30 queries ..."),
         cf_row("2063/D", input_mode="file"),
         cf_row("1999/A", generated_tests=2),  # its contest's generated-tests file is absent
+        cf_row("2063/E", examples=None, official_tests=[], generated_tests=1),
     ]
     src = to_parquet(rows, tmp_path / "cf" / "train.parquet")
     gen = tmp_path / "generated_tests"
@@ -259,15 +260,16 @@ def test_open_r1_codeforces_official_generated_checker_limits_and_skips(tmp_path
         {"problem_id": "2063/B", "input": "9\n", "output": "18\n", "test_case_i": 0},
         {"problem_id": "2063/A", "input": "1000\n", "output": "2000\n", "test_case_i": 0},
         {"problem_id": "2063/A", "input": "0\n", "output": "0\n", "test_case_i": 1},
+        {"problem_id": "2063/E", "input": "4\n", "output": "8\n", "test_case_i": 0},
     ], gen / "test_cases_2063.parquet")
     summary, recs = run(src, tmp_path, split="train", generated_tests=str(gen))
     assert summary.format == "codeforces"
-    assert (summary.read, summary.kept) == (5, 3)
+    assert (summary.read, summary.kept) == (6, 4)
     assert summary.skipped == {
         "interactive (interaction_format set): the dataset carries no interactor program": 1,
         "input_mode is not stdio: reads or writes named files": 1,
     }
-    assert summary.notes["generated tests read"] == 3
+    assert summary.notes["generated tests read"] == 4
     assert summary.notes["generated tests not read (contest file absent)"] == 1
     a = recs["codeforces/2063/A"]
     assert (a["time_limit_s"], a["memory_limit_mb"]) == (1.5, 512)
@@ -279,6 +281,8 @@ def test_open_r1_codeforces_official_generated_checker_limits_and_skips(tmp_path
     assert pairs(b) == [("1\n", "2\n"), ("7\n", "14\n")]  # generated_tests 0: the file is not read for it
     assert (b["time_limit_s"], b["memory_limit_mb"]) == (2.0, 256)
     assert pairs(recs["codeforces/1999/A"]) == [("1\n", "2\n"), ("7\n", "14\n")]
+    e = recs["codeforces/2063/E"]  # no examples, no official tests: the generated ones serve for both
+    assert pairs(e, "public_tests") == pairs(e) == [("4\n", "8\n")]
     capped, recs_capped = run(src, tmp_path, split="train", generated_tests=str(gen), max_hidden=3)
     assert pairs(recs_capped["codeforces/2063/A"])[-1] == ("1000\n", "2000\n") and capped.hidden_capped == 1
 
