@@ -108,7 +108,7 @@ class PrepareSummary:
     solutions: Counter[str] = field(default_factory=Counter)
     hidden_capped: int = 0  # problems whose hidden tests were cut by --max-hidden
     notes: Counter[str] = field(default_factory=Counter)  # per-problem remarks of kept problems
-    unchecked: Counter[str] = field(default_factory=Counter)  # checker types this build cannot load yet
+    unchecked: Counter[str] = field(default_factory=Counter)  # checker types this build cannot build yet
     examples: dict[str, list[str]] = field(default_factory=dict)  # reason -> first few rows skipped for it
 
     def lines(self) -> list[str]:
@@ -124,7 +124,7 @@ class PrepareSummary:
             out.append(f"  note {n}: {note}")
         for kind, n in sorted(self.unchecked.items()):
             out.append(f"  {n} problems with checker {kind!r}: written after the shared-schema check; "
-                       "this build's loader does not register that checker type")
+                       "this build's loader cannot build that checker (type or parameters unknown to it)")
         return out
 
     def skip(self, reason: str, row: str) -> None:
