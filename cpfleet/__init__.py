@@ -34,6 +34,8 @@ _EXPORTS: dict[str, str] = {
     "MODES": "cpfleet.core.protocol",
     # judging without a fleet
     "evaluate": "cpfleet.sandbox.env",
+    # inline tests (any dataset shape) -> a problem record with a content-hash id
+    "problem_from_tests": "cpfleet.producer.inline",
     # errors
     "CpfleetError": "cpfleet.core.errors",
     "ProblemFormatError": "cpfleet.core.errors",
@@ -50,6 +52,8 @@ _EXPORTS: dict[str, str] = {
     "DuplicateProblemError": "cpfleet.core.errors",
     "PrepareError": "cpfleet.core.errors",
     "DatasetUnavailableError": "cpfleet.core.errors",
+    "TestShapeError": "cpfleet.core.errors",
+    "InlineProblemError": "cpfleet.core.errors",
     "SandboxBroken": "cpfleet.core.errors",
     "BrokerUnavailable": "cpfleet.core.errors",
     "BrokerFull": "cpfleet.core.errors",
@@ -74,6 +78,7 @@ __all__ = [
     "REWARD_SHAPES",
     "MODES",
     "evaluate",
+    "problem_from_tests",
     "CpfleetError",
     "ProblemFormatError",
     "CheckerSpecError",
@@ -89,6 +94,8 @@ __all__ = [
     "DuplicateProblemError",
     "PrepareError",
     "DatasetUnavailableError",
+    "TestShapeError",
+    "InlineProblemError",
     "SandboxBroken",
     "BrokerUnavailable",
     "BrokerFull",
@@ -110,6 +117,7 @@ if TYPE_CHECKING:
         DuplicateProblemError,
         FleetBusy,
         FleetError,
+        InlineProblemError,
         InputFileError,
         MessageEncodeError,
         NoHiddenTestsError,
@@ -124,12 +132,14 @@ if TYPE_CHECKING:
         PublisherClosed,
         SandboxBroken,
         SlotDirError,
+        TestShapeError,
     )
     from cpfleet.core.problem import Problem, TestCase
     from cpfleet.core.protocol import MODES, REWARD_SHAPES
     from cpfleet.core.results import JobResult, TestReport, TestSetSummary, Timings
     from cpfleet.core.verdict import Verdict
     from cpfleet.producer.client import FleetClient, FleetStats
+    from cpfleet.producer.inline import problem_from_tests
     from cpfleet.sandbox.env import evaluate
 
 
