@@ -24,6 +24,7 @@ import logging
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -33,6 +34,8 @@ import redis
 
 from cpfleet import protocol
 from cpfleet.protocol import JobMessage, ProtocolError
+from producer.batcher import AsyncEvaluator
+from producer.inline_registry import InlineRegistry
 from producer.publisher import BrokerUnavailable, Publisher, PublisherClosed
 from sandbox.results import JobResult
 
@@ -178,6 +181,10 @@ class FleetClient:
         self._seq = itertools.count()
         self._closed = False
         self._stop = threading.Event()
+        self._inline: InlineRegistry | None = None  # created on the first job with inline tests
+        self._evaluators: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncEvaluator] = (
+            weakref.WeakKeyDictionary()
+        )
         self._reader = threading.Thread(target=self._read_loop, name=f"cpfleet-reader-{self.client_id[:8]}", daemon=True)
         self._reader.start()
 
@@ -223,7 +230,7 @@ class FleetClient:
         """
         if self._closed:
             raise ClientClosed("FleetClient is closed")
-        specs = [self._make(job, reward, mode, timeout) for job in jobs]
+        specs = [self._make(self._resolve_inline(job), reward, mode, timeout) for job in jobs]
         futures: list[cf.Future[JobResult]] = []
         chunk = max(1, min(self._publisher.batch_size, self.max_in_flight))
         for start in range(0, len(specs), chunk):
@@ -248,6 +255,26 @@ class FleetClient:
                 raise
             futures.extend(e.future for e in entries)
         return futures
+
+    def _resolve_inline(self, job: Job) -> Job:
+        """A job carrying ``tests`` (a mapping without ``problem_id``, or a pair whose first item is
+        not a string) gets the id its tests are stored under, registering them the first time."""
+        if isinstance(job, Mapping):
+            if job.get("problem_id") or "tests" not in job:
+                return job
+            return self.inline_registry.resolve_job(job)
+        problem, completion = job
+        if isinstance(problem, str):
+            return job
+        return (self.inline_registry.problem_id(problem), completion)
+
+    @property
+    def inline_registry(self) -> InlineRegistry:
+        """The registry of inline test sets this client has stored (see producer.inline_registry)."""
+        with self._lock:
+            if self._inline is None:
+                self._inline = InlineRegistry(self._redis)
+            return self._inline
 
     def _make(self, job: Job, reward: str | None, mode: str | None, timeout: float | None) -> _Spec:
         """Validate one job (nothing is stamped here: that happens when it is registered)."""
@@ -495,10 +522,43 @@ class FleetClient:
         return [f.result() for f in futures]
 
     @staticmethod
-    def as_completed(futures: Iterable[cf.Future[JobResult]], timeout: float | None = None) -> Iterator[JobResult]:
-        """Results as they arrive (each JobResult carries its job_id)."""
+    def as_completed(
+        futures: Iterable[cf.Future[JobResult]], timeout: float | None = None
+    ) -> Iterator[cf.Future[JobResult]]:
+        """The futures as they finish, like ``concurrent.futures.as_completed`` (``.result()`` of
+        each is its JobResult, never an exception for the job)."""
+        return cf.as_completed(list(futures), timeout=timeout)
+
+    @staticmethod
+    def results_as_completed(
+        futures: Iterable[cf.Future[JobResult]], timeout: float | None = None
+    ) -> Iterator[JobResult]:
+        """The results as they arrive (each JobResult carries its job_id)."""
         for f in cf.as_completed(list(futures), timeout=timeout):
             yield f.result()
+
+    def map(
+        self,
+        problems: Iterable[str | Any],
+        completions: Iterable[str | bytes],
+        *,
+        timeout: float | None = None,
+        reward: str | None = None,
+        mode: str | None = None,
+    ) -> Iterator[JobResult]:
+        """Like ``Executor.map``: every pair is submitted now, results come in input order.
+
+        ``problems`` holds problem ids or inline test sets. ``timeout`` counts from this call;
+        the iterator raises TimeoutError when a result is not there by then.
+        """
+        futures = self.submit_many(list(zip(problems, completions, strict=True)), reward=reward, mode=mode)
+        end = None if timeout is None else time.monotonic() + timeout
+
+        def results() -> Iterator[JobResult]:
+            for f in futures:
+                yield f.result(None if end is None else max(0.0, end - time.monotonic()))
+
+        return results()
 
     def evaluate_many(self, jobs: Iterable[Job], **kwargs: Any) -> list[JobResult]:
         """Submit and wait: the results in input order."""
@@ -522,8 +582,39 @@ class FleetClient:
         return [asyncio.wrap_future(f) for f in futures]
 
     async def aevaluate(self, problem_id: str, completion: str | bytes, **kwargs: Any) -> JobResult:
-        """One job, awaited: the step of a multi-turn agentic rollout."""
+        """One job, awaited: the step of a multi-turn agentic rollout (see also ``evaluate``)."""
         return await (await self.asubmit(problem_id, completion, **kwargs))
+
+    async def evaluate(
+        self,
+        problem: str | Any,
+        completion: str | bytes,
+        *,
+        reward: str | None = None,
+        mode: str | None = None,
+        timeout: float | None = None,
+        job_id: str | None = None,
+        dedupe: bool = True,
+    ) -> JobResult:
+        """One job in one await, through this event loop's micro-batcher (producer.batcher).
+
+        ``problem`` is a problem id or an inline test set. Calls made in the same loop iteration
+        (thousands of agentic episodes) are published together; an identical job (same problem,
+        extracted code and options) already in flight shares its result when ``dedupe``.
+        """
+        return await self.evaluator().evaluate(
+            problem, completion, reward=reward, mode=mode, timeout=timeout, job_id=job_id, dedupe=dedupe
+        )
+
+    def evaluator(self) -> AsyncEvaluator:
+        """The micro-batcher bound to the running event loop (one per loop, made on first use)."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            ev = self._evaluators.get(loop)
+            if ev is None:
+                ev = AsyncEvaluator(self, loop)
+                self._evaluators[loop] = ev
+            return ev
 
     @staticmethod
     async def agather(futures: Sequence[asyncio.Future[JobResult]], timeout: float | None = None) -> list[JobResult]:
