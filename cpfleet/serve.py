@@ -38,6 +38,7 @@ import ipaddress
 import json
 import logging
 import queue
+import re
 import sys
 import threading
 import time
@@ -438,15 +439,23 @@ def _label(label: Any) -> Any:
     return ref
 
 
+# End-of-turn / end-of-sequence tokens that OpenRLHF leaves in ``query`` (it decodes with
+# skip_special_tokens=False): ChatML/Qwen/Llama-3 ``<|...|>``, Llama-2/Mistral ``</s>``, Gemma.
+_TRAILING_SPECIAL = re.compile(r"(?:\s|<\|[A-Za-z0-9_]+\|>|</s>|<eos>|<end_of_turn>|<pad>)+\Z")
+
+
 def _strip_prompt(query: str, prompt: str) -> str:
-    """OpenRLHF sends prompt + response decoded together: the response is what follows the prompt."""
+    """OpenRLHF sends prompt + response decoded together: the response is what follows the prompt,
+    without the special tokens that close the turn (a fence followed by ``<|im_end|>`` on the same
+    line would not close a code block)."""
+    response = query
     if prompt and query.startswith(prompt):
-        return query[len(prompt) :]
-    if prompt:
+        response = query[len(prompt) :]
+    elif prompt:
         at = query.rfind(prompt)
         if at >= 0:
-            return query[at + len(prompt) :]
-    return query
+            response = query[at + len(prompt) :]
+    return _TRAILING_SPECIAL.sub("\n", response)
 
 
 def _raise_on_infra(results: Sequence[JobResult]) -> None:
@@ -518,32 +527,35 @@ def _common_oj_tests(provided: Any) -> dict[str, list[str]]:
 
 
 def _submit_tests(result: JobResult) -> list[dict[str, Any]]:
-    """SandboxFusion's per-test list: public tests with their verdicts, then the hidden tests in
-    run order (judged all-or-nothing: those before the first failure passed, the failure, then
-    the tests not run)."""
-    out: list[dict[str, Any]] = []
+    """SandboxFusion's per-test list, for the tests that decide acceptance: the hidden tests in
+    run order (judged all-or-nothing: those before the first failure passed, then the failure,
+    then the tests not run), or the public tests when the problem has no hidden ones."""
 
-    def entry(passed: bool, verdict: str, hidden: bool, ran: bool = True) -> dict[str, Any]:
-        message = verdict if ran else "not run: an earlier hidden test failed"
-        status = "Success" if passed else "Failed"
+    def entry(passed: bool, verdict: str, ran: bool = True) -> dict[str, Any]:
         return {
             "passed": passed,
-            "exec_info": {"status": status, "message": message, "compile_result": None, "run_result": None,
-                          "executor_pod_name": None, "files": {}},
-            "test_info": {"hidden": hidden, "verdict": verdict if ran else None},
+            "exec_info": {
+                "status": "Success" if passed else "Failed",
+                "message": verdict if ran else "not run: an earlier test failed",
+                "compile_result": None,
+                "run_result": None,
+                "executor_pod_name": None,
+                "files": {},
+            },
+            "test_info": {"verdict": verdict if ran else None},
         }
 
-    for t in result.public.tests:
-        out.append(entry(str(t.verdict) == "OK", str(t.verdict), False))
     h = result.hidden
-    if result.mode == "full":
-        for i in range(h.total):
-            if i < h.passed:
-                out.append(entry(True, "OK", True))
-            elif i == h.passed and h.run > h.passed:
-                out.append(entry(False, str(h.first_failure or "WRONG_ANSWER"), True))
-            else:
-                out.append(entry(False, "NOT_RUN", True, ran=False))
+    if result.mode != "full" or not h.total:
+        return [entry(str(t.verdict) == "OK", str(t.verdict)) for t in result.public.tests]
+    out = []
+    for i in range(h.total):
+        if i < h.passed:
+            out.append(entry(True, "OK"))
+        elif i == h.passed and h.run > h.passed:
+            out.append(entry(False, str(h.first_failure or "WRONG_ANSWER")))
+        else:
+            out.append(entry(False, "NOT_RUN", ran=False))
     return out
 
 
