@@ -41,8 +41,8 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from sandbox.results import JobResult
-from sandbox.verdict import Verdict
+from cpfleet.core.results import JobResult
+from cpfleet.core.verdict import Verdict
 
 log = logging.getLogger("cpfleet.rewards")
 
@@ -113,7 +113,7 @@ class _Connection:
         self._pid = 0
 
     def fleet(self) -> Any:
-        from producer.client import FleetClient
+        from cpfleet.producer.client import FleetClient
 
         with self._lock:
             if self._fleet is None or self._pid != os.getpid():  # a forked child needs its own
@@ -150,7 +150,7 @@ class _TRLCore:
         name: str,
         queue: str | None,
     ) -> None:
-        from cpfleet.protocol import check_options
+        from cpfleet.core.protocol import check_options
 
         check_options(reward_shape, mode)
         if timeout_s <= 0:
@@ -197,7 +197,7 @@ class TRLReward:
     """A TRL reward function backed by the fleet (see the module docstring).
 
     ``problem_id_column``: the dataset column holding problem ids registered in the fleet's store;
-    ``tests_column``: or a column holding inline tests (any shape producer.inline_registry takes);
+    ``tests_column``: or a column holding inline tests (any shape cpfleet.producer.inline_registry takes);
     ``reward_shape``: ``all_or_nothing`` or ``fraction``; ``mode``: ``full`` or ``public``;
     ``timeout_s``: after that a job is an infrastructure error (``None``).
     """
@@ -263,7 +263,7 @@ def _job(fleet: Any, target: Any, text: str, core: _TRLCore) -> dict[str, Any] |
     """A submit_many job, or None when the target's inline tests are unusable (broken data: None)."""
     if isinstance(target, str):
         return {"problem_id": target, "completion": text}
-    from producer.inline_registry import InlineTestsError
+    from cpfleet.producer.inline_registry import InlineTestsError
 
     try:
         return {"problem_id": fleet.inline_registry.problem_id(target), "completion": text}

@@ -54,8 +54,8 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from cpfleet.rewards import problem_ref
-from producer.inline_registry import InlineTestsError
-from sandbox.results import JobResult
+from cpfleet.producer.inline_registry import InlineTestsError
+from cpfleet.core.results import JobResult
 
 log = logging.getLogger("cpfleet.serve")
 
@@ -123,7 +123,7 @@ class _Sandboxes:
             else:
                 make = False
         if make:
-            from sandbox.runners import make_runner
+            from cpfleet.sandbox.runners import make_runner
 
             try:
                 runner = make_runner("forkserver")
@@ -162,7 +162,7 @@ class _Sandboxes:
 
 def create_app(config: ServeConfig) -> Starlette:
     """The ASGI app; the FleetClient is opened at startup and closed at shutdown."""
-    from producer.client import FleetClient
+    from cpfleet.producer.client import FleetClient
 
     metrics = _Metrics()
     sandboxes = _Sandboxes(config.run_code_sandboxes, config.run_code_queue)
@@ -330,7 +330,7 @@ def create_app(config: ServeConfig) -> Starlette:
         except ValueError as e:
             raise HTTPError(422, str(e)) from None
         _raise_on_infra([result])
-        from sandbox.extract import extract_code
+        from cpfleet.sandbox.extract import extract_code
 
         return JSONResponse(
             {
@@ -489,7 +489,7 @@ def _native_job(i: int, job: Any, defaults: Mapping[str, Any]) -> dict[str, Any]
         raise HTTPError(422, f"jobs[{i}] needs 'problem_id' or 'tests'")
     reward = job.get("reward") or defaults.get("reward")
     mode = job.get("mode") or defaults.get("mode")
-    from cpfleet.protocol import MODES, REWARD_SHAPES
+    from cpfleet.core.protocol import MODES, REWARD_SHAPES
 
     if reward is not None and reward not in REWARD_SHAPES:
         raise HTTPError(422, f"jobs[{i}].reward must be one of {REWARD_SHAPES}")
@@ -561,8 +561,8 @@ def _submit_tests(result: JobResult) -> list[dict[str, Any]]:
 
 def _run_one(sandboxes: _Sandboxes, code: str, stdin: str, run_timeout: float, memory_mb: int) -> dict[str, Any]:
     """One program on one stdin, in a sandbox of this process: SandboxFusion's response shape."""
-    from sandbox.runner import Limits
-    from sandbox.verdict import Verdict
+    from cpfleet.sandbox.runner import Limits
+    from cpfleet.core.verdict import Verdict
 
     try:
         runner = sandboxes.acquire()

@@ -31,13 +31,13 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from cpfleet.protocol import code_hash
-from producer.inline_registry import tests_digest
-from sandbox.extract import extract_code
-from sandbox.results import JobResult
+from cpfleet.core.protocol import code_hash
+from cpfleet.producer.inline_registry import tests_digest
+from cpfleet.sandbox.extract import extract_code
+from cpfleet.core.results import JobResult
 
 if TYPE_CHECKING:
-    from producer.client import FleetClient, Job
+    from cpfleet.producer.client import FleetClient, Job
 
 
 @dataclass(slots=True)

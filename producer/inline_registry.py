@@ -14,7 +14,7 @@ the client turns each distinct test set into a stored problem once and submits b
 - concurrent first uses of one test set (a GRPO group submitted from many coroutines or
   threads at once) wait for the single registration in flight instead of each sending it.
 
-The conversion from a dataset's shape to the problem format is ``producer.inline
+The conversion from a dataset's shape to the problem format is ``cpfleet.producer.inline
 .problem_from_tests`` when that module is installed; a minimal converter for the stdio shapes
 (code_contests, ``{"inputs","outputs"}``, a list of ``{"input","output"}``) stands in
 otherwise and refuses function-call tests rather than judging them as stdio.
@@ -69,7 +69,7 @@ def _parsed(tests: Any) -> Any:
 def _converter() -> Callable[..., Any]:
     """The project's dataset converter when present, else the minimal stdio one below."""
     try:
-        from producer.inline import problem_from_tests  # type: ignore[import-not-found,unused-ignore]
+        from cpfleet.producer.inline import problem_from_tests  # type: ignore[import-not-found,unused-ignore]
     except ImportError:
         return minimal_problem_from_tests
     return problem_from_tests  # type: ignore[no-any-return,unused-ignore]
@@ -107,13 +107,13 @@ def minimal_problem_from_tests(tests: Any, *, problem_id: str) -> dict[str, Any]
         hidden = _pairs(tests.get("private_tests")) + _pairs(tests.get("generated_tests"))
     elif isinstance(tests, Mapping) and "inputs" in tests and "outputs" in tests:
         if tests.get("fn_name"):
-            raise InlineTestsError("function-call tests (fn_name) need producer.inline, which is not installed")
+            raise InlineTestsError("function-call tests (fn_name) need cpfleet.producer.inline, which is not installed")
         hidden = _pairs({"input": tests["inputs"], "output": tests["outputs"]})
     elif isinstance(tests, list) and all(isinstance(t, Mapping) for t in tests):
         for t in tests:
             kind = t.get("testtype") or t.get("type") or "stdin"
             if kind not in ("stdin", "stdin_stdout"):
-                raise InlineTestsError(f"test type {kind!r} needs producer.inline, which is not installed")
+                raise InlineTestsError(f"test type {kind!r} needs cpfleet.producer.inline, which is not installed")
             hidden.extend(_pairs({"input": [t.get("input")], "output": [t.get("output")]}))
     else:
         raise InlineTestsError(
@@ -178,8 +178,8 @@ class InlineRegistry:
             waiter.wait()  # another caller is registering the same set; then look again
         try:
             record = problem_record(tests, pid)
-            from cpfleet.problem_store import register_problems
-            from sandbox.problem import ProblemFormatError
+            from cpfleet.core.store import register_problems
+            from cpfleet.core.problem import ProblemFormatError
 
             try:
                 register_problems(self._redis, [record])

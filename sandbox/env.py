@@ -24,13 +24,13 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from sandbox.checkers import Checker, CheckerSpecError, get_checker
-from sandbox.extract import extract_code
-from sandbox.observation import PublicTestView, clip, format_observation
-from sandbox.problem import Problem, TestCase
-from sandbox.results import JobResult, TestReport, TestSetSummary, Timings
-from sandbox.runner import CodeRunner, Limits, RunResult
-from sandbox.verdict import Verdict
+from cpfleet.core.checkers import Checker, CheckerSpecError, get_checker
+from cpfleet.core.problem import Problem, TestCase
+from cpfleet.core.results import JobResult, TestReport, TestSetSummary, Timings
+from cpfleet.core.verdict import Verdict
+from cpfleet.sandbox.extract import extract_code
+from cpfleet.sandbox.observation import PublicTestView, clip, format_observation
+from cpfleet.sandbox.runner import CodeRunner, Limits, RunResult
 
 REWARD_SHAPES = ("all_or_nothing", "fraction")
 MODES = ("full", "public")

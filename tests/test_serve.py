@@ -21,7 +21,7 @@ from fleet_helpers import FleetWorker
 from cpfleet.cli import main as cli_main
 from cpfleet.redis_server import RedisServer, free_port
 from cpfleet.serve import ServeConfig, create_app
-from producer.client import FleetClient
+from cpfleet.producer.client import FleetClient
 
 TOKEN = "s3cret-token"
 ADD = {

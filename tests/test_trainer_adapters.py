@@ -15,7 +15,7 @@ import pytest
 import redis
 from fleet_helpers import FleetWorker
 
-from cpfleet import protocol
+from cpfleet.core import protocol
 from cpfleet.redis_server import RedisServer, free_port
 from cpfleet.rewards import (
     VERDICT_CODES,
@@ -27,9 +27,9 @@ from cpfleet.rewards import (
     compute_score_async,
     compute_score_batch,
 )
-from producer.client import FleetClient
-from producer.inline_registry import InlineTestsError, inline_problem_id
-from sandbox.verdict import Verdict
+from cpfleet.producer.client import FleetClient
+from cpfleet.producer.inline_registry import InlineTestsError, inline_problem_id
+from cpfleet.core.verdict import Verdict
 
 ADD = {
     "id": "t/add",
