@@ -68,6 +68,17 @@ class DuplicateProblemError(CpfleetError, ValueError):
         self.line = line
 
 
+class TestShapeError(CpfleetError, ValueError):
+    """Inline or dataset tests in a shape that cannot be normalised; the message is a short,
+    countable reason (``cpfleet prepare`` counts skipped problems by it)."""
+
+    __test__ = False  # not a pytest test class despite its name
+
+
+class InlineProblemError(CpfleetError, ValueError):
+    """Inline tests that cannot become a problem (unknown shape, no tests, bad limits)."""
+
+
 class PrepareError(CpfleetError):
     """The dataset cannot be prepared at all (unknown schema, no files, bad arguments)."""
 

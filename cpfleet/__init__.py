@@ -34,6 +34,8 @@ _EXPORTS: dict[str, str] = {
     "MODES": "cpfleet.core.protocol",
     # judging without a fleet
     "evaluate": "cpfleet.sandbox.env",
+    # inline tests (any dataset shape) -> a problem record with a content-hash id
+    "problem_from_tests": "cpfleet.producer.inline",
     # errors
     "CpfleetError": "cpfleet.core.errors",
     "ProblemFormatError": "cpfleet.core.errors",
@@ -46,6 +48,8 @@ _EXPORTS: dict[str, str] = {
     "DuplicateProblemError": "cpfleet.core.errors",
     "PrepareError": "cpfleet.core.errors",
     "DatasetUnavailableError": "cpfleet.core.errors",
+    "TestShapeError": "cpfleet.core.errors",
+    "InlineProblemError": "cpfleet.core.errors",
     "SandboxBroken": "cpfleet.core.errors",
     "BrokerUnavailable": "cpfleet.core.errors",
     "MessageEncodeError": "cpfleet.core.errors",
@@ -69,6 +73,7 @@ __all__ = [
     "REWARD_SHAPES",
     "MODES",
     "evaluate",
+    "problem_from_tests",
     "CpfleetError",
     "ProblemFormatError",
     "CheckerSpecError",
@@ -80,6 +85,8 @@ __all__ = [
     "DuplicateProblemError",
     "PrepareError",
     "DatasetUnavailableError",
+    "TestShapeError",
+    "InlineProblemError",
     "SandboxBroken",
     "BrokerUnavailable",
     "MessageEncodeError",
@@ -99,6 +106,7 @@ if TYPE_CHECKING:
         DuplicateProblemError,
         FleetBusy,
         FleetError,
+        InlineProblemError,
         InputFileError,
         MessageEncodeError,
         PrepareError,
@@ -109,12 +117,14 @@ if TYPE_CHECKING:
         ProtocolError,
         PublisherClosed,
         SandboxBroken,
+        TestShapeError,
     )
     from cpfleet.core.problem import Problem, TestCase
     from cpfleet.core.protocol import MODES, REWARD_SHAPES
     from cpfleet.core.results import JobResult, TestReport, TestSetSummary, Timings
     from cpfleet.core.verdict import Verdict
     from cpfleet.producer.client import FleetClient, FleetStats
+    from cpfleet.producer.inline import problem_from_tests
     from cpfleet.sandbox.env import evaluate
 
 
