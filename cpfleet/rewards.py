@@ -114,11 +114,13 @@ class _Connection:
 
     def fleet(self) -> Any:
         from cpfleet.producer.client import FleetClient
+        from cpfleet.sandbox.extract import extract_code
 
         with self._lock:
             if self._fleet is None or self._pid != os.getpid():  # a forked child needs its own
                 url = self.redis_url or os.environ.get("CPFLEET_REDIS_URL", DEFAULT_REDIS_URL)
-                self._fleet = FleetClient(url, **self.client_options)
+                # dedupe in-flight jobs on the program the worker would run, not the prose around it
+                self._fleet = FleetClient(url, code_key=extract_code, **self.client_options)
                 self._pid = os.getpid()
             return self._fleet
 
@@ -263,11 +265,11 @@ def _job(fleet: Any, target: Any, text: str, core: _TRLCore) -> dict[str, Any] |
     """A submit_many job, or None when the target's inline tests are unusable (broken data: None)."""
     if isinstance(target, str):
         return {"problem_id": target, "completion": text}
-    from cpfleet.producer.inline_registry import InlineTestsError
+    from cpfleet.core.errors import InlineProblemError
 
     try:
         return {"problem_id": fleet.inline_registry.problem_id(target), "completion": text}
-    except InlineTestsError as e:
+    except InlineProblemError as e:
         log.error("%s: unusable inline tests (reward None): %s", core.name, e)
         return None
 

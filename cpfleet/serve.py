@@ -53,9 +53,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from cpfleet.rewards import problem_ref
-from cpfleet.producer.inline_registry import InlineTestsError
+from cpfleet.core.errors import InlineProblemError
 from cpfleet.core.results import JobResult
+from cpfleet.rewards import problem_ref
 
 log = logging.getLogger("cpfleet.serve")
 
@@ -66,7 +66,7 @@ RUN_CODE_MAX_TIMEOUT_S = 60.0
 RUN_CODE_DEFAULT_MEMORY_MB = 1024
 
 
-class HTTPError(Exception):
+class _HTTPError(Exception):
     def __init__(self, status: int, message: str, headers: Mapping[str, str] | None = None) -> None:
         super().__init__(message)
         self.status = status
@@ -147,7 +147,7 @@ class _Sandboxes:
     def enter(self) -> None:
         with self._lock:
             if self._waiting >= self.size + self.max_waiting:
-                raise HTTPError(429, "every /run_code sandbox is busy; retry later", {"Retry-After": "1"})
+                raise _HTTPError(429, "every /run_code sandbox is busy; retry later", {"Retry-After": "1"})
             self._waiting += 1
 
     def leave(self) -> None:
@@ -170,7 +170,13 @@ def create_app(config: ServeConfig) -> Starlette:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        options: dict[str, Any] = {"timeout": config.timeout_s, "max_in_flight": max(1, config.max_in_flight)}
+        from cpfleet.sandbox.extract import extract_code
+
+        options: dict[str, Any] = {
+            "timeout": config.timeout_s,
+            "max_in_flight": max(1, config.max_in_flight),
+            "code_key": extract_code,  # in-flight dedupe on the program, not the prose around it
+        }
         if config.queue:
             options["queue"] = config.queue
         fleet = await asyncio.to_thread(FleetClient, config.redis_url, **options)
@@ -194,22 +200,22 @@ def create_app(config: ServeConfig) -> Starlette:
     async def body_json(request: Request) -> Any:
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > config.max_body_bytes:
-            raise HTTPError(413, f"request body over {config.max_body_bytes} bytes")
+            raise _HTTPError(413, f"request body over {config.max_body_bytes} bytes")
         chunks, size = [], 0
         async for chunk in request.stream():
             size += len(chunk)
             if size > config.max_body_bytes:
-                raise HTTPError(413, f"request body over {config.max_body_bytes} bytes")
+                raise _HTTPError(413, f"request body over {config.max_body_bytes} bytes")
             chunks.append(chunk)
         try:
             return json.loads(b"".join(chunks))
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise HTTPError(400, f"body is not JSON: {e}") from None
+            raise _HTTPError(400, f"body is not JSON: {e}") from None
 
     def room(endpoint: str, jobs: int) -> None:
         if fleet().in_flight + jobs > config.max_in_flight:
             metrics.rejected.labels(endpoint).inc()
-            raise HTTPError(429, f"{fleet().in_flight} jobs in flight (limit {config.max_in_flight})", {"Retry-After": "1"})
+            raise _HTTPError(429, f"{fleet().in_flight} jobs in flight (limit {config.max_in_flight})", {"Retry-After": "1"})
 
     async def judge(problem: Any, completion: str, *, reward: str | None = None, mode: str | None = None) -> JobResult:
         metrics.in_flight.inc()
@@ -225,11 +231,11 @@ def create_app(config: ServeConfig) -> Starlette:
             async def handler(request: Request) -> Response:
                 try:
                     if auth and not authorized(request):
-                        raise HTTPError(401, "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"})
+                        raise _HTTPError(401, "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"})
                     response = await fn(request)
-                except HTTPError as e:
+                except _HTTPError as e:
                     response = JSONResponse({"error": e.message}, status_code=e.status, headers=e.headers)
-                except InlineTestsError as e:  # tests in a shape that makes no problem
+                except InlineProblemError as e:  # tests in a shape that makes no problem
                     response = JSONResponse({"error": str(e)}, status_code=422)
                 metrics.requests.labels(name, str(response.status_code)).inc()
                 return response
@@ -269,9 +275,9 @@ def create_app(config: ServeConfig) -> Starlette:
         body = _object(await body_json(request))
         response = body.get("response")
         if not isinstance(response, str):
-            raise HTTPError(422, "'response' must be a string")
+            raise _HTTPError(422, "'response' must be a string")
         if "label" not in body:
-            raise HTTPError(422, "'label' (problem id or inline tests) is required")
+            raise _HTTPError(422, "'label' (problem id or inline tests) is required")
         room("slime", 1)
         result = await judge(_label(body["label"]), response)
         _raise_on_infra([result])
@@ -284,22 +290,22 @@ def create_app(config: ServeConfig) -> Starlette:
         body = _object(await body_json(request))
         code = body.get("code")
         if not isinstance(code, str):
-            raise HTTPError(422, "'code' must be a string")
+            raise _HTTPError(422, "'code' must be a string")
         language = body.get("language", "python")
         if language not in RUN_CODE_LANGUAGES:
-            raise HTTPError(400, f"language {language!r} is not supported here (supported: {', '.join(RUN_CODE_LANGUAGES)})")
+            raise _HTTPError(400, f"language {language!r} is not supported here (supported: {', '.join(RUN_CODE_LANGUAGES)})")
         if body.get("files") or body.get("fetch_files"):
-            raise HTTPError(400, "'files' and 'fetch_files' are not supported")
+            raise _HTTPError(400, "'files' and 'fetch_files' are not supported")
         stdin = body.get("stdin") or ""
         if not isinstance(stdin, str):
-            raise HTTPError(422, "'stdin' must be a string or null")
+            raise _HTTPError(422, "'stdin' must be a string or null")
         try:
             run_timeout = min(float(body.get("run_timeout", 10)), RUN_CODE_MAX_TIMEOUT_S)
             memory = int(body.get("memory_limit_MB", -1))
         except (TypeError, ValueError):
-            raise HTTPError(422, "'run_timeout' and 'memory_limit_MB' must be numbers") from None
+            raise _HTTPError(422, "'run_timeout' and 'memory_limit_MB' must be numbers") from None
         if run_timeout <= 0:
-            raise HTTPError(422, "'run_timeout' must be > 0")
+            raise _HTTPError(422, "'run_timeout' must be > 0")
         memory = RUN_CODE_DEFAULT_MEMORY_MB if memory <= 0 else max(16, min(memory, 65536))
         sandboxes.enter()
         try:
@@ -313,22 +319,22 @@ def create_app(config: ServeConfig) -> Starlette:
         body = _object(await body_json(request))
         completion = body.get("completion")
         if not isinstance(completion, str):
-            raise HTTPError(422, "'completion' must be a string")
+            raise _HTTPError(422, "'completion' must be a string")
         config_ = body.get("config") or {}
         if not isinstance(config_, dict):
-            raise HTTPError(422, "'config' must be an object")
+            raise _HTTPError(422, "'config' must be an object")
         provided = config_.get("provided_data")
         if provided:
             problem: Any = _common_oj_tests(provided)
         elif body.get("id") not in (None, ""):
             problem = str(body["id"])
         else:
-            raise HTTPError(422, "'id' (a problem id) or config.provided_data (tests) is required")
+            raise _HTTPError(422, "'id' (a problem id) or config.provided_data (tests) is required")
         room("submit", 1)
         try:
             result = await judge(problem, completion, reward="all_or_nothing")
         except ValueError as e:
-            raise HTTPError(422, str(e)) from None
+            raise _HTTPError(422, str(e)) from None
         _raise_on_infra([result])
         from cpfleet.sandbox.extract import extract_code
 
@@ -350,7 +356,7 @@ def create_app(config: ServeConfig) -> Starlette:
         body = _object(await body_json(request))
         jobs = body.get("jobs")
         if not isinstance(jobs, list) or not jobs:
-            raise HTTPError(422, "'jobs' must be a non-empty list")
+            raise _HTTPError(422, "'jobs' must be a non-empty list")
         parsed = [_native_job(i, j, body) for i, j in enumerate(jobs)]
         room("judge", len(parsed))
 
@@ -408,7 +414,7 @@ def create_app(config: ServeConfig) -> Starlette:
 
 def _object(body: Any) -> dict[str, Any]:
     if not isinstance(body, dict):
-        raise HTTPError(422, f"body must be a JSON object, got {type(body).__name__}")
+        raise _HTTPError(422, f"body must be a JSON object, got {type(body).__name__}")
     return body
 
 
@@ -417,25 +423,25 @@ def _list(body: Mapping[str, Any], key: str, n: int | None = None, *, required: 
     if value is None and not required:
         return []
     if not isinstance(value, list):
-        raise HTTPError(422, f"{key!r} must be a list")
+        raise _HTTPError(422, f"{key!r} must be a list")
     if n is not None and len(value) != n:
-        raise HTTPError(422, f"{key!r} has {len(value)} items, 'query' has {n}")
+        raise _HTTPError(422, f"{key!r} has {len(value)} items, 'query' has {n}")
     return value
 
 
 def _str_list(body: Mapping[str, Any], key: str, n: int | None = None, *, required: bool = True) -> list[str]:
     value = _list(body, key, n, required=required)
     if not all(isinstance(v, str) for v in value):
-        raise HTTPError(422, f"{key!r} must be a list of strings")
+        raise _HTTPError(422, f"{key!r} must be a list of strings")
     return value
 
 
 def _label(label: Any) -> Any:
     ref = problem_ref(label)
     if isinstance(ref, str) and not ref:
-        raise HTTPError(422, "a label is empty: it must be a problem id or inline tests")
+        raise _HTTPError(422, "a label is empty: it must be a problem id or inline tests")
     if not isinstance(ref, str | dict | list):
-        raise HTTPError(422, f"a label must be a problem id or inline tests, got {type(label).__name__}")
+        raise _HTTPError(422, f"a label must be a problem id or inline tests, got {type(label).__name__}")
     return ref
 
 
@@ -461,7 +467,7 @@ def _strip_prompt(query: str, prompt: str) -> str:
 def _raise_on_infra(results: Sequence[JobResult]) -> None:
     bad = [r for r in results if r.infra_error]
     if bad:
-        raise HTTPError(
+        raise _HTTPError(
             503,
             f"{len(bad)} of {len(results)} could not be judged (infrastructure): {bad[0].verdict}: {bad[0].infra_message}",
             {"Retry-After": "1"},
@@ -475,26 +481,26 @@ def _pass_rate(r: JobResult) -> float:
 
 def _native_job(i: int, job: Any, defaults: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(job, dict):
-        raise HTTPError(422, f"jobs[{i}] must be an object")
+        raise _HTTPError(422, f"jobs[{i}] must be an object")
     completion = job.get("completion")
     if not isinstance(completion, str):
-        raise HTTPError(422, f"jobs[{i}].completion must be a string")
+        raise _HTTPError(422, f"jobs[{i}].completion must be a string")
     if job.get("problem_id"):
         if not isinstance(job["problem_id"], str):
-            raise HTTPError(422, f"jobs[{i}].problem_id must be a string")
+            raise _HTTPError(422, f"jobs[{i}].problem_id must be a string")
         problem: Any = job["problem_id"]
     elif "tests" in job:
         problem = problem_ref(job["tests"])
     else:
-        raise HTTPError(422, f"jobs[{i}] needs 'problem_id' or 'tests'")
+        raise _HTTPError(422, f"jobs[{i}] needs 'problem_id' or 'tests'")
     reward = job.get("reward") or defaults.get("reward")
     mode = job.get("mode") or defaults.get("mode")
     from cpfleet.core.protocol import MODES, REWARD_SHAPES
 
     if reward is not None and reward not in REWARD_SHAPES:
-        raise HTTPError(422, f"jobs[{i}].reward must be one of {REWARD_SHAPES}")
+        raise _HTTPError(422, f"jobs[{i}].reward must be one of {REWARD_SHAPES}")
     if mode is not None and mode not in MODES:
-        raise HTTPError(422, f"jobs[{i}].mode must be one of {MODES}")
+        raise _HTTPError(422, f"jobs[{i}].mode must be one of {MODES}")
     job_id = job.get("job_id")
     return {"problem": problem, "completion": completion, "reward": reward, "mode": mode,
             "job_id": None if job_id is None else str(job_id)}
@@ -504,23 +510,23 @@ def _common_oj_tests(provided: Any) -> dict[str, list[str]]:
     """SandboxFusion CommonOJ ``provided_data``: ``test`` is [{input: {stdin}, output: {stdout}}]
     (or its JSON text); returned as ``{"inputs", "outputs"}`` inline tests."""
     if not isinstance(provided, dict):
-        raise HTTPError(422, "config.provided_data must be an object with 'test'")
+        raise _HTTPError(422, "config.provided_data must be an object with 'test'")
     tests = provided.get("test")
     if isinstance(tests, str):
         try:
             tests = json.loads(tests)
         except json.JSONDecodeError:
-            raise HTTPError(422, "config.provided_data.test is not JSON") from None
+            raise _HTTPError(422, "config.provided_data.test is not JSON") from None
     if not isinstance(tests, list) or not tests:
-        raise HTTPError(422, "config.provided_data.test must be a non-empty list")
+        raise _HTTPError(422, "config.provided_data.test must be a non-empty list")
     inputs, outputs = [], []
     for i, t in enumerate(tests):
         try:
             stdin, stdout = t["input"]["stdin"], t["output"]["stdout"]
         except (KeyError, TypeError):
-            raise HTTPError(422, f"provided_data.test[{i}] must be {{input: {{stdin}}, output: {{stdout}}}}") from None
+            raise _HTTPError(422, f"provided_data.test[{i}] must be {{input: {{stdin}}, output: {{stdout}}}}") from None
         if not isinstance(stdin, str) or not isinstance(stdout, str):
-            raise HTTPError(422, f"provided_data.test[{i}]: stdin and stdout must be strings")
+            raise _HTTPError(422, f"provided_data.test[{i}]: stdin and stdout must be strings")
         inputs.append(stdin)
         outputs.append(stdout)
     return {"inputs": inputs, "outputs": outputs}
@@ -561,8 +567,8 @@ def _submit_tests(result: JobResult) -> list[dict[str, Any]]:
 
 def _run_one(sandboxes: _Sandboxes, code: str, stdin: str, run_timeout: float, memory_mb: int) -> dict[str, Any]:
     """One program on one stdin, in a sandbox of this process: SandboxFusion's response shape."""
-    from cpfleet.sandbox.runner import Limits
     from cpfleet.core.verdict import Verdict
+    from cpfleet.sandbox.runner import Limits
 
     try:
         runner = sandboxes.acquire()

@@ -10,11 +10,14 @@ with ``call_soon``, so it only collects the calls of the current loop iteration)
 Results come back on the client's reader thread; they are handed to the loop in bulk (one
 wake-up of the loop per burst of replies, not one per job).
 
-In-flight dedupe: a call identical to one still running (same problem, same *extracted* code,
-same reward shape and mode) awaits the first one's result instead of being judged again; each
-caller gets its own copy carrying its own ``job_id``, marked ``cache_hit``. Judging is
-deterministic for a given (problem version, code, options), which is what the worker's result
-cache already relies on.
+In-flight dedupe: a call identical to one still running (same problem, same code, same reward
+shape and mode) awaits the first one's result instead of being judged again; each caller gets
+its own copy carrying its own ``job_id``, marked ``cache_hit``. Judging is deterministic for a
+given (problem version, code, options), which is what the worker's result cache already relies
+on. "Same code" is the client's ``code_key`` of the completion: the worker's code extraction
+when the application passes it (``cpfleet.rewards`` and ``cpfleet serve`` do, so two
+completions with different prose around one program share a job), else the completion text
+itself (the client imports nothing of the sandbox).
 
 One AsyncEvaluator belongs to one event loop (``FleetClient.evaluator()`` makes one per loop
 on first use), so a client created before the trainer's loop existed works on that loop.
@@ -32,9 +35,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cpfleet.core.protocol import code_hash
-from cpfleet.producer.inline_registry import tests_digest
-from cpfleet.sandbox.extract import extract_code
 from cpfleet.core.results import JobResult
+from cpfleet.producer.inline_registry import tests_digest
 
 if TYPE_CHECKING:
     from cpfleet.producer.client import FleetClient, Job
@@ -117,7 +119,7 @@ class AsyncEvaluator:
         where = problem if isinstance(problem, str) else "tests:" + tests_digest(problem)
         return (
             where,
-            code_hash(extract_code(text)),
+            code_hash(self._fleet.code_key(text) if self._fleet.code_key is not None else text),
             reward or self._fleet.reward,
             mode or self._fleet.mode,
         )
@@ -147,7 +149,7 @@ class AsyncEvaluator:
             try:
                 resolved = self._fleet._resolve_inline(job)
                 self._fleet._make(resolved, None, None, None)
-            except (ValueError, TypeError) as e:  # InlineTestsError is a ValueError
+            except (ValueError, TypeError) as e:  # InlineProblemError is a ValueError
                 out.append(e)
                 continue
             good.append(resolved)

@@ -25,7 +25,7 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
@@ -109,6 +109,7 @@ class FleetClient:
         client_id: str | None = None,
         publish_batch: int = 500,
         pop_batch: int = 1000,
+        code_key: Callable[[str], str | None] | None = None,
     ) -> None:
         protocol.check_options(reward, mode)
         if timeout <= 0 or max_in_flight < 1:
@@ -126,6 +127,8 @@ class FleetClient:
         self.reply_key = protocol.reply_key(self.client_id)
         self.claim_key = protocol.client_claim_key(self.client_id)
         self.pop_batch = pop_batch
+        # what makes two completions the same job for evaluate()'s in-flight dedupe (None: the text)
+        self.code_key = code_key
         self.stats = FleetStats()
         self._block_s = 0.25
         self._claim_token = uuid.uuid4().hex

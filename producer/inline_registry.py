@@ -1,23 +1,19 @@
-"""Inline problems: jobs that carry their tests instead of a ``problem_id``.
+"""Inline problems on the client: each distinct test set is stored once, jobs go out by id.
 
-Trainers keep the tests in a dataset column (code_contests, TACO/APPS ``input_output``,
-LiveCodeBench, PrimeIntellect ``verification_info``, verl ``{"inputs", "outputs"}``), so a job
-may be ``{"tests": ..., "completion": ...}``. Workers only ever read problems from the store, so
-the client turns each distinct test set into a stored problem once and submits by id:
+Jobs may be ``{"tests": ..., "completion": ...}`` with the tests in any shape
+:func:`cpfleet.producer.inline.problem_from_tests` converts (code_contests, TACO/APPS
+``input_output``, LiveCodeBench, PrimeIntellect ``verification_info``, verl
+``{"inputs", "outputs", "fn_name"}``). Workers only read problems from the store, so:
 
-- the id is content-addressed, ``inline/<hash of the canonical JSON of the tests>``: a GRPO
-  group (G completions of one prompt) shares one id, re-running a dataset finds its problems
-  already stored, and two trainers sending the same tests share one stored problem;
-- registration goes through the problem store's ``register_problems`` (which compares versions
-  first), and this process remembers which hashes it registered, so the same tests cost one
-  Redis round trip the first time and none after that;
-- concurrent first uses of one test set (a GRPO group submitted from many coroutines or
-  threads at once) wait for the single registration in flight instead of each sending it.
-
-The conversion from a dataset's shape to the problem format is ``cpfleet.producer.inline
-.problem_from_tests`` when that module is installed; a minimal converter for the stdio shapes
-(code_contests, ``{"inputs","outputs"}``, a list of ``{"input","output"}``) stands in
-otherwise and refuses function-call tests rather than judging them as stdio.
+- the stored id is the converted problem's content id (``inline/<hash>``): a GRPO group (G
+  completions of one prompt) shares one id, re-running a dataset finds its problems stored,
+  and two trainers sending the same tests share one stored problem;
+- this process remembers, per raw test set (a hash of its canonical JSON), the id it was
+  stored under, so a group's later jobs cost neither a conversion nor a round trip; the first
+  use goes through the store's ``register_problems``, which compares versions and writes only
+  what is new;
+- concurrent first uses of one test set (a group submitted from many threads or coroutines at
+  once) wait for the one registration in flight instead of each sending it.
 """
 
 from __future__ import annotations
@@ -26,20 +22,17 @@ import hashlib
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import redis
 
-INLINE_PREFIX = "inline/"
-
-
-class InlineTestsError(ValueError):
-    """Inline tests in a shape that cannot be turned into a problem (a caller error, 4xx)."""
+from cpfleet.core.errors import InlineProblemError
+from cpfleet.producer.inline import problem_from_tests
 
 
 def tests_digest(tests: Any) -> str:
-    """A stable hash of a test set: the canonical JSON (sorted keys) of whatever shape it has.
+    """A stable hash of a raw test set: the canonical JSON (sorted keys) of whatever shape it has.
 
     A JSON string is parsed first, so the string and the object it encodes hash alike.
     """
@@ -47,12 +40,8 @@ def tests_digest(tests: Any) -> str:
     try:
         blob = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     except (TypeError, ValueError) as e:
-        raise InlineTestsError(f"inline tests must be JSON data: {e}") from None
+        raise InlineProblemError(f"inline tests must be JSON data: {e}") from None
     return hashlib.blake2b(blob.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
-
-
-def inline_problem_id(tests: Any) -> str:
-    return INLINE_PREFIX + tests_digest(tests)
 
 
 def _parsed(tests: Any) -> Any:
@@ -62,89 +51,43 @@ def _parsed(tests: Any) -> Any:
         try:
             return json.loads(tests)
         except json.JSONDecodeError as e:
-            raise InlineTestsError(f"inline tests are a string but not JSON: {e}") from None
+            raise InlineProblemError(f"inline tests are a string but not JSON: {e}") from None
     return tests
 
 
-def _converter() -> Callable[..., Any]:
-    """The project's dataset converter when present, else the minimal stdio one below."""
-    try:
-        from cpfleet.producer.inline import problem_from_tests  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:
-        return minimal_problem_from_tests
-    return problem_from_tests  # type: ignore[no-any-return,unused-ignore]
+def _code_contests_row(tests: Any) -> Any:
+    """A deepmind/code_contests row's test columns (``public_tests``, ``private_tests``,
+    ``generated_tests``, each ``{"input": [...], "output": [...]}``) in the project's
+    ``{"public_tests", "hidden_tests"}`` shape; anything else unchanged."""
+    if not isinstance(tests, Mapping) or not any(
+        isinstance(tests.get(k), Mapping) for k in ("public_tests", "private_tests", "generated_tests")
+    ):
+        return tests
+
+    def pairs(block: Any) -> list[dict[str, Any]]:
+        if block is None:
+            return []
+        if not isinstance(block, Mapping) or not isinstance(block.get("input"), list) or not isinstance(
+            block.get("output"), list
+        ):
+            raise InlineProblemError("a code_contests test block must be {input: [...], output: [...]}")
+        if len(block["input"]) != len(block["output"]):
+            raise InlineProblemError("a code_contests test block has input and output lists of different lengths")
+        return [{"input": i, "output": o} for i, o in zip(block["input"], block["output"], strict=True)]
+
+    public = pairs(tests.get("public_tests"))
+    hidden = pairs(tests.get("private_tests")) + pairs(tests.get("generated_tests"))
+    return {"public_tests": public, "hidden_tests": hidden or list(public)}
 
 
-def problem_record(tests: Any, problem_id: str | None = None) -> dict[str, Any]:
-    """The problem-format record for inline ``tests`` under ``problem_id`` (default: content id)."""
-    pid = problem_id or inline_problem_id(tests)
-    convert = _converter()
+def problem_record(tests: Any) -> dict[str, Any]:
+    """The problem-format record (with its content id) for inline ``tests``."""
     try:
-        record = convert(_parsed(tests), problem_id=pid)
-    except InlineTestsError:
+        return problem_from_tests(_code_contests_row(_parsed(tests)))
+    except InlineProblemError:
         raise
-    except (ValueError, TypeError, KeyError) as e:
-        raise InlineTestsError(f"cannot use these inline tests: {e}") from None
-    if hasattr(record, "to_dict"):
-        record = record.to_dict()
-    if not isinstance(record, dict):
-        raise InlineTestsError(f"converter returned {type(record).__name__}, not a problem record")
-    record = dict(record)
-    record["id"] = pid
-    return record
-
-
-def minimal_problem_from_tests(tests: Any, *, problem_id: str) -> dict[str, Any]:
-    """Stdio test sets only: code_contests, ``{"inputs", "outputs"}``, ``[{"input", "output"}]``.
-
-    All tests become hidden tests (the reward), the first one also public (the feedback), as
-    the project's dataset preparation does for sets without a public split.
-    """
-    public: list[dict[str, str]] = []
-    hidden: list[dict[str, str]] = []
-    if isinstance(tests, Mapping) and any(k in tests for k in ("public_tests", "private_tests", "generated_tests")):
-        public = _pairs(tests.get("public_tests"))
-        hidden = _pairs(tests.get("private_tests")) + _pairs(tests.get("generated_tests"))
-    elif isinstance(tests, Mapping) and "inputs" in tests and "outputs" in tests:
-        if tests.get("fn_name"):
-            raise InlineTestsError("function-call tests (fn_name) need cpfleet.producer.inline, which is not installed")
-        hidden = _pairs({"input": tests["inputs"], "output": tests["outputs"]})
-    elif isinstance(tests, list) and all(isinstance(t, Mapping) for t in tests):
-        for t in tests:
-            kind = t.get("testtype") or t.get("type") or "stdin"
-            if kind not in ("stdin", "stdin_stdout"):
-                raise InlineTestsError(f"test type {kind!r} needs cpfleet.producer.inline, which is not installed")
-            hidden.extend(_pairs({"input": [t.get("input")], "output": [t.get("output")]}))
-    else:
-        raise InlineTestsError(
-            "inline tests must be code_contests ({public_tests, private_tests, ...}), "
-            "{inputs, outputs} or a list of {input, output}"
-        )
-    if not public and not hidden:
-        raise InlineTestsError("inline tests hold no test case")
-    if not public:
-        public = hidden[:1]
-    if not hidden:
-        hidden = list(public)
-    return {"id": problem_id, "public_tests": public, "hidden_tests": hidden}
-
-
-def _pairs(block: Any) -> list[dict[str, str]]:
-    if block is None:
-        return []
-    if not isinstance(block, Mapping):
-        raise InlineTestsError("a test block must be {input: [...], output: [...]}")
-    ins, outs = block.get("input"), block.get("output")
-    if not isinstance(ins, list) or not isinstance(outs, list) or len(ins) != len(outs):
-        raise InlineTestsError("a test block needs input and output lists of one length")
-    pairs = []
-    for i, o in zip(ins, outs, strict=True):
-        if isinstance(o, list) and len(o) == 1:  # TACO wraps some expected outputs in a list
-            o = o[0]
-        if not isinstance(i, str) or not isinstance(o, str):
-            raise InlineTestsError("stdio test input and output must be strings")
-        pairs.append({"input": i, "output": o})
-    return pairs
+    except (ValueError, TypeError, KeyError) as e:  # TestShapeError is a ValueError
+        raise InlineProblemError(f"cannot use these inline tests: {e}") from None
 
 
 class InlineRegistry:
@@ -158,42 +101,44 @@ class InlineRegistry:
         self._redis = client
         self._max = max_remembered
         self._lock = threading.Lock()
-        self._known: OrderedDict[str, None] = OrderedDict()
+        self._known: OrderedDict[str, str] = OrderedDict()  # raw digest -> stored id
         self._inflight: dict[str, threading.Event] = {}
         self.registered = 0  # test sets this process sent to the store (new or re-checked)
 
     def problem_id(self, tests: Any) -> str:
         """The stored problem id for ``tests``, registering them first if this process has not."""
-        pid = inline_problem_id(tests)
+        digest = tests_digest(tests)
         while True:
             with self._lock:
-                if pid in self._known:
-                    self._known.move_to_end(pid)
-                    return pid
-                waiter = self._inflight.get(pid)
+                known = self._known.get(digest)
+                if known is not None:
+                    self._known.move_to_end(digest)
+                    return known
+                waiter = self._inflight.get(digest)
                 if waiter is None:
                     done = threading.Event()
-                    self._inflight[pid] = done
+                    self._inflight[digest] = done
                     break
             waiter.wait()  # another caller is registering the same set; then look again
         try:
-            record = problem_record(tests, pid)
+            record = problem_record(tests)
+            from cpfleet.core.errors import ProblemFormatError
             from cpfleet.core.store import register_problems
-            from cpfleet.core.problem import ProblemFormatError
 
             try:
                 register_problems(self._redis, [record])
             except ProblemFormatError as e:
-                raise InlineTestsError(f"inline tests do not make a valid problem: {e}") from None
+                raise InlineProblemError(f"inline tests do not make a valid problem: {e}") from None
+            pid = str(record["id"])
             with self._lock:
-                self._known[pid] = None
+                self._known[digest] = pid
                 self.registered += 1
                 while len(self._known) > self._max:
                     self._known.popitem(last=False)
             return pid
         finally:
             with self._lock:
-                self._inflight.pop(pid, None)
+                self._inflight.pop(digest, None)
             done.set()
 
     def resolve_job(self, job: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -19,9 +19,9 @@ import uvicorn
 from fleet_helpers import FleetWorker
 
 from cpfleet.cli import main as cli_main
+from cpfleet.producer.client import FleetClient
 from cpfleet.redis_server import RedisServer, free_port
 from cpfleet.serve import ServeConfig, create_app
-from cpfleet.producer.client import FleetClient
 
 TOKEN = "s3cret-token"
 ADD = {
@@ -249,7 +249,7 @@ def test_an_oversized_body_is_413_and_backpressure_is_429(server: Server) -> Non
     [
         ("/get_reward", {"query": "not a list", "labels": []}, 422, "'query' must be a list"),
         ("/get_reward", {"query": [GOOD], "labels": ["a", "b"]}, 422, "'labels' has 2 items"),
-        ("/get_reward", {"query": [GOOD], "labels": [{"inputs": ["1\n"], "outputs": []}]}, 422, "input and output"),
+        ("/get_reward", {"query": [GOOD], "labels": [{"inputs": ["1\n"], "outputs": []}]}, 422, "lengths differ"),
         ("/slime", {"response": GOOD}, 422, "'label'"),
         ("/run_code", {"code": "print(1)", "language": "cobol"}, 400, "not supported"),
         ("/run_code", {"language": "python"}, 422, "'code'"),

@@ -16,6 +16,10 @@ import redis
 from fleet_helpers import FleetWorker
 
 from cpfleet.core import protocol
+from cpfleet.core.errors import InlineProblemError
+from cpfleet.core.verdict import Verdict
+from cpfleet.producer.client import FleetClient
+from cpfleet.producer.inline_registry import problem_record
 from cpfleet.redis_server import RedisServer, free_port
 from cpfleet.rewards import (
     VERDICT_CODES,
@@ -27,9 +31,7 @@ from cpfleet.rewards import (
     compute_score_async,
     compute_score_batch,
 )
-from cpfleet.producer.client import FleetClient
-from cpfleet.producer.inline_registry import InlineTestsError, inline_problem_id
-from cpfleet.core.verdict import Verdict
+from cpfleet.sandbox.extract import extract_code
 
 ADD = {
     "id": "t/add",
@@ -82,20 +84,20 @@ def test_a_group_sharing_inline_tests_is_stored_once_and_judged_by_id(fleet: Fle
     results = fleet.gather(fleet.submit_many(jobs), timeout=120)
     assert [r.reward for r in results] == [1.0, 0.0, 1.0, 0.0] * 2
     new = stored_inline_ids(fleet.redis_url) - before
-    assert new == {inline_problem_id(CODE_CONTESTS_TESTS)}
+    assert new == {problem_record(CODE_CONTESTS_TESTS)["id"]}
     assert {r.problem_id for r in results} == new
     assert fleet.inline_registry.registered == 1
     # the same tests as JSON text (as a dataset column holds them) map to the same stored problem
     again = fleet.submit_many([{"tests": json.dumps(CODE_CONTESTS_TESTS), "completion": GOOD}])
     assert fleet.gather(again, timeout=60)[0].problem_id in new
     assert fleet.inline_registry.registered == 1
-    assert inline_problem_id(json.dumps(CODE_CONTESTS_TESTS)) == inline_problem_id(CODE_CONTESTS_TESTS)
+    assert problem_record(json.dumps(CODE_CONTESTS_TESTS))["id"] == problem_record(CODE_CONTESTS_TESTS)["id"]
 
 
 def test_a_second_client_reuses_the_stored_tests_without_writing(fleet: FleetClient) -> None:
     fleet.gather(fleet.submit_many([{"tests": ADD_TESTS, "completion": GOOD}]), timeout=60)
     r = redis.Redis.from_url(fleet.redis_url)
-    key = protocol.problem_key(inline_problem_id(ADD_TESTS))
+    key = protocol.problem_key(problem_record(ADD_TESTS)["id"])
     data_before = r.hget(key, "data")
     with FleetClient(fleet.redis_url, timeout=60) as other:
         res = other.gather(other.submit_many([{"tests": ADD_TESTS, "completion": HALF}]), timeout=60)[0]
@@ -108,9 +110,9 @@ def test_a_second_client_reuses_the_stored_tests_without_writing(fleet: FleetCli
 
 def test_unusable_inline_tests_are_refused_before_anything_is_sent(fleet: FleetClient) -> None:
     submitted = fleet.stats.submitted
-    with pytest.raises(InlineTestsError):
+    with pytest.raises(InlineProblemError):
         fleet.submit_many([{"tests": {"inputs": ["1\n"], "outputs": []}, "completion": GOOD}])
-    with pytest.raises(InlineTestsError):
+    with pytest.raises(InlineProblemError):
         fleet.submit_many([{"tests": "not json at all", "completion": GOOD}])
     assert fleet.stats.submitted == submitted
 
@@ -132,19 +134,28 @@ def test_evaluate_is_one_await_and_concurrent_calls_share_publishes(fleet: Fleet
     assert stats.largest_batch > 1
 
 
-def test_identical_jobs_in_flight_share_one_judgement(fleet: FleetClient) -> None:
-    async def main() -> tuple[list[Any], Any]:
-        variant = HALF.replace("print", "# dedupe\nprint")
-        # same extracted code under different prose: one job
-        calls = [fleet.evaluate("t/add", f"Attempt {i}:\n{variant}", job_id=f"j{i}") for i in range(10)]
+def test_identical_jobs_in_flight_share_one_judgement(node: FleetWorker) -> None:
+    variant = HALF.replace("print", "# dedupe\nprint")
+
+    async def main(fleet: FleetClient) -> tuple[list[Any], Any]:
+        # the same program under different prose, plus exact repeats of one completion
+        texts = [f"Attempt {i % 5}:\n{variant}" for i in range(10)]
+        calls = [fleet.evaluate("t/add", t, job_id=f"j{i}") for i, t in enumerate(texts)]
         results = await asyncio.gather(*calls)
         return results, fleet.evaluator().stats
 
-    results, stats = asyncio.run(main())
+    with FleetClient(node.redis_url, timeout=60, code_key=extract_code) as fleet:
+        fleet.register_problems([ADD])
+        results, stats = asyncio.run(main(fleet))
     assert stats.calls == 10 and stats.published == 1 and stats.deduped == 9
     assert [r.job_id for r in results] == [f"j{i}" for i in range(10)]
     assert {r.reward for r in results} == {0.0}
     assert all(r.verdict == Verdict.WRONG_ANSWER for r in results)
+    # without the sandbox's extraction the client compares whole completions: 5 distinct texts
+    with FleetClient(node.redis_url, timeout=60) as plain:
+        results, stats = asyncio.run(main(plain))
+    assert stats.published == 5 and stats.deduped == 5
+    assert {r.reward for r in results} == {0.0}
 
 
 def test_evaluate_takes_inline_tests_and_reports_a_bad_set_to_its_caller_only(fleet: FleetClient) -> None:
@@ -155,7 +166,7 @@ def test_evaluate_takes_inline_tests_and_reports_a_bad_set_to_its_caller_only(fl
 
     good, bad = asyncio.run(main())
     assert good.reward == 1.0
-    assert isinstance(bad, InlineTestsError)
+    assert isinstance(bad, InlineProblemError)
 
 
 def test_map_returns_results_in_input_order_and_as_completed_yields_futures(fleet: FleetClient) -> None:
