@@ -31,6 +31,7 @@ import concurrent.futures as cf
 import copy
 import functools
 import threading
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +50,7 @@ class BatcherStats:
     deduped: int = 0  # calls that shared an in-flight job's result
     flushes: int = 0  # submit_many calls (one per batch)
     largest_batch: int = 0
+    publish_ms_max: float = 0.0  # the longest publish of one batch (validation, registration, Redis)
 
 
 @dataclass(slots=True)
@@ -138,8 +140,9 @@ class AsyncEvaluator:
         self.stats.published += len(batch)
         self.stats.largest_batch = max(self.stats.largest_batch, len(batch))
         jobs = [c.job for c in batch]
+        started = time.perf_counter()
         task = self._loop.run_in_executor(None, self._submit, jobs)
-        task.add_done_callback(lambda t: self._published(batch, t))
+        task.add_done_callback(lambda t: self._published(batch, t, started))
 
     def _submit(self, jobs: list[dict[str, Any]]) -> list[cf.Future[JobResult] | Exception]:
         """Validate each job on its own (a bad one fails only its own call), publish the rest."""
@@ -158,9 +161,10 @@ class AsyncEvaluator:
         return [next(futures) if item is None else item for item in out]
 
     def _published(
-        self, batch: list[_Call], task: asyncio.Future[list[cf.Future[JobResult] | Exception]]
+        self, batch: list[_Call], task: asyncio.Future[list[cf.Future[JobResult] | Exception]], started: float
     ) -> None:
         self._flushing = False
+        self.stats.publish_ms_max = max(self.stats.publish_ms_max, (time.perf_counter() - started) * 1000.0)
         exc = task.exception()
         if exc is not None:
             # Redis unreachable, or the client closed: the callers get the error (jobs of
