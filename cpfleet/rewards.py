@@ -41,12 +41,12 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from cpfleet.core import defaults
 from cpfleet.core.results import JobResult
 from cpfleet.core.verdict import Verdict
 
 log = logging.getLogger("cpfleet.rewards")
 
-DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 DEFAULT_TIMEOUT_S = 900.0
 
 # Stable integer codes for verl (which averages every returned key); never renumber.
@@ -118,7 +118,7 @@ class _Connection:
 
         with self._lock:
             if self._fleet is None or self._pid != os.getpid():  # a forked child needs its own
-                url = self.redis_url or os.environ.get("CPFLEET_REDIS_URL", DEFAULT_REDIS_URL)
+                url = defaults.redis_url(self.redis_url)
                 # dedupe in-flight jobs on the program the worker would run, not the prose around it
                 self._fleet = FleetClient(url, code_key=extract_code, **self.client_options)
                 self._pid = os.getpid()
