@@ -121,6 +121,18 @@ class BrokerUnavailable(CpfleetError, ConnectionError):
         self.submitted: list[Any] = []
 
 
+class BrokerFull(CpfleetError, RuntimeError):
+    """Redis refused a write because it is at ``maxmemory`` with the ``noeviction`` policy (an
+    "OOM command not allowed" error): it is reachable, but full, usually of unconsumed jobs or
+    unread replies. Not a BrokerUnavailable: retrying helps only once workers or readers have
+    drained it, or after raising ``maxmemory``. Nothing after the failing batch was published;
+    ``submitted`` as for BrokerUnavailable."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.submitted: list[Any] = []
+
+
 class MessageEncodeError(CpfleetError, ValueError):
     """A job could not be serialized (a caller error, never a broker failure): nothing of the
     call was published."""

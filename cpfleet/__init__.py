@@ -52,6 +52,7 @@ _EXPORTS: dict[str, str] = {
     "InlineProblemError": "cpfleet.core.errors",
     "SandboxBroken": "cpfleet.core.errors",
     "BrokerUnavailable": "cpfleet.core.errors",
+    "BrokerFull": "cpfleet.core.errors",
     "MessageEncodeError": "cpfleet.core.errors",
     "PublisherClosed": "cpfleet.core.errors",
     "FleetBusy": "cpfleet.core.errors",
@@ -89,6 +90,7 @@ __all__ = [
     "InlineProblemError",
     "SandboxBroken",
     "BrokerUnavailable",
+    "BrokerFull",
     "MessageEncodeError",
     "PublisherClosed",
     "FleetBusy",
@@ -98,6 +100,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from cpfleet.core.errors import (
+        BrokerFull,
         BrokerUnavailable,
         CheckerSpecError,
         ClientClosed,

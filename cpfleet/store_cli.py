@@ -9,22 +9,16 @@ cannot be reached.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 
+from cpfleet.core import defaults
 from cpfleet.loading import DuplicateProblemError, LoadResult, ProblemFileError, load_problems
-
-DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("problems", metavar="PROBLEMS", help="problem file: JSONL, JSONL.gz, parquet or Arrow")
-    parser.add_argument(
-        "--redis",
-        default=os.environ.get("CPFLEET_REDIS_URL", DEFAULT_REDIS_URL),
-        help="Redis URL (default: $CPFLEET_REDIS_URL or %(default)s)",
-    )
+    parser.add_argument("--redis", metavar="URL", help=defaults.REDIS_URL_HELP)
     add_loading_arguments(parser)
 
 
@@ -67,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"cpfleet load: {e}", file=sys.stderr)
         return 2
     # Large problems take a while on a slow link: wait for Redis longer than redis-py's 5 s default.
+    args.redis = defaults.redis_url(args.redis)
     client = redis.Redis.from_url(args.redis, socket_timeout=120, socket_connect_timeout=10)
     try:
         stats = register_problems(client, loaded.problems)

@@ -1,5 +1,8 @@
 """The evaluate task: one job in, exactly one reply out (at-least-once; the client dedupes).
 
+Except a withdrawn job (cancelled by its client, or its client closed or died): it is dropped
+before anything of it runs, and nobody waits for its reply (see ``workers.withdrawal``).
+
 Every path ends in a reply: a malformed message that still names its reply list gets an INTERNAL
 result, an unknown problem gets UNKNOWN_PROBLEM, an exception or a soft time limit gets INTERNAL
 with the reason. Paths the task cannot reach itself (its pool process died for good, the hard
@@ -19,8 +22,10 @@ from cpfleet.core import protocol
 from cpfleet.core.protocol import JobMessage, ProtocolError
 from cpfleet.core.results import JobResult
 from cpfleet.core.verdict import Verdict
+from cpfleet.workers import joblog
 from cpfleet.workers.app import app, resources, settings
 from cpfleet.workers.replies import push_reply
+from cpfleet.workers.withdrawal import withdrawn
 
 log = logging.getLogger("cpfleet.worker")
 
@@ -154,9 +159,13 @@ def evaluate(self: Any, job: Any = None, *args: Any, **kwargs: Any) -> None:
     except ProtocolError as exc:
         _reject(self.request.id, job, str(exc), hostname)
         return
+    why = withdrawn(resources.redis, msg)
+    if why is not None:
+        joblog.log_event("job_withdrawn", job_id=msg.job_id, problem_id=msg.problem_id, reason=why, worker=hostname)
+        return
     result = evaluate_job(msg, hostname)
     _record(result)
-    push_reply(resources.redis, msg.reply_to, result, msg.reply_ttl, settings.reply_retry_s)
+    push_reply(resources.redis, msg.reply_to, result, msg.reply_ttl, settings.reply_retry_s, keep_until=msg.deadline)
 
 
 def _reject(task_id: str, job: Any, reason: str, hostname: str) -> None:
