@@ -204,6 +204,9 @@ class AsyncEvaluator:
         for fut, cfut in ready:
             if fut.done():
                 continue
+            if cfut.cancelled():  # FleetClient.cancel_many withdrew the job
+                fut.cancel()
+                continue
             exc = cfut.exception()
             if exc is not None:
                 fut.set_exception(exc)
