@@ -43,6 +43,7 @@ import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -166,6 +167,7 @@ def create_app(config: ServeConfig) -> Starlette:
 
     metrics = _Metrics()
     sandboxes = _Sandboxes(config.run_code_sandboxes, config.run_code_queue)
+    run_pool = ThreadPoolExecutor(max_workers=config.run_code_sandboxes, thread_name_prefix="cpfleet-run-code")
     state: dict[str, Any] = {}
 
     @contextlib.asynccontextmanager
@@ -185,6 +187,7 @@ def create_app(config: ServeConfig) -> Starlette:
             yield
         finally:
             await asyncio.to_thread(fleet.close)
+            await asyncio.to_thread(run_pool.shutdown, True)
             await asyncio.to_thread(sandboxes.close)
 
     def fleet() -> Any:
@@ -309,7 +312,11 @@ def create_app(config: ServeConfig) -> Starlette:
         memory = RUN_CODE_DEFAULT_MEMORY_MB if memory <= 0 else max(16, min(memory, 65536))
         sandboxes.enter()
         try:
-            reply = await asyncio.to_thread(_run_one, sandboxes, code, stdin, run_timeout, memory)
+            # its own threads, one per sandbox: waiting requests queue there, not in the default
+            # executor the fleet client's publishes use
+            reply = await asyncio.get_running_loop().run_in_executor(
+                run_pool, _run_one, sandboxes, code, stdin, run_timeout, memory
+            )
         finally:
             sandboxes.leave()
         return JSONResponse(reply)
