@@ -615,8 +615,11 @@ def _run_one(sandboxes: _Sandboxes, code: str, stdin: str, run_timeout: float, m
             code_ = -rr.signal if rr.signal else 1  # killed or stopped by a limit: never a clean exit
         run = {"status": "Finished", "execution_time": rr.wall_s, "return_code": code_, "stdout": stdout,
                "stderr": stderr}
+        if rr.stdout_truncated and code_ == 0:
+            code_ = 1  # its output was cut: the caller must not compare a prefix and pass it
         ok = rr.status == Verdict.OK and code_ == 0
-        message = "" if rr.status == Verdict.OK else f"{rr.status}: {rr.error}".rstrip(": ")
+        detail = rr.error or ("output truncated" if rr.stdout_truncated else "")
+        message = "" if ok else f"{rr.status}: {detail}".rstrip(": ")
         return _sf_reply("Success" if ok else "Failed", message, run)
     finally:
         sandboxes.release(runner, broken)

@@ -151,11 +151,15 @@ def test_run_code_answers_verls_sandbox_fusion_payload_with_stdout(server: Serve
     assert set(run) == {"status", "execution_time", "return_code", "stdout", "stderr"}
 
 
-def test_run_code_reports_crashes_timeouts_and_syntax_errors_as_failed_runs(server: Server) -> None:
+def test_run_code_reports_crashes_timeouts_memory_and_syntax_errors_as_failed_runs(server: Server) -> None:
     crash = post(server, "/run_code", verl_run_code_payload("raise SystemExit(3)\n", ""))[1]
     assert crash["status"] == "Failed" and crash["run_result"]["return_code"] == 3
     slow = post(server, "/run_code", verl_run_code_payload("while True:\n    pass\n", "", timeout=1))[1]
     assert slow["status"] == "Failed" and slow["run_result"]["status"] == "TimeLimitExceeded"
+    hog = {**verl_run_code_payload("x = bytearray(1024 * 1024 * 1024)\nprint('allocated')\n", ""), "memory_limit_MB": 128}
+    hogged = post(server, "/run_code", hog)[1]
+    assert hogged["status"] == "Failed" and hogged["run_result"]["return_code"] != 0
+    assert "allocated" not in hogged["run_result"]["stdout"]
     syntax = post(server, "/run_code", verl_run_code_payload("def f(:\n", ""))[1]
     assert syntax["status"] == "Failed" and syntax["run_result"]["return_code"] == 1
     assert "SyntaxError" in syntax["run_result"]["stderr"] or "invalid syntax" in syntax["run_result"]["stderr"]
