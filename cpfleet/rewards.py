@@ -178,8 +178,18 @@ class _TRLCore:
             return [problem_ref(v) if isinstance(v, str) else v for v in values]
         return [str(v) for v in values]
 
-    def rewards(self, results: Sequence[JobResult | None], log_metric: Callable[[str, float], Any] | None) -> list[float | None]:
+    def rewards(
+        self,
+        results: Sequence[JobResult | None],
+        log_metric: Callable[[str, float], Any] | None,
+        log_extra: Callable[[str, list[Any]], Any] | None = None,
+    ) -> list[float | None]:
         out = [None if r is None or r.infra_error else r.reward for r in results]
+        if log_extra is not None and results:
+            try:  # one verdict per completion, beside it in TRL's completions table
+                log_extra(f"{self.name}_verdict", ["INFRA" if r is None else str(r.verdict) for r in results])
+            except Exception:
+                log.exception("%s: log_extra failed", self.name)
         if log_metric is not None and results:
             counts = Counter("INFRA" if r is None else str(r.verdict) for r in results)
             try:
@@ -255,7 +265,7 @@ class TRLReward:
                     log.error("%s: no result for completion %d: %s", core.name, i, e)
         except Exception:  # Redis unreachable, client closed: infrastructure, masked
             log.exception("%s: the fleet could not judge this batch; its rewards are None", core.name)
-        return core.rewards(results, kwargs.get("log_metric"))
+        return core.rewards(results, kwargs.get("log_metric"), kwargs.get("log_extra"))
 
     def close(self) -> None:
         self._core.conn.close()
@@ -299,7 +309,7 @@ async def _trl_reward_async(
             return None
 
     results = await asyncio.gather(*(one(t, c) for t, c in zip(targets, completions, strict=True)))
-    return core.rewards(results, kwargs.get("log_metric"))
+    return core.rewards(results, kwargs.get("log_metric"), kwargs.get("log_extra"))
 
 
 class AsyncTRLReward(functools.partial[Any]):

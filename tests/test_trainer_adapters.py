@@ -200,12 +200,18 @@ def trl_batch() -> dict[str, Any]:
 
 def test_trl_reward_masks_unknown_problems_and_logs_verdict_counts(fleet: FleetClient) -> None:
     logged: dict[str, float] = {}
+    extra: dict[str, list[Any]] = {}
     fn = TRLReward(fleet.redis_url, timeout_s=60, name="judge")
     try:
-        rewards = fn(**trl_batch(), log_metric=lambda name, value: logged.__setitem__(name, value))
+        rewards = fn(
+            **trl_batch(),
+            log_metric=lambda name, value: logged.__setitem__(name, value),
+            log_extra=lambda column, values: extra.__setitem__(column, values),
+        )
     finally:
         fn.close()
     assert rewards == [1.0, 0.0, None, 1.0]
+    assert extra == {"judge_verdict": ["OK", "WRONG_ANSWER", "UNKNOWN_PROBLEM", "OK"]}
     assert fn.__name__ == "judge"
     assert logged["judge/verdict/OK"] == 0.5
     assert logged["judge/verdict/WRONG_ANSWER"] == 0.25
