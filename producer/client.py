@@ -179,6 +179,7 @@ class FleetClient:
         )
         self._move_script = self._reader_redis.register_script(_MOVE_REPLIES)
         self._broker_full = False  # the reader saw Redis refuse BLMOVE for lack of memory
+        self._broker_full_since = 0.0
         try:
             claimed = self._redis.set(self.claim_key, self._claim_token, nx=True, ex=self._claim_ttl_s)
         except redis.exceptions.OutOfMemoryError as exc:
@@ -550,6 +551,15 @@ class FleetClient:
         ok = self._reader_redis.eval(_RENEW_CLAIM, 1, self.claim_key, self._claim_token, self._claim_ttl_s)
         if not ok:
             log.error("client_id %r was claimed by another client: replies may be lost to it", self.client_id)
+        elif ok == 2:
+            # Workers drop the jobs of a client without a claim: any that one picked up while it
+            # had lapsed resolve INTERNAL at their deadline (or are resubmitted, if enabled).
+            log.warning(
+                "client_id %r: the claim had lapsed (reader cut off from Redis for %ds) and was taken back; "
+                "jobs started meanwhile were dropped by the workers",
+                self.client_id,
+                self._claim_ttl_s,
+            )
 
     def _drain_processing(self) -> list[Any]:
         """Everything this client moved to its processing list and may not have delivered yet
@@ -566,6 +576,8 @@ class FleetClient:
         then the script alone polls: its RPOP frees before its LPUSH adds, which Redis allows.
         """
         batch: list[Any] = []
+        if self._broker_full and time.monotonic() - self._broker_full_since > 5.0:
+            self._broker_full = False  # memory may have been freed elsewhere: try blocking again
         if not self._broker_full:
             try:
                 # Redis takes a fractional timeout; redis-py's annotation says int.
@@ -573,7 +585,7 @@ class FleetClient:
                     self.reply_key, self.processing_key, self._block_s, src="RIGHT", dest="LEFT"  # type: ignore[arg-type]
                 )
             except redis.exceptions.OutOfMemoryError:
-                self._broker_full = True
+                self._broker_full, self._broker_full_since = True, time.monotonic()
                 return batch
             if first is None:
                 return batch
@@ -790,11 +802,11 @@ class FleetClient:
 
 
 # Renew this client's claim on its id: extend it while it is ours, take it back if it expired
-# (the reader was cut off from Redis for a TTL), never take it from another client.
+# (the reader was cut off from Redis for a TTL: returns 2), never take it from another client (0).
 _RENEW_CLAIM = """
 local v = redis.call('GET', KEYS[1])
 if v == ARGV[1] then return redis.call('EXPIRE', KEYS[1], ARGV[2]) end
-if not v then redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2]) return 1 end
+if not v then redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2]) return 2 end
 return 0
 """
 # Move up to ARGV[1] replies (oldest first) from the reply list to the processing list and return

@@ -128,3 +128,38 @@ def test_every_job_log_line_of_a_real_node_is_one_json_object(redis_url: str, st
     for line in event_lines:
         rec = json.loads(line)
         assert isinstance(rec, dict) and rec["event"] == "job_done"
+
+
+def test_a_crashed_trainers_queued_jobs_are_dropped_once_its_claim_lapses(redis_url: str, start_worker: Any) -> None:  # noqa: F811
+    """A trainer process dies (no close()) with jobs queued; a worker that starts later must not
+    judge them ahead of the next run's jobs. The claim TTL is shortened in the dying process so
+    that it lapses within the test."""
+    import subprocess
+    import sys
+
+    from fleet_helpers import REPO
+
+    register_problems(redis.Redis.from_url(redis_url), [ECHO])
+    queue = f"crash-{uuid.uuid4().hex[:6]}"
+    script = (
+        "import json, os, sys\n"
+        "from cpfleet.core import protocol\n"
+        "protocol.CLIENT_CLAIM_TTL_S = 2\n"
+        "from cpfleet.producer.client import FleetClient\n"
+        f"c = FleetClient({redis_url!r}, queue={queue!r}, client_id='crashy', timeout=300)\n"
+        f"c.submit_many([('t/echo', {ECHO_OK!r})] * 15)\n"
+        "print(json.dumps(sorted(c._pending)), flush=True)\n"
+        "os._exit(0)  # a crash: no close(), the claim is left to expire\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    orphan_ids = set(json.loads(out.stdout))
+    r = redis.Redis.from_url(redis_url)
+    assert r.llen(queue) == 15
+    assert wait_until(lambda: not r.exists(protocol.client_claim_key("crashy")), 30)
+    worker = start_worker(redis_url, concurrency=1, env={"CPFLEET_QUEUES": queue})
+    with FleetClient(redis_url, queue=queue, timeout=120) as again:
+        result = again.submit("t/echo", ECHO_OK).result(timeout=120)
+        assert (result.reward, result.infra_error) == (1.0, False)
+    assert wait_until(lambda: orphan_ids <= _withdrawn_ids(worker), 30), worker.log_text()[-3000:]
+    assert not orphan_ids & _judged_ids(worker)
