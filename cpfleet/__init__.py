@@ -36,6 +36,12 @@ _EXPORTS: dict[str, str] = {
     "evaluate": "cpfleet.sandbox.env",
     # inline tests (any dataset shape) -> a problem record with a content-hash id
     "problem_from_tests": "cpfleet.producer.inline",
+    # trainer adapters
+    "TRLReward": "cpfleet.rewards",
+    "AsyncTRLReward": "cpfleet.rewards",
+    "compute_score": "cpfleet.rewards",
+    "compute_score_async": "cpfleet.rewards",
+    "compute_score_batch": "cpfleet.rewards",
     # errors
     "CpfleetError": "cpfleet.core.errors",
     "ProblemFormatError": "cpfleet.core.errors",
@@ -79,6 +85,11 @@ __all__ = [
     "MODES",
     "evaluate",
     "problem_from_tests",
+    "TRLReward",
+    "AsyncTRLReward",
+    "compute_score",
+    "compute_score_async",
+    "compute_score_batch",
     "CpfleetError",
     "ProblemFormatError",
     "CheckerSpecError",
