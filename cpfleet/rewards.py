@@ -257,7 +257,7 @@ class TRLReward:
                 if job is not None:
                     jobs.append(job)
                     index.append(i)
-            futures = fleet.submit_many(jobs, reward=core.reward_shape, mode=core.mode, timeout=core.timeout_s)
+            futures = fleet.submit_many(jobs, reward_shape=core.reward_shape, mode=core.mode, timeout=core.timeout_s)
             for i, fut in zip(index, futures, strict=True):
                 try:
                     results[i] = fut.result(timeout=core.timeout_s + 30)
@@ -300,7 +300,7 @@ async def _trl_reward_async(
             return await fleet.evaluate(
                 target,
                 completion_text(completion),
-                reward=core.reward_shape,
+                reward_shape=core.reward_shape,
                 mode=core.mode,
                 timeout=core.timeout_s,
             )
