@@ -25,7 +25,8 @@ import time
 from dataclasses import dataclass, field
 
 from sandbox.checkers import Checker, CheckerSpecError, get_checker
-from sandbox.extract import extract_code
+from sandbox.extract import extract_program, looked_for
+from sandbox.languages import LANGUAGES, UnknownLanguage
 from sandbox.observation import PublicTestView, clip, format_observation
 from sandbox.problem import Problem, TestCase
 from sandbox.results import JobResult, TestReport, TestSetSummary, Timings
@@ -40,6 +41,16 @@ NO_CODE_MESSAGE = (
     "No Python code found: put the whole program in one fenced block (```python ... ```). "
     "No test was run."
 )
+
+
+def no_code_message(allowed: tuple[str, ...] | None) -> str:
+    """NO_CODE's feedback, naming the languages that were looked for."""
+    if allowed == ("python3",):
+        return NO_CODE_MESSAGE
+    tag = {"python3": "python", "pypy3": "python", "cpp": "cpp", "c": "c", "java": "java"}
+    example = tag.get((allowed or ("python3",))[0], "python")
+    return (f"No code found in {looked_for(allowed)}: put the whole program in one fenced block "
+            f"(```{example} ... ```). No test was run.")
 
 
 class _InfraFailure(Exception):
@@ -101,11 +112,14 @@ def evaluate(
     job_id: str = "",
     max_public_shown: int | None = DEFAULT_MAX_PUBLIC_SHOWN,
     problem_version: str | None = None,
+    language: str | None = None,
 ) -> JobResult:
     """Judge one completion. Never raises for anything the program or the runner does.
 
     ``problem_version`` defaults to ``problem.content_version()``; callers judging many jobs of
-    one problem pass it precomputed (hashing every test per job is wasted work).
+    one problem pass it precomputed (hashing every test per job is wasted work). ``language``
+    (the job's) fixes the language the completion is judged in; else the problem's
+    ``languages`` allow several (sandbox/extract.py says which block wins).
     """
     if reward_shape not in REWARD_SHAPES:
         raise ValueError(f"reward_shape must be one of {REWARD_SHAPES}, got {reward_shape!r}")
@@ -130,18 +144,28 @@ def evaluate(
         return infra(f"problem {problem.id} has no tests")
 
     text = completion.decode("utf-8", errors="replace") if isinstance(completion, bytes) else completion
-    code = extract_code(text)
-    if code is None:
-        return finish(JobResult(job_id, problem.id, 0.0, Verdict.NO_CODE, observation=NO_CODE_MESSAGE))
     try:
-        syntax_error = runner.load(code)
-    except Exception as e:  # a runner that cannot load is infrastructure
-        return infra(f"runner {runner.name} failed to load the program: {type(e).__name__}: {e}")
-    if syntax_error is not None:
-        observation = "Compile error (no test was run):\n" + clip(syntax_error.rstrip("\n")) + "\n"
-        return finish(JobResult(job_id, problem.id, 0.0, Verdict.COMPILE_ERROR, observation=observation))
+        allowed, default = allowed_languages(problem, language)
+    except ValueError as e:
+        return infra(str(e))
+    found = extract_program(text, allowed=allowed, default=default)
+    if found is None:
+        return finish(JobResult(job_id, problem.id, 0.0, Verdict.NO_CODE, observation=no_code_message(allowed)))
+    from sandbox import compiled
 
-    limits = Limits(time_s=problem.time_limit_s, memory_mb=problem.memory_limit_mb)
+    prepared = compiled.prepare(runner, found, problem)
+    if prepared.infra_message:
+        result = infra(prepared.infra_message)
+        result.language = found.language
+        return result
+    if prepared.compile_error is not None:
+        observation = "Compile error (no test was run):\n" + clip(prepared.compile_error.rstrip("\n"), 2000) + "\n"
+        result = finish(JobResult(job_id, problem.id, 0.0, Verdict.COMPILE_ERROR, observation=observation))
+        result.timings.compile_ms, result.language = prepared.compile_ms, found.language
+        return result
+    compile_ms = prepared.compile_ms
+
+    limits = Limits(time_s=problem.time_limit_s * prepared.time_multiplier, memory_mb=problem.memory_limit_mb)
     public, hidden = _Tally(), _Tally()
     public.summary.total = len(problem.public_tests)
     hidden.summary.total = len(problem.hidden_tests)
@@ -202,7 +226,40 @@ def evaluate(
         public=public.summary,
         hidden=hidden.summary,
     )
-    return finish(result, public.cpu_ms + hidden.cpu_ms)
+    result.language = found.language
+    result = finish(result, public.cpu_ms + hidden.cpu_ms)
+    result.timings.compile_ms = compile_ms
+    return result
+
+
+def program_identity(problem: Problem, completion: str, language: str | None) -> str | None:
+    """What a result cache keys a job's program by: the extracted code, prefixed by its language
+    unless it is CPython (so CPython keys stay those of the Python-only judge); None when no
+    program was found or the job's language is refused (both judged without running anything)."""
+    try:
+        allowed, default = allowed_languages(problem, language)
+    except ValueError:
+        return None
+    found = extract_program(completion, allowed=allowed, default=default)
+    if found is None:
+        return None
+    return found.code if found.language == "python3" else f"{found.language}\n{found.code}"
+
+
+def allowed_languages(problem: Problem, language: str | None) -> tuple[tuple[str, ...] | None, str]:
+    """(the languages a completion may be in (None: any), the language of an untagged block).
+    A job language the problem does not allow, or an unknown one, is a ValueError (the
+    caller's request is wrong: an infrastructure error, not the model's)."""
+    if language is not None:
+        if language not in LANGUAGES:
+            raise UnknownLanguage(f"unknown job language {language!r}; known: {', '.join(LANGUAGES)}")
+        if problem.languages is not None and language not in problem.languages:
+            raise ValueError(f"job language {language!r} is not allowed by problem {problem.id} "
+                             f"(languages: {', '.join(problem.languages)})")
+        return (language,), language
+    if problem.languages is not None:
+        return problem.languages, problem.languages[0]
+    return None, "python3"
 
 
 def _count(tally: _Tally, out: _Outcome) -> None:

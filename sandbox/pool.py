@@ -106,6 +106,7 @@ class Judge:
                     job_id=job_id,
                     max_public_shown=self.max_public_shown,
                     problem_version=version,
+                    language=job.get("language") if isinstance(job.get("language"), str) else None,
                 )
                 if result.infra_error and result.verdict == Verdict.INTERNAL:
                     self.close()  # start the next job on a fresh runner

@@ -88,9 +88,10 @@ def _evaluate(msg: JobMessage) -> JobResult:
     problem, version = found
     cache_key = None
     if settings.result_cache and msg.use_cache:
-        from sandbox.extract import extract_code
+        from sandbox.env import program_identity
 
-        cache_key = resources.results.key(version, extract_code(_text(msg.completion)), msg.reward_shape, msg.mode)
+        cache_key = resources.results.key(version, program_identity(problem, _text(msg.completion), msg.language),
+                                          msg.reward_shape, msg.mode)
         t0 = time.perf_counter()
         cached = resources.results.get(cache_key, msg.job_id)
         if cached is not None:
@@ -108,6 +109,7 @@ def _evaluate(msg: JobMessage) -> JobResult:
         mode=msg.mode,
         job_id=msg.job_id,
         problem_version=version,  # the store's version: no re-hashing every test per job
+        language=msg.language,
     )
     result.cache_hit = False
     if result.infra_error:
