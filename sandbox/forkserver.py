@@ -20,7 +20,7 @@ import struct
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sandbox import zygote
@@ -187,6 +187,11 @@ class ZygoteRunner(CodeRunner):
     def isolation(self) -> IsolationReport:
         return self._report
 
+    @property
+    def loaded_job(self) -> Job | None:
+        """The job of the program ``load``/``load_program`` loaded (None: none is)."""
+        return self._job
+
     def sandbox_path(self, host_path: str) -> str | None:
         """Where a host path under the precompiled-header root is seen by sandboxed programs
         (None: it is not visible there)."""
@@ -270,11 +275,13 @@ class ZygoteRunner(CodeRunner):
         return res
 
     def run_job(self, job: Job, stdin: bytes, limits: Limits, *, argv: tuple[str, ...] | list[str] = (),
-                files: Mapping[str, bytes] | None = None) -> RunResult:
+                files: Mapping[str, bytes] | None = None, collect: Sequence[str] = ()) -> RunResult:
         """One test of ``job``: ``argv`` is appended to a program's argv, ``files`` are placed
-        read-only (root-owned, mode 0444) in the test's working directory before it starts."""
+        read-only (root-owned, mode 0444) in the test's working directory before it starts (a
+        name ending in "/" is a directory the program may write in), and the files named in
+        ``collect`` are read back from it afterwards into ``RunResult.files``."""
         try:
-            return self._run(job, stdin, limits, argv, files)
+            return self._run(job, stdin, limits, argv, files, collect)
         except (OSError, SandboxBroken) as e:
             job.close()
             return RunResult(Verdict.INTERNAL, error=f"sandbox failure: {e}")
@@ -297,7 +304,7 @@ class ZygoteRunner(CodeRunner):
                  "nproc": limits.nproc, "nofile": limits.nofile}, cpu_rlimit)
 
     def _run(self, job: Job, stdin: bytes, limits: Limits, argv: tuple[str, ...] | list[str],
-             files: Mapping[str, bytes] | None) -> RunResult:
+             files: Mapping[str, bytes] | None, collect: Sequence[str] = ()) -> RunResult:
         if job.sock.fileno() < 0:
             return RunResult(Verdict.INTERNAL, error="the job was closed (an earlier sandbox failure)")
         if job.memory_model == "address_space" and job.image_bytes > limits.memory_mb << 20:
@@ -316,7 +323,7 @@ class ZygoteRunner(CodeRunner):
                 _write_all(files_fd, marshal.dumps({k: (bytes(v), 0o444) for k, v in files.items()}))
                 fds.append(files_fd)
             zygote.send(job.sock, {"op": "run", "limits": child_limits, "wall_s": wall, "argv": list(argv),
-                                   "mem_mb": limits.memory_mb}, fds)
+                                   "mem_mb": limits.memory_mb, "collect": list(collect)}, fds)
             stdio.sent()
             res, done = self._drain(job, stdio, limits, wall + REPLY_GRACE_S)
         finally:
@@ -326,13 +333,14 @@ class ZygoteRunner(CodeRunner):
         return _judge_run(res, done, limits, cpu_rlimit, self._new_oom())
 
     def run_pair(self, job_a: Job, limits_a: Limits, job_b: Job, limits_b: Limits, *,
-                 argv: list[str], files: Mapping[str, bytes] | None) -> tuple[RunResult, RunResult]:
+                 argv: list[str], files: Mapping[str, bytes] | None,
+                 collect: Sequence[str] = ()) -> tuple[RunResult, RunResult]:
         """Run a test of ``job_a`` and one of ``job_b`` at once, each one's stdout piped into
         the other's stdin (an interactive problem: a the solution, b the interactor, which gets
         ``argv`` and ``files``). When b ends, a is stopped (killed, error "stopped: the
         interactor exited"); stderr of both is captured. INTERNAL when the sandbox failed."""
         try:
-            return self._run_pair(job_a, limits_a, job_b, limits_b, argv, files)
+            return self._run_pair(job_a, limits_a, job_b, limits_b, argv, files, collect)
         except (OSError, SandboxBroken) as e:
             job_a.close()
             job_b.close()
@@ -340,7 +348,7 @@ class ZygoteRunner(CodeRunner):
             return failed, failed
 
     def _run_pair(self, job_a: Job, limits_a: Limits, job_b: Job, limits_b: Limits, argv: list[str],
-                  files: Mapping[str, bytes] | None) -> tuple[RunResult, RunResult]:
+                  files: Mapping[str, bytes] | None, collect: Sequence[str]) -> tuple[RunResult, RunResult]:
         total = (limits_a.memory_mb << 20) + job_a.extra_cgroup_bytes + (limits_b.memory_mb << 20) \
             + job_b.extra_cgroup_bytes
         cgroup_ok = self._set_cgroup(total, limits_a.nproc + limits_b.nproc)
@@ -363,7 +371,7 @@ class ZygoteRunner(CodeRunner):
                 _write_all(files_fd, marshal.dumps({k: (bytes(v), 0o444) for k, v in files.items()}))
                 fds_b.append(files_fd)
             zygote.send(job_b.sock, {"op": "run", "limits": rl_b, "wall_s": limits_b.wall_backstop_s,
-                                     "argv": argv, "mem_mb": limits_b.memory_mb}, fds_b)
+                                     "argv": argv, "mem_mb": limits_b.memory_mb, "collect": list(collect)}, fds_b)
             zygote.send(job_a.sock, {"op": "run", "limits": rl_a, "wall_s": limits_a.wall_backstop_s,
                                      "argv": [], "mem_mb": limits_a.memory_mb}, [b2a_r, a2b_w, err_a_w])
             for fd in (a2b_r, a2b_w, b2a_r, b2a_w, err_a_w, err_b_w, *fds_b[3:]):
@@ -630,6 +638,7 @@ def _write_all(fd: int, data: bytes) -> None:
 def _judge_run(res: RunResult, done: dict[str, Any], limits: Limits, cpu_rlimit: int, oom: bool) -> RunResult:
     """Turn the raw exit into a verdict. TLE is judged on CPU time; the wall clock is a backstop."""
     status: int = done["status"]
+    res.files = dict(done.get("files") or {})
     res.cpu_s = float(done["cpu"])
     res.wall_s = float(done["wall"])
     res.max_rss_kb = int(done["maxrss"])

@@ -447,18 +447,22 @@ class ProgramSession:
 
     runner: ZygoteRunner
     job: Job
+    owned: bool = True  # False: the runner's loaded solution, which the runner closes
     closed: bool = field(default=False)
 
     def run(self, stdin: bytes = b"", limits: Limits = DEFAULT_RUN_LIMITS, *, argv: Sequence[str] = (),
-            files: Mapping[str, bytes] | None = None) -> RunResult:
+            files: Mapping[str, bytes] | None = None, collect: Sequence[str] = ()) -> RunResult:
         """One confined run: ``argv`` appended to the program's, ``files`` placed read-only in
-        its working directory. INTERNAL in the result means the sandbox, not the program, failed."""
-        return self.runner.run_job(self.job, stdin, limits, argv=list(argv), files=files)
+        its working directory (a name ending in "/": a directory it may write in), ``collect``
+        read back from there afterwards into ``RunResult.files`` (at most 4 files of 12 KiB).
+        INTERNAL in the result means the sandbox, not the program, failed."""
+        return self.runner.run_job(self.job, stdin, limits, argv=list(argv), files=files, collect=collect)
 
     def close(self) -> None:
         if not self.closed:
             self.closed = True
-            self.job.close()
+            if self.owned:
+                self.job.close()
 
     def __enter__(self) -> ProgramSession:
         return self
@@ -476,10 +480,21 @@ def open_session(runner: CodeRunner, image: ProgramImage) -> ProgramSession:
 
 
 def run_program(runner: CodeRunner, image: ProgramImage, *, stdin: bytes = b"", limits: Limits = DEFAULT_RUN_LIMITS,
-                argv: Sequence[str] = (), files: Mapping[str, bytes] | None = None) -> RunResult:
+                argv: Sequence[str] = (), files: Mapping[str, bytes] | None = None,
+                collect: Sequence[str] = ()) -> RunResult:
     """Start ``image`` once, confined (a job of its own, closed afterwards)."""
     with open_session(runner, image) as session:
-        return session.run(stdin, limits, argv=argv, files=files)
+        return session.run(stdin, limits, argv=argv, files=files, collect=collect)
+
+
+def loaded_session(runner: CodeRunner) -> ProgramSession:
+    """The runner's loaded solution (any language: ``load`` or ``load_program``) as a session,
+    for ``run_interactive``; closing it does not unload the solution."""
+    zr = _zygote_runner(runner)
+    job = zr.loaded_job
+    if job is None:
+        raise ProgramError("no program is loaded in the runner")
+    return ProgramSession(zr, job, owned=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -490,7 +505,7 @@ class InteractiveResult:
 
 def run_interactive(runner: CodeRunner, solution: ProgramSession, solution_limits: Limits,
                     interactor: ProgramSession, interactor_limits: Limits, *, argv: Sequence[str] = (),
-                    files: Mapping[str, bytes] | None = None) -> InteractiveResult:
+                    files: Mapping[str, bytes] | None = None, collect: Sequence[str] = ()) -> InteractiveResult:
     """Run two sessions at once, the solution's stdout feeding the interactor's stdin and the
     interactor's stdout feeding the solution's stdin; ``argv``/``files`` go to the interactor.
     Each side is confined as a test of its own job; both are bounded by the slot's cgroup
@@ -498,7 +513,7 @@ def run_interactive(runner: CodeRunner, solution: ProgramSession, solution_limit
     the other's input); stderr is, as for any run."""
     zr = _zygote_runner(runner)
     sol, inter = zr.run_pair(solution.job, solution_limits, interactor.job, interactor_limits,
-                             argv=list(argv), files=files)
+                             argv=list(argv), files=files, collect=collect)
     return InteractiveResult(sol, inter)
 
 

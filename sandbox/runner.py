@@ -56,6 +56,7 @@ class RunResult:
     wall_s: float = 0.0
     max_rss_kb: int = 0
     error: str = ""  # detail for INTERNAL / OUTPUT_LIMIT / MEMORY_LIMIT
+    files: dict[str, bytes] = field(default_factory=dict)  # files collected from its directory (programs)
 
 
 @dataclass(frozen=True, slots=True)
