@@ -2,7 +2,7 @@
 
 CPython solutions are compiled by the fork server itself (``runner.load``: a syntax error is
 COMPILE_ERROR). Every other language (C, C++, Java, PyPy) is compiled once per job by
-``sandbox.programs.compile_program`` (confined, cached) and loaded as a program image whose
+``cpfleet.sandbox.programs.compile_program`` (confined, cached) and loaded as a program image whose
 tests exec the binary or the runtime under the same confinement. A language whose toolchain this
 host lacks is an infrastructure error naming the missing tool (the trainer can route the job to
 a worker that has it), never a zero.
@@ -14,10 +14,10 @@ import functools
 import time
 from dataclasses import dataclass
 
-from sandbox import languages, programs
-from sandbox.extract import Extracted
-from sandbox.problem import Problem
-from sandbox.runner import CodeRunner
+from cpfleet.core.problem import Problem
+from cpfleet.sandbox import languages, programs
+from cpfleet.sandbox.extract import Extracted
+from cpfleet.sandbox.runner import CodeRunner
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,14 +24,15 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from sandbox.checkers import Checker, CheckerSpecError, get_checker
-from sandbox.extract import extract_program, looked_for
-from sandbox.languages import LANGUAGES, UnknownLanguage
-from sandbox.observation import PublicTestView, clip, format_observation
-from sandbox.problem import Problem, TestCase
-from sandbox.results import JobResult, TestReport, TestSetSummary, Timings
-from sandbox.runner import CodeRunner, Limits, RunResult
-from sandbox.verdict import Verdict
+from cpfleet.core.checkers import Checker, CheckerSpecError, get_checker
+from cpfleet.core.errors import UnknownLanguage
+from cpfleet.core.languages import LANGUAGES
+from cpfleet.core.problem import Problem, TestCase
+from cpfleet.core.results import JobResult, TestReport, TestSetSummary, Timings
+from cpfleet.core.verdict import Verdict
+from cpfleet.sandbox.extract import extract_program, looked_for
+from cpfleet.sandbox.observation import PublicTestView, clip, format_observation
+from cpfleet.sandbox.runner import CodeRunner, Limits, RunResult
 
 REWARD_SHAPES = ("all_or_nothing", "fraction")
 MODES = ("full", "public")
@@ -151,7 +152,7 @@ def evaluate(
     found = extract_program(text, allowed=allowed, default=default)
     if found is None:
         return finish(JobResult(job_id, problem.id, 0.0, Verdict.NO_CODE, observation=no_code_message(allowed)))
-    from sandbox import compiled
+    from cpfleet.sandbox import compiled
 
     prepared = compiled.prepare(runner, found, problem)
     if prepared.infra_message:

@@ -22,7 +22,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sandbox.languages import FENCE_TAGS, LANGUAGES
+from cpfleet.core.languages import FENCE_TAGS, LANGUAGES
 
 PYTHON_TAGS = frozenset({"python", "py", "python3"})
 

@@ -26,7 +26,7 @@ import os
 import resource
 import sys
 
-from sandbox import cgroups, linux
+from cpfleet.sandbox import cgroups, linux
 
 PCH = "/pch"  # precompiled headers, bound read-only from the host (sandbox/programs.py)
 PROG = "/prog"  # a compiled program's files (read-only tmpfs per job, program mode)
@@ -199,7 +199,7 @@ def box_state() -> tuple[object, ...]:
 
 
 class ChildLimits:
-    """Resource limits of one test child (built by the runner from sandbox.runner.Limits).
+    """Resource limits of one test child (built by the runner from cpfleet.sandbox.runner.Limits).
     A plain class: the zygote avoids importing dataclasses/typing to stay small to fork."""
 
     __slots__ = ("cpu_s", "as_bytes", "fsize_bytes", "nproc", "nofile")

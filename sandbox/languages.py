@@ -41,26 +41,18 @@ import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-LANGUAGES = ("python3", "pypy3", "cpp", "c", "java")
-COMPILED = frozenset({"cpp", "c", "java", "pypy3"})  # those whose programs go through a compile step
+from cpfleet.core.errors import UnknownLanguage
+from cpfleet.core.languages import FENCE_TAGS, LANGUAGES
 
-# fence tags (lower-cased info-string words) -> language
-FENCE_TAGS: Mapping[str, str] = {
-    "python": "python3", "py": "python3", "python3": "python3",
-    "pypy": "pypy3", "pypy3": "pypy3",
-    "cpp": "cpp", "c++": "cpp", "cc": "cpp", "cxx": "cpp",
-    "c": "c",
-    "java": "java",
-}
+__all__ = ["FENCE_TAGS", "LANGUAGES", "UnknownLanguage", "Language", "CompileStep", "build_table", "table", "get",
+           "availability", "availability_line", "missing_tools", "time_multiplier", "toolchain_version"]
+
+COMPILED = frozenset({"cpp", "c", "java", "pypy3"})  # those whose programs go through a compile step
 
 JVM_OVERHEAD_MB = 256
 JVM_AS_FALLBACK_MB = 4096
 SOURCES = "{sources}"  # placeholder for the entry points' paths in a compile argv
 PROG_DIR = "{prog}"  # placeholder for the directory the artifact's files are placed in (read-only)
-
-
-class UnknownLanguage(ValueError):
-    """A language name outside LANGUAGES (a problem or job error, reported with the name)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,7 @@
 Solutions in C, C++, Java and PyPy, and the judge's own programs (testlib checkers, Kattis output
 validators, interactors), all go through here::
 
-    from sandbox import programs
+    from cpfleet.sandbox import programs
 
     built = programs.compile_program(runner, "cpp", {"check.cpp": src, "testlib.h": lib}, ["check.cpp"])
     if not built.ok:            # built.diagnostics: clipped compiler output; built.limit: what fired
@@ -63,12 +63,13 @@ from typing import TYPE_CHECKING, Any
 
 import msgpack
 
-from sandbox import languages
-from sandbox.runner import CodeRunner, Limits, ProgramImage, RunResult
-from sandbox.verdict import Verdict
+from cpfleet.core.errors import ProgramError, SandboxBroken
+from cpfleet.core.verdict import Verdict
+from cpfleet.sandbox import languages
+from cpfleet.sandbox.runner import CodeRunner, Limits, ProgramImage, RunResult
 
 if TYPE_CHECKING:
-    from sandbox.forkserver import Job, ZygoteRunner
+    from cpfleet.sandbox.forkserver import Job, ZygoteRunner
 
 MiB = 1024 * 1024
 DIAGNOSTICS_CHARS = 2000  # compiler output kept for feedback (the first lines matter most)
@@ -78,11 +79,6 @@ COMPILE_LIMITS = Limits(time_s=30.0, memory_mb=2048, wall_s=90.0, stdout_bytes=6
                         nofile=256)
 SHELL = "/bin/sh"
 DEFAULT_RUN_LIMITS = Limits()
-
-
-class ProgramError(RuntimeError):
-    """A source set that cannot be compiled as asked (bad file names, unknown language):
-    the caller's data is wrong, not the program."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -378,8 +374,6 @@ def _compile_confined(runner: CodeRunner, lang: languages.Language, blobs: Mappi
     rr = run_program(runner, image, stdin=b"", limits=limits)
     diagnostics = _clip_diagnostics(rr.stderr.decode("utf-8", errors="replace"))
     if rr.status == Verdict.INTERNAL:
-        from sandbox.forkserver import SandboxBroken
-
         raise SandboxBroken(f"compiling failed in the sandbox: {rr.error}")
     if rr.status != Verdict.OK:
         what = {Verdict.TIME_LIMIT: f"the compile time limit ({limits.time_s:g}s CPU)",
@@ -398,8 +392,6 @@ def _compile_confined(runner: CodeRunner, lang: languages.Language, blobs: Mappi
     try:
         files = _untar(rr.stdout, limits.stdout_bytes)
     except (tarfile.TarError, ValueError) as e:
-        from sandbox.forkserver import SandboxBroken
-
         raise SandboxBroken(f"the compiler's output could not be read: {e}") from e
     if not files:
         return {"ok": False, "diagnostics": diagnostics or "the compiler produced no program"}, True
@@ -434,7 +426,7 @@ def _sandbox_path(runner: CodeRunner, host_path: str) -> str | None:
 
 # --- running -------------------------------------------------------------------------------------
 def _zygote_runner(runner: CodeRunner) -> ZygoteRunner:
-    from sandbox.forkserver import ZygoteRunner
+    from cpfleet.sandbox.forkserver import ZygoteRunner
 
     if not isinstance(runner, ZygoteRunner):
         raise ProgramError(f"runner {runner.name} cannot run compiled programs")

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
 
-from sandbox.verdict import Verdict
+from cpfleet.core.verdict import Verdict
 
 MiB = 1024 * 1024
 

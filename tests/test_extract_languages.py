@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sandbox.extract import extract_code, extract_program
-from sandbox.languages import LANGUAGES
+from cpfleet.sandbox.extract import extract_code, extract_program
+from cpfleet.sandbox.languages import LANGUAGES
 
 
 @pytest.mark.parametrize(
@@ -54,6 +54,6 @@ def test_extract_code_stays_python_only() -> None:
 
 
 def test_every_language_has_a_fence_tag() -> None:
-    from sandbox.languages import FENCE_TAGS
+    from cpfleet.sandbox.languages import FENCE_TAGS
 
     assert set(FENCE_TAGS.values()) == set(LANGUAGES)

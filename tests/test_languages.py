@@ -1,4 +1,4 @@
-"""C, C++, Java and PyPy solutions judged end to end (sandbox.env.evaluate) on every runner:
+"""C, C++, Java and PyPy solutions judged end to end (cpfleet.sandbox.env.evaluate) on every runner:
 the same verdicts as Python, compile errors without a test run, hostile sources, availability."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ import shutil
 
 import pytest
 
-from sandbox import languages
-from sandbox.env import evaluate
-from sandbox.problem import Problem
-from sandbox.runner import CodeRunner
-from sandbox.verdict import Verdict
+from cpfleet.core.problem import Problem
+from cpfleet.core.verdict import Verdict
+from cpfleet.sandbox import languages
+from cpfleet.sandbox.env import evaluate
+from cpfleet.sandbox.runner import CodeRunner
 
 SUM = Problem.from_dict({
     "id": "sum", "time_limit_s": 1, "memory_limit_mb": 256,
@@ -155,7 +155,7 @@ def test_job_language_not_allowed_by_the_problem_is_an_infrastructure_error(runn
 
 def test_unavailable_toolchain_is_internal_naming_it_never_a_zero(runner: CodeRunner, monkeypatch: pytest.MonkeyPatch,
                                                                   tmp_path: object) -> None:
-    from sandbox import compiled
+    from cpfleet.sandbox import compiled
 
     monkeypatch.setenv("CPFLEET_PYPY", "/nonexistent/pypy3")
     languages.table.cache_clear()

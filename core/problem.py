@@ -12,12 +12,10 @@ from typing import Any
 
 import msgpack
 
+from cpfleet.core.errors import ProblemFormatError
+
 DEFAULT_TIME_LIMIT_S = 2.0
 DEFAULT_MEMORY_LIMIT_MB = 512
-
-
-class ProblemFormatError(ValueError):
-    """A problem record that cannot be judged (missing id, malformed tests, bad limits)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +63,7 @@ class Problem:
         # build it once now, so an unknown type or bad tolerance fails at load time with the
         # problem's id, not later as an infrastructure error on every job (custom checkers
         # must be registered in the loading process too)
-        from sandbox.checkers import get_checker
+        from cpfleet.core.checkers import get_checker
 
         try:
             get_checker(checker)
@@ -147,7 +145,7 @@ def _parse_solutions(pid: str, name: str, raw: Any) -> tuple[str, ...]:
 
 
 def _parse_languages(pid: str, raw: Any, raw_mult: Any) -> tuple[tuple[str, ...] | None, dict[str, float]]:
-    from sandbox.languages import LANGUAGES
+    from cpfleet.core.languages import LANGUAGES
 
     langs: tuple[str, ...] | None = None
     if raw is not None:

@@ -1,6 +1,6 @@
 """Judge many jobs on one machine: a process pool where each process holds ONE runner.
 
-``evaluate_many`` is the engine of ``cpfleet judge`` and ``cpfleet validate``. Design:
+``judge_iter`` is the engine of ``cpfleet judge`` and ``cpfleet validate``. Design:
 
 - Processes are started with "spawn": a pool process never inherits the parent's memory (the
   expected outputs of every problem); each creates its runner once (the runner starts its own
@@ -14,7 +14,7 @@
   and reported as an infrastructure error while the innocent ones are judged normally.
 - ``workers=1`` judges in the calling process (no pool; useful for tests and small runs).
 
-As with any "spawn" pool, a script that calls ``evaluate_many`` with ``workers > 1`` needs the
+As with any "spawn" pool, a script that calls ``judge_iter`` with ``workers > 1`` needs the
 ``if __name__ == "__main__":`` guard (the pool processes re-import the main module).
 """
 
@@ -32,12 +32,12 @@ from typing import Any
 
 import msgpack
 
-from sandbox.env import DEFAULT_MAX_PUBLIC_SHOWN, MODES, REWARD_SHAPES, evaluate
-from sandbox.problem import Problem
-from sandbox.results import JobResult
-from sandbox.runner import CodeRunner
-from sandbox.runners import RUNNER_KINDS, make_runner  # the factory starts nothing until called
-from sandbox.verdict import Verdict
+from cpfleet.core.problem import Problem
+from cpfleet.core.results import JobResult
+from cpfleet.core.verdict import Verdict
+from cpfleet.sandbox.env import DEFAULT_MAX_PUBLIC_SHOWN, MODES, REWARD_SHAPES, evaluate
+from cpfleet.sandbox.runner import CodeRunner
+from cpfleet.sandbox.runners import RUNNER_KINDS, make_runner  # the factory starts nothing until called
 
 
 def default_workers() -> int:
@@ -143,7 +143,7 @@ def _job_id(job: Mapping[str, Any], index: int) -> str:
     return str(job.get("job_id") if job.get("job_id") is not None else index)
 
 
-def evaluate_many(
+def judge_iter(
     problems: Mapping[str, Problem],
     jobs: Iterable[Mapping[str, Any]],
     *,
@@ -262,7 +262,7 @@ def _isolated(new_pool: Any, submit: Any, index: int, job: Mapping[str, Any]) ->
     except BrokenProcessPool:
         message = (
             "the judging process died while running this job (twice), or could not start at all "
-            "(a script calling evaluate_many with workers > 1 needs `if __name__ == '__main__':`)"
+            "(a script calling judge_iter with workers > 1 needs `if __name__ == '__main__':`)"
         )
     except Exception as e:
         message = f"judge pool: {e!r}"
