@@ -79,7 +79,14 @@ class DatasetUnavailableError(PrepareError):
 # -- execution ----------------------------------------------------------------------------------
 
 
-class SandboxBroken(CpfleetError, RuntimeError):
+class SandboxFailure(CpfleetError, RuntimeError):
+    """The sandbox itself failed (its process died, a test could not be set up): an
+    infrastructure failure, never a verdict about the program. The environment turns exactly
+    this exception (and a RunResult with status INTERNAL) into ``infra_error``; any other
+    exception out of a runner is a bug in the harness and propagates."""
+
+
+class SandboxBroken(SandboxFailure):
     """The zygote or a job init stopped answering: an infrastructure failure, not a verdict."""
 
 
@@ -90,6 +97,11 @@ class UnknownLanguage(CpfleetError, ValueError):
 class ProgramError(CpfleetError, RuntimeError):
     """A source set that cannot be compiled as asked (bad file names, no such entry point, a
     language that is not compiled): the caller's data is wrong, not the program."""
+
+
+class BrokenProblem(CpfleetError):
+    """The problem's own data cannot judge a test (e.g. a checker program that crashes or does
+    not compile): an infrastructure error for the job, like a checker spec that cannot be built."""
 
 
 # -- broker and client --------------------------------------------------------------------------

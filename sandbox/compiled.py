@@ -14,7 +14,7 @@ import functools
 import time
 from dataclasses import dataclass
 
-from cpfleet.core.problem import Problem
+from cpfleet.core.errors import SandboxFailure
 from cpfleet.sandbox import languages, programs
 from cpfleet.sandbox.extract import Extracted
 from cpfleet.sandbox.runner import CodeRunner
@@ -28,7 +28,6 @@ class Prepared:
     compile_error: str | None = None
     infra_message: str = ""
     compile_ms: float = 0.0
-    time_multiplier: float = 1.0
     cache_hit: bool = False
 
 
@@ -40,31 +39,30 @@ def missing_toolchain(language: str) -> str:
     return ", ".join(missing)
 
 
-def prepare(runner: CodeRunner, found: Extracted, problem: Problem) -> Prepared:
+def prepare(runner: CodeRunner, found: Extracted) -> Prepared:
     lang = found.language
-    multiplier = languages.time_multiplier(lang, problem.time_limit_multipliers)
     missing = missing_toolchain(lang)
     if missing:
         return Prepared(infra_message=f"language {lang} is not available on this worker: missing {missing}")
     if lang == "python3":
         try:
             error = runner.load(found.code)
-        except Exception as e:  # a runner that cannot load is infrastructure
-            return Prepared(infra_message=f"runner {runner.name} failed to load the program: {type(e).__name__}: {e}")
-        return Prepared(compile_error=error, time_multiplier=multiplier)
+        except SandboxFailure as e:  # a runner that cannot load is infrastructure
+            return Prepared(infra_message=f"runner {runner.name} failed to load the program: {e}")
+        return Prepared(compile_error=error)
     files, entries = programs.solution_sources(lang, found.code)
     t0 = time.perf_counter()
     try:
         built = programs.compile_program(runner, lang, files, entries)
-    except Exception as e:  # the sandbox failed (SandboxBroken, OSError), not the program
-        return Prepared(infra_message=f"compiling {lang} failed in the sandbox: {type(e).__name__}: {e}")
+    except SandboxFailure as e:  # the sandbox failed, not the program
+        return Prepared(infra_message=f"compiling {lang} failed in the sandbox: {e}")
     compile_ms = 0.0 if built.cache_hit else (time.perf_counter() - t0) * 1000.0
     if not built.ok or built.image is None:
         return Prepared(compile_error=built.diagnostics or "compilation failed", compile_ms=compile_ms,
-                        time_multiplier=multiplier, cache_hit=built.cache_hit)
+                        cache_hit=built.cache_hit)
     try:
         runner.load_program(built.image)
-    except Exception as e:
-        return Prepared(infra_message=f"runner {runner.name} failed to load the {lang} program: "
-                                      f"{type(e).__name__}: {e}", compile_ms=compile_ms)
-    return Prepared(compile_ms=compile_ms, time_multiplier=multiplier, cache_hit=built.cache_hit)
+    except SandboxFailure as e:
+        return Prepared(infra_message=f"runner {runner.name} failed to load the {lang} program: {e}",
+                        compile_ms=compile_ms)
+    return Prepared(compile_ms=compile_ms, cache_hit=built.cache_hit)

@@ -111,6 +111,7 @@ def _evaluate(msg: JobMessage) -> JobResult:
         job_id=msg.job_id,
         problem_version=version,  # the store's version: no re-hashing every test per job
         language=msg.language,
+        time_budget_s=settings.job_time_budget_s,  # ends before the soft limit: see config.job_time_budget
     )
     result.cache_hit = False
     if result.infra_error:
