@@ -74,7 +74,7 @@ if TYPE_CHECKING:
 MiB = 1024 * 1024
 DIAGNOSTICS_CHARS = 2000  # compiler output kept for feedback (the first lines matter most)
 # A compile is bounded like a test, with room for g++ -O2 on a large source and the JVM of javac.
-COMPILE_LIMITS = Limits(time_s=30.0, memory_mb=2048, wall_s=90.0, stdout_bytes=64 * MiB,
+COMPILE_LIMITS = Limits(time_s=15.0, memory_mb=2048, wall_s=60.0, stdout_bytes=64 * MiB,
                         stderr_bytes=1 * MiB, stderr_keep_bytes=64 * 1024, file_size_mb=256, nproc=64,
                         nofile=256)
 SHELL = "/bin/sh"
