@@ -117,7 +117,7 @@ class CompileCache:
     def _path(self, key: str) -> str:
         return os.path.join(self.root, key + ".art")
 
-    def get(self, key: str) -> dict[str, Any] | None:
+    def get(self, key: str, *, count_miss: bool = True) -> dict[str, Any] | None:
         path = self._path(key)
         try:
             with open(path, "rb") as f:
@@ -125,13 +125,23 @@ class CompileCache:
             os.utime(path)
             entry = msgpack.unpackb(data, raw=False)
         except (OSError, ValueError, msgpack.UnpackException):
-            self.misses += 1
-            return None
+            entry = None
         if not isinstance(entry, dict):
-            self.misses += 1
+            self.misses += count_miss
             return None
         self.hits += 1
         return entry
+
+    @contextlib.contextmanager
+    def compiling(self, key: str) -> Iterator[None]:
+        """Hold the key's lock while compiling it: pool processes that race for one key
+        compile it once, the others wait and then read the entry."""
+        fd = os.open(os.path.join(self.root, key + ".lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
 
     def put(self, key: str, entry: Mapping[str, Any]) -> None:
         data = msgpack.packb(dict(entry), use_bin_type=True)
@@ -169,6 +179,9 @@ class CompileCache:
                 break
             with contextlib.suppress(OSError):
                 os.unlink(path)  # a reader that opened it keeps reading a whole file
+            with contextlib.suppress(OSError):
+                # a process holding it still compiles correctly; a newcomer may compile once more
+                os.unlink(path[: -len(".art")] + ".lock")
             total -= size
 
 
@@ -338,11 +351,15 @@ def compile_program(
     entry = cache.get(key)
     if entry is not None:
         return _from_entry(lang, entry, key, main, cache_hit=True)
-    t0 = time.perf_counter()
-    entry, cacheable = _compile_confined(runner, lang, blobs, argv, limits)
-    seconds = time.perf_counter() - t0
-    if cacheable:
-        cache.put(key, entry)
+    with cache.compiling(key):  # a racing pool process compiling the same key: wait for its result
+        entry = cache.get(key, count_miss=False)
+        if entry is not None:
+            return _from_entry(lang, entry, key, main, cache_hit=True)
+        t0 = time.perf_counter()
+        entry, cacheable = _compile_confined(runner, lang, blobs, argv, limits)
+        seconds = time.perf_counter() - t0
+        if cacheable:
+            cache.put(key, entry)
     return _from_entry(lang, entry, key, main, cache_hit=False, seconds=seconds)
 
 
