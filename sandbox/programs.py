@@ -197,8 +197,9 @@ def default_cache() -> CompileCache:
 
 # --- precompiled bits/stdc++.h -------------------------------------------------------------------
 def pch_root() -> str:
-    """Where precompiled headers live: bound read-only into every zygote (world-readable)."""
-    return os.path.join(default_cache_dir() + "-pch")
+    """Where precompiled headers live (``CPFLEET_PCH_DIR``, default a per-user folder in the temp
+    directory): bound read-only into every zygote, so world-readable."""
+    return os.environ.get("CPFLEET_PCH_DIR") or os.path.join(tempfile.gettempdir(), f"cpfleet-pch-{os.geteuid()}")
 
 
 class PchCache:
