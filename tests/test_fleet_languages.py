@@ -54,6 +54,5 @@ def test_missing_toolchain_is_internal_through_the_fleet(redis_url: str, start_w
     start_worker(redis_url, concurrency=1, env={"CPFLEET_PYPY": "/nonexistent/pypy3"})
     with FleetClient(redis_url, timeout=120) as fleet:
         fleet.register_problems([SUM])
-        jobs = [{"problem_id": SUM.id, "completion": PY, "language": "pypy3"}]
-        result = fleet.gather(fleet.submit_many(jobs), timeout=120)[0]
+        result = fleet.submit(SUM.id, PY, language="pypy3").result(timeout=120)
     assert result.infra_error and result.reward is None and "/nonexistent/pypy3" in result.infra_message
