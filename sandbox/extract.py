@@ -19,7 +19,7 @@ CRLF line ends and trailing spaces on fence lines are tolerated.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from cpfleet.core.languages import FENCE_TAGS, LANGUAGES
@@ -78,15 +78,9 @@ def _language_of(tag: str, allowed: Sequence[str], python_family: bool) -> str |
     return None
 
 
-def extract_program(
-    text: str, *, allowed: Sequence[str] | None = None, default: str = "python3", python_family: bool = True
-) -> Extracted | None:
-    """The first non-empty fenced block in an ``allowed`` language (default: every language),
-    an untagged block counting as ``default``; None when there is none. The code ends with a
-    newline."""
-    allowed = tuple(LANGUAGES if allowed is None else allowed)
-    if default not in allowed:
-        default = allowed[0] if allowed else default
+def _blocks(text: str) -> Iterator[tuple[str, str]]:
+    """Every fenced block in order: (its tag, lower-cased, '' when untagged or unreadable as one;
+    its code without surrounding blank lines)."""
     lines = _LINE_SPLIT.split(text)
     i, n = 0, len(lines)
     while i < n:
@@ -103,16 +97,38 @@ def extract_program(
             body.append(_dedent(lines[i].rstrip("\r"), indent))
             i += 1
         i += 1  # past the closing fence (or the end of the text)
-        language: str | None = default
-        if info:  # the language is the info string's leading word: ```python title="a.py", ```py:sol.py
-            m_tag = _TAG.match(info)
-            language = None if m_tag is None else _language_of(m_tag.group().lower(), allowed, python_family)
-            if language is None:
-                continue
-        code = "\n".join(body).strip("\n")
+        # the language is the info string's leading word: ```python title="a.py", ```py:sol.py
+        m_tag = _TAG.match(info) if info else None
+        tag = "" if not info else (m_tag.group().lower() if m_tag is not None else "\0")
+        yield tag, "\n".join(body).strip("\n")
+
+
+def extract_program(
+    text: str, *, allowed: Sequence[str] | None = None, default: str = "python3", python_family: bool = True
+) -> Extracted | None:
+    """The first non-empty fenced block in an ``allowed`` language (default: every language),
+    an untagged block counting as ``default``; None when there is none. The code ends with a
+    newline."""
+    allowed = tuple(LANGUAGES if allowed is None else allowed)
+    if default not in allowed:
+        default = allowed[0] if allowed else default
+    for tag, code in _blocks(text):
+        language = default if not tag else _language_of(tag, allowed, python_family)
+        if language is None:
+            continue
         if code.strip() and language in allowed:
             return Extracted(language, code + "\n")
     return None
+
+
+def programs_key(text: str) -> str | None:
+    """What makes two completions the same program under EVERY language rule: all their fenced
+    blocks, tags included, in order (None: no block). A key for in-flight de-duplication: two
+    completions with the same key are judged alike whatever the job's or problem's languages,
+    which the first block's code alone does not guarantee (```cpp and ```c blocks of one text,
+    a Python block after a C++ one)."""
+    parts = [f"{tag}\n{code}" for tag, code in _blocks(text)]
+    return "\0\0".join(parts) if parts else None
 
 
 def looked_for(allowed: Sequence[str] | None) -> str:

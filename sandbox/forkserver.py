@@ -81,30 +81,40 @@ class ZygoteRunner(CodeRunner):
         # python is a link whose own path is what makes it the venv)
         self._solution_python = python or os.environ.get("CPFLEET_SOLUTION_PYTHON") or None
         self._python = self._solution_python or os.path.realpath(getattr(sys, "_base_executable", sys.executable))
-        self._slot: Slot = claim_slot()
-        self._cgroup = SlotCgroup(f"slot-{self._slot.index}") if isolate else None
-        self._ooms_seen = self._cgroup.oom_kills() if self._cgroup is not None else 0
         self._proc: subprocess.Popen[bytes] | None = None
         self._ctrl: socket.socket | None = None
         self._job: Job | None = None
         self._report = IsolationReport()
-        self._pch_host_dir = _pch_root()
-        self._start_zygote()
-        self._self_test()
+        self._cgroup: SlotCgroup | None = None
+        self._slot: Slot = claim_slot()
+        try:
+            self._cgroup = SlotCgroup(f"slot-{self._slot.index}") if isolate else None
+            self._ooms_seen = self._cgroup.oom_kills() if self._cgroup is not None else 0
+            self._pch_host_dir = _pch_root()
+            self._start_zygote()
+            self._self_test()
+        except BaseException:
+            # a failed start is retried by the caller (a worker tries again on its next job):
+            # whatever this attempt holds (zygote, slot lock, cgroup fds) goes back now
+            self.close()
+            raise
 
     # -- zygote lifecycle -------------------------------------------------------------
     def _start_zygote(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self._proc = subprocess.Popen(
-            [*zygote_command(self._solution_python), str(theirs.fileno()), str(os.getpid())],
-            pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            env=CHILD_ENV,  # never the worker's: it holds the broker URL and its password
-        )
-        theirs.close()
+        try:
+            self._proc = subprocess.Popen(
+                [*zygote_command(self._solution_python), str(theirs.fileno()), str(os.getpid())],
+                pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                env=CHILD_ENV,  # never the worker's: it holds the broker URL and its password
+            )
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
         self._ctrl = ours
-        cgroup_fds = []
-        if self._cgroup is not None and self._cgroup.ok:
-            cgroup_fds = [os.open(p, os.O_WRONLY | os.O_CLOEXEC) for p in self._cgroup.procs_files]
+        cgroup_fds = self._cgroup.open_join_fds() if self._cgroup is not None else []
         try:
             zygote.send(ours, {"uid": self._slot.uid, "gid": self._slot.gid, "python": self._python,
                                "site_packages": _site_packages(self._solution_python),
@@ -132,6 +142,11 @@ class ZygoteRunner(CodeRunner):
                 self._proc.kill()
             self._proc.wait()
             self._proc = None
+        if self._cgroup is not None and not self._report.layers.get("pidns"):
+            # Without a pid namespace, a test interrupted by this stop (a soft time limit resets
+            # the runner mid-test) leaves its orphans to the host once the job init dies: the
+            # slot's cgroup holds them all. With one, the namespace's end already killed them.
+            self._cgroup.kill_all()
 
     def _restart_zygote(self) -> None:
         log.warning("restarting the sandbox zygote")

@@ -56,3 +56,24 @@ def test_missing_toolchain_is_internal_through_the_fleet(redis_url: str, start_w
         fleet.register_problems([SUM])
         result = fleet.submit(SUM.id, PY, language="pypy3").result(timeout=120)
     assert result.infra_error and result.reward is None and "/nonexistent/pypy3" in result.infra_message
+
+
+def test_trainer_reward_dedupe_never_merges_two_different_cpp_programs(redis_url: str, start_worker) -> None:  # noqa: F811
+    """AsyncTRLReward de-duplicates in-flight jobs by their program: two different C++ answers
+    in one batch must each get their own reward (a wrong one never inherits a right one's)."""
+    import asyncio
+
+    from cpfleet.rewards import AsyncTRLReward
+
+    if languages.missing_tools("cpp"):
+        pytest.skip("g++ not installed here")
+    start_worker(redis_url, concurrency=2)
+    wrong = "```cpp\n#include <iostream>\nint main(){long long a,b;std::cin>>a>>b;std::cout<<a-b<<'\\n';}\n```"
+    with FleetClient(redis_url) as fleet:
+        fleet.register_problems([SUM])
+    reward = AsyncTRLReward(redis_url, timeout_s=240)
+    try:
+        got = asyncio.run(reward(prompts=["p", "p", "p"], completions=[CPP, wrong, CPP], problem_id=[SUM.id] * 3))
+    finally:
+        reward.close()
+    assert got == [1.0, 0.0, 1.0]
