@@ -36,6 +36,8 @@ class Problem:
     description: str = ""
     correct_solutions: tuple[str, ...] = ()
     incorrect_solutions: tuple[str, ...] = ()
+    languages: tuple[str, ...] | None = None  # allowed solution languages (None: any)
+    time_limit_multipliers: dict[str, float] = field(default_factory=dict)  # per language, default 1.0
 
     @classmethod
     def from_dict(cls, d: Any) -> Problem:
@@ -68,6 +70,7 @@ class Problem:
             get_checker(checker)
         except ProblemFormatError as e:
             raise ProblemFormatError(f"{pid}: {e}") from None
+        langs, multipliers = _parse_languages(pid, d.get("languages"), d.get("time_limit_multipliers"))
         return cls(
             id=pid,
             public_tests=_parse_tests(pid, "public_tests", d.get("public_tests")),
@@ -78,6 +81,8 @@ class Problem:
             description=str(d.get("description") or ""),
             correct_solutions=_parse_solutions(pid, "correct_solutions", d.get("correct_solutions")),
             incorrect_solutions=_parse_solutions(pid, "incorrect_solutions", d.get("incorrect_solutions")),
+            languages=langs,
+            time_limit_multipliers=multipliers,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -95,6 +100,10 @@ class Problem:
             d["correct_solutions"] = list(self.correct_solutions)
         if self.incorrect_solutions:
             d["incorrect_solutions"] = list(self.incorrect_solutions)
+        if self.languages is not None:
+            d["languages"] = list(self.languages)
+        if self.time_limit_multipliers:
+            d["time_limit_multipliers"] = dict(self.time_limit_multipliers)
         return d
 
     def validate_for_judging(self, mode: str = "full") -> None:
@@ -111,6 +120,11 @@ class Problem:
             self.memory_limit_mb,
             sorted(self.checker.items()),
         ]
+        # appended only when set, so the versions of problems without them stay as they were
+        if self.languages is not None:
+            judged.append(["languages", list(self.languages)])
+        if self.time_limit_multipliers:
+            judged.append(["time_limit_multipliers", sorted(self.time_limit_multipliers.items())])
         return hashlib.blake2b(msgpack.packb(judged, use_bin_type=True), digest_size=12).hexdigest()
 
 
@@ -167,3 +181,24 @@ def _parse_solutions(pid: str, name: str, raw: Any) -> tuple[str, ...]:
     if not isinstance(raw, list) or not all(isinstance(s, str) for s in raw):
         raise ProblemFormatError(f"{pid}: '{name}' must be a list of strings")
     return tuple(raw)
+
+
+def _parse_languages(pid: str, raw: Any, raw_mult: Any) -> tuple[tuple[str, ...] | None, dict[str, float]]:
+    from cpfleet.core.languages import LANGUAGES
+
+    langs: tuple[str, ...] | None = None
+    if raw is not None:
+        if not isinstance(raw, list) or not raw or not all(isinstance(x, str) and x in LANGUAGES for x in raw):
+            raise ProblemFormatError(f"{pid}: 'languages' must be a non-empty list of {list(LANGUAGES)}, got {raw!r}")
+        langs = tuple(dict.fromkeys(raw))
+    multipliers: dict[str, float] = {}
+    if raw_mult is not None:
+        if not isinstance(raw_mult, dict):
+            raise ProblemFormatError(f"{pid}: 'time_limit_multipliers' must be an object {{language: factor}}")
+        for name, factor in raw_mult.items():
+            if name not in LANGUAGES or isinstance(factor, bool) or not isinstance(factor, int | float) \
+                    or not (0 < float(factor) <= 100):
+                raise ProblemFormatError(f"{pid}: time_limit_multipliers[{name!r}] must be a factor in (0, 100] "
+                                         f"for one of {list(LANGUAGES)}, got {factor!r}")
+            multipliers[name] = float(factor)
+    return langs, multipliers

@@ -114,13 +114,14 @@ class _Connection:
 
     def fleet(self) -> Any:
         from cpfleet.producer.client import FleetClient
-        from cpfleet.sandbox.extract import extract_code
+        from cpfleet.sandbox.extract import programs_key
 
         with self._lock:
             if self._fleet is None or self._pid != os.getpid():  # a forked child needs its own
                 url = defaults.redis_url(self.redis_url)
-                # dedupe in-flight jobs on the program the worker would run, not the prose around it
-                self._fleet = FleetClient(url, code_key=extract_code, **self.client_options)
+                # dedupe in-flight jobs on the programs the worker could run (every fenced block,
+                # any language), not the prose around them
+                self._fleet = FleetClient(url, code_key=programs_key, **self.client_options)
                 self._pid = os.getpid()
             return self._fleet
 

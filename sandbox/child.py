@@ -213,3 +213,23 @@ def exec_python(source: bytes, python: str) -> NoReturn:
         os.execve(python, [python, SCRIPT_NAME], env)
     finally:
         os._exit(127)
+
+
+EXEC_FAILED = "exec:"
+# execve errors that are the program's own doing: its image does not fit the memory limit
+PROGRAM_EXEC_ERRNOS = frozenset({12, 7})  # ENOMEM, E2BIG
+
+
+def exec_program(argv: list[str], env: dict[str, str], status_w: int) -> NoReturn:
+    """Program mode: replace ourselves with a compiled program (or its runtime, e.g. the JVM).
+    ``status_w`` is close-on-exec: a successful exec closes it, a failed one reports the errno
+    on it so the job init can tell "the binary needs more memory than allowed" (ENOMEM: the
+    program's own doing) from "the binary is missing" (infrastructure)."""
+    try:
+        os.execve(argv[0], argv, dict(os.environ, **env))
+    except OSError as e:
+        try:
+            os.write(status_w, f"{EXEC_FAILED}{e.errno or 0}:{e}".encode(errors="replace"))
+        finally:
+            os._exit(127)
+    os._exit(127)
