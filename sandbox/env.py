@@ -24,7 +24,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from sandbox.checkers import Checker, CheckerSpecError, get_checker
+from sandbox import fncall
+from sandbox.checkers import Checker, CheckerSpecError, ProgramSpec, get_checker
 from sandbox.extract import extract_code
 from sandbox.observation import PublicTestView, clip, format_observation
 from sandbox.problem import Problem, TestCase
@@ -52,6 +53,7 @@ class _Outcome:
     run: RunResult
     stdout: str
     detail: str = ""
+    returned: str | None = None  # function-call problems: the value shown after "->"
 
 
 @dataclass(slots=True)
@@ -64,14 +66,10 @@ def _decode(data: bytes) -> str:
     return data.decode("utf-8", errors="replace")
 
 
-def _judge_test(runner: CodeRunner, checker: Checker, test: TestCase, limits: Limits) -> _Outcome:
-    """Run one test and decide its verdict: exit status 0 first, then the checker."""
-    try:
-        rr = runner.run(test.input.encode("utf-8"), limits)
-    except Exception as e:  # any runner failure is infrastructure, never the model's
-        raise _InfraFailure(f"runner {runner.name} raised {type(e).__name__}: {e}") from e
-    if rr.status == Verdict.INTERNAL:
-        raise _InfraFailure(f"runner {runner.name}: {rr.error or 'internal error'}")
+def _judge_test(runner: CodeRunner, checker: Checker | None, test: TestCase, limits: Limits) -> _Outcome:
+    """Run one test and decide its verdict: exit status 0 first, then the checker (None: the
+    caller runs a checker program on the complete output)."""
+    rr = _run(runner, test.input.encode("utf-8"), limits)
     stdout = _decode(rr.stdout)
     if rr.status != Verdict.OK:
         return _Outcome(rr.status, rr, stdout, rr.error)
@@ -79,10 +77,83 @@ def _judge_test(runner: CodeRunner, checker: Checker, test: TestCase, limits: Li
         return _Outcome(Verdict.RUNTIME_ERROR, rr, stdout, f"exit code {rr.exit_code}")
     if rr.stdout_truncated:
         return _Outcome(Verdict.OUTPUT_LIMIT, rr, stdout, "output truncated")
+    if checker is None:
+        return _Outcome(Verdict.OK, rr, stdout)
     result = checker.check(test.output, stdout)
     if result.ok:
         return _Outcome(Verdict.OK, rr, stdout)
     return _Outcome(Verdict.WRONG_ANSWER, rr, stdout, result.detail)
+
+
+@dataclass(slots=True)
+class _Judging:
+    """How this problem's tests are judged: stdin/stdout with a built-in comparison (the
+    default), a function call (sandbox/fncall.py), a checker program
+    (sandbox/checker_programs.py) or an interaction (sandbox/interactive.py)."""
+
+    runner: CodeRunner
+    checker: Checker
+    problem: Problem
+    limits: Limits
+
+    def judge(self, test: TestCase) -> _Outcome:
+        try:
+            if self.problem.fn_name is not None:
+                return self._call(test)
+            if isinstance(self.checker, ProgramSpec):
+                if self.checker.kind == "interactive":
+                    return self._interact(test)
+                return self._with_program(test)
+        except _InfraFailure:
+            raise
+        except Exception as e:  # a broken checker or a sandbox failure: never the program's fault
+            from sandbox.checker_programs import CheckerBroken
+
+            if isinstance(e, CheckerBroken):
+                raise _InfraFailure(f"problem {self.problem.id}: {e}") from e
+            raise _InfraFailure(f"judging failed: {type(e).__name__}: {e}") from e
+        return _judge_test(self.runner, self.checker, test, self.limits)
+
+    def _call(self, test: TestCase) -> _Outcome:
+        rr = _run(self.runner, test.input.encode("utf-8"), self.limits)
+        out = fncall.judge(rr, test.output, fncall.tolerance_for(self.problem.checker))
+        detail = out.detail
+        if rr.exit_code == fncall.NO_FUNCTION and self.problem.starter_code:
+            detail += "\nexpected a definition like:\n" + self.problem.starter_code.rstrip()
+        return _Outcome(out.verdict, rr, _decode(rr.stdout), detail, returned=out.returned)
+
+    def _with_program(self, test: TestCase) -> _Outcome:
+        from sandbox.checker_programs import programs_for, run_checker
+
+        out = _judge_test(self.runner, None, test, self.limits)
+        if out.verdict != Verdict.OK:
+            return out
+        assert isinstance(self.checker, ProgramSpec)
+        verdict = run_checker(programs_for(self.runner), self.checker, test.input, test.output, out.run.stdout)
+        if verdict.ok:
+            return out
+        return _Outcome(Verdict.WRONG_ANSWER, out.run, out.stdout, verdict.detail)
+
+    def _interact(self, test: TestCase) -> _Outcome:
+        from sandbox.checker_programs import programs_for
+        from sandbox.forkserver import ZygoteRunner
+        from sandbox.interactive import run_interactive
+
+        if not isinstance(self.runner, ZygoteRunner):
+            raise _InfraFailure(f"runner {self.runner.name} cannot run interactive problems")
+        assert isinstance(self.checker, ProgramSpec)
+        res = run_interactive(self.runner, programs_for(self.runner), self.checker, test.input, test.output, self.limits)
+        return _Outcome(res.verdict, res.run, "", res.detail)
+
+
+def _run(runner: CodeRunner, stdin: bytes, limits: Limits) -> RunResult:
+    try:
+        rr = runner.run(stdin, limits)
+    except Exception as e:  # any runner failure is infrastructure, never the model's
+        raise _InfraFailure(f"runner {runner.name} raised {type(e).__name__}: {e}") from e
+    if rr.status == Verdict.INTERNAL:
+        raise _InfraFailure(f"runner {runner.name}: {rr.error or 'internal error'}")
+    return rr
 
 
 def _reward(passed: int, total: int, shape: str) -> float:
@@ -134,7 +205,7 @@ def evaluate(
     if code is None:
         return finish(JobResult(job_id, problem.id, 0.0, Verdict.NO_CODE, observation=NO_CODE_MESSAGE))
     try:
-        syntax_error = runner.load(code)
+        syntax_error = runner.load(code) if problem.fn_name is None else runner.load(code, fn_name=problem.fn_name)
     except Exception as e:  # a runner that cannot load is infrastructure
         return infra(f"runner {runner.name} failed to load the program: {type(e).__name__}: {e}")
     if syntax_error is not None:
@@ -142,13 +213,14 @@ def evaluate(
         return finish(JobResult(job_id, problem.id, 0.0, Verdict.COMPILE_ERROR, observation=observation))
 
     limits = Limits(time_s=problem.time_limit_s, memory_mb=problem.memory_limit_mb)
+    judging = _Judging(runner, checker, problem, limits)
     public, hidden = _Tally(), _Tally()
     public.summary.total = len(problem.public_tests)
     hidden.summary.total = len(problem.hidden_tests)
     views: list[PublicTestView] = []
     try:
         for test in problem.public_tests:
-            out = _judge_test(runner, checker, test, limits)
+            out = judging.judge(test)
             _count(public, out)
             rr = out.run
             public.summary.tests.append(TestReport(out.verdict, rr.wall_s * 1000.0, rr.cpu_s * 1000.0))
@@ -162,11 +234,13 @@ def evaluate(
                     stderr=_decode(rr.stderr),
                     stdout_truncated=rr.stdout_truncated,
                     detail=out.detail,
+                    call=fncall.call_text(problem.fn_name, test.input) if problem.fn_name else "",
+                    returned=out.returned or "",
                 )
             )
         if mode == "full":
             for test in problem.hidden_tests:
-                out = _judge_test(runner, checker, test, limits)
+                out = judging.judge(test)
                 _count(hidden, out)
                 if out.verdict != Verdict.OK and reward_shape == "all_or_nothing":
                     break

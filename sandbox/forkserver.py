@@ -181,7 +181,20 @@ class ZygoteRunner(CodeRunner):
     def slot(self) -> Slot:
         return self._slot
 
-    def load(self, source: str) -> str | None:
+    def load(self, source: str, fn_name: str | None = None) -> str | None:
+        """``fn_name`` set: a function-call problem; each run calls that function with the JSON
+        arguments given as stdin and returns its JSON value on stdout (sandbox/callharness.py)."""
+        # surrogatepass: a lone surrogate becomes invalid UTF-8, i.e. a compile error, not INTERNAL
+        return self._load_job(source.encode("utf-8", errors="surrogatepass"), self.mode, fn_name)
+
+    def load_program(self, data: bytes, kind: str) -> str | None:
+        """Load a checker or interactor: ``kind`` "binary" (a compiled executable, fexecve'd from
+        a memfd in each test child) or "python" (source run as ``python3 solution.py ARGV``)."""
+        if kind not in ("binary", "python"):
+            raise ValueError(f"unknown program kind {kind!r}")
+        return self._load_job(data, "binary" if kind == "binary" else "exec", None)
+
+    def _load_job(self, data: bytes, mode: str, fn_name: str | None) -> str | None:
         self._end_job()
         if self._proc is None or self._proc.poll() is not None:
             self._restart_zygote()
@@ -189,9 +202,8 @@ class ZygoteRunner(CodeRunner):
         job = Job()
         memfd = os.memfd_create("solution", os.MFD_CLOEXEC)
         try:
-            # surrogatepass: a lone surrogate becomes invalid UTF-8, i.e. a compile error, not INTERNAL
-            _write_all(memfd, source.encode("utf-8", errors="surrogatepass"))
-            zygote.send(self._ctrl, {"op": "job", "mode": self.mode}, [job.theirs.fileno(), memfd])
+            _write_all(memfd, data)
+            zygote.send(self._ctrl, {"op": "job", "mode": mode, "fn_name": fn_name}, [job.theirs.fileno(), memfd])
             job.theirs.close()  # the init holds it now: its death alone is our EOF
             reply = self._recv_within(job.sock, 60.0)
         except (OSError, SandboxBroken):
@@ -222,7 +234,38 @@ class ZygoteRunner(CodeRunner):
             self._end_job()
             return RunResult(Verdict.INTERNAL, error=f"sandbox failure: {e}")
 
+    def run_program(
+        self, stdin: bytes, limits: Limits, *, argv: list[str], files: list[bytes | None],
+        links: list[tuple[str, int]] | None = None,
+    ) -> tuple[RunResult, list[bytes]]:
+        """Run the loaded checker once: ``files`` become its fds 3, 4, ... (``argv`` names them
+        ``/dev/fd/3`` ...; None is an empty file it may write, e.g. a Kattis judgemessage.txt
+        linked into its feedback directory). Returns the run and each file's content after it."""
+        if self._job is None:
+            return RunResult(Verdict.INTERNAL, error="run_program() without a loaded program"), []
+        try:
+            stdio = TestStdio(stdin, files)
+            try:
+                res = self._run_with(stdio, limits, argv, links or [])
+                return res, stdio.read_files()
+            finally:
+                stdio.close()
+        except (OSError, SandboxBroken) as e:
+            self._end_job()
+            return RunResult(Verdict.INTERNAL, error=f"sandbox failure: {e}"), []
+
     def _run(self, stdin: bytes, limits: Limits) -> RunResult:
+        stdio = TestStdio(stdin)
+        try:
+            return self._run_with(stdio, limits, [], [])
+        finally:
+            stdio.close()
+
+    def begin(self, fds: list[int], limits: Limits, argv: list[str],
+              links: list[tuple[str, int]] | None = None) -> int:
+        """Start one test of the loaded job on the given fds (0, 1, 2, extra files...); the caller
+        waits for the init's "done" message on ``job_socket`` and then calls ``conclude``.
+        Returns the CPU rlimit the child got (``conclude`` needs it)."""
         assert self._job is not None
         mem = limits.memory_mb << 20
         if self._cgroup is not None and self._cgroup.ok:
@@ -230,21 +273,36 @@ class ZygoteRunner(CodeRunner):
         cpu_rlimit = max(1, math.ceil(limits.time_s))
         child_limits = {"cpu_s": cpu_rlimit, "as_bytes": mem, "fsize_bytes": limits.file_size_mb << 20,
                         "nproc": limits.nproc, "nofile": limits.nofile}
-        job = self._job
-        wall = limits.wall_backstop_s
-        stdio = TestStdio(stdin)
-        try:
-            zygote.send(job.sock, {"op": "run", "limits": child_limits, "wall_s": wall}, stdio.child_ends)
-            stdio.sent()
-            res, done = self._drain(job, stdio, limits, wall + REPLY_GRACE_S)
-        finally:
-            stdio.close()
+        msg: dict[str, Any] = {"op": "run", "limits": child_limits, "wall_s": limits.wall_backstop_s}
+        if argv:
+            msg["argv"] = list(argv)
+        if links:
+            msg["links"] = [[path, fd] for path, fd in links]
+        zygote.send(self._job.sock, msg, fds)
+        return cpu_rlimit
+
+    @property
+    def job_socket(self) -> socket.socket:
+        assert self._job is not None
+        return self._job.sock
+
+    def conclude(self, res: RunResult, done: dict[str, Any], limits: Limits, cpu_rlimit: int) -> RunResult:
+        """The verdict of a finished test (``done`` is the init's report)."""
         oom = False
         if self._cgroup is not None and self._cgroup.ok:
             # read after every test: the OOM killer may pick a grandchild, not the main process
             ooms = self._cgroup.oom_kills()
             oom, self._ooms_seen = ooms > self._ooms_seen, ooms
         return _judge_run(res, done, limits, cpu_rlimit, oom)
+
+    def _run_with(self, stdio: TestStdio, limits: Limits, argv: list[str],
+                  links: list[tuple[str, int]]) -> RunResult:
+        assert self._job is not None
+        job = self._job
+        cpu_rlimit = self.begin(stdio.child_ends, limits, argv, links)
+        stdio.sent()
+        res, done = self._drain(job, stdio, limits, limits.wall_backstop_s + REPLY_GRACE_S)
+        return self.conclude(res, done, limits, cpu_rlimit)
 
     def _drain(self, job: Job, stdio: TestStdio, limits: Limits, timeout: float) -> tuple[RunResult, dict[str, Any]]:
         """Read stdout/stderr while the program runs, enforcing the caps, until the init reports
@@ -312,6 +370,9 @@ class ZygoteRunner(CodeRunner):
         return res, done
 
     def close(self) -> None:
+        companion = getattr(self, "companion", None)  # the checker runner (sandbox/checker_programs.py)
+        if companion is not None:
+            companion.close()
         self._stop_zygote()
         if self._cgroup is not None:
             self._cgroup.close()
@@ -334,11 +395,16 @@ class TestStdio:
     we drain. Nothing a test can attach to an open file (locks, xattrs, F_SETOWN/F_SETSIG,
     status flags) survives into the next test, since the next test gets new ones."""
 
-    def __init__(self, stdin: bytes) -> None:
+    def __init__(self, stdin: bytes, files: list[bytes | None] | None = None) -> None:
         self._fds: list[int] = []
+        self._files: list[int] = []
         try:
             memfd = self._own(os.memfd_create("stdin", os.MFD_CLOEXEC))
             _write_all(memfd, stdin)  # the file offset, which the child's fd 0 shares, stays 0
+            for content in files or ():
+                fd = self._own(os.memfd_create("file", os.MFD_CLOEXEC))
+                _write_all(fd, content or b"")
+                self._files.append(fd)
             self.stdout, out_w = (self._own(fd) for fd in os.pipe2(os.O_CLOEXEC))
             self.stderr, err_w = (self._own(fd) for fd in os.pipe2(os.O_CLOEXEC))
             for r in (self.stdout, self.stderr):
@@ -350,15 +416,22 @@ class TestStdio:
         except BaseException:
             self.close()
             raise
-        self.child_ends = [memfd, out_w, err_w]
+        self.child_ends = [memfd, out_w, err_w, *self._files]
+
+    def read_files(self, limit: int = 1 << 20) -> list[bytes]:
+        """Each extra file's content (its first ``limit`` bytes) as the program left it."""
+        return [os.pread(fd, limit, 0) for fd in self._files]
 
     def _own(self, fd: int) -> int:
         self._fds.append(fd)
         return fd
 
     def sent(self) -> None:
-        """The init holds its copies now; drop ours so only the test's processes can write."""
+        """The init holds its copies now; drop ours so only the test's processes can write
+        (the extra files' memfds we keep, to read back what a checker wrote into them)."""
         for fd in self.child_ends:
+            if fd in self._files:
+                continue
             self._fds.remove(fd)
             os.close(fd)
         self.child_ends = []

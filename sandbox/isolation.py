@@ -200,7 +200,7 @@ class ChildLimits:
 
 
 def confine_test_child(
-    fds: tuple[int, int, int],
+    fds: tuple[int, ...],
     uid: int,
     gid: int,
     cgroup_fds: list[int],
@@ -211,6 +211,9 @@ def confine_test_child(
 ) -> None:
     """Runs in the freshly forked test child, as root, before any untrusted code.
 
+    ``fds`` become the child's fds 0, 1, 2, ... in order: the standard three, then any extra
+    files a checker or interactor is given (their numbers must already be above ``len(fds)``,
+    as ``move_fds_above`` leaves them, so no dup2 overwrites a source still to be copied).
     ``keep_fd`` (the status pipe to the job init) survives the fd cleanup. Raises OSError if
     a layer the zygote reported as working fails now: the runner turns that into an INTERNAL
     verdict rather than run the program unconfined.
@@ -225,7 +228,7 @@ def confine_test_child(
         linux.unshare(linux.CLONE_NEWIPC)
     for target, fd in enumerate(fds):
         os.dup2(fd, target, inheritable=True)
-    os.closerange(3, keep_fd)
+    os.closerange(len(fds), keep_fd)
     os.closerange(keep_fd + 1, 1 << 16)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 1))
@@ -245,3 +248,16 @@ def confine_test_child(
         os.setresgid(gid, gid, gid)
         os.setresuid(uid, uid, uid)
     os.chdir(fallback_cwd or BOX)
+
+
+FD_FLOOR = 64  # where move_fds_above parks a test's fds before they are numbered 0..n-1
+
+
+def move_fds_above(fds: tuple[int, ...], keep_fd: int) -> tuple[tuple[int, ...], int]:
+    """Copies of ``fds`` and ``keep_fd`` numbered at least FD_FLOOR (close-on-exec), so that
+    ``confine_test_child`` can number a test's fds 0..n-1 without overwriting one it has yet to
+    copy. Only needed when a test gets more than its three standard fds (checkers, interactors)."""
+    import fcntl
+
+    moved = tuple(fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, FD_FLOOR) for fd in fds)
+    return moved, fcntl.fcntl(keep_fd, fcntl.F_DUPFD_CLOEXEC, FD_FLOOR)

@@ -37,6 +37,8 @@ class Problem:
     description: str = ""
     correct_solutions: tuple[str, ...] = ()
     incorrect_solutions: tuple[str, ...] = ()
+    fn_name: str | None = None  # function-call problem (sandbox/fncall.py): tests are JSON args -> JSON value
+    starter_code: str = ""  # shown in feedback when the function is missing; never prepended
 
     @classmethod
     def from_dict(cls, d: Any) -> Problem:
@@ -69,10 +71,22 @@ class Problem:
             get_checker(checker)
         except ProblemFormatError as e:
             raise ProblemFormatError(f"{pid}: {e}") from None
+        public = _parse_tests(pid, "public_tests", d.get("public_tests"))
+        hidden = _parse_tests(pid, "hidden_tests", d.get("hidden_tests"))
+        fn_name = d.get("fn_name")
+        if fn_name is not None:
+            from sandbox.fncall import validate
+
+            fn_name = validate(pid, fn_name, checker, public + hidden)
+        starter = d.get("starter_code") or ""
+        if not isinstance(starter, str):
+            raise ProblemFormatError(f"{pid}: starter_code must be a string")
         return cls(
             id=pid,
-            public_tests=_parse_tests(pid, "public_tests", d.get("public_tests")),
-            hidden_tests=_parse_tests(pid, "hidden_tests", d.get("hidden_tests")),
+            public_tests=public,
+            hidden_tests=hidden,
+            fn_name=fn_name,
+            starter_code=starter,
             time_limit_s=time_limit,
             memory_limit_mb=memory_limit,
             checker=dict(checker),
@@ -96,6 +110,10 @@ class Problem:
             d["correct_solutions"] = list(self.correct_solutions)
         if self.incorrect_solutions:
             d["incorrect_solutions"] = list(self.incorrect_solutions)
+        if self.fn_name is not None:
+            d["fn_name"] = self.fn_name
+        if self.starter_code:
+            d["starter_code"] = self.starter_code
         return d
 
     def content_version(self) -> str:
@@ -108,6 +126,8 @@ class Problem:
             self.memory_limit_mb,
             sorted(self.checker.items()),
         ]
+        if self.fn_name is not None:  # appended only when set: stdin problems keep their versions
+            judged.append(["fn_name", self.fn_name])
         return hashlib.blake2b(msgpack.packb(judged, use_bin_type=True), digest_size=12).hexdigest()
 
 

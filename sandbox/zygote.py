@@ -32,7 +32,7 @@ import select
 import sys
 import time
 
-from sandbox import child, isolation, linux, seccomp
+from sandbox import callharness, child, isolation, linux, seccomp
 from sandbox.isolation import ChildLimits
 
 TYPE_CHECKING = False  # typing is not imported at run time: every module here is in every fork
@@ -210,10 +210,19 @@ class JobInit:
     def __init__(self, z: Zygote, msg: dict[str, Any], fds: list[int], box: socket.socket | None) -> None:
         self.z = z
         self.mode: str = msg["mode"]
+        self.fn_name: str | None = msg.get("fn_name") or None  # a function-call problem's entry point
         self.sock = socket.socket(fileno=fds[0])
-        self.source = _read_all(fds[1])
-        os.close(fds[1])
+        self.binary_fd = -1
+        if self.mode == "binary":
+            # a compiled checker or interactor: each test child fexecve()s this memfd, so the
+            # binary needs no path inside the sandbox's minimal root
+            self.binary_fd = fds[1]
+            self.source = b""
+        else:
+            self.source = _read_all(fds[1])
+            os.close(fds[1])
         self.code: Any = None
+        self.call_globals: dict[str, Any] | None = None
         self.box = isolation.TestBoxState(box) if box is not None else None
         self.last_pid_fd = -1
 
@@ -262,6 +271,8 @@ class JobInit:
                 self.z.notes.append(f"seccomp filter refused ({e})")
 
     def _compile(self) -> str | None:
+        if self.mode == "binary":
+            return None
         try:
             self.code = compile(self.source, child.SCRIPT_NAME, "exec", dont_inherit=True)
         except (SyntaxError, ValueError, OverflowError, RecursionError, MemoryError) as e:
@@ -269,6 +280,9 @@ class JobInit:
 
             return "".join(traceback.format_exception_only(type(e), e))
         child.SOURCE = self.source  # for tracebacks (linecache is filled only if one is printed)
+        if self.fn_name is not None and self.mode == "fork":
+            # the function-call harness's globals, imported once per job instead of per test
+            self.call_globals = callharness.base_globals()
         gc.freeze()  # the tests' shutdown collections need not walk (and copy) the job's objects
         return None
 
@@ -285,9 +299,11 @@ class JobInit:
                     os.close(fd)
 
     def _run_test(self, msg: dict[str, Any], fds: list[int]) -> dict[str, Any]:
-        if len(fds) != 3:
+        if len(fds) < 3:
             return _not_run(f"a test needs 3 standard fds, got {len(fds)}")
-        stdio = (fds[0], fds[1], fds[2])
+        stdio = tuple(fds)  # 0/1/2, then the files a checker or interactor opens by /dev/fd path
+        argv = [str(a) for a in msg.get("argv", ())]
+        links = [(str(path), int(fd)) for path, fd in msg.get("links", ())]
         limits = ChildLimits(**msg["limits"])
         wall_s: float = msg["wall_s"]
         fallback_cwd = None
@@ -314,7 +330,7 @@ class JobInit:
         t0 = time.monotonic()
         pid = os.fork()
         if pid == 0:
-            self._become_test(stdio, status_w, limits, fallback_cwd)
+            self._become_test(stdio, status_w, limits, fallback_cwd, argv, links)
         os.close(status_w)
         killed = self._police(pid, t0 + wall_s)
         wall = time.monotonic() - t0
@@ -337,22 +353,35 @@ class JobInit:
         return {"status": status, "cpu": max(cpu, ru.ru_utime + ru.ru_stime), "maxrss": ru.ru_maxrss,
                 "wall": wall, "killed": killed, "internal": failure}
 
-    def _become_test(self, stdio: tuple[int, int, int], status_w: int, limits: ChildLimits,
-                     fallback_cwd: str | None) -> None:
+    def _become_test(self, stdio: tuple[int, ...], status_w: int, limits: ChildLimits,
+                     fallback_cwd: str | None, argv: list[str], links: list[tuple[str, int]]) -> None:
         try:
+            if self.binary_fd >= 0:
+                stdio = (*stdio, self.binary_fd)  # numbered last; close-on-exec below
+            if len(stdio) > 3:
+                stdio, status_w = isolation.move_fds_above(stdio, status_w)
             isolation.confine_test_child(
                 stdio, self.z.uid, self.z.gid, self.z.cgroup_fds, limits, self.z.layers,
                 keep_fd=status_w, fallback_cwd=fallback_cwd,
             )
+            if self.binary_fd >= 0:
+                os.set_inheritable(len(stdio) - 1, False)  # the checker does not see itself open
+            for path, fd in links:  # e.g. feedback/judgemessage.txt -> a file the runner reads back
+                os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+                os.symlink(f"/dev/fd/{fd}", path)
             os.close(status_w)
         except BaseException as e:
             try:
                 os.write(status_w, f"test confinement failed: {type(e).__name__}: {e}".encode())
             finally:
                 os._exit(CONFINE_FAILED)
+        if self.binary_fd >= 0:
+            child.exec_binary(len(stdio) - 1, argv)
         if self.mode == "exec":
-            child.exec_python(self.source, self.z.python)
-        child.run_compiled(self.code)
+            child.exec_python(self.source, self.z.python, argv, self.fn_name)
+        if self.fn_name is not None:
+            callharness.run_call(self.code, self.fn_name, self.call_globals or {})
+        child.run_compiled(self.code, argv)
 
     def _police(self, pid: int, deadline: float) -> str:
         """Wait for the test to exit; kill it at the wall-clock backstop or on the runner's request."""
