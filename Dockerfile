@@ -27,10 +27,11 @@ RUN python -c "import tomllib; print(chr(10).join(tomllib.load(open('pyproject.t
         > /tmp/requirements.txt \
     && pip install -r /tmp/requirements.txt && rm /tmp/requirements.txt
 COPY cpfleet ./cpfleet
+COPY core ./core
 COPY sandbox ./sandbox
 COPY workers ./workers
 COPY producer ./producer
-RUN pip install --no-deps . && python -c "import workers.config, sandbox.runners, producer.client"
+RUN pip install --no-deps . && python -c "import cpfleet.workers.config, cpfleet.sandbox.runners, cpfleet.producer.client"
 
 COPY docker/entrypoint.sh /usr/local/bin/cpfleet-entrypoint
 RUN chmod 0755 /usr/local/bin/cpfleet-entrypoint

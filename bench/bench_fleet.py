@@ -29,8 +29,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from cpfleet.producer.client import FleetClient  # noqa: E402
 from cpfleet.redis_server import RedisServer  # noqa: E402
-from producer.client import FleetClient  # noqa: E402
 
 TRIVIAL: dict[str, Any] = {
     "id": "bench/echo10",
@@ -72,7 +72,7 @@ class Worker:
         self.log = log
         self.name = f"bench-{runner}@localhost"
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "workers.app", "worker", "-P", "prefork", "-n", self.name,
+            [sys.executable, "-m", "celery", "-A", "cpfleet.workers.app", "worker", "-P", "prefork", "-n", self.name,
              "-l", "WARNING", "--without-gossip", "--without-mingle", "--without-heartbeat"],
             cwd=REPO, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True,
         )

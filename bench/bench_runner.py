@@ -20,8 +20,8 @@ import sys
 import time
 from collections.abc import Callable
 
-from sandbox.runner import Limits
-from sandbox.runners import make_runner
+from cpfleet.sandbox.runner import Limits
+from cpfleet.sandbox.runners import make_runner
 
 ECHO = "import sys\nsys.stdout.write(sys.stdin.read())\n"
 GOAL_MS = 2.5

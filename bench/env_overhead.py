@@ -18,11 +18,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sandbox.env import evaluate
-from sandbox.pool import default_workers, evaluate_many
-from sandbox.problem import Problem
-from sandbox.runner import Limits
-from sandbox.runners import make_runner
+from cpfleet.core.problem import Problem
+from cpfleet.pool import default_workers, evaluate_many
+from cpfleet.sandbox.env import evaluate
+from cpfleet.sandbox.runner import Limits
+from cpfleet.sandbox.runners import make_runner
 
 SOURCE = "import sys\nsys.stdout.write(sys.stdin.read())\n"
 

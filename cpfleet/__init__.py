@@ -1,0 +1,131 @@
+"""cpfleet: an execution fleet that turns LLM completions for competitive-programming problems
+into RL rewards.
+
+This is the one import surface: ``from cpfleet import FleetClient, JobResult, Verdict``. The
+module paths behind these names (``cpfleet.core``, ``cpfleet.sandbox``, ``cpfleet.workers``,
+``cpfleet.producer`` and the application modules) may change; these names will not.
+
+Names are resolved on first use (PEP 562), so ``import cpfleet`` costs nothing and importing
+one layer (say the core data model in a sandbox process) never drags in the trainer client's
+redis and kombu.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.2.0"
+
+# public name -> module that defines it
+_EXPORTS: dict[str, str] = {
+    # the trainer's client
+    "FleetClient": "cpfleet.producer.client",
+    "FleetStats": "cpfleet.producer.client",
+    # the data model
+    "JobResult": "cpfleet.core.results",
+    "TestReport": "cpfleet.core.results",
+    "TestSetSummary": "cpfleet.core.results",
+    "Timings": "cpfleet.core.results",
+    "Verdict": "cpfleet.core.verdict",
+    "Problem": "cpfleet.core.problem",
+    "TestCase": "cpfleet.core.problem",
+    "REWARD_SHAPES": "cpfleet.core.protocol",
+    "MODES": "cpfleet.core.protocol",
+    # judging without a fleet
+    "evaluate": "cpfleet.sandbox.env",
+    # errors
+    "CpfleetError": "cpfleet.core.errors",
+    "ProblemFormatError": "cpfleet.core.errors",
+    "CheckerSpecError": "cpfleet.core.errors",
+    "ProtocolError": "cpfleet.core.errors",
+    "ProblemStoreError": "cpfleet.core.errors",
+    "InputFileError": "cpfleet.core.errors",
+    "ProblemFileError": "cpfleet.core.errors",
+    "ProblemFileNotFoundError": "cpfleet.core.errors",
+    "DuplicateProblemError": "cpfleet.core.errors",
+    "PrepareError": "cpfleet.core.errors",
+    "DatasetUnavailableError": "cpfleet.core.errors",
+    "SandboxBroken": "cpfleet.core.errors",
+    "BrokerUnavailable": "cpfleet.core.errors",
+    "MessageEncodeError": "cpfleet.core.errors",
+    "PublisherClosed": "cpfleet.core.errors",
+    "FleetBusy": "cpfleet.core.errors",
+    "ClientClosed": "cpfleet.core.errors",
+    "FleetError": "cpfleet.core.errors",
+}
+
+__all__ = [
+    "__version__",
+    "FleetClient",
+    "FleetStats",
+    "JobResult",
+    "TestReport",
+    "TestSetSummary",
+    "Timings",
+    "Verdict",
+    "Problem",
+    "TestCase",
+    "REWARD_SHAPES",
+    "MODES",
+    "evaluate",
+    "CpfleetError",
+    "ProblemFormatError",
+    "CheckerSpecError",
+    "ProtocolError",
+    "ProblemStoreError",
+    "InputFileError",
+    "ProblemFileError",
+    "ProblemFileNotFoundError",
+    "DuplicateProblemError",
+    "PrepareError",
+    "DatasetUnavailableError",
+    "SandboxBroken",
+    "BrokerUnavailable",
+    "MessageEncodeError",
+    "PublisherClosed",
+    "FleetBusy",
+    "ClientClosed",
+    "FleetError",
+]
+
+if TYPE_CHECKING:
+    from cpfleet.core.errors import (
+        BrokerUnavailable,
+        CheckerSpecError,
+        ClientClosed,
+        CpfleetError,
+        DatasetUnavailableError,
+        DuplicateProblemError,
+        FleetBusy,
+        FleetError,
+        InputFileError,
+        MessageEncodeError,
+        PrepareError,
+        ProblemFileError,
+        ProblemFileNotFoundError,
+        ProblemFormatError,
+        ProblemStoreError,
+        ProtocolError,
+        PublisherClosed,
+        SandboxBroken,
+    )
+    from cpfleet.core.problem import Problem, TestCase
+    from cpfleet.core.protocol import MODES, REWARD_SHAPES
+    from cpfleet.core.results import JobResult, TestReport, TestSetSummary, Timings
+    from cpfleet.core.verdict import Verdict
+    from cpfleet.producer.client import FleetClient, FleetStats
+    from cpfleet.sandbox.env import evaluate
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'cpfleet' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # resolve once
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

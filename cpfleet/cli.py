@@ -10,12 +10,12 @@ import sys
 
 # name -> (module, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "judge": ("sandbox.judge", "evaluate jobs locally, without any queue"),
-    "prepare": ("producer.prepare", "convert a HF dataset (code_contests / taco / apps) to problem JSONL"),
-    "load": ("producer.store_cli", "upload problems to the Redis problem store"),
-    "validate": ("producer.validate", "run reference solutions to find broken or weak problems"),
-    "worker": ("workers.cli", "start a Celery worker (prefork, concurrency = CPUs)"),
-    "submit": ("producer.submit_cli", "submit jobs through the fleet, JSONL in and out"),
+    "judge": ("cpfleet.judge", "evaluate jobs locally, without any queue"),
+    "prepare": ("cpfleet.prepare", "convert a HF dataset (code_contests / taco / apps) to problem JSONL"),
+    "load": ("cpfleet.store_cli", "upload problems to the Redis problem store"),
+    "validate": ("cpfleet.validate", "run reference solutions to find broken or weak problems"),
+    "worker": ("cpfleet.workers.cli", "start a Celery worker (prefork, concurrency = CPUs)"),
+    "submit": ("cpfleet.submit_cli", "submit jobs through the fleet, JSONL in and out"),
     "up": ("cpfleet.up", "start redis + worker + flower locally"),
     "demo": ("cpfleet.demo", "run a demo batch on an embedded Redis"),
 }

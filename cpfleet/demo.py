@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from cpfleet import demo_problems as dp
+from cpfleet.core.problem import Problem
+from cpfleet.core.results import JobResult
 from cpfleet.up import (
     FleetError,
     LocalFleet,
@@ -34,8 +36,6 @@ from cpfleet.up import (
     kill_strays,
     stop_on_signals,
 )
-from sandbox.problem import Problem
-from sandbox.results import JobResult
 
 DEFAULT_FILE_PROBLEMS = 24  # with --problems FILE: how many problems of the file the demo uses
 SLOW_EVERY = 4  # one slow (time-limit) completion per this many problems: each costs a time limit
@@ -128,7 +128,7 @@ def load_problem_set(path: str | None, max_problems: int | None) -> tuple[list[P
         if max_problems:
             problems = problems[:max_problems]
         return problems, dp.demo_completions(), True
-    from producer.loading import load_problems
+    from cpfleet.loading import load_problems
 
     loaded = load_problems(path, max_problems=max_problems or DEFAULT_FILE_PROBLEMS, on_duplicate="first")
     problems = list(loaded.problems)
@@ -152,7 +152,7 @@ def run_batch(
     """Register the problems, submit the batch, wait for every result. Returns (outcomes, wall s)."""
     from tqdm import tqdm
 
-    from producer.client import FleetClient
+    from cpfleet.producer.client import FleetClient
 
     with FleetClient(redis_url, timeout=timeout, reward=reward) as client:
         client.register_problems(problems)

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from sandbox.problem import Problem, TestCase
-from sandbox.verdict import Verdict
+from cpfleet.core.problem import Problem, TestCase
+from cpfleet.core.verdict import Verdict
 
 SEED = 20260101
 TIME_LIMIT_S = 1.0  # small on purpose: slow completions cost one time limit of CPU each
@@ -56,7 +56,7 @@ class Spec:
     statement: str
     gen: Callable[[random.Random, str], str]  # (rng, size: tiny|small|medium|large) -> input
     oracle: Callable[[str], str]  # input -> expected output
-    reference: str
+    reference: str  # the files in demo_solutions/ (real Python files, so ruff and mypy check them)
     wrong: str
     slow: str
 
@@ -369,6 +369,13 @@ def _oracle_pal(inp: str) -> str:
 
 # ---- the specs: statements and the three solutions of each ----------------------------------
 
+def _solutions(name: str) -> dict[str, str]:
+    """The reference, wrong and slow programs of problem ``name``, from ``demo_solutions/``."""
+    folder = resources.files("cpfleet") / "demo_solutions"
+    base = name.replace("-", "_")
+    return {kind: (folder / f"{base}_{kind}.py").read_text(encoding="utf-8") for kind in ("reference", "wrong", "slow")}
+
+
 SPECS: tuple[Spec, ...] = (
     Spec(
         "a-plus-b",
@@ -376,9 +383,7 @@ SPECS: tuple[Spec, ...] = (
         "Read two integers 0 <= a, b <= 10^18 on one line and print a + b.",
         _gen_ab,
         _oracle_ab,
-        reference="a, b = map(int, input().split())\nprint(a + b)\n",
-        wrong="a, b = map(float, input().split())\nprint(int(a + b))\n",
-        slow="a, b = map(int, input().split())\ns = a\nfor _ in range(b):\n    s += 1\nprint(s)\n",
+        **_solutions("a-plus-b"),
     ),
     Spec(
         "array-sum",
@@ -386,12 +391,7 @@ SPECS: tuple[Spec, ...] = (
         "The first line has n (1 <= n <= 20000), the second n integers |a_i| <= 10^9. Print their sum.",
         _gen_sum,
         _oracle_sum,
-        reference="n = int(input())\na = list(map(int, input().split()))\nprint(sum(a))\n",
-        wrong="n = int(input())\na = list(map(int, input().split()))\nprint(sum(a[:n - 1]) if n > 5 else sum(a))\n",
-        slow=(
-            "n = int(input())\na = list(map(int, input().split()))\ntotal = 0\n"
-            "for i in range(n):\n    total = 0\n    for j in range(i + 1):\n        total += a[j]\nprint(total)\n"
-        ),
+        **_solutions("array-sum"),
     ),
     Spec(
         "max-subarray",
@@ -399,19 +399,7 @@ SPECS: tuple[Spec, ...] = (
         "Given n (1 <= n <= 20000) integers, print the largest sum of a non-empty contiguous subarray.",
         _gen_maxsub,
         _oracle_maxsub,
-        reference=(
-            "n = int(input())\na = list(map(int, input().split()))\nbest = cur = a[0]\n"
-            "for x in a[1:]:\n    cur = max(x, cur + x)\n    best = max(best, cur)\nprint(best)\n"
-        ),
-        wrong=(
-            "n = int(input())\na = list(map(int, input().split()))\nbest = cur = 0\n"
-            "for x in a:\n    cur = max(0, cur + x)\n    best = max(best, cur)\nprint(best)\n"
-        ),
-        slow=(
-            "n = int(input())\na = list(map(int, input().split()))\nbest = a[0]\n"
-            "for i in range(n):\n    s = 0\n    for j in range(i, n):\n        s += a[j]\n"
-            "        if s > best:\n            best = s\nprint(best)\n"
-        ),
+        **_solutions("max-subarray"),
     ),
     Spec(
         "fibonacci-mod",
@@ -419,17 +407,7 @@ SPECS: tuple[Spec, ...] = (
         "Given 0 <= n <= 10^18, print F(n) mod 10^9+7, where F(0) = 0, F(1) = 1.",
         _gen_fib,
         _oracle_fib,
-        reference=(
-            "M = 10**9 + 7\n\ndef fib(n):\n    # fast doubling: returns (F(n), F(n+1))\n    if n == 0:\n"
-            "        return 0, 1\n    a, b = fib(n >> 1)\n    c = a * (2 * b - a) % M\n    d = (a * a + b * b) % M\n"
-            "    return (d, (c + d) % M) if n & 1 else (c, d)\n\nprint(fib(int(input()))[0])\n"
-        ),
-        wrong=(
-            "M = 10**9 + 9\n\ndef fib(n):\n    if n == 0:\n        return 0, 1\n    a, b = fib(n >> 1)\n"
-            "    c = a * (2 * b - a) % M\n    d = (a * a + b * b) % M\n"
-            "    return (d, (c + d) % M) if n & 1 else (c, d)\n\nprint(fib(int(input()))[0])\n"
-        ),
-        slow="n = int(input())\na, b = 0, 1\nfor _ in range(n):\n    a, b = b, (a + b) % (10**9 + 7)\nprint(a)\n",
+        **_solutions("fibonacci-mod"),
     ),
     Spec(
         "sorting",
@@ -437,13 +415,7 @@ SPECS: tuple[Spec, ...] = (
         "Given n (1 <= n <= 20000) integers, print them in non-decreasing order, space-separated.",
         _gen_sort,
         _oracle_sort,
-        reference="n = int(input())\nprint(*sorted(map(int, input().split())))\n",
-        wrong="n = int(input())\nprint(*sorted(input().split()))\n",
-        slow=(
-            "n = int(input())\na = list(map(int, input().split()))\nfor i in range(n):\n"
-            "    for j in range(n - 1 - i):\n        if a[j] > a[j + 1]:\n"
-            "            a[j], a[j + 1] = a[j + 1], a[j]\nprint(*a)\n"
-        ),
+        **_solutions("sorting"),
     ),
     Spec(
         "count-primes",
@@ -451,20 +423,7 @@ SPECS: tuple[Spec, ...] = (
         "Given 2 <= n <= 3*10^6, print how many primes are <= n.",
         _gen_primes,
         _oracle_primes,
-        reference=(
-            "n = int(input())\nsieve = bytearray([1]) * (n + 1)\nsieve[0] = sieve[1] = 0\n"
-            "for p in range(2, int(n ** 0.5) + 1):\n    if sieve[p]:\n"
-            "        sieve[p * p::p] = bytes(len(range(p * p, n + 1, p)))\nprint(sum(sieve))\n"
-        ),
-        wrong=(
-            "n = int(input())\nsieve = bytearray([1]) * n\nsieve[0] = sieve[1] = 0\n"
-            "for p in range(2, int(n ** 0.5) + 1):\n    if sieve[p]:\n"
-            "        sieve[p * p::p] = bytes(len(range(p * p, n, p)))\nprint(sum(sieve))\n"
-        ),
-        slow=(
-            "n = int(input())\ncount = 0\nfor k in range(2, n + 1):\n    d = 2\n"
-            "    while d * d <= k and k % d:\n        d += 1\n    if d * d > k:\n        count += 1\nprint(count)\n"
-        ),
+        **_solutions("count-primes"),
     ),
     Spec(
         "brackets",
@@ -472,28 +431,7 @@ SPECS: tuple[Spec, ...] = (
         "The first line has t; each of the next t lines is a string of ()[]{}. Print YES if it is balanced, else NO.",
         _gen_brackets,
         _oracle_brackets,
-        reference=(
-            "import sys\nlines = sys.stdin.read().split()\npairs = {')': '(', ']': '[', '}': '{'}\n"
-            "for s in lines[1:1 + int(lines[0])]:\n    stack = []\n    ok = True\n    for c in s:\n"
-            "        if c in '([{':\n            stack.append(c)\n"
-            "        elif not stack or stack.pop() != pairs[c]:\n            ok = False\n            break\n"
-            "    print('YES' if ok and not stack else 'NO')\n"
-        ),
-        wrong=(
-            "import sys\nlines = sys.stdin.read().split()\nfor s in lines[1:1 + int(lines[0])]:\n"
-            "    depth = 0\n    ok = True\n    for c in s:\n        depth += 1 if c in '([{' else -1\n"
-            "        if depth < 0:\n            ok = False\n    print('YES' if ok and depth == 0 else 'NO')\n"
-        ),
-        slow=(
-            "import sys\nlines = sys.stdin.read().split()\nfor s in lines[1:1 + int(lines[0])]:\n"
-            "    # remove adjacent pairs until nothing changes: one pass per nesting level, O(n^2)\n"
-            "    s = list(s)\n    changed = True\n    while changed:\n        changed = False\n        out = []\n"
-            "        i = 0\n        while i < len(s):\n"
-            "            if i + 1 < len(s) and s[i] + s[i + 1] in ('()', '[]', '{}'):\n"
-            "                i += 2\n                changed = True\n            else:\n"
-            "                out.append(s[i])\n                i += 1\n        s = out\n"
-            "    print('YES' if not s else 'NO')\n"
-        ),
+        **_solutions("brackets"),
     ),
     Spec(
         "gcd-lcm",
@@ -501,19 +439,7 @@ SPECS: tuple[Spec, ...] = (
         "The first line has t; each of the next t lines has 1 <= a, b <= 10^12. Print gcd(a, b) and lcm(a, b).",
         _gen_gcd,
         _oracle_gcd,
-        reference=(
-            "import sys\nfrom math import gcd\ndata = sys.stdin.read().split()\nfor i in range(int(data[0])):\n"
-            "    a, b = int(data[1 + 2 * i]), int(data[2 + 2 * i])\n    g = gcd(a, b)\n    print(g, a // g * b)\n"
-        ),
-        wrong=(
-            "import sys\nfrom math import gcd\ndata = sys.stdin.read().split()\nfor i in range(int(data[0])):\n"
-            "    a, b = int(data[1 + 2 * i]), int(data[2 + 2 * i])\n    print(gcd(a, b), a * b)\n"
-        ),
-        slow=(
-            "import sys\ndata = sys.stdin.read().split()\nfor i in range(int(data[0])):\n"
-            "    a, b = int(data[1 + 2 * i]), int(data[2 + 2 * i])\n    x, y = a, b\n    while x != y:\n"
-            "        if x > y:\n            x -= y\n        else:\n            y -= x\n    print(x, a // x * b)\n"
-        ),
+        **_solutions("gcd-lcm"),
     ),
     Spec(
         "count-at-most",
@@ -522,21 +448,7 @@ SPECS: tuple[Spec, ...] = (
         "For each query print how many elements are <= x.",
         _gen_bsearch,
         _oracle_bsearch,
-        reference=(
-            "import sys\nfrom bisect import bisect_right\ndata = sys.stdin.buffer.read().split()\n"
-            "n, q = int(data[0]), int(data[1])\na = list(map(int, data[2:2 + n]))\n"
-            "print('\\n'.join(str(bisect_right(a, int(x))) for x in data[2 + n:2 + n + q]))\n"
-        ),
-        wrong=(
-            "import sys\nfrom bisect import bisect_left\ndata = sys.stdin.buffer.read().split()\n"
-            "n, q = int(data[0]), int(data[1])\na = list(map(int, data[2:2 + n]))\n"
-            "print('\\n'.join(str(bisect_left(a, int(x))) for x in data[2 + n:2 + n + q]))\n"
-        ),
-        slow=(
-            "import sys\ndata = sys.stdin.buffer.read().split()\nn, q = int(data[0]), int(data[1])\n"
-            "a = list(map(int, data[2:2 + n]))\nfor x in data[2 + n:2 + n + q]:\n    x = int(x)\n"
-            "    c = 0\n    for v in a:\n        if v <= x:\n            c += 1\n    print(c)\n"
-        ),
+        **_solutions("count-at-most"),
     ),
     Spec(
         "lis",
@@ -544,21 +456,7 @@ SPECS: tuple[Spec, ...] = (
         "Given n (1 <= n <= 20000) integers, print the length of the longest strictly increasing subsequence.",
         _gen_lis,
         _oracle_lis,
-        reference=(
-            "from bisect import bisect_left\nn = int(input())\ntails = []\nfor x in map(int, input().split()):\n"
-            "    k = bisect_left(tails, x)\n    if k == len(tails):\n        tails.append(x)\n    else:\n"
-            "        tails[k] = x\nprint(len(tails))\n"
-        ),
-        wrong=(
-            "from bisect import bisect_right\nn = int(input())\ntails = []\nfor x in map(int, input().split()):\n"
-            "    k = bisect_right(tails, x)\n    if k == len(tails):\n        tails.append(x)\n    else:\n"
-            "        tails[k] = x\nprint(len(tails))\n"
-        ),
-        slow=(
-            "n = int(input())\na = list(map(int, input().split()))\nbest = [1] * n\nfor i in range(n):\n"
-            "    for j in range(i):\n        if a[j] < a[i] and best[j] + 1 > best[i]:\n"
-            "            best[i] = best[j] + 1\nprint(max(best))\n"
-        ),
+        **_solutions("lis"),
     ),
     Spec(
         "knapsack",
@@ -567,24 +465,7 @@ SPECS: tuple[Spec, ...] = (
         "value. Print the largest total value of a subset whose total weight is at most W.",
         _gen_knap,
         _oracle_knap,
-        reference=(
-            "import sys\ndata = list(map(int, sys.stdin.read().split()))\nn, cap = data[0], data[1]\n"
-            "best = [0] * (cap + 1)\nfor i in range(n):\n    w, v = data[2 + 2 * i], data[3 + 2 * i]\n"
-            "    for c in range(cap, w - 1, -1):\n        if best[c - w] + v > best[c]:\n"
-            "            best[c] = best[c - w] + v\nprint(best[cap])\n"
-        ),
-        wrong=(
-            "import sys\ndata = list(map(int, sys.stdin.read().split()))\nn, cap = data[0], data[1]\n"
-            "items = sorted(((data[3 + 2 * i], data[2 + 2 * i]) for i in range(n)), "
-            "key=lambda t: t[0] / t[1], reverse=True)\n"
-            "total = 0\nfor v, w in items:\n    if w <= cap:\n        cap -= w\n        total += v\nprint(total)\n"
-        ),
-        slow=(
-            "import sys\ndata = list(map(int, sys.stdin.read().split()))\nn, cap = data[0], data[1]\n"
-            "items = [(data[2 + 2 * i], data[3 + 2 * i]) for i in range(n)]\n\ndef go(i, room):\n"
-            "    if i == n:\n        return 0\n    w, v = items[i]\n    skip = go(i + 1, room)\n"
-            "    return max(skip, v + go(i + 1, room - w)) if w <= room else skip\n\nprint(go(0, cap))\n"
-        ),
+        **_solutions("knapsack"),
     ),
     Spec(
         "palindromes",
@@ -593,21 +474,7 @@ SPECS: tuple[Spec, ...] = (
         "palindrome, else NO.",
         _gen_pal,
         _oracle_pal,
-        reference=(
-            "import sys\nlines = sys.stdin.read().split()\nfor s in lines[1:1 + int(lines[0])]:\n"
-            "    print('YES' if s == s[::-1] else 'NO')\n"
-        ),
-        wrong=(
-            "import sys\nlines = sys.stdin.read().split()\nfor s in lines[1:1 + int(lines[0])]:\n"
-            "    h = len(s) // 2\n    print('YES' if s[:h] == s[h:][::-1] else 'NO')\n"
-        ),
-        slow=(
-            "import sys\nlines = sys.stdin.read().split()\nfor s in lines[1:1 + int(lines[0])]:\n"
-            "    # longest palindromic substring by expanding around every center: O(n^2)\n"
-            "    n = len(s)\n    best = 0\n    for c in range(2 * n - 1):\n        lo, hi = c // 2, (c + 1) // 2\n"
-            "        while lo >= 0 and hi < n and s[lo] == s[hi]:\n            lo -= 1\n            hi += 1\n"
-            "        best = max(best, hi - lo - 1)\n    print('YES' if best == n else 'NO')\n"
-        ),
+        **_solutions("palindromes"),
     ),
 )
 

@@ -33,11 +33,12 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import IO, Any
 
+from cpfleet.core.errors import FleetError
 from cpfleet.redis_server import RedisServer, free_port
 
 DEFAULT_REDIS_PORT = 6379  # so the CLIs' default CPFLEET_REDIS_URL finds it
 DEFAULT_FLOWER_PORT = 5555
-DEFAULT_METRICS_PORT = 9808  # workers.metrics.DEFAULT_PORT (not imported: it pulls in the sandbox)
+DEFAULT_METRICS_PORT = 9808  # cpfleet.workers.metrics.DEFAULT_PORT (not imported: it pulls in the sandbox)
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -46,10 +47,6 @@ try:
     _prctl: Any = _libc.prctl
 except (OSError, AttributeError):  # pragma: no cover - not Linux
     _prctl = None
-
-
-class FleetError(RuntimeError):
-    """A part of the local fleet did not start (the message says which, and where its log is)."""
 
 
 # Runs first in every child, then execs the real command: PR_SET_PDEATHSIG survives execve,
@@ -323,7 +320,7 @@ class LocalFleet:
 
     def _flower_argv(self) -> list[str]:
         return [
-            sys.executable, "-m", "celery", "-A", "workers.app", "flower",
+            sys.executable, "-m", "celery", "-A", "cpfleet.workers.app", "flower",
             f"--port={self.flower_port}", "--address=127.0.0.1", "--max_tasks=20000",
             "--logging=warning",
         ]  # fmt: skip
@@ -364,7 +361,7 @@ class LocalFleet:
         """Until the node answers a control ping (its consumer is up; pool processes may still warm up)."""
         from celery import Celery
 
-        from workers.config import Settings
+        from cpfleet.workers.config import Settings
 
         assert self.worker is not None
         app = Celery("cpfleet-up", set_as_current=False)

@@ -31,39 +31,17 @@ from typing import Any
 
 import redis
 
-from cpfleet import protocol
-from cpfleet.protocol import JobMessage, ProtocolError
-from producer.publisher import BrokerUnavailable, Publisher, PublisherClosed
-from sandbox.results import JobResult
+from cpfleet.core import protocol
+from cpfleet.core.errors import ClientClosed, FleetBusy
+from cpfleet.core.protocol import JobMessage, ProtocolError
+from cpfleet.core.results import JobResult
+from cpfleet.producer.publisher import BrokerUnavailable, Publisher, PublisherClosed
 
 log = logging.getLogger("cpfleet.client")
 
 __all__ = ["BrokerUnavailable", "ClientClosed", "FleetBusy", "FleetClient", "FleetStats", "Job"]
 
 Job = tuple[str, str | bytes] | Mapping[str, Any]
-
-
-class FleetBusy(TimeoutError):
-    """The in-flight bound stayed full for longer than the caller agreed to wait.
-
-    ``submitted``: futures of the batches of the same ``submit_many`` published before it.
-    """
-
-    def __init__(self, *args: Any) -> None:
-        super().__init__(*args)
-        self.submitted: list[cf.Future[JobResult]] = []
-
-
-class ClientClosed(RuntimeError):
-    """The client was closed (before or during the submit).
-
-    ``submitted``: futures of the batches of the same ``submit_many`` published before it (they
-    resolve, INTERNAL "client closed" when the close came first).
-    """
-
-    def __init__(self, *args: Any) -> None:
-        super().__init__(*args)
-        self.submitted: list[cf.Future[JobResult]] = []
 
 
 @dataclass(slots=True)
@@ -540,7 +518,7 @@ class FleetClient:
 
     def register_problems(self, problems: Iterable[Any]) -> Any:
         """Upload problems (``Problem`` objects or problem-format dicts) to the fleet's store."""
-        from cpfleet.problem_store import register_problems
+        from cpfleet.core.store import register_problems
 
         return register_problems(self._redis, problems)
 

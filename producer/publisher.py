@@ -18,30 +18,10 @@ from typing import Any
 from kombu import Connection, Producer
 from kombu.serialization import dumps
 
-from cpfleet.protocol import TASK_NAME, JobMessage
+from cpfleet.core.errors import BrokerUnavailable, MessageEncodeError, PublisherClosed
+from cpfleet.core.protocol import TASK_NAME, JobMessage
 
 _EMBED: dict[str, Any] = {"callbacks": None, "errbacks": None, "chain": None, "chord": None}
-
-
-class BrokerUnavailable(ConnectionError):
-    """Redis (the broker) cannot be reached: nothing after the failing batch was published.
-
-    Raised by ``FleetClient.submit_many``, ``submitted`` holds the futures of the batches that
-    were published before the failure (they resolve normally); otherwise it is empty.
-    """
-
-    def __init__(self, *args: Any) -> None:
-        super().__init__(*args)
-        self.submitted: list[Any] = []
-
-
-class MessageEncodeError(ValueError):
-    """A job could not be serialized (a caller error, never a broker failure): nothing of the
-    call was published."""
-
-
-class PublisherClosed(RuntimeError):
-    """``publish`` after ``close``: a closed publisher never reconnects."""
 
 
 def task_message(msg: JobMessage, task_id: str) -> tuple[dict[str, Any], dict[str, Any], Any]:

@@ -185,7 +185,7 @@ def _module_globals(base: dict[str, Any]) -> dict[str, Any]:
 
 def run_call(code: CodeType, fn_name: str, base: dict[str, Any]) -> NoReturn:
     """Fork-server mode: the confined child's whole life for one function-call test."""
-    from sandbox import child  # already imported by the zygote
+    from cpfleet.sandbox import child  # already imported by the zygote
 
     args_text = _read_fd0()
     result_fd = _take_stdio()

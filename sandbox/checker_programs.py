@@ -32,10 +32,11 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from sandbox.checkers import ProgramSpec
-from sandbox.forkserver import ZygoteRunner
-from sandbox.runner import CodeRunner, Limits, RunResult
-from sandbox.verdict import Verdict
+from cpfleet.core.checkers import ProgramSpec
+from cpfleet.core.errors import CheckerBroken
+from cpfleet.core.verdict import Verdict
+from cpfleet.sandbox.forkserver import ZygoteRunner
+from cpfleet.sandbox.runner import CodeRunner, Limits, RunResult
 
 log = logging.getLogger("cpfleet.sandbox.checkers")
 
@@ -46,10 +47,6 @@ CACHE_ENV = "CPFLEET_CHECKER_CACHE"
 DETAIL_BYTES = 2048
 TESTLIB_OK, TESTLIB_WA, TESTLIB_PE, TESTLIB_FAIL, TESTLIB_PARTIAL = 0, 1, 2, 3, 7
 KATTIS_AC, KATTIS_WA = 42, 43
-
-
-class CheckerBroken(Exception):
-    """The problem's checker cannot judge (does not compile, crashed, failed): INTERNAL."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,7 +190,7 @@ def programs_for(runner: CodeRunner) -> ProgramRunner:
     isolate = bool(getattr(runner, "_isolate", True))
     pr = ProgramRunner(isolate=isolate)
     try:
-        runner.companion = pr  # type: ignore[attr-defined]
+        runner.companion = pr
     except AttributeError:  # pragma: no cover - a runner with __slots__: one shared instance
         pass
     return pr

@@ -213,7 +213,7 @@ def exec_python(source: bytes, python: str, argv: list[str] | None = None,
         f.write(source)
     env = dict(os.environ, PYTHONINTMAXSTRDIGITS="0", PYTHONDONTWRITEBYTECODE="1")
     if fn_name is not None:
-        from sandbox import callharness
+        from cpfleet.sandbox import callharness
 
         args = [python, "-c", callharness.EXEC_SOURCE, fn_name]
     else:

@@ -24,14 +24,14 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from sandbox import fncall
-from sandbox.checkers import Checker, CheckerSpecError, ProgramSpec, get_checker
-from sandbox.extract import extract_code
-from sandbox.observation import PublicTestView, clip, format_observation
-from sandbox.problem import Problem, TestCase
-from sandbox.results import JobResult, TestReport, TestSetSummary, Timings
-from sandbox.runner import CodeRunner, Limits, RunResult
-from sandbox.verdict import Verdict
+from cpfleet.core.checkers import Checker, CheckerSpecError, ProgramSpec, get_checker
+from cpfleet.core.problem import Problem, TestCase
+from cpfleet.core.results import JobResult, TestReport, TestSetSummary, Timings
+from cpfleet.core.verdict import Verdict
+from cpfleet.sandbox import fncall
+from cpfleet.sandbox.extract import extract_code
+from cpfleet.sandbox.observation import PublicTestView, clip, format_observation
+from cpfleet.sandbox.runner import CodeRunner, Limits, RunResult
 
 REWARD_SHAPES = ("all_or_nothing", "fraction")
 MODES = ("full", "public")
@@ -107,7 +107,7 @@ class _Judging:
         except _InfraFailure:
             raise
         except Exception as e:  # a broken checker or a sandbox failure: never the program's fault
-            from sandbox.checker_programs import CheckerBroken
+            from cpfleet.sandbox.checker_programs import CheckerBroken
 
             if isinstance(e, CheckerBroken):
                 raise _InfraFailure(f"problem {self.problem.id}: {e}") from e
@@ -123,7 +123,7 @@ class _Judging:
         return _Outcome(out.verdict, rr, _decode(rr.stdout), detail, returned=out.returned)
 
     def _with_program(self, test: TestCase) -> _Outcome:
-        from sandbox.checker_programs import programs_for, run_checker
+        from cpfleet.sandbox.checker_programs import programs_for, run_checker
 
         out = _judge_test(self.runner, None, test, self.limits)
         if out.verdict != Verdict.OK:
@@ -135,9 +135,9 @@ class _Judging:
         return _Outcome(Verdict.WRONG_ANSWER, out.run, out.stdout, verdict.detail)
 
     def _interact(self, test: TestCase) -> _Outcome:
-        from sandbox.checker_programs import programs_for
-        from sandbox.forkserver import ZygoteRunner
-        from sandbox.interactive import run_interactive
+        from cpfleet.sandbox.checker_programs import programs_for
+        from cpfleet.sandbox.forkserver import ZygoteRunner
+        from cpfleet.sandbox.interactive import run_interactive
 
         if not isinstance(self.runner, ZygoteRunner):
             raise _InfraFailure(f"runner {self.runner.name} cannot run interactive problems")

@@ -19,11 +19,12 @@ import sys
 import time
 from typing import Any
 
-from sandbox import zygote
-from sandbox.cgroups import SlotCgroup
-from sandbox.runner import CodeRunner, IsolationReport, Limits, RunResult
-from sandbox.slots import Slot, claim_slot
-from sandbox.verdict import Verdict
+from cpfleet.core.errors import SandboxBroken
+from cpfleet.core.verdict import Verdict
+from cpfleet.sandbox import zygote
+from cpfleet.sandbox.cgroups import SlotCgroup
+from cpfleet.sandbox.runner import CodeRunner, IsolationReport, Limits, RunResult
+from cpfleet.sandbox.slots import Slot, claim_slot
 
 log = logging.getLogger("cpfleet.sandbox")
 
@@ -40,15 +41,21 @@ REPLY_GRACE_S = 10.0  # how long past its own deadline we wait for the job init 
 CHILD_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "HOME": "/box"}
 
 
-class SandboxBroken(RuntimeError):
-    """The zygote or a job init stopped answering: an infrastructure failure, not a verdict."""
-
-
 def zygote_command() -> list[str]:
     """``python -I -S``: no site, so no .pth hooks (editable installs, setuptools' shims)
-    import dozens of modules into the process that every test forks from."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(zygote.__file__)))
-    boot = f"import sys; sys.path.insert(0, {root!r}); import sandbox.zygote as z; z.main()"
+    import dozens of modules into the process that every test forks from.
+
+    Without site there is no editable-install finder either, and ``cpfleet/__init__.py`` is
+    not wanted in the zygote, so the boot line registers bare ``cpfleet`` and
+    ``cpfleet.sandbox`` package objects whose ``__path__`` is this folder: the zygote's own
+    imports resolve there and nothing else of the project is loaded or on ``sys.path``."""
+    sandbox_dir = os.path.dirname(os.path.abspath(zygote.__file__))
+    boot = (
+        "import sys; M = type(sys); top = M('cpfleet'); top.__path__ = []; "
+        f"sub = M('cpfleet.sandbox'); sub.__path__ = [{sandbox_dir!r}]; top.sandbox = sub; "
+        "sys.modules.update({'cpfleet': top, 'cpfleet.sandbox': sub}); "
+        "import cpfleet.sandbox.zygote as z; z.main()"
+    )
     return [sys.executable, "-I", "-S", "-c", boot]
 
 

@@ -23,8 +23,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from sandbox import zygote
-from sandbox.checker_programs import (
+from cpfleet.core.checkers import ProgramSpec
+from cpfleet.core.verdict import Verdict
+from cpfleet.sandbox import zygote
+from cpfleet.sandbox.checker_programs import (
     KATTIS_AC,
     KATTIS_WA,
     TESTLIB_OK,
@@ -37,10 +39,8 @@ from sandbox.checker_programs import (
     detail_of,
     failed_run,
 )
-from sandbox.checkers import ProgramSpec
-from sandbox.forkserver import REPLY_GRACE_S, SandboxBroken, ZygoteRunner, _write_all
-from sandbox.runner import Limits, RunResult
-from sandbox.verdict import Verdict
+from cpfleet.sandbox.forkserver import REPLY_GRACE_S, SandboxBroken, ZygoteRunner, _write_all
+from cpfleet.sandbox.runner import Limits, RunResult
 
 READ_CHUNK = 1 << 16
 

@@ -26,7 +26,7 @@ import os
 import resource
 import sys
 
-from sandbox import cgroups, linux
+from cpfleet.sandbox import cgroups, linux
 
 BOX = "/box"  # the test directory (cwd, /tmp, /dev/shm, /run), a tmpfs kept fresh per test (TestBox)
 # host paths bound read-only into the sandbox root (symlinks are recreated as symlinks)
@@ -186,7 +186,7 @@ def box_state() -> tuple[object, ...]:
 
 
 class ChildLimits:
-    """Resource limits of one test child (built by the runner from sandbox.runner.Limits).
+    """Resource limits of one test child (built by the runner from cpfleet.sandbox.runner.Limits).
     A plain class: the zygote avoids importing dataclasses/typing to stay small to fork."""
 
     __slots__ = ("cpu_s", "as_bytes", "fsize_bytes", "nproc", "nofile")

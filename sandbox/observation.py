@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sandbox.verdict import Verdict
+from cpfleet.core.verdict import Verdict
 
 CLIP_CHARS = 512  # the seed's clip length per field
 CLIP_MARK = "... [clipped]"

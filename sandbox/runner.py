@@ -12,7 +12,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from types import TracebackType
 
-from sandbox.verdict import Verdict
+from cpfleet.core.verdict import Verdict
 
 MiB = 1024 * 1024
 

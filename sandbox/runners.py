@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from sandbox.runner import CodeRunner
+from cpfleet.sandbox.runner import CodeRunner
 
 RUNNER_KINDS = ("forkserver", "subprocess")
 
 
 def make_runner(kind: str = "forkserver", *, isolate: bool = True) -> CodeRunner:
     """A ready runner (its zygote started and self-tested). One per process; close() it."""
-    from sandbox.forkserver import ForkServerRunner, SubprocessRunner
+    from cpfleet.sandbox.forkserver import ForkServerRunner, SubprocessRunner
 
     if kind == "forkserver":
         return ForkServerRunner(isolate=isolate)

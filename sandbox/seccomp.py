@@ -25,7 +25,7 @@ import ctypes
 import errno
 import os
 
-from sandbox import linux
+from cpfleet.sandbox import linux
 
 AUDIT_ARCH_X86_64 = 0xC000003E
 X32_SYSCALL_BIT = 0x40000000

@@ -3,7 +3,7 @@
 Process tree (one per runner, i.e. per worker slot)::
 
     runner (worker process)            holds expected outputs; never forks a child itself
-      zygote   `python -I -m sandbox.zygote`: empty netns, minimal read-only root, preloaded
+      zygote   `python -I -m cpfleet.sandbox.zygote`: empty netns, minimal read-only root, preloaded
         job      per job: new pid, mount and IPC namespaces; forks the init, then mounts a
                  fresh test directory whenever the init asks (the init's seccomp filter
                  refuses mounts)
@@ -32,8 +32,8 @@ import select
 import sys
 import time
 
-from sandbox import callharness, child, isolation, linux, seccomp
-from sandbox.isolation import ChildLimits
+from cpfleet.sandbox import callharness, child, isolation, linux, seccomp
+from cpfleet.sandbox.isolation import ChildLimits
 
 TYPE_CHECKING = False  # typing is not imported at run time: every module here is in every fork
 if TYPE_CHECKING:
@@ -462,8 +462,6 @@ def _kill_all_but_init() -> None:
 
 def main() -> None:
     """Entry point; started as ``python -I -S -c ...`` (see forkserver.zygote_command)."""
-    if sys.path and sys.path[0] == os.path.dirname(os.path.dirname(os.path.abspath(__file__))):
-        del sys.path[0]  # the project's own source is not part of the programs' world
     ctrl = socket.socket(fileno=int(sys.argv[1]))
     linux.prctl(linux.PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != int(sys.argv[2]):

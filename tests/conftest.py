@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from cpfleet.redis_server import RedisServer
-from sandbox.runner import CodeRunner
-from sandbox.runners import RUNNER_KINDS, make_runner
+from cpfleet.sandbox.runner import CodeRunner
+from cpfleet.sandbox.runners import RUNNER_KINDS, make_runner
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("CPFLEET_SHARED_DATA", REPO.parent / "shared" / "data"))

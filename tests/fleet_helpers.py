@@ -1,4 +1,4 @@
-"""Real fleet nodes for tests: ``celery -A workers.app worker -P prefork`` subprocesses against
+"""Real fleet nodes for tests: ``celery -A cpfleet.workers.app worker -P prefork`` subprocesses against
 the test's redis-server, started in their own process group and always stopped (the group is
 killed if a graceful stop takes too long), so no test leaves a process behind."""
 
@@ -43,7 +43,7 @@ class FleetWorker:
 
     def start(self, wait: bool = True, timeout: float = 90.0) -> FleetWorker:
         argv = [
-            sys.executable, "-m", "celery", "-A", "workers.app", "worker",
+            sys.executable, "-m", "celery", "-A", "cpfleet.workers.app", "worker",
             "-P", "prefork", "-c", str(self.concurrency), "-n", self.hostname, "-l", "INFO",
             "--without-gossip", "--without-mingle", "--without-heartbeat",
         ]

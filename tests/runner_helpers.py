@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sandbox.runner import CodeRunner, Limits, RunResult
+from cpfleet.sandbox.runner import CodeRunner, Limits, RunResult
 
 
 def run(runner: CodeRunner, source: str, stdin: str | bytes = b"", **limits: object) -> RunResult:

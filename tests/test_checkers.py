@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from sandbox.checkers import (
+from cpfleet.core.checkers import (
     CheckerSpecError,
     CheckResult,
     CodeContestsChecker,
@@ -16,7 +16,7 @@ from sandbox.checkers import (
     get_checker,
     register_checker,
 )
-from sandbox.problem import ProblemFormatError
+from cpfleet.core.problem import ProblemFormatError
 
 tokens = TokensChecker()
 cc = CodeContestsChecker()

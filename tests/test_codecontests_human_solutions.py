@@ -16,8 +16,8 @@ from types import ModuleType
 
 import pytest
 
-from sandbox.judge import read_problems
-from sandbox.verdict import Verdict
+from cpfleet.core.verdict import Verdict
+from cpfleet.judge import read_problems
 
 REPO = Path(__file__).resolve().parents[1]
 RECORD = REPO / "docs" / "codecontests-human-solutions.json"

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from workers.config import SETTINGS, Settings
+from cpfleet.workers.config import SETTINGS, Settings
 
 REPO = Path(__file__).resolve().parents[1]
 COMPOSE = REPO / "docker-compose.yml"
@@ -104,7 +104,7 @@ def test_every_cpfleet_variable_the_compose_file_sets_is_read_by_the_code(compos
 def test_flower_runs_the_app_on_5555_behind_required_basic_auth(compose: dict[str, Any]) -> None:
     flower = compose["services"]["flower"]
     cmd = " ".join(flower["command"])
-    assert "-A workers.app flower" in cmd
+    assert "-A cpfleet.workers.app flower" in cmd
     assert "--port=5555" in cmd
     assert any(str(p).endswith(":5555") for p in flower["ports"])
     assert flower["image"] == compose["services"]["worker"]["image"]
@@ -117,10 +117,9 @@ def test_flower_runs_the_app_on_5555_behind_required_basic_auth(compose: dict[st
 def test_dockerfile_installs_every_package_and_starts_a_worker_under_tini() -> None:
     text = (REPO / "Dockerfile").read_text()
     assert re.search(r"^FROM python:3\.11", text, re.M)
-    include = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]["include"]
-    for pattern in include:
-        pkg = pattern.rstrip("*")
-        assert re.search(rf"^COPY {pkg} \./{pkg}$", text, re.M), f"package {pkg} is not copied into the image"
+    package_dir = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    for folder in package_dir.values():
+        assert re.search(rf"^COPY {folder} \./{folder}$", text, re.M), f"folder {folder} is not copied into the image"
     assert re.search(r'^ENTRYPOINT \["tini", "--", "cpfleet-entrypoint"\]$', text, re.M)
     assert re.search(r'^CMD \["cpfleet", "worker"', text, re.M)
     ignored = (REPO / ".dockerignore").read_text().split()

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from cpfleet import demo_problems as dp
-from sandbox.pool import evaluate_many
+from cpfleet.pool import evaluate_many
 
 
 def test_the_shipped_file_is_exactly_what_the_generator_writes() -> None:

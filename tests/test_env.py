@@ -6,11 +6,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from sandbox.env import CodeContestsEnv, evaluate
-from sandbox.problem import Problem
-from sandbox.runner import CodeRunner, IsolationReport, Limits, RunResult
-from sandbox.runners import make_runner
-from sandbox.verdict import Verdict
+from cpfleet.core.problem import Problem
+from cpfleet.core.verdict import Verdict
+from cpfleet.sandbox.env import CodeContestsEnv, evaluate
+from cpfleet.sandbox.runner import CodeRunner, IsolationReport, Limits, RunResult
+from cpfleet.sandbox.runners import make_runner
 
 
 @pytest.fixture(params=["forkserver", "subprocess"])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sandbox.extract import extract_code
+from cpfleet.sandbox.extract import extract_code
 
 
 # --- the seed's five cases -------------------------------------------------------------------

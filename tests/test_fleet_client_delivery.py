@@ -16,12 +16,12 @@ import pytest
 import redis
 from fleet_helpers import FleetWorker, wait_until
 
-from cpfleet import protocol
+from cpfleet.core import protocol
+from cpfleet.core.results import JobResult
+from cpfleet.core.verdict import Verdict
+from cpfleet.producer.client import ClientClosed, FleetClient
+from cpfleet.producer.publisher import Publisher, PublisherClosed
 from cpfleet.redis_server import RedisServer
-from producer.client import ClientClosed, FleetClient
-from producer.publisher import Publisher, PublisherClosed
-from sandbox.results import JobResult
-from sandbox.verdict import Verdict
 
 ECHO = {"id": "t/echo", "public_tests": [{"input": "1\n", "output": "1\n"}], "hidden_tests": [{"input": "5\n", "output": "5\n"}]}
 DOUBLE = {"id": "t/double", "public_tests": [{"input": "1\n", "output": "2\n"}], "hidden_tests": [{"input": "5\n", "output": "10\n"}]}
@@ -318,7 +318,7 @@ def test_after_a_resubmit_the_first_reply_of_either_attempt_wins(redis_url: str)
 
 
 def test_result_cache_keys_differ_by_runner_kind(redis_url: str) -> None:
-    from workers.result_cache import ResultCache
+    from cpfleet.workers.result_cache import ResultCache
 
     r = redis.Redis.from_url(redis_url)
     fork, sub = ResultCache(r, runner="forkserver"), ResultCache(r, runner="subprocess")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from fleet_helpers import REPO
 
-from workers.config import SETTINGS, Settings
+from cpfleet.workers.config import SETTINGS, Settings
 
 
 def test_defaults_keep_the_visibility_timeout_above_the_hard_limit_above_the_soft_limit() -> None:
@@ -50,8 +50,8 @@ def test_celery_config_is_msgpack_only_at_least_once_without_prefetch_or_result_
 
 
 def test_the_app_registers_the_task_with_bounded_retries() -> None:
-    from cpfleet.protocol import TASK_NAME
-    from workers.app import app, settings
+    from cpfleet.core.protocol import TASK_NAME
+    from cpfleet.workers.app import app, settings
 
     task = app.tasks[TASK_NAME]
     assert task.acks_late and task.max_retries == settings.max_retries and task.default_retry_delay == 0
@@ -66,7 +66,7 @@ def test_cpfleet_worker_execs_a_prefork_celery_worker_with_the_settings() -> Non
     )
     assert out.returncode == 0, out.stderr
     argv = out.stdout.split()
-    assert argv[1:6] == ["-m", "celery", "-A", "workers.app", "worker"]
+    assert argv[1:6] == ["-m", "celery", "-A", "cpfleet.workers.app", "worker"]
     assert argv[argv.index("-P") + 1] == "prefork" and argv[argv.index("-c") + 1] == "3"
     assert argv[argv.index("-Q") + 1] == "q1,q2"
     assert {"--without-gossip", "--without-mingle", "--disable-prefetch", "-E"} <= set(argv)

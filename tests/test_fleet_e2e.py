@@ -1,5 +1,5 @@
 """Real CodeContests jobs through a real fleet (redis-server + prefork worker) give exactly the
-rewards of ``cpfleet judge`` (``sandbox.pool.evaluate_many``) on the same jobs."""
+rewards of ``cpfleet judge`` (``cpfleet.pool.evaluate_many``) on the same jobs."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from fleet_helpers import REPO, start_worker  # noqa: F401  (fixture)
 
-from producer.client import FleetClient
-from sandbox.problem import Problem
+from cpfleet.core.problem import Problem
+from cpfleet.producer.client import FleetClient
 
 N_PROBLEMS = 110
 
@@ -56,7 +56,7 @@ def records(codecontests_records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def test_fleet_rewards_equal_judge_on_220_real_jobs(redis_url: str, start_worker, records) -> None:  # noqa: F811
-    from sandbox.pool import evaluate_many
+    from cpfleet.pool import evaluate_many
 
     jobs = _jobs(records)
     assert len(jobs) >= 200

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from fleet_helpers import start_worker, wait_until  # noqa: F401  (fixture)
 
+from cpfleet.core.verdict import Verdict
+from cpfleet.producer.client import FleetClient
 from cpfleet.redis_server import RedisServer
-from producer.client import FleetClient
-from sandbox.verdict import Verdict
 
 # Each test burns ~0.1 s of CPU, so a job (4 tests) takes ~0.5 s: long enough to be caught mid-run.
 SLOW = {

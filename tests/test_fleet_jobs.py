@@ -20,11 +20,11 @@ import redis
 from fleet_helpers import REPO, FleetWorker, wait_until
 from kombu import Connection, Producer
 
-from cpfleet import protocol
+from cpfleet.core import protocol
+from cpfleet.core.verdict import Verdict
+from cpfleet.producer.client import BrokerUnavailable, FleetBusy, FleetClient
+from cpfleet.producer.publisher import task_message
 from cpfleet.redis_server import RedisServer, free_port
-from producer.client import BrokerUnavailable, FleetBusy, FleetClient
-from producer.publisher import task_message
-from sandbox.verdict import Verdict
 
 ADD = {
     "id": "test/add",
@@ -238,7 +238,7 @@ def test_reply_messages_are_msgpack_with_a_version(fleet: FleetClient, fleet_url
     msg = protocol.JobMessage(
         job_id="hand-1", problem_id="test/add", completion=GOOD, reply_to=key, submitted_at=protocol.now()
     )
-    from producer.publisher import Publisher
+    from cpfleet.producer.publisher import Publisher
 
     pub = Publisher(fleet_url, protocol.DEFAULT_QUEUE)
     pub.publish([(msg, "hand-1")])
@@ -252,8 +252,8 @@ def test_reply_messages_are_msgpack_with_a_version(fleet: FleetClient, fleet_url
 
 
 def test_result_cache_never_stores_infrastructure_failures(redis_url: str) -> None:
-    from sandbox.results import JobResult
-    from workers.result_cache import ResultCache
+    from cpfleet.core.results import JobResult
+    from cpfleet.workers.result_cache import ResultCache
 
     cache = ResultCache(redis.Redis.from_url(redis_url), ttl_s=60)
     key = cache.key("v1", "print(1)\n", "all_or_nothing", "full")
@@ -280,9 +280,9 @@ def test_each_job_leaves_one_structured_log_line_with_its_id(fleet: FleetClient,
 
 def test_importing_the_producer_loads_no_runner_and_no_worker_code() -> None:
     code = (
-        "import sys, producer.client, producer.submit_cli\n"
-        "bad = [m for m in sys.modules if m.startswith(('workers', 'sandbox.forkserver', 'sandbox.zygote',"
-        " 'sandbox.runners', 'sandbox.env', 'sandbox.isolation', 'celery.worker'))]\n"
+        "import sys, cpfleet.producer.client, cpfleet.submit_cli\n"
+        "bad = [m for m in sys.modules if m.startswith(('workers', 'cpfleet.sandbox.forkserver', 'cpfleet.sandbox.zygote',"
+        " 'cpfleet.sandbox.runners', 'cpfleet.sandbox.env', 'cpfleet.sandbox.isolation', 'celery.worker'))]\n"
         "assert not bad, bad\n"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)

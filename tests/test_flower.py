@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from cpfleet import demo_problems as dp
-from cpfleet import protocol
+from cpfleet.core import protocol
 from cpfleet.demo import build_batch, run_batch
 from cpfleet.up import LocalFleet, http_get
 

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 from cpfleet.cli import main as cpfleet_main
-from sandbox.judge import InputError, read_jobs, read_problems
-from sandbox.pool import evaluate_many
-from sandbox.problem import Problem
-from sandbox.results import JobResult
-from sandbox.verdict import Verdict
+from cpfleet.core.problem import Problem
+from cpfleet.core.results import JobResult
+from cpfleet.core.verdict import Verdict
+from cpfleet.judge import InputError, read_jobs, read_problems
+from cpfleet.pool import evaluate_many
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -255,16 +255,16 @@ def test_a_killed_pool_process_costs_no_job(monkeypatch: pytest.MonkeyPatch) -> 
     import os
     import signal
 
-    import sandbox.pool
+    import cpfleet.pool
 
     reruns: list[str] = []
-    isolated = sandbox.pool._isolated
+    isolated = cpfleet.pool._isolated
 
     def counting(new_pool: Any, submit: Any, index: int, job: Any) -> JobResult:
         reruns.append(job["job_id"])
         return isolated(new_pool, submit, index, job)
 
-    monkeypatch.setattr(sandbox.pool, "_isolated", counting)
+    monkeypatch.setattr(cpfleet.pool, "_isolated", counting)
 
     slow = py("x = 0\nfor i in range(4_000_000):\n    x += i\na, b = map(int, input().split())\nprint(a + b)")
     problems = {"add": Problem.from_dict({**ADD, "time_limit_s": 20})}

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from producer.loading import (
+from cpfleet.loading import (
     DuplicateProblemError,
     ProblemFileError,
     ProblemFileNotFoundError,
@@ -207,8 +207,8 @@ def arithmetic(pid: str, op: Any) -> dict[str, Any]:
 
 @pytest.mark.parametrize("kind", ["forkserver", "subprocess"])
 def test_end_to_end_load_then_evaluate_add_and_mul(tmp_path: Path, kind: str) -> None:
-    from sandbox.env import evaluate
-    from sandbox.runners import make_runner
+    from cpfleet.sandbox.env import evaluate
+    from cpfleet.sandbox.runners import make_runner
 
     path = write_jsonl(tmp_path / "p.jsonl", [arithmetic("add", lambda a, b: a + b), "{bad line",
                                                arithmetic("mul", lambda a, b: a * b)])
@@ -237,7 +237,7 @@ def test_end_to_end_load_then_evaluate_add_and_mul(tmp_path: Path, kind: str) ->
 
 def test_unknown_checker_is_rejected_when_the_problem_is_read() -> None:
     """A bad checker fails at load time with the problem's id, never per job later."""
-    from sandbox.problem import Problem, ProblemFormatError
+    from cpfleet.core.problem import Problem, ProblemFormatError
 
     base = {"id": "p1", "public_tests": [{"input": "1", "output": "1"}], "hidden_tests": []}
     with pytest.raises(ProblemFormatError, match="p1"):

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from cpfleet.core.results import JobResult, Timings
+from cpfleet.core.results import TestReport as Report
+from cpfleet.core.results import TestSetSummary as SetSummary
+from cpfleet.core.verdict import Verdict
 from cpfleet.redis_server import free_port
 from cpfleet.up import LocalFleet, http_get
-from sandbox.results import JobResult, Timings
-from sandbox.results import TestReport as Report
-from sandbox.results import TestSetSummary as SetSummary
-from sandbox.verdict import Verdict
-from workers import metrics
+from cpfleet.workers import metrics
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -104,10 +104,10 @@ MULTIPROCESS_SCRIPT = textwrap.dedent(
     """
     import json, os, sys, time, urllib.request
     import redis
-    from workers import metrics
-    from sandbox.results import JobResult, TestReport, TestSetSummary, Timings
-    from sandbox.runner import IsolationReport
-    from sandbox.verdict import Verdict
+    from cpfleet.workers import metrics
+    from cpfleet.core.results import JobResult, TestReport, TestSetSummary, Timings
+    from cpfleet.sandbox.runner import IsolationReport
+    from cpfleet.core.verdict import Verdict
 
     mp_dir, port, redis_url = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     os.environ[metrics.ENV_PORT] = str(port)

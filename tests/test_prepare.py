@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from producer.loading import load_problems
-from producer.prepare import (
+from cpfleet.loading import load_problems
+from cpfleet.prepare import (
     CALL_BASED_REASON,
     PrepareError,
     PrepareOptions,

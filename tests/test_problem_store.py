@@ -12,7 +12,10 @@ from pathlib import Path
 import pytest
 import redis
 
-from cpfleet.problem_store import (
+from cpfleet.core.problem import Problem
+from cpfleet.core.problem import TestCase as Case
+from cpfleet.core.protocol import PROBLEM_FIELD_DATA, problem_key
+from cpfleet.core.store import (
     ProblemStoreError,
     decode_problem,
     encode_problem,
@@ -22,10 +25,7 @@ from cpfleet.problem_store import (
     remove_problems,
     stored_ids,
 )
-from cpfleet.protocol import PROBLEM_FIELD_DATA, problem_key
-from sandbox.problem import Problem
-from sandbox.problem import TestCase as Case
-from workers.problem_cache import ProblemCache, problem_size
+from cpfleet.workers.problem_cache import ProblemCache, problem_size
 
 REPO = Path(__file__).resolve().parents[1]
 

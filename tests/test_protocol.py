@@ -5,12 +5,12 @@ from __future__ import annotations
 import msgpack
 import pytest
 
-from cpfleet import protocol
-from cpfleet.protocol import JobMessage, ProtocolError
-from producer.publisher import task_message
-from sandbox.results import JobResult
-from sandbox.results import TestReport as Report
-from sandbox.verdict import Verdict
+from cpfleet.core import protocol
+from cpfleet.core.protocol import JobMessage, ProtocolError
+from cpfleet.core.results import JobResult
+from cpfleet.core.results import TestReport as Report
+from cpfleet.core.verdict import Verdict
+from cpfleet.producer.publisher import task_message
 
 
 def _job(**over: object) -> dict:

@@ -18,7 +18,7 @@ import yaml
 
 from cpfleet.cli import build_parser
 from cpfleet.up import LocalFleet
-from workers.config import SETTINGS
+from cpfleet.workers.config import SETTINGS
 
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text()
@@ -81,7 +81,7 @@ def test_the_keda_example_is_valid_yaml_scaling_on_the_queue_list() -> None:
     obj = yaml.safe_load(keda)
     trigger = obj["spec"]["triggers"][0]
     assert trigger["type"] == "redis"
-    from cpfleet.protocol import DEFAULT_QUEUE
+    from cpfleet.core.protocol import DEFAULT_QUEUE
 
     assert trigger["metadata"]["listName"] == DEFAULT_QUEUE
 

@@ -8,10 +8,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from sandbox.extract import extract_code
-from sandbox.runner import CodeRunner, Limits
-from sandbox.runners import make_runner
-from sandbox.verdict import Verdict
+from cpfleet.core.verdict import Verdict
+from cpfleet.sandbox.extract import extract_code
+from cpfleet.sandbox.runner import CodeRunner, Limits
+from cpfleet.sandbox.runners import make_runner
 
 TESTS_PER_PROBLEM = 1
 

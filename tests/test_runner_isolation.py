@@ -15,9 +15,9 @@ import time
 import pytest
 from runner_helpers import run
 
-from sandbox.runner import CodeRunner, Limits
-from sandbox.runners import make_runner
-from sandbox.verdict import Verdict
+from cpfleet.core.verdict import Verdict
+from cpfleet.sandbox.runner import CodeRunner, Limits
+from cpfleet.sandbox.runners import make_runner
 
 
 def src(code: str) -> str:
@@ -442,11 +442,11 @@ def test_two_runners_use_different_uids() -> None:
 def test_runner_process_death_takes_the_sandbox_down() -> None:
     script = src("""
         import sys, time
-        from sandbox.runners import make_runner
+        from cpfleet.sandbox.runners import make_runner
         r = make_runner('forkserver')
         r.load('import time\\ntime.sleep(60)\\n')
         print(r._proc.pid, flush=True)
-        from sandbox.runner import Limits
+        from cpfleet.sandbox.runner import Limits
         r.run(b'', Limits(time_s=60))
     """)
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE)
@@ -472,8 +472,8 @@ def test_a_dying_job_init_takes_its_running_test_down() -> None:
     checks, and the runner reports the test as INTERNAL rather than hang."""
     script = src("""
         import os, sys, time
-        from sandbox.runners import make_runner
-        from sandbox.runner import Limits
+        from cpfleet.sandbox.runners import make_runner
+        from cpfleet.sandbox.runner import Limits
         r = make_runner('forkserver')
         r.load('import os, time\\nif os.fork() == 0:\\n    time.sleep(60)\\ntime.sleep(60)\\n')
         print(r._proc.pid, flush=True)
@@ -581,8 +581,8 @@ def test_without_capabilities_the_runner_warns_loudly_and_still_judges() -> None
     """Docker's default (no CAP_SYS_ADMIN): namespaces are refused; the kernel says no, the
     runner says so on stderr, reports the missing layers, and keeps judging correctly."""
     script = src("""
-        from sandbox.runners import make_runner
-        from sandbox.runner import Limits
+        from cpfleet.sandbox.runners import make_runner
+        from cpfleet.sandbox.runner import Limits
         r = make_runner('forkserver')
         print(r.isolation.level, sorted(k for k, v in r.isolation.layers.items() if not v))
         r.load('print(sum(map(int, input().split())))')

@@ -6,8 +6,8 @@ import textwrap
 
 from runner_helpers import run
 
-from sandbox.runner import CodeRunner
-from sandbox.verdict import Verdict
+from cpfleet.core.verdict import Verdict
+from cpfleet.sandbox.runner import CodeRunner
 
 
 def src(code: str) -> str:
@@ -233,7 +233,7 @@ def test_stderr_is_captured_separately(runner: CodeRunner) -> None:
 def test_syntax_error_is_reported_at_load_and_nothing_runs(runner: CodeRunner) -> None:
     err = runner.load("print('a'\n")
     assert err is not None and "SyntaxError" in err
-    assert runner.run(b"", __import__("sandbox.runner").runner.Limits()).status == Verdict.INTERNAL
+    assert runner.run(b"", __import__("cpfleet.sandbox.runner").sandbox.runner.Limits()).status == Verdict.INTERNAL
 
 
 def test_utf8_text_round_trips(runner: CodeRunner) -> None:
@@ -243,7 +243,7 @@ def test_utf8_text_round_trips(runner: CodeRunner) -> None:
 
 def test_random_differs_between_tests_like_fresh_interpreters(runner: CodeRunner) -> None:
     runner.load("import random\nprint(random.getrandbits(64))\n")
-    from sandbox.runner import Limits
+    from cpfleet.sandbox.runner import Limits
 
     outs = {runner.run(b"", Limits()).stdout for _ in range(3)}
     assert len(outs) == 3

@@ -120,8 +120,8 @@ def test_cpfleet_demo_with_a_problem_file_uses_its_correct_solutions(codecontest
     # the fleet agrees with the local judge on the same completions (multi-answer problems
     # fail in both: the file's README lists them)
     from cpfleet.demo import generic_completions
-    from producer.loading import load_problems
-    from sandbox.pool import evaluate_many
+    from cpfleet.loading import load_problems
+    from cpfleet.pool import evaluate_many
 
     problems = load_problems(codecontests_path, max_problems=4).problems
     jobs = [{"problem_id": p.id, "completion": generic_completions(p)["correct"]} for p in problems]
@@ -279,9 +279,9 @@ def test_the_demo_batch_mixes_every_kind_and_jobs_n_repeats_or_cuts_it() -> None
 
 
 def test_completions_for_any_problem_file_cover_the_failure_modes(codecontests_records: list[dict[str, Any]]) -> None:
+    from cpfleet.core.problem import Problem
     from cpfleet.demo import generic_completions
-    from sandbox.extract import extract_code
-    from sandbox.problem import Problem
+    from cpfleet.sandbox.extract import extract_code
 
     problem = Problem.from_dict(codecontests_records[0])
     kinds = generic_completions(problem)

@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from producer.validate import ACCEPTED_FAILS, WEAK_TESTS, fence, validate
-from sandbox.extract import extract_code
-from sandbox.problem import Problem
+from cpfleet.core.problem import Problem
+from cpfleet.sandbox.extract import extract_code
+from cpfleet.validate import ACCEPTED_FAILS, WEAK_TESTS, fence, validate
 
 REPO = Path(__file__).resolve().parents[1]
 # "print any of them" statements whose human solution prints another valid answer than the

@@ -1,6 +1,6 @@
-"""The Celery app: ``celery -A workers.app worker`` (or ``cpfleet worker``) starts a fleet node.
+"""The Celery app: ``celery -A cpfleet.workers.app worker`` (or ``cpfleet worker``) starts a fleet node.
 
-Configured from environment variables (``workers.config``). Pool processes build their sandbox
+Configured from environment variables (``cpfleet.workers.config``). Pool processes build their sandbox
 resources after the fork and close them at exit; the main process answers the jobs that a pool
 process could not answer itself (it died once too often, or hit the hard time limit).
 """
@@ -13,10 +13,10 @@ from typing import Any
 from celery import Celery, signals
 from celery.exceptions import TimeLimitExceeded, WorkerLostError
 
-from cpfleet import protocol
-from sandbox.results import JobResult
-from workers.config import Settings
-from workers.resources import ProcessResources, redis_client
+from cpfleet.core import protocol
+from cpfleet.core.results import JobResult
+from cpfleet.workers.config import Settings
+from cpfleet.workers.resources import ProcessResources, redis_client
 
 log = logging.getLogger("cpfleet.worker")
 
@@ -81,7 +81,7 @@ def _answer_lost_job(
     result.reward_shape = str(job.get("reward_shape", "all_or_nothing"))
     result.worker = str(getattr(request, "hostname", "") or "")
     log.error("job %s answered INTERNAL: %s", job_id, why)
-    from workers.replies import push_reply
+    from cpfleet.workers.replies import push_reply
 
     try:
         if _main_redis is None:
@@ -100,7 +100,7 @@ def _answer_lost_job(
 
 def _connect_metrics() -> None:
     try:
-        from workers import metrics
+        from cpfleet.workers import metrics
     except ImportError:  # pragma: no cover
         return
     metrics.connect_celery_signals()
@@ -108,4 +108,4 @@ def _connect_metrics() -> None:
 
 _connect_metrics()
 
-from workers import tasks as _tasks  # noqa: E402,F401  (registers the evaluate task)
+from cpfleet.workers import tasks as _tasks  # noqa: E402,F401  (registers the evaluate task)

@@ -1,7 +1,7 @@
 """``cpfleet worker --redis URL [-c N] [--queues Q,...]``: exec a real prefork Celery worker.
 
-Equivalent to ``celery -A workers.app worker -P prefork --without-gossip --without-mingle -E``
-with the settings passed through the environment (``workers.config``), so both ways of starting
+Equivalent to ``celery -A cpfleet.workers.app worker -P prefork --without-gossip --without-mingle -E``
+with the settings passed through the environment (``cpfleet.workers.config``), so both ways of starting
 a node behave the same. The process is replaced (exec): signals go straight to Celery.
 """
 
@@ -12,7 +12,7 @@ import os
 import socket
 import sys
 
-from workers.config import Settings
+from cpfleet.workers.config import Settings
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -42,7 +42,7 @@ def build_command(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
     settings = Settings.from_env(env)  # raises ValueError with the reason on a bad value
     hostname = args.hostname or f"cpfleet@{socket.gethostname()}.{os.getpid()}"
     argv = [
-        sys.executable, "-m", "celery", "-A", "workers.app", "worker",
+        sys.executable, "-m", "celery", "-A", "cpfleet.workers.app", "worker",
         "-P", "prefork",
         "-c", settings.concurrency,
         "-Q", ",".join(settings.queues),

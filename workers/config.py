@@ -1,6 +1,6 @@
 """Worker settings from environment variables, with documented defaults (docs/fleet.md).
 
-One frozen ``Settings`` object is read at import of ``workers.app``; ``celery_config()`` turns it
+One frozen ``Settings`` object is read at import of ``cpfleet.workers.app``; ``celery_config()`` turns it
 into the Celery configuration, so every reliability knob lives in one place.
 """
 
@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from cpfleet import protocol
+from cpfleet.core import protocol
 
 
 def _bool(value: str) -> bool:

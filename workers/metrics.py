@@ -35,8 +35,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sandbox.results import JobResult
-from sandbox.runner import IsolationReport
+from cpfleet.core.results import JobResult
+from cpfleet.sandbox.runner import IsolationReport
 
 if TYPE_CHECKING:  # pragma: no cover
     from prometheus_client import CollectorRegistry

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 import redis
 
-from cpfleet.problem_store import fetch_problem, fetch_version
-from sandbox.problem import Problem
+from cpfleet.core.problem import Problem
+from cpfleet.core.store import fetch_problem, fetch_version
 
 DEFAULT_MAX_BYTES = 256 * 1024 * 1024
 _PER_TEST_OVERHEAD = 120  # TestCase object + tuple slot, beyond the two strings

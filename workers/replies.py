@@ -8,8 +8,8 @@ import time
 
 import redis
 
-from cpfleet import protocol
-from sandbox.results import JobResult
+from cpfleet.core import protocol
+from cpfleet.core.results import JobResult
 
 log = logging.getLogger("cpfleet.replies")
 

@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from workers.config import Settings
+from cpfleet.workers.config import Settings
 
 if TYPE_CHECKING:  # pragma: no cover
-    from sandbox.runner import CodeRunner
-    from workers.problem_cache import ProblemCache
-    from workers.result_cache import ResultCache
+    from cpfleet.sandbox.runner import CodeRunner
+    from cpfleet.workers.problem_cache import ProblemCache
+    from cpfleet.workers.result_cache import ResultCache
 
 log = logging.getLogger("cpfleet.worker")
 
@@ -66,7 +66,7 @@ class ProcessResources:
     def problems(self) -> ProblemCache:
         self._check_pid()
         if self._problems is None:
-            from workers.problem_cache import ProblemCache
+            from cpfleet.workers.problem_cache import ProblemCache
 
             self._problems = ProblemCache(self.redis, max_bytes=self.settings.problem_cache_bytes)
         return self._problems
@@ -75,7 +75,7 @@ class ProcessResources:
     def results(self) -> ResultCache:
         self._check_pid()
         if self._results is None:
-            from workers.result_cache import ResultCache
+            from cpfleet.workers.result_cache import ResultCache
 
             self._results = ResultCache(
                 self.redis, ttl_s=self.settings.result_cache_ttl_s, runner=self.settings.runner
@@ -87,7 +87,7 @@ class ProcessResources:
         self._check_pid()
         with self._lock:
             if self._runner is None:
-                from sandbox.runners import make_runner
+                from cpfleet.sandbox.runners import make_runner
 
                 runner = make_runner(self.settings.runner)
                 report = runner.isolation
@@ -120,7 +120,7 @@ class ProcessResources:
 
 def _record_isolation(report: Any) -> None:
     try:
-        from workers import metrics
+        from cpfleet.workers import metrics
     except ImportError:  # pragma: no cover - metrics ship with the project
         return
     metrics.record_isolation(report)

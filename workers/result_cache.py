@@ -15,8 +15,8 @@ from typing import Any
 import msgpack
 import redis
 
-from cpfleet import protocol
-from sandbox.results import JobResult
+from cpfleet.core import protocol
+from cpfleet.core.results import JobResult
 
 log = logging.getLogger("cpfleet.result_cache")
 

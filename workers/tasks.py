@@ -3,7 +3,7 @@
 Every path ends in a reply: a malformed message that still names its reply list gets an INTERNAL
 result, an unknown problem gets UNKNOWN_PROBLEM, an exception or a soft time limit gets INTERNAL
 with the reason. Paths the task cannot reach itself (its pool process died for good, the hard
-time limit) are answered by the main process, see ``workers.app``.
+time limit) are answered by the main process, see ``cpfleet.workers.app``.
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
 
-from cpfleet import protocol
-from cpfleet.protocol import JobMessage, ProtocolError
-from sandbox.results import JobResult
-from sandbox.verdict import Verdict
-from workers.app import app, resources, settings
-from workers.replies import push_reply
+from cpfleet.core import protocol
+from cpfleet.core.protocol import JobMessage, ProtocolError
+from cpfleet.core.results import JobResult
+from cpfleet.core.verdict import Verdict
+from cpfleet.workers.app import app, resources, settings
+from cpfleet.workers.replies import push_reply
 
 log = logging.getLogger("cpfleet.worker")
 
@@ -88,7 +88,7 @@ def _evaluate(msg: JobMessage) -> JobResult:
     problem, version = found
     cache_key = None
     if settings.result_cache and msg.use_cache:
-        from sandbox.extract import extract_code
+        from cpfleet.sandbox.extract import extract_code
 
         cache_key = resources.results.key(version, extract_code(_text(msg.completion)), msg.reward_shape, msg.mode)
         t0 = time.perf_counter()
@@ -98,7 +98,7 @@ def _evaluate(msg: JobMessage) -> JobResult:
             cached.timings.executed_ms = (time.perf_counter() - t0) * 1000.0
             cached.timings.cpu_ms = 0.0
             return cached
-    from sandbox.env import evaluate
+    from cpfleet.sandbox.env import evaluate
 
     result = evaluate(
         problem,
@@ -121,7 +121,7 @@ def _evaluate(msg: JobMessage) -> JobResult:
 
 def _record(result: JobResult) -> None:
     try:
-        from workers import metrics
+        from cpfleet.workers import metrics
 
         metrics.record_job(result)  # also writes the job's structured log line
     except Exception:  # metrics must never cost a reply

@@ -19,11 +19,11 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from sandbox.env import DEFAULT_MAX_PUBLIC_SHOWN, MODES, REWARD_SHAPES
-from sandbox.jobs_file import InputFileError as InputError
-from sandbox.jobs_file import read_jobs, read_records
-from sandbox.pool import RUNNER_KINDS, default_workers, evaluate_many
-from sandbox.problem import Problem, ProblemFormatError
+from cpfleet.core.problem import Problem, ProblemFormatError
+from cpfleet.jobs_file import InputFileError as InputError
+from cpfleet.jobs_file import read_jobs, read_records
+from cpfleet.pool import RUNNER_KINDS, default_workers, evaluate_many
+from cpfleet.sandbox.env import DEFAULT_MAX_PUBLIC_SHOWN, MODES, REWARD_SHAPES
 
 
 def read_problems(path: str | Path) -> dict[str, Problem]:

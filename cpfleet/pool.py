@@ -32,12 +32,12 @@ from typing import Any
 
 import msgpack
 
-from sandbox.env import DEFAULT_MAX_PUBLIC_SHOWN, MODES, REWARD_SHAPES, evaluate
-from sandbox.problem import Problem
-from sandbox.results import JobResult
-from sandbox.runner import CodeRunner
-from sandbox.runners import RUNNER_KINDS, make_runner  # the factory starts nothing until called
-from sandbox.verdict import Verdict
+from cpfleet.core.problem import Problem
+from cpfleet.core.results import JobResult
+from cpfleet.core.verdict import Verdict
+from cpfleet.sandbox.env import DEFAULT_MAX_PUBLIC_SHOWN, MODES, REWARD_SHAPES, evaluate
+from cpfleet.sandbox.runner import CodeRunner
+from cpfleet.sandbox.runners import RUNNER_KINDS, make_runner  # the factory starts nothing until called
 
 
 def default_workers() -> int:

@@ -11,9 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-
-class InputFileError(ValueError):
-    """A PROBLEMS or JOBS file that cannot be used, naming the line that says why."""
+from cpfleet.core.errors import InputFileError
 
 
 def open_text(path: str) -> IO[str]:

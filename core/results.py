@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sandbox.verdict import Verdict
+from cpfleet.core.verdict import Verdict
 
 
 @dataclass(slots=True)

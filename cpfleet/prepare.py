@@ -6,7 +6,7 @@ file or folder (parquet, JSON, JSONL, Arrow) in the same schema goes through the
 ``parquet`` / ``json`` / ``arrow`` builders, so tests and offline machines run the very same
 conversion code as a hub download.
 
-Per problem (output: the project's problem JSONL, what ``producer.loading`` reads):
+Per problem (output: the project's problem JSONL, what ``cpfleet.loading`` reads):
 
 - code_contests: ``id`` = the problem ``name``; public = ``public_tests``; hidden =
   ``private_tests`` ++ ``generated_tests`` capped by ``--max-hidden``; time limit from
@@ -41,7 +41,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from sandbox.problem import Problem, ProblemFormatError
+from cpfleet.core.errors import DatasetUnavailableError, PrepareError
+from cpfleet.core.problem import Problem, ProblemFormatError
 
 FORMATS = ("code_contests", "taco", "apps")
 CODE_CONTESTS_CHECKER = {"type": "code_contests"}
@@ -62,14 +63,6 @@ DIFFICULTY_RANKS: dict[str, int] = {
 }
 LOCAL_BUILDERS = {".parquet": "parquet", ".json": "json", ".jsonl": "json", ".arrow": "arrow"}
 CALL_BASED_REASON = "call-based (fn_name): the sandbox judges stdin/stdout programs only"
-
-
-class PrepareError(Exception):
-    """The dataset cannot be prepared at all (unknown schema, no files, bad arguments)."""
-
-
-class DatasetUnavailableError(PrepareError):
-    """``datasets.load_dataset`` failed: hub unreachable, unknown name or split, unreadable files."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,7 @@
 Real datasets contain both kinds of damage: accepted solutions that fail (broken tests,
 multi-answer statements judged by token comparison, limits too tight for Python) and
 incorrect solutions that pass (weak tests). Each problem's ``correct_solutions`` and
-``incorrect_solutions`` are judged through ``sandbox.pool.evaluate_many``, the same judging
+``incorrect_solutions`` are judged through ``cpfleet.pool.evaluate_many``, the same judging
 code the fleet's workers run, in parallel across CPUs, all-or-nothing over the hidden tests
 after all public tests. Findings come out as a table on stdout and, with ``--json OUT``, as
 a JSON report; infrastructure errors are listed apart (they say nothing about the problem).
@@ -23,10 +23,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from producer.store_cli import LOAD_ERRORS, add_loading_arguments, load_from_args
-from sandbox.problem import Problem
-from sandbox.results import JobResult
-from sandbox.verdict import Verdict
+from cpfleet.core.problem import Problem
+from cpfleet.core.results import JobResult
+from cpfleet.core.verdict import Verdict
+from cpfleet.store_cli import LOAD_ERRORS, add_loading_arguments, load_from_args
 
 KINDS = ("correct", "incorrect")
 ACCEPTED_FAILS = "accepted solution fails"
@@ -155,7 +155,7 @@ def validate(
     progress: bool = False,
 ) -> ValidationReport:
     """Judge every reference solution of ``problems`` and collect the findings."""
-    from sandbox.pool import evaluate_many
+    from cpfleet.pool import evaluate_many
 
     kinds = tuple(kinds)
     report = ValidationReport(problems=len(problems))
@@ -219,7 +219,7 @@ def format_table(report: ValidationReport) -> str:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    from sandbox.pool import RUNNER_KINDS, default_workers
+    from cpfleet.pool import RUNNER_KINDS, default_workers
 
     parser.add_argument("problems", metavar="PROBLEMS", help="problem file with correct_/incorrect_solutions")
     parser.add_argument("--workers", type=int, default=default_workers(), help="judging processes (default: CPUs)")

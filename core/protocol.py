@@ -19,6 +19,8 @@ from typing import Any
 
 import msgpack
 
+from cpfleet.core.errors import ProtocolError
+
 PROTOCOL_VERSION = 1
 KEY_PREFIX = "cpfleet"
 
@@ -46,10 +48,6 @@ DEFAULT_REPLY_TTL_S = 3600
 # A completion larger than this is refused by the producer (and by the worker) instead of
 # clogging Redis: a 10 MB completion still fits.
 MAX_COMPLETION_BYTES = 32 * 1024 * 1024
-
-
-class ProtocolError(ValueError):
-    """A message that does not follow this module's schema."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,7 +47,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from sandbox.problem import ProblemFormatError
+from cpfleet.core.errors import CheckerSpecError
 
 DEFAULT_CHECKER = "tokens"
 CODE_CONTESTS_TOLERANCE = 1e-5
@@ -67,10 +67,6 @@ class Checker(Protocol):
     def name(self) -> str: ...
 
     def check(self, expected: str, got: str) -> CheckResult: ...
-
-
-class CheckerSpecError(ProblemFormatError):
-    """A problem's ``checker`` field names an unknown checker or carries bad parameters."""
 
 
 CheckerFactory = Callable[[Mapping[str, Any]], Checker]

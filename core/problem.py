@@ -12,12 +12,10 @@ from typing import Any
 
 import msgpack
 
+from cpfleet.core.errors import ProblemFormatError
+
 DEFAULT_TIME_LIMIT_S = 2.0
 DEFAULT_MEMORY_LIMIT_MB = 512
-
-
-class ProblemFormatError(ValueError):
-    """A problem record that cannot be judged (missing id, malformed tests, bad limits)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +63,7 @@ class Problem:
         # build it once now, so an unknown type or bad tolerance fails at load time with the
         # problem's id, not later as an infrastructure error on every job (custom checkers
         # must be registered in the loading process too)
-        from sandbox.checkers import get_checker
+        from cpfleet.core.checkers import get_checker
 
         try:
             get_checker(checker)
@@ -75,7 +73,7 @@ class Problem:
         hidden = _parse_tests(pid, "hidden_tests", d.get("hidden_tests"))
         fn_name = d.get("fn_name")
         if fn_name is not None:
-            from sandbox.fncall import validate
+            from cpfleet.core.fncall import validate
 
             fn_name = validate(pid, fn_name, checker, public + hidden)
         starter = d.get("starter_code") or ""

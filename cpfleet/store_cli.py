@@ -13,7 +13,7 @@ import os
 import sys
 import time
 
-from producer.loading import DuplicateProblemError, LoadResult, ProblemFileError, load_problems
+from cpfleet.loading import DuplicateProblemError, LoadResult, ProblemFileError, load_problems
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 
@@ -58,7 +58,7 @@ def load_from_args(args: argparse.Namespace) -> LoadResult:
 def run(args: argparse.Namespace) -> int:
     import redis
 
-    from cpfleet.problem_store import register_problems
+    from cpfleet.core.store import register_problems
 
     t0 = time.perf_counter()
     try:

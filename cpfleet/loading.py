@@ -33,7 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Literal
 
-from sandbox.problem import Problem, ProblemFormatError
+from cpfleet.core.errors import DuplicateProblemError, ProblemFileError, ProblemFileNotFoundError
+from cpfleet.core.problem import Problem, ProblemFormatError
 
 log = logging.getLogger("cpfleet.loading")
 
@@ -43,35 +44,6 @@ _GZIP_MAGIC = b"\x1f\x8b"
 _PARQUET_MAGIC = b"PAR1"
 _ARROW_FILE_MAGIC = b"ARROW1"
 _ARROW_STREAM_CONTINUATION = b"\xff\xff\xff\xff"
-
-
-class ProblemFileError(Exception):
-    """The problem file cannot be read at all (missing, a directory, unreadable, not the format)."""
-
-    def __init__(self, path: str | Path, message: str) -> None:
-        super().__init__(f"{path}: {message}")
-        self.path = str(path)
-
-
-class ProblemFileNotFoundError(ProblemFileError, FileNotFoundError):
-    """The problem file does not exist."""
-
-    def __init__(self, path: str | Path) -> None:
-        ProblemFileError.__init__(self, path, "problem file not found")
-
-
-class DuplicateProblemError(ValueError):
-    """Two records share an id and the caller asked for ``on_duplicate="error"``."""
-
-    def __init__(self, path: str | Path, problem_id: str, first_line: int, line: int) -> None:
-        super().__init__(
-            f"{path}: duplicate problem id {problem_id!r} on record {line} (first on record {first_line}); "
-            "pass on_duplicate='first' or 'last' (CLI: --on-duplicate) to choose one"
-        )
-        self.path = str(path)
-        self.problem_id = problem_id
-        self.first_line = first_line
-        self.line = line
 
 
 @dataclass(slots=True)

@@ -17,8 +17,8 @@ import sys
 from collections import Counter
 from typing import Any
 
-from cpfleet import protocol
-from sandbox.jobs_file import InputFileError, read_jobs  # shared with `cpfleet judge`
+from cpfleet.core import protocol
+from cpfleet.jobs_file import InputFileError, read_jobs  # shared with `cpfleet judge`
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -35,7 +35,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from producer.client import BrokerUnavailable, FleetClient
+    from cpfleet.producer.client import BrokerUnavailable, FleetClient
 
     try:
         jobs = read_jobs(args.jobs)
@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _register(client: Any, path: str) -> int:
-    from producer.loading import ProblemFileError, load_problems
+    from cpfleet.loading import ProblemFileError, load_problems
 
     try:
         loaded = load_problems(path)

@@ -1,0 +1,139 @@
+"""Every exception cpfleet raises, under one base class.
+
+A trainer catches ``CpfleetError`` to handle anything of ours, or one of the names below for a
+specific failure; each also derives from the builtin it refines (``ValueError`` for bad input,
+``ConnectionError`` for the broker, ...), so code written against those keeps working. Verdicts
+are never exceptions: a program's failure is a ``JobResult``, not a raise.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+class CpfleetError(Exception):
+    """Base of every error raised by cpfleet."""
+
+
+# -- data ---------------------------------------------------------------------------------------
+
+
+class ProblemFormatError(CpfleetError, ValueError):
+    """A problem record that cannot be judged (missing id, malformed tests, bad limits)."""
+
+
+class CheckerSpecError(ProblemFormatError):
+    """A problem's ``checker`` field names an unknown checker or carries bad parameters."""
+
+
+class CheckerBroken(CpfleetError):
+    """A problem's checker or interactor program cannot judge (does not compile, crashed, timed
+    out, exited with its failure code): broken problem data, an INTERNAL result, never a 0."""
+
+
+class ProtocolError(CpfleetError, ValueError):
+    """A wire message that does not follow the protocol's schema."""
+
+
+class ProblemStoreError(CpfleetError):
+    """The problem store holds something this code cannot use (corrupt or foreign data)."""
+
+
+class InputFileError(CpfleetError, ValueError):
+    """A PROBLEMS or JOBS file that cannot be used, naming the line that says why."""
+
+
+class ProblemFileError(CpfleetError):
+    """The problem file cannot be read at all (missing, a directory, unreadable, not the format)."""
+
+    def __init__(self, path: str | Path, message: str) -> None:
+        super().__init__(f"{path}: {message}")
+        self.path = str(path)
+
+
+class ProblemFileNotFoundError(ProblemFileError, FileNotFoundError):
+    """The problem file does not exist."""
+
+    def __init__(self, path: str | Path) -> None:
+        ProblemFileError.__init__(self, path, "problem file not found")
+
+
+class DuplicateProblemError(CpfleetError, ValueError):
+    """Two records share an id and the caller asked for ``on_duplicate="error"``."""
+
+    def __init__(self, path: str | Path, problem_id: str, first_line: int, line: int) -> None:
+        super().__init__(
+            f"{path}: duplicate problem id {problem_id!r} on record {line} (first on record {first_line}); "
+            "pass on_duplicate='first' or 'last' (CLI: --on-duplicate) to choose one"
+        )
+        self.path = str(path)
+        self.problem_id = problem_id
+        self.first_line = first_line
+        self.line = line
+
+
+class PrepareError(CpfleetError):
+    """The dataset cannot be prepared at all (unknown schema, no files, bad arguments)."""
+
+
+class DatasetUnavailableError(PrepareError):
+    """``datasets.load_dataset`` failed: hub unreachable, unknown name or split, unreadable files."""
+
+
+# -- execution ----------------------------------------------------------------------------------
+
+
+class SandboxBroken(CpfleetError, RuntimeError):
+    """The zygote or a job init stopped answering: an infrastructure failure, not a verdict."""
+
+
+# -- broker and client --------------------------------------------------------------------------
+
+
+class BrokerUnavailable(CpfleetError, ConnectionError):
+    """Redis (the broker) cannot be reached: nothing after the failing batch was published.
+
+    Raised by ``FleetClient.submit_many``, ``submitted`` holds the futures of the batches that
+    were published before the failure (they resolve normally); otherwise it is empty.
+    """
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.submitted: list[Any] = []
+
+
+class MessageEncodeError(CpfleetError, ValueError):
+    """A job could not be serialized (a caller error, never a broker failure): nothing of the
+    call was published."""
+
+
+class PublisherClosed(CpfleetError, RuntimeError):
+    """``publish`` after ``close``: a closed publisher never reconnects."""
+
+
+class FleetBusy(CpfleetError, TimeoutError):
+    """The in-flight bound stayed full for longer than the caller agreed to wait.
+
+    ``submitted``: futures of the batches of the same ``submit_many`` published before it.
+    """
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.submitted: list[Any] = []
+
+
+class ClientClosed(CpfleetError, RuntimeError):
+    """The client was closed (before or during the submit).
+
+    ``submitted``: futures of the batches of the same ``submit_many`` published before it (they
+    resolve, INTERNAL "client closed" when the close came first).
+    """
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.submitted: list[Any] = []
+
+
+class FleetError(CpfleetError, RuntimeError):
+    """A part of the local fleet did not start (the message says which, and where its log is)."""

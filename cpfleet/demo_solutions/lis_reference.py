@@ -1,0 +1,11 @@
+from bisect import bisect_left
+
+n = int(input())
+tails: list[int] = []
+for x in map(int, input().split()):
+    k = bisect_left(tails, x)
+    if k == len(tails):
+        tails.append(x)
+    else:
+        tails[k] = x
+print(len(tails))

@@ -1,0 +1,2 @@
+n = int(input())
+print(*sorted(input().split()))
