@@ -27,11 +27,6 @@ class CheckerSpecError(ProblemFormatError):
     """A problem's ``checker`` field names an unknown checker or carries bad parameters."""
 
 
-class CheckerBroken(CpfleetError):
-    """A problem's checker or interactor program cannot judge (does not compile, crashed, timed
-    out, exited with its failure code): broken problem data, an INTERNAL result, never a 0."""
-
-
 class ProtocolError(CpfleetError, ValueError):
     """A wire message that does not follow the protocol's schema."""
 
@@ -84,8 +79,20 @@ class DatasetUnavailableError(PrepareError):
 # -- execution ----------------------------------------------------------------------------------
 
 
-class SandboxBroken(CpfleetError, RuntimeError):
+class SandboxFailure(CpfleetError, RuntimeError):
+    """The sandbox itself failed (its process died, a test could not be set up): an
+    infrastructure failure, never a verdict about the program. The environment turns exactly
+    this exception (and a RunResult with status INTERNAL) into ``infra_error``; any other
+    exception out of a runner is a bug in the harness and propagates."""
+
+
+class SandboxBroken(SandboxFailure):
     """The zygote or a job init stopped answering: an infrastructure failure, not a verdict."""
+
+
+class BrokenProblem(CpfleetError):
+    """The problem's own data cannot judge a test (e.g. a checker program that crashes or does
+    not compile): an infrastructure error for the job, like a checker spec that cannot be built."""
 
 
 # -- broker and client --------------------------------------------------------------------------
@@ -137,3 +144,8 @@ class ClientClosed(CpfleetError, RuntimeError):
 
 class FleetError(CpfleetError, RuntimeError):
     """A part of the local fleet did not start (the message says which, and where its log is)."""
+
+
+class CheckerBroken(BrokenProblem):
+    """A problem's checker or interactor program cannot judge (does not compile, crashed, timed
+    out, exited with its failure code): broken problem data, an INTERNAL result, never a 0."""

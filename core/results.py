@@ -16,6 +16,7 @@ class TestReport:
     verdict: Verdict
     ms: float  # wall-clock milliseconds
     cpu_ms: float = 0.0
+    deterministic: bool = True  # False: the verdict depended on machine load (see RunResult)
 
 
 @dataclass(slots=True)
@@ -24,7 +25,7 @@ class TestSetSummary:
     total: int = 0  # tests in the set (for all-or-nothing, also those not run after a failure)
     run: int = 0  # tests actually executed
     first_failure: Verdict | None = None
-    tests: list[TestReport] = field(default_factory=list)  # filled for public tests only
+    tests: list[TestReport] = field(default_factory=list)  # public tests only, those run, in order
 
 
 @dataclass(slots=True)
@@ -51,6 +52,12 @@ class JobResult:
     problem_version: str = ""
     mode: str = "full"
     reward_shape: str = "all_or_nothing"
+    # False when any test's verdict depended on machine load (wall-clock backstop, memory judged
+    # near the limit): a quieter machine could decide otherwise, so the result cache skips it
+    deterministic: bool = True
+    # set when the job's budget stopped it: the limit verdict and where it fired; the tests
+    # after it were not run (counted as failed)
+    stopped: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -73,7 +80,12 @@ class JobResult:
                 run=int(s.get("run", 0)),
                 first_failure=None if ff is None else Verdict(ff),
                 tests=[
-                    TestReport(Verdict(t["verdict"]), float(t["ms"]), float(t.get("cpu_ms", 0.0)))
+                    TestReport(
+                        Verdict(t["verdict"]),
+                        float(t["ms"]),
+                        float(t.get("cpu_ms", 0.0)),
+                        bool(t.get("deterministic", True)),
+                    )
                     for t in s.get("tests", [])
                 ],
             )
@@ -100,6 +112,8 @@ class JobResult:
             problem_version=str(d.get("problem_version", "")),
             mode=str(d.get("mode", "full")),
             reward_shape=str(d.get("reward_shape", "all_or_nothing")),
+            deterministic=bool(d.get("deterministic", True)),
+            stopped=str(d.get("stopped", "")),
         )
 
     @classmethod

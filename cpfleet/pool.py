@@ -97,16 +97,20 @@ class Judge:
             except Exception as e:  # a runner that cannot start is infrastructure
                 result = JobResult.infra(job_id, pid, f"cannot start runner {self.runner_kind!r}: {e}")
             else:
-                result = evaluate(
-                    problem,
-                    completion,
-                    runner,
-                    reward_shape=self.reward_shape,
-                    mode=self.mode,
-                    job_id=job_id,
-                    max_public_shown=self.max_public_shown,
-                    problem_version=version,
-                )
+                try:
+                    result = evaluate(
+                        problem,
+                        completion,
+                        runner,
+                        reward_shape=self.reward_shape,
+                        mode=self.mode,
+                        job_id=job_id,
+                        max_public_shown=self.max_public_shown,
+                        problem_version=version,
+                    )
+                except BaseException:
+                    self.close()  # a judge bug propagates; the runner may be mid-test: never reuse it
+                    raise
                 if result.infra_error and result.verdict == Verdict.INTERNAL:
                     self.close()  # start the next job on a fresh runner
         result.mode, result.reward_shape = self.mode, self.reward_shape

@@ -50,7 +50,9 @@ class SolutionOutcome:
 
     @property
     def accepted(self) -> bool:
-        return self.verdict == Verdict.OK
+        # the verdict describes the rewarded (hidden) tests only: a failed public test is a
+        # failure of the problem's data as well
+        return self.verdict == Verdict.OK and self.failed_at is None
 
     @property
     def infra(self) -> bool:
@@ -130,7 +132,7 @@ def outcome_of(result: JobResult) -> SolutionOutcome:
 
 def _failed_at(result: JobResult) -> str | None:
     """Where the first failure happened: the compile step, or the first failing public/hidden test."""
-    if result.verdict == Verdict.OK or result.infra_error:
+    if result.infra_error or (result.verdict == Verdict.OK and result.public.first_failure is None):
         return None
     if result.verdict in (Verdict.COMPILE_ERROR, Verdict.NO_CODE):
         return "compile"

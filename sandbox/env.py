@@ -1,22 +1,36 @@
-"""The environment (the seed's CodeContestsEnv): one completion for one problem -> one JobResult.
+"""The environment (CodeContestsEnv): one completion for one problem -> one JobResult.
 
-Rules (docs: the reward is what GRPO learns from, the observation is what the model reads):
+Rules (the reward is what GRPO learns from, the observation is what the model reads):
 
 - No usable fenced block: NO_CODE, reward 0. Syntax error: COMPILE_ERROR, reward 0, no test run,
   the error text in the observation.
-- Every public test is run (feedback). In ``mode="full"`` the hidden tests are then run for the
-  reward: ``all_or_nothing`` stops at the first hidden failure, ``fraction`` runs them all.
-  The reward depends on hidden tests only (public = feedback, hidden = reward, as in the seed);
-  a problem without hidden tests is rewarded on its public tests instead.
-- ``mode="public"`` runs only the public tests and rewards them (all-or-nothing or fraction):
-  a cheap shaping signal for multi-turn rollouts; hidden tests are reported as not run.
+- ``mode="full"``: the public tests are run for the feedback, then the hidden tests for the
+  reward (``all_or_nothing`` stops at the first hidden failure, ``fraction`` runs them all).
+  ``mode="public"``: only the public tests are run and they give the reward (a cheap shaping
+  signal for multi-turn rollouts). A problem without tests in the rewarded set (no hidden tests
+  in full mode, no public tests in public mode) is broken problem data: an infrastructure error,
+  never a reward computed from something else.
 - A test passes when the program exited 0 within the limits and the problem's checker accepts
-  its stdout. The job's verdict is the first failing test's verdict anywhere (public tests
-  first, then hidden), so a job can say WRONG_ANSWER with reward 1.0 when only a public test
-  failed; OK means every test that ran passed.
-- The runner raising, or answering INTERNAL, makes the whole job an infrastructure error
-  (``infra_error``, reward None): the trainer masks it instead of learning a zero. So does a
-  problem whose checker cannot be built or that has no tests at all.
+  its stdout.
+- The job's ``verdict`` describes the tests the reward was computed from: the first failure
+  among them, or OK. A public test that fails in full mode shows in ``public.first_failure``
+  and the feedback, not in ``verdict``.
+- Per-job budget (``JobBudget``): the first TIME_LIMIT, MEMORY_LIMIT or OUTPUT_LIMIT of any test,
+  public or hidden, ends the job: no further test is started, the feedback marks the remaining
+  public tests "not run", and the job ends with that verdict and reward 0 under both shapes. A
+  job also has a wall-clock budget (``time_budget_s``) that bounds its whole cost below the
+  worker's task time limit, so a slow program ends as TIME_LIMIT, never as an infrastructure
+  error; a stop caused by it depends on machine load and is marked non-deterministic.
+- Only real infrastructure failures are infrastructure errors (``infra_error``, reward None): a
+  runner that raises ``SandboxFailure`` or answers INTERNAL, and broken problem data (a checker
+  that cannot be built, ``BrokenProblem``). Any other exception is a bug in the judge and
+  propagates.
+- Memory: a test's full stdout lives only while its checker runs; the feedback keeps the
+  displayable prefix (``display_prefix``), so a job's memory is O(output cap), not O(tests x cap).
+
+Hooks for other program kinds (languages, function-call problems, checker programs): judge one
+test with ``judge_test`` (run, exit status, checker) and feed its ``TestOutcome`` to a
+``JobBudget``; ``evaluate`` is the loop around them.
 """
 
 from __future__ import annotations
@@ -25,141 +39,239 @@ import time
 from dataclasses import dataclass, field
 
 from cpfleet.core.checkers import Checker, CheckerSpecError, ProgramSpec, get_checker
+from cpfleet.core.errors import BrokenProblem, SandboxFailure
 from cpfleet.core.problem import Problem, TestCase
 from cpfleet.core.results import JobResult, TestReport, TestSetSummary, Timings
 from cpfleet.core.verdict import Verdict
 from cpfleet.sandbox import fncall
 from cpfleet.sandbox.extract import extract_code
-from cpfleet.sandbox.observation import PublicTestView, clip, format_observation
+from cpfleet.sandbox.observation import CLIP_CHARS, PublicTestView, clip, display_prefix, format_observation
 from cpfleet.sandbox.runner import CodeRunner, Limits, RunResult
 
 REWARD_SHAPES = ("all_or_nothing", "fraction")
 MODES = ("full", "public")
-DEFAULT_MAX_PUBLIC_SHOWN = 10  # public tests shown in the observation; all of them are run
+DEFAULT_MAX_PUBLIC_SHOWN = 10  # public tests shown in the observation
+# Whole-job wall-clock budget for `cpfleet judge` and the worker's default (the worker derives
+# its own from its task time limit, see workers/config.py): tests stop being started past it.
+DEFAULT_JOB_TIME_BUDGET_S = 480.0
+# A test is not started with less than this left of the job's time budget: it could not
+# finish anyway, and the stop is then reported as the budget's, not as one test's.
+MIN_TEST_TIME_S = 0.05
+
+# Verdicts that end a job at once: each costs the most a test can cost (CPU, memory, output),
+# so a program producing them on every test would make the job's cost tests x limit.
+LIMIT_VERDICTS = frozenset({Verdict.TIME_LIMIT, Verdict.MEMORY_LIMIT, Verdict.OUTPUT_LIMIT})
 
 NO_CODE_MESSAGE = (
     "No Python code found: put the whole program in one fenced block (```python ... ```). "
     "No test was run."
 )
 
+# bytes of a non-checked stdout decoded for display: enough for the displayed characters
+_DISPLAY_BYTES = 4 * (CLIP_CHARS + 2)
 
-class _InfraFailure(Exception):
-    """The runner could not execute a test: the job becomes an infrastructure error."""
 
+@dataclass(frozen=True, slots=True)
+class TestOutcome:
+    """One judged test: its verdict and what the feedback may show. Holds the display prefix of
+    the outputs only, never the full stdout."""
 
-@dataclass(slots=True)
-class _Outcome:
     verdict: Verdict
-    run: RunResult
-    stdout: str
-    detail: str = ""
-    returned: str | None = None  # function-call problems: the value shown after "->"
+    wall_ms: float
+    cpu_ms: float
+    detail: str = ""  # checker's first difference, the runner's note on a limit, the exit code
+    stdout: str = ""  # display prefix (observation.display_prefix)
+    stderr: str = ""  # display prefix
+    stdout_truncated: bool = False
+    deterministic: bool = True  # False: the verdict depended on machine load
+    returned: str = ""  # function-call problems: the returned value (or what happened instead)
+
+    def report(self) -> TestReport:
+        return TestReport(self.verdict, self.wall_ms, self.cpu_ms, self.deterministic)
 
 
-@dataclass(slots=True)
-class _Tally:
-    summary: TestSetSummary = field(default_factory=TestSetSummary)
-    cpu_ms: float = 0.0
+class JobBudget:
+    """What one job may still spend: it is exhausted by its first limit verdict or when its
+    wall-clock budget runs out. Once exhausted no further test of the job is started."""
+
+    def __init__(self, time_budget_s: float | None) -> None:
+        self._deadline = None if time_budget_s is None else time.monotonic() + time_budget_s
+        self.time_budget_s = time_budget_s
+        self.stop: Verdict | None = None
+        self.where = ""  # which test stopped it and why, for the result and the feedback
+        self.deterministic = True
+
+    @property
+    def exhausted(self) -> bool:
+        remaining = self.remaining_s()
+        if self.stop is None and remaining is not None and remaining < MIN_TEST_TIME_S:
+            self.stop = Verdict.TIME_LIMIT
+            self.where = f"the job's time budget ({self.time_budget_s:g}s wall) ran out"
+            self.deterministic = False
+        return self.stop is not None
+
+    def remaining_s(self) -> float | None:
+        return None if self._deadline is None else self._deadline - time.monotonic()
+
+    def limits_for(self, limits: Limits) -> Limits:
+        """``limits`` with the wall backstop cut to what is left of the job's budget."""
+        remaining = self.remaining_s()
+        if remaining is None or remaining >= limits.wall_backstop_s:
+            return limits
+        return Limits(
+            time_s=limits.time_s,
+            memory_mb=limits.memory_mb,
+            wall_s=max(MIN_TEST_TIME_S, remaining),
+            stdout_bytes=limits.stdout_bytes,
+            stderr_bytes=limits.stderr_bytes,
+            stderr_keep_bytes=limits.stderr_keep_bytes,
+            file_size_mb=limits.file_size_mb,
+            nproc=limits.nproc,
+            nofile=limits.nofile,
+        )
+
+    def charge(self, outcome: TestOutcome, where: str, *, budget_cut: bool = False) -> None:
+        """Account one judged test; a limit verdict exhausts the budget. ``budget_cut``: the
+        test ran with its wall backstop cut to the job's remaining budget."""
+        if self.stop is not None or outcome.verdict not in LIMIT_VERDICTS:
+            return
+        self.stop = outcome.verdict
+        if budget_cut and outcome.verdict == Verdict.TIME_LIMIT and not outcome.deterministic:
+            self.where = f"{where}: the job's time budget ({self.time_budget_s:g}s wall) ran out"
+        else:
+            self.where = f"{where}: {outcome.detail}" if outcome.detail else where
+        self.deterministic = self.deterministic and outcome.deterministic
 
 
 def _decode(data: bytes) -> str:
     return data.decode("utf-8", errors="replace")
 
 
-def _judge_test(runner: CodeRunner, checker: Checker | None, test: TestCase, limits: Limits) -> _Outcome:
-    """Run one test and decide its verdict: exit status 0 first, then the checker (None: the
-    caller runs a checker program on the complete output)."""
-    rr = _run(runner, test.input.encode("utf-8"), limits)
-    stdout = _decode(rr.stdout)
-    if rr.status != Verdict.OK:
-        return _Outcome(rr.status, rr, stdout, rr.error)
-    if rr.exit_code != 0:
-        return _Outcome(Verdict.RUNTIME_ERROR, rr, stdout, f"exit code {rr.exit_code}")
-    if rr.stdout_truncated:
-        return _Outcome(Verdict.OUTPUT_LIMIT, rr, stdout, "output truncated")
-    if checker is None:
-        return _Outcome(Verdict.OK, rr, stdout)
-    result = checker.check(test.output, stdout)
-    if result.ok:
-        return _Outcome(Verdict.OK, rr, stdout)
-    return _Outcome(Verdict.WRONG_ANSWER, rr, stdout, result.detail)
+def judge_test(runner: CodeRunner, checker: Checker, test: TestCase, limits: Limits) -> TestOutcome:
+    """Run one test and decide its verdict: the runner's limits, exit status 0, then the checker.
 
-
-@dataclass(slots=True)
-class _Judging:
-    """How this problem's tests are judged: stdin/stdout with a built-in comparison (the
-    default), a function call (sandbox/fncall.py), a checker program
-    (sandbox/checker_programs.py) or an interaction (sandbox/interactive.py)."""
-
-    runner: CodeRunner
-    checker: Checker
-    problem: Problem
-    limits: Limits
-
-    def judge(self, test: TestCase) -> _Outcome:
-        try:
-            if self.problem.fn_name is not None:
-                return self._call(test)
-            if isinstance(self.checker, ProgramSpec):
-                if self.checker.kind == "interactive":
-                    return self._interact(test)
-                return self._with_program(test)
-        except _InfraFailure:
-            raise
-        except Exception as e:  # a broken checker or a sandbox failure: never the program's fault
-            from cpfleet.sandbox.checker_programs import CheckerBroken
-
-            if isinstance(e, CheckerBroken):
-                raise _InfraFailure(f"problem {self.problem.id}: {e}") from e
-            raise _InfraFailure(f"judging failed: {type(e).__name__}: {e}") from e
-        return _judge_test(self.runner, self.checker, test, self.limits)
-
-    def _call(self, test: TestCase) -> _Outcome:
-        rr = _run(self.runner, test.input.encode("utf-8"), self.limits)
-        out = fncall.judge(rr, test.output, fncall.tolerance_for(self.problem.checker))
-        detail = out.detail
-        if rr.exit_code == fncall.NO_FUNCTION and self.problem.starter_code:
-            detail += "\nexpected a definition like:\n" + self.problem.starter_code.rstrip()
-        return _Outcome(out.verdict, rr, _decode(rr.stdout), detail, returned=out.returned)
-
-    def _with_program(self, test: TestCase) -> _Outcome:
-        from cpfleet.sandbox.checker_programs import programs_for, run_checker
-
-        out = _judge_test(self.runner, None, test, self.limits)
-        if out.verdict != Verdict.OK:
-            return out
-        assert isinstance(self.checker, ProgramSpec)
-        verdict = run_checker(programs_for(self.runner), self.checker, test.input, test.output, out.run.stdout)
-        if verdict.ok:
-            return out
-        return _Outcome(Verdict.WRONG_ANSWER, out.run, out.stdout, verdict.detail)
-
-    def _interact(self, test: TestCase) -> _Outcome:
-        from cpfleet.sandbox.checker_programs import programs_for
-        from cpfleet.sandbox.forkserver import ZygoteRunner
-        from cpfleet.sandbox.interactive import run_interactive
-
-        if not isinstance(self.runner, ZygoteRunner):
-            raise _InfraFailure(f"runner {self.runner.name} cannot run interactive problems")
-        assert isinstance(self.checker, ProgramSpec)
-        res = run_interactive(self.runner, programs_for(self.runner), self.checker, test.input, test.output, self.limits)
-        return _Outcome(res.verdict, res.run, "", res.detail)
-
-
-def _run(runner: CodeRunner, stdin: bytes, limits: Limits) -> RunResult:
-    try:
-        rr = runner.run(stdin, limits)
-    except Exception as e:  # any runner failure is infrastructure, never the model's
-        raise _InfraFailure(f"runner {runner.name} raised {type(e).__name__}: {e}") from e
+    Raises SandboxFailure when the sandbox could not run the test (status INTERNAL included);
+    the checker's CheckerSpecError/BrokenProblem propagate as broken problem data.
+    """
+    rr = runner.run(test.input.encode("utf-8"), limits)
     if rr.status == Verdict.INTERNAL:
-        raise _InfraFailure(f"runner {runner.name}: {rr.error or 'internal error'}")
-    return rr
+        raise SandboxFailure(f"runner {runner.name}: {rr.error or 'internal error'}")
+    if rr.status != Verdict.OK:
+        return _outcome(rr, rr.status, rr.error)
+    if rr.exit_code != 0:
+        return _outcome(rr, Verdict.RUNTIME_ERROR, f"exit code {rr.exit_code}")
+    if rr.stdout_truncated:
+        return _outcome(rr, Verdict.OUTPUT_LIMIT, "output truncated")
+    stdout = _decode(rr.stdout)
+    rr.stdout = b""  # the decoded text is all the checker needs: do not hold both
+    result = checker.check(test.output, stdout)
+    verdict = Verdict.OK if result.ok else Verdict.WRONG_ANSWER
+    return _outcome(rr, verdict, result.detail, display_prefix(stdout))
+
+
+def judge_any(runner: CodeRunner, checker: Checker, problem: Problem, test: TestCase, limits: Limits) -> TestOutcome:
+    """One test of any problem kind: stdin/stdout with a built-in comparison (``judge_test``),
+    a function call (sandbox/fncall.py), a checker program (sandbox/checker_programs.py) or an
+    interaction (sandbox/interactive.py). A checker program that cannot judge raises
+    BrokenProblem (CheckerBroken); the checker's or interactor's sandbox failing raises
+    SandboxFailure."""
+    if problem.fn_name is not None:
+        return _judge_call(runner, problem, test, limits)
+    if not isinstance(checker, ProgramSpec):
+        return judge_test(runner, checker, test, limits)
+    from cpfleet.sandbox.forkserver import SandboxBroken
+
+    try:
+        if checker.kind == "interactive":
+            return _judge_interactive(runner, checker, test, limits)
+        return _judge_with_program(runner, checker, test, limits)
+    except (SandboxBroken, OSError) as e:
+        raise SandboxFailure(f"checker sandbox: {type(e).__name__}: {e}") from e
+
+
+def _judge_call(runner: CodeRunner, problem: Problem, test: TestCase, limits: Limits) -> TestOutcome:
+    rr = runner.run(test.input.encode("utf-8"), limits)
+    if rr.status == Verdict.INTERNAL:
+        raise SandboxFailure(f"runner {runner.name}: {rr.error or 'internal error'}")
+    out = fncall.judge(rr, test.output, fncall.tolerance_for(problem.checker))
+    detail = out.detail
+    if rr.exit_code == fncall.NO_FUNCTION and problem.starter_code:
+        detail += "\nexpected a definition like:\n" + problem.starter_code.rstrip()
+    rr.stdout = b""  # the value is judged; the feedback shows ``returned``
+    res = _outcome(rr, out.verdict, detail, "")
+    return TestOutcome(res.verdict, res.wall_ms, res.cpu_ms, res.detail, "", res.stderr, res.stdout_truncated,
+                       res.deterministic, returned=out.returned)
+
+
+def _judge_with_program(runner: CodeRunner, spec: ProgramSpec, test: TestCase, limits: Limits) -> TestOutcome:
+    from cpfleet.sandbox.checker_programs import programs_for, run_checker
+
+    rr = runner.run(test.input.encode("utf-8"), limits)
+    if rr.status == Verdict.INTERNAL:
+        raise SandboxFailure(f"runner {runner.name}: {rr.error or 'internal error'}")
+    if rr.status != Verdict.OK:
+        return _outcome(rr, rr.status, rr.error)
+    if rr.exit_code != 0:
+        return _outcome(rr, Verdict.RUNTIME_ERROR, f"exit code {rr.exit_code}")
+    if rr.stdout_truncated:
+        return _outcome(rr, Verdict.OUTPUT_LIMIT, "output truncated")
+    # the checker runs only now, on the complete output
+    verdict = run_checker(programs_for(runner), spec, test.input, test.output, rr.stdout)
+    return _outcome(rr, Verdict.OK if verdict.ok else Verdict.WRONG_ANSWER, "" if verdict.ok else verdict.detail)
+
+
+def _judge_interactive(runner: CodeRunner, spec: ProgramSpec, test: TestCase, limits: Limits) -> TestOutcome:
+    from cpfleet.sandbox.checker_programs import programs_for
+    from cpfleet.sandbox.forkserver import ZygoteRunner
+    from cpfleet.sandbox.interactive import run_interactive
+
+    if not isinstance(runner, ZygoteRunner):
+        raise SandboxFailure(f"runner {runner.name} cannot run interactive problems")
+    res = run_interactive(runner, programs_for(runner), spec, test.input, test.output, limits)
+    return _outcome(res.run, res.verdict, res.detail)
+
+
+def _outcome(rr: RunResult, verdict: Verdict, detail: str, stdout: str | None = None) -> TestOutcome:
+    return TestOutcome(
+        verdict=verdict,
+        wall_ms=rr.wall_s * 1000.0,
+        cpu_ms=rr.cpu_s * 1000.0,
+        detail=detail,
+        stdout=display_prefix(_decode(rr.stdout[:_DISPLAY_BYTES])) if stdout is None else stdout,
+        stderr=display_prefix(_decode(rr.stderr[:_DISPLAY_BYTES])),
+        stdout_truncated=rr.stdout_truncated,
+        deterministic=rr.deterministic,
+    )
 
 
 def _reward(passed: int, total: int, shape: str) -> float:
     if shape == "fraction":
         return passed / total
     return 1.0 if passed == total else 0.0
+
+
+def problem_limits(problem: Problem) -> Limits:
+    """The per-test limits of ``problem`` (one place, so other program kinds can scale them)."""
+    return Limits(time_s=problem.time_limit_s, memory_mb=problem.memory_limit_mb)
+
+
+@dataclass(slots=True)
+class _Tally:
+    summary: TestSetSummary = field(default_factory=TestSetSummary)
+    cpu_ms: float = 0.0
+    deterministic: bool = True
+
+    def add(self, out: TestOutcome, *, keep_report: bool) -> None:
+        s = self.summary
+        s.run += 1
+        self.cpu_ms += out.cpu_ms
+        self.deterministic = self.deterministic and out.deterministic
+        if out.verdict == Verdict.OK:
+            s.passed += 1
+        elif s.first_failure is None:
+            s.first_failure = out.verdict
+        if keep_report:
+            s.tests.append(out.report())
 
 
 def evaluate(
@@ -172,11 +284,14 @@ def evaluate(
     job_id: str = "",
     max_public_shown: int | None = DEFAULT_MAX_PUBLIC_SHOWN,
     problem_version: str | None = None,
+    time_budget_s: float | None = DEFAULT_JOB_TIME_BUDGET_S,
 ) -> JobResult:
-    """Judge one completion. Never raises for anything the program or the runner does.
+    """Judge one completion. Never raises for anything the program or the sandbox does; a bug
+    in the judge itself raises.
 
     ``problem_version`` defaults to ``problem.content_version()``; callers judging many jobs of
     one problem pass it precomputed (hashing every test per job is wasted work).
+    ``time_budget_s`` bounds the wall-clock time spent running tests (None: unbounded).
     """
     if reward_shape not in REWARD_SHAPES:
         raise ValueError(f"reward_shape must be one of {REWARD_SHAPES}, got {reward_shape!r}")
@@ -197,8 +312,10 @@ def evaluate(
         checker = get_checker(problem.checker)
     except CheckerSpecError as e:
         return infra(f"problem {problem.id}: {e}")
-    if not problem.public_tests and not problem.hidden_tests:
-        return infra(f"problem {problem.id} has no tests")
+    rewarded_tests = problem.public_tests if mode == "public" else problem.hidden_tests
+    if not rewarded_tests:
+        kind = "public" if mode == "public" else "hidden"
+        return infra(f"problem {problem.id} has no {kind} tests: nothing to compute a {mode}-mode reward from")
 
     text = completion.decode("utf-8", errors="replace") if isinstance(completion, bytes) else completion
     code = extract_code(text)
@@ -206,55 +323,55 @@ def evaluate(
         return finish(JobResult(job_id, problem.id, 0.0, Verdict.NO_CODE, observation=NO_CODE_MESSAGE))
     try:
         syntax_error = runner.load(code) if problem.fn_name is None else runner.load(code, fn_name=problem.fn_name)
-    except Exception as e:  # a runner that cannot load is infrastructure
-        return infra(f"runner {runner.name} failed to load the program: {type(e).__name__}: {e}")
+    except SandboxFailure as e:
+        return infra(f"runner {runner.name} failed to load the program: {e}")
     if syntax_error is not None:
         observation = "Compile error (no test was run):\n" + clip(syntax_error.rstrip("\n")) + "\n"
         return finish(JobResult(job_id, problem.id, 0.0, Verdict.COMPILE_ERROR, observation=observation))
 
-    limits = Limits(time_s=problem.time_limit_s, memory_mb=problem.memory_limit_mb)
-    judging = _Judging(runner, checker, problem, limits)
+    limits = problem_limits(problem)
+    budget = JobBudget(time_budget_s)
     public, hidden = _Tally(), _Tally()
     public.summary.total = len(problem.public_tests)
     hidden.summary.total = len(problem.hidden_tests)
     views: list[PublicTestView] = []
+
+    def run_one(test: TestCase, where: str) -> TestOutcome:
+        test_limits = budget.limits_for(limits)
+        out = judge_any(runner, checker, problem, test, test_limits)
+        budget.charge(out, where, budget_cut=test_limits is not limits)
+        return out
+
     try:
-        for test in problem.public_tests:
-            out = judging.judge(test)
-            _count(public, out)
-            rr = out.run
-            public.summary.tests.append(TestReport(out.verdict, rr.wall_s * 1000.0, rr.cpu_s * 1000.0))
-            views.append(
-                PublicTestView(
-                    verdict=out.verdict,
-                    ms=rr.wall_s * 1000.0,
-                    input=test.input,
-                    expected=test.output,
-                    stdout=out.stdout,
-                    stderr=_decode(rr.stderr),
-                    stdout_truncated=rr.stdout_truncated,
-                    detail=out.detail,
-                    call=fncall.call_text(problem.fn_name, test.input) if problem.fn_name else "",
-                    returned=out.returned or "",
-                )
-            )
+        for i, test in enumerate(problem.public_tests):
+            if budget.exhausted:
+                views.append(_view(test, None, f"the job stopped at its first {budget.stop}"))
+                continue
+            out = run_one(test, f"public test {i + 1}")
+            public.add(out, keep_report=True)
+            views.append(_view(test, out, call=fncall.call_text(problem.fn_name, test.input) if problem.fn_name else ""))
         if mode == "full":
-            for test in problem.hidden_tests:
-                out = judging.judge(test)
-                _count(hidden, out)
+            for i, test in enumerate(problem.hidden_tests):
+                if budget.exhausted:
+                    break
+                out = run_one(test, f"hidden test {i + 1}")
+                hidden.add(out, keep_report=False)
                 if out.verdict != Verdict.OK and reward_shape == "all_or_nothing":
                     break
-    except _InfraFailure as e:
+    except (SandboxFailure, BrokenProblem, CheckerSpecError) as e:
         return infra(str(e), public.cpu_ms + hidden.cpu_ms)
 
-    if mode == "public" or not problem.hidden_tests:
-        rewarded = public.summary
+    rewarded = public.summary if mode == "public" else hidden.summary
+    if budget.stop is not None:
+        # the tests after the stop count as failed under both shapes: reward 0
+        reward, verdict = 0.0, budget.stop
     else:
-        rewarded = hidden.summary
-    reward = _reward(rewarded.passed, rewarded.total, reward_shape)
-    first = public.summary.first_failure or hidden.summary.first_failure or Verdict.OK
+        reward = _reward(rewarded.passed, rewarded.total, reward_shape)
+        verdict = rewarded.first_failure or Verdict.OK
     if mode == "public":
         note = "not run in public mode"
+    elif budget.stop is not None:
+        note = f"the job stopped at its first {budget.stop}"
     else:
         note = "stopped at the first failure"
     observation = format_observation(
@@ -267,30 +384,46 @@ def evaluate(
         hidden_note=note,
         max_shown=max_public_shown,
     )
+    stopped = ""
+    if budget.stop is not None:
+        not_run = public.summary.total - public.summary.run
+        if mode == "full":
+            not_run += hidden.summary.total - hidden.summary.run
+        stopped = f"{budget.stop} at {budget.where}"
+        observation += f"(job stopped: {clip(stopped)}; {not_run} tests not run, counted as failed)\n"
     result = JobResult(
         job_id,
         problem.id,
         reward,
-        first,
+        verdict,
         observation=observation,
         public=public.summary,
         hidden=hidden.summary,
+        deterministic=public.deterministic and hidden.deterministic and budget.deterministic,
+        stopped=stopped,
     )
     return finish(result, public.cpu_ms + hidden.cpu_ms)
 
 
-def _count(tally: _Tally, out: _Outcome) -> None:
-    s = tally.summary
-    s.run += 1
-    tally.cpu_ms += out.run.cpu_s * 1000.0
-    if out.verdict == Verdict.OK:
-        s.passed += 1
-    elif s.first_failure is None:
-        s.first_failure = out.verdict
+def _view(test: TestCase, out: TestOutcome | None, not_run: str = "", call: str = "") -> PublicTestView:
+    if out is None:
+        return PublicTestView(verdict=None, ms=0.0, input=test.input, expected=test.output, stdout="", detail=not_run)
+    return PublicTestView(
+        verdict=out.verdict,
+        ms=out.wall_ms,
+        input=test.input,
+        expected=test.output,
+        stdout=out.stdout,
+        stderr=out.stderr,
+        stdout_truncated=out.stdout_truncated,
+        detail=out.detail,
+        call=call,
+        returned=out.returned,
+    )
 
 
 class CodeContestsEnv:
-    """The seed's environment object: a runner plus the reward settings, one evaluate per job."""
+    """The environment object: a runner plus the reward settings, one evaluate per job."""
 
     def __init__(
         self,
@@ -299,6 +432,7 @@ class CodeContestsEnv:
         reward_shape: str = "all_or_nothing",
         mode: str = "full",
         max_public_shown: int | None = DEFAULT_MAX_PUBLIC_SHOWN,
+        time_budget_s: float | None = DEFAULT_JOB_TIME_BUDGET_S,
     ) -> None:
         if reward_shape not in REWARD_SHAPES or mode not in MODES:
             raise ValueError(f"bad reward_shape {reward_shape!r} or mode {mode!r}")
@@ -306,6 +440,7 @@ class CodeContestsEnv:
         self.reward_shape = reward_shape
         self.mode = mode
         self.max_public_shown = max_public_shown
+        self.time_budget_s = time_budget_s
 
     def evaluate(self, problem: Problem, completion: str | bytes, *, job_id: str = "") -> JobResult:
         return evaluate(
@@ -316,4 +451,5 @@ class CodeContestsEnv:
             mode=self.mode,
             job_id=job_id,
             max_public_shown=self.max_public_shown,
+            time_budget_s=self.time_budget_s,
         )

@@ -35,6 +35,7 @@ STDERR_TAIL = 4096
 # the job's cgroup allows the problem's memory limit for ALL its processes together, plus room
 # for the kernel's own charges (pipe buffers, page tables); the test directory's tmpfs counts inside it
 CGROUP_SLACK_BYTES = 32 << 20
+CPU_RLIMIT_SLACK_S = 1  # RLIMIT_CPU sits this far above ceil(time limit): see cpu_rlimit_s
 REPLY_GRACE_S = 10.0  # how long past its own deadline we wait for the job init before declaring it broken
 
 
@@ -213,10 +214,12 @@ class ZygoteRunner(CodeRunner):
             zygote.send(self._ctrl, {"op": "job", "mode": mode, "fn_name": fn_name}, [job.theirs.fileno(), memfd])
             job.theirs.close()  # the init holds it now: its death alone is our EOF
             reply = self._recv_within(job.sock, 60.0)
-        except (OSError, SandboxBroken):
+        except (OSError, SandboxBroken) as e:
             job.close()
             self._restart_zygote()
-            raise
+            if isinstance(e, SandboxBroken):
+                raise
+            raise SandboxBroken(f"starting the job failed: {type(e).__name__}: {e}") from e
         finally:
             os.close(memfd)
         if "pidns" in reply.get("layers", {}):
@@ -277,7 +280,7 @@ class ZygoteRunner(CodeRunner):
         mem = limits.memory_mb << 20
         if self._cgroup is not None and self._cgroup.ok:
             self._cgroup.set_limits(mem + CGROUP_SLACK_BYTES, limits.nproc)
-        cpu_rlimit = max(1, math.ceil(limits.time_s))
+        cpu_rlimit = cpu_rlimit_s(limits)
         child_limits = {"cpu_s": cpu_rlimit, "as_bytes": mem, "fsize_bytes": limits.file_size_mb << 20,
                         "nproc": limits.nproc, "nofile": limits.nofile}
         msg: dict[str, Any] = {"op": "run", "limits": child_limits, "wall_s": limits.wall_backstop_s}
@@ -456,8 +459,26 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.pwrite(fd, view, len(data) - len(view)):]
 
 
+def cpu_rlimit_s(limits: Limits) -> int:
+    """The RLIMIT_CPU a test runs under: a backstop above the time limit, not the limit itself.
+
+    The kernel checks RLIMIT_CPU against tick-sampled CPU time, which under load can run ahead
+    of the precise per-task runtime by a few percent; judging TIME_LIMIT by the rlimit firing
+    made a program near the limit flip between runs. The verdict is decided by the precise CPU
+    time (``cpu_s``, the scheduler's runtime of every process of the test) against
+    ``limits.time_s``; the rlimit only stops a program that keeps going, CPU_RLIMIT_SLACK_S later.
+    """
+    return math.ceil(limits.time_s) + CPU_RLIMIT_SLACK_S
+
+
 def _judge_run(res: RunResult, done: dict[str, Any], limits: Limits, cpu_rlimit: int, oom: bool) -> RunResult:
-    """Turn the raw exit into a verdict. TLE is judged on CPU time; the wall clock is a backstop."""
+    """Turn the raw exit into a verdict whose message names what fired, with the real numbers.
+
+    TIME_LIMIT is judged on the precise CPU time; the wall-clock backstop (for programs that
+    sleep or block) and a CPU rlimit that fired below the limit depend on machine load, so
+    those verdicts are marked non-deterministic (never cached). So is MEMORY_LIMIT inferred from
+    a peak RSS near the limit rather than from a MemoryError or the memory cgroup.
+    """
     status: int = done["status"]
     res.cpu_s = float(done["cpu"])
     res.wall_s = float(done["wall"])
@@ -467,25 +488,44 @@ def _judge_run(res: RunResult, done: dict[str, Any], limits: Limits, cpu_rlimit:
         res.exit_code = os.WEXITSTATUS(status)
     elif os.WIFSIGNALED(status):
         res.signal = os.WTERMSIG(status)
+    used = f"{res.cpu_s:.2f}s CPU, {res.wall_s:.2f}s wall"
     near_memory_limit = res.max_rss_kb * 1024 >= 0.9 * (limits.memory_mb << 20)
+    rlimit_fired = res.signal == signal.SIGXCPU or (res.signal == signal.SIGKILL and res.cpu_s >= cpu_rlimit - 0.05)
     tail = res.stderr.rstrip().rsplit(b"\n", 1)[-1]
     if done["internal"]:
         res.status, res.error = Verdict.INTERNAL, done["internal"]
     elif killed == "output":
         res.status = Verdict.OUTPUT_LIMIT
-        res.error = "stdout limit exceeded" if res.stdout_truncated else "stderr limit exceeded"
+        if res.stdout_truncated:
+            res.error = f"stdout limit ({limits.stdout_bytes >> 20} MiB) exceeded"
+        else:
+            res.error = f"stderr limit ({limits.stderr_bytes >> 20} MiB) exceeded"
     elif oom:
-        res.status, res.error = Verdict.MEMORY_LIMIT, "killed by the memory cgroup"
+        res.status = Verdict.MEMORY_LIMIT
+        res.error = f"memory limit {limits.memory_mb} MB: killed by the memory cgroup"
+    elif res.cpu_s > limits.time_s:
+        res.status = Verdict.TIME_LIMIT
+        res.error = f"CPU time limit {limits.time_s:g}s exceeded ({used})"
     elif killed == "wall":
-        res.status, res.error = Verdict.TIME_LIMIT, f"wall-clock backstop ({limits.wall_backstop_s:.1f}s)"
-    elif res.cpu_s > limits.time_s or res.signal == signal.SIGXCPU or (
-        res.signal == signal.SIGKILL and res.cpu_s >= cpu_rlimit - 0.05
-    ):
-        res.status, res.error = Verdict.TIME_LIMIT, f"CPU time limit {limits.time_s:g}s exceeded"
+        res.status, res.deterministic = Verdict.TIME_LIMIT, False
+        res.error = (
+            f"wall-clock backstop {limits.wall_backstop_s:.1f}s fired ({used}; "
+            f"CPU time limit {limits.time_s:g}s not reached: the program waited)"
+        )
+    elif rlimit_fired:
+        res.status, res.deterministic = Verdict.TIME_LIMIT, False
+        res.error = f"CPU rlimit {cpu_rlimit}s fired ({used}; the kernel's tick-sampled CPU time ran ahead)"
     elif res.exit_code == 0:
         res.status = Verdict.OK
-    elif tail.startswith(b"MemoryError") or near_memory_limit:
-        res.status, res.error = Verdict.MEMORY_LIMIT, f"memory limit {limits.memory_mb} MB"
+    elif tail.startswith(b"MemoryError"):
+        res.status, res.error = Verdict.MEMORY_LIMIT, f"memory limit {limits.memory_mb} MB: MemoryError"
+    elif near_memory_limit:
+        res.status, res.deterministic = Verdict.MEMORY_LIMIT, False
+        res.error = (
+            f"memory limit {limits.memory_mb} MB: exited with "
+            + (f"exit code {res.exit_code}" if res.signal is None else f"signal {res.signal}")
+            + f" at peak RSS {res.max_rss_kb >> 10} MB"
+        )
     else:
         res.status = Verdict.RUNTIME_ERROR
         res.error = f"exit code {res.exit_code}" if res.signal is None else f"killed by signal {res.signal}"

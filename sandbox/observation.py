@@ -34,6 +34,14 @@ def clip(text: str, limit: int = CLIP_CHARS) -> str:
     return text[:limit] + CLIP_MARK
 
 
+def display_prefix(text: str) -> str:
+    """The part of ``text`` the observation can ever show: ``format_public_test`` renders
+    ``display_prefix(t)`` exactly as it renders ``t`` (two extra characters keep both the
+    trailing-newline rule and the clip mark right). The judge keeps only this of a test's
+    output, so a job's memory does not grow with its number of tests."""
+    return text[: CLIP_CHARS + 2]
+
+
 def _field(text: str) -> str:
     # one trailing newline belongs to the last line, not to the display
     return clip(text[:-1] if text.endswith("\n") else text)
@@ -41,9 +49,10 @@ def _field(text: str) -> str:
 
 @dataclass(slots=True)
 class PublicTestView:
-    """What the observation shows about one public test."""
+    """What the observation shows about one public test (``verdict`` None: not run, because
+    the job's budget stopped it earlier)."""
 
-    verdict: Verdict
+    verdict: Verdict | None
     ms: float
     input: str
     expected: str
@@ -56,6 +65,8 @@ class PublicTestView:
 
 
 def format_public_test(i: int, n: int, t: PublicTestView) -> str:
+    if t.verdict is None:
+        return f"=== sample test {i}/{n} [NOT RUN{' | ' + t.detail if t.detail else ''}]\n"
     ok = t.verdict == Verdict.OK
     if t.call:
         return _format_call_test(i, n, t)
@@ -105,9 +116,12 @@ def format_observation(
     """The whole observation: shown public tests, then the public and hidden counts."""
     shown = public if max_shown is None else public[:max_shown]
     parts = [format_public_test(i + 1, public_total, t) for i, t in enumerate(shown)]
-    unshown_failed = sum(1 for t in public[len(shown) :] if t.verdict != Verdict.OK)
-    if len(shown) < len(public):
-        parts.append(f"({len(public) - len(shown)} more sample tests not shown, {unshown_failed} of them failed)\n")
+    unshown = public[len(shown) :]
+    unshown_failed = sum(1 for t in unshown if t.verdict is not None and t.verdict != Verdict.OK)
+    unshown_not_run = sum(1 for t in unshown if t.verdict is None)
+    if unshown:
+        more = f"({len(unshown)} more sample tests not shown, {unshown_failed} of them failed"
+        parts.append(more + (f", {unshown_not_run} not run)\n" if unshown_not_run else ")\n"))
     parts.append(f"(public: {public_passed}/{public_total} passed)\n")
     hidden = f"(hidden: {hidden_passed}/{hidden_total} passed"
     if hidden_run < hidden_total and hidden_note:

@@ -54,7 +54,11 @@ class RunResult:
     cpu_s: float = 0.0
     wall_s: float = 0.0
     max_rss_kb: int = 0
-    error: str = ""  # detail for INTERNAL / OUTPUT_LIMIT / MEMORY_LIMIT
+    error: str = ""  # detail for INTERNAL / OUTPUT_LIMIT / MEMORY_LIMIT / TIME_LIMIT: what fired
+    # False when the verdict depended on machine load (the wall-clock backstop fired, or memory
+    # was judged by the near-the-limit heuristic): a quieter machine could decide otherwise,
+    # so such a result must not be cached
+    deterministic: bool = True
 
 
 @dataclass(slots=True)
@@ -92,7 +96,8 @@ class CodeRunner(ABC):
 
     @abstractmethod
     def run(self, stdin: bytes, limits: Limits) -> RunResult:
-        """Run the loaded program once with ``stdin``; never raises for program misbehaviour."""
+        """Run the loaded program once with ``stdin``; never raises for program misbehaviour.
+        A sandbox that cannot run the test answers status INTERNAL or raises SandboxFailure."""
 
     @property
     @abstractmethod

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from cpfleet.core.errors import SandboxFailure
 from cpfleet.core.problem import Problem
 from cpfleet.core.verdict import Verdict
 from cpfleet.sandbox.env import CodeContestsEnv, evaluate
@@ -40,6 +41,7 @@ WRONG = py("a, b = map(int, input().split())\nprint(a - b)")
 # right only on the first hidden test (0 7 -> 7), wrong on the other 9
 MOSTLY_WRONG = py("a, b = map(int, input().split())\nprint(b if a == 0 else a * b)")
 INFINITE = py("while True:\n    pass")
+HIDDEN = [{"input": "1 1\n", "output": "2\n"}]
 
 
 # --- the seed's env cases --------------------------------------------------------------------
@@ -64,7 +66,7 @@ def test_wrong_solution_gets_its_fraction_below_half(runner: CodeRunner) -> None
 
 def test_timeout_solution_gets_zero_with_time_limit(runner: CodeRunner) -> None:
     r = evaluate(_add_problem(time_limit_s=0.5), INFINITE, runner)
-    assert (r.reward, r.verdict, r.hidden.run) == (0.0, Verdict.TIME_LIMIT, 1)
+    assert (r.reward, r.verdict) == (0.0, Verdict.TIME_LIMIT)
     assert r.public.first_failure == Verdict.TIME_LIMIT and r.public.tests[0].verdict == Verdict.TIME_LIMIT
 
 
@@ -133,12 +135,21 @@ def test_problem_checker_is_used(runner: CodeRunner) -> None:
     assert evaluate(p, py("print(int(input()) / 2 + 0.002)"), runner).reward == 0.0
 
 
-def test_public_failure_sets_the_verdict_but_reward_comes_from_hidden_tests(runner: CodeRunner) -> None:
-    # wrong on the sample "1 2" only: feedback shows the failure, the hidden tests still pay
+def test_verdict_describes_the_rewarded_tests_and_public_failures_stay_in_the_feedback(runner: CodeRunner) -> None:
+    # wrong on the sample "1 2" only: the hidden tests pay and the verdict says so; the public
+    # failure is in public.first_failure and in the feedback
     code = py("a, b = map(int, input().split())\nprint(0 if (a, b) == (1, 2) else a + b)")
     r = evaluate(_add_problem(), code, runner)
-    assert (r.reward, r.verdict) == (1.0, Verdict.WRONG_ANSWER)
+    assert (r.reward, r.verdict) == (1.0, Verdict.OK)
     assert (r.public.passed, r.public.first_failure, r.hidden.first_failure) == (1, Verdict.WRONG_ANSWER, None)
+    assert "=== sample test 1/2 [FAIL | WRONG_ANSWER | " in r.observation
+    # in public mode the public tests are the rewarded ones: the same failure is the verdict
+    r = evaluate(_add_problem(), code, runner, mode="public")
+    assert (r.reward, r.verdict) == (0.0, Verdict.WRONG_ANSWER)
+    # a hidden failure is the verdict in full mode, whatever the public tests did
+    code = py("a, b = map(int, input().split())\nprint(a + b if (a, b) in ((1, 2), (5, 5)) else 0)")
+    r = evaluate(_add_problem(), code, runner)
+    assert (r.reward, r.verdict, r.public.first_failure) == (0.0, Verdict.WRONG_ANSWER, None)
 
 
 def test_per_problem_time_limit_is_honoured(runner: CodeRunner) -> None:
@@ -174,16 +185,20 @@ def test_public_mode_rewards_public_tests_and_runs_no_hidden_test(runner: CodeRu
     assert evaluate(_add_problem(), CORRECT, runner, mode="public").reward == 1.0
 
 
-def test_problem_without_hidden_tests_is_rewarded_on_public_tests(runner: CodeRunner) -> None:
+def test_problem_without_the_rewarded_tests_is_broken_data_never_a_reward(runner: CodeRunner) -> None:
+    # rewarding public tests (whose outputs the model reads) or an empty set would pay for free
     p = Problem.from_dict({"id": "pub", "public_tests": [{"input": "1 2\n", "output": "3\n"}]})
-    assert evaluate(p, CORRECT, runner).reward == 1.0
-    assert evaluate(p, WRONG, runner).reward == 0.0
+    r = evaluate(p, WRONG, runner)
+    assert (r.reward, r.infra_error, r.public.run) == (None, True, 0) and "no hidden tests" in r.infra_message
+    p = Problem.from_dict({"id": "hid", "hidden_tests": [{"input": "1 2\n", "output": "3\n"}]})
+    r = evaluate(p, WRONG, runner, mode="public")
+    assert (r.reward, r.infra_error) == (None, True) and "no public tests" in r.infra_message
 
 
 # --- observation details ---------------------------------------------------------------------
 def test_long_fields_are_clipped_and_stderr_is_shown(runner: CodeRunner) -> None:
     p = Problem.from_dict(
-        {"id": "long", "public_tests": [{"input": "7" * 2000 + "\n", "output": "x\n"}], "hidden_tests": []}
+        {"id": "long", "public_tests": [{"input": "7" * 2000 + "\n", "output": "x\n"}], "hidden_tests": HIDDEN}
     )
     r = evaluate(p, py("import sys\ns = input()\nprint('oops', file=sys.stderr)\nprint(s)"), runner)
     assert "7" * 512 + "... [clipped]" in r.observation and "7" * 513 not in r.observation
@@ -195,7 +210,7 @@ def test_only_max_public_shown_tests_are_displayed_but_all_are_run(runner: CodeR
         {
             "id": "many",
             "public_tests": [{"input": f"{i} 0\n", "output": f"{i}\n"} for i in range(5)],
-            "hidden_tests": [],
+            "hidden_tests": HIDDEN,
         }
     )
     r = evaluate(p, py("a, b = map(int, input().split())\nprint(a if a < 4 else -1)"), runner, max_public_shown=2)
@@ -228,7 +243,9 @@ class _FailingBackend(CodeRunner):
         self.runs += 1
         if self.runs == self.fail_at:
             if self.how == "raise":
-                raise OSError("zygote pipe closed")
+                raise SandboxFailure("zygote pipe closed")
+            if self.how == "bug":
+                raise KeyError("a bug in the harness")
             return RunResult(Verdict.INTERNAL, error="zygote died")
         return self.inner.run(stdin, limits)
 
@@ -242,6 +259,13 @@ def test_runner_failure_is_an_infrastructure_error_never_a_zero(runner: CodeRunn
     r = evaluate(_add_problem(), CORRECT, _FailingBackend(runner, fail_at=4, how=how))
     assert r.infra_error and r.reward is None and r.verdict == Verdict.INTERNAL
     assert ("zygote pipe closed" if how == "raise" else "zygote died") in r.infra_message
+
+
+def test_a_harness_bug_propagates_instead_of_becoming_an_infrastructure_error(runner: CodeRunner) -> None:
+    # only SandboxFailure (and a runner answering INTERNAL) is infrastructure: anything else is
+    # a bug in the judge, which must surface, not be paid out as a masked job
+    with pytest.raises(KeyError, match="a bug in the harness"):
+        evaluate(_add_problem(), CORRECT, _FailingBackend(runner, fail_at=2, how="bug"))
 
 
 def test_env_object_keeps_its_settings(runner: CodeRunner) -> None:

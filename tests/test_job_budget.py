@@ -1,0 +1,143 @@
+"""Reward integrity of one job on the real fork-server runner: the per-job budget, what a limit
+message says, which verdicts depend on machine load, and a job's judging memory."""
+
+from __future__ import annotations
+
+import tracemalloc
+from collections.abc import Iterator
+
+import pytest
+
+from cpfleet.core.checkers import get_checker
+from cpfleet.core.problem import Problem
+from cpfleet.core.problem import TestCase as Case
+from cpfleet.core.verdict import Verdict
+from cpfleet.sandbox.env import evaluate, judge_test
+from cpfleet.sandbox.observation import CLIP_CHARS, PublicTestView, display_prefix, format_public_test
+from cpfleet.sandbox.runner import CodeRunner, Limits
+from cpfleet.sandbox.runners import make_runner
+
+
+@pytest.fixture(scope="module")
+def runner() -> Iterator[CodeRunner]:
+    r = make_runner("forkserver")
+    yield r
+    r.close()
+
+
+def py(code: str) -> str:
+    return f"```python\n{code}\n```\n"
+
+
+def _problem(n_public: int = 4, n_hidden: int = 10, **extra: object) -> Problem:
+    return Problem.from_dict(
+        {
+            "id": "inc",
+            "public_tests": [{"input": f"{i}\n", "output": f"{i + 1}\n"} for i in range(n_public)],
+            "hidden_tests": [{"input": f"{100 + i}\n", "output": f"{101 + i}\n"} for i in range(n_hidden)],
+            **extra,
+        }
+    )
+
+
+SLEEPER = py("import time\ntime.sleep(60)")
+SPINNER = py("while True:\n    pass")
+HOG = py("x = bytearray(400 * 1024 * 1024)\nprint(len(x))")
+FLOOD = py("import sys\nwhile True:\n    sys.stdout.write('x' * 65536)")
+
+
+@pytest.mark.parametrize("shape", ["all_or_nothing", "fraction"])
+@pytest.mark.parametrize(
+    ("code", "limits", "verdict"),
+    [
+        (SLEEPER, {"time_limit_s": 0.2}, Verdict.TIME_LIMIT),
+        (SPINNER, {"time_limit_s": 0.2}, Verdict.TIME_LIMIT),
+        (HOG, {"memory_limit_mb": 64}, Verdict.MEMORY_LIMIT),
+        (FLOOD, {}, Verdict.OUTPUT_LIMIT),
+    ],
+    ids=["sleep", "spin", "memory", "output"],
+)
+def test_the_first_limit_verdict_ends_the_job_with_reward_zero(
+    runner: CodeRunner, code: str, limits: dict[str, object], verdict: Verdict, shape: str
+) -> None:
+    r = evaluate(_problem(**limits), code, runner, reward_shape=shape)
+    assert (r.verdict, r.reward, r.infra_error) == (verdict, 0.0, False), r.infra_message
+    # no further test was started, public or hidden
+    assert (r.public.run, r.hidden.run) == (1, 0)
+    assert [t.verdict for t in r.public.tests] == [verdict]
+    assert r.observation.count("[NOT RUN | the job stopped at its first ") == 3
+    assert r.stopped.startswith(f"{verdict} at public test 1")
+    assert "(job stopped: " in r.observation and "13 tests not run, counted as failed" in r.observation
+
+
+def test_a_limit_on_a_hidden_test_pays_nothing_even_under_fraction(runner: CodeRunner) -> None:
+    # right on every test but spins forever on inputs >= 103: two hidden tests passed first
+    code = py("n = int(input())\nwhile n >= 103:\n    pass\nprint(n + 1)")
+    r = evaluate(_problem(time_limit_s=0.3), code, runner, reward_shape="fraction")
+    assert (r.verdict, r.reward) == (Verdict.TIME_LIMIT, 0.0)
+    assert (r.public.passed, r.hidden.passed, r.hidden.run) == (4, 3, 4)
+    assert r.stopped.startswith("TIME_LIMIT at hidden test 4: CPU time limit 0.3s exceeded")
+    assert r.deterministic
+
+
+def test_the_job_time_budget_stops_a_program_that_is_slow_on_every_test(runner: CodeRunner) -> None:
+    # 0.4 s of sleep per test stays under each test's wall backstop (4 s), never under the
+    # job's budget: the job ends TIME_LIMIT (never INTERNAL) and is marked load-dependent
+    code = py("import time\ntime.sleep(0.4)\nprint(int(input()) + 1)")
+    r = evaluate(_problem(n_public=1, time_limit_s=1.0), code, runner, time_budget_s=1.5)
+    assert (r.verdict, r.reward, r.infra_error) == (Verdict.TIME_LIMIT, 0.0, False)
+    assert r.hidden.run < 10 and "time budget (1.5s wall) ran out" in r.stopped
+    assert not r.deterministic
+
+
+def test_a_cpu_time_limit_is_deterministic_and_names_the_cpu_time_used(runner: CodeRunner) -> None:
+    r = runner.run(b"", Limits(time_s=0.3)) if runner.load("while True:\n    pass") is None else None
+    assert r is not None and r.status == Verdict.TIME_LIMIT and r.deterministic
+    assert r.error == f"CPU time limit 0.3s exceeded ({r.cpu_s:.2f}s CPU, {r.wall_s:.2f}s wall)"
+    assert r.cpu_s > 0.3
+
+
+def test_a_wall_backstop_kill_says_so_and_is_marked_load_dependent(runner: CodeRunner) -> None:
+    r = runner.run(b"", Limits(time_s=0.2)) if runner.load("import time\ntime.sleep(30)") is None else None
+    assert r is not None and r.status == Verdict.TIME_LIMIT and not r.deterministic
+    assert r.error.startswith(f"wall-clock backstop 1.6s fired ({r.cpu_s:.2f}s CPU, {r.wall_s:.2f}s wall;")
+    assert "CPU time limit 0.2s not reached" in r.error
+
+
+def test_memory_judged_near_the_limit_is_marked_load_dependent(runner: CodeRunner) -> None:
+    # killed by a signal (no MemoryError, no cgroup OOM) with a peak RSS near the limit: the
+    # heuristic calls it MEMORY_LIMIT, which a quieter machine could judge otherwise
+    code = "import os, signal\nx = b'a' * (184 << 20)\nos.kill(os.getpid(), signal.SIGSEGV)"
+    r = runner.run(b"", Limits(time_s=2, memory_mb=200)) if runner.load(code) is None else None
+    assert r is not None and r.status == Verdict.MEMORY_LIMIT and not r.deterministic, r
+    assert "memory limit 200 MB" in r.error and "peak RSS" in r.error
+
+
+def test_a_judged_test_keeps_only_the_displayable_part_of_its_output(runner: CodeRunner) -> None:
+    assert runner.load("import sys\nsys.stdout.write('7' * (4 << 20))") is None
+    out = judge_test(runner, get_checker(None), Case("", "7\n"), Limits(time_s=5))
+    assert out.verdict == Verdict.WRONG_ANSWER and out.stdout == "7" * (CLIP_CHARS + 2)
+
+
+@pytest.mark.parametrize("text", ["", "a\n", "a" * CLIP_CHARS + "\n", "a" * (CLIP_CHARS + 1) + "\nb", "é" * 900 + "\n"])
+def test_the_display_prefix_renders_exactly_like_the_whole_output(text: str) -> None:
+    def shown(stdout: str) -> str:
+        return format_public_test(1, 1, PublicTestView(Verdict.WRONG_ANSWER, 1.0, "in", "out", stdout))
+
+    assert shown(display_prefix(text)) == shown(text)
+
+
+def test_judging_memory_does_not_grow_with_the_number_of_tests(runner: CodeRunner) -> None:
+    # 8 public tests, each printing 8 MiB (one wrong token): keeping every test's stdout until
+    # the feedback is built held 8 x 8 MiB; now one test's output is alive at a time
+    size = 8 << 20
+    problem = _problem(n_public=8, n_hidden=1, time_limit_s=5)
+    code = py(f"import sys\nsys.stdout.write('7' * {size})")
+    tracemalloc.start()
+    try:
+        r = evaluate(problem, code, runner)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert r.public.run == 8 and r.public.first_failure == Verdict.WRONG_ANSWER
+    assert peak < 5 * size, f"peak {peak >> 20} MiB"
