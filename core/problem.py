@@ -89,8 +89,10 @@ class Problem:
             memory_limit_mb=memory_limit,
             checker=dict(checker),
             description=str(d.get("description") or ""),
-            correct_solutions=_parse_solutions(pid, "correct_solutions", d.get("correct_solutions")),
-            incorrect_solutions=_parse_solutions(pid, "incorrect_solutions", d.get("incorrect_solutions")),
+            correct_solutions=_parse_solutions(pid, "correct_solutions", d.get("correct_solutions"))
+            or _jury_solutions(d.get("submissions"), "accepted"),
+            incorrect_solutions=_parse_solutions(pid, "incorrect_solutions", d.get("incorrect_solutions"))
+            or _jury_solutions(d.get("submissions"), "wrong_answer"),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -148,3 +150,20 @@ def _parse_solutions(pid: str, name: str, raw: Any) -> tuple[str, ...]:
     if not isinstance(raw, list) or not all(isinstance(s, str) for s in raw):
         raise ProblemFormatError(f"{pid}: '{name}' must be a list of strings")
     return tuple(raw)
+
+
+JURY_LANGUAGES = ("python3",)  # the languages this judge runs (C++, C and Java come with the languages work)
+
+
+def _jury_solutions(raw: Any, expected: str) -> tuple[str, ...]:
+    """Reference solutions from a Kattis-style ``submissions`` list (the shared ICPC file's
+    shape: ``{"language", "expected", "source", ...}``), used when the record has no
+    ``correct_solutions``/``incorrect_solutions``: ``accepted`` ones are correct, ``wrong_answer``
+    ones incorrect (time-limit and run-time-error submissions depend on the machine)."""
+    if not isinstance(raw, list):
+        return ()
+    return tuple(
+        s["source"] for s in raw
+        if isinstance(s, dict) and s.get("language") in JURY_LANGUAGES and s.get("expected") == expected
+        and isinstance(s.get("source"), str)
+    )
