@@ -31,10 +31,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from cpfleet.core.problem import Problem  # noqa: E402
-from cpfleet.pool import default_workers, evaluate_many  # noqa: E402
+from cpfleet.pool import default_workers, judge_iter  # noqa: E402
 
 DEFAULT_DATA = Path(os.environ.get("CPFLEET_SHARED_DATA", REPO.parent / "shared" / "data")) / "icpc-kattis-31.jsonl.gz"
-FENCE_TAG = {"python3": "python"}
+FENCE_TAG = {"python3": "python", "cpp": "cpp", "c": "c", "java": "java"}
 EXPECTED_REWARD = {"accepted": 1.0, "wrong_answer": 0.0}
 
 
@@ -85,14 +85,14 @@ def select(
             problems[rec["id"]] = problem
             cases.append(case)
             jobs.append({"problem_id": rec["id"], "completion": completion(sub["source"], sub["language"]),
-                         "job_id": case.job_id})
+                         "job_id": case.job_id, "language": sub["language"]})
     return problems, cases, jobs
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    ap.add_argument("--languages", default="python3", help="comma-separated (python3 today)")
+    ap.add_argument("--languages", default="python3", help="comma-separated: python3, cpp, c, java")
     ap.add_argument("--workers", type=int, default=default_workers())
     ap.add_argument("--runner", default="forkserver")
     ap.add_argument("--include-interactive", action="store_true")
@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
                                    only=set(args.problem) if args.problem else None)
     started = time.perf_counter()
     bad = 0
-    for case, result in zip(cases, evaluate_many(problems, jobs, workers=min(args.workers, len(jobs)),
+    for case, result in zip(cases, judge_iter(problems, jobs, workers=min(args.workers, len(jobs)),
                                                   runner_kind=args.runner, progress=False), strict=True):
         want = EXPECTED_REWARD[case.expected]
         ok = result.reward == want

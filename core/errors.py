@@ -90,6 +90,15 @@ class SandboxBroken(SandboxFailure):
     """The zygote or a job init stopped answering: an infrastructure failure, not a verdict."""
 
 
+class UnknownLanguage(CpfleetError, ValueError):
+    """A language name outside cpfleet.core.languages.LANGUAGES (named in the message)."""
+
+
+class ProgramError(CpfleetError, RuntimeError):
+    """A source set that cannot be compiled as asked (bad file names, no such entry point, a
+    language that is not compiled): the caller's data is wrong, not the program."""
+
+
 class BrokenProblem(CpfleetError):
     """The problem's own data cannot judge a test (e.g. a checker program that crashes or does
     not compile): an infrastructure error for the job, like a checker spec that cannot be built."""

@@ -67,6 +67,7 @@ class JobMessage:
     reply_ttl: int = DEFAULT_REPLY_TTL_S
     use_cache: bool = True
     debug: str | None = None  # test-only hook, honoured only by workers started with CPFLEET_DEBUG_HOOKS=1
+    language: str | None = None  # the solution's language (python3, pypy3, cpp, c, java); None: the problem's
     v: int = PROTOCOL_VERSION
 
     def to_wire(self) -> dict[str, Any]:
@@ -85,6 +86,8 @@ class JobMessage:
         }
         if self.debug is not None:
             d["debug"] = self.debug
+        if self.language is not None:
+            d["language"] = self.language
         return d
 
     @classmethod
@@ -119,6 +122,9 @@ class JobMessage:
         if not isinstance(ttl, int) or ttl <= 0:
             raise ProtocolError("job field 'reply_ttl' must be a positive integer")
         debug = d.get("debug")
+        language = d.get("language")
+        if language is not None and (not isinstance(language, str) or not language):
+            raise ProtocolError("job field 'language' must be a non-empty string or nil")
         return cls(
             job_id=d["job_id"],
             problem_id=d["problem_id"],
@@ -131,6 +137,7 @@ class JobMessage:
             reply_ttl=ttl,
             use_cache=bool(d.get("use_cache", True)),
             debug=None if debug is None else str(debug),
+            language=language,
         )
 
 

@@ -66,6 +66,7 @@ class _Spec:
     mode: str
     timeout: float
     debug: str | None
+    language: str | None = None
 
 
 @dataclass(slots=True)
@@ -237,9 +238,13 @@ class FleetClient:
             mode = job.get("mode") or mode
             timeout = job.get("timeout") or timeout
             debug = job.get("debug")
+            language = job.get("language")
         else:
             problem_id, completion = job
             job_id = None
+            language = None
+        if language is not None and (not isinstance(language, str) or not language):
+            raise ValueError(f"language must be a non-empty string, got {language!r}")
         reward, mode = reward or self.reward, mode or self.mode
         protocol.check_options(reward, mode)
         if not isinstance(problem_id, str) or not problem_id or not _utf8(problem_id):
@@ -264,7 +269,7 @@ class FleetClient:
         t = float(timeout or self.timeout)
         if t <= 0:
             raise ValueError(f"timeout must be > 0, got {t}")
-        return _Spec(job_id, problem_id, completion, reward, mode, t, debug)
+        return _Spec(job_id, problem_id, completion, reward, mode, t, debug, language)
 
     def _register(self, specs: Sequence[_Spec], wait_for_room: float | None) -> list[_Pending]:
         """Wait for room, then stamp and register ``specs``, all under one hold of the lock (so
@@ -298,6 +303,7 @@ class FleetClient:
                     reply_ttl=self.reply_ttl,
                     use_cache=self.use_cache,
                     debug=s.debug,
+                    language=s.language,
                 )
                 fut: cf.Future[JobResult] = cf.Future()
                 fut.set_running_or_notify_cancel()

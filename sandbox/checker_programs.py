@@ -1,21 +1,22 @@
 """Checker programs from the problem data: compiled once, run confined after each test.
 
-A problem's ``checker`` may be a program (``ProgramSpec`` in sandbox/checkers.py validates it
+A problem's ``checker`` may be a program (``ProgramSpec`` in core/checkers.py validates it
 when the problem is loaded): a testlib checker, a Kattis output validator, an open-r1
 ``generated_checker`` (Python), or an interactor (sandbox/interactive.py). It is data from a
-dataset, so it is as untrusted as the program it judges:
+dataset, so it is as untrusted as the program it judges. Compiling and running go through
+sandbox/programs.py, the one primitive for every non-Python program:
 
-- Compiled once per content (the hash of its files) with g++/gcc, the binary cached in memory
-  and on disk (``CPFLEET_CHECKER_CACHE``, default ``$XDG_CACHE_HOME/cpfleet/checkers``).
-  A checker that does not compile is a problem error: INTERNAL (reward None) for every job of
-  that problem, compiled once and the failure remembered, never a 0 for the completion.
-  testlib.h comes from the checker's own ``files`` when it ships one, else from the directory
-  ``CPFLEET_TESTLIB_DIR`` names (never from the repository; the Dockerfile shows how to mount
-  it). The compiler itself runs with CPU/memory rlimits and a timeout.
-- Run in a second zygote of the worker (``ProgramRunner``: same isolation layers, its own
-  sandbox uid and cgroup, no network), after the program's run is complete, with its own
-  limits. The files it reads (test input, the program's output, the answer) reach it as
-  memfds opened by ``/dev/fd/N`` paths; it sees nothing of other tests.
+- Compiled once per content, confined like a test, the artifact cached on the host
+  (``programs.compile_program``; failures are remembered in this process too). A checker that
+  does not compile is a problem error: INTERNAL (reward None) for every job of that problem,
+  never a 0 for the completion. testlib.h comes from the checker's own ``files`` when it ships
+  one, else from the directory ``CPFLEET_TESTLIB_DIR`` names (never from the repository; the
+  Dockerfile shows how an operator provides it).
+- Run as a job of its own next to the loaded solution in the runner's zygote (every isolation
+  layer of a test: pid/mount/IPC namespaces, seccomp, cgroup, rlimits, the slot's uid, no
+  network), after the program's run is complete, with its own limits. Its files (test input,
+  the program's output, the answer) are placed read-only in its fresh working directory; it
+  sees nothing of other tests. One job per checker is kept open per runner and reused.
 - Exit codes by protocol (``ProgramSpec`` docstring). A checker that crashes, is killed, runs
   out of time or memory, or exits with anything but its accept/reject codes is INTERNAL with
   infra_error: the problem is broken, the completion is not judged.
@@ -25,28 +26,23 @@ from __future__ import annotations
 
 import logging
 import os
-import resource
-import subprocess
-import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 from cpfleet.core.checkers import ProgramSpec
-from cpfleet.core.errors import CheckerBroken
+from cpfleet.core.errors import CheckerBroken, ProgramError, SandboxFailure
 from cpfleet.core.verdict import Verdict
-from cpfleet.sandbox.forkserver import ZygoteRunner
-from cpfleet.sandbox.runner import CodeRunner, Limits, RunResult
+from cpfleet.sandbox import languages, programs
+from cpfleet.sandbox.runner import CodeRunner, Limits, ProgramImage, RunResult
 
 log = logging.getLogger("cpfleet.sandbox.checkers")
 
-COMPILE_TIMEOUT_S = 120.0
-COMPILE_MEMORY_BYTES = 2 << 30
 TESTLIB_ENV = "CPFLEET_TESTLIB_DIR"
-CACHE_ENV = "CPFLEET_CHECKER_CACHE"
 DETAIL_BYTES = 2048
 TESTLIB_OK, TESTLIB_WA, TESTLIB_PE, TESTLIB_FAIL, TESTLIB_PARTIAL = 0, 1, 2, 3, 7
 KATTIS_AC, KATTIS_WA = 42, 43
+JUDGEMESSAGE = "feedback/judgemessage.txt"
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,139 +57,78 @@ def testlib_dir() -> str | None:
     return d if d and os.path.isfile(os.path.join(d, "testlib.h")) else None
 
 
-def cache_dir() -> Path:
-    d = os.environ.get(CACHE_ENV)
-    if d:
-        return Path(d)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "cpfleet" / "checkers"
-
-
 # ---------------------------------------------------------------------------------------------
-# Compile cache
+# Building
 
 _lock = threading.Lock()
-_compiled: dict[str, bytes | CheckerBroken] = {}
+_broken: dict[str, CheckerBroken] = {}  # checkers that do not compile, by content key
 
 
-def _compile_limits() -> None:  # pragma: no cover - runs in the compiler's child process
-    resource.setrlimit(resource.RLIMIT_AS, (COMPILE_MEMORY_BYTES, COMPILE_MEMORY_BYTES))
-    resource.setrlimit(resource.RLIMIT_CPU, (int(COMPILE_TIMEOUT_S), int(COMPILE_TIMEOUT_S) + 1))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-
-
-def _compile(spec: ProgramSpec) -> bytes:
+def source_set(spec: ProgramSpec) -> dict[str, str]:
+    """The checker's files, plus testlib.h from CPFLEET_TESTLIB_DIR when it needs one it lacks."""
     files = dict(spec.files)
-    include = []
     if spec.language == "cpp" and "testlib.h" not in {Path(p).name for p in files}:
+        uses = any("testlib.h" in files[e] for e in spec.entry_points)
         tl = testlib_dir()
-        if tl is not None:
-            include = ["-I", tl]
-    with tempfile.TemporaryDirectory(prefix="cpfleet-checker-") as tmp:
-        for path, text in files.items():
-            target = Path(tmp, path)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text, encoding="utf-8", errors="surrogateescape")
-        out = os.path.join(tmp, "checker.bin")
-        if spec.language == "c":
-            cmd = ["gcc", "-O2", "-std=gnu11", "-pipe", *include, *spec.entry_points, "-o", out, "-lm"]
-        else:
-            cmd = ["g++", "-O2", "-std=gnu++17", "-pipe", *include, *spec.entry_points, "-o", out]
-        try:
-            proc = subprocess.run(cmd, cwd=tmp, capture_output=True, timeout=COMPILE_TIMEOUT_S,
-                                  preexec_fn=_compile_limits, env={"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C"},
-                                  stdin=subprocess.DEVNULL, check=False)
-        except subprocess.TimeoutExpired:
-            raise CheckerBroken(f"the {spec.kind} checker did not compile within {COMPILE_TIMEOUT_S:.0f}s") from None
-        except OSError as e:
-            raise CheckerBroken(f"cannot run the compiler for the {spec.kind} checker: {e}") from None
-        if proc.returncode != 0:
-            err = proc.stderr.decode("utf-8", errors="replace")
-            hint = ""
-            if "testlib.h" in err and not include:
-                hint = f" (testlib.h not found: set {TESTLIB_ENV} to the directory holding it)"
-            raise CheckerBroken(f"the {spec.kind} checker does not compile{hint}: {err[-1500:]}")
-        return Path(out).read_bytes()
+        if uses and tl is not None:
+            files["testlib.h"] = Path(tl, "testlib.h").read_text(encoding="utf-8", errors="surrogateescape")
+    return files
 
 
-def executable(spec: ProgramSpec) -> tuple[str, bytes]:
-    """("python", source) or ("binary", ELF bytes), compiling on first use; CheckerBroken if it
-    cannot be built (remembered: the compiler runs once per checker content and process)."""
+def image_for(runner: CodeRunner, spec: ProgramSpec) -> ProgramImage:
+    """The runnable checker (compiled on first use); CheckerBroken when it cannot be built."""
     if spec.language == "python3":
-        return "python", dict(spec.files)[spec.entry_points[0]].encode("utf-8", errors="surrogatepass")
+        source = dict(spec.files)[spec.entry_points[0]].encode("utf-8", errors="surrogatepass")
+        py = languages.get("python3")
+        return ProgramImage(files={"solution.py": (source, 0o444)}, argv=py.run_argv_for(),
+                            memory_model=py.memory_model, extra_cgroup_mb=py.extra_cgroup_mb)
     key = spec.key()
     with _lock:
-        got = _compiled.get(key)
-        if got is None:
-            got = _load_or_compile(spec, key)
-            _compiled[key] = got
-    if isinstance(got, CheckerBroken):
-        raise got
-    return "binary", got
-
-
-def _load_or_compile(spec: ProgramSpec, key: str) -> bytes | CheckerBroken:
-    path = cache_dir() / f"{key}.bin"
+        known = _broken.get(key)
+    if known is not None:
+        raise known
+    files = source_set(spec)
     try:
-        data = path.read_bytes()
-        if data[:4] == b"\x7fELF":
-            return data
-    except OSError:
-        pass
-    try:
-        data = _compile(spec)
-    except CheckerBroken as e:
-        log.error("problem checker %s: %s", key, e)  # once per checker and process
-        return e
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except OSError as e:  # a read-only cache is a slower worker, not a failure
-        log.warning("cannot cache the compiled checker in %s: %s", path.parent, e)
-    return data
+        built = programs.compile_program(runner, spec.language, files, list(spec.entry_points))
+    except ProgramError as e:
+        broken = CheckerBroken(f"the {spec.kind} checker cannot be compiled: {e}")
+        with _lock:
+            _broken[key] = broken
+        raise broken from None
+    if not built.ok or built.image is None:
+        hint = ""
+        if "testlib.h" in built.diagnostics and testlib_dir() is None:
+            hint = f" (testlib.h not found: set {TESTLIB_ENV} to the directory holding it)"
+        broken = CheckerBroken(f"the {spec.kind} checker does not compile{hint}: {built.diagnostics[-1500:]}")
+        if not built.limit:  # a compile that hit a limit may pass on a quieter machine
+            with _lock:
+                _broken[key] = broken
+            log.error("problem checker %s: %s", key, broken)  # once per checker and process
+        raise broken
+    return built.image
 
 
-# ---------------------------------------------------------------------------------------------
-# The confined runner for checkers and interactors
+def session_for(runner: CodeRunner, spec: ProgramSpec) -> programs.ProgramSession:
+    """The runner's open job for this checker (one kept per runner, replaced when another
+    checker is needed)."""
+    key = spec.key()
+    held = getattr(runner, "checker_session", None)
+    if held is not None:
+        held_key, session = held
+        if held_key == key and not session.closed:
+            return session
+        session.close()
+        runner.checker_session = None
+    session = programs.open_session(runner, image_for(runner, spec))
+    runner.checker_session = (key, session)
+    return session
 
 
-class ProgramRunner(ZygoteRunner):
-    """A second zygote per worker process, for checker and interactor programs (own slot)."""
-
-    name = "programs"
-    mode = "exec"
-
-    def __init__(self, isolate: bool = True) -> None:
-        super().__init__(isolate=isolate)
-        self.loaded_key = ""
-
-    def ensure(self, spec: ProgramSpec) -> None:
-        """Load ``spec``'s program as this runner's job unless it already is."""
-        if self.loaded_key == spec.key() and self._job is not None:
-            return
-        kind, data = executable(spec)
-        self.loaded_key = ""
-        error = self.load_program(data, kind)
-        if error is not None:
-            raise CheckerBroken(f"the {spec.kind} checker does not compile: {error.strip()[-1000:]}")
-        self.loaded_key = spec.key()
-
-
-def programs_for(runner: CodeRunner) -> ProgramRunner:
-    """The checker runner that goes with ``runner`` (started on first use, closed with it)."""
-    existing = getattr(runner, "companion", None)
-    if isinstance(existing, ProgramRunner):
-        return existing
-    isolate = bool(getattr(runner, "_isolate", True))
-    pr = ProgramRunner(isolate=isolate)
-    try:
-        runner.companion = pr
-    except AttributeError:  # pragma: no cover - a runner with __slots__: one shared instance
-        pass
-    return pr
+def drop_session(runner: CodeRunner) -> None:
+    held = getattr(runner, "checker_session", None)
+    if held is not None:
+        held[1].close()
+        runner.checker_session = None
 
 
 def checker_limits(spec: ProgramSpec) -> Limits:
@@ -208,25 +143,33 @@ def detail_of(*parts: bytes) -> str:
     return ""
 
 
-def failed_run(spec: ProgramSpec, rr: RunResult) -> str | None:
+def failed_run(spec: ProgramSpec, rr: RunResult, who: str = "") -> str | None:
     """Why this checker run says nothing about the answer, or None if its exit code counts."""
-    if rr.status == Verdict.INTERNAL:
-        return f"sandbox failure running the {spec.kind} checker: {rr.error}"
+    who = who or f"the {spec.kind} checker"
     if rr.status in (Verdict.TIME_LIMIT, Verdict.OUTPUT_LIMIT) or rr.signal is not None or rr.exit_code is None:
-        return f"the {spec.kind} checker failed ({rr.status}: {rr.error or 'killed'}): {detail_of(rr.stderr)[:500]}"
+        return f"{who} failed ({rr.status}: {rr.error or 'killed'}): {detail_of(rr.stderr)[:500]}"
     if rr.status == Verdict.MEMORY_LIMIT and "cgroup" in rr.error:
-        return f"the {spec.kind} checker ran out of memory ({spec.memory_limit_mb} MB)"
+        return f"{who} ran out of memory ({spec.memory_limit_mb} MB)"
     return None
 
 
-def run_checker(programs: ProgramRunner, spec: ProgramSpec, test_input: str, answer: str, output: bytes) -> CheckerVerdict:
-    """Judge one test's output with the problem's checker program; CheckerBroken if it cannot."""
-    programs.ensure(spec)
+def _run(runner: CodeRunner, spec: ProgramSpec, stdin: bytes, argv: list[str], files: dict[str, bytes],
+         collect: tuple[str, ...] = ()) -> RunResult:
+    session = session_for(runner, spec)
+    rr = session.run(stdin, checker_limits(spec), argv=argv, files=files, collect=collect)
+    if rr.status == Verdict.INTERNAL:
+        drop_session(runner)
+        raise SandboxFailure(f"sandbox failure running the {spec.kind} checker: {rr.error}")
+    return rr
+
+
+def run_checker(runner: CodeRunner, spec: ProgramSpec, test_input: str, answer: str, output: bytes) -> CheckerVerdict:
+    """Judge one test's complete output with the problem's checker program; CheckerBroken if
+    the checker cannot judge, SandboxFailure if the sandbox failed."""
     inp = test_input.encode("utf-8")
     ans = answer.encode("utf-8")
     if spec.kind == "testlib":
-        rr, _ = programs.run_program(b"", checker_limits(spec), argv=["/dev/fd/3", "/dev/fd/4", "/dev/fd/5"],
-                                     files=[inp, output, ans])
+        rr = _run(runner, spec, b"", ["input", "output", "answer"], {"input": inp, "output": output, "answer": ans})
         why = failed_run(spec, rr)
         if why:
             raise CheckerBroken(why)
@@ -241,22 +184,20 @@ def run_checker(programs: ProgramRunner, spec: ProgramSpec, test_input: str, ans
             return CheckerVerdict(False, f"partially correct (not a full pass): {msg}")
         raise CheckerBroken(f"the testlib checker failed (exit {rr.exit_code}): {msg[:500]}")
     if spec.kind == "kattis_validator":
-        rr, files = programs.run_program(
-            output, checker_limits(spec), argv=["/dev/fd/3", "/dev/fd/4", "feedback/", *spec.flags],
-            files=[inp, ans, None], links=[("feedback/judgemessage.txt", 5)],
-        )
+        rr = _run(runner, spec, output, ["input", "answer", "feedback/", *spec.flags],
+                  {"input": inp, "answer": ans, "feedback/": b""}, (JUDGEMESSAGE,))
         why = failed_run(spec, rr)
         if why:
             raise CheckerBroken(why)
-        msg = detail_of(files[2] if len(files) > 2 else b"", rr.stderr, rr.stdout)
+        msg = detail_of(rr.files.get(JUDGEMESSAGE, b""), rr.stderr, rr.stdout)
         if rr.exit_code == KATTIS_AC:
             return CheckerVerdict(True, msg)
         if rr.exit_code == KATTIS_WA:
             return CheckerVerdict(False, msg or "wrong answer")
         raise CheckerBroken(f"the output validator failed (exit {rr.exit_code}, expected 42 or 43): {msg[:500]}")
     if spec.kind == "python":
-        rr, _ = programs.run_program(b"", checker_limits(spec), argv=["/dev/fd/3", "/dev/fd/4", "/dev/fd/5"],
-                                     files=[inp, ans, output])
+        rr = _run(runner, spec, b"", ["input.txt", "correct_output.txt", "solution_output.txt"],
+                  {"input.txt": inp, "correct_output.txt": ans, "solution_output.txt": output})
         why = failed_run(spec, rr)
         if why:
             raise CheckerBroken(why)
@@ -269,4 +210,3 @@ def run_checker(programs: ProgramRunner, spec: ProgramSpec, test_input: str, ans
             return CheckerVerdict(False, detail_of(rr.stderr) or "the checker rejected the output")
         raise CheckerBroken(f"the python checker printed {said[:80]!r}, not 1 or 0")
     raise CheckerBroken(f"checker kind {spec.kind!r} is not an output checker")
-

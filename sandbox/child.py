@@ -207,7 +207,7 @@ def _finalize(status: int) -> int:
 def exec_python(source: bytes, python: str, argv: list[str] | None = None,
                 fn_name: str | None = None) -> NoReturn:
     """Exec mode: write solution.py into the private cwd and replace ourselves with python3
-    (``python3 solution.py ARGV...``, or for a function-call problem the harness, which imports
+    (``python3 solution.py``, or for a function-call problem the harness, which imports
     solution.py and calls ``fn_name``: sandbox/callharness.py)."""
     with open(SCRIPT_NAME, "wb") as f:
         f.write(source)
@@ -224,11 +224,21 @@ def exec_python(source: bytes, python: str, argv: list[str] | None = None,
         os._exit(127)
 
 
-def exec_binary(fd: int, argv: list[str]) -> NoReturn:
-    """Binary mode (checkers, interactors): execute the compiled program held in memfd ``fd``;
-    ``argv`` are its arguments (files arrive as /dev/fd/N paths)."""
-    env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
+EXEC_FAILED = "exec:"
+# execve errors that are the program's own doing: its image does not fit the memory limit
+PROGRAM_EXEC_ERRNOS = frozenset({12, 7})  # ENOMEM, E2BIG
+
+
+def exec_program(argv: list[str], env: dict[str, str], status_w: int) -> NoReturn:
+    """Program mode: replace ourselves with a compiled program (or its runtime, e.g. the JVM).
+    ``status_w`` is close-on-exec: a successful exec closes it, a failed one reports the errno
+    on it so the job init can tell "the binary needs more memory than allowed" (ENOMEM: the
+    program's own doing) from "the binary is missing" (infrastructure)."""
     try:
-        os.execve(fd, ["checker", *argv], env)
-    finally:
-        os._exit(127)
+        os.execve(argv[0], argv, dict(os.environ, **env))
+    except OSError as e:
+        try:
+            os.write(status_w, f"{EXEC_FAILED}{e.errno or 0}:{e}".encode(errors="replace"))
+        finally:
+            os._exit(127)
+    os._exit(127)

@@ -3,46 +3,43 @@
 ``checker.type = "interactive"`` (Kattis interactor protocol: ``interactor input answer
 feedback_dir [flags]``, exit 42 accept, 43 reject; ``protocol: "testlib"``: a testlib
 interactor, ``interactor input tout answer``, exit 0 accept, 1/2 reject, 7 partial). Both run
-confined, each in its own zygote and sandbox uid (the program in the job's runner, the
-interactor in the checker runner, sandbox/checker_programs.py), with two pipes crossed: the
-program's stdout is the interactor's stdin and the interactor's stdout the program's stdin. We
-hold no end of those pipes, so when either side exits the other sees end of file.
+confined, each as a test of its own job in the runner's zygote (``programs.run_interactive``:
+the solution's stdout is the interactor's stdin and the interactor's stdout the solution's
+stdin; when the interactor exits, the solution is stopped).
 
 Verdict: the program's time limit applies to the program (CPU time), its wall-clock backstop
 ends a deadlock (both sides waiting to read) as TIME_LIMIT. Then the interactor decides: a
-rejection is WRONG_ANSWER; an acceptance is OK only if the program itself exited 0 within its
-limits (else the program's own verdict: RUNTIME_ERROR, MEMORY_LIMIT ...). An interactor that
-crashes, is killed, or exits with any other code is a broken problem: INTERNAL.
+rejection is WRONG_ANSWER; an acceptance is OK unless the program failed on its own before the
+interactor finished (a non-zero exit, a memory limit: the program's own verdict). A program
+stopped because the interactor had accepted and exited has completed the interaction. An
+interactor that crashes, is killed, or exits with any other code is a broken problem: INTERNAL.
 """
 
 from __future__ import annotations
 
-import os
-import select
-import time
 from dataclasses import dataclass
-from typing import Any
 
 from cpfleet.core.checkers import ProgramSpec
+from cpfleet.core.errors import CheckerBroken, SandboxFailure
 from cpfleet.core.verdict import Verdict
-from cpfleet.sandbox import zygote
+from cpfleet.sandbox import programs
 from cpfleet.sandbox.checker_programs import (
+    JUDGEMESSAGE,
     KATTIS_AC,
     KATTIS_WA,
     TESTLIB_OK,
     TESTLIB_PARTIAL,
     TESTLIB_PE,
     TESTLIB_WA,
-    CheckerBroken,
-    ProgramRunner,
     checker_limits,
     detail_of,
+    drop_session,
     failed_run,
+    session_for,
 )
-from cpfleet.sandbox.forkserver import REPLY_GRACE_S, SandboxBroken, ZygoteRunner, _write_all
-from cpfleet.sandbox.runner import Limits, RunResult
+from cpfleet.sandbox.runner import CodeRunner, Limits, RunResult
 
-READ_CHUNK = 1 << 16
+STOPPED_BY_PEER = "stopped: the interactor exited"
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,118 +49,40 @@ class InteractiveOutcome:
     detail: str = ""
 
 
-class _Side:
-    """One of the two processes: its runner, its stderr pipe, its end-of-test report."""
-
-    def __init__(self, runner: ZygoteRunner, err_r: int, limits: Limits, keep: int) -> None:
-        self.runner = runner
-        self.err_r = err_r
-        self.limits = limits
-        self.keep = keep
-        self.err = bytearray()
-        self.done: dict[str, Any] | None = None
-        self.cpu_rlimit = 1
-
-    def read_err(self) -> bool:
-        try:
-            chunk = os.read(self.err_r, READ_CHUNK)
-        except BlockingIOError:
-            return False
-        if chunk and len(self.err) < self.keep:
-            self.err += chunk[: self.keep - len(self.err)]
-        return bool(chunk)
-
-
-def run_interactive(
-    runner: ZygoteRunner, programs: ProgramRunner, spec: ProgramSpec, test_input: str, answer: str, limits: Limits
-) -> InteractiveOutcome:
+def run_interactive(runner: CodeRunner, spec: ProgramSpec, test_input: str, answer: str,
+                    limits: Limits) -> InteractiveOutcome:
     """One test of an interactive problem; CheckerBroken when the interactor cannot judge,
-    SandboxBroken/OSError when the sandbox fails (the caller's infrastructure error)."""
-    programs.ensure(spec)
-    owned: list[int] = []
-
-    def own(fd: int) -> int:
-        owned.append(fd)
-        return fd
-
-    try:
-        to_prog_r, to_prog_w = (own(fd) for fd in os.pipe2(os.O_CLOEXEC))
-        to_int_r, to_int_w = (own(fd) for fd in os.pipe2(os.O_CLOEXEC))
-        perr_r, perr_w = (own(fd) for fd in os.pipe2(os.O_CLOEXEC))
-        ierr_r, ierr_w = (own(fd) for fd in os.pipe2(os.O_CLOEXEC))
-        for r in (perr_r, ierr_r):
-            os.set_blocking(r, False)
-        files = []
-        for content in (test_input.encode("utf-8"), b"" if spec.protocol == "testlib" else answer.encode("utf-8"),
-                        answer.encode("utf-8") if spec.protocol == "testlib" else b""):
-            fd = own(os.memfd_create("file", os.MFD_CLOEXEC))
-            _write_all(fd, content)
-            files.append(fd)
-        if spec.protocol == "testlib":
-            argv = ["/dev/fd/3", "/dev/fd/4", "/dev/fd/5"]  # input, tout (written), answer
-            links: list[tuple[str, int]] = []
-        else:
-            argv = ["/dev/fd/3", "/dev/fd/4", "feedback/", *spec.flags]
-            links = [("feedback/judgemessage.txt", 5)]
-        ilimits = checker_limits(spec)
-        # the interactor outlives the program's backstop, so a deadlock ends on the program's side
-        ilimits = Limits(time_s=ilimits.time_s, memory_mb=ilimits.memory_mb,
-                         wall_s=max(ilimits.wall_backstop_s, limits.wall_backstop_s + 5.0))
-        prog = _Side(runner, perr_r, limits, limits.stderr_keep_bytes)
-        inter = _Side(programs, ierr_r, ilimits, 64 * 1024)
-        prog.cpu_rlimit = runner.begin([to_prog_r, to_int_w, perr_w], limits, [])
-        inter.cpu_rlimit = programs.begin([to_int_r, to_prog_w, ierr_w, *files], ilimits, argv, links)
-        for fd in (to_prog_r, to_prog_w, to_int_r, to_int_w, perr_w, ierr_w):
-            owned.remove(fd)
-            os.close(fd)  # the inits hold them now: only the two processes keep the pipes open
-        _wait_both(prog, inter, max(limits.wall_backstop_s, ilimits.wall_backstop_s) + REPLY_GRACE_S)
-        feedback = os.pread(files[2], 4096, 0) if spec.protocol != "testlib" else b""
-    finally:
-        for fd in owned:
-            os.close(fd)
-    assert prog.done is not None and inter.done is not None
-    rp = runner.conclude(RunResult(Verdict.OK, stderr=bytes(prog.err)), prog.done, limits, prog.cpu_rlimit)
-    ri = programs.conclude(RunResult(Verdict.OK, stderr=bytes(inter.err)), inter.done, ilimits, inter.cpu_rlimit)
-    return _decide(spec, rp, ri, feedback)
+    SandboxFailure when the sandbox fails."""
+    interactor = session_for(runner, spec)
+    solution = programs.loaded_session(runner)
+    inp, ans = test_input.encode("utf-8"), answer.encode("utf-8")
+    base = checker_limits(spec)
+    # the interactor outlives the program's backstop, so a deadlock ends on the program's side
+    ilimits = Limits(time_s=base.time_s, memory_mb=base.memory_mb,
+                     wall_s=max(base.wall_backstop_s, limits.wall_backstop_s + 5.0))
+    collect: tuple[str, ...] = ()
+    if spec.protocol == "testlib":
+        argv, files = ["input", "tout/out", "answer"], {"input": inp, "answer": ans, "tout/": b""}
+    else:
+        argv = ["input", "answer", "feedback/", *spec.flags]
+        files, collect = {"input": inp, "answer": ans, "feedback/": b""}, (JUDGEMESSAGE,)
+    res = programs.run_interactive(runner, solution, limits, interactor, ilimits, argv=argv, files=files,
+                                   collect=collect)
+    rp, ri = res.solution, res.interactor
+    if rp.status == Verdict.INTERNAL or ri.status == Verdict.INTERNAL:
+        drop_session(runner)
+        raise SandboxFailure(f"sandbox failure in an interactive test: {rp.error or ri.error}")
+    return decide(spec, rp, ri)
 
 
-def _wait_both(prog: _Side, inter: _Side, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    sides = {prog.runner.job_socket.fileno(): prog, inter.runner.job_socket.fileno(): inter}
-    errs = {prog.err_r: prog, inter.err_r: inter}
-    poller = select.poll()
-    for fd in (*sides, *errs):
-        poller.register(fd, select.POLLIN)
-    while prog.done is None or inter.done is None:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise SandboxBroken("a job init did not report the interactive test's end")
-        for fd, _ in poller.poll(int(remaining * 1000) + 1):
-            if fd in sides:
-                side = sides[fd]
-                msg, extra = zygote.recv(side.runner.job_socket)
-                for x in extra:
-                    os.close(x)
-                if msg is None:
-                    raise SandboxBroken("a job init exited during an interactive test")
-                side.done = msg
-                poller.unregister(fd)
-            elif not errs[fd].read_err():
-                poller.unregister(fd)
-    for side in (prog, inter):  # every process is dead: what is left in the pipes is all there is
-        while side.read_err():
-            pass
-
-
-def _decide(spec: ProgramSpec, rp: RunResult, ri: RunResult, feedback: bytes) -> InteractiveOutcome:
-    if rp.status == Verdict.INTERNAL:
-        raise SandboxBroken(f"the program's side of the interactive test failed: {rp.error}")
+def decide(spec: ProgramSpec, rp: RunResult, ri: RunResult) -> InteractiveOutcome:
+    """The test's verdict from both runs (see the module docstring)."""
     if rp.status == Verdict.TIME_LIMIT:
         return InteractiveOutcome(Verdict.TIME_LIMIT, rp, rp.error)
-    why = failed_run(spec, ri)
+    why = failed_run(spec, ri, "the interactor")
     if why:
-        raise CheckerBroken(why.replace(f"the {spec.kind} checker", "the interactor"))
-    msg = detail_of(feedback, ri.stderr, ri.stdout)
+        raise CheckerBroken(why)
+    msg = detail_of(ri.files.get(JUDGEMESSAGE, b""), ri.stderr, ri.stdout)
     if spec.protocol == "testlib":
         accepted = ri.exit_code == TESTLIB_OK
         rejected = ri.exit_code in (TESTLIB_WA, TESTLIB_PE, TESTLIB_PARTIAL)
@@ -174,6 +93,8 @@ def _decide(spec: ProgramSpec, rp: RunResult, ri: RunResult, feedback: bytes) ->
         return InteractiveOutcome(Verdict.WRONG_ANSWER, rp, msg or "the interactor rejected the interaction")
     if not accepted:
         raise CheckerBroken(f"the interactor failed (exit {ri.exit_code}): {msg[:500]}")
+    if rp.error == STOPPED_BY_PEER:
+        return InteractiveOutcome(Verdict.OK, rp, msg)  # the dialogue was complete and accepted
     if rp.status != Verdict.OK:
         return InteractiveOutcome(rp.status, rp, rp.error)
     if rp.exit_code != 0:

@@ -32,7 +32,7 @@ if not (TESTLIB / "testlib.h").is_file():
 def checker_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """A fresh compile cache, and testlib.h from the shared vendor folder when present."""
     mp = pytest.MonkeyPatch()
-    mp.setenv(checker_programs.CACHE_ENV, str(tmp_path_factory.mktemp("checker-cache")))
+    mp.setenv("CPFLEET_COMPILE_CACHE_DIR", str(tmp_path_factory.mktemp("compile-cache")))
     if (TESTLIB / "testlib.h").is_file():
         mp.setenv(checker_programs.TESTLIB_ENV, str(TESTLIB))
     yield
@@ -153,15 +153,14 @@ def test_a_broken_validator_is_an_infrastructure_error_never_a_verdict(
         assert why in res.infra_message
 
 
-def test_a_checker_that_does_not_compile_is_compiled_once_and_remembered() -> None:
+def test_a_checker_that_does_not_compile_is_compiled_once_and_remembered(runner: CodeRunner) -> None:
     spec = get_checker(kattis("int main() { syntax error }\n"))
     assert isinstance(spec, ProgramSpec)
     with pytest.raises(CheckerBroken, match="does not compile"):
-        checker_programs.executable(spec)
-    remembered = checker_programs._compiled[spec.key()]
-    assert isinstance(remembered, CheckerBroken)
+        checker_programs.image_for(runner, spec)
+    remembered = checker_programs._broken[spec.key()]
     with pytest.raises(CheckerBroken) as again:
-        checker_programs.executable(spec)
+        checker_programs.image_for(runner, spec)
     assert again.value is remembered  # the same failure, not a second compilation
 
 
@@ -265,7 +264,8 @@ def test_interactive_deadlock_ends_as_time_limit(runner: CodeRunner) -> None:
     assert (res.reward, res.verdict) == (0.0, Verdict.TIME_LIMIT), res.observation
 
 
-def test_interactive_program_crash_after_an_accepted_dialogue_is_its_own_failure(runner: CodeRunner) -> None:
+def test_interactive_program_that_crashes_mid_dialogue_earns_nothing(runner: CodeRunner) -> None:
     prob = guess_problem("own/guess-crash")
-    res = evaluate(prob, fenced(BINARY_SEARCH + "raise SystemExit(3)\n"), runner)
-    assert (res.reward, res.verdict) == (0.0, Verdict.RUNTIME_ERROR), res.observation
+    crash = "print(500, flush=True)\ninput()\nraise SystemExit(3)\n"
+    res = evaluate(prob, fenced(crash), runner)
+    assert res.reward == 0.0 and res.verdict in (Verdict.RUNTIME_ERROR, Verdict.WRONG_ANSWER), res.observation

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from cpfleet.pool import evaluate_many
+from cpfleet.pool import judge_iter
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
@@ -37,11 +37,11 @@ PROBLEMS = {
 
 @pytest.mark.skipif(not DATA.exists(), reason=f"shared data not found at {DATA} (set CPFLEET_SHARED_DATA)")
 def test_jury_python_submissions_get_the_jury_verdict(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("CPFLEET_CHECKER_CACHE", str(tmp_path))
+    monkeypatch.setenv("CPFLEET_COMPILE_CACHE_DIR", str(tmp_path))
     problems, cases, jobs = bench.select(bench.load(DATA), {"python3"}, include_interactive=True, only=PROBLEMS)
     assert {c.problem_id for c in cases} == PROBLEMS
     assert {c.expected for c in cases} == {"accepted", "wrong_answer"}
-    results = list(evaluate_many(problems, jobs, workers=1, progress=False))
+    results = list(judge_iter(problems, jobs, workers=1, progress=False))
     wrong = [
         (case.job_id, case.expected, r.reward, str(r.verdict), r.infra_message)
         for case, r in zip(cases, results, strict=True)

@@ -80,17 +80,19 @@ def evaluate_job(msg: JobMessage, hostname: str) -> JobResult:
 
 
 def _evaluate(msg: JobMessage) -> JobResult:
-    found = resources.problems.get(msg.problem_id)
+    found = resources.problems.lookup(msg.problem_id)
+    _record_problem_lookup("unknown" if found is None else found.outcome)
     if found is None:
         return JobResult.infra(
             msg.job_id, msg.problem_id, f"unknown problem id {msg.problem_id!r}", verdict=Verdict.UNKNOWN_PROBLEM
         )
-    problem, version = found
+    problem, version = found.problem, found.version
     cache_key = None
     if settings.result_cache and msg.use_cache:
-        from cpfleet.sandbox.extract import extract_code
+        from cpfleet.sandbox.env import program_identity
 
-        cache_key = resources.results.key(version, extract_code(_text(msg.completion)), msg.reward_shape, msg.mode)
+        cache_key = resources.results.key(version, program_identity(problem, _text(msg.completion), msg.language),
+                                          msg.reward_shape, msg.mode)
         t0 = time.perf_counter()
         cached = resources.results.get(cache_key, msg.job_id)
         if cached is not None:
@@ -108,6 +110,8 @@ def _evaluate(msg: JobMessage) -> JobResult:
         mode=msg.mode,
         job_id=msg.job_id,
         problem_version=version,  # the store's version: no re-hashing every test per job
+        language=msg.language,
+        time_budget_s=settings.job_time_budget_s,  # ends before the soft limit: see config.job_time_budget
     )
     result.cache_hit = False
     if result.infra_error:
@@ -117,6 +121,15 @@ def _evaluate(msg: JobMessage) -> JobResult:
     if cache_key is not None:
         resources.results.put(cache_key, result)
     return result
+
+
+def _record_problem_lookup(outcome: str) -> None:
+    try:
+        from cpfleet.workers import metrics
+
+        metrics.record_problem_lookup(outcome)
+    except Exception:  # metrics must never cost a reply
+        log.exception("recording a problem-cache lookup failed")
 
 
 def _record(result: JobResult) -> None:
