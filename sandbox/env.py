@@ -234,7 +234,7 @@ def _judge_interactive(runner: CodeRunner, spec: ProgramSpec, test: TestCase, li
     from cpfleet.sandbox.interactive import run_interactive
 
     res = run_interactive(runner, spec, test.input, test.output, limits)
-    return _outcome(res.run, res.verdict, res.detail)
+    return _outcome(res.run, res.verdict, res.detail, "(interactive: the program's output went to the interactor)")
 
 
 def _outcome(rr: RunResult, verdict: Verdict, detail: str, stdout: str | None = None) -> TestOutcome:
