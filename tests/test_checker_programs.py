@@ -269,3 +269,35 @@ def test_interactive_program_that_crashes_mid_dialogue_earns_nothing(runner: Cod
     crash = "print(500, flush=True)\ninput()\nraise SystemExit(3)\n"
     res = evaluate(prob, fenced(crash), runner)
     assert res.reward == 0.0 and res.verdict in (Verdict.RUNTIME_ERROR, Verdict.WRONG_ANSWER), res.observation
+
+
+TESTLIB_GUESS_INTERACTOR = r"""
+#include "testlib.h"
+#include <iostream>
+int main(int argc, char* argv[]) {
+    registerInteraction(argc, argv);
+    int secret = inf.readInt();
+    for (int q = 1; q <= 12; q++) {
+        int g = ouf.readInt(1, 1000, "guess");
+        if (g == secret) {
+            std::cout << "correct" << std::endl;
+            tout << q << std::endl;
+            quitf(_ok, "found in %d guesses", q);
+        }
+        std::cout << (g < secret ? "higher" : "lower") << std::endl;
+    }
+    quitf(_wa, "too many guesses");
+}
+"""
+
+
+@pytest.mark.skipif(not (TESTLIB / "testlib.h").is_file(), reason=f"testlib.h not found in {TESTLIB}")
+def test_testlib_interactor_accepts_a_correct_program_and_rejects_a_wrong_one(runner: CodeRunner) -> None:
+    checker = {"type": "interactive", "protocol": "testlib", "source": TESTLIB_GUESS_INTERACTOR}
+    prob = problem("own/guess-testlib", checker, *GUESS_TESTS)
+    good = evaluate(prob, fenced(BINARY_SEARCH), runner)
+    assert (good.reward, good.verdict) == (1.0, Verdict.OK), good.observation
+    linear = "g = 1\nwhile True:\n    print(g, flush=True)\n    if input() == 'correct':\n        break\n    g += 1\n"
+    bad = evaluate(prob, fenced(linear), runner)
+    assert (bad.reward, bad.verdict) == (0.0, Verdict.WRONG_ANSWER), bad.observation
+    assert "too many guesses" in bad.observation
