@@ -41,6 +41,7 @@ STDERR_TAIL = 4096
 # for the kernel's own charges (pipe buffers, page tables); the test directory's tmpfs counts inside it
 CGROUP_SLACK_BYTES = 32 << 20
 CPU_RLIMIT_SLACK_S = 1  # RLIMIT_CPU sits this far above ceil(time limit): see cpu_rlimit_s
+PEER_GRACE_S = 1.0  # interactive: how long the solution may run on after the interactor ended
 REPLY_GRACE_S = 10.0  # how long past its own deadline we wait for the job init before declaring it broken
 
 
@@ -429,10 +430,18 @@ class ZygoteRunner(CodeRunner):
         deadline = time.monotonic() + timeout
         killed = [False, False]
         jobs = (job_a, job_b)
+        stop_a_at: float | None = None  # when a is stopped after b ended (PEER_GRACE_S later)
         while done[0] is None or done[1] is None:
-            remaining = deadline - time.monotonic()
+            now = time.monotonic()
+            remaining = deadline - now
             if remaining <= 0:
                 raise SandboxBroken("a job init did not report the interactive test's end")
+            if stop_a_at is not None and done[0] is None and not killed[0]:
+                if now >= stop_a_at:
+                    zygote.send(job_a.sock, {"op": "kill", "reason": "peer"})
+                    killed[0] = True
+                else:
+                    remaining = min(remaining, stop_a_at - now)
             for fd, _ in poller.poll(int(remaining * 1000) + 1):
                 if fd in socks:
                     i = socks[fd]
@@ -444,8 +453,10 @@ class ZygoteRunner(CodeRunner):
                     done[i] = msg
                     poller.unregister(fd)
                     if i == 1 and done[0] is None and not killed[0]:
-                        zygote.send(job_a.sock, {"op": "kill", "reason": "peer"})
-                        killed[0] = True
+                        # a gets a moment to end on its own (its exit status counts: a program
+                        # that crashes after an accepted dialogue is judged by its crash), then
+                        # it is stopped (one still waiting to read would otherwise wait forever)
+                        stop_a_at = time.monotonic() + PEER_GRACE_S
                     continue
                 i = pipes[fd]
                 with contextlib.suppress(BlockingIOError):

@@ -5,13 +5,15 @@ feedback_dir [flags]``, exit 42 accept, 43 reject; ``protocol: "testlib"``: a te
 interactor, ``interactor input tout answer``, exit 0 accept, 1/2 reject, 7 partial). Both run
 confined, each as a test of its own job in the runner's zygote (``programs.run_interactive``:
 the solution's stdout is the interactor's stdin and the interactor's stdout the solution's
-stdin; when the interactor exits, the solution is stopped).
+stdin; when the interactor exits, the solution has ``forkserver.PEER_GRACE_S`` to end on its
+own, then it is stopped).
 
 Verdict: the program's time limit applies to the program (CPU time), its wall-clock backstop
 ends a deadlock (both sides waiting to read) as TIME_LIMIT. Then the interactor decides: a
 rejection is WRONG_ANSWER; an acceptance is OK unless the program failed on its own before the
-interactor finished (a non-zero exit, a memory limit: the program's own verdict). A program
-stopped because the interactor had accepted and exited has completed the interaction. An
+interactor finished or right after (a non-zero exit, a crash on the closed pipe, a memory
+limit: the program's own verdict, as on Kattis). A program still running past the grace after
+the interactor accepted and exited is stopped and has completed the interaction. An
 interactor that crashes, is killed, or exits with any other code is a broken problem: INTERNAL.
 """
 

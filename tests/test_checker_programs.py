@@ -264,6 +264,14 @@ def test_interactive_deadlock_ends_as_time_limit(runner: CodeRunner) -> None:
     assert (res.reward, res.verdict) == (0.0, Verdict.TIME_LIMIT), res.observation
 
 
+def test_interactive_program_crash_after_an_accepted_dialogue_is_its_own_failure(runner: CodeRunner) -> None:
+    """The solution may end on its own after the interactor exits: its crash then counts, as on
+    Kattis (it is stopped only if it keeps running)."""
+    prob = guess_problem("own/guess-crash-after")
+    res = evaluate(prob, fenced(BINARY_SEARCH + "raise SystemExit(3)\n"), runner)
+    assert (res.reward, res.verdict) == (0.0, Verdict.RUNTIME_ERROR), res.observation
+
+
 def test_interactive_program_that_crashes_mid_dialogue_earns_nothing(runner: CodeRunner) -> None:
     prob = guess_problem("own/guess-crash")
     crash = "print(500, flush=True)\ninput()\nraise SystemExit(3)\n"
