@@ -23,9 +23,8 @@ from cpfleet.sandbox.runner import CodeRunner
 from cpfleet.sandbox.runners import RUNNER_KINDS, make_runner
 
 REPO = Path(__file__).resolve().parents[1]
-TESTLIB = Path(os.environ.get("CPFLEET_TESTLIB_DIR") or REPO.parent / "shared" / "vendor" / "testlib")
-if not (TESTLIB / "testlib.h").is_file():
-    TESTLIB = Path("/work/shared/vendor/testlib")
+SHARED = Path(os.environ.get("CPFLEET_SHARED_DATA", REPO.parent / "shared" / "data")).parent
+TESTLIB = Path(os.environ.get("CPFLEET_TESTLIB_DIR") or SHARED / "vendor" / "testlib")
 
 
 @pytest.fixture(scope="module", autouse=True)
