@@ -15,8 +15,10 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 # tini: PID 1 that forwards SIGTERM to Celery (warm shutdown) and reaps orphans.
 # mount (util-linux): the entrypoint's cgroup setup.
+# The solution toolchains (README "Languages"): g++ and gcc (C, C++), a headless JDK (Java),
+# pypy3 (Python at PyPy speed); the worker reports at start which ones it found.
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends tini mount \
+    && apt-get install -y --no-install-recommends tini mount g++ gcc libc6-dev default-jdk-headless pypy3 \
     && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /opt/cpfleet

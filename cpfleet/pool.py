@@ -140,7 +140,7 @@ def _judge_blob(blob: bytes) -> bytes:
 
 # --- parent side -------------------------------------------------------------------------------
 def _wire_job(job: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: job.get(k) for k in ("problem_id", "completion", "job_id")}
+    return {k: job.get(k) for k in ("problem_id", "completion", "job_id", "language")}
 
 
 def _job_id(job: Mapping[str, Any], index: int) -> str:

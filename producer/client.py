@@ -172,9 +172,12 @@ class FleetClient:
         job_id: str | None = None,
         timeout: float | None = None,
         wait_for_room: float | None = None,
+        language: str | None = None,
     ) -> cf.Future[JobResult]:
-        """Publish one job; the future resolves with its JobResult (never raises for the job)."""
-        job = {"problem_id": problem_id, "completion": completion, "job_id": job_id}
+        """Publish one job; the future resolves with its JobResult (never raises for the job).
+        ``language`` (python3, pypy3, cpp, c, java) fixes the solution's language; None: the
+        problem's languages and the completion's fence tag decide."""
+        job = {"problem_id": problem_id, "completion": completion, "job_id": job_id, "language": language}
         return self.submit_many([job], reward=reward, mode=mode, timeout=timeout, wait_for_room=wait_for_room)[0]
 
     def submit_many(

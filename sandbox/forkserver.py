@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
+import json
 import logging
 import marshal
 import math
@@ -52,7 +54,7 @@ OOM_MESSAGES = (b"java.lang.OutOfMemoryError", b"std::bad_alloc", b"\nMemoryErro
 CHILD_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "HOME": "/box"}
 
 
-def zygote_command() -> list[str]:
+def zygote_command(python: str | None = None) -> list[str]:
     """``python -I -S``: no site, so no .pth hooks (editable installs, setuptools' shims)
     import dozens of modules into the process that every test forks from.
 
@@ -67,7 +69,7 @@ def zygote_command() -> list[str]:
         "sys.modules.update({'cpfleet': top, 'cpfleet.sandbox': sub}); "
         "import cpfleet.sandbox.zygote as z; z.main()"
     )
-    return [sys.executable, "-I", "-S", "-c", boot]
+    return [python or sys.executable, "-I", "-S", "-c", boot]
 
 
 class ZygoteRunner(CodeRunner):
@@ -75,7 +77,11 @@ class ZygoteRunner(CodeRunner):
 
     def __init__(self, isolate: bool = True, python: str | None = None) -> None:
         self._isolate = isolate
-        self._python = python or os.path.realpath(getattr(sys, "_base_executable", sys.executable))
+        # CPFLEET_SOLUTION_PYTHON (e.g. a venv with numpy): the zygote itself runs under it, so
+        # fork-mode tests import its packages, and exec mode runs it (not resolved: a venv's
+        # python is a link whose own path is what makes it the venv)
+        self._solution_python = python or os.environ.get("CPFLEET_SOLUTION_PYTHON") or None
+        self._python = self._solution_python or os.path.realpath(getattr(sys, "_base_executable", sys.executable))
         self._slot: Slot = claim_slot()
         self._cgroup = SlotCgroup(f"slot-{self._slot.index}") if isolate else None
         self._ooms_seen = self._cgroup.oom_kills() if self._cgroup is not None else 0
@@ -91,7 +97,7 @@ class ZygoteRunner(CodeRunner):
     def _start_zygote(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._proc = subprocess.Popen(
-            [*zygote_command(), str(theirs.fileno()), str(os.getpid())],
+            [*zygote_command(self._solution_python), str(theirs.fileno()), str(os.getpid())],
             pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             env=CHILD_ENV,  # never the worker's: it holds the broker URL and its password
         )
@@ -102,6 +108,8 @@ class ZygoteRunner(CodeRunner):
             cgroup_fds = [os.open(p, os.O_WRONLY | os.O_CLOEXEC) for p in self._cgroup.procs_files]
         try:
             zygote.send(ours, {"uid": self._slot.uid, "gid": self._slot.gid, "python": self._python,
+                               "site_packages": _site_packages(self._solution_python),
+                               "python_dirs": _solution_python_dirs(self._solution_python),
                                "isolate": self._isolate, "pch_dir": self._pch_host_dir}, cgroup_fds)
         finally:
             for fd in cgroup_fds:
@@ -568,6 +576,27 @@ class ZygoteRunner(CodeRunner):
         if self._cgroup is not None:
             self._cgroup.close()
         self._slot.release()
+
+
+@functools.lru_cache(maxsize=8)
+def _site_packages(python: str | None) -> list[str]:
+    """The site-packages of a configured solution interpreter, asked of the interpreter itself
+    with site on (the zygote runs it with -S, where a venv's own directories are not set up)."""
+    if python is None:
+        return []
+    out = subprocess.run([python, "-c", "import json, site, sys; print(json.dumps(site.getsitepackages()))"],
+                         capture_output=True, text=True, timeout=60, check=False)
+    if out.returncode != 0:
+        raise SandboxBroken(f"the solution interpreter {python} does not run: {out.stderr.strip()[-300:]}")
+    return [str(p) for p in json.loads(out.stdout)]
+
+
+def _solution_python_dirs(python: str | None) -> list[str]:
+    """Directories the sandbox must show for a configured interpreter: its own tree (a venv's
+    bin/ and pyvenv.cfg; exec mode runs it by that path) and its site-packages."""
+    if python is None:
+        return []
+    return [os.path.dirname(os.path.dirname(os.path.abspath(python))), *_site_packages(python)]
 
 
 def elf_load_bytes(data: bytes) -> int:

@@ -11,6 +11,8 @@ Names are exactly ``python3``, ``pypy3``, ``cpp``, ``c``, ``java`` (the shared p
 Settings that an operator may change, read from the environment when a table is built:
 
 - ``CPFLEET_CPP_STD`` (default ``gnu++17``): the C++ standard (``-std=``), as judges differ.
+- ``CPFLEET_STATIC_LINK`` (default ``1``): C and C++ programs are linked ``-static`` (as on
+  Codeforces and Kattis), which makes each test's exec ~1 ms cheaper; ``0`` links dynamically.
 - ``CPFLEET_SOLUTION_PYTHON``: the Python executable solutions run under (e.g. a venv's
   ``bin/python`` with numpy and sortedcontainers, as AtCoder offers); default: the worker's own
   interpreter. It must be the same CPython minor version as the worker (the fork server runs
@@ -133,6 +135,9 @@ def build_table(env: Mapping[str, str] | None = None) -> dict[str, Language]:
     gxx, gcc = _which("g++"), _which("gcc")
     cpp_flags = (f"-std={std}", "-O2", "-DONLINE_JUDGE", "-pipe")
     c_flags = ("-std=gnu11", "-O2", "-DONLINE_JUDGE", "-pipe")
+    # static linking, as Codeforces and Kattis do: no dynamic loader and relocation of libstdc++
+    # at every test's exec (~1 ms of CPU per test for an iostream program here)
+    link = ("-static",) if env.get("CPFLEET_STATIC_LINK", "1") != "0" else ()
     javac, java = _java_tool("javac"), _java_tool("java")
     pypy = env.get("CPFLEET_PYPY") or _which("pypy3")
     python = env.get("CPFLEET_SOLUTION_PYTHON") or solution_python()
@@ -151,12 +156,12 @@ def build_table(env: Mapping[str, str] | None = None) -> dict[str, Language]:
         ),
         "cpp": Language(
             "cpp", "solution.cpp",
-            CompileStep((gxx, *cpp_flags, "{pch}", "-o", "out/a.out", SOURCES), (gxx, "--version")),
+            CompileStep((gxx, *cpp_flags, "{pch}", "-o", "out/a.out", SOURCES, *link), (gxx, "--version")),
             (f"{PROG_DIR}/a.out",), "address_space", tools=(gxx,), flags=cpp_flags,
         ),
         "c": Language(
             "c", "solution.c",
-            CompileStep((gcc, *c_flags, "-o", "out/a.out", SOURCES, "-lm"), (gcc, "--version")),
+            CompileStep((gcc, *c_flags, "-o", "out/a.out", SOURCES, "-lm", *link), (gcc, "--version")),
             (f"{PROG_DIR}/a.out",), "address_space", tools=(gcc,), flags=(*c_flags, "-lm"),
         ),
         "java": Language(

@@ -74,7 +74,7 @@ if TYPE_CHECKING:
 MiB = 1024 * 1024
 DIAGNOSTICS_CHARS = 2000  # compiler output kept for feedback (the first lines matter most)
 # A compile is bounded like a test, with room for g++ -O2 on a large source and the JVM of javac.
-COMPILE_LIMITS = Limits(time_s=30.0, memory_mb=2048, wall_s=90.0, stdout_bytes=64 * MiB,
+COMPILE_LIMITS = Limits(time_s=15.0, memory_mb=2048, wall_s=60.0, stdout_bytes=64 * MiB,
                         stderr_bytes=1 * MiB, stderr_keep_bytes=64 * 1024, file_size_mb=256, nproc=64,
                         nofile=256)
 SHELL = "/bin/sh"
@@ -117,7 +117,7 @@ class CompileCache:
     def _path(self, key: str) -> str:
         return os.path.join(self.root, key + ".art")
 
-    def get(self, key: str) -> dict[str, Any] | None:
+    def get(self, key: str, *, count_miss: bool = True) -> dict[str, Any] | None:
         path = self._path(key)
         try:
             with open(path, "rb") as f:
@@ -125,13 +125,23 @@ class CompileCache:
             os.utime(path)
             entry = msgpack.unpackb(data, raw=False)
         except (OSError, ValueError, msgpack.UnpackException):
-            self.misses += 1
-            return None
+            entry = None
         if not isinstance(entry, dict):
-            self.misses += 1
+            self.misses += count_miss
             return None
         self.hits += 1
         return entry
+
+    @contextlib.contextmanager
+    def compiling(self, key: str) -> Iterator[None]:
+        """Hold the key's lock while compiling it: pool processes that race for one key
+        compile it once, the others wait and then read the entry."""
+        fd = os.open(os.path.join(self.root, key + ".lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
 
     def put(self, key: str, entry: Mapping[str, Any]) -> None:
         data = msgpack.packb(dict(entry), use_bin_type=True)
@@ -169,6 +179,9 @@ class CompileCache:
                 break
             with contextlib.suppress(OSError):
                 os.unlink(path)  # a reader that opened it keeps reading a whole file
+            with contextlib.suppress(OSError):
+                # a process holding it still compiles correctly; a newcomer may compile once more
+                os.unlink(path[: -len(".art")] + ".lock")
             total -= size
 
 
@@ -184,8 +197,9 @@ def default_cache() -> CompileCache:
 
 # --- precompiled bits/stdc++.h -------------------------------------------------------------------
 def pch_root() -> str:
-    """Where precompiled headers live: bound read-only into every zygote (world-readable)."""
-    return os.path.join(default_cache_dir() + "-pch")
+    """Where precompiled headers live (``CPFLEET_PCH_DIR``, default a per-user folder in the temp
+    directory): bound read-only into every zygote, so world-readable."""
+    return os.environ.get("CPFLEET_PCH_DIR") or os.path.join(tempfile.gettempdir(), f"cpfleet-pch-{os.geteuid()}")
 
 
 class PchCache:
@@ -338,11 +352,15 @@ def compile_program(
     entry = cache.get(key)
     if entry is not None:
         return _from_entry(lang, entry, key, main, cache_hit=True)
-    t0 = time.perf_counter()
-    entry, cacheable = _compile_confined(runner, lang, blobs, argv, limits)
-    seconds = time.perf_counter() - t0
-    if cacheable:
-        cache.put(key, entry)
+    with cache.compiling(key):  # a racing pool process compiling the same key: wait for its result
+        entry = cache.get(key, count_miss=False)
+        if entry is not None:
+            return _from_entry(lang, entry, key, main, cache_hit=True)
+        t0 = time.perf_counter()
+        entry, cacheable = _compile_confined(runner, lang, blobs, argv, limits)
+        seconds = time.perf_counter() - t0
+        if cacheable:
+            cache.put(key, entry)
     return _from_entry(lang, entry, key, main, cache_hit=False, seconds=seconds)
 
 

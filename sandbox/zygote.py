@@ -92,6 +92,14 @@ class Zygote:
         self.gid: int = config["gid"]
         self.python: str = config["python"]
         self.pch_dir: str = config.get("pch_dir", "")
+        # a configured solution interpreter (a venv with numpy...): its site-packages on the path
+        # and bound into the sandbox, without running site or any .pth hook (those would load
+        # modules into every test's fork)
+        self.site_packages: list[str] = list(config.get("site_packages") or [])
+        self.extra_python_dirs: list[str] = list(config.get("python_dirs") or [])
+        for path in self.site_packages:
+            if path not in sys.path:
+                sys.path.append(path)
         self.cgroup_fds = cgroup_fds
         self.layers: dict[str, bool] = {}
         self.notes: list[str] = []
@@ -101,7 +109,9 @@ class Zygote:
         can_switch = linux.has_capability(linux.CAP_SETUID) and linux.has_capability(linux.CAP_SETGID)
         if isolate:
             binds = {isolation.PCH: self.pch_dir} if self.pch_dir else {}
-            zs = isolation.isolate_zygote(isolation.python_dirs(), binds)
+            dirs = isolation.python_dirs()
+            dirs += [os.path.realpath(p) for p in self.extra_python_dirs if os.path.isdir(p)]
+            zs = isolation.isolate_zygote(dirs, binds)
             self.layers.update(zs.layers)
             self.notes.extend(zs.notes)
         else:
