@@ -41,6 +41,11 @@ log = logging.getLogger("cpfleet.sandbox.checkers")
 TESTLIB_ENV = "CPFLEET_TESTLIB_DIR"
 DETAIL_BYTES = 2048
 TESTLIB_OK, TESTLIB_WA, TESTLIB_PE, TESTLIB_FAIL, TESTLIB_PARTIAL = 0, 1, 2, 3, 7
+# testlib's other verdicts about the contestant's output: "dirt" (4, extra output; testlib maps it
+# to PE) and "unexpected eof" (8, when built with ENABLE_UNEXPECTED_EOF; PE otherwise)
+TESTLIB_DIRT, TESTLIB_UNEXPECTED_EOF = 4, 8
+TESTLIB_REJECTS = {TESTLIB_WA: "wrong answer", TESTLIB_PE: "presentation error", TESTLIB_DIRT: "extra output",
+                   TESTLIB_UNEXPECTED_EOF: "unexpected end of output"}
 KATTIS_AC, KATTIS_WA = 42, 43
 JUDGEMESSAGE = "feedback/judgemessage.txt"
 
@@ -176,10 +181,8 @@ def run_checker(runner: CodeRunner, spec: ProgramSpec, test_input: str, answer: 
         msg = detail_of(rr.stderr, rr.stdout)
         if rr.exit_code == TESTLIB_OK:
             return CheckerVerdict(True, msg)
-        if rr.exit_code == TESTLIB_WA:
-            return CheckerVerdict(False, msg or "wrong answer")
-        if rr.exit_code == TESTLIB_PE:
-            return CheckerVerdict(False, msg or "presentation error")
+        if rr.exit_code in TESTLIB_REJECTS:
+            return CheckerVerdict(False, msg or TESTLIB_REJECTS[rr.exit_code])
         if rr.exit_code == TESTLIB_PARTIAL:
             return CheckerVerdict(False, f"partially correct (not a full pass): {msg}")
         raise CheckerBroken(f"the testlib checker failed (exit {rr.exit_code}): {msg[:500]}")

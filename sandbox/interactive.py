@@ -31,8 +31,7 @@ from cpfleet.sandbox.checker_programs import (
     KATTIS_WA,
     TESTLIB_OK,
     TESTLIB_PARTIAL,
-    TESTLIB_PE,
-    TESTLIB_WA,
+    TESTLIB_REJECTS,
     checker_limits,
     detail_of,
     drop_session,
@@ -87,7 +86,7 @@ def decide(spec: ProgramSpec, rp: RunResult, ri: RunResult) -> InteractiveOutcom
     msg = detail_of(ri.files.get(JUDGEMESSAGE, b""), ri.stderr, ri.stdout)
     if spec.protocol == "testlib":
         accepted = ri.exit_code == TESTLIB_OK
-        rejected = ri.exit_code in (TESTLIB_WA, TESTLIB_PE, TESTLIB_PARTIAL)
+        rejected = ri.exit_code in TESTLIB_REJECTS or ri.exit_code == TESTLIB_PARTIAL
     else:
         accepted = ri.exit_code == KATTIS_AC
         rejected = ri.exit_code == KATTIS_WA

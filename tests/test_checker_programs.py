@@ -87,6 +87,17 @@ def test_testlib_checker_accepts_any_valid_answer_and_rejects_a_wrong_one(runner
     assert "appears twice" in bad.observation  # the checker's message is the feedback
 
 
+@pytest.mark.skipif(not (TESTLIB / "testlib.h").is_file(), reason=f"testlib.h not found in {TESTLIB}")
+@pytest.mark.parametrize("output", ["print(1)", "print(3, 2, 1, 4)"])  # too short (exit 8), extra token (PE)
+def test_testlib_verdicts_about_the_output_format_are_rejections_not_checker_failures(
+    runner: CodeRunner, output: str
+) -> None:
+    source = "#define ENABLE_UNEXPECTED_EOF\n" + PERMUTATION_CHECKER
+    prob = problem("own/permutation-eof", {"type": "testlib", "source": source}, *PERMUTATION_TESTS)
+    res = evaluate(prob, fenced(output), runner)
+    assert (res.reward, res.verdict, res.infra_error) == (0.0, Verdict.WRONG_ANSWER, False), res.observation
+
+
 # --- Kattis output validator: any two numbers summing to n ---------------------------------------
 
 SUM_VALIDATOR = r"""
