@@ -194,3 +194,15 @@ class ClientClosed(CpfleetError, RuntimeError):
 
 class FleetError(CpfleetError, RuntimeError):
     """A part of the local fleet did not start (the message says which, and where its log is)."""
+
+
+class CheckerBroken(BrokenProblem):
+    """A problem's checker or interactor program cannot judge (does not compile, crashed, timed
+    out, exited with its failure code): broken problem data, an INTERNAL result, never a 0.
+    The message starts with ``PREFIX`` so that reports (``cpfleet validate``) can tell checker
+    errors from other infrastructure errors."""
+
+    PREFIX = "checker error: "
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message if message.startswith(self.PREFIX) else self.PREFIX + message)

@@ -39,14 +39,14 @@ def missing_toolchain(language: str) -> str:
     return ", ".join(missing)
 
 
-def prepare(runner: CodeRunner, found: Extracted) -> Prepared:
+def prepare(runner: CodeRunner, found: Extracted, fn_name: str | None = None) -> Prepared:
     lang = found.language
     missing = missing_toolchain(lang)
     if missing:
         return Prepared(infra_message=f"language {lang} is not available on this worker: missing {missing}")
     if lang == "python3":
         try:
-            error = runner.load(found.code)
+            error = runner.load(found.code) if fn_name is None else runner.load(found.code, fn_name=fn_name)
         except SandboxFailure as e:  # a runner that cannot load is infrastructure
             return Prepared(infra_message=f"runner {runner.name} failed to load the program: {e}")
         return Prepared(compile_error=error)

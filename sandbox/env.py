@@ -38,13 +38,14 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from cpfleet.core.checkers import Checker, CheckerSpecError, get_checker
-from cpfleet.core.errors import BrokenProblem, SandboxFailure, UnknownLanguage
+from cpfleet.core.checkers import Checker, CheckerSpecError, ProgramSpec, get_checker
+from cpfleet.core.errors import BrokenProblem, ProgramError, SandboxFailure, UnknownLanguage
 from cpfleet.core.languages import LANGUAGES
 from cpfleet.core.problem import Problem, TestCase, judging_refusal
 from cpfleet.core.protocol import check_options
 from cpfleet.core.results import JobResult, TestReport, TestSetSummary, Timings
 from cpfleet.core.verdict import Verdict
+from cpfleet.sandbox import fncall
 from cpfleet.sandbox.extract import extract_program, looked_for
 from cpfleet.sandbox.observation import CLIP_CHARS, PublicTestView, clip, display_prefix, format_observation
 from cpfleet.sandbox.runner import CodeRunner, Limits, RunResult
@@ -94,6 +95,7 @@ class TestOutcome:
     stderr: str = ""  # display prefix
     stdout_truncated: bool = False
     deterministic: bool = True  # False: the verdict depended on machine load
+    returned: str = ""  # function-call problems: the returned value (or what happened instead)
 
     def report(self) -> TestReport:
         return TestReport(self.verdict, self.wall_ms, self.cpu_ms, self.deterministic)
@@ -176,6 +178,62 @@ def judge_test(runner: CodeRunner, checker: Checker, test: TestCase, limits: Lim
     result = checker.check(test.output, stdout)
     verdict = Verdict.OK if result.ok else Verdict.WRONG_ANSWER
     return _outcome(rr, verdict, result.detail, display_prefix(stdout))
+
+
+def judge_any(runner: CodeRunner, checker: Checker, problem: Problem, test: TestCase, limits: Limits) -> TestOutcome:
+    """One test of any problem kind: stdin/stdout with a built-in comparison (``judge_test``),
+    a function call (sandbox/fncall.py), a checker program (sandbox/checker_programs.py) or an
+    interaction (sandbox/interactive.py). A checker program that cannot judge raises
+    BrokenProblem (CheckerBroken); the checker's or interactor's sandbox failing raises
+    SandboxFailure."""
+    if problem.fn_name is not None:
+        return _judge_call(runner, problem, test, limits)
+    if not isinstance(checker, ProgramSpec):
+        return judge_test(runner, checker, test, limits)
+    try:
+        if checker.kind == "interactive":
+            return _judge_interactive(runner, checker, test, limits)
+        return _judge_with_program(runner, checker, test, limits)
+    except ProgramError as e:  # a runner that cannot run programs: the worker's setup, not the model
+        raise SandboxFailure(f"cannot run the problem's checker: {e}") from e
+
+
+def _judge_call(runner: CodeRunner, problem: Problem, test: TestCase, limits: Limits) -> TestOutcome:
+    rr = runner.run(test.input.encode("utf-8"), limits)
+    if rr.status == Verdict.INTERNAL:
+        raise SandboxFailure(f"runner {runner.name}: {rr.error or 'internal error'}")
+    out = fncall.judge(rr, test.output, fncall.tolerance_for(problem.checker))
+    detail = out.detail
+    if rr.exit_code == fncall.NO_FUNCTION and problem.starter_code:
+        detail += "\nexpected a definition like:\n" + problem.starter_code.rstrip()
+    rr.stdout = b""  # the value is judged; the feedback shows ``returned``
+    res = _outcome(rr, out.verdict, detail, "")
+    return TestOutcome(res.verdict, res.wall_ms, res.cpu_ms, res.detail, "", res.stderr, res.stdout_truncated,
+                       res.deterministic, returned=out.returned)
+
+
+def _judge_with_program(runner: CodeRunner, spec: ProgramSpec, test: TestCase, limits: Limits) -> TestOutcome:
+    from cpfleet.sandbox.checker_programs import run_checker
+
+    rr = runner.run(test.input.encode("utf-8"), limits)
+    if rr.status == Verdict.INTERNAL:
+        raise SandboxFailure(f"runner {runner.name}: {rr.error or 'internal error'}")
+    if rr.status != Verdict.OK:
+        return _outcome(rr, rr.status, rr.error)
+    if rr.exit_code != 0:
+        return _outcome(rr, Verdict.RUNTIME_ERROR, f"exit code {rr.exit_code}")
+    if rr.stdout_truncated:
+        return _outcome(rr, Verdict.OUTPUT_LIMIT, "output truncated")
+    # the checker runs only now, on the complete output
+    verdict = run_checker(runner, spec, test.input, test.output, rr.stdout)
+    return _outcome(rr, Verdict.OK if verdict.ok else Verdict.WRONG_ANSWER, "" if verdict.ok else verdict.detail)
+
+
+def _judge_interactive(runner: CodeRunner, spec: ProgramSpec, test: TestCase, limits: Limits) -> TestOutcome:
+    from cpfleet.sandbox.interactive import run_interactive
+
+    res = run_interactive(runner, spec, test.input, test.output, limits)
+    return _outcome(res.run, res.verdict, res.detail, "(interactive: the program's output went to the interactor)")
 
 
 def _outcome(rr: RunResult, verdict: Verdict, detail: str, stdout: str | None = None) -> TestOutcome:
@@ -278,7 +336,7 @@ def evaluate(
         return finish(JobResult(job_id, problem.id, 0.0, Verdict.NO_CODE, observation=no_code_message(allowed)))
     from cpfleet.sandbox import compiled
 
-    prepared = compiled.prepare(runner, found)
+    prepared = compiled.prepare(runner, found, problem.fn_name)
     if prepared.infra_message:
         result = infra(prepared.infra_message)
         result.language = found.language
@@ -299,7 +357,7 @@ def evaluate(
 
     def run_one(test: TestCase, where: str) -> TestOutcome:
         test_limits = budget.limits_for(limits)
-        out = judge_test(runner, checker, test, test_limits)
+        out = judge_any(runner, checker, problem, test, test_limits)
         budget.charge(out, where, budget_cut=test_limits is not limits)
         return out
 
@@ -310,7 +368,7 @@ def evaluate(
                 continue
             out = run_one(test, f"public test {i + 1}")
             public.add(out, keep_report=True)
-            views.append(_view(test, out))
+            views.append(_view(test, out, call=fncall.call_text(problem.fn_name, test.input) if problem.fn_name else ""))
         if mode == "full":
             for i, test in enumerate(problem.hidden_tests):
                 if budget.exhausted:
@@ -387,6 +445,11 @@ def allowed_languages(problem: Problem, language: str | None) -> tuple[tuple[str
     """(the languages a completion may be in (None: any), the language of an untagged block).
     A job language the problem does not allow, or an unknown one, is a ValueError (the
     caller's request is wrong: an infrastructure error, not the model's)."""
+    if problem.fn_name is not None:
+        # the function-call harness is Python (sandbox/callharness.py)
+        if language not in (None, "python3"):
+            raise ValueError(f"problem {problem.id} is a function-call problem: judged in python3 only, not {language!r}")
+        return ("python3",), "python3"
     if language is not None:
         if language not in LANGUAGES:
             raise UnknownLanguage(f"unknown job language {language!r}; known: {', '.join(LANGUAGES)}")
@@ -399,7 +462,7 @@ def allowed_languages(problem: Problem, language: str | None) -> tuple[tuple[str
     return None, "python3"
 
 
-def _view(test: TestCase, out: TestOutcome | None, not_run: str = "") -> PublicTestView:
+def _view(test: TestCase, out: TestOutcome | None, not_run: str = "", call: str = "") -> PublicTestView:
     if out is None:
         return PublicTestView(verdict=None, ms=0.0, input=test.input, expected=test.output, stdout="", detail=not_run)
     return PublicTestView(
@@ -411,6 +474,8 @@ def _view(test: TestCase, out: TestOutcome | None, not_run: str = "") -> PublicT
         stderr=out.stderr,
         stdout_truncated=out.stdout_truncated,
         detail=out.detail,
+        call=call,
+        returned=out.returned,
     )
 
 

@@ -43,6 +43,7 @@ STDERR_TAIL = 4096
 # for the kernel's own charges (pipe buffers, page tables); the test directory's tmpfs counts inside it
 CGROUP_SLACK_BYTES = 32 << 20
 CPU_RLIMIT_SLACK_S = 1  # RLIMIT_CPU sits this far above ceil(time limit): see cpu_rlimit_s
+PEER_GRACE_S = 1.0  # interactive: how long the solution may run on after the interactor ended
 REPLY_GRACE_S = 10.0  # how long past its own deadline we wait for the job init before declaring it broken
 
 
@@ -239,10 +240,12 @@ class ZygoteRunner(CodeRunner):
     def slot(self) -> Slot:
         return self._slot
 
-    def load(self, source: str) -> str | None:
+    def load(self, source: str, fn_name: str | None = None) -> str | None:
+        """``fn_name`` set: a function-call problem; each run calls that function with the JSON
+        arguments given as stdin and returns its JSON value on stdout (sandbox/callharness.py)."""
         self._end_job()
         # surrogatepass: a lone surrogate becomes invalid UTF-8, i.e. a compile error, not INTERNAL
-        job, error = self._open_job(self.mode, source.encode("utf-8", errors="surrogatepass"))
+        job, error = self._open_job(self.mode, source.encode("utf-8", errors="surrogatepass"), fn_name)
         self._job = job
         return error
 
@@ -266,7 +269,7 @@ class ZygoteRunner(CodeRunner):
             job.image_bytes = elf_load_bytes(image.files[main[len("{prog}/"):]][0])
         return job
 
-    def _open_job(self, mode: str, payload: bytes) -> tuple[Job | None, str | None]:
+    def _open_job(self, mode: str, payload: bytes, fn_name: str | None = None) -> tuple[Job | None, str | None]:
         if self._proc is None or self._proc.poll() is not None:
             self._restart_zygote()
         assert self._ctrl is not None
@@ -274,7 +277,10 @@ class ZygoteRunner(CodeRunner):
         memfd = os.memfd_create("solution", os.MFD_CLOEXEC)
         try:
             _write_all(memfd, payload)
-            zygote.send(self._ctrl, {"op": "job", "mode": mode}, [job.theirs.fileno(), memfd])
+            msg: dict[str, Any] = {"op": "job", "mode": mode}
+            if fn_name is not None:
+                msg["fn_name"] = fn_name
+            zygote.send(self._ctrl, msg, [job.theirs.fileno(), memfd])
             job.theirs.close()  # the init holds it now: its death alone is our EOF
             reply = self._recv_within(job.sock, 60.0)
         except (OSError, SandboxBroken) as e:
@@ -447,10 +453,18 @@ class ZygoteRunner(CodeRunner):
         deadline = time.monotonic() + timeout
         killed = [False, False]
         jobs = (job_a, job_b)
+        stop_a_at: float | None = None  # when a is stopped after b ended (PEER_GRACE_S later)
         while done[0] is None or done[1] is None:
-            remaining = deadline - time.monotonic()
+            now = time.monotonic()
+            remaining = deadline - now
             if remaining <= 0:
                 raise SandboxBroken("a job init did not report the interactive test's end")
+            if stop_a_at is not None and done[0] is None and not killed[0]:
+                if now >= stop_a_at:
+                    zygote.send(job_a.sock, {"op": "kill", "reason": "peer"})
+                    killed[0] = True
+                else:
+                    remaining = min(remaining, stop_a_at - now)
             for fd, _ in poller.poll(int(remaining * 1000) + 1):
                 if fd in socks:
                     i = socks[fd]
@@ -462,8 +476,10 @@ class ZygoteRunner(CodeRunner):
                     done[i] = msg
                     poller.unregister(fd)
                     if i == 1 and done[0] is None and not killed[0]:
-                        zygote.send(job_a.sock, {"op": "kill", "reason": "peer"})
-                        killed[0] = True
+                        # a gets a moment to end on its own (its exit status counts: a program
+                        # that crashes after an accepted dialogue is judged by its crash), then
+                        # it is stopped (one still waiting to read would otherwise wait forever)
+                        stop_a_at = time.monotonic() + PEER_GRACE_S
                     continue
                 i = pipes[fd]
                 with contextlib.suppress(BlockingIOError):

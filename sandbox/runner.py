@@ -106,8 +106,11 @@ class CodeRunner(ABC):
     name: str = "abstract"
 
     @abstractmethod
-    def load(self, source: str) -> str | None:
-        """Compile ``source`` for the following runs. Returns None, or the syntax error text."""
+    def load(self, source: str, fn_name: str | None = None) -> str | None:
+        """Compile ``source`` for the following runs. Returns None, or the syntax error text.
+        ``fn_name``: a function-call problem (each run's stdin is the JSON argument list, its
+        stdout the JSON return value; sandbox/callharness.py); runners that cannot call
+        functions raise NotImplementedError for it."""
 
     def load_program(self, image: ProgramImage) -> None:
         """Load a compiled program (its files and argv) for the following runs. Raises when it

@@ -32,7 +32,7 @@ import select
 import sys
 import time
 
-from cpfleet.sandbox import child, isolation, linux, seccomp
+from cpfleet.sandbox import callharness, child, isolation, linux, seccomp
 from cpfleet.sandbox.isolation import ChildLimits
 
 TYPE_CHECKING = False  # typing is not imported at run time: every module here is in every fork
@@ -292,6 +292,8 @@ class JobInit:
                  program: dict[str, Any] | None = None, program_error: str = "") -> None:
         self.z = z
         self.mode: str = msg["mode"]
+        self.fn_name: str | None = msg.get("fn_name") or None  # a function-call problem's entry point
+        self.call_globals: dict[str, Any] | None = None
         self.sock = socket.socket(fileno=fds[0])
         self.program = program  # program mode: {"dir", "argv", "env"}
         self.program_error = program_error
@@ -365,6 +367,9 @@ class JobInit:
 
             return "".join(traceback.format_exception_only(type(e), e))
         child.SOURCE = self.source  # for tracebacks (linecache is filled only if one is printed)
+        if self.fn_name is not None and self.mode == "fork":
+            # the function-call harness's globals, imported once per job instead of per test
+            self.call_globals = callharness.base_globals()
         gc.freeze()  # the tests' shutdown collections need not walk (and copy) the job's objects
         return None
 
@@ -474,7 +479,9 @@ class JobInit:
                     for a in self.program["argv"]] + list(extra_argv)
             child.exec_program(argv, self.program.get("env") or {}, status_w)
         if self.mode == "exec":
-            child.exec_python(self.source, self.z.python)
+            child.exec_python(self.source, self.z.python, None, self.fn_name)
+        if self.fn_name is not None:
+            callharness.run_call(self.code, self.fn_name, self.call_globals or {})
         child.run_compiled(self.code)
 
     def _police(self, pid: int, deadline: float) -> str:
