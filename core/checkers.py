@@ -5,7 +5,7 @@ shipped checkers compare whitespace-separated tokens position by position and re
 token count: never sets, never ``zip`` truncation (both accept wrong answers). On failure the
 detail names the first differing line and token, because that is what the model sees next turn.
 
-- ``tokens``: exact token equality (the seed's whitespace-normalised comparison).
+- ``tokens``: exact token equality after splitting on whitespace.
 - ``code_contests``: the official CodeContests tester's ``OutputsMatch`` (execution/
   tester_sandboxer.cc): tokens split on `` \\n\\t\\r\\v``, ASCII-lowercased; identical token lists
   match; otherwise, pairwise, a token that is not a number must be equal, two integers must be
@@ -192,7 +192,7 @@ def _as_real(tok: str) -> float | None:
 
 
 class TokensChecker:
-    """Whitespace-token equality, case-sensitive: the seed's normalised comparison."""
+    """Whitespace-token equality, case-sensitive: the comparison RL environments use by default."""
 
     name = "tokens"
 

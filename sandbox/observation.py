@@ -1,4 +1,4 @@
-"""The feedback text the model reads next turn, in the seed's format.
+"""The feedback text the model reads next turn: per-test status, then clipped input/expected/got.
 
 Public tests are shown in full (clipped); hidden tests only as counts, never their inputs or
 outputs. Example::
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from cpfleet.core.verdict import Verdict
 
-CLIP_CHARS = 512  # the seed's clip length per field
+CLIP_CHARS = 512  # per field: enough to see a mismatch, short enough for a model's context
 CLIP_MARK = "... [clipped]"
 
 

@@ -1,4 +1,4 @@
-"""The runner interface (the seed's CodeRunner): load one program, run it on many inputs.
+"""The runner interface, CodeRunner: load one program, run it on many inputs.
 
 A real sandbox (gVisor, nsjail, a remote executor) plugs in as another CodeRunner. Two
 implementations ship: the fork server (default: a warm interpreter forks one child per test)
