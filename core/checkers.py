@@ -18,8 +18,9 @@ detail names the first differing line and token, because that is what the model 
   infinities never match; words exactly (case-sensitive).
 
 - ``exact_tokens``: the Kattis default output validator (problemtools default_validator.cc):
-  whitespace tokens, case-sensitive (the project's schema; problemtools itself compares
-  case-insensitively unless given ``case_sensitive``: say ``"case_sensitive": false`` for that),
+  whitespace tokens compared case-insensitively unless ``case_sensitive`` is given, exactly as
+  problemtools does (the jury's accepted submissions rely on it: an answer file saying ``NO``
+  accepts ``no``); ``"case_sensitive": true`` (or the flag) makes case count,
   ``validator_flags`` honoured (``space_change_sensitive``: every run of whitespace, leading and
   trailing ones included, must be the answer's exactly).
 - ``float`` with Kattis ``validator_flags`` (or the same names as keys: ``float_tolerance``,
@@ -453,7 +454,7 @@ def _exact_factory(params: Mapping[str, Any]) -> Checker:
     st = _kattis_settings(params)
     if any(k.startswith("float") for k in st):
         raise CheckerSpecError("checker 'exact_tokens' takes no float tolerance: use type 'float'")
-    return KattisTokensChecker("exact_tokens", case_sensitive=bool(st.get("case_sensitive", True)),
+    return KattisTokensChecker("exact_tokens", case_sensitive=bool(st.get("case_sensitive", False)),
                                space_change_sensitive=bool(st.get("space_change_sensitive", False)))
 
 

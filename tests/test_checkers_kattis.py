@@ -19,7 +19,7 @@ def ok(spec: dict[str, Any], expected: str, got: str) -> bool:
     ("expected", "got", "accepted"),
     [
         ("Yes 1\n", "Yes   1", True),  # whitespace runs and the final newline do not matter
-        ("Yes", "yes", False),  # case-sensitive (the project's schema)
+        ("Yes", "yes", True),  # case-insensitive, as the Kattis default validator
         ("1 2", "1 2 3", False),  # trailing output
         ("1 2", "1", False),
         ("1.0", "1.00", False),  # no tolerance without float flags
@@ -29,8 +29,10 @@ def test_exact_tokens(expected: str, got: str, accepted: bool) -> None:
     assert ok({"type": "exact_tokens"}, expected, got) is accepted
 
 
-def test_exact_tokens_case_insensitive_on_request_as_the_kattis_default() -> None:
-    assert ok({"type": "exact_tokens", "case_sensitive": False}, "Yes", "YES")
+def test_exact_tokens_ignore_case_by_default_as_problemtools_does_and_count_it_on_request() -> None:
+    assert ok({"type": "exact_tokens"}, "NO", "no")
+    assert not ok({"type": "exact_tokens", "case_sensitive": True}, "NO", "no")
+    assert not ok({"type": "exact_tokens", "validator_flags": "case_sensitive"}, "Yes", "YES")
 
 
 @pytest.mark.parametrize(
