@@ -34,10 +34,22 @@ _EXPORTS: dict[str, str] = {
     "MODES": "cpfleet.core.protocol",
     # judging without a fleet
     "evaluate": "cpfleet.sandbox.env",
+    # inline tests (any dataset shape) -> a problem record with a content-hash id
+    "problem_from_tests": "cpfleet.producer.inline",
+    # trainer adapters
+    "TRLReward": "cpfleet.rewards",
+    "AsyncTRLReward": "cpfleet.rewards",
+    "compute_score": "cpfleet.rewards",
+    "compute_score_async": "cpfleet.rewards",
+    "compute_score_batch": "cpfleet.rewards",
     # errors
     "CpfleetError": "cpfleet.core.errors",
     "ProblemFormatError": "cpfleet.core.errors",
     "CheckerSpecError": "cpfleet.core.errors",
+    "ProblemNotJudgeable": "cpfleet.core.errors",
+    "NoHiddenTestsError": "cpfleet.core.errors",
+    "NoPublicTestsError": "cpfleet.core.errors",
+    "SlotDirError": "cpfleet.core.errors",
     "ProtocolError": "cpfleet.core.errors",
     "ProblemStoreError": "cpfleet.core.errors",
     "InputFileError": "cpfleet.core.errors",
@@ -46,6 +58,8 @@ _EXPORTS: dict[str, str] = {
     "DuplicateProblemError": "cpfleet.core.errors",
     "PrepareError": "cpfleet.core.errors",
     "DatasetUnavailableError": "cpfleet.core.errors",
+    "TestShapeError": "cpfleet.core.errors",
+    "InlineProblemError": "cpfleet.core.errors",
     "SandboxBroken": "cpfleet.core.errors",
     "BrokerUnavailable": "cpfleet.core.errors",
     "BrokerFull": "cpfleet.core.errors",
@@ -70,9 +84,19 @@ __all__ = [
     "REWARD_SHAPES",
     "MODES",
     "evaluate",
+    "problem_from_tests",
+    "TRLReward",
+    "AsyncTRLReward",
+    "compute_score",
+    "compute_score_async",
+    "compute_score_batch",
     "CpfleetError",
     "ProblemFormatError",
     "CheckerSpecError",
+    "ProblemNotJudgeable",
+    "NoHiddenTestsError",
+    "NoPublicTestsError",
+    "SlotDirError",
     "ProtocolError",
     "ProblemStoreError",
     "InputFileError",
@@ -81,6 +105,8 @@ __all__ = [
     "DuplicateProblemError",
     "PrepareError",
     "DatasetUnavailableError",
+    "TestShapeError",
+    "InlineProblemError",
     "SandboxBroken",
     "BrokerUnavailable",
     "BrokerFull",
@@ -102,22 +128,29 @@ if TYPE_CHECKING:
         DuplicateProblemError,
         FleetBusy,
         FleetError,
+        InlineProblemError,
         InputFileError,
         MessageEncodeError,
+        NoHiddenTestsError,
+        NoPublicTestsError,
         PrepareError,
         ProblemFileError,
         ProblemFileNotFoundError,
         ProblemFormatError,
+        ProblemNotJudgeable,
         ProblemStoreError,
         ProtocolError,
         PublisherClosed,
         SandboxBroken,
+        SlotDirError,
+        TestShapeError,
     )
     from cpfleet.core.problem import Problem, TestCase
     from cpfleet.core.protocol import MODES, REWARD_SHAPES
     from cpfleet.core.results import JobResult, TestReport, TestSetSummary, Timings
     from cpfleet.core.verdict import Verdict
     from cpfleet.producer.client import FleetClient, FleetStats
+    from cpfleet.producer.inline import problem_from_tests
     from cpfleet.sandbox.env import evaluate
 
 

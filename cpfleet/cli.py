@@ -20,6 +20,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "submit": ("cpfleet.submit_cli", "submit jobs through the fleet, JSONL in and out"),
     "up": ("cpfleet.up", "start redis + worker + flower locally"),
     "demo": ("cpfleet.demo", "run a demo batch on an embedded Redis"),
+    "serve": ("cpfleet.serve", "HTTP endpoints for trainers (OpenRLHF, slime, SandboxFusion API, batch judge)"),
 }
 
 

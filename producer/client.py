@@ -27,7 +27,8 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+import weakref
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
@@ -40,6 +41,8 @@ from cpfleet.core import defaults, protocol
 from cpfleet.core.errors import BrokerFull, ClientClosed, FleetBusy
 from cpfleet.core.protocol import JobMessage, ProtocolError
 from cpfleet.core.results import JobResult
+from cpfleet.producer.batcher import AsyncEvaluator
+from cpfleet.producer.inline_registry import InlineRegistry
 from cpfleet.producer.orphans import purge_orphans
 from cpfleet.producer.publisher import BrokerUnavailable, Publisher, PublisherClosed
 
@@ -137,6 +140,7 @@ class FleetClient:
         publish_batch: int = 500,
         pop_batch: int = 1000,
         sweep_orphans: bool = True,
+        code_key: Callable[[str], str | None] | None = None,
     ) -> None:
         protocol.check_options(reward, mode)
         if timeout <= 0 or max_in_flight < 1:
@@ -156,6 +160,8 @@ class FleetClient:
         self.processing_key = protocol.processing_key(self.client_id)
         self.claim_key = protocol.client_claim_key(self.client_id)
         self.pop_batch = pop_batch
+        # what makes two completions the same job for evaluate()'s in-flight dedupe (None: the text)
+        self.code_key = code_key
         self.stats = FleetStats()
         self._block_s = 0.25
         self._claim_token = uuid.uuid4().hex
@@ -207,6 +213,10 @@ class FleetClient:
         self._closed = False
         self._cancel_ttl_until = 0.0  # epoch seconds the cancelled set must live until
         self._stop = threading.Event()
+        self._inline: InlineRegistry | None = None  # created on the first job with inline tests
+        self._evaluators: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncEvaluator] = (
+            weakref.WeakKeyDictionary()
+        )
         self._reader = threading.Thread(target=self._read_loop, name=f"cpfleet-reader-{self.client_id[:8]}", daemon=True)
         self._reader.start()
 
@@ -253,7 +263,7 @@ class FleetClient:
         """
         if self._closed:
             raise ClientClosed("FleetClient is closed")
-        specs = [self._make(job, reward, mode, timeout) for job in jobs]
+        specs = [self._make(self._resolve_inline(job), reward, mode, timeout) for job in jobs]
         futures: list[cf.Future[JobResult]] = []
         chunk = max(1, min(self._publisher.batch_size, self.max_in_flight))
         for start in range(0, len(specs), chunk):
@@ -278,6 +288,26 @@ class FleetClient:
                 raise
             futures.extend(e.future for e in entries)
         return futures
+
+    def _resolve_inline(self, job: Job) -> Job:
+        """A job carrying ``tests`` (a mapping without ``problem_id``, or a pair whose first item is
+        not a string) gets the id its tests are stored under, registering them the first time."""
+        if isinstance(job, Mapping):
+            if job.get("problem_id") or "tests" not in job:
+                return job
+            return self.inline_registry.resolve_job(job)
+        problem, completion = job
+        if isinstance(problem, str):
+            return job
+        return (self.inline_registry.problem_id(problem), completion)
+
+    @property
+    def inline_registry(self) -> InlineRegistry:
+        """The registry of inline test sets this client has stored (see producer.inline_registry)."""
+        with self._lock:
+            if self._inline is None:
+                self._inline = InlineRegistry(self._redis)
+            return self._inline
 
     def _make(self, job: Job, reward: str | None, mode: str | None, timeout: float | None) -> _Spec:
         """Validate one job (nothing is stamped here: that happens when it is registered)."""
@@ -629,10 +659,43 @@ class FleetClient:
         return [f.result() for f in futures]
 
     @staticmethod
-    def as_completed(futures: Iterable[cf.Future[JobResult]], timeout: float | None = None) -> Iterator[JobResult]:
-        """Results as they arrive (each JobResult carries its job_id)."""
+    def as_completed(
+        futures: Iterable[cf.Future[JobResult]], timeout: float | None = None
+    ) -> Iterator[cf.Future[JobResult]]:
+        """The futures as they finish, like ``concurrent.futures.as_completed`` (``.result()`` of
+        each is its JobResult, never an exception for the job)."""
+        return cf.as_completed(list(futures), timeout=timeout)
+
+    @staticmethod
+    def results_as_completed(
+        futures: Iterable[cf.Future[JobResult]], timeout: float | None = None
+    ) -> Iterator[JobResult]:
+        """The results as they arrive (each JobResult carries its job_id)."""
         for f in cf.as_completed(list(futures), timeout=timeout):
             yield f.result()
+
+    def map(
+        self,
+        problems: Iterable[str | Any],
+        completions: Iterable[str | bytes],
+        *,
+        timeout: float | None = None,
+        reward: str | None = None,
+        mode: str | None = None,
+    ) -> Iterator[JobResult]:
+        """Like ``Executor.map``: every pair is submitted now, results come in input order.
+
+        ``problems`` holds problem ids or inline test sets. ``timeout`` counts from this call;
+        the iterator raises TimeoutError when a result is not there by then.
+        """
+        futures = self.submit_many(list(zip(problems, completions, strict=True)), reward=reward, mode=mode)
+        end = None if timeout is None else time.monotonic() + timeout
+
+        def results() -> Iterator[JobResult]:
+            for f in futures:
+                yield f.result(None if end is None else max(0.0, end - time.monotonic()))
+
+        return results()
 
     def evaluate_many(self, jobs: Iterable[Job], **kwargs: Any) -> list[JobResult]:
         """Submit and wait: the results in input order."""
@@ -656,8 +719,39 @@ class FleetClient:
         return [asyncio.wrap_future(f) for f in futures]
 
     async def aevaluate(self, problem_id: str, completion: str | bytes, **kwargs: Any) -> JobResult:
-        """One job, awaited: the step of a multi-turn agentic rollout."""
+        """One job, awaited: the step of a multi-turn agentic rollout (see also ``evaluate``)."""
         return await (await self.asubmit(problem_id, completion, **kwargs))
+
+    async def evaluate(
+        self,
+        problem: str | Any,
+        completion: str | bytes,
+        *,
+        reward: str | None = None,
+        mode: str | None = None,
+        timeout: float | None = None,
+        job_id: str | None = None,
+        dedupe: bool = True,
+    ) -> JobResult:
+        """One job in one await, through this event loop's micro-batcher (producer.batcher).
+
+        ``problem`` is a problem id or an inline test set. Calls made in the same loop iteration
+        (thousands of agentic episodes) are published together; an identical job (same problem,
+        extracted code and options) already in flight shares its result when ``dedupe``.
+        """
+        return await self.evaluator().evaluate(
+            problem, completion, reward=reward, mode=mode, timeout=timeout, job_id=job_id, dedupe=dedupe
+        )
+
+    def evaluator(self) -> AsyncEvaluator:
+        """The micro-batcher bound to the running event loop (one per loop, made on first use)."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            ev = self._evaluators.get(loop)
+            if ev is None:
+                ev = AsyncEvaluator(self, loop)
+                self._evaluators[loop] = ev
+            return ev
 
     @staticmethod
     async def agather(futures: Sequence[asyncio.Future[JobResult]], timeout: float | None = None) -> list[JobResult]:

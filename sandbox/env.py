@@ -8,8 +8,8 @@ Rules (the reward is what GRPO learns from, the observation is what the model re
   reward (``all_or_nothing`` stops at the first hidden failure, ``fraction`` runs them all).
   ``mode="public"``: only the public tests are run and they give the reward (a cheap shaping
   signal for multi-turn rollouts). A problem without tests in the rewarded set (no hidden tests
-  in full mode, no public tests in public mode) is broken problem data: an infrastructure error,
-  never a reward computed from something else.
+  in full mode, no public tests in public mode: ``validate_for_judging``) is broken problem
+  data: an infrastructure error, never a reward computed from something else.
 - A test passes when the program exited 0 within the limits and the problem's checker accepts
   its stdout.
 - The job's ``verdict`` describes the tests the reward was computed from: the first failure
@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 
 from cpfleet.core.checkers import Checker, CheckerSpecError, get_checker
 from cpfleet.core.errors import BrokenProblem, SandboxFailure
-from cpfleet.core.problem import Problem, TestCase
+from cpfleet.core.problem import Problem, TestCase, judging_refusal
 from cpfleet.core.results import JobResult, TestReport, TestSetSummary, Timings
 from cpfleet.core.verdict import Verdict
 from cpfleet.sandbox.extract import extract_code
@@ -248,10 +248,9 @@ def evaluate(
         checker = get_checker(problem.checker)
     except CheckerSpecError as e:
         return infra(f"problem {problem.id}: {e}")
-    rewarded_tests = problem.public_tests if mode == "public" else problem.hidden_tests
-    if not rewarded_tests:
-        kind = "public" if mode == "public" else "hidden"
-        return infra(f"problem {problem.id} has no {kind} tests: nothing to compute a {mode}-mode reward from")
+    refusal = judging_refusal(problem, mode)  # the one judging rule (cpfleet.core.problem)
+    if refusal is not None:  # broken problem data: no reward may come from zero tests
+        return infra(f"problem refused, not judged: {refusal}")
 
     text = completion.decode("utf-8", errors="replace") if isinstance(completion, bytes) else completion
     code = extract_code(text)

@@ -182,7 +182,7 @@ def test_asyncio_api_evaluates_and_gathers(fleet: FleetClient) -> None:
 
 def test_as_completed_yields_every_result_once(fleet: FleetClient) -> None:
     futures = fleet.submit_many([("test/add", GOOD)] * 5 + [("test/add", HALF)] * 5)
-    seen = [r.job_id for r in fleet.as_completed(futures, timeout=120)]
+    seen = [f.result().job_id for f in fleet.as_completed(futures, timeout=120)]
     assert sorted(seen) == sorted(f.result().job_id for f in futures) and len(set(seen)) == 10
 
 

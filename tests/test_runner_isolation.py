@@ -35,7 +35,8 @@ def test_infinite_loop_is_killed_by_the_cpu_limit(runner: CodeRunner) -> None:
     res = run(runner, "while True:\n    pass\n", time_s=1)
     assert res.status == Verdict.TIME_LIMIT
     assert res.cpu_s >= 0.5  # rusage is tick-sampled here; the kernel's own count reached 1 s
-    assert res.wall_s < Limits(time_s=1).wall_backstop_s  # the CPU limit fired, not the backstop
+    # decided by the CPU time the program used, whatever the load did to the wall clock
+    assert "CPU time limit" in res.error and res.deterministic
 
 
 def test_sleeping_program_is_stopped_by_the_wall_backstop(runner: CodeRunner) -> None:

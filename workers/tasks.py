@@ -4,8 +4,9 @@ Except a withdrawn job (cancelled by its client, or its client closed or died): 
 before anything of it runs, and nobody waits for its reply (see ``workers.withdrawal``).
 
 Every path ends in a reply: a malformed message that still names its reply list gets an INTERNAL
-result, an unknown problem gets UNKNOWN_PROBLEM, an exception or a soft time limit gets INTERNAL
-with the reason. Paths the task cannot reach itself (its pool process died for good, the hard
+result, an unknown problem gets UNKNOWN_PROBLEM, a stored problem that the judging rule refuses
+for the job's mode (``validate_for_judging``) gets INTERNAL naming the reason (never a verdict),
+an exception or a soft time limit gets INTERNAL with the reason. Paths the task cannot reach itself (its pool process died for good, the hard
 time limit) are answered by the main process, see ``cpfleet.workers.app``.
 """
 
@@ -19,6 +20,7 @@ from typing import Any
 from celery.exceptions import SoftTimeLimitExceeded
 
 from cpfleet.core import protocol
+from cpfleet.core.problem import judging_refusal
 from cpfleet.core.protocol import JobMessage, ProtocolError
 from cpfleet.core.results import JobResult
 from cpfleet.core.verdict import Verdict
@@ -92,6 +94,11 @@ def _evaluate(msg: JobMessage) -> JobResult:
             msg.job_id, msg.problem_id, f"unknown problem id {msg.problem_id!r}", verdict=Verdict.UNKNOWN_PROBLEM
         )
     problem, version = found.problem, found.version
+    refusal = judging_refusal(problem, msg.mode)
+    if refusal is not None:
+        # a public-mode job on a problem without public tests, or a problem stored by code that
+        # did not apply the rule: broken problem data, answered explicitly and never judged
+        return JobResult.infra(msg.job_id, msg.problem_id, f"problem refused, not judged: {refusal}")
     cache_key = None
     if settings.result_cache and msg.use_cache:
         from cpfleet.sandbox.extract import extract_code
