@@ -13,6 +13,7 @@ from typing import Any
 import msgpack
 
 from cpfleet.core.errors import NoHiddenTestsError, NoPublicTestsError, ProblemFormatError
+from cpfleet.core.protocol import MODES
 
 DEFAULT_TIME_LIMIT_S = 2.0
 DEFAULT_MEMORY_LIMIT_MB = 512
@@ -113,9 +114,6 @@ class Problem:
         return hashlib.blake2b(msgpack.packb(judged, use_bin_type=True), digest_size=12).hexdigest()
 
 
-JUDGING_MODES = ("full", "public")
-
-
 def validate_for_judging(problem: Problem, mode: str = "full") -> None:
     """The one rule every entry point applies before a problem may be judged or registered.
 
@@ -128,8 +126,8 @@ def validate_for_judging(problem: Problem, mode: str = "full") -> None:
     for one, often have none. So no reward is ever a fraction over zero tests. Raises
     ``NoHiddenTestsError`` / ``NoPublicTestsError`` (both ``ProblemFormatError``).
     """
-    if mode not in JUDGING_MODES:
-        raise ValueError(f"mode must be one of {JUDGING_MODES}, got {mode!r}")
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r} (known: {', '.join(MODES)})")
     if mode == "full" and not problem.hidden_tests:
         raise NoHiddenTestsError(
             f"{problem.id}: no hidden tests: the reward comes from hidden tests only, so this problem "

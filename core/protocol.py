@@ -151,7 +151,8 @@ class JobMessage:
 
 
 def check_options(reward_shape: str, mode: str) -> None:
-    """Fail fast on the producer side for options the worker would refuse."""
+    """The one check of the judging options: every entry point (client, CLI, HTTP, the sandbox)
+    calls it, so they accept and refuse exactly the same reward shapes and modes."""
     if reward_shape not in REWARD_SHAPES:
         raise ValueError(f"unknown reward shape {reward_shape!r} (known: {', '.join(REWARD_SHAPES)})")
     if mode not in MODES:

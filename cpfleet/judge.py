@@ -21,12 +21,13 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from cpfleet.core import protocol
 from cpfleet.core.problem import Problem
 from cpfleet.jobs_file import InputFileError as InputError
 from cpfleet.jobs_file import read_jobs
 from cpfleet.loading import load_problems
 from cpfleet.pool import RUNNER_KINDS, default_workers, judge_iter
-from cpfleet.sandbox.env import DEFAULT_MAX_PUBLIC_SHOWN, MODES, REWARD_SHAPES
+from cpfleet.sandbox.env import DEFAULT_MAX_PUBLIC_SHOWN
 from cpfleet.store_cli import add_loading_arguments, load_for_command
 
 
@@ -38,8 +39,8 @@ def read_problems(path: str | Path, *, strict: bool = False, mode: str = "full")
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("problems", metavar="PROBLEMS", help="problems JSONL (optionally .gz)")
     parser.add_argument("jobs", metavar="JOBS", help="jobs JSONL {problem_id, completion, job_id?}; - for stdin")
-    parser.add_argument("--reward", choices=REWARD_SHAPES, default="all_or_nothing", help="reward shape")
-    parser.add_argument("--mode", choices=MODES, default="full", help="full: hidden tests give the reward; public: public tests only")
+    parser.add_argument("--reward-shape", "--reward", dest="reward_shape", choices=protocol.REWARD_SHAPES, default="all_or_nothing", help="all_or_nothing: 1.0 only if every rewarded test passes; fraction: the share that pass")
+    parser.add_argument("--mode", choices=protocol.MODES, default="full", help="full: hidden tests give the reward; public: public tests only")
     parser.add_argument("--workers", type=int, default=default_workers(), help="judging processes (default: usable CPUs)")
     parser.add_argument("--runner", choices=RUNNER_KINDS, default="forkserver", help="execution backend")
     parser.add_argument(
@@ -73,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
         problems,
         jobs,
         workers=min(args.workers, max(1, len(jobs))),
-        reward_shape=args.reward,
+        reward_shape=args.reward_shape,
         mode=args.mode,
         runner_kind=args.runner,
         progress=not args.no_progress,

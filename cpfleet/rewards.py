@@ -435,7 +435,7 @@ def compute_score_batch(
                     continue
                 jobs.append({"problem_id": pid, "completion": solution_strs[i]})
                 index.append(i)
-            futures = fleet.submit_many(jobs, reward=opts["reward_shape"], mode=opts["mode"], timeout=opts["timeout_s"])
+            futures = fleet.submit_many(jobs, reward_shape=opts["reward_shape"], mode=opts["mode"], timeout=opts["timeout_s"])
             for i, fut in zip(index, futures, strict=True):
                 try:
                     results[i] = fut.result(timeout=opts["timeout_s"] + 30)
@@ -468,7 +468,7 @@ async def compute_score_async(
         try:
             fleet = _verl_fleet(opts["redis_url"], opts["queue"])
             result = await fleet.evaluate(
-                target, solution_str, reward=opts["reward_shape"], mode=opts["mode"], timeout=opts["timeout_s"]
+                target, solution_str, reward_shape=opts["reward_shape"], mode=opts["mode"], timeout=opts["timeout_s"]
             )
         except ValueError as e:  # unusable inline tests: retrying cannot help
             log.error("compute_score_async: %s", e)

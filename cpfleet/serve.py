@@ -220,10 +220,10 @@ def create_app(config: ServeConfig) -> Starlette:
             metrics.rejected.labels(endpoint).inc()
             raise _HTTPError(429, f"{fleet().in_flight} jobs in flight (limit {config.max_in_flight})", {"Retry-After": "1"})
 
-    async def judge(problem: Any, completion: str, *, reward: str | None = None, mode: str | None = None) -> JobResult:
+    async def judge(problem: Any, completion: str, *, reward_shape: str | None = None, mode: str | None = None) -> JobResult:
         metrics.in_flight.inc()
         try:
-            result: JobResult = await fleet().evaluate(problem, completion, reward=reward, mode=mode)
+            result: JobResult = await fleet().evaluate(problem, completion, reward_shape=reward_shape, mode=mode)
         finally:
             metrics.in_flight.dec()
         metrics.jobs.labels(str(result.verdict), str(result.infra_error).lower()).inc()
@@ -339,7 +339,7 @@ def create_app(config: ServeConfig) -> Starlette:
             raise _HTTPError(422, "'id' (a problem id) or config.provided_data (tests) is required")
         room("submit", 1)
         try:
-            result = await judge(problem, completion, reward="all_or_nothing")
+            result = await judge(problem, completion, reward_shape="all_or_nothing")
         except ValueError as e:
             raise _HTTPError(422, str(e)) from None
         _raise_on_infra([result])
@@ -369,7 +369,7 @@ def create_app(config: ServeConfig) -> Starlette:
 
         async def one(i: int, job: dict[str, Any]) -> dict[str, Any]:
             try:
-                result = await judge(job["problem"], job["completion"], reward=job["reward"], mode=job["mode"])
+                result = await judge(job["problem"], job["completion"], reward_shape=job["reward_shape"], mode=job["mode"])
             except ValueError as e:  # unusable inline tests: this job only
                 return {"index": i, "job_id": job["job_id"], "error": str(e)}
             d = result.to_dict()
@@ -500,16 +500,16 @@ def _native_job(i: int, job: Any, defaults: Mapping[str, Any]) -> dict[str, Any]
         problem = problem_ref(job["tests"])
     else:
         raise _HTTPError(422, f"jobs[{i}] needs 'problem_id' or 'tests'")
-    reward = job.get("reward") or defaults.get("reward")
+    reward_shape = job.get("reward_shape") or defaults.get("reward_shape")
     mode = job.get("mode") or defaults.get("mode")
-    from cpfleet.core.protocol import MODES, REWARD_SHAPES
+    from cpfleet.core.protocol import check_options
 
-    if reward is not None and reward not in REWARD_SHAPES:
-        raise _HTTPError(422, f"jobs[{i}].reward must be one of {REWARD_SHAPES}")
-    if mode is not None and mode not in MODES:
-        raise _HTTPError(422, f"jobs[{i}].mode must be one of {MODES}")
+    try:
+        check_options(reward_shape or "all_or_nothing", mode or "full")
+    except ValueError as e:
+        raise _HTTPError(422, f"jobs[{i}]: {e}") from None
     job_id = job.get("job_id")
-    return {"problem": problem, "completion": completion, "reward": reward, "mode": mode,
+    return {"problem": problem, "completion": completion, "reward_shape": reward_shape, "mode": mode,
             "job_id": None if job_id is None else str(job_id)}
 
 

@@ -24,7 +24,7 @@ from cpfleet.jobs_file import InputFileError, read_jobs  # shared with `cpfleet 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("jobs", metavar="JOBS", help="jobs JSONL {problem_id, completion, job_id?}; - for stdin")
     parser.add_argument("--redis", metavar="URL", help="the fleet's " + defaults.REDIS_URL_HELP)
-    parser.add_argument("--reward", choices=protocol.REWARD_SHAPES, default="all_or_nothing", help="reward shape")
+    parser.add_argument("--reward-shape", "--reward", dest="reward_shape", choices=protocol.REWARD_SHAPES, default="all_or_nothing", help="all_or_nothing: 1.0 only if every rewarded test passes; fraction: the share that pass")
     parser.add_argument("--mode", choices=protocol.MODES, default="full", help="full: hidden tests give the reward; public: public tests only")
     parser.add_argument("--problems", metavar="FILE", help="upload this problem file (JSONL/.gz/parquet) to the store first")
     parser.add_argument("--queue", default=protocol.DEFAULT_QUEUE, help="queue to publish to (default: cpfleet)")
@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
             defaults.redis_url(args.redis),
             queue=args.queue,
             timeout=args.timeout,
-            reward=args.reward,
+            reward_shape=args.reward_shape,
             mode=args.mode,
             max_in_flight=max(1, args.max_in_flight),
             use_cache=not args.no_cache,

@@ -80,7 +80,7 @@ class AsyncEvaluator:
         problem: str | Any,
         completion: str | bytes,
         *,
-        reward: str | None = None,
+        reward_shape: str | None = None,
         mode: str | None = None,
         timeout: float | None = None,
         job_id: str | None = None,
@@ -89,14 +89,14 @@ class AsyncEvaluator:
         if asyncio.get_running_loop() is not self._loop:
             raise RuntimeError("this AsyncEvaluator belongs to another event loop: use FleetClient.evaluate")
         self.stats.calls += 1
-        job: dict[str, Any] = {"completion": completion, "job_id": job_id, "reward": reward, "mode": mode}
+        job: dict[str, Any] = {"completion": completion, "job_id": job_id, "reward_shape": reward_shape, "mode": mode}
         if timeout is not None:
             job["timeout"] = timeout
         if isinstance(problem, str):
             job["problem_id"] = problem
         else:
             job["tests"] = problem
-        key = self._key(problem, completion, reward, mode) if dedupe else None
+        key = self._key(problem, completion, reward_shape, mode) if dedupe else None
         if key is not None:
             shared = self._inflight.get(key)
             if shared is not None:
@@ -116,13 +116,13 @@ class AsyncEvaluator:
             self._loop.call_soon(self._flush)
         return await asyncio.shield(fut)
 
-    def _key(self, problem: Any, completion: str | bytes, reward: str | None, mode: str | None) -> tuple[str, ...]:
+    def _key(self, problem: Any, completion: str | bytes, reward_shape: str | None, mode: str | None) -> tuple[str, ...]:
         text = completion.decode("utf-8", "replace") if isinstance(completion, bytes) else completion
         where = problem if isinstance(problem, str) else "tests:" + tests_digest(problem)
         return (
             where,
             code_hash(self._fleet.code_key(text) if self._fleet.code_key is not None else text),
-            reward or self._fleet.reward,
+            reward_shape or self._fleet.reward_shape,
             mode or self._fleet.mode,
         )
 

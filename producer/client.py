@@ -1,7 +1,7 @@
 """The trainer-side client: submit jobs to the fleet, get one JobResult per job back.
 
     with FleetClient() as fleet:                   # $CPFLEET_REDIS_URL, else redis://127.0.0.1:6379/0
-        futures = fleet.submit_many([(problem_id, completion) for ...], reward="fraction")
+        futures = fleet.submit_many([(problem_id, completion) for ...], reward_shape="fraction")
         results = fleet.gather(futures)            # in submit order
         rewards = [r.reward for r in results]      # None where r.infra_error: mask those
 
@@ -72,7 +72,7 @@ class _Spec:
     job_id: str  # the caller's id (or a generated one): what the caller sees in the result
     problem_id: str
     completion: str | bytes
-    reward: str
+    reward_shape: str
     mode: str
     timeout: float
     debug: str | None
@@ -130,7 +130,7 @@ class FleetClient:
         *,
         queue: str = protocol.DEFAULT_QUEUE,
         timeout: float = 900.0,
-        reward: str = "all_or_nothing",
+        reward_shape: str = "all_or_nothing",
         mode: str = "full",
         max_in_flight: int = 100_000,
         resubmit_on_timeout: bool = False,
@@ -142,14 +142,14 @@ class FleetClient:
         sweep_orphans: bool = True,
         code_key: Callable[[str], str | None] | None = None,
     ) -> None:
-        protocol.check_options(reward, mode)
+        protocol.check_options(reward_shape, mode)
         if timeout <= 0 or max_in_flight < 1:
             raise ValueError("timeout must be > 0 and max_in_flight >= 1")
         redis_url = defaults.redis_url(redis_url)
         self.redis_url = redis_url
         self.queue = queue
         self.timeout = timeout
-        self.reward = reward
+        self.reward_shape = reward_shape
         self.mode = mode
         self.max_in_flight = max_in_flight
         self.resubmit_on_timeout = resubmit_on_timeout
@@ -227,7 +227,7 @@ class FleetClient:
         problem_id: str,
         completion: str | bytes,
         *,
-        reward: str | None = None,
+        reward_shape: str | None = None,
         mode: str | None = None,
         job_id: str | None = None,
         timeout: float | None = None,
@@ -235,13 +235,13 @@ class FleetClient:
     ) -> cf.Future[JobResult]:
         """Publish one job; the future resolves with its JobResult (never raises for the job)."""
         job = {"problem_id": problem_id, "completion": completion, "job_id": job_id}
-        return self.submit_many([job], reward=reward, mode=mode, timeout=timeout, wait_for_room=wait_for_room)[0]
+        return self.submit_many([job], reward_shape=reward_shape, mode=mode, timeout=timeout, wait_for_room=wait_for_room)[0]
 
     def submit_many(
         self,
         jobs: Iterable[Job],
         *,
-        reward: str | None = None,
+        reward_shape: str | None = None,
         mode: str | None = None,
         timeout: float | None = None,
         wait_for_room: float | None = None,
@@ -249,7 +249,7 @@ class FleetClient:
         """Publish jobs in batches; returns their futures in order.
 
         A job is ``(problem_id, completion)`` or a mapping with ``problem_id``, ``completion`` and
-        optional ``job_id``, ``reward``, ``mode``, ``timeout``. ``job_id`` is only a label for the
+        optional ``job_id``, ``reward_shape``, ``mode``, ``timeout``. ``job_id`` is only a label for the
         caller (the result carries it back); it need not be unique. Every job is validated before
         anything is published: an invalid one raises ValueError/TypeError and nothing is sent.
 
@@ -263,7 +263,7 @@ class FleetClient:
         """
         if self._closed:
             raise ClientClosed("FleetClient is closed")
-        specs = [self._make(self._resolve_inline(job), reward, mode, timeout) for job in jobs]
+        specs = [self._make(self._resolve_inline(job), reward_shape, mode, timeout) for job in jobs]
         futures: list[cf.Future[JobResult]] = []
         chunk = max(1, min(self._publisher.batch_size, self.max_in_flight))
         for start in range(0, len(specs), chunk):
@@ -309,21 +309,21 @@ class FleetClient:
                 self._inline = InlineRegistry(self._redis)
             return self._inline
 
-    def _make(self, job: Job, reward: str | None, mode: str | None, timeout: float | None) -> _Spec:
+    def _make(self, job: Job, reward_shape: str | None, mode: str | None, timeout: float | None) -> _Spec:
         """Validate one job (nothing is stamped here: that happens when it is registered)."""
         debug: Any = None
         if isinstance(job, Mapping):
             problem_id, completion = job["problem_id"], job.get("completion", "")
             job_id = job.get("job_id")
-            reward = job.get("reward") or reward
+            reward_shape = job.get("reward_shape") or reward_shape
             mode = job.get("mode") or mode
             timeout = job.get("timeout") or timeout
             debug = job.get("debug")
         else:
             problem_id, completion = job
             job_id = None
-        reward, mode = reward or self.reward, mode or self.mode
-        protocol.check_options(reward, mode)
+        reward_shape, mode = reward_shape or self.reward_shape, mode or self.mode
+        protocol.check_options(reward_shape, mode)
         if not isinstance(problem_id, str) or not problem_id or not _utf8(problem_id):
             raise ValueError(f"problem_id must be a non-empty UTF-8 string, got {problem_id!r}")
         job_id = uuid.uuid4().hex if job_id is None or job_id == "" else str(job_id)
@@ -346,7 +346,7 @@ class FleetClient:
         t = float(timeout or self.timeout)
         if t <= 0:
             raise ValueError(f"timeout must be > 0, got {t}")
-        return _Spec(job_id, problem_id, completion, reward, mode, t, debug)
+        return _Spec(job_id, problem_id, completion, reward_shape, mode, t, debug)
 
     def _register(self, specs: Sequence[_Spec], wait_for_room: float | None) -> list[_Pending]:
         """Wait for room, then stamp and register ``specs``, all under one hold of the lock (so
@@ -373,7 +373,7 @@ class FleetClient:
                     problem_id=s.problem_id,
                     completion=s.completion,
                     reply_to=self.reply_key,
-                    reward_shape=s.reward,
+                    reward_shape=s.reward_shape,
                     mode=s.mode,
                     submitted_at=now,
                     deadline=now + s.timeout,
@@ -680,7 +680,7 @@ class FleetClient:
         completions: Iterable[str | bytes],
         *,
         timeout: float | None = None,
-        reward: str | None = None,
+        reward_shape: str | None = None,
         mode: str | None = None,
     ) -> Iterator[JobResult]:
         """Like ``Executor.map``: every pair is submitted now, results come in input order.
@@ -688,7 +688,7 @@ class FleetClient:
         ``problems`` holds problem ids or inline test sets. ``timeout`` counts from this call;
         the iterator raises TimeoutError when a result is not there by then.
         """
-        futures = self.submit_many(list(zip(problems, completions, strict=True)), reward=reward, mode=mode)
+        futures = self.submit_many(list(zip(problems, completions, strict=True)), reward_shape=reward_shape, mode=mode)
         end = None if timeout is None else time.monotonic() + timeout
 
         def results() -> Iterator[JobResult]:
@@ -727,7 +727,7 @@ class FleetClient:
         problem: str | Any,
         completion: str | bytes,
         *,
-        reward: str | None = None,
+        reward_shape: str | None = None,
         mode: str | None = None,
         timeout: float | None = None,
         job_id: str | None = None,
@@ -740,7 +740,7 @@ class FleetClient:
         extracted code and options) already in flight shares its result when ``dedupe``.
         """
         return await self.evaluator().evaluate(
-            problem, completion, reward=reward, mode=mode, timeout=timeout, job_id=job_id, dedupe=dedupe
+            problem, completion, reward_shape=reward_shape, mode=mode, timeout=timeout, job_id=job_id, dedupe=dedupe
         )
 
     def evaluator(self) -> AsyncEvaluator:

@@ -41,14 +41,13 @@ from dataclasses import dataclass, field
 from cpfleet.core.checkers import Checker, CheckerSpecError, get_checker
 from cpfleet.core.errors import BrokenProblem, SandboxFailure
 from cpfleet.core.problem import Problem, TestCase, judging_refusal
+from cpfleet.core.protocol import check_options
 from cpfleet.core.results import JobResult, TestReport, TestSetSummary, Timings
 from cpfleet.core.verdict import Verdict
 from cpfleet.sandbox.extract import extract_code
 from cpfleet.sandbox.observation import CLIP_CHARS, PublicTestView, clip, display_prefix, format_observation
 from cpfleet.sandbox.runner import CodeRunner, Limits, RunResult
 
-REWARD_SHAPES = ("all_or_nothing", "fraction")
-MODES = ("full", "public")
 DEFAULT_MAX_PUBLIC_SHOWN = 10  # public tests shown in the observation
 # Whole-job wall-clock budget for `cpfleet judge` and the worker's default (the worker derives
 # its own from its task time limit, see workers/config.py): tests stop being started past it.
@@ -229,10 +228,7 @@ def evaluate(
     one problem pass it precomputed (hashing every test per job is wasted work).
     ``time_budget_s`` bounds the wall-clock time spent running tests (None: unbounded).
     """
-    if reward_shape not in REWARD_SHAPES:
-        raise ValueError(f"reward_shape must be one of {REWARD_SHAPES}, got {reward_shape!r}")
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    check_options(reward_shape, mode)
     started = time.perf_counter()
     version = problem.content_version() if problem_version is None else problem_version
 
@@ -367,8 +363,7 @@ class CodeContestsEnv:
         max_public_shown: int | None = DEFAULT_MAX_PUBLIC_SHOWN,
         time_budget_s: float | None = DEFAULT_JOB_TIME_BUDGET_S,
     ) -> None:
-        if reward_shape not in REWARD_SHAPES or mode not in MODES:
-            raise ValueError(f"bad reward_shape {reward_shape!r} or mode {mode!r}")
+        check_options(reward_shape, mode)
         self.runner = runner
         self.reward_shape = reward_shape
         self.mode = mode

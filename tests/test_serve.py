@@ -204,7 +204,7 @@ def test_sandbox_fusion_sdk_run_code_and_submit_work_against_cpfleet(node: Fleet
 def test_native_batch_streams_one_ndjson_line_per_job(server: Server) -> None:
     jobs = [
         {"problem_id": "t/add", "completion": GOOD, "job_id": "a"},
-        {"tests": ADD_TESTS, "completion": WRONG, "job_id": "b", "reward": "fraction"},
+        {"tests": ADD_TESTS, "completion": WRONG, "job_id": "b", "reward_shape": "fraction"},
         {"problem_id": "t/missing", "completion": GOOD, "job_id": "c"},
     ]
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=120)

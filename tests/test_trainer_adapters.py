@@ -171,7 +171,7 @@ def test_evaluate_takes_inline_tests_and_reports_a_bad_set_to_its_caller_only(fl
 
 def test_map_returns_results_in_input_order_and_as_completed_yields_futures(fleet: FleetClient) -> None:
     completions = [GOOD, WRONG, HALF, GOOD]
-    mapped = list(fleet.map(["t/add"] * 4, completions, timeout=120, reward="fraction"))
+    mapped = list(fleet.map(["t/add"] * 4, completions, timeout=120, reward_shape="fraction"))
     assert [r.reward for r in mapped] == [1.0, 0.25, 0.5, 1.0]  # a - b is right for 0 0
     futures = fleet.submit_many([("t/add", c) for c in completions])
     seen = list(fleet.as_completed(futures, timeout=120))

@@ -58,7 +58,7 @@ def _debug_hook(msg: JobMessage) -> None:
                 pass
 
 
-def evaluate_job(msg: JobMessage, hostname: str) -> JobResult:
+def run_job(msg: JobMessage, hostname: str) -> JobResult:
     """Look the problem up, serve from the result cache or run the sandbox; never raises."""
     started = time.time()
     queued_ms = max(0.0, (started - msg.submitted_at) * 1000.0) if msg.submitted_at else 0.0
@@ -69,7 +69,7 @@ def evaluate_job(msg: JobMessage, hostname: str) -> JobResult:
             # The caller has already given up on this job (and answered it INTERNAL itself).
             result = JobResult.infra(msg.job_id, msg.problem_id, "deadline passed before a worker picked the job up")
         else:
-            result = _evaluate(msg)
+            result = _judge_job(msg)
     except SoftTimeLimitExceeded:
         resources.reset_runner()  # interrupted mid-test: never reuse that runner
         result = JobResult.infra(
@@ -86,7 +86,7 @@ def evaluate_job(msg: JobMessage, hostname: str) -> JobResult:
     return result
 
 
-def _evaluate(msg: JobMessage) -> JobResult:
+def _judge_job(msg: JobMessage) -> JobResult:
     found = resources.problems.lookup(msg.problem_id)
     _record_problem_lookup("unknown" if found is None else found.outcome)
     if found is None:
@@ -158,7 +158,7 @@ def _record(result: JobResult) -> None:
     default_retry_delay=0,
     ignore_result=True,
 )
-def evaluate(self: Any, job: Any = None, *args: Any, **kwargs: Any) -> None:
+def evaluate_task(self: Any, job: Any = None, *args: Any, **kwargs: Any) -> None:
     """The Celery entry point: validate the message, evaluate, push the one reply."""
     hostname = str(self.request.hostname or "")
     try:
@@ -170,7 +170,7 @@ def evaluate(self: Any, job: Any = None, *args: Any, **kwargs: Any) -> None:
     if why is not None:
         joblog.log_event("job_withdrawn", job_id=msg.job_id, problem_id=msg.problem_id, reason=why, worker=hostname)
         return
-    result = evaluate_job(msg, hostname)
+    result = run_job(msg, hostname)
     _record(result)
     push_reply(resources.redis, msg.reply_to, result, msg.reply_ttl, settings.reply_retry_s, keep_until=msg.deadline)
 
