@@ -652,6 +652,9 @@ class FleetClient:
                     error = exc
             if error is not None:
                 recover = True  # whatever was moved but not acknowledged is read again (duplicates are dropped)
+                # Renew the claim first thing after a reconnect: a Redis that restarted without
+                # its data lost it, and workers drop the jobs of a client without a claim.
+                next_renew = 0.0
                 if self._broker_full and not isinstance(error, redis.exceptions.OutOfMemoryError):
                     self._broker_full = False  # retry BLMOVE after a reconnect
                 self.stats.reader_errors += 1
