@@ -13,6 +13,32 @@ from typing import Any
 
 from cpfleet.core import defaults, protocol
 
+# What one job can spend outside its tests' wall-clock budget, at worst: the program's load
+# answer (the runner waits up to 60 s), the end report of the test that ran into the budget
+# (REPLY_GRACE_S, 10 s), the problem lookup and the checker on a capped output (20 s).
+JOB_OVERHEAD_S = 90.0
+
+
+def job_time_budget(soft_time_limit_s: float, configured: str = "") -> float:
+    """The wall-clock budget for a job's tests, so that a program's own slowness ends as
+    TIME_LIMIT before the task's soft time limit could turn it into INTERNAL.
+
+    Worst-case job cost = JOB_OVERHEAD_S + budget (no test starts past the budget, and each
+    test's wall backstop is cut to what is left of it), which must stay under the soft limit.
+    A soft limit too small for that (test setups) gets half of it as the budget.
+    """
+    if configured:
+        budget = float(configured)
+        if not 0 < budget <= soft_time_limit_s - JOB_OVERHEAD_S:
+            raise ValueError(
+                f"CPFLEET_JOB_TIME_BUDGET ({budget:g}) must be > 0 and leave {JOB_OVERHEAD_S:g}s of the soft "
+                f"time limit ({soft_time_limit_s:g}s) for the rest of the job"
+            )
+        return budget
+    if soft_time_limit_s >= 2 * JOB_OVERHEAD_S:
+        return soft_time_limit_s - JOB_OVERHEAD_S
+    return soft_time_limit_s / 2
+
 
 def _bool(value: str) -> bool:
     v = value.strip().lower()
@@ -39,6 +65,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("CPFLEET_RUNNER", "forkserver", "sandbox runner per pool process: `forkserver` or `subprocess`"),
     Setting("CPFLEET_SOFT_TIME_LIMIT", "600", "seconds; the task gets an INTERNAL reply and its runner is rebuilt"),
     Setting("CPFLEET_HARD_TIME_LIMIT", "630", "seconds; the pool process is killed, the main process replies INTERNAL"),
+    Setting(
+        "CPFLEET_JOB_TIME_BUDGET",
+        "",
+        "seconds of wall clock a job may spend running tests (then TIME_LIMIT); "
+        "default soft limit - 90 (half the soft limit when that is under 180)",
+    ),
     Setting("CPFLEET_VISIBILITY_TIMEOUT", "", "seconds before an unacked job is redelivered; default hard limit + 60"),
     Setting("CPFLEET_UNACKED_RESTORE_INTERVAL", "10", "seconds between sweeps that requeue a dead worker's jobs"),
     Setting("CPFLEET_MAX_RETRIES", "2", "re-runs of a job whose pool process died, then an INTERNAL reply"),
@@ -72,6 +104,7 @@ class Settings:
     health_check_interval_s: int
     reply_retry_s: float
     debug_hooks: bool
+    job_time_budget_s: float = 480.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -119,6 +152,7 @@ class Settings:
             health_check_interval_s=int(get("CPFLEET_HEALTH_CHECK_INTERVAL")),
             reply_retry_s=float(get("CPFLEET_REPLY_RETRY_S")),
             debug_hooks=_bool(get("CPFLEET_DEBUG_HOOKS")),
+            job_time_budget_s=job_time_budget(soft, get("CPFLEET_JOB_TIME_BUDGET")),
         )
 
     def transport_options(self) -> dict[str, Any]:

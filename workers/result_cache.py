@@ -4,7 +4,10 @@ on the same problem version with the same options gets the stored result without
 Keyed by ``protocol.result_cache_key(problem_version, code_hash(extracted code), shape, mode,
 runner=kind)``: results of one sandbox runner kind are never served to a worker of another; the
 version is a hash of the tests, limits and checker, so a changed problem never serves a
-stale result. Infrastructure failures are never stored (the next run may well succeed).
+stale result. Infrastructure failures are never stored (the next run may well succeed), nor are
+results whose verdict depended on machine load (``JobResult.deterministic`` False: a wall-clock
+backstop, a memory limit judged near the limit, the job's time budget): a quieter machine could
+judge the same code otherwise, and a cached copy would hand that to every duplicate.
 """
 
 from __future__ import annotations
@@ -58,8 +61,9 @@ class ResultCache:
         return result
 
     def put(self, key: str, result: JobResult) -> bool:
-        """Store a finished result; infrastructure failures are refused. Returns whether stored."""
-        if result.infra_error or result.verdict.is_infra:
+        """Store a finished result; infrastructure failures and load-dependent verdicts are
+        refused. Returns whether stored."""
+        if result.infra_error or result.verdict.is_infra or not result.deterministic:
             return False
         d = result.to_dict()
         for name in _PER_JOB_FIELDS:

@@ -1,0 +1,90 @@
+"""Reward integrity through a real fleet: a slow program ends TIME_LIMIT inside the job's time
+budget (never INTERNAL from the task's soft time limit), and load-dependent verdicts never
+enter the result cache."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+import redis
+from fleet_helpers import FleetWorker
+
+from cpfleet.core.results import JobResult
+from cpfleet.core.verdict import Verdict
+from cpfleet.producer.client import FleetClient
+from cpfleet.redis_server import RedisServer
+from cpfleet.workers.config import JOB_OVERHEAD_S, Settings, job_time_budget
+from cpfleet.workers.result_cache import ResultCache
+
+SOFT_LIMIT_S = 8  # the worker's soft time limit here: its job time budget is half of it
+
+MANY = {
+    "id": "integrity/many",
+    "public_tests": [{"input": "0\n", "output": "1\n"}],
+    "hidden_tests": [{"input": f"{i}\n", "output": f"{i + 1}\n"} for i in range(1, 31)],
+    "time_limit_s": 0.5,
+}
+
+
+@pytest.fixture(scope="module")
+def node(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[FleetWorker]:
+    env = {"CPFLEET_SOFT_TIME_LIMIT": str(SOFT_LIMIT_S), "CPFLEET_HARD_TIME_LIMIT": "20"}
+    worker = FleetWorker(redis_server.url, tmp_path_factory.mktemp("integrity"), concurrency=1, env=env)
+    worker.start()
+    try:
+        yield worker
+    finally:
+        worker.stop()
+
+
+@pytest.fixture
+def fleet(node: FleetWorker) -> Iterator[FleetClient]:
+    with FleetClient(node.redis_url, timeout=60) as client:
+        client.register_problems([MANY])
+        yield client
+
+
+def test_a_program_slow_on_every_test_ends_time_limit_never_internal(fleet: FleetClient) -> None:
+    # each test sleeps 0.6 s: under its wall backstop (2.5 s), so every test alone passes, but
+    # 31 of them (~19 s) run far past the task's soft limit (8 s); the job's budget (4 s) stops it
+    code = f"```python\nimport time  # {uuid.uuid4().hex}\ntime.sleep(0.6)\nprint(int(input()) + 1)\n```"
+    r = fleet.submit("integrity/many", code, reward="fraction").result(timeout=90)
+    assert (r.verdict, r.reward, r.infra_error) == (Verdict.TIME_LIMIT, 0.0, False), r.infra_message
+    assert "time budget" in r.stopped and 0 < r.hidden.run < 30
+    assert not r.deterministic
+
+
+def test_a_wall_backstop_verdict_is_judged_again_not_served_from_the_cache(fleet: FleetClient) -> None:
+    code = f"```python\nimport time  # {uuid.uuid4().hex}\ntime.sleep(30)\n```"
+    first = fleet.submit("integrity/many", code).result(timeout=90)
+    second = fleet.submit("integrity/many", code).result(timeout=90)
+    assert first.verdict == second.verdict == Verdict.TIME_LIMIT
+    assert "wall-clock backstop" in first.stopped and not first.deterministic
+    assert not first.cache_hit and not second.cache_hit
+    # a CPU-time verdict is deterministic and is cached
+    spin = f"```python\nwhile True:  # {uuid.uuid4().hex}\n    pass\n```"
+    first = fleet.submit("integrity/many", spin).result(timeout=90)
+    second = fleet.submit("integrity/many", spin).result(timeout=90)
+    assert first.deterministic and "CPU time limit 0.5s exceeded" in first.stopped
+    assert not first.cache_hit and second.cache_hit and second.verdict == Verdict.TIME_LIMIT
+
+
+def test_result_cache_refuses_load_dependent_results(redis_url: str) -> None:
+    cache = ResultCache(redis.Redis.from_url(redis_url), ttl_s=60)
+    key = cache.key("v-" + uuid.uuid4().hex, "print(1)\n", "all_or_nothing", "full")
+    flaky = JobResult(job_id="j", problem_id="p", reward=0.0, verdict=Verdict.TIME_LIMIT, deterministic=False)
+    assert not cache.put(key, flaky)
+    assert cache.get(key, "j2") is None
+    steady = JobResult(job_id="j", problem_id="p", reward=0.0, verdict=Verdict.TIME_LIMIT)
+    assert cache.put(key, steady) and cache.get(key, "j3") is not None
+
+
+def test_the_job_time_budget_leaves_the_worst_case_job_under_the_soft_limit() -> None:
+    s = Settings.from_env({})
+    assert s.job_time_budget_s + JOB_OVERHEAD_S <= s.soft_time_limit_s
+    assert job_time_budget(600) == 600 - JOB_OVERHEAD_S and job_time_budget(20) == 10
+    assert Settings.from_env({"CPFLEET_JOB_TIME_BUDGET": "100"}).job_time_budget_s == 100
+    with pytest.raises(ValueError, match="CPFLEET_JOB_TIME_BUDGET"):
+        Settings.from_env({"CPFLEET_JOB_TIME_BUDGET": "590"})
