@@ -473,6 +473,10 @@ class FleetClient:
                 pipe.sadd(key, *wire_ids[start : start + 1000])
             pipe.expire(key, max(ttl, 60))
             pipe.execute()
+            if len(wire_ids) >= _SWEEP_CANCELLED_FROM:
+                # Many at once (a trainer dropping a step's jobs): take them out of the queue now
+                # rather than one Celery message at a time at the workers.
+                self.purge_orphans(budget_s=5.0)
         except redis.RedisError as exc:
             with self._lock:
                 self._to_withdraw[:0] = wire_ids
@@ -801,7 +805,7 @@ class FleetClient:
 
     def purge_orphans(self, budget_s: float = 30.0) -> int:
         """Remove from this client's queue the jobs of clients that are gone (closed, or crashed
-        with their claim expired); returns how many. Best effort within ``budget_s`` seconds:
+        with their claim expired) and cancelled jobs; returns how many. Best effort within ``budget_s`` seconds:
         what it misses, workers drop unjudged. Runs at construction (``sweep_orphans``) and for
         this client's own queued jobs at ``close()``."""
         try:
@@ -849,6 +853,9 @@ class FleetClient:
     ) -> None:
         self.close()
 
+
+# A cancel of at least this many jobs at once also sweeps them out of the queue.
+_SWEEP_CANCELLED_FROM = 50
 
 # Renew this client's claim on its id: extend it while it is ours, take it back if it expired
 # (the reader was cut off from Redis for a TTL: returns 2), never take it from another client (0).

@@ -196,3 +196,15 @@ def test_a_cancel_made_while_redis_is_down_reaches_the_workers_once_it_is_back()
             assert r.ttl(key) > 0
         finally:
             client.close()
+
+
+def test_cancelling_many_queued_jobs_takes_them_out_of_the_queue_and_keeps_the_others(redis_url: str) -> None:
+    r = redis.Redis.from_url(redis_url)
+    with FleetClient(redis_url, queue="nobody-listens-cancel-many", timeout=300) as client:
+        futures = client.submit_many([("t/echo", ECHO_OK)] * 80)
+        assert r.llen("nobody-listens-cancel-many") == 80
+        assert client.cancel_many(futures[:60]) == 60
+        assert wait_until(lambda: r.llen("nobody-listens-cancel-many") == 20, 30)
+        kept = _wire_ids(client, futures[60:])
+        queued = {json.loads(m)["headers"]["id"] for m in r.lrange("nobody-listens-cancel-many", 0, -1)}
+        assert queued == kept and not any(f.done() for f in futures[60:])
