@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import re
 import sys
 import time
@@ -32,7 +33,16 @@ from cpfleet.core.results import JobResult  # noqa: E402
 from cpfleet.judge import read_problems  # noqa: E402
 from cpfleet.pool import default_workers, judge_iter  # noqa: E402
 
-DEFAULT_DATA = REPO.parent / "shared" / "data" / "codecontests-300.jsonl"
+# $CPFLEET_SHARED_DATA, else the first shared/data beside the repository or a parent (as the tests)
+DEFAULT_DATA = next(
+    (
+        d / "codecontests-300.jsonl"
+        for d in ([Path(os.environ["CPFLEET_SHARED_DATA"])] if os.environ.get("CPFLEET_SHARED_DATA") else [])
+        + [p / "shared" / "data" for p in REPO.parents]
+        if (d / "codecontests-300.jsonl").exists()
+    ),
+    REPO.parent / "shared" / "data" / "codecontests-300.jsonl",
+)
 DOC_JSON = REPO / "docs" / "codecontests-human-solutions.json"
 DOC_MD = REPO / "docs" / "codecontests-human-solutions.md"
 UNREVIEWED = "UNREVIEWED"

@@ -308,7 +308,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help=f"use the first N problems (default: all built-in ones, {DEFAULT_FILE_PROBLEMS} of a file)",
     )  # fmt: skip
     parser.add_argument("--jobs", type=int, metavar="N", help="submit N jobs (the mix repeated or cut; default: one round)")
-    parser.add_argument("--reward", choices=("all_or_nothing", "fraction"), default="all_or_nothing")
+    parser.add_argument("--reward-shape", "--reward", dest="reward_shape", choices=("all_or_nothing", "fraction"), default="all_or_nothing")
     parser.add_argument("--timeout", type=float, default=600.0, help="per-job deadline in seconds (default 600)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--logs", metavar="DIR", help="keep worker and flower logs in DIR (default: a temp dir, removed on success)")

@@ -213,6 +213,8 @@ class FleetClient:
         self._seq = itertools.count()
         self._closed = False
         self._cancel_ttl_until = 0.0  # epoch seconds the cancelled set must live until
+        self._to_withdraw: list[str] = []  # cancelled wire ids the reader has yet to send
+        self._withdraw_warned = 0.0
         self._stop = threading.Event()
         self._inline: InlineRegistry | None = None  # created on the first job with inline tests
         self._evaluators: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncEvaluator] = (
@@ -441,30 +443,46 @@ class FleetClient:
                 self._lock.notify_all()
         if not won:
             return 0
-        self._withdraw([w for e in won for w in e.attempts], max(e.msg.deadline or 0.0 for e in won))
+        with self._lock:
+            # Sent by the reader thread (at most one block time later), so that cancel() never
+            # waits on Redis: asyncio calls it on its event loop when an awaiting task is cancelled.
+            self._to_withdraw.extend(w for e in won for w in e.attempts)
+            self._cancel_ttl_until = max(
+                [self._cancel_ttl_until, protocol.now() + 60, *((e.msg.deadline or 0.0) + 60 for e in won)]
+            )
         for entry in won:
             fut = entry.future
             assert isinstance(fut, _JobFuture)
             fut._mark_cancelled()
         return len(won)
 
-    def _withdraw(self, wire_ids: Sequence[str], until: float) -> None:
-        """Add ``wire_ids`` to this client's cancelled set, kept until the last of their deadlines
-        (a worker drops any job past its deadline anyway). Best effort: when Redis refuses, the
-        job may still run and its reply is ignored as a duplicate."""
+    def _flush_withdrawals(self) -> None:
+        """Add the cancelled wire ids to this client's cancelled set, kept until the last of
+        their deadlines (a worker drops any job past its deadline anyway). Run by the reader.
+        Best effort: while Redis refuses, the ids wait for the next try; a job that a worker
+        starts meanwhile runs, and its reply is ignored as a duplicate."""
+        with self._lock:
+            wire_ids, self._to_withdraw = self._to_withdraw, []
+            ttl = int(self._cancel_ttl_until - protocol.now()) + 1
+        if not wire_ids:
+            return
         key = protocol.cancelled_key(self.client_id)
-        ttl = max(60, int(until - protocol.now()) + 60)
         try:
-            with self._lock:
-                self._cancel_ttl_until = max(self._cancel_ttl_until, protocol.now() + ttl)
-                ttl = int(self._cancel_ttl_until - protocol.now()) + 1
             pipe = self._redis.pipeline(transaction=True)
             for start in range(0, len(wire_ids), 1000):
                 pipe.sadd(key, *wire_ids[start : start + 1000])
-            pipe.expire(key, ttl)
+            pipe.expire(key, max(ttl, 60))
             pipe.execute()
+            if len(wire_ids) >= _SWEEP_CANCELLED_FROM:
+                # Many at once (a trainer dropping a step's jobs): take them out of the queue now
+                # rather than one Celery message at a time at the workers.
+                self.purge_orphans(budget_s=5.0)
         except redis.RedisError as exc:
-            log.warning("could not withdraw %d cancelled job(s) from the fleet (they may still run): %s", len(wire_ids), exc)
+            with self._lock:
+                self._to_withdraw[:0] = wire_ids
+            if time.monotonic() - self._withdraw_warned > 5:
+                self._withdraw_warned = time.monotonic()
+                log.warning("could not withdraw %d cancelled job(s) yet (retrying): %s", len(wire_ids), exc)
 
     def _compact_deadlines(self) -> None:
         """Drop heap entries of resolved jobs once they outnumber the live ones (lock held)."""
@@ -623,6 +641,7 @@ class FleetClient:
                 self._expire()
             except Exception:  # never let a bug here stop every future from resolving
                 log.exception("reply reader: deadline check failed")
+            self._flush_withdrawals()
             batch: list[Any] = []
             error: redis.RedisError | None = None
             try:
@@ -646,6 +665,9 @@ class FleetClient:
                     error = exc
             if error is not None:
                 recover = True  # whatever was moved but not acknowledged is read again (duplicates are dropped)
+                # Renew the claim first thing after a reconnect: a Redis that restarted without
+                # its data lost it, and workers drop the jobs of a client without a claim.
+                next_renew = 0.0
                 if self._broker_full and not isinstance(error, redis.exceptions.OutOfMemoryError):
                     self._broker_full = False  # retry BLMOVE after a reconnect
                 self.stats.reader_errors += 1
@@ -783,7 +805,7 @@ class FleetClient:
 
     def purge_orphans(self, budget_s: float = 30.0) -> int:
         """Remove from this client's queue the jobs of clients that are gone (closed, or crashed
-        with their claim expired); returns how many. Best effort within ``budget_s`` seconds:
+        with their claim expired) and cancelled jobs; returns how many. Best effort within ``budget_s`` seconds:
         what it misses, workers drop unjudged. Runs at construction (``sweep_orphans``) and for
         this client's own queued jobs at ``close()``."""
         try:
@@ -831,6 +853,9 @@ class FleetClient:
     ) -> None:
         self.close()
 
+
+# A cancel of at least this many jobs at once also sweeps them out of the queue.
+_SWEEP_CANCELLED_FROM = 50
 
 # Renew this client's claim on its id: extend it while it is ours, take it back if it expired
 # (the reader was cut off from Redis for a TTL: returns 2), never take it from another client (0).

@@ -1,5 +1,5 @@
 """Removing orphaned jobs from a queue: jobs whose client is gone (closed, or crashed and its
-claim expired) and that no worker has taken yet.
+claim expired), or that their client cancelled, and that no worker has taken yet.
 
 Workers already drop such jobs unjudged (``cpfleet.workers.withdrawal``), but only as fast as
 Celery hands them out, one message at a time (about a hundred per second per node): a trainer
@@ -32,7 +32,8 @@ CLIENT_ID_SAFE = re.compile(r"[A-Za-z0-9._:@-]{1,200}")
 _CHUNK = 1000
 _CHUNK_BYTES = 8 * 1024 * 1024
 
-# KEYS[1] the queue list; ARGV: start index, max messages, max bytes, tombstone, claim key prefix.
+# KEYS[1] the queue list; ARGV: start index, max messages, max bytes, tombstone, claim key prefix,
+# cancelled set prefix.
 # Returns {messages scanned, messages removed, messages in the LRANGE}.
 _SWEEP = """
 local start = tonumber(ARGV[1])
@@ -53,7 +54,13 @@ for i, m in ipairs(items) do
         owner = redis.call('GET', ARGV[5] .. cid) or false
         owners[cid] = owner
       end
-      if owner ~= tok then
+      local gone = owner ~= tok
+      if not gone then
+        -- a live client's job it cancelled: its wire id (the task id) is in its cancelled set
+        local id = string.match(m, '"id": "([^"\\]+)"', h)
+        gone = id ~= nil and redis.call('SISMEMBER', ARGV[6] .. cid, id) == 1
+      end
+      if gone then
         redis.call('LSET', KEYS[1], start + i - 1, ARGV[4])
         removed = removed + 1
       end
@@ -66,16 +73,16 @@ return {scanned, removed, #items}
 """
 
 def purge_orphans(client: redis.Redis, queue: str, budget_s: float = 30.0) -> int:
-    """Remove from ``queue`` every job whose client no longer holds the claim it was sent under;
-    returns how many were removed. Stops after ``budget_s`` seconds (the rest is left to the
+    """Remove from ``queue`` every job whose client no longer holds the claim it was sent under,
+    or that its client cancelled; returns how many were removed. Stops after ``budget_s`` seconds (the rest is left to the
     workers' own check)."""
     script = client.register_script(_SWEEP)
     tombstone = f"cpfleet-tombstone:{uuid.uuid4().hex}"
-    prefix = protocol.client_claim_key("")
+    prefix, cancelled_prefix = protocol.client_claim_key(""), protocol.cancelled_key("")
     end = time.monotonic() + budget_s
     start = removed_total = 0
     while time.monotonic() < end:
-        scanned, removed, got = script(keys=[queue], args=[start, _CHUNK, _CHUNK_BYTES, tombstone, prefix])
+        scanned, removed, got = script(keys=[queue], args=[start, _CHUNK, _CHUNK_BYTES, tombstone, prefix, cancelled_prefix])
         removed_total += int(removed)
         if int(got) == 0 or (int(scanned) == int(got) and int(got) < _CHUNK):
             break  # past the end of the list

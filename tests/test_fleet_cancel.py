@@ -175,3 +175,36 @@ def test_the_next_client_sweeps_a_crashed_trainers_jobs_out_of_the_queue_and_kee
         assert r.llen(queue) == 4  # the crashed trainer's 15 were swept at construction
         with FleetClient(redis_url, queue=queue, timeout=300) as other:
             assert other.purge_orphans() == 0 and r.llen(queue) == 4  # a live client's jobs stay
+
+
+def test_a_cancel_made_while_redis_is_down_reaches_the_workers_once_it_is_back() -> None:
+    """cancel() never waits on Redis (asyncio calls it on its event loop); the withdrawal is
+    sent by the reader, and retried until Redis takes it."""
+    from cpfleet.redis_server import RedisServer
+
+    with RedisServer() as server:
+        client = FleetClient(server.url, queue="nobody-listens-down", timeout=300, sweep_orphans=False)
+        try:
+            future = client.submit("t/echo", ECHO_OK)
+            (wire_id,) = list(client._pending)
+            server.stop()
+            assert future.cancel() is True and future.cancelled()
+            server.start()
+            r = redis.Redis.from_url(server.url)
+            key = protocol.cancelled_key(client.client_id)
+            assert wait_until(lambda: bool(r.sismember(key, wire_id)), 60)
+            assert r.ttl(key) > 0
+        finally:
+            client.close()
+
+
+def test_cancelling_many_queued_jobs_takes_them_out_of_the_queue_and_keeps_the_others(redis_url: str) -> None:
+    r = redis.Redis.from_url(redis_url)
+    with FleetClient(redis_url, queue="nobody-listens-cancel-many", timeout=300) as client:
+        futures = client.submit_many([("t/echo", ECHO_OK)] * 80)
+        assert r.llen("nobody-listens-cancel-many") == 80
+        assert client.cancel_many(futures[:60]) == 60
+        assert wait_until(lambda: r.llen("nobody-listens-cancel-many") == 20, 30)
+        kept = _wire_ids(client, futures[60:])
+        queued = {json.loads(m)["headers"]["id"] for m in r.lrange("nobody-listens-cancel-many", 0, -1)}
+        assert queued == kept and not any(f.done() for f in futures[60:])

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 import yaml
+from conftest import SHARED_DATA_ENV, find_shared_data
 
 from cpfleet.core.checkers import get_checker
 from cpfleet.core.errors import CheckerSpecError
@@ -25,8 +26,7 @@ from cpfleet.prepare import PrepareOptions, PrepareSummary, prepare
 from cpfleet.producer.records import loader_check, record_errors
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = Path(os.environ.get("CPFLEET_SHARED_DATA", REPO.parent / "shared" / "data"))
-ICPC = SHARED_DATA / "icpc-kattis-31.jsonl.gz"
+ICPC = find_shared_data() / "icpc-kattis-31.jsonl.gz"
 
 VALIDATE_CPP = '#include "validate.h"\nint main(int argc, char **argv) { init_io(argc, argv); accept(); }\n'
 VALIDATE_H = "#pragma once\nvoid init_io(int, char**);\nvoid accept();\n"
@@ -277,7 +277,7 @@ def unpack(rec: dict[str, Any], root: Path) -> None:
 
 def test_the_shared_icpc_packages_convert_back_to_the_shared_records(tmp_path: Path) -> None:
     if not ICPC.exists():
-        pytest.skip(f"shared data not found at {ICPC} (set CPFLEET_SHARED_DATA)")
+        pytest.skip(f"shared data not found: no {ICPC} (looked beside the repository and its parents; set {SHARED_DATA_ENV})")
     with gzip.open(ICPC, "rt", encoding="utf-8") as f:
         shared = [json.loads(line) for line in f]
     root = tmp_path / "packages"

@@ -58,6 +58,8 @@ def push_reply(
                 log.error("reply for job %s lost: redis unreachable for %.0fs (%s)", result.job_id, retry_for_s, exc)
                 raise
             log.warning("reply for job %s: redis unreachable (%s), retrying", result.job_id, exc)
+        except SoftTimeLimitExceeded:  # raised into the push itself: try again
+            log.warning("reply for job %s: soft time limit while delivering it; still trying", result.job_id)
         try:
             time.sleep(delay)
         except SoftTimeLimitExceeded:
