@@ -4,7 +4,7 @@
 
 1. Per test: ``runner.run`` alone (the baseline, measured in the same run) vs ``env.evaluate``
    (extraction, limits, checker, observation, result) on an echo problem with many tests.
-2. Per job: ``evaluate_many`` with 1 process (in-process) vs all usable CPUs (spawn pool).
+2. Per job: ``judge_iter`` with 1 process (in-process) vs all usable CPUs (spawn pool).
 Medians of several rounds; ratios printed.
 """
 
@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cpfleet.core.problem import Problem
-from cpfleet.pool import default_workers, evaluate_many
+from cpfleet.pool import default_workers, judge_iter
 from cpfleet.sandbox.env import evaluate
 from cpfleet.sandbox.runner import Limits
 from cpfleet.sandbox.runners import make_runner
@@ -58,7 +58,7 @@ def per_job(runner_kind: str, n_jobs: int, workers: int) -> float:
     problem = echo_problem(20)
     jobs = [{"problem_id": "echo", "completion": f"```python\n{SOURCE}```\n"} for _ in range(n_jobs)]
     t = time.perf_counter()
-    results = list(evaluate_many({"echo": problem}, jobs, workers=workers, runner_kind=runner_kind))
+    results = list(judge_iter({"echo": problem}, jobs, workers=workers, runner_kind=runner_kind))
     elapsed = time.perf_counter() - t
     assert all(r.reward == 1.0 for r in results)
     return elapsed / n_jobs * 1000

@@ -22,20 +22,12 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from cpfleet import demo_problems as dp
+from cpfleet.core.errors import FleetError
 from cpfleet.core.problem import Problem
 from cpfleet.core.results import JobResult
-from cpfleet.up import (
-    FleetError,
-    LocalFleet,
-    Stopped,
-    add_fleet_arguments,
-    become_subreaper,
-    default_log_dir,
-    fleet_from_args,
-    http_get,
-    kill_strays,
-    stop_on_signals,
-)
+from cpfleet.local_fleet import LocalFleet
+from cpfleet.processes import Stopped, become_subreaper, http_get, kill_strays, stop_on_signals
+from cpfleet.up import add_fleet_arguments, default_log_dir, fleet_from_args
 
 DEFAULT_FILE_PROBLEMS = 24  # with --problems FILE: how many problems of the file the demo uses
 SLOW_EVERY = 4  # one slow (time-limit) completion per this many problems: each costs a time limit

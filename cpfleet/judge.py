@@ -22,7 +22,7 @@ from pathlib import Path
 from cpfleet.core.problem import Problem, ProblemFormatError
 from cpfleet.jobs_file import InputFileError as InputError
 from cpfleet.jobs_file import read_jobs, read_records
-from cpfleet.pool import RUNNER_KINDS, default_workers, evaluate_many
+from cpfleet.pool import RUNNER_KINDS, default_workers, judge_iter
 from cpfleet.sandbox.env import DEFAULT_MAX_PUBLIC_SHOWN, MODES, REWARD_SHAPES
 
 
@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     rewards: list[float] = []
     infra = 0
     out = sys.stdout
-    for result in evaluate_many(
+    for result in judge_iter(
         problems,
         jobs,
         workers=min(args.workers, max(1, len(jobs))),

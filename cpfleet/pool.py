@@ -1,6 +1,6 @@
 """Judge many jobs on one machine: a process pool where each process holds ONE runner.
 
-``evaluate_many`` is the engine of ``cpfleet judge`` and ``cpfleet validate``. Design:
+``judge_iter`` is the engine of ``cpfleet judge`` and ``cpfleet validate``. Design:
 
 - Processes are started with "spawn": a pool process never inherits the parent's memory (the
   expected outputs of every problem); each creates its runner once (the runner starts its own
@@ -14,7 +14,7 @@
   and reported as an infrastructure error while the innocent ones are judged normally.
 - ``workers=1`` judges in the calling process (no pool; useful for tests and small runs).
 
-As with any "spawn" pool, a script that calls ``evaluate_many`` with ``workers > 1`` needs the
+As with any "spawn" pool, a script that calls ``judge_iter`` with ``workers > 1`` needs the
 ``if __name__ == "__main__":`` guard (the pool processes re-import the main module).
 """
 
@@ -146,7 +146,7 @@ def _job_id(job: Mapping[str, Any], index: int) -> str:
     return str(job.get("job_id") if job.get("job_id") is not None else index)
 
 
-def evaluate_many(
+def judge_iter(
     problems: Mapping[str, Problem],
     jobs: Iterable[Mapping[str, Any]],
     *,
@@ -265,7 +265,7 @@ def _isolated(new_pool: Any, submit: Any, index: int, job: Mapping[str, Any]) ->
     except BrokenProcessPool:
         message = (
             "the judging process died while running this job (twice), or could not start at all "
-            "(a script calling evaluate_many with workers > 1 needs `if __name__ == '__main__':`)"
+            "(a script calling judge_iter with workers > 1 needs `if __name__ == '__main__':`)"
         )
     except Exception as e:
         message = f"judge pool: {e!r}"

@@ -3,7 +3,7 @@
 Real datasets contain both kinds of damage: accepted solutions that fail (broken tests,
 multi-answer statements judged by token comparison, limits too tight for Python) and
 incorrect solutions that pass (weak tests). Each problem's ``correct_solutions`` and
-``incorrect_solutions`` are judged through ``cpfleet.pool.evaluate_many``, the same judging
+``incorrect_solutions`` are judged through ``cpfleet.pool.judge_iter``, the same judging
 code the fleet's workers run, in parallel across CPUs, all-or-nothing over the hidden tests
 after all public tests. Findings come out as a table on stdout and, with ``--json OUT``, as
 a JSON report; infrastructure errors are listed apart (they say nothing about the problem).
@@ -157,7 +157,7 @@ def validate(
     progress: bool = False,
 ) -> ValidationReport:
     """Judge every reference solution of ``problems`` and collect the findings."""
-    from cpfleet.pool import evaluate_many
+    from cpfleet.pool import judge_iter
 
     kinds = tuple(kinds)
     report = ValidationReport(problems=len(problems))
@@ -169,7 +169,7 @@ def validate(
     jobs = list(solution_jobs(problems.values(), kinds, max_solutions))
     if not jobs:
         return report
-    results = evaluate_many(
+    results = judge_iter(
         problems,
         jobs,
         workers=workers,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from cpfleet import demo_problems as dp
-from cpfleet.pool import evaluate_many
+from cpfleet.pool import judge_iter
 
 
 def test_the_shipped_file_is_exactly_what_the_generator_writes() -> None:
@@ -62,7 +62,7 @@ def test_every_completion_kind_gets_its_expected_verdict_in_the_sandbox() -> Non
         for pid, kinds in completions.items()
         for kind, text in kinds.items()
     ]
-    results = list(evaluate_many(problems, jobs, workers=2))
+    results = list(judge_iter(problems, jobs, workers=2))
     wrong = [
         (r.job_id, str(r.verdict), r.observation[:200])
         for r in results

@@ -1,5 +1,5 @@
 """Real CodeContests jobs through a real fleet (redis-server + prefork worker) give exactly the
-rewards of ``cpfleet judge`` (``cpfleet.pool.evaluate_many``) on the same jobs."""
+rewards of ``cpfleet judge`` (``cpfleet.pool.judge_iter``) on the same jobs."""
 
 from __future__ import annotations
 
@@ -56,12 +56,12 @@ def records(codecontests_records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def test_fleet_rewards_equal_judge_on_220_real_jobs(redis_url: str, start_worker, records) -> None:  # noqa: F811
-    from cpfleet.pool import evaluate_many
+    from cpfleet.pool import judge_iter
 
     jobs = _jobs(records)
     assert len(jobs) >= 200
     problems = {r["id"]: Problem.from_dict(r) for r in records}
-    local = {r.job_id: r for r in evaluate_many(problems, jobs, workers=2)}
+    local = {r.job_id: r for r in judge_iter(problems, jobs, workers=2)}
 
     start_worker(redis_url, concurrency=2)
     with FleetClient(redis_url, timeout=240) as fleet:

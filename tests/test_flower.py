@@ -15,7 +15,8 @@ import pytest
 from cpfleet import demo_problems as dp
 from cpfleet.core import protocol
 from cpfleet.demo import build_batch, run_batch
-from cpfleet.up import LocalFleet, http_get
+from cpfleet.local_fleet import LocalFleet
+from cpfleet.processes import http_get
 
 AUTH = ("cpfleet", "s3cret-test")
 

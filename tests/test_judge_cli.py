@@ -1,4 +1,4 @@
-"""`cpfleet judge` and evaluate_many: ordered output, unknown problems, strict input reading, pool."""
+"""`cpfleet judge` and judge_iter: ordered output, unknown problems, strict input reading, pool."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from cpfleet.core.problem import Problem
 from cpfleet.core.results import JobResult
 from cpfleet.core.verdict import Verdict
 from cpfleet.judge import InputError, read_jobs, read_problems
-from cpfleet.pool import evaluate_many
+from cpfleet.pool import judge_iter
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -165,12 +165,12 @@ def test_bad_input_makes_the_command_exit_2_before_judging(tmp_path: Path, capsy
     assert out.out == "" and "duplicate problem id" in out.err
 
 
-# --- evaluate_many ---------------------------------------------------------------------------
-def test_evaluate_many_pool_matches_in_process_judging() -> None:
+# --- judge_iter ---------------------------------------------------------------------------
+def test_judge_iter_pool_matches_in_process_judging() -> None:
     problems = {p["id"]: Problem.from_dict(p) for p in (ADD, HALF)}
     jobs = _jobs() * 3
-    pooled = list(evaluate_many(problems, jobs, workers=2, window=3, runner_kind="forkserver"))
-    local = list(evaluate_many(problems, jobs, workers=1, runner_kind="forkserver"))
+    pooled = list(judge_iter(problems, jobs, workers=2, window=3, runner_kind="forkserver"))
+    local = list(judge_iter(problems, jobs, workers=1, runner_kind="forkserver"))
 
     def key(r: JobResult) -> tuple[Any, ...]:
         return (r.job_id, r.problem_id, r.reward, r.verdict, r.public.passed, r.hidden.passed, r.hidden.run)
@@ -180,7 +180,7 @@ def test_evaluate_many_pool_matches_in_process_judging() -> None:
     assert all(r.problem_version == problems[r.problem_id].content_version() for r in pooled if not r.infra_error)
 
 
-def test_evaluate_many_reads_a_lazy_job_stream() -> None:
+def test_judge_iter_reads_a_lazy_job_stream() -> None:
     problems = {"add": Problem.from_dict(ADD)}
     consumed: list[int] = []
 
@@ -189,7 +189,7 @@ def test_evaluate_many_reads_a_lazy_job_stream() -> None:
             consumed.append(i)
             yield {"problem_id": "add", "completion": CORRECT_ADD if i % 2 else WRONG_ADD, "job_id": f"s{i}"}
 
-    it = evaluate_many(problems, stream(), workers=2, window=4)
+    it = judge_iter(problems, stream(), workers=2, window=4)
     first = next(it)
     assert first.job_id == "s0" and first.verdict == Verdict.WRONG_ANSWER
     assert len(consumed) <= 6  # bounded window: the stream is not read ahead of the pool
@@ -198,13 +198,13 @@ def test_evaluate_many_reads_a_lazy_job_stream() -> None:
     assert [r.reward for r in rest[:2]] == [1.0, 0.0]
 
 
-def test_evaluate_many_rejects_bad_settings() -> None:
+def test_judge_iter_rejects_bad_settings() -> None:
     with pytest.raises(ValueError):
-        list(evaluate_many({}, [], reward_shape="partial"))
+        list(judge_iter({}, [], reward_shape="partial"))
     with pytest.raises(ValueError):
-        list(evaluate_many({}, [], mode="hidden"))
+        list(judge_iter({}, [], mode="hidden"))
     with pytest.raises(ValueError):
-        list(evaluate_many({}, [], runner_kind="docker"))
+        list(judge_iter({}, [], runner_kind="docker"))
 
 
 def _descendants(root: int) -> list[str]:
@@ -238,7 +238,7 @@ def test_pool_processes_and_their_runners_are_gone_after_the_run() -> None:
     problems = {"add": Problem.from_dict(ADD)}
     jobs = [{"problem_id": "add", "completion": CORRECT_ADD}] * 4
     already = _descendants(os.getpid())  # e.g. the session's redis-server, started by other tests
-    assert [r.reward for r in evaluate_many(problems, jobs, workers=2)] == [1.0] * 4
+    assert [r.reward for r in judge_iter(problems, jobs, workers=2)] == [1.0] * 4
 
     def new_ones() -> list[str]:
         left = list(already)
@@ -271,7 +271,7 @@ def test_a_killed_pool_process_costs_no_job(monkeypatch: pytest.MonkeyPatch) -> 
     jobs = [{"problem_id": "add", "completion": slow, "job_id": f"k{i}"} for i in range(6)]
     results = []
     killed = False
-    for result in evaluate_many(problems, jobs, workers=2):
+    for result in judge_iter(problems, jobs, workers=2):
         results.append(result)
         if not killed:
             pool_pids = [

@@ -16,8 +16,9 @@ from cpfleet.core.results import JobResult, Timings
 from cpfleet.core.results import TestReport as Report
 from cpfleet.core.results import TestSetSummary as SetSummary
 from cpfleet.core.verdict import Verdict
+from cpfleet.local_fleet import LocalFleet
+from cpfleet.processes import http_get
 from cpfleet.redis_server import free_port
-from cpfleet.up import LocalFleet, http_get
 from cpfleet.workers import metrics
 
 REPO = Path(__file__).resolve().parents[1]
@@ -52,8 +53,8 @@ def test_record_job_counts_verdicts_tests_latencies_and_cache_hits() -> None:
         "hidden": _sample("cpfleet_tests_run_total", {"set": "hidden"}),
         "test_obs": _sample("cpfleet_test_duration_seconds_count"),
         "job_obs": _sample("cpfleet_job_duration_seconds_count"),
-        "hits": _sample("cpfleet_problem_cache_hits_total"),
-        "lookups": _sample("cpfleet_problem_cache_lookups_total"),
+        "hits": _sample("cpfleet_result_cache_hits_total"),
+        "lookups": _sample("cpfleet_result_cache_lookups_total"),
         "reward_sum": _sample("cpfleet_reward_sum"),
         "reward_n": _sample("cpfleet_reward_count"),
     }
@@ -72,8 +73,8 @@ def test_record_job_counts_verdicts_tests_latencies_and_cache_hits() -> None:
     )
     # infra errors say nothing about execution time: not observed
     assert _sample("cpfleet_job_duration_seconds_count") - before["job_obs"] == 2
-    assert _sample("cpfleet_problem_cache_hits_total") - before["hits"] == 1
-    assert _sample("cpfleet_problem_cache_lookups_total") - before["lookups"] == 3
+    assert _sample("cpfleet_result_cache_hits_total") - before["hits"] == 1
+    assert _sample("cpfleet_result_cache_lookups_total") - before["lookups"] == 3
     assert _sample("cpfleet_reward_count") - before["reward_n"] == 2  # the masked one is not a reward
     assert _sample("cpfleet_reward_sum") - before["reward_sum"] == pytest.approx(1.5)
 
@@ -226,3 +227,14 @@ def test_a_real_worker_exposes_job_counts_and_isolation_on_its_endpoint(tmp_path
     for o in outcomes:
         assert by_id[o.result.job_id]["verdict"] == str(o.result.verdict)
         assert by_id[o.result.job_id]["problem_id"] == o.job.problem_id
+
+
+def test_problem_cache_lookups_are_counted_by_outcome_apart_from_the_result_cache() -> None:
+    labels = ("hit", "miss", "refresh", "unknown")
+    before = {o: _sample("cpfleet_problem_cache_lookups_total", {"outcome": o}) for o in labels}
+    result_hits = _sample("cpfleet_result_cache_hits_total")
+    for outcome in ("miss", "hit", "hit", "refresh", "unknown"):
+        metrics.record_problem_lookup(outcome)
+    after = {o: _sample("cpfleet_problem_cache_lookups_total", {"outcome": o}) - before[o] for o in labels}
+    assert after == {"hit": 2, "miss": 1, "refresh": 1, "unknown": 1}
+    assert _sample("cpfleet_result_cache_hits_total") == result_hits

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from cpfleet.cli import build_parser
-from cpfleet.up import LocalFleet
+from cpfleet.local_fleet import LocalFleet
 from cpfleet.workers.config import SETTINGS
 
 REPO = Path(__file__).resolve().parents[1]

@@ -21,7 +21,8 @@ from typing import Any
 
 import pytest
 
-from cpfleet.up import LocalFleet, alive, descendants, http_get
+from cpfleet.local_fleet import LocalFleet
+from cpfleet.processes import alive, descendants, http_get
 
 REPO = Path(__file__).resolve().parents[1]
 CPFLEET = [sys.executable, "-m", "cpfleet"]
@@ -121,11 +122,11 @@ def test_cpfleet_demo_with_a_problem_file_uses_its_correct_solutions(codecontest
     # fail in both: the file's README lists them)
     from cpfleet.demo import generic_completions
     from cpfleet.loading import load_problems
-    from cpfleet.pool import evaluate_many
+    from cpfleet.pool import judge_iter
 
     problems = load_problems(codecontests_path, max_problems=4).problems
     jobs = [{"problem_id": p.id, "completion": generic_completions(p)["correct"]} for p in problems]
-    judged = list(evaluate_many({p.id: p for p in problems}, jobs, workers=2))
+    judged = list(judge_iter({p.id: p for p in problems}, jobs, workers=2))
     rejected_by_judge = {r.problem_id for r in judged if str(r.verdict) != "OK"}
     rejected_by_fleet = set(re.findall(r"^  not accepted: (\S+) ", out, re.M))
     assert rejected_by_fleet == rejected_by_judge
@@ -251,7 +252,7 @@ def test_local_fleet_on_an_external_redis_leaves_that_redis_alone(redis_url: str
 
 
 def test_a_worker_that_cannot_start_is_reported_with_its_log(tmp_path: Path) -> None:
-    from cpfleet.up import FleetError
+    from cpfleet.core.errors import FleetError
 
     fleet = LocalFleet(
         flower_port=None, metrics_port=None, log_dir=str(tmp_path), worker_env={"CPFLEET_RUNNER": "no-such-runner"}

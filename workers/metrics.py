@@ -76,8 +76,9 @@ class _Metrics:
     job_cpu_seconds: Any
     queue_wait_seconds: Any
     reward: Any
-    cache_lookups: Any
-    cache_hits: Any
+    result_cache_lookups: Any
+    result_cache_hits: Any
+    problem_cache: Any
     isolation_level: Any
     isolation_layer: Any
 
@@ -104,8 +105,14 @@ def _build() -> _Metrics:
             "cpfleet_job_queue_wait_seconds", "From submit to a worker picking the job up", buckets=QUEUE_BUCKETS
         ),
         reward=Histogram("cpfleet_reward", "Rewards handed back (infra errors excluded)", buckets=REWARD_BUCKETS),
-        cache_lookups=Counter("cpfleet_problem_cache_lookups", "Problem lookups by jobs"),
-        cache_hits=Counter("cpfleet_problem_cache_hits", "Problem lookups served by the worker-local cache"),
+        result_cache_lookups=Counter("cpfleet_result_cache_lookups", "Jobs that could be answered from the result cache"),
+        result_cache_hits=Counter("cpfleet_result_cache_hits", "Jobs answered from the result cache, not run"),
+        problem_cache=Counter(
+            "cpfleet_problem_cache_lookups",
+            "Problem lookups by outcome: hit (served from the pool process's memory), miss (first "
+            "fetch), refresh (the stored version changed), unknown (not in the store)",
+            ["outcome"],
+        ),
         # Per process (the pid label is added in multiprocess mode): what each pool child got.
         isolation_level=Gauge(
             "cpfleet_sandbox_isolation",
@@ -152,11 +159,17 @@ def record_job(result: JobResult) -> None:
     if result.reward is not None:
         m.reward.observe(result.reward)
     if result.verdict not in ("NO_CODE", "UNKNOWN_PROBLEM"):
-        m.cache_lookups.inc()
+        m.result_cache_lookups.inc()
         if result.cache_hit:
-            m.cache_hits.inc()
+            m.result_cache_hits.inc()
     if log.isEnabledFor(logging.INFO):
         log.info(job_log_line(result))
+
+
+def record_problem_lookup(outcome: str) -> None:
+    """Count one problem lookup of the worker's problem cache (``hit``, ``miss``, ``refresh``,
+    ``unknown``): the problem cache's own hit rate, apart from the result cache's."""
+    _get().problem_cache.labels(outcome=outcome).inc()
 
 
 def job_log_line(result: JobResult) -> str:

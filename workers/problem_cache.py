@@ -33,6 +33,7 @@ class CacheLookup:
     problem: Problem
     version: str
     hit: bool  # True: served from this process's memory (only the version was read from Redis)
+    outcome: str  # "hit", "miss" (first fetch in this process) or "refresh" (the version changed)
 
 
 @dataclass(slots=True)
@@ -82,7 +83,7 @@ class ProblemCache:
             if entry is not None and entry[1] == version:
                 self._entries.move_to_end(problem_id)
                 self.stats.hits += 1
-                return CacheLookup(entry[0], version, True)
+                return CacheLookup(entry[0], version, True, "hit")
         # Fetch outside the lock: tens of MB may take a while and other ids need not wait.
         fetched = fetch_problem(self._client, problem_id)
         with self._lock:
@@ -91,7 +92,8 @@ class ProblemCache:
                 self._drop(problem_id)
                 return None
             problem, stored_version = fetched
-            if problem_id in self._entries:
+            outcome = "refresh" if problem_id in self._entries else "miss"
+            if outcome == "refresh":
                 self.stats.refreshes += 1
             else:
                 self.stats.misses += 1
@@ -103,7 +105,7 @@ class ProblemCache:
                 self._entries[problem_id] = (problem, stored_version, size)
                 self._bytes += size
                 self._evict()
-            return CacheLookup(problem, stored_version, False)
+            return CacheLookup(problem, stored_version, False, outcome)
 
     def invalidate(self, problem_id: str) -> None:
         with self._lock:

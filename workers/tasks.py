@@ -80,12 +80,13 @@ def evaluate_job(msg: JobMessage, hostname: str) -> JobResult:
 
 
 def _evaluate(msg: JobMessage) -> JobResult:
-    found = resources.problems.get(msg.problem_id)
+    found = resources.problems.lookup(msg.problem_id)
+    _record_problem_lookup("unknown" if found is None else found.outcome)
     if found is None:
         return JobResult.infra(
             msg.job_id, msg.problem_id, f"unknown problem id {msg.problem_id!r}", verdict=Verdict.UNKNOWN_PROBLEM
         )
-    problem, version = found
+    problem, version = found.problem, found.version
     cache_key = None
     if settings.result_cache and msg.use_cache:
         from cpfleet.sandbox.extract import extract_code
@@ -118,6 +119,15 @@ def _evaluate(msg: JobMessage) -> JobResult:
     if cache_key is not None:
         resources.results.put(cache_key, result)
     return result
+
+
+def _record_problem_lookup(outcome: str) -> None:
+    try:
+        from cpfleet.workers import metrics
+
+        metrics.record_problem_lookup(outcome)
+    except Exception:  # metrics must never cost a reply
+        log.exception("recording a problem-cache lookup failed")
 
 
 def _record(result: JobResult) -> None:
