@@ -35,6 +35,7 @@ test with ``judge_test`` (run, exit status, checker) and feed its ``TestOutcome`
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 
@@ -114,19 +115,9 @@ class JobBudget:
     def limits_for(self, limits: Limits) -> Limits:
         """``limits`` with the wall backstop cut to what is left of the job's budget."""
         remaining = self.remaining_s()
-        if remaining is None or remaining >= limits.wall_backstop_s:
+        if remaining is None or remaining >= limits.wall_max_s:
             return limits
-        return Limits(
-            time_s=limits.time_s,
-            memory_mb=limits.memory_mb,
-            wall_s=max(MIN_TEST_TIME_S, remaining),
-            stdout_bytes=limits.stdout_bytes,
-            stderr_bytes=limits.stderr_bytes,
-            stderr_keep_bytes=limits.stderr_keep_bytes,
-            file_size_mb=limits.file_size_mb,
-            nproc=limits.nproc,
-            nofile=limits.nofile,
-        )
+        return dataclasses.replace(limits, wall_s=max(MIN_TEST_TIME_S, remaining))
 
     def charge(self, outcome: TestOutcome, where: str, *, budget_cut: bool = False) -> None:
         """Account one judged test; a limit verdict exhausts the budget. ``budget_cut``: the

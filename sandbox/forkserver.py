@@ -244,9 +244,10 @@ class ZygoteRunner(CodeRunner):
         wall = limits.wall_backstop_s
         stdio = TestStdio(stdin)
         try:
-            zygote.send(job.sock, {"op": "run", "limits": child_limits, "wall_s": wall}, stdio.child_ends)
+            run = {"op": "run", "limits": child_limits, "wall_s": wall, "wall_max_s": limits.wall_max_s}
+            zygote.send(job.sock, run, stdio.child_ends)
             stdio.sent()
-            res, done = self._drain(job, stdio, limits, wall + REPLY_GRACE_S)
+            res, done = self._drain(job, stdio, limits, limits.wall_max_s + REPLY_GRACE_S)
         finally:
             stdio.close()
         oom = False
@@ -435,8 +436,10 @@ def _judge_run(res: RunResult, done: dict[str, Any], limits: Limits, cpu_rlimit:
         res.error = f"CPU time limit {limits.time_s:g}s exceeded ({used})"
     elif killed == "wall":
         res.status, res.deterministic = Verdict.TIME_LIMIT, False
+        credit = float(done.get("wall_credit", 0.0))
+        moved = f", moved {credit:.2f}s for the time spent waiting for a CPU" if credit >= 0.005 else ""
         res.error = (
-            f"wall-clock backstop {limits.wall_backstop_s:.1f}s fired ({used}; "
+            f"wall-clock backstop {limits.wall_backstop_s:.1f}s fired ({used}{moved}; "
             f"CPU time limit {limits.time_s:g}s not reached: the program waited)"
         )
     elif rlimit_fired:
