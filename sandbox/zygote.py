@@ -49,6 +49,7 @@ PRELOAD = ("bisect", "collections", "functools", "heapq", "io", "itertools", "ma
 MAX_FDS = 8
 MSG_CMSG_CLOEXEC = 0x40000000
 CONFINE_FAILED = 125
+CPU_POLL_MS = 50  # how often a running test's CPU time is compared with its limit
 
 
 def send(sock: socket.socket, obj: Any, fds: list[int] | None = None) -> None:
@@ -291,6 +292,7 @@ class JobInit:
         limits = ChildLimits(**msg["limits"])
         wall_s: float = msg["wall_s"]
         wall_max_s: float = float(msg.get("wall_max_s", wall_s))
+        cpu_limit_s: float | None = msg.get("cpu_limit_s")
         fallback_cwd = None
         if not self.z.layers.get("mountns"):
             import tempfile
@@ -317,7 +319,7 @@ class JobInit:
         if pid == 0:
             self._become_test(stdio, status_w, limits, fallback_cwd)
         os.close(status_w)
-        killed, credit = self._police(pid, t0 + wall_s, t0 + max(wall_s, wall_max_s))
+        killed, credit = self._police(pid, t0 + wall_s, t0 + max(wall_s, wall_max_s), cpu_limit_s)
         wall = time.monotonic() - t0
         if os.getpid() == 1:
             # kill the rest BEFORE reaping the main process: a zombie held by a ptrace tracer
@@ -355,8 +357,15 @@ class JobInit:
             child.exec_python(self.source, self.z.python)
         child.run_compiled(self.code)
 
-    def _police(self, pid: int, deadline: float, hard_deadline: float) -> tuple[str, float]:
-        """Wait for the test to exit; kill it at the wall-clock backstop or on the runner's request.
+    def _police(self, pid: int, deadline: float, hard_deadline: float,
+                cpu_limit_s: float | None = None) -> tuple[str, float]:
+        """Wait for the test to exit; kill it at its CPU time limit, at the wall-clock backstop or
+        on the runner's request.
+
+        The CPU time limit is enforced here, every CPU_POLL_S, on the scheduler's exact runtime
+        of the main process's threads (the same count the verdict is judged on), not by
+        RLIMIT_CPU: the kernel checks that against tick-sampled time, which under load runs
+        ahead of the exact count by tens of percent. RLIMIT_CPU stays as a backstop above.
 
         The backstop is for programs that sleep or block, and machine load must not move it:
         when it comes, the time the test's main process spent runnable but waiting for a CPU
@@ -379,7 +388,14 @@ class JobInit:
                         continue
                     self._kill_test(pid)
                     return killed or "wall", credit
-                events = poller.poll(max(1, int(remaining * 1000) + 1))
+                wait_ms = max(1, int(remaining * 1000) + 1)
+                if cpu_limit_s is not None and not killed:
+                    wait_ms = min(wait_ms, CPU_POLL_MS)
+                events = poller.poll(wait_ms)
+                if not events and cpu_limit_s is not None and not killed and _runtime_s(pid) > cpu_limit_s:
+                    killed = "cpu"
+                    self._kill_test(pid)
+                    continue
                 for fd, _ in events:
                     if fd == pidfd:
                         return killed, credit
@@ -430,22 +446,31 @@ class JobInit:
                 pass
 
 
-def _run_delay_s(pid: int) -> float:
-    """Seconds the most delayed thread of ``pid`` spent runnable but waiting for a CPU (the
-    second field of /proc/PID/task/TID/schedstat); 0 when the kernel does not say."""
-    longest = 0
+def _schedstat(pid: int) -> list[list[int]]:
+    """The schedstat fields (runtime ns, run delay ns, timeslices) of each thread of ``pid``."""
     try:
         tids = os.listdir(f"/proc/{pid}/task")
     except OSError:
-        return 0.0
+        return []
+    stats = []
     for tid in tids:
         try:
             with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:
-                fields = f.read().split()
-            longest = max(longest, int(fields[1]))
-        except (OSError, IndexError, ValueError):
+                stats.append([int(x) for x in f.read().split()[:3]])
+        except (OSError, ValueError):
             continue
-    return longest / 1e9
+    return stats
+
+
+def _runtime_s(pid: int) -> float:
+    """Exact CPU time of the threads of ``pid`` alive now (the scheduler's sum_exec_runtime)."""
+    return sum(s[0] for s in _schedstat(pid) if s) / 1e9
+
+
+def _run_delay_s(pid: int) -> float:
+    """Seconds the most delayed thread of ``pid`` spent runnable but waiting for a CPU (the
+    second schedstat field); 0 when the kernel does not say."""
+    return max((s[1] for s in _schedstat(pid) if len(s) > 1), default=0) / 1e9
 
 
 def _not_run(why: str) -> dict[str, Any]:

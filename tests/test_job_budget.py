@@ -16,6 +16,7 @@ from cpfleet.core.problem import Problem
 from cpfleet.core.problem import TestCase as Case
 from cpfleet.core.verdict import Verdict
 from cpfleet.sandbox.env import evaluate, judge_test
+from cpfleet.sandbox.forkserver import cpu_rlimit_s
 from cpfleet.sandbox.observation import CLIP_CHARS, PublicTestView, display_prefix, format_public_test
 from cpfleet.sandbox.runner import CodeRunner, Limits
 from cpfleet.sandbox.runners import make_runner
@@ -98,6 +99,15 @@ def test_a_cpu_time_limit_is_deterministic_and_names_the_cpu_time_used(runner: C
     assert r is not None and r.status == Verdict.TIME_LIMIT and r.deterministic
     assert r.error == f"CPU time limit 0.3s exceeded ({r.cpu_s:.2f}s CPU, {r.wall_s:.2f}s wall)"
     assert r.cpu_s > 0.3
+
+
+def test_a_cpu_bound_test_is_stopped_at_its_limit_not_at_the_rlimit_backstop(runner: CodeRunner) -> None:
+    # RLIMIT_CPU sits well above the limit (the kernel checks it on tick-sampled time); the job
+    # init stops the test on its exact runtime instead, so a TIME_LIMIT costs about the limit
+    limits = Limits(time_s=1.0)
+    r = runner.run(b"", limits) if runner.load("while True:\n    pass") is None else None
+    assert r is not None and r.status == Verdict.TIME_LIMIT and r.deterministic
+    assert 1.0 < r.cpu_s < cpu_rlimit_s(limits) - 0.5, r.error
 
 
 def test_a_wall_backstop_kill_says_so_and_is_marked_load_dependent(runner: CodeRunner) -> None:
