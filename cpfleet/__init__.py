@@ -46,7 +46,9 @@ _EXPORTS: dict[str, str] = {
     "DuplicateProblemError": "cpfleet.core.errors",
     "PrepareError": "cpfleet.core.errors",
     "DatasetUnavailableError": "cpfleet.core.errors",
+    "SandboxFailure": "cpfleet.core.errors",
     "SandboxBroken": "cpfleet.core.errors",
+    "BrokenProblem": "cpfleet.core.errors",
     "BrokerUnavailable": "cpfleet.core.errors",
     "MessageEncodeError": "cpfleet.core.errors",
     "PublisherClosed": "cpfleet.core.errors",
@@ -80,7 +82,9 @@ __all__ = [
     "DuplicateProblemError",
     "PrepareError",
     "DatasetUnavailableError",
+    "SandboxFailure",
     "SandboxBroken",
+    "BrokenProblem",
     "BrokerUnavailable",
     "MessageEncodeError",
     "PublisherClosed",
@@ -91,6 +95,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from cpfleet.core.errors import (
+        BrokenProblem,
         BrokerUnavailable,
         CheckerSpecError,
         ClientClosed,
@@ -109,6 +114,7 @@ if TYPE_CHECKING:
         ProtocolError,
         PublisherClosed,
         SandboxBroken,
+        SandboxFailure,
     )
     from cpfleet.core.problem import Problem, TestCase
     from cpfleet.core.protocol import MODES, REWARD_SHAPES
