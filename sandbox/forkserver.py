@@ -242,7 +242,7 @@ class ZygoteRunner(CodeRunner):
         child_limits = {"cpu_s": cpu_rlimit, "as_bytes": mem, "fsize_bytes": limits.file_size_mb << 20,
                         "nproc": limits.nproc, "nofile": limits.nofile}
         job = self._job
-        wall = limits.wall_backstop_s
+        wall = min(limits.wall_backstop_s, limits.wall_max_s)
         stdio = TestStdio(stdin)
         try:
             run = {"op": "run", "limits": child_limits, "wall_s": wall, "wall_max_s": limits.wall_max_s,
@@ -444,10 +444,16 @@ def _judge_run(res: RunResult, done: dict[str, Any], limits: Limits, cpu_rlimit:
         res.status, res.deterministic = Verdict.TIME_LIMIT, False
         credit = float(done.get("wall_credit", 0.0))
         moved = f", moved {credit:.2f}s for the time spent waiting for a CPU" if credit >= 0.005 else ""
-        res.error = (
-            f"wall-clock backstop {limits.wall_backstop_s:.1f}s fired ({used}{moved}; "
-            f"CPU time limit {limits.time_s:g}s not reached: the program waited)"
-        )
+        if limits.wall_cap_s is not None and limits.wall_cap_s <= limits.wall_backstop_s + credit:
+            res.error = (
+                f"the job's time budget ran out: this test was cut at {limits.wall_cap_s:.2f}s wall "
+                f"({used}; CPU time limit {limits.time_s:g}s not reached)"
+            )
+        else:
+            res.error = (
+                f"wall-clock backstop {limits.wall_backstop_s:.1f}s fired ({used}{moved}; "
+                f"CPU time limit {limits.time_s:g}s not reached: the program waited)"
+            )
     elif rlimit_fired:
         res.status, res.deterministic = Verdict.TIME_LIMIT, False
         res.error = f"CPU rlimit {cpu_rlimit}s fired ({used}; the kernel's tick-sampled CPU time ran ahead)"

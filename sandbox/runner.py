@@ -36,6 +36,8 @@ class Limits:
     # the default backstop is moved by the time the test waited for a CPU (machine load), up
     # to this many times itself; see zygote's _police
     wall_max_factor: float = 3.0
+    # a hard cap from outside (what is left of the job's time budget): no test runs past it
+    wall_cap_s: float | None = None
 
     @property
     def wall_backstop_s(self) -> float:
@@ -47,9 +49,8 @@ class Limits:
     def wall_max_s(self) -> float:
         """The latest a test is killed: an explicit ``wall_s`` is exact; the default backstop
         may move by the time the test spent waiting for a CPU, up to ``wall_max_factor`` x."""
-        if self.wall_s is not None:
-            return self.wall_s
-        return self.wall_max_factor * self.wall_backstop_s
+        latest = self.wall_s if self.wall_s is not None else self.wall_max_factor * self.wall_backstop_s
+        return latest if self.wall_cap_s is None else min(latest, self.wall_cap_s)
 
 
 @dataclass(slots=True)

@@ -90,7 +90,7 @@ def test_the_job_time_budget_stops_a_program_that_is_slow_on_every_test(runner: 
     code = py("import time\ntime.sleep(0.4)\nprint(int(input()) + 1)")
     r = evaluate(_problem(n_public=1, time_limit_s=1.0), code, runner, time_budget_s=1.5)
     assert (r.verdict, r.reward, r.infra_error) == (Verdict.TIME_LIMIT, 0.0, False)
-    assert r.hidden.run < 10 and "time budget (1.5s wall) ran out" in r.stopped
+    assert r.hidden.run < 10 and "time budget" in r.stopped
     assert not r.deterministic
 
 
