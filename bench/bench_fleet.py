@@ -37,7 +37,8 @@ TRIVIAL: dict[str, Any] = {
     "public_tests": [{"input": f"{i}\n", "output": f"{i}\n"} for i in range(2)],
     "hidden_tests": [{"input": f"{i}\n", "output": f"{i}\n"} for i in range(2, 10)],
 }
-ONE_TEST: dict[str, Any] = {"id": "bench/echo1", "public_tests": [{"input": "7\n", "output": "7\n"}], "hidden_tests": []}
+# one test, hidden: the judging rule needs a hidden test in full mode (public tests are optional)
+ONE_TEST: dict[str, Any] = {"id": "bench/echo1", "public_tests": [], "hidden_tests": [{"input": "7\n", "output": "7\n"}]}
 HEAVY: dict[str, Any] = {
     "id": "bench/heavy",
     "public_tests": [{"input": f"{i}\n", "output": f"{i}\n"} for i in range(2)],

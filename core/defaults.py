@@ -8,6 +8,7 @@ import os
 REDIS_URL_ENV = "CPFLEET_REDIS_URL"
 DEFAULT_REDIS_PORT = 6379
 DEFAULT_REDIS_URL = f"redis://127.0.0.1:{DEFAULT_REDIS_PORT}/0"
+REDIS_URL_HELP = f"Redis URL (default: ${REDIS_URL_ENV}, else {DEFAULT_REDIS_URL})"
 DEFAULT_FLOWER_PORT = 5555
 DEFAULT_METRICS_PORT = 9808  # a worker's /metrics when `cpfleet up` or docker-compose starts it
 

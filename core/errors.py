@@ -23,6 +23,20 @@ class ProblemFormatError(CpfleetError, ValueError):
     """A problem record that cannot be judged (missing id, malformed tests, bad limits)."""
 
 
+class ProblemNotJudgeable(ProblemFormatError):
+    """A well-formed problem that the judging rule refuses (``cpfleet.core.problem.validate_for_judging``):
+    judging it would pay a reward that no hidden test backs."""
+
+
+class NoHiddenTestsError(ProblemNotJudgeable):
+    """The problem has no hidden tests: full mode has nothing to reward from (its public tests
+    are shown to the model, so rewarding them would pay for copying expected outputs)."""
+
+
+class NoPublicTestsError(ProblemNotJudgeable):
+    """The problem has no public tests: public mode has nothing to reward from."""
+
+
 class CheckerSpecError(ProblemFormatError):
     """A problem's ``checker`` field names an unknown checker or carries bad parameters."""
 
@@ -68,6 +82,17 @@ class DuplicateProblemError(CpfleetError, ValueError):
         self.line = line
 
 
+class TestShapeError(CpfleetError, ValueError):
+    """Inline or dataset tests in a shape that cannot be normalised; the message is a short,
+    countable reason (``cpfleet prepare`` counts skipped problems by it)."""
+
+    __test__ = False  # not a pytest test class despite its name
+
+
+class InlineProblemError(CpfleetError, ValueError):
+    """Inline tests that cannot become a problem (unknown shape, no tests, bad limits)."""
+
+
 class PrepareError(CpfleetError):
     """The dataset cannot be prepared at all (unknown schema, no files, bad arguments)."""
 
@@ -90,6 +115,10 @@ class SandboxBroken(SandboxFailure):
     """The zygote or a job init stopped answering: an infrastructure failure, not a verdict."""
 
 
+class SlotDirError(CpfleetError, RuntimeError):
+    """The slot lock directory (or a lock file in it) is not ours alone: refused, never followed."""
+
+
 class BrokenProblem(CpfleetError):
     """The problem's own data cannot judge a test (e.g. a checker program that crashes or does
     not compile): an infrastructure error for the job, like a checker spec that cannot be built."""
@@ -104,6 +133,18 @@ class BrokerUnavailable(CpfleetError, ConnectionError):
     Raised by ``FleetClient.submit_many``, ``submitted`` holds the futures of the batches that
     were published before the failure (they resolve normally); otherwise it is empty.
     """
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.submitted: list[Any] = []
+
+
+class BrokerFull(CpfleetError, RuntimeError):
+    """Redis refused a write because it is at ``maxmemory`` with the ``noeviction`` policy (an
+    "OOM command not allowed" error): it is reachable, but full, usually of unconsumed jobs or
+    unread replies. Not a BrokerUnavailable: retrying helps only once workers or readers have
+    drained it, or after raising ``maxmemory``. Nothing after the failing batch was published;
+    ``submitted`` as for BrokerUnavailable."""
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)

@@ -12,7 +12,8 @@ from typing import Any
 
 import msgpack
 
-from cpfleet.core.errors import ProblemFormatError
+from cpfleet.core.errors import NoHiddenTestsError, NoPublicTestsError, ProblemFormatError
+from cpfleet.core.protocol import MODES
 
 DEFAULT_TIME_LIMIT_S = 2.0
 DEFAULT_MEMORY_LIMIT_MB = 512
@@ -96,6 +97,10 @@ class Problem:
             d["incorrect_solutions"] = list(self.incorrect_solutions)
         return d
 
+    def validate_for_judging(self, mode: str = "full") -> None:
+        """See the module function :func:`validate_for_judging` (the one judging rule)."""
+        validate_for_judging(self, mode)
+
     def content_version(self) -> str:
         """Hash of everything that changes a verdict: tests, limits, checker (not the statement)."""
         judged = [
@@ -107,6 +112,40 @@ class Problem:
             sorted(self.checker.items()),
         ]
         return hashlib.blake2b(msgpack.packb(judged, use_bin_type=True), digest_size=12).hexdigest()
+
+
+def validate_for_judging(problem: Problem, mode: str = "full") -> None:
+    """The one rule every entry point applies before a problem may be judged or registered.
+
+    ``mode="full"`` (the default, and what registration checks: ``cpfleet load``,
+    ``cpfleet validate``, ``FleetClient.register_problems``, ``cpfleet judge``) needs at least
+    one hidden test: the reward comes from hidden tests only, and the public tests are shown to
+    the model with their expected outputs, so rewarding them would pay for copying.
+    ``mode="public"`` (``cpfleet judge --mode public``, and a public-mode job at the worker)
+    needs at least one public test. Public tests are optional otherwise: interactive problems,
+    for one, often have none. So no reward is ever a fraction over zero tests. Raises
+    ``NoHiddenTestsError`` / ``NoPublicTestsError`` (both ``ProblemFormatError``).
+    """
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r} (known: {', '.join(MODES)})")
+    if mode == "full" and not problem.hidden_tests:
+        raise NoHiddenTestsError(
+            f"{problem.id}: no hidden tests: the reward comes from hidden tests only, so this problem "
+            "cannot be judged (public tests are feedback the model sees, never the reward in full mode)"
+        )
+    if mode == "public" and not problem.public_tests:
+        raise NoPublicTestsError(
+            f"{problem.id}: no public tests: public mode rewards public tests, so it cannot judge this problem"
+        )
+
+
+def judging_refusal(problem: Problem, mode: str = "full") -> str | None:
+    """``validate_for_judging`` as a value: the reason the problem is refused, or None."""
+    try:
+        validate_for_judging(problem, mode)
+    except ProblemFormatError as e:
+        return str(e)
+    return None
 
 
 def _parse_tests(pid: str, name: str, raw: Any) -> tuple[TestCase, ...]:

@@ -67,6 +67,11 @@ class JobMessage:
     reply_ttl: int = DEFAULT_REPLY_TTL_S
     use_cache: bool = True
     debug: str | None = None  # test-only hook, honoured only by workers started with CPFLEET_DEBUG_HOOKS=1
+    # The submitting client and the token of its claim on that id (``client_claim_key``): a
+    # worker drops, unjudged, a job whose client no longer holds that claim (closed or dead) or
+    # that the client cancelled. Absent (None) on messages of clients that predate them.
+    client_id: str | None = None
+    client_token: str | None = None
     v: int = PROTOCOL_VERSION
 
     def to_wire(self) -> dict[str, Any]:
@@ -85,6 +90,9 @@ class JobMessage:
         }
         if self.debug is not None:
             d["debug"] = self.debug
+        if self.client_id is not None and self.client_token is not None:
+            d["client_id"] = self.client_id
+            d["client_token"] = self.client_token
         return d
 
     @classmethod
@@ -119,6 +127,12 @@ class JobMessage:
         if not isinstance(ttl, int) or ttl <= 0:
             raise ProtocolError("job field 'reply_ttl' must be a positive integer")
         debug = d.get("debug")
+        client_id, client_token = d.get("client_id"), d.get("client_token")
+        if (client_id is None) != (client_token is None):
+            raise ProtocolError("job fields 'client_id' and 'client_token' come together or not at all")
+        for name, value in (("client_id", client_id), ("client_token", client_token)):
+            if value is not None and (not isinstance(value, str) or not value):
+                raise ProtocolError(f"job field {name!r} must be a non-empty string")
         return cls(
             job_id=d["job_id"],
             problem_id=d["problem_id"],
@@ -131,11 +145,14 @@ class JobMessage:
             reply_ttl=ttl,
             use_cache=bool(d.get("use_cache", True)),
             debug=None if debug is None else str(debug),
+            client_id=client_id,
+            client_token=client_token,
         )
 
 
 def check_options(reward_shape: str, mode: str) -> None:
-    """Fail fast on the producer side for options the worker would refuse."""
+    """The one check of the judging options: every entry point (client, CLI, HTTP, the sandbox)
+    calls it, so they accept and refuse exactly the same reward shapes and modes."""
     if reward_shape not in REWARD_SHAPES:
         raise ValueError(f"unknown reward shape {reward_shape!r} (known: {', '.join(REWARD_SHAPES)})")
     if mode not in MODES:
@@ -150,6 +167,12 @@ def reply_key(client_id: str) -> str:
     return f"{KEY_PREFIX}:reply:{client_id}"
 
 
+def processing_key(client_id: str) -> str:
+    """Where a client's reader moves replies until it has delivered them (a reply is never only
+    in flight on a socket: a connection that dies mid-pop leaves it here)."""
+    return f"{KEY_PREFIX}:processing:{client_id}"
+
+
 # A client holds its id exclusively while open (SET NX with this TTL, renewed by its reader), so
 # two clients never pop, and steal, each other's replies from one list.
 CLIENT_CLAIM_TTL_S = 60
@@ -158,6 +181,11 @@ CLIENT_CLAIM_TTL_S = 60
 def client_claim_key(client_id: str) -> str:
     """The key an open client holds (with an expiry) to own ``reply_key(client_id)``."""
     return f"{KEY_PREFIX}:client:{client_id}"
+
+
+def cancelled_key(client_id: str) -> str:
+    """A set of the wire ids this client cancelled: a worker drops them unjudged."""
+    return f"{KEY_PREFIX}:cancelled:{client_id}"
 
 
 def encode_reply(result: Mapping[str, Any]) -> bytes:

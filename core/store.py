@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import msgpack
 
 from cpfleet.core.errors import ProblemStoreError
-from cpfleet.core.problem import Problem, ProblemFormatError
+from cpfleet.core.problem import Problem, ProblemFormatError, validate_for_judging
 from cpfleet.core.protocol import PROBLEM_FIELD_DATA, PROBLEM_FIELD_VERSION, problem_index_key, problem_key
 
 if TYPE_CHECKING:
@@ -88,19 +88,37 @@ def register_problems(
     Per batch: one pipelined round trip reads the stored versions, then the changed problems
     are encoded and written in pipelines of at most ``batch_bytes`` compressed bytes, so a
     file with tens of MB of tests neither sends one giant request nor one request per problem.
-    Records may be ``Problem`` objects or dicts in the problem format (parsed with
-    ``Problem.from_dict``, which raises ``ProblemFormatError`` before anything is written for
-    that batch). Within one call, a later problem with an already-seen id replaces the earlier
+    Records may be ``Problem`` objects or dicts in the problem format. Every record is parsed
+    (``Problem.from_dict``) and checked against the one judging rule (``validate_for_judging``
+    in full mode: at least one hidden test) before anything is written: one bad record raises
+    its ``ProblemFormatError`` (``NoHiddenTestsError``, ``CheckerSpecError``, ...), naming its
+    position, and nothing of the call is stored. A public-mode job on a stored problem without
+    public tests is refused by the worker, with the reason. Within one call, a later problem with an already-seen id replaces the earlier
     one (callers that must reject duplicates do so when loading, see ``cpfleet.loading``).
     """
     _require_bytes_client(client)
     if batch_problems < 1 or batch_bytes < 1:
         raise ValueError("batch_problems and batch_bytes must be >= 1")
     stats = RegisterStats()
-    parsed = (p if isinstance(p, Problem) else Problem.from_dict(dict(p)) for p in problems)
+    parsed = [_registrable(i, p) for i, p in enumerate(problems)]
     for batch in _batches(parsed, batch_problems):
         _register_batch(client, batch, batch_bytes, stats)
     return stats
+
+
+def _registrable(index: int, record: Any) -> Problem:
+    """A record as a Problem that the judging rule accepts, or the reason it is refused."""
+    try:
+        if isinstance(record, Problem):
+            problem = record
+        elif isinstance(record, Mapping):
+            problem = Problem.from_dict(dict(record))
+        else:
+            problem = Problem.from_dict(record)  # refuses it, naming the type
+        validate_for_judging(problem)
+    except ProblemFormatError as e:
+        raise type(e)(f"problem #{index}: {e}") from None
+    return problem
 
 
 def fetch_problem(client: redis.Redis, problem_id: str) -> tuple[Problem, str] | None:

@@ -34,10 +34,22 @@ _EXPORTS: dict[str, str] = {
     "MODES": "cpfleet.core.protocol",
     # judging without a fleet
     "evaluate": "cpfleet.sandbox.env",
+    # inline tests (any dataset shape) -> a problem record with a content-hash id
+    "problem_from_tests": "cpfleet.producer.inline",
+    # trainer adapters
+    "TRLReward": "cpfleet.rewards",
+    "AsyncTRLReward": "cpfleet.rewards",
+    "compute_score": "cpfleet.rewards",
+    "compute_score_async": "cpfleet.rewards",
+    "compute_score_batch": "cpfleet.rewards",
     # errors
     "CpfleetError": "cpfleet.core.errors",
     "ProblemFormatError": "cpfleet.core.errors",
     "CheckerSpecError": "cpfleet.core.errors",
+    "ProblemNotJudgeable": "cpfleet.core.errors",
+    "NoHiddenTestsError": "cpfleet.core.errors",
+    "NoPublicTestsError": "cpfleet.core.errors",
+    "SlotDirError": "cpfleet.core.errors",
     "ProtocolError": "cpfleet.core.errors",
     "ProblemStoreError": "cpfleet.core.errors",
     "InputFileError": "cpfleet.core.errors",
@@ -47,9 +59,12 @@ _EXPORTS: dict[str, str] = {
     "PrepareError": "cpfleet.core.errors",
     "DatasetUnavailableError": "cpfleet.core.errors",
     "SandboxFailure": "cpfleet.core.errors",
+    "TestShapeError": "cpfleet.core.errors",
+    "InlineProblemError": "cpfleet.core.errors",
     "SandboxBroken": "cpfleet.core.errors",
     "BrokenProblem": "cpfleet.core.errors",
     "BrokerUnavailable": "cpfleet.core.errors",
+    "BrokerFull": "cpfleet.core.errors",
     "MessageEncodeError": "cpfleet.core.errors",
     "PublisherClosed": "cpfleet.core.errors",
     "FleetBusy": "cpfleet.core.errors",
@@ -71,9 +86,19 @@ __all__ = [
     "REWARD_SHAPES",
     "MODES",
     "evaluate",
+    "problem_from_tests",
+    "TRLReward",
+    "AsyncTRLReward",
+    "compute_score",
+    "compute_score_async",
+    "compute_score_batch",
     "CpfleetError",
     "ProblemFormatError",
     "CheckerSpecError",
+    "ProblemNotJudgeable",
+    "NoHiddenTestsError",
+    "NoPublicTestsError",
+    "SlotDirError",
     "ProtocolError",
     "ProblemStoreError",
     "InputFileError",
@@ -83,9 +108,12 @@ __all__ = [
     "PrepareError",
     "DatasetUnavailableError",
     "SandboxFailure",
+    "TestShapeError",
+    "InlineProblemError",
     "SandboxBroken",
     "BrokenProblem",
     "BrokerUnavailable",
+    "BrokerFull",
     "MessageEncodeError",
     "PublisherClosed",
     "FleetBusy",
@@ -96,6 +124,7 @@ __all__ = [
 if TYPE_CHECKING:
     from cpfleet.core.errors import (
         BrokenProblem,
+        BrokerFull,
         BrokerUnavailable,
         CheckerSpecError,
         ClientClosed,
@@ -104,23 +133,30 @@ if TYPE_CHECKING:
         DuplicateProblemError,
         FleetBusy,
         FleetError,
+        InlineProblemError,
         InputFileError,
         MessageEncodeError,
+        NoHiddenTestsError,
+        NoPublicTestsError,
         PrepareError,
         ProblemFileError,
         ProblemFileNotFoundError,
         ProblemFormatError,
+        ProblemNotJudgeable,
         ProblemStoreError,
         ProtocolError,
         PublisherClosed,
         SandboxBroken,
         SandboxFailure,
+        SlotDirError,
+        TestShapeError,
     )
     from cpfleet.core.problem import Problem, TestCase
     from cpfleet.core.protocol import MODES, REWARD_SHAPES
     from cpfleet.core.results import JobResult, TestReport, TestSetSummary, Timings
     from cpfleet.core.verdict import Verdict
     from cpfleet.producer.client import FleetClient, FleetStats
+    from cpfleet.producer.inline import problem_from_tests
     from cpfleet.sandbox.env import evaluate
 
 

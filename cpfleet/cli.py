@@ -8,6 +8,8 @@ import argparse
 import importlib
 import sys
 
+from cpfleet.core import defaults
+
 # name -> (module, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "judge": ("cpfleet.judge", "evaluate jobs locally, without any queue"),
@@ -18,11 +20,33 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "submit": ("cpfleet.submit_cli", "submit jobs through the fleet, JSONL in and out"),
     "up": ("cpfleet.up", "start redis + worker + flower locally"),
     "demo": ("cpfleet.demo", "run a demo batch on an embedded Redis"),
+    "serve": ("cpfleet.serve", "HTTP endpoints for trainers (OpenRLHF, slime, SandboxFusion API, batch judge)"),
 }
 
 
+DESCRIPTION = """\
+Judge LLM completions of competitive-programming problems and turn them into RL rewards:
+locally (cpfleet judge) or through a fleet of sandboxed workers on Redis (cpfleet up,
+load, submit), with the Python client FleetClient for trainers."""
+
+EPILOG = f"""\
+start here:
+  cpfleet demo                           a demo batch on an embedded Redis (nothing to set up)
+  cpfleet judge PROBLEMS JOBS            judge a JSONL of jobs locally, one result per line
+  cpfleet up                             Redis + worker + Flower on this machine
+  cpfleet load PROBLEMS; cpfleet submit JOBS    the same jobs through that fleet
+
+Commands that talk to Redis take --redis URL, else ${defaults.REDIS_URL_ENV}, else
+{defaults.DEFAULT_REDIS_URL}. `cpfleet COMMAND --help` lists a command's options."""
+
+
 def build_parser(argv: list[str]) -> tuple[argparse.ArgumentParser, argparse.Namespace | None]:
-    parser = argparse.ArgumentParser(prog="cpfleet", description=__doc__.split("\n")[0] if __doc__ else None)
+    parser = argparse.ArgumentParser(
+        prog="cpfleet",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     wanted = argv[0] if argv and not argv[0].startswith("-") else None
     for name, (module, help_text) in SUBCOMMANDS.items():

@@ -137,7 +137,7 @@ def run_batch(
     problems: Sequence[Problem],
     batch: Sequence[DemoJob],
     *,
-    reward: str = "all_or_nothing",
+    reward_shape: str = "all_or_nothing",
     progress: bool = True,
     timeout: float = 600.0,
 ) -> tuple[list[Outcome], float]:
@@ -146,7 +146,7 @@ def run_batch(
 
     from cpfleet.producer.client import FleetClient
 
-    with FleetClient(redis_url, timeout=timeout, reward=reward) as client:
+    with FleetClient(redis_url, timeout=timeout, reward_shape=reward_shape) as client:
         client.register_problems(problems)
         done_at: dict[int, float] = {}
         t0 = time.perf_counter()
@@ -218,7 +218,7 @@ def reward_histogram(rewards: Sequence[float | None]) -> list[tuple[str, int]]:
     return [(label, counts[label]) for label in labels if counts[label] or label in ("0", "1")]
 
 
-def print_summary(s: Summary, reward: str, out: IO[str]) -> None:
+def print_summary(s: Summary, reward_shape: str, out: IO[str]) -> None:
     n = len(s.outcomes)
     problems = len({o.job.problem_id for o in s.outcomes})
     wall = max(s.wall_s, 1e-9)
@@ -238,7 +238,7 @@ def print_summary(s: Summary, reward: str, out: IO[str]) -> None:
     print("\nverdicts:", file=out)
     for verdict, count in Counter(str(o.result.verdict) for o in s.outcomes).most_common():
         print(f"  {verdict:<16}{count:>5}  {_bar(count, n)}", file=out)
-    print(f"\nrewards ({reward}):", file=out)
+    print(f"\nrewards ({reward_shape}):", file=out)
     for label, count in reward_histogram([o.result.reward for o in s.outcomes]):
         print(f"  {label:<16}{count:>5}  {_bar(count, n)}", file=out)
     by_kind: dict[str, Counter[str]] = {}
@@ -338,12 +338,12 @@ def run(args: argparse.Namespace) -> int:
                     file=sys.stderr,
                 )
                 outcomes, wall = run_batch(
-                    str(fleet.redis_url), problems, batch, reward=args.reward,
+                    str(fleet.redis_url), problems, batch, reward_shape=args.reward_shape,
                     progress=not args.no_progress, timeout=args.timeout,
                 )  # fmt: skip
                 isolation = scrape_isolation(fleet.metrics_url)
             summary = summarize(outcomes, wall, str(fleet.concurrency or args.workers or "?"), isolation)
-            print_summary(summary, args.reward, sys.stdout)
+            print_summary(summary, args.reward_shape, sys.stdout)
             status = 0 if not summary.mismatches and not summary.infra_errors else 1
     except KeyboardInterrupt:
         print("\ncpfleet demo: interrupted, stopping", file=sys.stderr)

@@ -23,9 +23,9 @@ import json
 import math
 import random
 import sys
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 from cpfleet.core.problem import Problem, TestCase
@@ -35,6 +35,10 @@ SEED = 20260101
 TIME_LIMIT_S = 1.0  # small on purpose: slow completions cost one time limit of CPU each
 MEMORY_LIMIT_MB = 256
 SHIPPED = "demo-problems.jsonl.gz"
+# The package's own folder, from this file: importlib.resources.files("cpfleet") would resolve
+# "cpfleet" again, and a directory of that name next to the user's script (a checkout named
+# cpfleet) turns it into a namespace package whose MultiplexedPath points into the wrong tree.
+_HERE = Path(__file__).resolve().parent
 
 # completion kind -> the job verdict it must get
 KINDS: dict[str, Verdict] = {
@@ -371,7 +375,7 @@ def _oracle_pal(inp: str) -> str:
 
 def _solutions(name: str) -> dict[str, str]:
     """The reference, wrong and slow programs of problem ``name``, from ``demo_solutions/``."""
-    folder = resources.files("cpfleet") / "demo_solutions"
+    folder = _HERE / "demo_solutions"
     base = name.replace("-", "_")
     return {kind: (folder / f"{base}_{kind}.py").read_text(encoding="utf-8") for kind in ("reference", "wrong", "slow")}
 
@@ -522,13 +526,31 @@ def fenced(code: str, prose: str = "Here is my solution.") -> str:
 
 
 def syntax_error(code: str) -> str:
-    """The reference with its first block colon dropped (``for x in a`` ...): a SyntaxError."""
+    """The reference made invalid Python, the way a model slips: the first block colon dropped
+    (``for x in a`` ...) if that breaks it, else an unclosed call at its end, else a stray
+    closing parenthesis before it. Each candidate is compiled: dropping a colon can leave valid
+    code (a comment or a string ending in ``:``), and the demo promises a SyntaxError."""
     lines = code.split("\n")
+    candidates = []
     for i, line in enumerate(lines):
         if line.rstrip().endswith(":"):
-            lines[i] = line.rstrip()[:-1]
-            return "\n".join(lines)
-    return code + "\nprint(\n"
+            candidates.append("\n".join([*lines[:i], line.rstrip()[:-1], *lines[i + 1 :]]))
+            break
+    candidates += [code + "\nprint(\n", ")\n" + code]
+    for candidate in candidates:
+        if not _compiles(candidate):
+            return candidate
+    raise AssertionError("unreachable: a leading ')' is never valid Python")
+
+
+def _compiles(code: str) -> bool:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # SyntaxWarning (invalid escapes...) is not an error
+        try:
+            compile(code, "<completion>", "exec", dont_inherit=True)
+        except (SyntaxError, ValueError):  # ValueError: NUL bytes in the source
+            return False
+    return True
 
 
 def runtime_error(code: str) -> str:
@@ -582,7 +604,7 @@ def gzip_bytes(data: bytes) -> bytes:
 
 
 def shipped_bytes() -> bytes:
-    return resources.files("cpfleet").joinpath("data", SHIPPED).read_bytes()
+    return (_HERE / "data" / SHIPPED).read_bytes()
 
 
 def load_shipped() -> list[Problem]:

@@ -1,6 +1,7 @@
-"""The JSONL files that ``cpfleet judge`` and ``cpfleet submit`` read. One reader, one set of
+"""The JOBS files that ``cpfleet judge`` and ``cpfleet submit`` read. One reader, one set of
 rules: both commands accept exactly the same JOBS input (their outputs already share
-``JobResult.to_dict``). Strict on purpose: a bad line stops the run before it starts."""
+``JobResult.to_dict``). Strict on purpose: a bad line stops the run before it starts.
+(Problem files have their own reader, ``cpfleet.loading``, shared by judge, load and validate.)"""
 
 from __future__ import annotations
 

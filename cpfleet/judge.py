@@ -1,14 +1,16 @@
 """``cpfleet judge PROBLEMS JOBS``: the whole evaluation on one machine, without any queue.
 
-PROBLEMS is JSONL (optionally .gz), one problem per line (``Problem.from_dict``: at least
+PROBLEMS is JSONL (optionally .gz; or parquet / Arrow), one problem per line (``Problem.from_dict``: at least
 ``id``, ``public_tests``, ``hidden_tests``; unknown fields ignored). JOBS is JSONL of
 ``{"problem_id", "completion", "job_id"?}`` (``-`` for stdin; job_id defaults to the job's
 0-based index). One JSON object per job goes to stdout in input order (``JobResult.to_dict()``);
 progress and a summary go to stderr. Exit status: 0 when every job was judged (whatever its
 verdict, infrastructure errors included: they are in the output), 2 for unusable input files.
 
-The reader here is deliberately minimal and strict (any bad line or duplicate id is an error
-naming the line): the producer's loader, with caps and skipping, is for datasets.
+PROBLEMS is read by the one problem loader (``cpfleet.loading``), as ``cpfleet load`` and
+``cpfleet validate`` read it: a malformed record, or one the judging rule refuses for
+``--mode`` (no hidden tests in full mode, no public tests in public mode), is skipped with a bounded number of warnings and counted; ``--strict`` makes
+any of them an error; a file that loads no problem exits 2, as does a duplicate id.
 """
 
 from __future__ import annotations
@@ -19,45 +21,43 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from cpfleet.core.problem import Problem, ProblemFormatError
+from cpfleet.core import protocol
+from cpfleet.core.problem import Problem
 from cpfleet.jobs_file import InputFileError as InputError
-from cpfleet.jobs_file import read_jobs, read_records
+from cpfleet.jobs_file import read_jobs
+from cpfleet.loading import load_problems
 from cpfleet.pool import RUNNER_KINDS, default_workers, judge_iter
-from cpfleet.sandbox.env import DEFAULT_MAX_PUBLIC_SHOWN, MODES, REWARD_SHAPES
+from cpfleet.sandbox.env import DEFAULT_MAX_PUBLIC_SHOWN
+from cpfleet.store_cli import add_loading_arguments, load_for_command
 
 
-def read_problems(path: str | Path) -> dict[str, Problem]:
-    """Every problem of a JSONL(.gz) file by id; any bad record or duplicate id is an error."""
-    problems: dict[str, Problem] = {}
-    first_line: dict[str, int] = {}
-    for lineno, record in read_records(path):
-        try:
-            problem = Problem.from_dict(record)  # builds the checker: a bad one fails here
-        except ProblemFormatError as e:
-            raise InputError(f"{path}:{lineno}: {e}") from None
-        if problem.id in problems:
-            raise InputError(f"{path}:{lineno}: duplicate problem id {problem.id!r} (first on line {first_line[problem.id]})")
-        problems[problem.id] = problem
-        first_line[problem.id] = lineno
-    return problems
+def read_problems(path: str | Path, *, strict: bool = False, mode: str = "full") -> dict[str, Problem]:
+    """Every problem of a file judgeable in ``mode``, by id, through the one loader (``cpfleet.loading``)."""
+    return load_problems(path, strict=strict, mode=mode).by_id()
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("problems", metavar="PROBLEMS", help="problems JSONL (optionally .gz)")
     parser.add_argument("jobs", metavar="JOBS", help="jobs JSONL {problem_id, completion, job_id?}; - for stdin")
-    parser.add_argument("--reward", choices=REWARD_SHAPES, default="all_or_nothing", help="reward shape")
-    parser.add_argument("--mode", choices=MODES, default="full", help="full: hidden tests give the reward; public: public tests only")
+    parser.add_argument("--reward-shape", "--reward", dest="reward_shape", choices=protocol.REWARD_SHAPES, default="all_or_nothing", help="all_or_nothing: 1.0 only if every rewarded test passes; fraction: the share that pass")
+    parser.add_argument("--mode", choices=protocol.MODES, default="full", help="full: hidden tests give the reward; public: public tests only")
     parser.add_argument("--workers", type=int, default=default_workers(), help="judging processes (default: usable CPUs)")
     parser.add_argument("--runner", choices=RUNNER_KINDS, default="forkserver", help="execution backend")
     parser.add_argument(
         "--max-public-shown", type=int, default=DEFAULT_MAX_PUBLIC_SHOWN, help="public tests shown in the observation"
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    add_loading_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
+    loaded = load_for_command(args, "judge")
+    if loaded is None:
+        return 2
+    if loaded.stats.skipped:
+        print(f"judge: problems: {loaded.stats.summary()}", file=sys.stderr)
+    problems = loaded.by_id()
     try:
-        problems = read_problems(args.problems)
         jobs = read_jobs(args.jobs)
     except InputError as e:
         print(f"cpfleet judge: {e}", file=sys.stderr)
@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
         problems,
         jobs,
         workers=min(args.workers, max(1, len(jobs))),
-        reward_shape=args.reward,
+        reward_shape=args.reward_shape,
         mode=args.mode,
         runner_kind=args.runner,
         progress=not args.no_progress,

@@ -1,7 +1,9 @@
 """The one problem loader: JSONL, JSONL.gz, parquet and Arrow files in the project's format.
 
-Every consumer (``cpfleet load``, ``cpfleet validate``, tests, the producer client) reads
-problems through :func:`load_problems`, so the rules live in one place:
+Every command that reads a problem file (``cpfleet judge``, ``cpfleet load``, ``cpfleet
+validate``) reads it through :func:`load_problems`, and ``FleetClient.register_problems`` applies
+the same per-record rules (``Problem.from_dict`` then ``validate_for_judging``), so all four
+accept and refuse exactly the same problems:
 
 - A malformed record (bad JSON, or a record ``Problem.from_dict`` rejects) is skipped; the
   first ``max_warnings`` are logged with their line number, the rest only counted, and the
@@ -10,7 +12,11 @@ problems through :func:`load_problems`, so the rules live in one place:
   which case every problem is skipped for having no tests of that kind); a negative cap, or
   one that is not an int, raises ``ValueError``. Reading stops as soon as ``max_problems``
   problems are kept, so later lines (and duplicates among them) are never looked at.
-- A problem left with no public or no hidden tests (after the test caps) is skipped and counted.
+- A problem the judging rule refuses for ``mode`` (``cpfleet.core.problem.validate_for_judging``:
+  full mode needs a hidden test, public mode a public test, after the test caps) is skipped,
+  warned about and counted, like a malformed record.
+- ``strict=True`` makes the first skipped record (malformed, invalid, or refused by the rule)
+  an :class:`InputFileError` naming its record number instead.
 - Duplicate ids follow ``on_duplicate``: ``"error"`` (default) raises
   :class:`DuplicateProblemError` naming both line numbers; ``"first"`` keeps the first record
   and ``"last"`` keeps the last one (in the first one's position). Both count and log every
@@ -33,8 +39,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Literal
 
-from cpfleet.core.errors import DuplicateProblemError, ProblemFileError, ProblemFileNotFoundError
-from cpfleet.core.problem import Problem, ProblemFormatError
+from cpfleet.core.errors import (
+    DuplicateProblemError,
+    InputFileError,
+    NoHiddenTestsError,
+    NoPublicTestsError,
+    ProblemFileError,
+    ProblemFileNotFoundError,
+)
+from cpfleet.core.problem import Problem, ProblemFormatError, validate_for_judging
 
 log = logging.getLogger("cpfleet.loading")
 
@@ -55,13 +68,14 @@ class LoadStats:
     records: int = 0  # non-blank records looked at
     loaded: int = 0
     malformed: int = 0
-    no_public: int = 0  # skipped: no public tests (after max_public_tests)
-    no_hidden: int = 0  # skipped: no hidden tests (after max_hidden_tests)
+    no_public: int = 0  # skipped in public mode: no public tests (after max_public_tests)
+    no_hidden: int = 0  # skipped in full mode: no hidden tests (after max_hidden_tests)
     duplicates: int = 0  # records dropped or replaced under on_duplicate first/last
     public_truncated: int = 0  # problems whose public tests were cut by the cap
     hidden_truncated: int = 0
     stopped_at_max_problems: bool = False
     warnings: list[str] = field(default_factory=list)  # the logged ones (at most max_warnings)
+    warnings_suppressed: int = 0  # skipped records beyond max_warnings: counted, not shown
 
     @property
     def skipped(self) -> int:
@@ -156,8 +170,14 @@ def load_problems(
     on_duplicate: OnDuplicate = "error",
     max_warnings: int = DEFAULT_MAX_WARNINGS,
     fmt: str | None = None,
+    strict: bool = False,
+    log_warnings: bool = True,
+    mode: str = "full",
 ) -> LoadResult:
-    """Load a problem file under the rules in this module's docstring."""
+    """Load a problem file under the rules in this module's docstring. ``log_warnings=False``
+    only collects the warnings in ``stats.warnings`` (a CLI prints them itself)."""
+    if mode not in ("full", "public"):
+        raise ValueError(f"mode must be 'full' or 'public', got {mode!r}")
     max_problems = check_cap("max_problems", max_problems)
     max_public_tests = check_cap("max_public_tests", max_public_tests)
     max_hidden_tests = check_cap("max_hidden_tests", max_hidden_tests)
@@ -174,31 +194,40 @@ def load_problems(
         nonlocal suppressed
         if len(stats.warnings) < max_warnings:
             stats.warnings.append(msg)
-            log.warning("%s", msg)
+            if log_warnings:
+                log.warning("%s", msg)
         else:
             suppressed += 1
 
     if max_problems == 0:
         stats.stopped_at_max_problems = True
         return LoadResult([], stats)
+    def skip(lineno: int, what: str, why: object) -> None:
+        if strict:
+            raise InputFileError(f"{p}:{lineno}: {what}: {why} (--strict: any bad record is an error)")
+        warn(f"{p}:{lineno}: skipped {what}: {why}")
+
     for lineno, rec in iter_records(p, stats.format):
         stats.records += 1
         if isinstance(rec, Exception):
             stats.malformed += 1
-            warn(f"{p}:{lineno}: skipped malformed record: {rec}")
+            skip(lineno, "malformed record", rec)
             continue
         try:
             problem = Problem.from_dict(rec)
         except ProblemFormatError as e:
             stats.malformed += 1
-            warn(f"{p}:{lineno}: skipped invalid problem: {e}")
+            skip(lineno, "invalid problem", e)
             continue
         problem = _apply_caps(problem, max_public_tests, max_hidden_tests, stats)
-        if not problem.public_tests:
-            stats.no_public += 1
-            continue
-        if not problem.hidden_tests:
-            stats.no_hidden += 1
+        try:
+            validate_for_judging(problem, mode)
+        except (NoPublicTestsError, NoHiddenTestsError) as e:
+            if isinstance(e, NoPublicTestsError):
+                stats.no_public += 1
+            else:
+                stats.no_hidden += 1
+            skip(lineno, "unjudgeable problem", e)
             continue
         if problem.id in kept:
             if on_duplicate == "error":
@@ -214,7 +243,8 @@ def load_problems(
         if max_problems is not None and len(kept) >= max_problems:
             stats.stopped_at_max_problems = True
             break
-    if suppressed:
+    stats.warnings_suppressed = suppressed
+    if suppressed and log_warnings:
         log.warning("%s: %d more skipped records not shown", p, suppressed)
     stats.loaded = len(kept)
     return LoadResult(list(kept.values()), stats)
@@ -258,7 +288,7 @@ def _iter_jsonl(p: Path, *, gz: bool) -> Iterator[tuple[int, Any]]:
                 try:
                     rec = json.loads(line)
                 except (ValueError, UnicodeDecodeError) as e:
-                    yield lineno, e
+                    yield lineno, ProblemFormatError(f"invalid JSON: {e}")
                     continue
                 if not isinstance(rec, dict):
                     yield lineno, ProblemFormatError(f"expected a JSON object, got {type(rec).__name__}")

@@ -166,7 +166,7 @@ class LocalFleet:
 
     def _flower_argv(self) -> list[str]:
         return [
-            sys.executable, "-m", "celery", "-A", "cpfleet.workers.app", "flower",
+            sys.executable, "-m", "cpfleet.flower_launch", "-A", "cpfleet.workers.app", "flower",
             f"--port={self.flower_port}", "--address=127.0.0.1", "--max_tasks=20000",
             "--logging=warning",
         ]  # fmt: skip

@@ -33,9 +33,10 @@ from typing import Any
 import msgpack
 
 from cpfleet.core.problem import Problem
+from cpfleet.core.protocol import check_options
 from cpfleet.core.results import JobResult
 from cpfleet.core.verdict import Verdict
-from cpfleet.sandbox.env import DEFAULT_MAX_PUBLIC_SHOWN, MODES, REWARD_SHAPES, evaluate
+from cpfleet.sandbox.env import DEFAULT_MAX_PUBLIC_SHOWN, evaluate
 from cpfleet.sandbox.runner import CodeRunner
 from cpfleet.sandbox.runners import RUNNER_KINDS, make_runner  # the factory starts nothing until called
 
@@ -161,10 +162,7 @@ def judge_iter(
     """Judge ``jobs`` (``{problem_id, completion, job_id?}``; job_id defaults to the job's index)
     and yield one JobResult per job, in input order. Unknown problems come back as
     UNKNOWN_PROBLEM infrastructure errors. ``workers`` defaults to the usable CPUs."""
-    if reward_shape not in REWARD_SHAPES:
-        raise ValueError(f"reward_shape must be one of {REWARD_SHAPES}, got {reward_shape!r}")
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    check_options(reward_shape, mode)
     if runner_kind not in RUNNER_KINDS:
         raise ValueError(f"runner_kind must be one of {RUNNER_KINDS}, got {runner_kind!r}")
     n_workers = max(1, workers if workers is not None else default_workers())

@@ -1,39 +1,46 @@
-"""``cpfleet prepare``: a HuggingFace CP dataset (code_contests, TACO, APPS) -> problem JSONL.
+"""``cpfleet prepare``: an RL code dataset -> problem JSONL in the shared schema.
 
-The seed's ``prepare_cp_data.py``, ported and extended. The dataset comes from
-``datasets.load_dataset``: a hub name (``deepmind/code_contests``) goes to the hub; a local
-file or folder (parquet, JSON, JSONL, Arrow) in the same schema goes through the packaged
+Datasets (``--format``, told from the columns when absent): ``code_contests``, ``taco``,
+``apps``, ``livecodebench`` (``code_generation_lite``), ``deepcoder`` (configs
+``primeintellect``, ``taco``, ``lcbv5``, ``codeforces``), ``primeintellect``
+(``verifiable-coding-problems``), ``codeforces`` (open-r1) and ``kattis`` (a folder of problem
+packages). A hub name goes to ``datasets.load_dataset`` (``--config``, ``--data-files``); a
+local file or folder (parquet, JSON, JSONL, Arrow) in the same schema goes through the packaged
 ``parquet`` / ``json`` / ``arrow`` builders, so tests and offline machines run the very same
-conversion code as a hub download.
+conversion code as a hub download. A folder holding ``problem.yaml`` packages is read as Kattis.
 
 Per problem (output: the project's problem JSONL, what ``cpfleet.loading`` reads):
 
 - code_contests: ``id`` = the problem ``name``; public = ``public_tests``; hidden =
-  ``private_tests`` ++ ``generated_tests`` capped by ``--max-hidden``; time limit from
-  ``{seconds, nanos}``, memory from bytes (MiB); checker ``{"type": "code_contests"}`` (the
-  official tester's comparison). Problems that read or write named files (``input_file`` /
-  ``output_file``) are skipped: the sandbox feeds stdin and reads stdout.
-- TACO / APPS: tests from the ``input_output`` JSON (``inputs`` / ``outputs``). They have no
-  public/hidden split: public = the first ``--num-public`` tests, hidden = all tests (public
-  ones included, so the reward covers every test), capped by ``--max-hidden``. Call-based
-  problems (``fn_name``) are counted and skipped: the sandbox judges stdin/stdout programs.
-  ``id`` = ``taco/<split>/<row>`` or ``apps/<split>/<problem_id>``.
+  ``private_tests`` ++ ``generated_tests``; time limit from ``{seconds, nanos}``, memory from
+  bytes (MiB); checker ``{"type": "code_contests"}`` (the official tester's comparison).
+  Problems that read or write named files (``input_file`` / ``output_file``) are skipped.
+- the other row formats: cpfleet.prepare_formats (TACO / APPS incl. call-based, LiveCodeBench,
+  DeepCoder, PrimeIntellect) and cpfleet.prepare_codeforces (open-r1); Kattis packages:
+  cpfleet.prepare_kattis. Test shapes are normalised by cpfleet.producer.testshapes, the code
+  inline problems use too. Function-call problems carry ``fn_name`` (tests: JSON text of the
+  argument list / the plain return value) and ``languages`` Python.
 - ``--with-solutions``: code_contests keeps language 3 (Python 3) solutions as
   ``correct_solutions`` / ``incorrect_solutions``; Python 2 (language 1) and other languages
-  are counted and dropped. TACO/APPS solutions (Python) become ``correct_solutions``.
+  are counted and dropped. TACO/APPS/DeepCoder solutions (Python) and PrimeIntellect Python
+  gold answers become ``correct_solutions``; Kattis submissions become ``submissions`` (every
+  language, with the expected verdict) and Python 3 ``correct_``/``incorrect_solutions``.
 
-Filters: ``--min-public N``, ``--difficulty LO:HI`` (inclusive, either side optional; TACO and
-APPS names map to ranks, see DIFFICULTY_RANKS), ``--max-samples`` (stop after N kept). A summary
-(read, kept, skipped per reason) goes to stderr at the end, with a progress bar while it works.
+Every record is checked against the shared schema (cpfleet.producer.records) and, where this
+build registers its checker type, by ``Problem.from_dict``. Filters: ``--min-public N``,
+``--difficulty LO:HI`` (inclusive, either side optional; TACO and APPS names map to ranks, see
+DIFFICULTY_RANKS), ``--max-samples`` (stop after N kept), ``--max-hidden N``. A summary (read,
+kept, skipped per reason with the first rows skipped for it, notes, solution counts) goes to
+stderr at the end, with a progress bar while it works.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gzip
 import json
 import os
-import re
 import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
@@ -42,9 +49,18 @@ from pathlib import Path
 from typing import IO, Any
 
 from cpfleet.core.errors import DatasetUnavailableError, PrepareError
-from cpfleet.core.problem import Problem, ProblemFormatError
+from cpfleet.prepare_codeforces import convert_codeforces
+from cpfleet.prepare_formats import (
+    convert_deepcoder,
+    convert_livecodebench,
+    convert_primeintellect,
+    convert_taco,
+    detect_inline_format,
+)
+from cpfleet.prepare_kattis import convert_package, is_package_folder, iter_packages, package_id
+from cpfleet.producer.records import loader_check, record_errors
 
-FORMATS = ("code_contests", "taco", "apps")
+FORMATS = ("code_contests", "taco", "apps", "livecodebench", "deepcoder", "primeintellect", "codeforces", "kattis")
 CODE_CONTESTS_CHECKER = {"type": "code_contests"}
 # code_contests Language enum
 LANG_PYTHON2 = 1
@@ -61,8 +77,8 @@ DIFFICULTY_RANKS: dict[str, int] = {
     "interview": 2,
     "competition": 3,
 }
+MAX_EXAMPLES = 3  # rows named per skip reason in the log (the rest are only counted)
 LOCAL_BUILDERS = {".parquet": "parquet", ".json": "json", ".jsonl": "json", ".arrow": "arrow"}
-CALL_BASED_REASON = "call-based (fn_name): the sandbox judges stdin/stdout programs only"
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +91,11 @@ class PrepareOptions:
     max_samples: int | None = None
     with_solutions: bool = False
     max_solutions: int | None = None
-    num_public: int = 1  # TACO/APPS only
+    num_public: int = 1  # formats without a public/hidden split
+    config: str | None = None  # the hub dataset's config (DeepCoder: primeintellect, taco, lcbv5, codeforces)
+    subset: str | None = None  # names DeepCoder ids (deepcoder/<subset>/<split>/<row>); defaults to config
+    generated_tests: str | None = None  # open-r1/codeforces: folder of test_cases_XXXX.parquet
+    data_files: tuple[str, ...] = ()  # hub repo files to load (e.g. LiveCodeBench test6.jsonl)
 
 
 @dataclass(slots=True)
@@ -87,6 +107,9 @@ class PrepareSummary:
     skipped: Counter[str] = field(default_factory=Counter)
     solutions: Counter[str] = field(default_factory=Counter)
     hidden_capped: int = 0  # problems whose hidden tests were cut by --max-hidden
+    notes: Counter[str] = field(default_factory=Counter)  # per-problem remarks of kept problems
+    unchecked: Counter[str] = field(default_factory=Counter)  # checker types this build cannot build yet
+    examples: dict[str, list[str]] = field(default_factory=dict)  # reason -> first few rows skipped for it
 
     def lines(self) -> list[str]:
         out = [f"prepare {self.dataset} ({self.format}): read {self.read}, kept {self.kept}, "
@@ -97,14 +120,28 @@ class PrepareSummary:
             out.append(f"  hidden tests capped by --max-hidden in {self.hidden_capped} problems")
         for kind, n in sorted(self.solutions.items()):
             out.append(f"  solutions {kind}: {n}")
+        for note, n in self.notes.most_common():
+            out.append(f"  note {n}: {note}")
+        for kind, n in sorted(self.unchecked.items()):
+            out.append(f"  {n} problems with checker {kind!r}: written after the shared-schema check; "
+                       "this build's loader cannot build that checker (type or parameters unknown to it)")
         return out
+
+    def skip(self, reason: str, row: str) -> None:
+        """Count a skipped row; remember the first MAX_EXAMPLES rows per reason for the log."""
+        self.skipped[reason] += 1
+        seen = self.examples.setdefault(reason, [])
+        if len(seen) < MAX_EXAMPLES:
+            seen.append(row)
 
 
 # --- opening the dataset -----------------------------------------------------------------------
 
 
-def open_dataset(dataset: str, split: str, *, streaming: bool = False, cache_dir: str | None = None) -> Any:
-    """A ``datasets`` Dataset (or IterableDataset): from the hub, or from local files in its schema."""
+def open_dataset(dataset: str, split: str, *, streaming: bool = False, cache_dir: str | None = None,
+                 config: str | None = None, data_files: tuple[str, ...] = ()) -> Any:
+    """A ``datasets`` Dataset (or IterableDataset): from the hub (``config`` and ``data_files``
+    select within the repository), or from local files in its schema."""
     import datasets
 
     path = Path(dataset)
@@ -115,7 +152,20 @@ def open_dataset(dataset: str, split: str, *, streaming: bool = False, cache_dir
         )
     if dataset.startswith((".", "/")) or dataset.endswith(tuple(LOCAL_BUILDERS)):
         raise PrepareError(f"{dataset}: no such file or folder")
-    return datasets.load_dataset(dataset, split=split, streaming=streaming, cache_dir=cache_dir)
+    if data_files:
+        # named files of a hub repository: fetched one by one and read with the packaged
+        # builders, which also works for repositories that still carry a loading script
+        # (livecodebench/code_generation_lite), refused by datasets >= 4 as a whole
+        from huggingface_hub import hf_hub_download
+
+        builders = {_builder_for(Path(f)) for f in data_files}
+        if None in builders or len(builders) != 1:
+            raise PrepareError(f"--data-files must be of one kind (parquet, json, jsonl, arrow), got {list(data_files)}")
+        local = [hf_hub_download(repo_id=dataset, filename=f, repo_type="dataset") for f in data_files]
+        return datasets.load_dataset(
+            str(builders.pop()), data_files={split: local}, split=split, streaming=streaming, cache_dir=cache_dir
+        )
+    return datasets.load_dataset(dataset, config, split=split, streaming=streaming, cache_dir=cache_dir)
 
 
 def _builder_for(p: Path) -> str | None:
@@ -143,10 +193,15 @@ def _local_files(path: Path, split: str) -> tuple[str, list[str]]:
 
 
 def detect_format(columns: Iterable[str]) -> str:
-    """code_contests / taco / apps from the column names; PrepareError when they do not tell."""
+    """The dataset format from its column names; PrepareError when they do not tell."""
     cols = set(columns)
     if {"public_tests", "private_tests"} <= cols or {"public_tests", "generated_tests"} <= cols:
         return "code_contests"
+    if "official_tests" in cols:
+        return "codeforces"
+    inline = detect_inline_format(cols)
+    if inline is not None:
+        return inline
     if "input_output" in cols:
         if "problem_id" in cols and not cols & {"raw_tags", "skill_types", "tags"}:
             return "apps"
@@ -231,67 +286,6 @@ def convert_code_contests(row: Mapping[str, Any], opts: PrepareOptions, counts: 
     return rec
 
 
-def _io_text(v: Any) -> str:
-    """TACO/APPS inputs/outputs are strings, or lists of lines, or bare numbers."""
-    if isinstance(v, str):
-        return v
-    if isinstance(v, list):
-        return "\n".join(_io_text(x) for x in v) + "\n"
-    return json.dumps(v) if isinstance(v, dict | bool) or v is None else str(v)
-
-
-_SECONDS = re.compile(r"([0-9]*\.?[0-9]+)\s*(?:s\b|sec|second)", re.I)
-_MEGABYTES = re.compile(r"([0-9]*\.?[0-9]+)\s*(?:mb\b|mib\b|megabyte)", re.I)
-
-
-def convert_taco(row: Mapping[str, Any], index: int, opts: PrepareOptions, fmt: str,
-                 counts: Counter[str]) -> dict[str, Any] | str:
-    """One TACO / APPS row -> a problem record, or the reason it is skipped."""
-    raw = row.get("input_output")
-    try:
-        io = json.loads(raw) if isinstance(raw, str) else raw
-    except ValueError:
-        return "malformed input_output JSON"
-    if not isinstance(io, Mapping):
-        return "no input_output tests"
-    if io.get("fn_name"):
-        return CALL_BASED_REASON
-    inputs, outputs = io.get("inputs") or [], io.get("outputs") or []
-    if not isinstance(inputs, list) or not isinstance(outputs, list) or len(inputs) != len(outputs):
-        return "malformed input_output (inputs/outputs lengths differ)"
-    tests = [{"input": _io_text(i), "output": _io_text(o)} for i, o in zip(inputs, outputs, strict=True)]
-    if fmt == "apps" and row.get("problem_id") is not None:
-        pid = f"apps/{opts.split}/{row['problem_id']}"
-    else:
-        pid = f"{fmt}/{opts.split}/{index}"
-    tl = _SECONDS.search(str(row.get("time_limit") or ""))
-    ml = _MEGABYTES.search(str(row.get("memory_limit") or ""))
-    rec: dict[str, Any] = {
-        "id": pid,
-        "name": row.get("name") or row.get("url") or pid,
-        "description": row.get("question") or "",
-        "public_tests": tests[: opts.num_public],
-        "hidden_tests": tests,
-        "time_limit_s": float(tl.group(1)) if tl and float(tl.group(1)) > 0 else None,
-        "memory_limit_mb": round(float(ml.group(1))) if ml and float(ml.group(1)) >= 16 else None,
-        "difficulty": row.get("difficulty"),
-    }
-    if opts.with_solutions:
-        sols = row.get("solutions")
-        try:
-            parsed = json.loads(sols) if isinstance(sols, str) and sols else (sols or [])
-        except ValueError:
-            parsed = []
-            counts["correct malformed solutions field"] += 1
-        kept = [s for s in parsed if isinstance(s, str)]
-        if opts.max_solutions is not None and len(kept) > opts.max_solutions:
-            counts["correct python3 over --max-solutions"] += len(kept) - opts.max_solutions
-            kept = kept[: opts.max_solutions]
-        counts["correct python3 kept"] += len(kept)
-        rec["correct_solutions"] = kept
-    return rec
-
-
 def _difficulty_rank(value: Any) -> int | None:
     if isinstance(value, bool):
         return None
@@ -310,7 +304,7 @@ def _filter(rec: dict[str, Any], opts: PrepareOptions, summary: PrepareSummary) 
         rank = _difficulty_rank(rec.get("difficulty"))
         if rank is None or (lo is not None and rank < lo) or (hi is not None and rank > hi):
             return "difficulty outside --difficulty"
-    if not rec["public_tests"]:
+    if not rec["public_tests"] and opts.min_public > 0:
         return "no public tests"
     if len(rec["public_tests"]) < opts.min_public:
         return f"fewer than {opts.min_public} public tests (--min-public)"
@@ -324,38 +318,112 @@ def _filter(rec: dict[str, Any], opts: PrepareOptions, summary: PrepareSummary) 
     return None
 
 
+def convert_row(row: Mapping[str, Any], index: int, fmt: str, opts: PrepareOptions,
+                counts: Counter[str]) -> dict[str, Any] | str:
+    """One dataset row in format ``fmt`` -> a record, or the reason it is skipped."""
+    if fmt == "code_contests":
+        return convert_code_contests(row, opts, counts)
+    if fmt in ("taco", "apps"):
+        return convert_taco(row, index, opts, fmt, counts)
+    if fmt == "livecodebench":
+        return convert_livecodebench(row, index, opts, counts)
+    if fmt == "deepcoder":
+        return convert_deepcoder(row, index, opts, counts)
+    if fmt == "primeintellect":
+        return convert_primeintellect(row, index, opts, counts)
+    if fmt == "codeforces":
+        return convert_codeforces(row, index, opts, counts)
+    raise PrepareError(f"format {fmt!r} is not read row by row")
+
+
+def _row_name(row: Mapping[str, Any], index: int) -> str:
+    for key in ("id", "question_id", "problem_id", "name", "in_source_id"):
+        value = row.get(key)
+        if isinstance(value, str | int) and not isinstance(value, bool) and str(value):
+            return f"row {index} ({key} {str(value)[:60]})"
+    return f"row {index}"
+
+
+def admit(rec: dict[str, Any] | str, opts: PrepareOptions, summary: PrepareSummary,
+          seen: set[str]) -> str | None:
+    """Filter and validate one converted record; the skip reason, or None to keep it.
+
+    Every record must meet the shared schema (:func:`record_errors`); when this build's loader
+    registers the record's checker type, ``Problem.from_dict`` must accept it too. A record whose
+    checker type the loader does not know yet is written and counted in ``summary.unchecked``."""
+    if isinstance(rec, str):
+        return rec
+    reason = _filter(rec, opts, summary)
+    if reason is not None:
+        return reason
+    if rec["id"] in seen:
+        return "duplicate id"
+    errors = record_errors(rec)
+    if errors:
+        return f"invalid problem ({errors[0]})"
+    error, checked = loader_check(rec)
+    if error is not None:
+        return f"invalid problem ({error})"
+    if not checked:
+        summary.unchecked[str((rec.get("checker") or {}).get("type"))] += 1
+    return None
+
+
 def convert_rows(rows: Iterable[Mapping[str, Any]], fmt: str, opts: PrepareOptions,
                  summary: PrepareSummary) -> Iterator[dict[str, Any]]:
     """Yield converted, filtered, validated records; every row lands in ``summary``."""
-    if fmt not in FORMATS:
-        raise PrepareError(f"unknown format {fmt!r} (known: {', '.join(FORMATS)})")
+    if fmt not in FORMATS or fmt == "kattis":
+        raise PrepareError(f"unknown format {fmt!r} for dataset rows (known: {', '.join(FORMATS[:-1])})")
     seen: set[str] = set()
     for index, row in enumerate(rows):
         if opts.max_samples is not None and summary.kept >= opts.max_samples:
             break
         summary.read += 1
         counts: Counter[str] = Counter()
-        if fmt == "code_contests":
-            rec = convert_code_contests(row, opts, counts)
-        else:
-            rec = convert_taco(row, index, opts, fmt, counts)
-        reason = rec if isinstance(rec, str) else _filter(rec, opts, summary)
-        if reason is None:
-            assert isinstance(rec, dict)
-            if rec["id"] in seen:
-                reason = "duplicate id"
-            else:
-                try:
-                    Problem.from_dict(rec)  # the loader must accept what we write
-                except ProblemFormatError as e:
-                    reason = f"invalid problem ({str(e).split(': ', 1)[-1]})"
+        try:
+            rec = convert_row(row, index, fmt, opts, counts)
+        except RecursionError:  # hostile nesting in a JSON or pickled column
+            rec = "tests nested too deeply"
+        reason = admit(rec, opts, summary, seen)
         if reason is not None:
-            summary.skipped[reason] += 1
+            summary.skip(reason, _row_name(row, index))
             continue
         assert isinstance(rec, dict)
         seen.add(rec["id"])
         summary.kept += 1
-        summary.solutions.update(counts)
+        _merge_counts(summary, counts)
+        yield rec
+
+
+def _merge_counts(summary: PrepareSummary, counts: Counter[str]) -> None:
+    for key, n in counts.items():
+        if key.startswith(("correct ", "incorrect ", "submissions ")):
+            summary.solutions[key] += n
+        else:
+            summary.notes[key] += n
+
+
+def convert_packages(root: Path, opts: PrepareOptions, summary: PrepareSummary) -> Iterator[dict[str, Any]]:
+    """A folder of Kattis problem packages (or one package) -> validated records."""
+    seen: set[str] = set()
+    for pkg in iter_packages(root):
+        if opts.max_samples is not None and summary.kept >= opts.max_samples:
+            break
+        summary.read += 1
+        counts: Counter[str] = Counter()
+        pid = package_id(pkg)
+        try:
+            rec = convert_package(pkg, pid, opts, counts)
+        except (PrepareError, OSError) as e:
+            rec = f"unreadable package ({_first_line(str(e))[:120]})"
+        reason = admit(rec, opts, summary, seen)
+        if reason is not None:
+            summary.skip(reason, pid)
+            continue
+        assert isinstance(rec, dict)
+        seen.add(rec["id"])
+        summary.kept += 1
+        _merge_counts(summary, counts)
         yield rec
 
 
@@ -378,14 +446,24 @@ def prepare(
     """
     from tqdm import tqdm
 
+    root = Path(dataset)
+    if opts.fmt == "kattis" or (opts.fmt is None and is_package_folder(root)):
+        if not is_package_folder(root):
+            raise PrepareError(f"{dataset}: no Kattis problem package (problem.yaml) here or one or two levels down")
+        summary = PrepareSummary(dataset=dataset, format="kattis")
+        _write_jsonl(out, convert_packages(root, opts, summary))
+        return summary
     try:
-        ds = open_dataset(dataset, opts.split, streaming=streaming, cache_dir=cache_dir)
+        ds = open_dataset(dataset, opts.split, streaming=streaming, cache_dir=cache_dir,
+                          config=opts.config, data_files=opts.data_files)
     except PrepareError:
         raise
     except Exception as e:  # hub unreachable, unknown name, no such split: datasets raises many kinds
         raise DatasetUnavailableError(f"cannot load {dataset!r} split {opts.split!r}: {e}") from e
     columns = _columns(ds)
     fmt = opts.fmt or detect_format(columns)
+    if fmt == "deepcoder" and opts.subset is None and opts.config:
+        opts = dataclasses.replace(opts, subset=opts.config)
     if fmt == "code_contests" and not opts.with_solutions:
         heavy = [c for c in ("solutions", "incorrect_solutions") if c in columns]
         if heavy:  # most of the dataset's bytes: do not even decode them
@@ -479,7 +557,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-solutions", type=_non_negative, default=None,
                         help="with --with-solutions: keep at most N of each kind per problem")
     parser.add_argument("--num-public", type=_non_negative, default=1,
-                        help="TACO/APPS: how many of the tests are shown as public (default 1)")
+                        help="formats without a public/hidden split (TACO, APPS, DeepCoder, PrimeIntellect): "
+                             "how many of the tests are shown as public (default 1)")
+    parser.add_argument("--config", default=None,
+                        help="hub dataset config (DeepCoder: primeintellect, taco, lcbv5, codeforces; "
+                             "open-r1/codeforces: default, verifiable, verifiable-prompts)")
+    parser.add_argument("--subset", default=None, help="DeepCoder: the config name used in ids (default: --config)")
+    parser.add_argument("--data-files", nargs="+", default=(), metavar="FILE",
+                        help="hub repository files to load (e.g. LiveCodeBench test6.jsonl)")
+    parser.add_argument("--generated-tests", default=None, metavar="DIR",
+                        help="open-r1/codeforces: folder with generated_tests/test_cases_XXXX.parquet")
     parser.add_argument("--streaming", action="store_true", help="stream from the hub instead of downloading")
     parser.add_argument("--cache-dir", default=None, help="datasets cache folder")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -489,7 +576,8 @@ def run(args: argparse.Namespace) -> int:
     opts = PrepareOptions(
         split=args.split, fmt=args.fmt, max_hidden=args.max_hidden, min_public=args.min_public,
         difficulty=args.difficulty, max_samples=args.max_samples, with_solutions=args.with_solutions,
-        max_solutions=args.max_solutions, num_public=args.num_public,
+        max_solutions=args.max_solutions, num_public=args.num_public, config=args.config, subset=args.subset,
+        generated_tests=args.generated_tests, data_files=tuple(args.data_files),
     )
     try:
         summary = prepare(args.dataset, args.out, opts, streaming=args.streaming, cache_dir=args.cache_dir,
@@ -502,6 +590,10 @@ def run(args: argparse.Namespace) -> int:
         return 2
     for line in summary.lines():
         print(line, file=sys.stderr)
+    for reason, rows in summary.examples.items():
+        more = summary.skipped[reason] - len(rows)
+        print(f"  first skipped for {reason!r}: {', '.join(rows)}" + (f" (+{more} more)" if more > 0 else ""),
+              file=sys.stderr)
     return 0
 
 

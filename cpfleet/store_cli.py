@@ -2,34 +2,33 @@
 
 Idempotent: problems whose content version is already stored are not sent again, so running
 it twice on the same file writes nothing the second time. Prints one line of counts
-(written / unchanged / updated / skipped) and exits 2 on an unreadable file, 1 when Redis
-cannot be reached.
+(written / unchanged / updated / skipped) and exits 2 on an unreadable file or when nothing
+was loaded (every record skipped; ``--strict``: any skipped record), 1 when Redis cannot be
+reached.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 
+from cpfleet.core import defaults
+from cpfleet.core.errors import InputFileError
 from cpfleet.loading import DuplicateProblemError, LoadResult, ProblemFileError, load_problems
-
-DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("problems", metavar="PROBLEMS", help="problem file: JSONL, JSONL.gz, parquet or Arrow")
-    parser.add_argument(
-        "--redis",
-        default=os.environ.get("CPFLEET_REDIS_URL", DEFAULT_REDIS_URL),
-        help="Redis URL (default: $CPFLEET_REDIS_URL or %(default)s)",
-    )
+    parser.add_argument("--redis", metavar="URL", help=defaults.REDIS_URL_HELP)
     add_loading_arguments(parser)
 
 
-def add_loading_arguments(parser: argparse.ArgumentParser) -> None:
-    """The loader's caps and duplicate rule, shared by ``load`` and ``validate``."""
+STRICT_HELP = "any malformed or unjudgeable record is an error (default: skip it with a warning and count it)"
+
+
+def add_loading_arguments(parser: argparse.ArgumentParser, strict_help: str = STRICT_HELP) -> None:
+    """The loader's caps, duplicate rule and --strict, shared by ``judge``, ``load`` and ``validate``."""
     parser.add_argument("--max-problems", type=int, default=None, help="load at most N problems (0: none)")
     parser.add_argument("--max-public-tests", type=int, default=None, help="keep at most N public tests each")
     parser.add_argument("--max-hidden-tests", type=int, default=None, help="keep at most N hidden tests each")
@@ -39,20 +38,48 @@ def add_loading_arguments(parser: argparse.ArgumentParser) -> None:
         default="error",
         help="a repeated id: fail (default), keep the first, or keep the last record",
     )
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help=strict_help,
+    )
 
 
-LOAD_ERRORS = (ProblemFileError, DuplicateProblemError, ValueError)
+LOAD_ERRORS = (ProblemFileError, DuplicateProblemError, InputFileError, ValueError)
 
 
 def load_from_args(args: argparse.Namespace) -> LoadResult:
-    """Load ``args.problems`` with the options of ``add_loading_arguments`` (raises LOAD_ERRORS)."""
+    """Load ``args.problems`` with the options of ``add_loading_arguments`` (raises LOAD_ERRORS);
+    the warnings are collected in the stats, not logged (``load_for_command`` prints them)."""
     return load_problems(
         args.problems,
         max_problems=args.max_problems,
         max_public_tests=args.max_public_tests,
         max_hidden_tests=args.max_hidden_tests,
         on_duplicate=args.on_duplicate,
+        strict=args.strict,
+        log_warnings=False,
+        mode=getattr(args, "mode", "full"),  # judge --mode public needs public tests; storing needs hidden
     )
+
+
+def load_for_command(args: argparse.Namespace, command: str) -> LoadResult | None:
+    """Load for a CLI command: None (after one line on stderr) when the file is unusable, a
+    --strict record is bad, or nothing at all was loaded (a command that judges or stores
+    nothing must not exit 0); otherwise the result, its summary printed on stderr."""
+    try:
+        loaded = load_from_args(args)
+    except LOAD_ERRORS as e:
+        print(f"cpfleet {command}: {e}", file=sys.stderr)
+        return None
+    for warning in loaded.stats.warnings:
+        print(f"cpfleet {command}: warning: {warning}", file=sys.stderr)
+    if loaded.stats.warnings_suppressed:
+        print(f"cpfleet {command}: {loaded.stats.warnings_suppressed} more skipped records not shown", file=sys.stderr)
+    if not loaded.problems and args.max_problems != 0:
+        print(f"cpfleet {command}: no problem loaded from {args.problems}: {loaded.stats.summary()}", file=sys.stderr)
+        return None
+    return loaded
 
 
 def run(args: argparse.Namespace) -> int:
@@ -61,12 +88,11 @@ def run(args: argparse.Namespace) -> int:
     from cpfleet.core.store import register_problems
 
     t0 = time.perf_counter()
-    try:
-        loaded = load_from_args(args)
-    except LOAD_ERRORS as e:
-        print(f"cpfleet load: {e}", file=sys.stderr)
+    loaded = load_for_command(args, "load")
+    if loaded is None:
         return 2
     # Large problems take a while on a slow link: wait for Redis longer than redis-py's 5 s default.
+    args.redis = defaults.redis_url(args.redis)
     client = redis.Redis.from_url(args.redis, socket_timeout=120, socket_connect_timeout=10)
     try:
         stats = register_problems(client, loaded.problems)

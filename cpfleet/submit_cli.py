@@ -1,4 +1,4 @@
-"""``cpfleet submit JOBS --redis URL``: ``cpfleet judge``'s JSONL in and out, through the fleet.
+"""``cpfleet submit JOBS [--redis URL]``: ``cpfleet judge``'s JSONL in and out, through the fleet.
 
 JOBS is JSONL of ``{"problem_id", "completion", "job_id"?}`` (``-`` for stdin; job_id defaults to
 the job's 0-based index, as in ``cpfleet judge``). One JSON object per job goes to stdout in
@@ -17,14 +17,14 @@ import sys
 from collections import Counter
 from typing import Any
 
-from cpfleet.core import protocol
+from cpfleet.core import defaults, protocol
 from cpfleet.jobs_file import InputFileError, read_jobs  # shared with `cpfleet judge`
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("jobs", metavar="JOBS", help="jobs JSONL {problem_id, completion, job_id?}; - for stdin")
-    parser.add_argument("--redis", metavar="URL", required=True, help="the fleet's Redis URL")
-    parser.add_argument("--reward", choices=protocol.REWARD_SHAPES, default="all_or_nothing", help="reward shape")
+    parser.add_argument("--redis", metavar="URL", help="the fleet's " + defaults.REDIS_URL_HELP)
+    parser.add_argument("--reward-shape", "--reward", dest="reward_shape", choices=protocol.REWARD_SHAPES, default="all_or_nothing", help="all_or_nothing: 1.0 only if every rewarded test passes; fraction: the share that pass")
     parser.add_argument("--mode", choices=protocol.MODES, default="full", help="full: hidden tests give the reward; public: public tests only")
     parser.add_argument("--problems", metavar="FILE", help="upload this problem file (JSONL/.gz/parquet) to the store first")
     parser.add_argument("--queue", default=protocol.DEFAULT_QUEUE, help="queue to publish to (default: cpfleet)")
@@ -35,7 +35,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cpfleet.producer.client import BrokerUnavailable, FleetClient
+    from cpfleet.producer.client import BrokerFull, BrokerUnavailable, FleetClient
 
     try:
         jobs = read_jobs(args.jobs)
@@ -44,15 +44,15 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         client = FleetClient(
-            args.redis,
+            defaults.redis_url(args.redis),
             queue=args.queue,
             timeout=args.timeout,
-            reward=args.reward,
+            reward_shape=args.reward_shape,
             mode=args.mode,
             max_in_flight=max(1, args.max_in_flight),
             use_cache=not args.no_cache,
         )
-    except BrokerUnavailable as exc:
+    except (BrokerUnavailable, BrokerFull) as exc:
         print(f"cpfleet submit: {exc}", file=sys.stderr)
         return 3
     with client:
@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
                 return rc
         try:
             return _submit(client, jobs, progress=not args.no_progress)
-        except BrokerUnavailable as exc:
+        except (BrokerUnavailable, BrokerFull) as exc:
             print(f"cpfleet submit: {exc}", file=sys.stderr)
             return 3
 

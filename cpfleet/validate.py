@@ -8,8 +8,9 @@ code the fleet's workers run, in parallel across CPUs, all-or-nothing over the h
 after all public tests. Findings come out as a table on stdout and, with ``--json OUT``, as
 a JSON report; infrastructure errors are listed apart (they say nothing about the problem).
 
-Exit status: 0 when the run completed (findings or not; ``--strict`` makes findings exit 1),
-2 for an unreadable problem file or bad arguments.
+Exit status: 0 when the run completed (findings or not), 2 for an unreadable problem file, a
+file that loaded no problem, or bad arguments. ``--strict`` is strict about everything: any
+malformed or unjudgeable record exits 2 before judging, and any finding exits 1.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Any
 from cpfleet.core.problem import Problem
 from cpfleet.core.results import JobResult
 from cpfleet.core.verdict import Verdict
-from cpfleet.store_cli import LOAD_ERRORS, add_loading_arguments, load_from_args
+from cpfleet.store_cli import STRICT_HELP, add_loading_arguments, load_for_command
 
 KINDS = ("correct", "incorrect")
 ACCEPTED_FAILS = "accepted solution fails"
@@ -229,9 +230,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runner", choices=RUNNER_KINDS, default="forkserver", help="execution backend")
     parser.add_argument("--kinds", default="correct,incorrect", help="which solutions to judge (comma list)")
     parser.add_argument("--max-solutions", type=int, default=None, help="judge at most N solutions of each kind")
-    parser.add_argument("--strict", action="store_true", help="exit 1 when anything is found")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
-    add_loading_arguments(parser)
+    add_loading_arguments(parser, STRICT_HELP + "; also exit 1 when anything is found")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -243,10 +243,8 @@ def run(args: argparse.Namespace) -> int:
     if args.workers < 1 or (args.max_solutions is not None and args.max_solutions < 0):
         print("cpfleet validate: --workers must be >= 1 and --max-solutions >= 0", file=sys.stderr)
         return 2
-    try:
-        loaded = load_from_args(args)
-    except LOAD_ERRORS as e:
-        print(f"cpfleet validate: {e}", file=sys.stderr)
+    loaded = load_for_command(args, "validate")
+    if loaded is None:
         return 2
     print(f"validate: {loaded.stats.summary()}", file=sys.stderr)
     report = validate(

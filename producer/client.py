@@ -1,15 +1,18 @@
 """The trainer-side client: submit jobs to the fleet, get one JobResult per job back.
 
-    with FleetClient("redis://127.0.0.1:6379/0") as fleet:
-        futures = fleet.submit_many([(problem_id, completion) for ...], reward="fraction")
+    with FleetClient() as fleet:                   # $CPFLEET_REDIS_URL, else redis://127.0.0.1:6379/0
+        futures = fleet.submit_many([(problem_id, completion) for ...], reward_shape="fraction")
         results = fleet.gather(futures)            # in submit order
         rewards = [r.reward for r in results]      # None where r.infra_error: mask those
 
-One background reader thread per client pops its reply list in bulk (BRPOP, then RPOP with a
-count: Redis 6.2 has no BLMPOP), resolves futures, drops duplicate replies (delivery is
+One background reader thread per client moves replies from its reply list to its processing list
+(BLMOVE, then a script that moves up to ``pop_batch`` more) and removes them from there only once
+their futures are resolved, so a connection that dies mid-pop loses nothing: the next connection
+reads the processing list first. It resolves futures, drops duplicate replies (delivery is
 at-least-once) and turns a missed deadline into an INTERNAL result with ``infra_error`` set
 (optionally after one resubmit): never a reward of 0 the model did not earn. A bound on
-in-flight jobs gives backpressure; an unreachable broker is a ``BrokerUnavailable`` error.
+in-flight jobs gives backpressure; an unreachable broker is a ``BrokerUnavailable`` error, a
+full one (maxmemory with noeviction) a ``BrokerFull`` error.
 
 Importing this module imports neither the sandbox's execution machinery nor the worker's tasks.
 """
@@ -24,22 +27,28 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+import weakref
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
-from cpfleet.core import protocol
-from cpfleet.core.errors import ClientClosed, FleetBusy
+from cpfleet.core import defaults, protocol
+from cpfleet.core.errors import BrokerFull, ClientClosed, FleetBusy
 from cpfleet.core.protocol import JobMessage, ProtocolError
 from cpfleet.core.results import JobResult
+from cpfleet.producer.batcher import AsyncEvaluator
+from cpfleet.producer.inline_registry import InlineRegistry
+from cpfleet.producer.orphans import purge_orphans
 from cpfleet.producer.publisher import BrokerUnavailable, Publisher, PublisherClosed
 
 log = logging.getLogger("cpfleet.client")
 
-__all__ = ["BrokerUnavailable", "ClientClosed", "FleetBusy", "FleetClient", "FleetStats", "Job"]
+__all__ = ["BrokerFull", "BrokerUnavailable", "ClientClosed", "FleetBusy", "FleetClient", "FleetStats", "Job"]
 
 Job = tuple[str, str | bytes] | Mapping[str, Any]
 
@@ -53,6 +62,7 @@ class FleetStats:
     deadline_misses: int = 0  # jobs answered INTERNAL by this client's deadline
     resubmitted: int = 0
     reader_errors: int = 0  # Redis errors seen by the reader (it keeps trying)
+    cancelled: int = 0  # jobs withdrawn by Future.cancel() / cancel_many()
 
 
 @dataclass(slots=True)
@@ -62,7 +72,7 @@ class _Spec:
     job_id: str  # the caller's id (or a generated one): what the caller sees in the result
     problem_id: str
     completion: str | bytes
-    reward: str
+    reward_shape: str
     mode: str
     timeout: float
     debug: str | None
@@ -80,6 +90,27 @@ class _Pending:
     attempts: list[str] = field(default_factory=list)  # wire ids (also the task ids) published
 
 
+class _JobFuture(cf.Future[JobResult]):
+    """A job's future. ``cancel()`` withdraws the job: the future becomes cancelled (``result()``
+    raises CancelledError, so no reward can come of it), and a worker that has not started the
+    job yet drops it unjudged. A worker that already started it finishes; its reply is ignored.
+    Returns False once the result is in, True when cancelled (again: as concurrent.futures)."""
+
+    def __init__(self, client: FleetClient) -> None:
+        super().__init__()
+        self._client = client
+        self._entry: _Pending | None = None
+
+    def cancel(self) -> bool:
+        entry = self._entry
+        if entry is None:
+            return super().cancel()
+        return self._client._cancel([entry]) == 1 or self.cancelled()
+
+    def _mark_cancelled(self) -> bool:
+        return super().cancel()
+
+
 class FleetClient:
     """Submit jobs, get results. Thread-safe; one reader thread per client; use as a context manager.
 
@@ -88,16 +119,18 @@ class FleetClient:
     late reply never reaches a later job, and the caller's ``job_id`` need not be unique (two
     submissions with the same id get two futures, each with its own result; the result's
     ``job_id`` is the caller's). A ``client_id`` is claimed exclusively in Redis while the client
-    is open: a second client with the same id raises ValueError.
+    is open: a second client with the same id raises ValueError. ``redis_url`` defaults to
+    ``$CPFLEET_REDIS_URL``, else ``redis://127.0.0.1:6379/0`` (``cpfleet.core.defaults``), as
+    for every ``cpfleet`` command.
     """
 
     def __init__(
         self,
-        redis_url: str,
+        redis_url: str | None = None,
         *,
         queue: str = protocol.DEFAULT_QUEUE,
         timeout: float = 900.0,
-        reward: str = "all_or_nothing",
+        reward_shape: str = "all_or_nothing",
         mode: str = "full",
         max_in_flight: int = 100_000,
         resubmit_on_timeout: bool = False,
@@ -106,14 +139,17 @@ class FleetClient:
         client_id: str | None = None,
         publish_batch: int = 500,
         pop_batch: int = 1000,
+        sweep_orphans: bool = True,
+        code_key: Callable[[str], str | None] | None = None,
     ) -> None:
-        protocol.check_options(reward, mode)
+        protocol.check_options(reward_shape, mode)
         if timeout <= 0 or max_in_flight < 1:
             raise ValueError("timeout must be > 0 and max_in_flight >= 1")
+        redis_url = defaults.redis_url(redis_url)
         self.redis_url = redis_url
         self.queue = queue
         self.timeout = timeout
-        self.reward = reward
+        self.reward_shape = reward_shape
         self.mode = mode
         self.max_in_flight = max_in_flight
         self.resubmit_on_timeout = resubmit_on_timeout
@@ -121,8 +157,11 @@ class FleetClient:
         self.use_cache = use_cache
         self.client_id = client_id or uuid.uuid4().hex
         self.reply_key = protocol.reply_key(self.client_id)
+        self.processing_key = protocol.processing_key(self.client_id)
         self.claim_key = protocol.client_claim_key(self.client_id)
         self.pop_batch = pop_batch
+        # what makes two completions the same job for evaluate()'s in-flight dedupe (None: the text)
+        self.code_key = code_key
         self.stats = FleetStats()
         self._block_s = 0.25
         self._claim_token = uuid.uuid4().hex
@@ -130,12 +169,25 @@ class FleetClient:
         self._redis = redis.Redis.from_url(
             redis_url, socket_timeout=10, socket_connect_timeout=5, socket_keepalive=True
         )
-        # The reader blocks in BRPOP; its socket timeout must outlast the block time.
+        # The reader blocks in BLMOVE; its socket timeout must outlast the block time. redis-py
+        # must not retry its commands silently: after a dropped connection the reader first reads
+        # the processing list back (see _read_loop), so it has to see every error.
         self._reader_redis = redis.Redis.from_url(
-            redis_url, socket_timeout=self._block_s + 10, socket_connect_timeout=5, socket_keepalive=True
+            redis_url,
+            socket_timeout=self._block_s + 10,
+            socket_connect_timeout=5,
+            socket_keepalive=True,
+            retry=Retry(NoBackoff(), 0),
         )
+        self._move_script = self._reader_redis.register_script(_MOVE_REPLIES)
+        self._broker_full = False  # the reader saw Redis refuse BLMOVE for lack of memory
+        self._broker_full_since = 0.0
         try:
             claimed = self._redis.set(self.claim_key, self._claim_token, nx=True, ex=self._claim_ttl_s)
+        except redis.exceptions.OutOfMemoryError as exc:
+            self._redis.close()
+            self._reader_redis.close()
+            raise BrokerFull(f"Redis at {redis_url} is full (maxmemory reached, noeviction): {exc}") from exc
         except redis.RedisError as exc:
             self._redis.close()
             self._reader_redis.close()
@@ -148,6 +200,10 @@ class FleetClient:
                 f"two clients would steal each other's replies; use a distinct client_id (a client that died "
                 f"without close() releases its id after {self._claim_ttl_s}s)"
             )
+        if sweep_orphans:
+            # Jobs of clients that are gone (a crashed trainer's, once its claim expired) would
+            # otherwise sit in the queue ahead of this client's jobs until workers drop them.
+            self.purge_orphans(budget_s=10.0)
         self._publisher = Publisher(redis_url, queue, batch_size=publish_batch)
         self._lock = threading.Condition()
         self._pending: dict[str, _Pending] = {}  # wire id -> entry (every attempt of an unresolved job)
@@ -155,7 +211,12 @@ class FleetClient:
         self._deadlines: list[tuple[float, int, str]] = []  # (monotonic deadline, seq, wire id)
         self._seq = itertools.count()
         self._closed = False
+        self._cancel_ttl_until = 0.0  # epoch seconds the cancelled set must live until
         self._stop = threading.Event()
+        self._inline: InlineRegistry | None = None  # created on the first job with inline tests
+        self._evaluators: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncEvaluator] = (
+            weakref.WeakKeyDictionary()
+        )
         self._reader = threading.Thread(target=self._read_loop, name=f"cpfleet-reader-{self.client_id[:8]}", daemon=True)
         self._reader.start()
 
@@ -166,7 +227,7 @@ class FleetClient:
         problem_id: str,
         completion: str | bytes,
         *,
-        reward: str | None = None,
+        reward_shape: str | None = None,
         mode: str | None = None,
         job_id: str | None = None,
         timeout: float | None = None,
@@ -174,13 +235,13 @@ class FleetClient:
     ) -> cf.Future[JobResult]:
         """Publish one job; the future resolves with its JobResult (never raises for the job)."""
         job = {"problem_id": problem_id, "completion": completion, "job_id": job_id}
-        return self.submit_many([job], reward=reward, mode=mode, timeout=timeout, wait_for_room=wait_for_room)[0]
+        return self.submit_many([job], reward_shape=reward_shape, mode=mode, timeout=timeout, wait_for_room=wait_for_room)[0]
 
     def submit_many(
         self,
         jobs: Iterable[Job],
         *,
-        reward: str | None = None,
+        reward_shape: str | None = None,
         mode: str | None = None,
         timeout: float | None = None,
         wait_for_room: float | None = None,
@@ -188,20 +249,21 @@ class FleetClient:
         """Publish jobs in batches; returns their futures in order.
 
         A job is ``(problem_id, completion)`` or a mapping with ``problem_id``, ``completion`` and
-        optional ``job_id``, ``reward``, ``mode``, ``timeout``. ``job_id`` is only a label for the
+        optional ``job_id``, ``reward_shape``, ``mode``, ``timeout``. ``job_id`` is only a label for the
         caller (the result carries it back); it need not be unique. Every job is validated before
         anything is published: an invalid one raises ValueError/TypeError and nothing is sent.
 
         When ``max_in_flight`` jobs are pending, this blocks until results free room (at most
         ``wait_for_room`` seconds, then FleetBusy); a job's deadline counts from its publication,
-        not from this call. BrokerUnavailable (Redis unreachable), FleetBusy and ClientClosed
+        not from this call. BrokerUnavailable (Redis unreachable), BrokerFull (Redis at maxmemory
+        with noeviction), FleetBusy and ClientClosed
         (``close()`` before or during the call) stop the call at a batch: that batch and the ones
         after it were not submitted, and the exception's ``submitted`` attribute holds the futures
         of the batches published before it (they resolve as usual).
         """
         if self._closed:
             raise ClientClosed("FleetClient is closed")
-        specs = [self._make(job, reward, mode, timeout) for job in jobs]
+        specs = [self._make(self._resolve_inline(job), reward_shape, mode, timeout) for job in jobs]
         futures: list[cf.Future[JobResult]] = []
         chunk = max(1, min(self._publisher.batch_size, self.max_in_flight))
         for start in range(0, len(specs), chunk):
@@ -212,7 +274,7 @@ class FleetClient:
                 raise
             try:
                 self._publisher.publish([(e.msg, e.msg.job_id) for e in entries])
-            except BrokerUnavailable as exc:
+            except (BrokerUnavailable, BrokerFull) as exc:
                 self._unregister(entries)
                 exc.submitted = futures
                 raise
@@ -227,21 +289,41 @@ class FleetClient:
             futures.extend(e.future for e in entries)
         return futures
 
-    def _make(self, job: Job, reward: str | None, mode: str | None, timeout: float | None) -> _Spec:
+    def _resolve_inline(self, job: Job) -> Job:
+        """A job carrying ``tests`` (a mapping without ``problem_id``, or a pair whose first item is
+        not a string) gets the id its tests are stored under, registering them the first time."""
+        if isinstance(job, Mapping):
+            if job.get("problem_id") or "tests" not in job:
+                return job
+            return self.inline_registry.resolve_job(job)
+        problem, completion = job
+        if isinstance(problem, str):
+            return job
+        return (self.inline_registry.problem_id(problem), completion)
+
+    @property
+    def inline_registry(self) -> InlineRegistry:
+        """The registry of inline test sets this client has stored (see producer.inline_registry)."""
+        with self._lock:
+            if self._inline is None:
+                self._inline = InlineRegistry(self._redis)
+            return self._inline
+
+    def _make(self, job: Job, reward_shape: str | None, mode: str | None, timeout: float | None) -> _Spec:
         """Validate one job (nothing is stamped here: that happens when it is registered)."""
         debug: Any = None
         if isinstance(job, Mapping):
             problem_id, completion = job["problem_id"], job.get("completion", "")
             job_id = job.get("job_id")
-            reward = job.get("reward") or reward
+            reward_shape = job.get("reward_shape") or reward_shape
             mode = job.get("mode") or mode
             timeout = job.get("timeout") or timeout
             debug = job.get("debug")
         else:
             problem_id, completion = job
             job_id = None
-        reward, mode = reward or self.reward, mode or self.mode
-        protocol.check_options(reward, mode)
+        reward_shape, mode = reward_shape or self.reward_shape, mode or self.mode
+        protocol.check_options(reward_shape, mode)
         if not isinstance(problem_id, str) or not problem_id or not _utf8(problem_id):
             raise ValueError(f"problem_id must be a non-empty UTF-8 string, got {problem_id!r}")
         job_id = uuid.uuid4().hex if job_id is None or job_id == "" else str(job_id)
@@ -264,7 +346,7 @@ class FleetClient:
         t = float(timeout or self.timeout)
         if t <= 0:
             raise ValueError(f"timeout must be > 0, got {t}")
-        return _Spec(job_id, problem_id, completion, reward, mode, t, debug)
+        return _Spec(job_id, problem_id, completion, reward_shape, mode, t, debug)
 
     def _register(self, specs: Sequence[_Spec], wait_for_room: float | None) -> list[_Pending]:
         """Wait for room, then stamp and register ``specs``, all under one hold of the lock (so
@@ -291,17 +373,20 @@ class FleetClient:
                     problem_id=s.problem_id,
                     completion=s.completion,
                     reply_to=self.reply_key,
-                    reward_shape=s.reward,
+                    reward_shape=s.reward_shape,
                     mode=s.mode,
                     submitted_at=now,
                     deadline=now + s.timeout,
                     reply_ttl=self.reply_ttl,
                     use_cache=self.use_cache,
                     debug=s.debug,
+                    client_id=self.client_id,
+                    client_token=self._claim_token,
                 )
-                fut: cf.Future[JobResult] = cf.Future()
-                fut.set_running_or_notify_cancel()
+                # The future stays PENDING (not RUNNING) until resolved, so that cancel() works.
+                fut = _JobFuture(self)
                 entry = _Pending(fut, s.job_id, msg, mono + s.timeout, s.timeout, attempts=[wire_id])
+                fut._entry = entry
                 self._pending[wire_id] = entry
                 heapq.heappush(self._deadlines, (entry.deadline, next(self._seq), wire_id))
                 entries.append(entry)
@@ -322,6 +407,55 @@ class FleetClient:
                 self._live -= 1
                 self.stats.submitted -= 1
             self._lock.notify_all()
+
+    def cancel_many(self, futures: Iterable[cf.Future[JobResult]]) -> int:
+        """Cancel many jobs with one Redis round trip; returns how many were still unresolved
+        (those are now cancelled, see ``Future.cancel``). Futures of other clients are skipped."""
+        entries = [f._entry for f in futures if isinstance(f, _JobFuture) and f._client is self and f._entry]
+        return self._cancel(entries)
+
+    def _cancel(self, entries: Sequence[_Pending]) -> int:
+        """Resolve unresolved ``entries`` as cancelled and tell the workers to drop them."""
+        won: list[_Pending] = []
+        with self._lock:
+            for entry in entries:
+                if entry.done:
+                    continue
+                entry.done = True
+                for wire_id in entry.attempts:
+                    self._pending.pop(wire_id, None)
+                self._live -= 1
+                self.stats.cancelled += 1
+                won.append(entry)
+            if won:
+                self._compact_deadlines()
+                self._lock.notify_all()
+        if not won:
+            return 0
+        self._withdraw([w for e in won for w in e.attempts], max(e.msg.deadline or 0.0 for e in won))
+        for entry in won:
+            fut = entry.future
+            assert isinstance(fut, _JobFuture)
+            fut._mark_cancelled()
+        return len(won)
+
+    def _withdraw(self, wire_ids: Sequence[str], until: float) -> None:
+        """Add ``wire_ids`` to this client's cancelled set, kept until the last of their deadlines
+        (a worker drops any job past its deadline anyway). Best effort: when Redis refuses, the
+        job may still run and its reply is ignored as a duplicate."""
+        key = protocol.cancelled_key(self.client_id)
+        ttl = max(60, int(until - protocol.now()) + 60)
+        try:
+            with self._lock:
+                self._cancel_ttl_until = max(self._cancel_ttl_until, protocol.now() + ttl)
+                ttl = int(self._cancel_ttl_until - protocol.now()) + 1
+            pipe = self._redis.pipeline(transaction=True)
+            for start in range(0, len(wire_ids), 1000):
+                pipe.sadd(key, *wire_ids[start : start + 1000])
+            pipe.expire(key, ttl)
+            pipe.execute()
+        except redis.RedisError as exc:
+            log.warning("could not withdraw %d cancelled job(s) from the fleet (they may still run): %s", len(wire_ids), exc)
 
     def _compact_deadlines(self) -> None:
         """Drop heap entries of resolved jobs once they outnumber the live ones (lock held)."""
@@ -423,12 +557,58 @@ class FleetClient:
         ok = self._reader_redis.eval(_RENEW_CLAIM, 1, self.claim_key, self._claim_token, self._claim_ttl_s)
         if not ok:
             log.error("client_id %r was claimed by another client: replies may be lost to it", self.client_id)
+        elif ok == 2:
+            # Workers drop the jobs of a client without a claim: any that one picked up while it
+            # had lapsed resolve INTERNAL at their deadline (or are resubmitted, if enabled).
+            log.warning(
+                "client_id %r: the claim had lapsed (reader cut off from Redis for %ds) and was taken back; "
+                "jobs started meanwhile were dropped by the workers",
+                self.client_id,
+                self._claim_ttl_s,
+            )
+
+    def _drain_processing(self) -> list[Any]:
+        """Everything this client moved to its processing list and may not have delivered yet
+        (oldest first): replies a dead connection took from the reply list land there, not
+        nowhere."""
+        items = self._reader_redis.lrange(self.processing_key, 0, -1)
+        return list(reversed(items)) if isinstance(items, list) else []
+
+    def _take_replies(self) -> list[Any]:
+        """Move a batch of replies to the processing list and return them (oldest first).
+
+        BLMOVE blocks for the first one; a script moves up to ``pop_batch`` more in the same
+        round trip. BLMOVE is refused while Redis is over ``maxmemory`` (it may grow memory), so
+        then the script alone polls: its RPOP frees before its LPUSH adds, which Redis allows.
+        """
+        batch: list[Any] = []
+        if self._broker_full and time.monotonic() - self._broker_full_since > 5.0:
+            self._broker_full = False  # memory may have been freed elsewhere: try blocking again
+        if not self._broker_full:
+            try:
+                # Redis takes a fractional timeout; redis-py's annotation says int.
+                first = self._reader_redis.blmove(
+                    self.reply_key, self.processing_key, self._block_s, src="RIGHT", dest="LEFT"  # type: ignore[arg-type]
+                )
+            except redis.exceptions.OutOfMemoryError:
+                self._broker_full, self._broker_full_since = True, time.monotonic()
+                return batch
+            if first is None:
+                return batch
+            batch.append(first)
+        more = self._move_script(keys=[self.reply_key, self.processing_key], args=[self.pop_batch, self.reply_ttl])
+        if isinstance(more, list):
+            batch.extend(more)
+        if not batch and self._broker_full:
+            self._stop.wait(self._block_s)  # polling while full: nothing to block on
+        return batch
 
     def _read_loop(self) -> None:
         backoff = 0.1
         last_error = 0.0
         renew_every = self._claim_ttl_s / 4
         next_renew = time.monotonic() + renew_every
+        recover = True  # the processing list may hold replies of a previous connection
         while not self._stop.is_set():
             try:
                 self._expire()
@@ -440,27 +620,33 @@ class FleetClient:
                 if time.monotonic() >= next_renew:
                     self._renew_claim()
                     next_renew = time.monotonic() + renew_every
-                item = self._reader_redis.brpop([self.reply_key], timeout=self._block_s)
-                if item is not None:
-                    batch.append(item[1])
-                    more = self._reader_redis.rpop(self.reply_key, self.pop_batch)
-                    if isinstance(more, list):
-                        batch.extend(more)
+                batch = self._drain_processing() if recover else self._take_replies()
+                recover = False
                 backoff = 0.1
             except redis.RedisError as exc:
                 error = exc
-            for data in batch:  # what was popped is delivered, whatever happened after
+            for data in batch:  # delivered before they leave the processing list
                 try:
                     self._deliver(data)
                 except Exception:  # the reader must survive anything one reply can do
                     log.exception("reply reader: delivering a reply failed")
+            if batch and error is None:
+                try:
+                    self._reader_redis.delete(self.processing_key)
+                except redis.RedisError as exc:
+                    error = exc
             if error is not None:
+                recover = True  # whatever was moved but not acknowledged is read again (duplicates are dropped)
+                if self._broker_full and not isinstance(error, redis.exceptions.OutOfMemoryError):
+                    self._broker_full = False  # retry BLMOVE after a reconnect
                 self.stats.reader_errors += 1
                 if time.monotonic() - last_error > 5:
                     log.warning("reply reader: %s (retrying; pending jobs keep their deadlines)", error)
                     last_error = time.monotonic()
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, 2.0)
+            elif self._broker_full and batch:
+                self._broker_full = False  # memory was freed by draining: try blocking again
 
     # --- waiting ---------------------------------------------------------------------------
 
@@ -473,10 +659,43 @@ class FleetClient:
         return [f.result() for f in futures]
 
     @staticmethod
-    def as_completed(futures: Iterable[cf.Future[JobResult]], timeout: float | None = None) -> Iterator[JobResult]:
-        """Results as they arrive (each JobResult carries its job_id)."""
+    def as_completed(
+        futures: Iterable[cf.Future[JobResult]], timeout: float | None = None
+    ) -> Iterator[cf.Future[JobResult]]:
+        """The futures as they finish, like ``concurrent.futures.as_completed`` (``.result()`` of
+        each is its JobResult, never an exception for the job)."""
+        return cf.as_completed(list(futures), timeout=timeout)
+
+    @staticmethod
+    def results_as_completed(
+        futures: Iterable[cf.Future[JobResult]], timeout: float | None = None
+    ) -> Iterator[JobResult]:
+        """The results as they arrive (each JobResult carries its job_id)."""
         for f in cf.as_completed(list(futures), timeout=timeout):
             yield f.result()
+
+    def map(
+        self,
+        problems: Iterable[str | Any],
+        completions: Iterable[str | bytes],
+        *,
+        timeout: float | None = None,
+        reward_shape: str | None = None,
+        mode: str | None = None,
+    ) -> Iterator[JobResult]:
+        """Like ``Executor.map``: every pair is submitted now, results come in input order.
+
+        ``problems`` holds problem ids or inline test sets. ``timeout`` counts from this call;
+        the iterator raises TimeoutError when a result is not there by then.
+        """
+        futures = self.submit_many(list(zip(problems, completions, strict=True)), reward_shape=reward_shape, mode=mode)
+        end = None if timeout is None else time.monotonic() + timeout
+
+        def results() -> Iterator[JobResult]:
+            for f in futures:
+                yield f.result(None if end is None else max(0.0, end - time.monotonic()))
+
+        return results()
 
     def evaluate_many(self, jobs: Iterable[Job], **kwargs: Any) -> list[JobResult]:
         """Submit and wait: the results in input order."""
@@ -500,8 +719,39 @@ class FleetClient:
         return [asyncio.wrap_future(f) for f in futures]
 
     async def aevaluate(self, problem_id: str, completion: str | bytes, **kwargs: Any) -> JobResult:
-        """One job, awaited: the step of a multi-turn agentic rollout."""
+        """One job, awaited: the step of a multi-turn agentic rollout (see also ``evaluate``)."""
         return await (await self.asubmit(problem_id, completion, **kwargs))
+
+    async def evaluate(
+        self,
+        problem: str | Any,
+        completion: str | bytes,
+        *,
+        reward_shape: str | None = None,
+        mode: str | None = None,
+        timeout: float | None = None,
+        job_id: str | None = None,
+        dedupe: bool = True,
+    ) -> JobResult:
+        """One job in one await, through this event loop's micro-batcher (producer.batcher).
+
+        ``problem`` is a problem id or an inline test set. Calls made in the same loop iteration
+        (thousands of agentic episodes) are published together; an identical job (same problem,
+        extracted code and options) already in flight shares its result when ``dedupe``.
+        """
+        return await self.evaluator().evaluate(
+            problem, completion, reward_shape=reward_shape, mode=mode, timeout=timeout, job_id=job_id, dedupe=dedupe
+        )
+
+    def evaluator(self) -> AsyncEvaluator:
+        """The micro-batcher bound to the running event loop (one per loop, made on first use)."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            ev = self._evaluators.get(loop)
+            if ev is None:
+                ev = AsyncEvaluator(self, loop)
+                self._evaluators[loop] = ev
+            return ev
 
     @staticmethod
     async def agather(futures: Sequence[asyncio.Future[JobResult]], timeout: float | None = None) -> list[JobResult]:
@@ -522,9 +772,25 @@ class FleetClient:
 
         return register_problems(self._redis, problems)
 
+    def purge_orphans(self, budget_s: float = 30.0) -> int:
+        """Remove from this client's queue the jobs of clients that are gone (closed, or crashed
+        with their claim expired); returns how many. Best effort within ``budget_s`` seconds:
+        what it misses, workers drop unjudged. Runs at construction (``sweep_orphans``) and for
+        this client's own queued jobs at ``close()``."""
+        try:
+            removed = purge_orphans(self._redis, self.queue, budget_s)
+        except redis.RedisError as exc:
+            log.warning("could not sweep orphaned jobs from queue %r: %s", self.queue, exc)
+            return 0
+        if removed:
+            log.warning("removed %d orphaned job(s) of gone clients from queue %r", removed, self.queue)
+        return removed
+
     def close(self) -> None:
         """Stop the reader; jobs still pending resolve INTERNAL ("client closed"); a submit_many
-        still running stops at its next batch with ClientClosed. Releases the client_id."""
+        still running stops at its next batch with ClientClosed. Releases the client_id, which
+        withdraws this client's queued jobs: a worker drops, unjudged, every job whose client no
+        longer holds its claim (so does a crashed client's claim, once it expires)."""
         with self._lock:
             if self._closed:
                 return
@@ -539,10 +805,12 @@ class FleetClient:
             msg = entry.msg
             self._finish(entry, JobResult.infra(msg.job_id, msg.problem_id, "client closed before the result"))
         try:
-            self._redis.delete(self.reply_key)
+            self._redis.delete(self.reply_key, self.processing_key)
             self._redis.eval(_RELEASE_CLAIM, 1, self.claim_key, self._claim_token)
         except redis.RedisError:
             pass
+        if left:
+            self.purge_orphans()  # this client's queued jobs are orphans now: take them out
         self._redis.close()
         self._reader_redis.close()
 
@@ -556,12 +824,24 @@ class FleetClient:
 
 
 # Renew this client's claim on its id: extend it while it is ours, take it back if it expired
-# (the reader was cut off from Redis for a TTL), never take it from another client.
+# (the reader was cut off from Redis for a TTL: returns 2), never take it from another client (0).
 _RENEW_CLAIM = """
 local v = redis.call('GET', KEYS[1])
 if v == ARGV[1] then return redis.call('EXPIRE', KEYS[1], ARGV[2]) end
-if not v then redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2]) return 1 end
+if not v then redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2]) return 2 end
 return 0
+"""
+# Move up to ARGV[1] replies (oldest first) from the reply list to the processing list and return
+# them: they stay there until the reader has delivered them. The RPOP comes first so that the
+# LPUSH is allowed even when Redis is over maxmemory (a script's first write decides that).
+_MOVE_REPLIES = """
+local items = redis.call('RPOP', KEYS[1], ARGV[1])
+if not items then return {} end
+for i = 1, #items, 500 do
+  redis.call('LPUSH', KEYS[2], unpack(items, i, math.min(i + 499, #items)))
+end
+redis.call('EXPIRE', KEYS[2], ARGV[2])
+return items
 """
 _RELEASE_CLAIM = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end

@@ -15,13 +15,27 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+import redis
 from kombu import Connection, Producer
 from kombu.serialization import dumps
 
-from cpfleet.core.errors import BrokerUnavailable, MessageEncodeError, PublisherClosed
+from cpfleet.core.errors import BrokerFull, BrokerUnavailable, MessageEncodeError, PublisherClosed
 from cpfleet.core.protocol import TASK_NAME, JobMessage
+from cpfleet.producer import orphans
 
 _EMBED: dict[str, Any] = {"callbacks": None, "errbacks": None, "chain": None, "chord": None}
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what it wraps: kombu re-raises redis errors) is Redis's OOM refusal."""
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, redis.exceptions.OutOfMemoryError) or str(e).startswith("OOM command not allowed"):
+            return True
+        e = e.__cause__ or e.__context__
+    return False
 
 
 def task_message(msg: JobMessage, task_id: str) -> tuple[dict[str, Any], dict[str, Any], Any]:
@@ -47,6 +61,11 @@ def task_message(msg: JobMessage, task_id: str) -> tuple[dict[str, Any], dict[st
         "stamped_headers": None,
         "stamps": {},
     }
+    if msg.client_id is not None and msg.client_token is not None and orphans.CLIENT_ID_SAFE.fullmatch(msg.client_id):
+        # Readable without decoding the body, so that a sweep can find the jobs of clients that
+        # are gone (cpfleet.producer.orphans); Celery ignores headers it does not know.
+        headers[orphans.CLIENT_HEADER] = msg.client_id
+        headers[orphans.TOKEN_HEADER] = msg.client_token
     properties: dict[str, Any] = {"correlation_id": task_id, "reply_to": ""}
     body: tuple[list[Any], dict[str, Any], dict[str, Any]] = ([msg.to_wire()], {}, _EMBED)
     return headers, properties, body
@@ -89,8 +108,9 @@ class Publisher:
         """Publish ``(job, task_id)`` pairs in order.
 
         Every body is serialized first: a job that cannot be encoded raises MessageEncodeError
-        before anything of the call is sent. Raises BrokerUnavailable when Redis fails (leaving a
-        fresh connection for the next call) and PublisherClosed after ``close``.
+        before anything of the call is sent. Raises BrokerFull when Redis refuses for lack of
+        memory, BrokerUnavailable when it fails otherwise (leaving a fresh connection for the
+        next call) and PublisherClosed after ``close``.
         """
         if not messages:
             return
@@ -118,6 +138,10 @@ class Publisher:
                             )
             except Exception as exc:
                 self._reset()
+                if is_out_of_memory(exc):
+                    raise BrokerFull(
+                        f"Redis at {_safe_url(self.redis_url)} is full (maxmemory reached, noeviction): {exc}"
+                    ) from exc
                 raise BrokerUnavailable(f"cannot publish to Redis at {_safe_url(self.redis_url)}: {exc}") from exc
 
     def close(self) -> None:

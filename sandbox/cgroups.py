@@ -5,6 +5,7 @@ where neither is writable the runner reports the layer as missing and relies on 
 from __future__ import annotations
 
 import os
+import time
 
 V1_ROOT = "/sys/fs/cgroup"
 
@@ -111,6 +112,52 @@ class SlotCgroup:
             if key == self._oom_key:
                 return int(value)
         return 0
+
+    def open_join_fds(self) -> list[int]:
+        """Write fds on the cgroup.procs files, for the zygote's test children to join through.
+        A file this process cannot open (an unprivileged worker finding the directories made
+        earlier by root) makes the layer unavailable, with the reason, instead of failing."""
+        fds: list[int] = []
+        if not self.ok:
+            return fds
+        try:
+            for path in self.procs_files:
+                fds.append(os.open(path, os.O_WRONLY | os.O_CLOEXEC))
+        except OSError as e:
+            for fd in fds:
+                os.close(fd)
+            self.error = f"cannot open {path}: {e.strerror or e}"
+            self.procs_files = []
+            return []
+        return fds
+
+    def members(self) -> list[int]:
+        """Pids in the slot's cgroup (as seen from this process's pid namespace)."""
+        pids: set[int] = set()
+        for path in self.procs_files:
+            try:
+                with open(path, "rb") as f:
+                    pids.update(int(x) for x in f.read().split())
+            except (OSError, ValueError):
+                continue
+        return sorted(pids)
+
+    def kill_all(self, rounds: int = 100) -> None:
+        """SIGKILL every process in the slot's cgroup, repeating while new ones appear (a
+        forking process may add one between the read and the kill; pids.max bounds them)."""
+        if not self.ok:
+            return
+        me = os.getpid()
+        for _ in range(rounds):
+            pids = [p for p in self.members() if p != me]
+            if not pids:
+                return
+            for pid in pids:
+                try:
+                    os.kill(pid, 9)
+                except OSError:
+                    pass
+            time.sleep(0.001)
 
     def close(self) -> None:
         if self._oom_fd >= 0:

@@ -8,8 +8,8 @@ Rules (the reward is what GRPO learns from, the observation is what the model re
   reward (``all_or_nothing`` stops at the first hidden failure, ``fraction`` runs them all).
   ``mode="public"``: only the public tests are run and they give the reward (a cheap shaping
   signal for multi-turn rollouts). A problem without tests in the rewarded set (no hidden tests
-  in full mode, no public tests in public mode) is broken problem data: an infrastructure error,
-  never a reward computed from something else.
+  in full mode, no public tests in public mode: ``validate_for_judging``) is broken problem
+  data: an infrastructure error, never a reward computed from something else.
 - A test passes when the program exited 0 within the limits and the problem's checker accepts
   its stdout.
 - The job's ``verdict`` describes the tests the reward was computed from: the first failure
@@ -41,15 +41,14 @@ from dataclasses import dataclass, field
 
 from cpfleet.core.checkers import Checker, CheckerSpecError, get_checker
 from cpfleet.core.errors import BrokenProblem, SandboxFailure
-from cpfleet.core.problem import Problem, TestCase
+from cpfleet.core.problem import Problem, TestCase, judging_refusal
+from cpfleet.core.protocol import check_options
 from cpfleet.core.results import JobResult, TestReport, TestSetSummary, Timings
 from cpfleet.core.verdict import Verdict
 from cpfleet.sandbox.extract import extract_code
 from cpfleet.sandbox.observation import CLIP_CHARS, PublicTestView, clip, display_prefix, format_observation
 from cpfleet.sandbox.runner import CodeRunner, Limits, RunResult
 
-REWARD_SHAPES = ("all_or_nothing", "fraction")
-MODES = ("full", "public")
 DEFAULT_MAX_PUBLIC_SHOWN = 10  # public tests shown in the observation
 # Whole-job wall-clock budget for `cpfleet judge` and the worker's default (the worker derives
 # its own from its task time limit, see workers/config.py): tests stop being started past it.
@@ -216,10 +215,7 @@ def evaluate(
     one problem pass it precomputed (hashing every test per job is wasted work).
     ``time_budget_s`` bounds the wall-clock time spent running tests (None: unbounded).
     """
-    if reward_shape not in REWARD_SHAPES:
-        raise ValueError(f"reward_shape must be one of {REWARD_SHAPES}, got {reward_shape!r}")
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    check_options(reward_shape, mode)
     started = time.perf_counter()
     version = problem.content_version() if problem_version is None else problem_version
 
@@ -235,10 +231,9 @@ def evaluate(
         checker = get_checker(problem.checker)
     except CheckerSpecError as e:
         return infra(f"problem {problem.id}: {e}")
-    rewarded_tests = problem.public_tests if mode == "public" else problem.hidden_tests
-    if not rewarded_tests:
-        kind = "public" if mode == "public" else "hidden"
-        return infra(f"problem {problem.id} has no {kind} tests: nothing to compute a {mode}-mode reward from")
+    refusal = judging_refusal(problem, mode)  # the one judging rule (cpfleet.core.problem)
+    if refusal is not None:  # broken problem data: no reward may come from zero tests
+        return infra(f"problem refused, not judged: {refusal}")
 
     text = completion.decode("utf-8", errors="replace") if isinstance(completion, bytes) else completion
     code = extract_code(text)
@@ -355,8 +350,7 @@ class CodeContestsEnv:
         max_public_shown: int | None = DEFAULT_MAX_PUBLIC_SHOWN,
         time_budget_s: float | None = DEFAULT_JOB_TIME_BUDGET_S,
     ) -> None:
-        if reward_shape not in REWARD_SHAPES or mode not in MODES:
-            raise ValueError(f"bad reward_shape {reward_shape!r} or mode {mode!r}")
+        check_options(reward_shape, mode)
         self.runner = runner
         self.reward_shape = reward_shape
         self.mode = mode

@@ -67,29 +67,39 @@ class ZygoteRunner(CodeRunner):
     def __init__(self, isolate: bool = True, python: str | None = None) -> None:
         self._isolate = isolate
         self._python = python or os.path.realpath(getattr(sys, "_base_executable", sys.executable))
-        self._slot: Slot = claim_slot()
-        self._cgroup = SlotCgroup(f"slot-{self._slot.index}") if isolate else None
-        self._ooms_seen = self._cgroup.oom_kills() if self._cgroup is not None else 0
         self._proc: subprocess.Popen[bytes] | None = None
         self._ctrl: socket.socket | None = None
         self._job: Job | None = None
         self._report = IsolationReport()
-        self._start_zygote()
-        self._self_test()
+        self._cgroup: SlotCgroup | None = None
+        self._slot: Slot = claim_slot()
+        try:
+            self._cgroup = SlotCgroup(f"slot-{self._slot.index}") if isolate else None
+            self._ooms_seen = self._cgroup.oom_kills() if self._cgroup is not None else 0
+            self._start_zygote()
+            self._self_test()
+        except BaseException:
+            # a failed start is retried by the caller (a worker tries again on its next job):
+            # whatever this attempt holds (zygote, slot lock, cgroup fds) goes back now
+            self.close()
+            raise
 
     # -- zygote lifecycle -------------------------------------------------------------
     def _start_zygote(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self._proc = subprocess.Popen(
-            [*zygote_command(), str(theirs.fileno()), str(os.getpid())],
-            pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            env=CHILD_ENV,  # never the worker's: it holds the broker URL and its password
-        )
-        theirs.close()
+        try:
+            self._proc = subprocess.Popen(
+                [*zygote_command(), str(theirs.fileno()), str(os.getpid())],
+                pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                env=CHILD_ENV,  # never the worker's: it holds the broker URL and its password
+            )
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
         self._ctrl = ours
-        cgroup_fds = []
-        if self._cgroup is not None and self._cgroup.ok:
-            cgroup_fds = [os.open(p, os.O_WRONLY | os.O_CLOEXEC) for p in self._cgroup.procs_files]
+        cgroup_fds = self._cgroup.open_join_fds() if self._cgroup is not None else []
         try:
             zygote.send(ours, {"uid": self._slot.uid, "gid": self._slot.gid, "python": self._python,
                                "isolate": self._isolate}, cgroup_fds)
@@ -115,6 +125,11 @@ class ZygoteRunner(CodeRunner):
                 self._proc.kill()
             self._proc.wait()
             self._proc = None
+        if self._cgroup is not None and not self._report.layers.get("pidns"):
+            # Without a pid namespace, a test interrupted by this stop (a soft time limit resets
+            # the runner mid-test) leaves its orphans to the host once the job init dies: the
+            # slot's cgroup holds them all. With one, the namespace's end already killed them.
+            self._cgroup.kill_all()
 
     def _restart_zygote(self) -> None:
         log.warning("restarting the sandbox zygote")

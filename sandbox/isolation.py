@@ -199,6 +199,32 @@ class ChildLimits:
         self.nofile = nofile
 
 
+def close_inherited_fds(keep_fd: int) -> None:
+    """Close every fd above 2 but ``keep_fd``, however high: close_range(2) up to ~0, so an fd
+    numbered above any fixed bound (RLIMIT_NOFILE may be far above 65536, and an fd may sit above
+    a limit lowered after it was opened) cannot reach the program. Without close_range (kernels
+    before 5.9) the bound is the highest fd /proc lists, or the hard RLIMIT_NOFILE."""
+    if keep_fd > 3:
+        _close_range(3, keep_fd - 1)
+    _close_range(keep_fd + 1, linux.MAX_FD)
+
+
+def _close_range(first: int, last: int) -> None:
+    if first > last:
+        return
+    try:
+        linux.close_range(first, last)
+        return
+    except OSError:
+        pass
+    bound = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    try:
+        bound = max(bound, 1 + max(int(fd) for fd in os.listdir("/proc/self/fd")))
+    except (OSError, ValueError):
+        pass
+    os.closerange(first, min(last, bound) + 1)
+
+
 def confine_test_child(
     fds: tuple[int, int, int],
     uid: int,
@@ -225,8 +251,7 @@ def confine_test_child(
         linux.unshare(linux.CLONE_NEWIPC)
     for target, fd in enumerate(fds):
         os.dup2(fd, target, inheritable=True)
-    os.closerange(3, keep_fd)
-    os.closerange(keep_fd + 1, 1 << 16)
+    close_inherited_fds(keep_fd)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 1))
     resource.setrlimit(resource.RLIMIT_AS, (limits.as_bytes, limits.as_bytes))

@@ -67,6 +67,16 @@ def pivot_root(new_root: str, put_old: str) -> None:
     _check(_libc.syscall(SYS_pivot_root, new_root.encode(), put_old.encode()), "pivot_root")
 
 
+SYS_close_range = 436  # the same number on x86_64 and aarch64
+MAX_FD = 0xFFFFFFFF  # close_range's "to the end"
+
+
+def close_range(first: int, last: int) -> None:
+    """close_range(2) over ``first..last`` inclusive (OSError where the kernel lacks it)."""
+    _check(_libc.syscall(ctypes.c_long(SYS_close_range), ctypes.c_uint(first), ctypes.c_uint(last),
+                         ctypes.c_uint(0)), "close_range")
+
+
 def prctl(option: int, arg2: int = 0) -> None:
     _check(_libc.prctl(ctypes.c_int(option), ctypes.c_ulong(arg2), 0, 0, 0), f"prctl {option}")
 

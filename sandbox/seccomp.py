@@ -5,8 +5,14 @@ Refused: ptrace and process_vm_* (a traced zombie could wedge the job init), the
 keyrings (add_key/keyctl/request_key: storage that outlives the test, shared by the slot's
 uid), new namespaces (unshare, setns, clone with namespace flags; clone3 answers ENOSYS so
 glibc falls back to clone, whose flags a classic filter can inspect), the mount APIs, bpf,
-perf_event_open, userfaultfd, io_uring, AF_VSOCK sockets (a network namespace does not
-cover vsock, which reaches the hypervisor), and creating System V IPC objects or POSIX
+perf_event_open, userfaultfd, io_uring, the calls that reach into another process
+(pidfd_getfd, process_madvise, kcmp), modify_ldt and personality (other than the query
+``personality(0xffffffff)``: a persona can turn off address randomisation), the file-handle
+calls (open_by_handle_at reopens a file by handle, bypassing path lookup and so the mount
+namespace's view; name_to_handle_at only serves it), sockets and socket pairs of any
+family but AF_UNIX, AF_INET and AF_INET6 (EAFNOSUPPORT: netlink, packet, AF_ALG crypto,
+vsock, which a network namespace does not cover and which reaches the hypervisor, and the
+rarely used families where kernel bugs cluster), and creating System V IPC objects or POSIX
 message queues (the tests of a job share its IPC namespace: with nothing creatable there,
 nothing passes from one test to the next; Python's multiprocessing uses /dev/shm instead),
 and unnamed files (O_TMPFILE, and openat2 whose flags a filter cannot read): they would
@@ -43,7 +49,6 @@ OFF_NR, OFF_ARCH, OFF_ARG0 = 0, 4, 16
 
 PR_SET_SECCOMP = 22
 SECCOMP_MODE_FILTER = 2
-AF_VSOCK = 40
 NAMESPACE_FLAGS = (
     linux.CLONE_NEWNS | linux.CLONE_NEWCGROUP | linux.CLONE_NEWUTS | linux.CLONE_NEWIPC
     | linux.CLONE_NEWUSER | linux.CLONE_NEWPID | linux.CLONE_NEWNET
@@ -74,6 +79,12 @@ X86_64_DENIED = {
     432: errno.EPERM,  # fsmount
     433: errno.EPERM,  # fspick
     442: errno.EPERM,  # mount_setattr
+    438: errno.EPERM,  # pidfd_getfd
+    440: errno.EPERM,  # process_madvise
+    312: errno.EPERM,  # kcmp
+    154: errno.EPERM,  # modify_ldt
+    303: errno.EPERM,  # name_to_handle_at
+    304: errno.EPERM,  # open_by_handle_at
     437: errno.ENOSYS,  # openat2: its flags are behind a pointer; libc and Python use openat
     29: errno.ENOSYS,  # shmget
     64: errno.ENOSYS,  # semget
@@ -81,7 +92,10 @@ X86_64_DENIED = {
     240: errno.ENOSYS,  # mq_open
     435: errno.ENOSYS,  # clone3: glibc then uses clone, checked below
 }
-NR_CLONE, NR_SOCKET, NR_OPEN, NR_OPENAT = 56, 41, 2, 257
+NR_CLONE, NR_SOCKET, NR_SOCKETPAIR, NR_OPEN, NR_OPENAT, NR_PERSONALITY = 56, 41, 53, 2, 257, 135
+AF_UNIX, AF_INET, AF_INET6 = 1, 2, 10
+ALLOWED_SOCKET_FAMILIES = (AF_UNIX, AF_INET, AF_INET6)
+PERSONALITY_QUERY = 0xFFFFFFFF  # personality(0xffffffff) reads the persona without changing it
 O_TMPFILE_BIT = 0o20000000  # __O_TMPFILE
 
 
@@ -118,12 +132,19 @@ def build_filter() -> bytes | None:
             _ins(BPF_RET_K, RET_ERRNO | errno.EOPNOTSUPP),
             _ins(BPF_RET_K, RET_ALLOW),
         ]
-    p += [  # socket(AF_VSOCK, ...)
-        _ins(BPF_JEQ_K, NR_SOCKET, 0, 4),
+    # socket/socketpair: only the families a program may use; the family is an int, so the low
+    # word of the first argument is the whole value the kernel reads
+    n = len(ALLOWED_SOCKET_FAMILIES)
+    for nr in (NR_SOCKET, NR_SOCKETPAIR):
+        p += [_ins(BPF_JEQ_K, nr, 0, n + 3), _ins(BPF_LD_W_ABS, OFF_ARG0)]
+        p += [_ins(BPF_JEQ_K, family, n - i, 0) for i, family in enumerate(ALLOWED_SOCKET_FAMILIES)]
+        p += [_ins(BPF_RET_K, RET_ERRNO | errno.EAFNOSUPPORT), _ins(BPF_RET_K, RET_ALLOW)]
+    p += [  # personality: the query only (its argument is an unsigned int: the low word)
+        _ins(BPF_JEQ_K, NR_PERSONALITY, 0, 4),
         _ins(BPF_LD_W_ABS, OFF_ARG0),
-        _ins(BPF_JEQ_K, AF_VSOCK, 0, 1),
-        _ins(BPF_RET_K, RET_ERRNO | errno.EAFNOSUPPORT),
+        _ins(BPF_JEQ_K, PERSONALITY_QUERY, 0, 1),
         _ins(BPF_RET_K, RET_ALLOW),
+        _ins(BPF_RET_K, RET_ERRNO | errno.EPERM),
     ]
     p.append(_ins(BPF_RET_K, RET_ALLOW))
     return b"".join(p)

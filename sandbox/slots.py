@@ -4,6 +4,12 @@ Separate uids make RLIMIT_NPROC a per-slot bound and stop one test's processes f
 signalling another's. A slot is claimed with an flock on a file in a root-only directory,
 so any process model (Celery prefork, multiprocessing, several workers on one host) gets
 distinct slots without coordination, and a slot frees itself when its process dies.
+
+The default directory sits in the shared /tmp, where another local user may have planted a
+symlink or a directory of their own before the first worker starts: the directory is opened
+without following a symlink and must be owned by us and writable by no one else, and each
+lock file is opened relative to it, again without following a symlink. Anything else is a
+``SlotDirError`` naming the path, never a lock file created where the planted link points.
 """
 
 from __future__ import annotations
@@ -11,9 +17,12 @@ from __future__ import annotations
 import fcntl
 import os
 import socket
+import stat
 import tempfile
 import zlib
 from dataclasses import dataclass
+
+from cpfleet.core.errors import SlotDirError
 
 MAX_SLOTS = 1024
 
@@ -40,21 +49,60 @@ class Slot:
             self.lock_fd = -1
 
 
+def default_lock_dir() -> str:
+    return os.environ.get("CPFLEET_SLOT_DIR") or os.path.join(tempfile.gettempdir(), f"cpfleet-slots-{os.geteuid()}")
+
+
+def open_lock_dir(lock_dir: str) -> int:
+    """A directory fd for ``lock_dir``, created 0700 if missing. The last path
+    component must be a real directory (not a symlink), owned by this euid, with no group or
+    other write permission."""
+    try:
+        parent = os.path.dirname(os.path.abspath(lock_dir))
+        if not os.path.isdir(parent):
+            os.makedirs(parent, mode=0o755, exist_ok=True)
+        os.mkdir(lock_dir, 0o700)
+    except FileExistsError:
+        pass
+    except OSError as e:
+        raise SlotDirError(f"cannot create the slot lock directory {lock_dir}: {e.strerror or e}") from None
+    try:
+        fd = os.open(lock_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as e:
+        kind = "a symlink" if os.path.islink(lock_dir) else "not a directory we can open"
+        raise SlotDirError(f"slot lock directory {lock_dir} is {kind} ({e.strerror or e}); refusing it") from None
+    st = os.fstat(fd)
+    if st.st_uid != os.geteuid() or st.st_mode & 0o022:
+        os.close(fd)
+        raise SlotDirError(
+            f"slot lock directory {lock_dir} is owned by uid {st.st_uid} with mode {stat.S_IMODE(st.st_mode):o}; "
+            f"it must belong to uid {os.geteuid()} and be writable by no one else"
+        )
+    return fd
+
+
 def claim_slot(lock_dir: str | None = None) -> Slot:
     """Claim the lowest free slot on this host (released when the process exits)."""
-    lock_dir = (
-        lock_dir
-        or os.environ.get("CPFLEET_SLOT_DIR")
-        or os.path.join(tempfile.gettempdir(), f"cpfleet-slots-{os.geteuid()}")
-    )
-    os.makedirs(lock_dir, mode=0o700, exist_ok=True)
-    base = uid_base()
-    for i in range(MAX_SLOTS):
-        fd = os.open(os.path.join(lock_dir, f"slot-{i}.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            continue
-        return Slot(index=i, uid=base + i, gid=base + i, lock_fd=fd)
+    lock_dir = lock_dir or default_lock_dir()
+    dir_fd = open_lock_dir(lock_dir)
+    try:
+        base = uid_base()
+        for i in range(MAX_SLOTS):
+            name = f"slot-{i}.lock"
+            try:
+                fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
+            except OSError as e:
+                raise SlotDirError(f"slot lock file {lock_dir}/{name}: {e.strerror or e}; refusing it") from None
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+                os.close(fd)
+                raise SlotDirError(f"slot lock file {lock_dir}/{name} is not a regular file of uid {os.geteuid()}")
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                continue
+            return Slot(index=i, uid=base + i, gid=base + i, lock_fd=fd)
+    finally:
+        os.close(dir_fd)
     raise RuntimeError(f"all {MAX_SLOTS} sandbox slots are taken in {lock_dir}")

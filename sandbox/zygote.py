@@ -156,7 +156,7 @@ class Zygote:
                 self.layers["pidns"] = True
             except OSError as e:
                 self.layers["pidns"] = False
-                self.notes.append(f"pid namespace refused ({e}): orphans are killed by uid instead")
+                self.notes.append(f"pid namespace refused ({e}): orphans are found as the init's re-parented children")
             box = self._job_mount_namespace()
             init = os.fork()
             if init == 0:
@@ -217,10 +217,20 @@ class JobInit:
         self.code: Any = None
         self.box = isolation.TestBoxState(box) if box is not None else None
         self.last_pid_fd = -1
+        self.subreaper = False
 
     def run(self) -> None:
         try:
             linux.prctl(linux.PR_SET_PDEATHSIG, signal.SIGKILL)
+            if os.getpid() != 1:
+                # no pid namespace: become the subreaper of every process a test starts, so
+                # orphans (double-forked, setsid'd) are re-parented here, where they can be
+                # found, killed and reaped after the test, and their CPU time counted
+                try:
+                    linux.prctl(linux.PR_SET_CHILD_SUBREAPER, 1)
+                    self.subreaper = True
+                except OSError as e:
+                    self.z.notes.append(f"child subreaper refused ({e}): orphans may outlive their test")
             if self.box is not None and self.z.layers.get("pidns"):
                 try:
                     linux.mount("proc", "/proc", "proc", linux.MS_NOSUID | linux.MS_NODEV | linux.MS_NOEXEC)
@@ -430,7 +440,9 @@ class JobInit:
                     os.waitpid(-1, 0)
                 except ChildProcessError:
                     return
-        elif self.z.layers.get("uid_drop"):  # no pid namespace: kill every process of the slot's uid
+        if self.subreaper and self._kill_descendants():
+            return
+        if self.z.layers.get("uid_drop"):  # no pid namespace: kill every process of the slot's uid
             killer = os.fork()
             if killer == 0:
                 try:
@@ -444,6 +456,38 @@ class JobInit:
                 os.killpg(pid, signal.SIGKILL)
             except OSError:
                 pass
+
+    def _kill_descendants(self) -> bool:
+        """Without a pid namespace (degraded mode): kill and reap every process the test left.
+
+        As the subreaper, this init becomes the parent of every orphan of the test, so the
+        processes still alive are exactly our children and their descendants: kill our
+        children, reap, and repeat until none is left (a killed process's own children are
+        re-parented to us in turn). No process can leave this subtree (ptrace is refused by the
+        filter; CLONE_PARENT keeps it under us), whereas a test with the worker's uid could move
+        itself out of the slot's cgroup, and a kill by uid needs a uid of its own. False when
+        /proc cannot list our children (a hidden root without /proc): the caller falls back."""
+        me = os.getpid()
+        path = f"/proc/{me}/task/{me}/children"
+        while True:
+            try:
+                with open(path, "rb") as f:
+                    kids = [int(x) for x in f.read().split()]
+            except (OSError, ValueError):
+                return False
+            if not kids:
+                return True
+            for kid in kids:
+                try:
+                    os.kill(kid, signal.SIGKILL)
+                except OSError:
+                    pass
+            try:
+                os.waitpid(-1, 0)  # every child was just SIGKILLed: one exits promptly
+                while os.waitpid(-1, os.WNOHANG)[0] > 0:
+                    pass
+            except ChildProcessError:
+                return True
 
 
 def _schedstat(pid: int) -> list[list[int]]:

@@ -14,7 +14,22 @@ from cpfleet.sandbox.runner import CodeRunner
 from cpfleet.sandbox.runners import RUNNER_KINDS, make_runner
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = Path(os.environ.get("CPFLEET_SHARED_DATA", REPO.parent / "shared" / "data"))
+SHARED_DATA_ENV = "CPFLEET_SHARED_DATA"
+
+
+def find_shared_data() -> Path:
+    """The shared data folder: ``$CPFLEET_SHARED_DATA`` when set, else the first ``shared/data``
+    beside the repository or beside one of its parent folders (``../shared/data`` for a checkout,
+    ``../../shared/data`` for a git worktree kept one folder deeper). Returns the first candidate
+    when none exists, so the skip reason names where it looked."""
+    explicit = os.environ.get(SHARED_DATA_ENV)
+    if explicit:
+        return Path(explicit)
+    candidates = [parent / "shared" / "data" for parent in REPO.parents]
+    return next((c for c in candidates if c.is_dir()), candidates[0])
+
+
+SHARED_DATA = find_shared_data()
 CODECONTESTS = SHARED_DATA / "codecontests-300.jsonl"
 
 
@@ -39,7 +54,10 @@ def redis_url(redis_server: RedisServer) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def codecontests_path() -> Path:
     if not CODECONTESTS.exists():
-        pytest.skip(f"shared data not found at {CODECONTESTS} (set CPFLEET_SHARED_DATA)")
+        pytest.skip(
+            f"shared data not found: no {CODECONTESTS} (looked for shared/data beside the repository "
+            f"and its parents; set {SHARED_DATA_ENV} to the folder holding codecontests-300.jsonl)"
+        )
     return CODECONTESTS
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import redis
 from fleet_helpers import FleetWorker, wait_until
+from net_helpers import CuttingProxy
 
 from cpfleet.core import protocol
 from cpfleet.core.results import JobResult
@@ -140,7 +141,7 @@ def test_close_during_submit_many_raises_and_strands_no_future(redis_url: str, m
     assert len(submitted) == 20 and all(f.done() for f in submitted)  # the two published chunks
     assert {f.result().infra_message for f in submitted} == {"client closed before the result"}
     assert client.in_flight == 0
-    assert redis.Redis.from_url(redis_url).llen("nobody-listens-close") == 20
+    assert redis.Redis.from_url(redis_url).llen("nobody-listens-close") == 0  # close() took its queued jobs back
     with pytest.raises(ClientClosed):
         client.submit("t/echo", ECHO_OK)
 
@@ -187,27 +188,44 @@ def test_a_closed_publisher_never_reconnects(redis_url: str) -> None:
     assert redis.Redis.from_url(redis_url).llen("nobody-listens-pub") == 1
 
 
-# --- 5. a Redis error after BRPOP loses no popped reply ------------------------------------------
+# --- 5. a reply taken from the reply list is never lost with the connection -------------------
 
 
-def test_an_rpop_error_after_brpop_loses_no_reply(redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_script_error_after_blmove_loses_no_reply(redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     with FleetClient(redis_url, queue="nobody-listens-rpop", timeout=600) as client:
-        real = client._reader_redis.rpop
+        real = client._move_script
         failures = []
 
-        def flaky_rpop(*args: Any, **kwargs: Any) -> Any:
+        def flaky_move(*args: Any, **kwargs: Any) -> Any:
             if not failures:
                 failures.append(1)
-                raise redis.ConnectionError("simulated drop after BRPOP")
+                raise redis.ConnectionError("simulated drop after BLMOVE")
             return real(*args, **kwargs)
 
-        monkeypatch.setattr(client._reader_redis, "rpop", flaky_rpop)
+        monkeypatch.setattr(client, "_move_script", flaky_move)
         future = client.submit("t/echo", ECHO_OK, job_id="mine")
         (wire_id,) = list(client._pending)
         _push_reply(redis.Redis.from_url(redis_url), client, wire_id, 1.0)
         r = future.result(timeout=30)
         assert (r.job_id, r.reward, r.infra_error) == ("mine", 1.0, False)
         assert failures == [1] and client.stats.reader_errors == 1
+
+
+def test_a_reply_whose_pop_answer_dies_on_the_wire_still_resolves_its_job(
+    redis_server: RedisServer, redis_url: str
+) -> None:
+    """Redis executes the reader's pop, then the connection dies before the client reads the
+    answer: the reply must still reach its future (it waits in the processing list)."""
+    with CuttingProxy(redis_server.port) as proxy, FleetClient(proxy.url, queue="nobody-listens-cut", timeout=20) as client:
+        future = client.submit("t/echo", ECHO_OK, job_id="mine")
+        (wire_id,) = list(client._pending)
+        proxy.cut_on(wire_id.encode())
+        _push_reply(redis.Redis.from_url(redis_url), client, wire_id, 1.0)
+        r = future.result(timeout=60)
+        assert proxy.cuts == 1  # the pop's answer really was dropped
+        assert (r.job_id, r.reward, r.infra_error) == ("mine", 1.0, False)
+        assert client.stats.reader_errors >= 1
+    assert redis.Redis.from_url(redis_url).exists(client.processing_key, client.reply_key) == 0
 
 
 # --- 6. completions that are not plain UTF-8 text ------------------------------------------------

@@ -30,7 +30,11 @@ a, b = map(int, input().split())
 print(a + b)
 ```"""
 
-ECHO = {"id": "test/echo", "public_tests": [{"input": "5\n", "output": "5\n"}], "hidden_tests": [{"input": "7\n", "output": "7\n"}]}
+ECHO = {
+    "id": "test/echo",
+    "public_tests": [{"input": "5\n", "output": "5\n"}],
+    "hidden_tests": [{"input": "7\n", "output": "7\n"}],
+}
 ECHO_OK = "```python\nprint(input())\n```"
 
 FAST_TIMERS = {  # a dead node's jobs come back after ~visibility timeout

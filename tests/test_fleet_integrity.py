@@ -50,7 +50,7 @@ def test_a_program_slow_on_every_test_ends_time_limit_never_internal(fleet: Flee
     # each test sleeps 0.6 s: under its wall backstop (2.5 s), so every test alone passes, but
     # 31 of them (~19 s) run far past the task's soft limit (8 s); the job's budget (4 s) stops it
     code = f"```python\nimport time  # {uuid.uuid4().hex}\ntime.sleep(0.6)\nprint(int(input()) + 1)\n```"
-    r = fleet.submit("integrity/many", code, reward="fraction").result(timeout=90)
+    r = fleet.submit("integrity/many", code, reward_shape="fraction").result(timeout=90)
     assert (r.verdict, r.reward, r.infra_error) == (Verdict.TIME_LIMIT, 0.0, False), r.infra_message
     assert "time budget" in r.stopped and 0 < r.hidden.run < 30
     assert not r.deterministic

@@ -100,7 +100,7 @@ def test_public_mode_runs_no_hidden_test(fleet: FleetClient) -> None:
 
 
 def test_fraction_reward_counts_passed_hidden_tests(fleet: FleetClient) -> None:
-    r = _one(fleet, HALF, reward="fraction")
+    r = _one(fleet, HALF, reward_shape="fraction")
     assert r.reward_shape == "fraction" and r.hidden.run == 6 and r.reward == pytest.approx(3 / 6)
 
 
@@ -108,7 +108,7 @@ def test_same_extracted_code_is_served_from_the_result_cache(fleet: FleetClient,
     code = f"```python\na, b = map(int, input().split())\nprint(a + b)  # {uuid.uuid4().hex}\n```"
     first = _one(fleet, "Let me think.\n" + code)
     second = _one(fleet, "A different preamble, same program:\n" + code + "\nDone.")
-    other_options = _one(fleet, code, reward="fraction")
+    other_options = _one(fleet, code, reward_shape="fraction")
     assert not first.cache_hit and second.cache_hit and not other_options.cache_hit
     assert (second.reward, second.verdict, second.public.passed) == (first.reward, first.verdict, first.public.passed)
     assert second.job_id != first.job_id and second.problem_version == first.problem_version
@@ -182,7 +182,7 @@ def test_asyncio_api_evaluates_and_gathers(fleet: FleetClient) -> None:
 
 def test_as_completed_yields_every_result_once(fleet: FleetClient) -> None:
     futures = fleet.submit_many([("test/add", GOOD)] * 5 + [("test/add", HALF)] * 5)
-    seen = [r.job_id for r in fleet.as_completed(futures, timeout=120)]
+    seen = [f.result().job_id for f in fleet.as_completed(futures, timeout=120)]
     assert sorted(seen) == sorted(f.result().job_id for f in futures) and len(set(seen)) == 10
 
 

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from cpfleet.cli import main as cpfleet_main
+from cpfleet.core.errors import DuplicateProblemError
 from cpfleet.core.problem import Problem
 from cpfleet.core.results import JobResult
 from cpfleet.core.verdict import Verdict
@@ -124,27 +125,71 @@ def test_public_mode_and_subprocess_runner_flags(tmp_path: Path, capsys: pytest.
     assert (r["mode"], r["reward"], r["hidden"]["run"], r["public"]["run"]) == ("public", 0.0, 0, 1)
 
 
-# --- strict input reading --------------------------------------------------------------------
+# --- problem reading: the one loader, skipping by default, --strict -------------------------
 def test_duplicate_problem_ids_are_an_error_naming_both_lines(tmp_path: Path) -> None:
     path = _write_jsonl(tmp_path / "p.jsonl", [ADD, HALF, ADD])
-    with pytest.raises(InputError, match=r"p.jsonl:3: duplicate problem id 'add' \(first on line 1\)"):
+    with pytest.raises(DuplicateProblemError, match=r"duplicate problem id 'add' on record 3 \(first on record 1\)"):
         read_problems(path)
 
 
-@pytest.mark.parametrize(
-    ("line", "message"),
-    [
-        ('{"id": "x", "public_tests": [', "invalid JSON"),
-        ('{"public_tests": []}', "missing or empty 'id'"),
-        ('{"id": "x", "hidden_tests": [{"input": 1}]}', "hidden_tests"),
-        ('{"id": "x", "checker": {"type": "regex"}}', "unknown checker type 'regex'"),
-    ],
-)
-def test_bad_problem_lines_are_errors_with_their_line_number(tmp_path: Path, line: str, message: str) -> None:
+BAD_PROBLEM_LINES = [
+    ('{"id": "x", "public_tests": [', "invalid JSON"),
+    ('{"public_tests": []}', "missing or empty 'id'"),
+    ('{"id": "x", "hidden_tests": [{"input": 1}]}', "hidden_tests"),
+    ('{"id": "x", "checker": {"type": "regex"}}', "unknown checker type 'regex'"),
+    ('{"id": "x", "public_tests": [{"input": "1", "output": "1"}], "hidden_tests": []}', "no hidden tests"),
+]
+
+
+@pytest.mark.parametrize(("line", "message"), BAD_PROBLEM_LINES)
+def test_bad_problem_lines_are_errors_with_their_line_number_under_strict(tmp_path: Path, line: str, message: str) -> None:
     path = tmp_path / "p.jsonl"
     path.write_text(json.dumps(ADD) + "\n\n" + line + "\n")
     with pytest.raises(InputError, match=rf"p.jsonl:3: .*{message}"):
-        read_problems(path)
+        read_problems(path, strict=True)
+
+
+@pytest.mark.parametrize(("line", "message"), BAD_PROBLEM_LINES)
+def test_bad_problem_lines_are_skipped_and_the_rest_judged(
+    tmp_path: Path, line: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    problems = tmp_path / "p.jsonl"
+    problems.write_text(json.dumps(ADD) + "\n\n" + line + "\n")
+    jobs = _write_jsonl(tmp_path / "j.jsonl", [{"problem_id": "add", "completion": CORRECT_ADD}])
+    assert cpfleet_main(["judge", str(problems), str(jobs), "--workers", "1", "--no-progress"]) == 0
+    out = capsys.readouterr()
+    (r,) = [json.loads(x) for x in out.out.splitlines()]
+    assert r["reward"] == 1.0
+    assert "p.jsonl:3: skipped" in out.err and message in out.err and "1 skipped" in out.err
+    assert cpfleet_main(["judge", str(problems), str(jobs), "--strict", "--no-progress"]) == 2
+    assert capsys.readouterr().out == ""
+
+
+def test_public_mode_skips_a_problem_without_public_tests_that_full_mode_judges(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    hidden_only = {**ADD, "id": "hidden-only", "public_tests": []}
+    problems = _write_jsonl(tmp_path / "p.jsonl", [ADD, hidden_only])
+    jobs = _write_jsonl(tmp_path / "j.jsonl", [{"problem_id": pid, "completion": CORRECT_ADD} for pid in ("add", "hidden-only")])
+    assert cpfleet_main(["judge", str(problems), str(jobs), "--workers", "1", "--no-progress"]) == 0
+    full = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert [(r["problem_id"], r["reward"]) for r in full] == [("add", 1.0), ("hidden-only", 1.0)]
+    assert cpfleet_main(["judge", str(problems), str(jobs), "--mode", "public", "--workers", "1", "--no-progress"]) == 0
+    out = capsys.readouterr()
+    public = [json.loads(x) for x in out.out.splitlines()]
+    assert [(r["problem_id"], r["reward"], r["verdict"]) for r in public] == [
+        ("add", 1.0, "OK"), ("hidden-only", None, "UNKNOWN_PROBLEM")
+    ]
+    assert "p.jsonl:2: skipped unjudgeable problem: hidden-only: no public tests" in out.err
+
+
+def test_a_problem_file_that_loads_nothing_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    problems = tmp_path / "p.jsonl"
+    problems.write_text("\n".join(line for line, _ in BAD_PROBLEM_LINES) + "\n")
+    jobs = _write_jsonl(tmp_path / "j.jsonl", [{"problem_id": "x", "completion": CORRECT_ADD}])
+    assert cpfleet_main(["judge", str(problems), str(jobs), "--no-progress"]) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and "no problem loaded" in out.err
 
 
 @pytest.mark.parametrize(

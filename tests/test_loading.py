@@ -64,20 +64,23 @@ def test_blank_lines_are_not_malformed(tmp_path: Path) -> None:
     assert result.stats.malformed == 0
 
 
-def test_problems_without_public_or_hidden_tests_are_skipped(tmp_path: Path) -> None:
+def test_problems_the_judging_rule_refuses_for_the_mode_are_skipped(tmp_path: Path) -> None:
+    """Full mode (the default, and what the store holds) needs hidden tests; public tests are
+    optional (interactive problems often have none). Public mode needs public tests."""
     path = write_jsonl(
         tmp_path / "p.jsonl",
         [problem("ok"), problem("nopub", n_public=0), problem("nohid", n_hidden=0), problem("nothing", 0, 0)],
     )
     result = load_problems(path)
-    assert [p.id for p in result] == ["ok"]
-    assert result.stats.no_public == 2
-    assert result.stats.no_hidden == 1
-    assert result.stats.skipped == 3
+    assert [p.id for p in result] == ["ok", "nopub"]
+    assert (result.stats.no_hidden, result.stats.no_public, result.stats.skipped) == (2, 0, 2)
+    public = load_problems(path, mode="public")
+    assert [p.id for p in public] == ["ok", "nohid"]
+    assert (public.stats.no_public, public.stats.no_hidden, public.stats.skipped) == (2, 0, 2)
 
 
 def test_max_problems_caps_kept_problems(tmp_path: Path) -> None:
-    path = write_jsonl(tmp_path / "p.jsonl", [problem("skipme", n_public=0)] + [problem(f"p{i}") for i in range(10)])
+    path = write_jsonl(tmp_path / "p.jsonl", [problem("skipme", n_hidden=0)] + [problem(f"p{i}") for i in range(10)])
     result = load_problems(path, max_problems=4)
     assert [p.id for p in result] == ["p0", "p1", "p2", "p3"]
     assert result.stats.stopped_at_max_problems
@@ -106,7 +109,7 @@ def test_zero_test_cap_leaves_no_tests_so_every_problem_is_skipped(tmp_path: Pat
     result = load_problems(path, max_hidden_tests=0)
     assert result.problems == []
     assert result.stats.no_hidden == 2
-    assert load_problems(path, max_public_tests=0).stats.no_public == 2
+    assert load_problems(path, max_public_tests=0, mode="public").stats.no_public == 2
 
 
 @pytest.mark.parametrize("cap", ["max_problems", "max_public_tests", "max_hidden_tests"])

@@ -17,7 +17,6 @@ import pytest
 
 from cpfleet.loading import load_problems
 from cpfleet.prepare import (
-    CALL_BASED_REASON,
     PrepareError,
     PrepareOptions,
     detect_format,
@@ -215,14 +214,20 @@ def taco_rows() -> list[dict[str, Any]]:
     ]
 
 
-def test_taco_jsonl_converts_stdin_problems_and_skips_call_based(tmp_path: Path) -> None:
+def test_taco_jsonl_converts_stdin_and_call_based_problems(tmp_path: Path) -> None:
     src = tmp_path / "taco.jsonl"
     src.write_text("".join(json.dumps(r) + "\n" for r in taco_rows()))
     out = tmp_path / "p.jsonl"
     summary = run_prepare(src, out, tmp_path, split="train", with_solutions=True, num_public=1)
     assert summary.format == "taco"
-    assert (summary.read, summary.kept) == (4, 2)
-    assert summary.skipped == {CALL_BASED_REASON: 1, "malformed input_output JSON": 1}
+    assert (summary.read, summary.kept) == (4, 3)
+    assert summary.skipped == {"malformed input_output JSON": 1}
+    # the call-based row's output 3 is not wrapped in a 1-element list: taken as the value, noted
+    assert summary.notes == {"call-based output not wrapped in a 1-element list (taken as the value)": 1}
+    records = {r["id"]: r for r in map(json.loads, out.read_text().splitlines())}
+    call = records["taco/train/1"]
+    assert (call["fn_name"], call["hidden_tests"]) == ("add", [{"input": "[1, 2]", "output": "3"}])
+    assert call["languages"] == ["python3", "pypy3"]
     problems = load_problems(out).by_id()
     add = problems["taco/train/0"]
     assert [t.input for t in add.public_tests] == ["1 2\n"]

@@ -15,11 +15,13 @@ from celery.exceptions import TimeLimitExceeded, WorkerLostError
 
 from cpfleet.core import protocol
 from cpfleet.core.results import JobResult
+from cpfleet.workers import joblog
 from cpfleet.workers.config import Settings
 from cpfleet.workers.resources import ProcessResources, redis_client
 
 log = logging.getLogger("cpfleet.worker")
 
+joblog.configure()  # before the pool forks: every pool process writes bare JSON job lines
 settings = Settings.from_env()
 app = Celery("cpfleet", set_as_current=True)
 app.conf.update(settings.celery_config())

@@ -12,11 +12,12 @@ import os
 import socket
 import sys
 
+from cpfleet.core import defaults
 from cpfleet.workers.config import Settings
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--redis", metavar="URL", help="Redis URL (default: $CPFLEET_REDIS_URL or redis://127.0.0.1:6379/0)")
+    parser.add_argument("--redis", metavar="URL", help=defaults.REDIS_URL_HELP)
     parser.add_argument("-c", "--concurrency", help="pool processes (default: auto = CPUs, respecting a CPU quota)")
     parser.add_argument("--queues", "-Q", help="comma-separated queues to consume (default: cpfleet)")
     parser.add_argument("--runner", choices=("forkserver", "subprocess"), help="sandbox runner (default: forkserver)")
@@ -30,7 +31,7 @@ def build_command(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
     """The celery argv and environment for ``args`` (validated through Settings)."""
     env = dict(os.environ)
     if args.redis:
-        env["CPFLEET_REDIS_URL"] = args.redis
+        env[defaults.REDIS_URL_ENV] = args.redis
     if args.concurrency:
         env["CPFLEET_CONCURRENCY"] = args.concurrency
     if args.queues:

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from cpfleet.core import protocol
+from cpfleet.core import defaults, protocol
 
 # What one job can spend outside its tests' wall-clock budget, at worst: the program's load
 # answer (the runner waits up to 60 s), the end report of the test that ran into the budget
@@ -59,7 +59,7 @@ class Setting:
 
 
 SETTINGS: tuple[Setting, ...] = (
-    Setting("CPFLEET_REDIS_URL", "redis://127.0.0.1:6379/0", "broker, problem store, reply lists and result cache"),
+    Setting(defaults.REDIS_URL_ENV, defaults.DEFAULT_REDIS_URL, "broker, problem store, reply lists and result cache"),
     Setting("CPFLEET_QUEUES", protocol.DEFAULT_QUEUE, "comma-separated queues this worker consumes"),
     Setting("CPFLEET_CONCURRENCY", "auto", "pool processes; `auto` = CPUs allowed by affinity and cgroup CPU quota"),
     Setting("CPFLEET_RUNNER", "forkserver", "sandbox runner per pool process: `forkserver` or `subprocess`"),
@@ -135,7 +135,7 @@ class Settings:
         if max_retries < 0:
             raise ValueError("CPFLEET_MAX_RETRIES must be >= 0")
         return cls(
-            redis_url=get("CPFLEET_REDIS_URL"),
+            redis_url=get(defaults.REDIS_URL_ENV),
             queues=queues,
             concurrency=get("CPFLEET_CONCURRENCY"),
             runner=runner,

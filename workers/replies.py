@@ -1,5 +1,7 @@
 """Pushing one result to its job's reply list: LPUSH + EXPIRE in one pipeline, retried while
-Redis is briefly away (a restart mid-batch) so a finished job's work is not thrown away."""
+Redis is briefly away (a restart mid-batch) or full (``maxmemory`` with ``noeviction`` refuses
+writes with an OOM error until readers or workers drain it), so a finished job's work is not
+thrown away."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import logging
 import time
 
 import redis
+from celery.exceptions import SoftTimeLimitExceeded
 
 from cpfleet.core import protocol
 from cpfleet.core.results import JobResult
@@ -15,23 +18,48 @@ log = logging.getLogger("cpfleet.replies")
 
 
 def push_reply(
-    client: redis.Redis, reply_to: str, result: JobResult, ttl_s: int, retry_for_s: float = 30.0
+    client: redis.Redis,
+    reply_to: str,
+    result: JobResult,
+    ttl_s: int,
+    retry_for_s: float = 30.0,
+    keep_until: float | None = None,
 ) -> None:
-    """Deliver ``result``; raises the last redis error if Redis stays unreachable for ``retry_for_s``."""
+    """Deliver ``result``.
+
+    Redis unreachable: retried for ``retry_for_s``, then the last error is raised. Redis full:
+    retried for ``retry_for_s`` or until ``keep_until`` (epoch seconds, the job's deadline: after
+    it the client has answered the job itself), whichever is later, and through a soft time limit
+    that fires meanwhile (the reply is the job's whole point; only the hard limit ends the wait).
+    """
     data = protocol.encode_reply(result.to_dict())
     deadline = time.monotonic() + retry_for_s
+    full_deadline = max(deadline, time.monotonic() + (keep_until - protocol.now() if keep_until is not None else 0.0))
     delay = 0.05
+    full_logged = False
     while True:
         try:
             pipe = client.pipeline(transaction=True)
             pipe.lpush(reply_to, data)
             pipe.expire(reply_to, ttl_s)
             pipe.execute()
+            if full_logged:
+                log.warning("reply for job %s delivered once Redis had room", result.job_id)
             return
+        except redis.exceptions.OutOfMemoryError as exc:
+            if time.monotonic() + delay > full_deadline:
+                log.error("reply for job %s lost: Redis stayed full past the job's deadline (%s)", result.job_id, exc)
+                raise
+            if not full_logged:
+                log.error("reply for job %s: Redis is full (%s), keeping the reply and retrying", result.job_id, exc)
+                full_logged = True
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             if time.monotonic() + delay > deadline:
                 log.error("reply for job %s lost: redis unreachable for %.0fs (%s)", result.job_id, retry_for_s, exc)
                 raise
             log.warning("reply for job %s: redis unreachable (%s), retrying", result.job_id, exc)
+        try:
             time.sleep(delay)
-            delay = min(delay * 2, 2.0)
+        except SoftTimeLimitExceeded:
+            log.warning("reply for job %s: soft time limit while waiting to deliver it; still trying", result.job_id)
+        delay = min(delay * 2, 2.0)

@@ -1,8 +1,12 @@
 """The evaluate task: one job in, exactly one reply out (at-least-once; the client dedupes).
 
+Except a withdrawn job (cancelled by its client, or its client closed or died): it is dropped
+before anything of it runs, and nobody waits for its reply (see ``workers.withdrawal``).
+
 Every path ends in a reply: a malformed message that still names its reply list gets an INTERNAL
-result, an unknown problem gets UNKNOWN_PROBLEM, an exception or a soft time limit gets INTERNAL
-with the reason. Paths the task cannot reach itself (its pool process died for good, the hard
+result, an unknown problem gets UNKNOWN_PROBLEM, a stored problem that the judging rule refuses
+for the job's mode (``validate_for_judging``) gets INTERNAL naming the reason (never a verdict),
+an exception or a soft time limit gets INTERNAL with the reason. Paths the task cannot reach itself (its pool process died for good, the hard
 time limit) are answered by the main process, see ``cpfleet.workers.app``.
 """
 
@@ -16,11 +20,14 @@ from typing import Any
 from celery.exceptions import SoftTimeLimitExceeded
 
 from cpfleet.core import protocol
+from cpfleet.core.problem import judging_refusal
 from cpfleet.core.protocol import JobMessage, ProtocolError
 from cpfleet.core.results import JobResult
 from cpfleet.core.verdict import Verdict
+from cpfleet.workers import joblog
 from cpfleet.workers.app import app, resources, settings
 from cpfleet.workers.replies import push_reply
+from cpfleet.workers.withdrawal import withdrawn
 
 log = logging.getLogger("cpfleet.worker")
 
@@ -51,7 +58,7 @@ def _debug_hook(msg: JobMessage) -> None:
                 pass
 
 
-def evaluate_job(msg: JobMessage, hostname: str) -> JobResult:
+def run_job(msg: JobMessage, hostname: str) -> JobResult:
     """Look the problem up, serve from the result cache or run the sandbox; never raises."""
     started = time.time()
     queued_ms = max(0.0, (started - msg.submitted_at) * 1000.0) if msg.submitted_at else 0.0
@@ -62,7 +69,7 @@ def evaluate_job(msg: JobMessage, hostname: str) -> JobResult:
             # The caller has already given up on this job (and answered it INTERNAL itself).
             result = JobResult.infra(msg.job_id, msg.problem_id, "deadline passed before a worker picked the job up")
         else:
-            result = _evaluate(msg)
+            result = _judge_job(msg)
     except SoftTimeLimitExceeded:
         resources.reset_runner()  # interrupted mid-test: never reuse that runner
         result = JobResult.infra(
@@ -79,7 +86,7 @@ def evaluate_job(msg: JobMessage, hostname: str) -> JobResult:
     return result
 
 
-def _evaluate(msg: JobMessage) -> JobResult:
+def _judge_job(msg: JobMessage) -> JobResult:
     found = resources.problems.lookup(msg.problem_id)
     _record_problem_lookup("unknown" if found is None else found.outcome)
     if found is None:
@@ -87,6 +94,11 @@ def _evaluate(msg: JobMessage) -> JobResult:
             msg.job_id, msg.problem_id, f"unknown problem id {msg.problem_id!r}", verdict=Verdict.UNKNOWN_PROBLEM
         )
     problem, version = found.problem, found.version
+    refusal = judging_refusal(problem, msg.mode)
+    if refusal is not None:
+        # a public-mode job on a problem without public tests, or a problem stored by code that
+        # did not apply the rule: broken problem data, answered explicitly and never judged
+        return JobResult.infra(msg.job_id, msg.problem_id, f"problem refused, not judged: {refusal}")
     cache_key = None
     if settings.result_cache and msg.use_cache:
         from cpfleet.sandbox.extract import extract_code
@@ -147,7 +159,7 @@ def _record(result: JobResult) -> None:
     default_retry_delay=0,
     ignore_result=True,
 )
-def evaluate(self: Any, job: Any = None, *args: Any, **kwargs: Any) -> None:
+def evaluate_task(self: Any, job: Any = None, *args: Any, **kwargs: Any) -> None:
     """The Celery entry point: validate the message, evaluate, push the one reply."""
     hostname = str(self.request.hostname or "")
     try:
@@ -155,9 +167,13 @@ def evaluate(self: Any, job: Any = None, *args: Any, **kwargs: Any) -> None:
     except ProtocolError as exc:
         _reject(self.request.id, job, str(exc), hostname)
         return
-    result = evaluate_job(msg, hostname)
+    why = withdrawn(resources.redis, msg)
+    if why is not None:
+        joblog.log_event("job_withdrawn", job_id=msg.job_id, problem_id=msg.problem_id, reason=why, worker=hostname)
+        return
+    result = run_job(msg, hostname)
     _record(result)
-    push_reply(resources.redis, msg.reply_to, result, msg.reply_ttl, settings.reply_retry_s)
+    push_reply(resources.redis, msg.reply_to, result, msg.reply_ttl, settings.reply_retry_s, keep_until=msg.deadline)
 
 
 def _reject(task_id: str, job: Any, reason: str, hostname: str) -> None:

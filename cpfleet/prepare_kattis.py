@@ -1,0 +1,352 @@
+"""``cpfleet prepare`` for a folder of Kattis / ICPC problem packages.
+
+A package (problemarchive.org problem format, legacy and 2023-07) is a folder with
+``problem.yaml``; the record follows ../shared/data/icpc-kattis-31.jsonl.gz field for field:
+
+- tests: ``data/sample/**.in`` (public) and ``data/secret/**.in`` (hidden), each with its
+  ``.ans`` (one valid answer), in path order; an interactive test without ``.ans`` gets "".
+- limits: ``problem.yaml`` ``limits.time_limit`` (2023-07), else a DOMjudge ``.timelimit``
+  file, else ``domjudge-problem.ini`` ``timelimit``; else none (legacy Kattis sets it from
+  the jury's solutions), with the source in ``time_limit_source``. ``limits.memory`` (MiB).
+- checker: ``validation: default`` (or absent) -> ``exact_tokens``, or ``float`` when
+  ``validator_flags`` carry ``float_tolerance`` / ``float_absolute_tolerance`` /
+  ``float_relative_tolerance`` (parsed into the spec, the flag string kept); a custom
+  validator (``validation: custom`` or an ``output_validators/`` folder) ->
+  ``kattis_validator`` with every file of the validator's folder in ``files``, its sources in
+  ``entry_points``, ``language`` from their suffix; interactive (``validation: custom
+  interactive`` or ``type: interactive``) -> ``interactive``, same fields.
+- ``--with-solutions``: ``submissions/<verdict>/<file>`` -> ``submissions``
+  ``[{language, file, dir, expected, source}]`` (C, C++, Java, Python 3; Python 2 and other
+  languages counted and dropped), and Python 3 ``accepted`` / ``wrong_answer`` ones also as
+  ``correct_solutions`` / ``incorrect_solutions``.
+- skipped: scoring and multi-pass problems, packages without tests, validators built by a
+  ``build`` / ``run`` script, each with its reason.
+"""
+
+from __future__ import annotations
+
+import configparser
+import shlex
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from cpfleet.core.errors import PrepareError
+from cpfleet.producer.records import make_record
+from cpfleet.producer.testshapes import Test, TestSet
+
+if TYPE_CHECKING:
+    from cpfleet.prepare import PrepareOptions
+
+Converted = dict[str, Any] | str
+
+SOURCE_LANGUAGES = {
+    ".cpp": "cpp", ".cc": "cpp", ".cxx": "cpp", ".c++": "cpp", ".C": "cpp",
+    ".c": "c", ".java": "java", ".py": "python3", ".py3": "python3",
+}
+HEADER_SUFFIXES = (".h", ".hpp", ".hh", ".hxx")
+VERDICT_DIRS = {
+    "accepted": "accepted", "slow_accepted": "accepted", "wrong_answer": "wrong_answer",
+    "time_limit_exceeded": "time_limit_exceeded", "run_time_error": "run_time_error",
+    "runtime_error": "run_time_error", "partially_accepted": "partially_accepted",
+    "memory_limit_exceeded": "memory_limit_exceeded", "output_limit_exceeded": "output_limit_exceeded",
+    "compile_error": "compile_error",
+}
+FLOAT_FLAGS = ("float_tolerance", "float_absolute_tolerance", "float_relative_tolerance")
+MAX_FILE_BYTES = 64 << 20  # a test or validator file above this is refused, not read
+
+
+def iter_packages(root: Path) -> Iterator[Path]:
+    """``root`` itself when it is a package, else the packages one or two levels below it
+    (a contest folder, or a folder of contests), in path order."""
+    if (root / "problem.yaml").is_file():
+        yield root
+        return
+    for yaml_path in sorted([*root.glob("*/problem.yaml"), *root.glob("*/*/problem.yaml")]):
+        yield yaml_path.parent
+
+
+def is_package_folder(path: Path) -> bool:
+    return path.is_dir() and next(iter_packages(path), None) is not None
+
+
+def _read_text(path: Path) -> str:
+    """A regular file of the package, decoded. Paths are built from the package's resolved
+    folder, so one that resolves elsewhere went through a symbolic link: refused, as a link in a
+    downloaded package could point anywhere on this machine; so are FIFOs and devices (a read
+    that never ends) and files over MAX_FILE_BYTES."""
+    if path.resolve() != path:
+        raise PrepareError(f"{path}: a symbolic link (refused: it could point outside the package)")
+    if not path.is_file():
+        raise PrepareError(f"{path}: not a regular file")
+    if path.stat().st_size > MAX_FILE_BYTES:
+        raise PrepareError(f"{path}: over {MAX_FILE_BYTES >> 20} MiB")
+    return path.read_bytes().decode("utf-8", errors="replace")
+
+
+def _load_yaml(path: Path) -> dict[str, Any]:
+    import yaml
+
+    try:
+        data = yaml.safe_load(_read_text(path)) if path.is_file() else {}
+    except yaml.YAMLError as e:
+        raise PrepareError(f"{path}: not YAML ({e.__class__.__name__})") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise PrepareError(f"{path}: not a YAML mapping")
+    return data
+
+
+def _tests(pkg: Path, group: str, interactive: bool, counts: Counter[str]) -> list[Test]:
+    base = pkg / "data" / group
+    if not base.is_dir():
+        return []
+    tests = []
+    for inp in sorted(base.rglob("*.in"), key=lambda p: p.relative_to(base).as_posix()):
+        ans = inp.with_suffix(".ans")
+        if ans.is_file():
+            tests.append((_read_text(inp), _read_text(ans)))
+        elif interactive:
+            tests.append((_read_text(inp), ""))
+        else:
+            counts[f"{group} test without .ans dropped"] += 1
+    return tests
+
+
+def _limits(meta: dict[str, Any]) -> dict[str, Any]:
+    limits = meta.get("limits")
+    return limits if isinstance(limits, dict) else {}
+
+
+def _time_limit(pkg: Path, meta: dict[str, Any]) -> tuple[float | None, str | None]:
+    limits = _limits(meta)
+    tl = limits.get("time_limit")
+    if isinstance(tl, int | float) and not isinstance(tl, bool) and tl > 0:
+        return float(tl), "problem.yaml"
+    dot = pkg / ".timelimit"
+    if dot.is_file():
+        try:
+            value = float(_read_text(dot).strip())
+        except ValueError:
+            value = 0.0
+        if value > 0:
+            return value, ".timelimit"
+    ini = pkg / "domjudge-problem.ini"
+    if ini.is_file():
+        parser = configparser.ConfigParser()
+        try:
+            parser.read_string("[problem]\n" + _read_text(ini))
+            raw = parser.get("problem", "timelimit", fallback="").strip().strip("'\"")
+            value = float(raw) if raw else 0.0
+        except (configparser.Error, ValueError):
+            value = 0.0
+        if value > 0:
+            return value, "domjudge-problem.ini"
+    return None, None
+
+
+def _memory_limit(meta: dict[str, Any]) -> int | None:
+    limits = _limits(meta)
+    mem = limits.get("memory")
+    if isinstance(mem, int | float) and not isinstance(mem, bool) and mem >= 16:
+        return int(mem)
+    return None
+
+
+def _flags_text(meta: dict[str, Any], pkg: Path) -> str | None:
+    flags = meta.get("validator_flags")
+    if flags is None:
+        testdata = _load_yaml(pkg / "data" / "testdata.yaml")
+        flags = testdata.get("output_validator_flags")
+    if flags is None:
+        return None
+    if isinstance(flags, list):
+        return " ".join(str(f) for f in flags) or None
+    return str(flags).strip() or None
+
+
+def default_checker(flags: str | None) -> dict[str, Any]:
+    """Kattis's default output validator: exact tokens, or floats when a tolerance flag is set."""
+    words = shlex.split(flags) if flags else []
+    spec: dict[str, Any] = {}
+    i = 0
+    while i < len(words):
+        if words[i] in FLOAT_FLAGS and i + 1 < len(words):
+            try:
+                spec[words[i]] = float(words[i + 1])
+            except ValueError:
+                raise PrepareError(f"validator_flags {flags!r}: {words[i]} needs a number") from None
+            i += 2
+        else:
+            i += 1
+    if spec:
+        return {"type": "float", "validator_flags": flags, **spec}
+    if flags:
+        return {"type": "exact_tokens", "validator_flags": flags}
+    return {"type": "exact_tokens"}
+
+
+def _validator_folder(pkg: Path) -> Path | None:
+    for name in ("output_validators", "output_validator"):
+        d = pkg / name
+        if d.is_dir() and any(p.is_file() for p in d.rglob("*")):
+            return d
+    return None
+
+
+def program_checker(pkg: Path, kind: str, validation: str, flags: str | None,
+                    counts: Counter[str]) -> dict[str, Any] | str:
+    """The package's own validator (or interactor) as a checker spec, or a skip reason."""
+    folder = _validator_folder(pkg)
+    if folder is None:
+        return f"{validation or kind} validation but no output_validators folder"
+    subdirs = sorted(d for d in folder.iterdir() if d.is_dir())
+    loose = [p for p in folder.iterdir() if p.is_file()]
+    vdir = folder if loose or not subdirs else subdirs[0]
+    if not loose and len(subdirs) > 1:
+        counts["several output validators: the first one taken"] += 1
+    files = {p.relative_to(pkg).as_posix(): _read_text(p)
+             for p in sorted(vdir.rglob("*")) if p.is_file()}
+    if any(Path(f).name in ("build", "run") for f in files):
+        return "validator built or run by its own build/run script"
+    entry = [f for f in files if Path(f).suffix in SOURCE_LANGUAGES]
+    languages = {SOURCE_LANGUAGES[Path(f).suffix] for f in entry}
+    if not entry:
+        return "validator folder has no C, C++, Java or Python source"
+    if len(languages) > 1:
+        return "validator sources in several languages"
+    return {
+        "type": kind,
+        "validation": validation,
+        "files": files,
+        "language": languages.pop(),
+        "entry_points": entry,
+        "validator_flags": flags,
+    }
+
+
+def _submission_language(path: Path, source: str) -> str | None:
+    lang = SOURCE_LANGUAGES.get(path.suffix)
+    if lang == "python3":
+        first = source.split("\n", 1)[0]
+        if first.startswith("#!") and "python2" in first:
+            return "python2"
+    return lang
+
+
+def _submissions(pkg: Path, opts: PrepareOptions, counts: Counter[str]) -> list[dict[str, str]]:
+    root = pkg / "submissions"
+    if not root.is_dir():
+        return []
+    subs: list[dict[str, str]] = []
+    for vdir in sorted(d for d in root.iterdir() if d.is_dir()):
+        expected = VERDICT_DIRS.get(vdir.name)
+        if expected is None:
+            counts[f"submissions in unknown folder {vdir.name[:30]!r} dropped"] += 1
+            continue
+        for item in sorted(vdir.iterdir()):
+            if item.is_dir():
+                counts["submissions multi-file dropped"] += 1
+                continue
+            source = _read_text(item)
+            lang = _submission_language(item, source)
+            if lang == "python2":
+                counts["submissions python2 dropped"] += 1
+                continue
+            if lang is None:
+                counts[f"submissions in other languages ({item.suffix or 'no suffix'}) dropped"] += 1
+                continue
+            subs.append({"language": lang, "file": item.relative_to(pkg).as_posix(), "dir": vdir.name,
+                         "expected": expected, "source": source})
+    if opts.max_solutions is not None:
+        per_kind: Counter[tuple[str, str]] = Counter()
+        capped = []
+        for s in subs:
+            per_kind[(s["language"], s["expected"])] += 1
+            if per_kind[(s["language"], s["expected"])] <= opts.max_solutions:
+                capped.append(s)
+            else:
+                counts["submissions over --max-solutions"] += 1
+        subs = capped
+    for s in subs:
+        counts[f"submissions {s['language']} {s['expected']} kept"] += 1
+    return subs
+
+
+def _statement(pkg: Path) -> tuple[str, str | None]:
+    for folder in ("problem_statement", "statement"):
+        d = pkg / folder
+        if not d.is_dir():
+            continue
+        for name in ("problem.en.tex", "problem.tex", "problem.en.md", "problem.md"):
+            if (d / name).is_file():
+                return _read_text(d / name), "latex" if name.endswith(".tex") else "markdown"
+        found = sorted(d.glob("problem.*.tex")) + sorted(d.glob("problem.*.md"))
+        if found:
+            return _read_text(found[0]), "latex" if found[0].suffix == ".tex" else "markdown"
+    return "", None
+
+
+def _name(meta: dict[str, Any], pkg: Path) -> str:
+    name = meta.get("name")
+    if isinstance(name, dict):
+        name = name.get("en") or next(iter(name.values()), None)
+    return str(name) if name else pkg.name
+
+
+def convert_package(pkg: Path, pid: str, opts: PrepareOptions, counts: Counter[str]) -> Converted:
+    """One problem package -> a record in the shared schema, or the reason it is skipped."""
+    pkg = pkg.resolve()
+    meta = _load_yaml(pkg / "problem.yaml")
+    validation = str(meta.get("validation") or "default").strip()
+    ptype = meta.get("type") or "pass-fail"
+    types = {str(t) for t in ptype} if isinstance(ptype, list) else set(str(ptype).split())
+    if "scoring" in types or "score" in validation.split():
+        return "scoring problem (per-group scores, not pass/fail)"
+    if "multi-pass" in types:
+        return "multi-pass problem"
+    interactive = "interactive" in types or "interactive" in validation.split()
+    flags = _flags_text(meta, pkg)
+    if interactive:
+        checker: dict[str, Any] | str = program_checker(pkg, "interactive", validation, flags, counts)
+    elif validation.split()[0] == "custom" or (
+        "validation" not in meta and meta.get("problem_format_version") and _validator_folder(pkg) is not None
+    ):  # legacy "default" means Kattis's own validator whatever folders exist; 2023-07 has no
+        # `validation` key and uses the package's validator when it ships one
+        checker = program_checker(pkg, "kattis_validator", validation, flags, counts)
+    else:
+        checker = default_checker(flags)
+    if isinstance(checker, str):
+        return checker
+    public = _tests(pkg, "sample", interactive, counts)
+    hidden = _tests(pkg, "secret", interactive, counts)
+    tl, tl_source = _time_limit(pkg, meta)
+    description, fmt = _statement(pkg)
+    rec = make_record(
+        pid, TestSet(tuple(public), tuple(hidden)),
+        name=_name(meta, pkg),
+        description=description,
+        time_limit_s=tl,
+        memory_limit_mb=_memory_limit(meta),
+        checker=checker,
+        extra={"time_limit_source": tl_source, "description_format": fmt,
+               "problem_type": "interactive" if interactive else "pass-fail",
+               "source": meta.get("source"), "license": meta.get("license")},
+    )
+    if opts.with_solutions:
+        subs = _submissions(pkg, opts, counts)
+        rec["submissions"] = subs
+        rec["correct_solutions"] = [s["source"] for s in subs
+                                    if s["language"] == "python3" and s["expected"] == "accepted"]
+        rec["incorrect_solutions"] = [s["source"] for s in subs
+                                      if s["language"] == "python3" and s["expected"] == "wrong_answer"]
+    return rec
+
+
+def package_id(pkg: Path) -> str:
+    """``<contest folder>/<package folder>``, e.g. ``gcpc2021/arcade2``, whichever folder
+    (the package, its contest, a folder of contests) was given."""
+    pkg = pkg.resolve()
+    return f"{pkg.parent.name}/{pkg.name}"

@@ -1,0 +1,90 @@
+"""Inline problems: tests carried by a job (or a dataset column) -> a problem record with a
+content-hash id.
+
+Trainers keep the tests in a dataset column, in whatever shape their dataset uses
+(code_contests, TACO/APPS ``input_output``, LiveCodeBench test lists, PrimeIntellect
+``verification_info``, verl/PRIME ``{"inputs", "outputs", "fn_name"}``: see
+:mod:`cpfleet.producer.testshapes`). :func:`problem_from_tests` normalises them and names the problem
+by a hash of everything that decides a verdict (tests, fn_name, limits, checker, languages), so
+the 8-16 completions of one GRPO group, which share one test set, map to one problem id and the
+client registers it once; two different test sets never share an id.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from cpfleet.core.errors import InlineProblemError, TestShapeError
+from cpfleet.producer.records import languages_for, make_record, record_errors
+from cpfleet.producer.testshapes import TestSet, normalize_tests
+
+INLINE_PREFIX = "inline/"
+
+
+def content_id(rec: Mapping[str, Any], prefix: str = INLINE_PREFIX) -> str:
+    """``prefix`` + 32 hex digits of BLAKE2b over the judged content of ``rec``: its tests,
+    ``fn_name``, limits, checker and languages (not its id, name, statement or starter code)."""
+    judged = {
+        "public_tests": rec.get("public_tests") or [],
+        "hidden_tests": rec.get("hidden_tests") or [],
+        "fn_name": rec.get("fn_name"),
+        "time_limit_s": None if rec.get("time_limit_s") is None else float(rec["time_limit_s"]),
+        "memory_limit_mb": rec.get("memory_limit_mb"),
+        "checker": rec.get("checker"),
+        "languages": rec.get("languages"),
+        "time_limit_multipliers": rec.get("time_limit_multipliers"),
+    }
+    blob = json.dumps(judged, sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return prefix + hashlib.blake2b(blob.encode("utf-8"), digest_size=16).hexdigest()
+
+
+def problem_from_tests(
+    tests: Any,
+    *,
+    fn_name: str | None = None,
+    time_limit_s: float | None = None,
+    memory_limit_mb: int | None = None,
+    checker: Mapping[str, Any] | None = None,
+    languages: list[str] | None = None,
+    starter_code: str | None = None,
+    num_public: int = 1,
+    id_prefix: str = INLINE_PREFIX,
+) -> dict[str, Any]:
+    """Inline tests in any supported shape (parsed or JSON text) -> a problem record.
+
+    ``fn_name`` names the function when the tests do not (a LiveCodeBench row's metadata);
+    shapes without a public/private split show the first ``num_public`` tests and reward on
+    all of them. ``languages`` defaults to what the tests state (PrimeIntellect's ``language``:
+    a language cpfleet does not judge is an error), else Python for function-call tests. Limits left None mean the project's defaults. The record's ``id`` is
+    :func:`content_id`. Raises :class:`InlineProblemError` with a one-line reason."""
+    if num_public < 0:
+        raise InlineProblemError("num_public must be >= 0")
+    try:
+        ts: TestSet = normalize_tests(tests, fn_name=fn_name, num_public=num_public)
+    except TestShapeError as e:
+        raise InlineProblemError(str(e)) from None
+    except RecursionError:
+        raise InlineProblemError("tests nested too deeply") from None
+    if not ts.hidden:
+        raise InlineProblemError("no tests")
+    if languages is None and ts.language is not None:
+        try:
+            languages = languages_for(ts.language)
+        except ValueError as e:
+            raise InlineProblemError(str(e)) from None
+    rec = make_record(
+        "", ts, name="", time_limit_s=time_limit_s, memory_limit_mb=memory_limit_mb,
+        checker=checker, languages=languages, starter_code=starter_code,
+    )
+    try:
+        rec["id"] = content_id(rec, id_prefix)
+    except ValueError as e:  # NaN / infinite limits
+        raise InlineProblemError(f"limits are not finite numbers ({e})") from None
+    rec["name"] = rec["id"]
+    errors = record_errors(rec)
+    if errors:
+        raise InlineProblemError("; ".join(errors[:3]))
+    return rec

@@ -1,0 +1,150 @@
+"""Inline problems on the client: each distinct test set is stored once, jobs go out by id.
+
+Jobs may be ``{"tests": ..., "completion": ...}`` with the tests in any shape
+:func:`cpfleet.producer.inline.problem_from_tests` converts (code_contests, TACO/APPS
+``input_output``, LiveCodeBench, PrimeIntellect ``verification_info``, verl
+``{"inputs", "outputs", "fn_name"}``). Workers only read problems from the store, so:
+
+- the stored id is the converted problem's content id (``inline/<hash>``): a GRPO group (G
+  completions of one prompt) shares one id, re-running a dataset finds its problems stored,
+  and two trainers sending the same tests share one stored problem;
+- this process remembers, per raw test set (a hash of its canonical JSON), the id it was
+  stored under, so a group's later jobs cost neither a conversion nor a round trip; the first
+  use goes through the store's ``register_problems``, which compares versions and writes only
+  what is new;
+- concurrent first uses of one test set (a group submitted from many threads or coroutines at
+  once) wait for the one registration in flight instead of each sending it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import Any
+
+import redis
+
+from cpfleet.core.errors import InlineProblemError
+from cpfleet.producer.inline import problem_from_tests
+
+
+def tests_digest(tests: Any) -> str:
+    """A stable hash of a raw test set: the canonical JSON (sorted keys) of whatever shape it has.
+
+    A JSON string is parsed first, so the string and the object it encodes hash alike.
+    """
+    value = _parsed(tests)
+    try:
+        blob = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    except (TypeError, ValueError) as e:
+        raise InlineProblemError(f"inline tests must be JSON data: {e}") from None
+    return hashlib.blake2b(blob.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
+def _parsed(tests: Any) -> Any:
+    if isinstance(tests, bytes):
+        tests = tests.decode("utf-8", "replace")
+    if isinstance(tests, str):
+        try:
+            return json.loads(tests)
+        except json.JSONDecodeError as e:
+            raise InlineProblemError(f"inline tests are a string but not JSON: {e}") from None
+    return tests
+
+
+def _code_contests_row(tests: Any) -> Any:
+    """A deepmind/code_contests row's test columns (``public_tests``, ``private_tests``,
+    ``generated_tests``, each ``{"input": [...], "output": [...]}``) in the project's
+    ``{"public_tests", "hidden_tests"}`` shape; anything else unchanged."""
+    if not isinstance(tests, Mapping) or not any(
+        isinstance(tests.get(k), Mapping) for k in ("public_tests", "private_tests", "generated_tests")
+    ):
+        return tests
+
+    def pairs(block: Any) -> list[dict[str, Any]]:
+        if block is None:
+            return []
+        if not isinstance(block, Mapping) or not isinstance(block.get("input"), list) or not isinstance(
+            block.get("output"), list
+        ):
+            raise InlineProblemError("a code_contests test block must be {input: [...], output: [...]}")
+        if len(block["input"]) != len(block["output"]):
+            raise InlineProblemError("a code_contests test block has input and output lists of different lengths")
+        return [{"input": i, "output": o} for i, o in zip(block["input"], block["output"], strict=True)]
+
+    public = pairs(tests.get("public_tests"))
+    hidden = pairs(tests.get("private_tests")) + pairs(tests.get("generated_tests"))
+    return {"public_tests": public, "hidden_tests": hidden or list(public)}
+
+
+def problem_record(tests: Any) -> dict[str, Any]:
+    """The problem-format record (with its content id) for inline ``tests``."""
+    try:
+        return problem_from_tests(_code_contests_row(_parsed(tests)))
+    except InlineProblemError:
+        raise
+    except (ValueError, TypeError, KeyError) as e:  # TestShapeError is a ValueError
+        raise InlineProblemError(f"cannot use these inline tests: {e}") from None
+
+
+class InlineRegistry:
+    """Register each distinct inline test set once per process; thread-safe.
+
+    ``max_remembered`` bounds the memory of registered hashes (an LRU): forgetting one only
+    costs a version check (one round trip, nothing written) the next time it is used.
+    """
+
+    def __init__(self, client: redis.Redis, *, max_remembered: int = 100_000) -> None:
+        self._redis = client
+        self._max = max_remembered
+        self._lock = threading.Lock()
+        self._known: OrderedDict[str, str] = OrderedDict()  # raw digest -> stored id
+        self._inflight: dict[str, threading.Event] = {}
+        self.registered = 0  # test sets this process sent to the store (new or re-checked)
+
+    def problem_id(self, tests: Any) -> str:
+        """The stored problem id for ``tests``, registering them first if this process has not."""
+        digest = tests_digest(tests)
+        while True:
+            with self._lock:
+                known = self._known.get(digest)
+                if known is not None:
+                    self._known.move_to_end(digest)
+                    return known
+                waiter = self._inflight.get(digest)
+                if waiter is None:
+                    done = threading.Event()
+                    self._inflight[digest] = done
+                    break
+            waiter.wait()  # another caller is registering the same set; then look again
+        try:
+            record = problem_record(tests)
+            from cpfleet.core.errors import ProblemFormatError
+            from cpfleet.core.store import register_problems
+
+            try:
+                register_problems(self._redis, [record])
+            except ProblemFormatError as e:
+                raise InlineProblemError(f"inline tests do not make a valid problem: {e}") from None
+            pid = str(record["id"])
+            with self._lock:
+                self._known[digest] = pid
+                self.registered += 1
+                while len(self._known) > self._max:
+                    self._known.popitem(last=False)
+            return pid
+        finally:
+            with self._lock:
+                self._inflight.pop(digest, None)
+            done.set()
+
+    def resolve_job(self, job: Mapping[str, Any]) -> Mapping[str, Any]:
+        """A job with ``tests`` and no ``problem_id`` becomes the same job with the stored id."""
+        if job.get("problem_id") or "tests" not in job:
+            return job
+        out = {k: v for k, v in job.items() if k != "tests"}
+        out["problem_id"] = self.problem_id(job["tests"])
+        return out

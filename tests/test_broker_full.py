@@ -1,0 +1,114 @@
+"""A full Redis (``maxmemory`` reached under ``noeviction``: writes refused with an OOM error) is
+named as such, never reported as an unreachable broker, and a worker's reply that meets it is kept
+and delivered once there is room. A real redis-server per test, given a tiny ``maxmemory`` and
+filled until it refuses a write."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+import redis
+from fleet_helpers import wait_until
+
+from cpfleet.core import protocol
+from cpfleet.core.results import JobResult
+from cpfleet.core.verdict import Verdict
+from cpfleet.producer.client import BrokerFull, BrokerUnavailable, FleetClient
+from cpfleet.redis_server import RedisServer
+from cpfleet.workers.replies import push_reply
+
+ECHO_OK = "```python\nprint(input())\n```"
+
+
+@pytest.fixture
+def small_redis() -> Iterator[RedisServer]:
+    with RedisServer() as server:
+        yield server
+
+
+def _fill(r: redis.Redis) -> int:
+    """Cap Redis at its current use plus 2 MiB and write until it refuses; then lower the cap by
+    512 KiB so that it stays full whatever connection buffers come and go. Returns the keys
+    written (``fill:0`` .. ``fill:<n-1>``): deleting them makes room again."""
+    used = int(r.info("memory")["used_memory"])
+    r.config_set("maxmemory", str(used + 2 * 1024 * 1024))
+    n = 0
+    while True:
+        try:
+            r.set(f"fill:{n}", b"x" * 65536)
+        except redis.exceptions.OutOfMemoryError:
+            break
+        n += 1
+    r.config_set("maxmemory", str(int(r.info("memory")["used_memory"]) - 512 * 1024))
+    return n
+
+
+def _oom_errors(r: redis.Redis) -> int:
+    stats = r.info("errorstats")
+    return int(stats.get("errorstat_OOM", {}).get("count", 0))
+
+
+def test_submitting_to_a_full_redis_raises_broker_full_not_broker_unavailable(small_redis: RedisServer) -> None:
+    r = redis.Redis.from_url(small_redis.url)
+    with FleetClient(small_redis.url, queue="nobody-listens-full", timeout=60) as client:
+        n = _fill(r)
+        with pytest.raises(BrokerFull) as info:
+            client.submit("t/echo", ECHO_OK)
+        assert not isinstance(info.value, BrokerUnavailable)
+        assert "full" in str(info.value) and client.in_flight == 0
+        r.delete(*[f"fill:{i}" for i in range(n)])  # room again: the same client submits
+        future = client.submit("t/echo", ECHO_OK)
+        assert not future.done() and r.llen("nobody-listens-full") == 1
+
+
+def test_a_client_opened_on_a_full_redis_raises_broker_full(small_redis: RedisServer) -> None:
+    _fill(redis.Redis.from_url(small_redis.url))
+    with pytest.raises(BrokerFull):
+        FleetClient(small_redis.url)
+
+
+def test_a_reply_push_that_meets_a_full_redis_is_kept_until_it_fits(small_redis: RedisServer) -> None:
+    r = redis.Redis.from_url(small_redis.url)
+    n = _fill(r)
+    before = _oom_errors(r)
+    result = JobResult(job_id="w/1", problem_id="t/echo", reward=1.0, verdict=Verdict.OK)
+    errors: list[BaseException] = []
+
+    def push() -> None:
+        try:
+            push_reply(redis.Redis.from_url(small_redis.url), "cpfleet:reply:c", result, 60, retry_for_s=1.0,
+                       keep_until=protocol.now() + 120)
+        except BaseException as exc:  # reported to the test thread
+            errors.append(exc)
+
+    t = threading.Thread(target=push)
+    t.start()
+    assert wait_until(lambda: _oom_errors(r) > before or not t.is_alive(), 30)
+    assert not errors, errors  # refused, but still trying
+    r.delete(*[f"fill:{i}" for i in range(n)])
+    t.join(60)
+    assert not t.is_alive() and not errors, errors
+    (data,) = r.lrange("cpfleet:reply:c", 0, -1)
+    assert protocol.decode_reply(data)["job_id"] == "w/1"
+
+
+def test_the_reader_still_drains_replies_while_redis_is_full(small_redis: RedisServer) -> None:
+    """Moving a reply to the processing list needs no new memory; a full Redis must not stop it."""
+    r = redis.Redis.from_url(small_redis.url)
+    with FleetClient(small_redis.url, queue="nobody-listens-full-2", timeout=120) as client:
+        futures = client.submit_many([("t/echo", ECHO_OK)] * 2)
+        wire_ids = list(client._pending)
+        r.set("spare:0", b"y" * 4096)
+        r.set("spare:1", b"y" * 4096)
+        _fill(r)
+        assert wait_until(lambda: client._broker_full, 30)  # Redis refused the reader's BLMOVE: it polls
+        # A script's first write decides the OOM check: deleting a spare key first lets it push.
+        push = r.register_script("redis.call('DEL', KEYS[2]); return redis.call('LPUSH', KEYS[1], ARGV[1])")
+        for i, wire_id in enumerate(wire_ids):
+            reply = JobResult(job_id=wire_id, problem_id="t/echo", reward=1.0, verdict=Verdict.OK)
+            push(keys=[client.reply_key, f"spare:{i}"], args=[protocol.encode_reply(reply.to_dict())])
+            assert futures[i].result(timeout=60).reward == 1.0
+        with pytest.raises(redis.exceptions.OutOfMemoryError):
+            r.set("still-full", b"z" * 65536)

@@ -1,0 +1,322 @@
+"""Sandbox hardening (issue 9, hole 9): the seccomp additions, the inherited-fd sweep, a runner
+whose start fails, orphans in degraded mode, and the slot lock directory."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from runner_helpers import run
+
+from cpfleet.core.verdict import Verdict
+from cpfleet.sandbox.runner import CodeRunner
+
+
+def src(code: str) -> str:
+    return textwrap.dedent(code).lstrip()
+
+
+SYSCALL_PROBE = src("""
+    import ctypes, os, socket
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    def call(*args):
+        ctypes.set_errno(0)
+        ret = libc.syscall(*[ctypes.c_long(a) if isinstance(a, int) else a for a in args])
+        return 'ok' if ret >= 0 else os.strerror(ctypes.get_errno())
+    pidfd = os.pidfd_open(os.getpid())
+    print('pidfd_getfd', call(438, pidfd, 0, 0))
+    iov = (ctypes.c_char * 16)()
+    print('process_madvise', call(440, pidfd, ctypes.addressof(iov), 0, 20, 0))
+    print('kcmp', call(312, os.getpid(), os.getpid(), 0, 0, 0))
+    ldt = ctypes.create_string_buffer(64)
+    print('modify_ldt', call(154, 0, ctypes.addressof(ldt), 64))
+    print('personality query', call(135, 0xFFFFFFFF))
+    print('personality set', call(135, 0x0040000))  # ADDR_NO_RANDOMIZE
+    handle = ctypes.create_string_buffer(8 + 128)
+    ctypes.memmove(handle, (128).to_bytes(4, 'little'), 4)
+    mount_id = ctypes.c_int()
+    print('name_to_handle_at', call(303, -100, ctypes.c_char_p(b'/'), ctypes.addressof(handle),
+                                    ctypes.addressof(mount_id), 0))
+    print('open_by_handle_at', call(304, -100, ctypes.addressof(handle), 0))
+    pair = (ctypes.c_int * 2)()
+    for name, family, kind in (('netlink', 16, socket.SOCK_RAW), ('packet', 17, socket.SOCK_RAW),
+                               ('alg', 38, socket.SOCK_SEQPACKET), ('vsock', 40, socket.SOCK_STREAM)):
+        print('socket', name, call(41, family, kind, 0))
+        print('socketpair', name, call(53, family, kind, 0, ctypes.addressof(pair)))
+    for name, family in (('unix', socket.AF_UNIX), ('inet', socket.AF_INET), ('inet6', socket.AF_INET6)):
+        try:
+            socket.socket(family, socket.SOCK_STREAM).close()
+            print('socket', name, 'ok')
+        except OSError as e:
+            print('socket', name, e.strerror)
+    a, b = socket.socketpair()
+    a.sendall(b'x')
+    print('socketpair unix', 'ok' if b.recv(1) == b'x' else 'broken')
+""")
+
+
+def test_seccomp_refuses_cross_process_handle_persona_calls_and_exotic_socket_families(runner: CodeRunner) -> None:
+    if not runner.isolation.layers.get("seccomp"):
+        pytest.skip("no seccomp filter on this architecture")
+    res = run(runner, SYSCALL_PROBE)
+    assert res.status == Verdict.OK, res.stderr[-800:]
+    eperm, eafnosupport = "Operation not permitted", "Address family not supported by protocol"
+    assert res.stdout.decode().splitlines() == [
+        f"pidfd_getfd {eperm}",
+        f"process_madvise {eperm}",
+        f"kcmp {eperm}",
+        f"modify_ldt {eperm}",
+        "personality query ok",
+        f"personality set {eperm}",
+        f"name_to_handle_at {eperm}",
+        f"open_by_handle_at {eperm}",
+        f"socket netlink {eafnosupport}",
+        f"socketpair netlink {eafnosupport}",
+        f"socket packet {eafnosupport}",
+        f"socketpair packet {eafnosupport}",
+        f"socket alg {eafnosupport}",
+        f"socketpair alg {eafnosupport}",
+        f"socket vsock {eafnosupport}",
+        f"socketpair vsock {eafnosupport}",
+        "socket unix ok",
+        "socket inet ok",
+        "socket inet6 ok",
+        "socketpair unix ok",
+    ]
+
+
+def test_fds_numbered_above_65536_are_closed_before_the_program_runs(tmp_path: Path) -> None:
+    """confine_test_child (the real one, in a fresh process as root) must close an fd above any
+    fixed bound: RLIMIT_NOFILE may be far higher than 65536, and a limit lowered after an fd was
+    opened does not close it."""
+    try:
+        subprocess.run([sys.executable, "-c", "import resource; resource.setrlimit(resource.RLIMIT_NOFILE, (200000, 200000))"],
+                       check=True, capture_output=True)
+    except subprocess.CalledProcessError:
+        pytest.skip("this machine does not let RLIMIT_NOFILE go above 65536 (hard limit or nr_open), "
+                    "so no fd can be numbered where the old fixed bound stopped")
+    result = tmp_path / "result"
+    script = src(f"""
+        import json, os, resource, sys
+        from cpfleet.sandbox import isolation
+        resource.setrlimit(resource.RLIMIT_NOFILE, (200000, 200000))
+        r, w = os.pipe()
+        os.dup2(w, 150000, inheritable=True)
+        os.dup2(w, 70000, inheritable=True)
+        out = os.open({str(result)!r}, os.O_WRONLY | os.O_CREAT, 0o600)
+        null = os.open('/dev/null', os.O_RDWR)
+        limits = isolation.ChildLimits(cpu_s=10, as_bytes=1 << 34, fsize_bytes=1 << 20, nproc=64, nofile=64)
+        isolation.confine_test_child((null, null, null), 0, 0, [], limits, {{}}, keep_fd=out,
+                                     fallback_cwd={str(tmp_path)!r})
+        left = sorted(int(fd) for fd in os.listdir('/proc/self/fd'))
+        os.write(out, json.dumps(left).encode())
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                          cwd=str(Path(__file__).resolve().parent.parent))
+    assert proc.returncode == 0, proc.stderr
+    left = json.loads(result.read_text())
+    assert 150000 not in left and 70000 not in left, left
+    assert set(left) <= {0, 1, 2, 3, 4, 5}, left  # stdio, the kept fd, listdir's own handle
+
+
+def _open_fds() -> set[str]:
+    return set(os.listdir("/proc/self/fd"))
+
+
+def test_failed_runner_starts_release_the_slot_lock_and_cgroup_fds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fault injection: the zygote command is a real process that exits at once (as a broken
+    interpreter would). Each failed start must give back its slot lock, cgroup fds and process,
+    since a worker retries the start on every job."""
+    from cpfleet.sandbox import forkserver
+    from cpfleet.sandbox.slots import claim_slot
+
+    monkeypatch.setenv("CPFLEET_SLOT_DIR", str(tmp_path / "slots"))
+    monkeypatch.setattr(forkserver, "zygote_command", lambda: [sys.executable, "-c", "import sys; sys.exit(3)"])
+    for _ in range(2):  # warm up whatever the first attempt imports or caches
+        with pytest.raises((forkserver.SandboxBroken, OSError)):
+            forkserver.ForkServerRunner()
+    before = _open_fds()
+    for _ in range(5):
+        with pytest.raises((forkserver.SandboxBroken, OSError)):
+            forkserver.ForkServerRunner()
+    assert _open_fds() == before
+    slot = claim_slot(str(tmp_path / "slots"))  # slot 0 is free again: no attempt kept its lock
+    try:
+        assert slot.index == 0
+    finally:
+        slot.release()
+
+
+def test_slot_lock_directory_that_is_a_planted_symlink_is_refused(tmp_path: Path) -> None:
+    from cpfleet.core.errors import SlotDirError
+    from cpfleet.sandbox.slots import claim_slot
+
+    target = tmp_path / "where-the-link-points"
+    target.mkdir(mode=0o700)
+    link = tmp_path / "slots"
+    link.symlink_to(target)
+    with pytest.raises(SlotDirError, match="symlink"):
+        claim_slot(str(link))
+    assert list(target.iterdir()) == []  # no lock file was created through the link
+
+
+def test_slot_lock_file_that_is_a_planted_symlink_is_refused(tmp_path: Path) -> None:
+    from cpfleet.core.errors import SlotDirError
+    from cpfleet.sandbox.slots import claim_slot
+
+    slots = tmp_path / "slots"
+    slots.mkdir(mode=0o700)
+    victim = tmp_path / "victim"
+    (slots / "slot-0.lock").symlink_to(victim)
+    with pytest.raises(SlotDirError, match="slot-0.lock"):
+        claim_slot(str(slots))
+    assert not victim.exists()
+
+
+def test_slot_lock_directory_writable_by_others_or_foreign_owned_is_refused(tmp_path: Path) -> None:
+    from cpfleet.core.errors import SlotDirError
+    from cpfleet.sandbox.slots import claim_slot
+
+    open_dir = tmp_path / "world-writable"
+    open_dir.mkdir()
+    open_dir.chmod(0o777)
+    with pytest.raises(SlotDirError, match="writable by no one else"):
+        claim_slot(str(open_dir))
+    if os.geteuid() == 0:
+        foreign = tmp_path / "foreign"
+        foreign.mkdir(mode=0o700)
+        os.chown(foreign, 65534, 65534)
+        with pytest.raises(SlotDirError, match="owned by uid 65534"):
+            claim_slot(str(foreign))
+    fresh = tmp_path / "fresh"
+    slot = claim_slot(str(fresh))
+    try:
+        assert slot.index == 0
+        assert stat.S_IMODE(fresh.stat().st_mode) == 0o700
+        assert (fresh / "slot-0.lock").is_file() and not (fresh / "slot-0.lock").is_symlink()
+    finally:
+        slot.release()
+
+
+ORPHAN = src("""
+    import os, time
+    r, w = os.pipe()
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.write(w, b'%d' % os.getpid())
+            time.sleep(60)
+        os._exit(0)
+    os.close(w)
+    print(os.read(r, 32).decode(), flush=True)
+""")
+
+
+@pytest.mark.skipif(shutil.which("setpriv") is None or os.geteuid() != 0, reason="needs root and setpriv")
+@pytest.mark.parametrize("kind", ["forkserver", "subprocess"])
+def test_degraded_mode_double_forked_orphan_does_not_outlive_its_test(kind: str) -> None:
+    """No namespaces and no uid drop (capabilities dropped, as Docker's default does to some):
+    the orphan is re-parented to the job init, killed and reaped before the test's result."""
+    script = src(f"""
+        import os
+        from cpfleet.sandbox.runners import make_runner
+        from cpfleet.sandbox.runner import Limits
+        def state(pid):
+            try:
+                with open('/proc/%d/stat' % pid) as f:
+                    return f.read().rsplit(')', 1)[1].split()[0]
+            except OSError:
+                return 'gone'
+        r = make_runner({kind!r})
+        missing = sorted(k for k, v in r.isolation.layers.items() if not v)
+        assert 'pidns' in missing and 'uid_drop' in missing, missing
+        assert r.load({ORPHAN!r}) is None
+        res = r.run(b'', Limits(time_s=2))
+        orphan = int(res.stdout.decode().split()[0])
+        print(res.status, state(orphan) if state(orphan) in ('gone', 'Z', 'X') else 'alive')
+        r.load('print(1)')
+        print(r.run(b'', Limits()).stdout.decode().strip())
+        r.close()
+        print('after close', state(orphan) if state(orphan) in ('gone', 'Z', 'X') else 'alive')
+    """)
+    proc = subprocess.run(
+        ["setpriv", "--bounding-set=-all", "--inh-caps=-all", sys.executable, "-c", script],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.splitlines() == ["OK gone", "1", "after close gone"], proc.stdout
+
+
+@pytest.mark.skipif(shutil.which("setpriv") is None or os.geteuid() != 0, reason="needs root and setpriv")
+def test_degraded_mode_orphan_of_an_interrupted_test_does_not_outlive_the_runner(tmp_path: Path) -> None:
+    """A soft time limit interrupts run() mid-test and the worker closes the runner (as
+    ``reset_runner`` does): the job init dies with the zygote, so only the slot's cgroup still
+    knows the test's orphan. Closing the runner must kill it."""
+    pid_file = tmp_path / "orphan.pid"
+    pid_file.touch()
+    pid_file.chmod(0o666)
+    program = src(f"""
+        import os, time
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                with open({str(pid_file)!r}, 'w') as f:
+                    f.write(str(os.getpid()))
+                time.sleep(60)
+            os._exit(0)
+        time.sleep(30)
+    """)
+    script = src(f"""
+        import signal, time
+        from cpfleet.sandbox.runners import make_runner
+        from cpfleet.sandbox.runner import Limits
+        def state(pid):
+            try:
+                with open('/proc/%d/stat' % pid) as f:
+                    s = f.read().rsplit(')', 1)[1].split()[0]
+                return 'gone' if s in ('Z', 'X') else 'alive'
+            except OSError:
+                return 'gone'
+        class SoftLimit(Exception):
+            pass
+        def soft_limit(*_):
+            raise SoftLimit()
+        r = make_runner('forkserver')
+        if not r.isolation.layers.get('cgroup'):
+            print('no cgroup')
+            raise SystemExit(0)
+        assert not r.isolation.layers.get('pidns')
+        assert r.load({program!r}) is None
+        signal.signal(signal.SIGALRM, soft_limit)
+        signal.alarm(3)
+        try:
+            r.run(b'', Limits(time_s=10))
+            print('test finished')
+        except SoftLimit:
+            print('interrupted')
+        pid = int(open({str(pid_file)!r}).read())
+        print('before close', state(pid))
+        r.close()
+        end = time.monotonic() + 10  # liveness wait for a SIGKILLed process to finish exiting
+        while state(pid) == 'alive' and time.monotonic() < end:
+            time.sleep(0.05)
+        print('after close', state(pid))
+    """)
+    proc = subprocess.run(
+        ["setpriv", "--bounding-set=-all", "--inh-caps=-all", sys.executable, "-c", script],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    if proc.stdout.strip() == "no cgroup":
+        pytest.skip("no writable cgroup without capabilities on this machine")
+    assert proc.stdout.splitlines() == ["interrupted", "before close alive", "after close gone"], proc.stdout

@@ -1,0 +1,277 @@
+"""``cpfleet serve`` over real HTTP (uvicorn on a loopback port) and a real fleet: the payloads
+OpenRLHF, slime, verl's sandbox_fusion path and the SandboxFusion SDK send, the NDJSON batch,
+auth, size limits, backpressure and bad payloads."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import uvicorn
+from fleet_helpers import FleetWorker
+
+from cpfleet.cli import main as cli_main
+from cpfleet.producer.client import FleetClient
+from cpfleet.redis_server import RedisServer, free_port
+from cpfleet.serve import ServeConfig, create_app
+
+TOKEN = "s3cret-token"
+ADD = {
+    "id": "t/add",
+    "public_tests": [{"input": "1 2\n", "output": "3\n"}],
+    "hidden_tests": [{"input": f"{i} {i * 7}\n", "output": f"{i * 8}\n"} for i in range(4)],
+}
+ADD_CODE = "a, b = map(int, input().split())\nprint(a + b)\n"
+GOOD = f"```python\n{ADD_CODE}```"
+WRONG = "```python\na, b = map(int, input().split())\nprint(a - b)\n```"
+ADD_TESTS = {"inputs": [f"{i} {i * 7}\n" for i in range(4)], "outputs": [f"{i * 8}\n" for i in range(4)]}
+
+
+@dataclass
+class Server:
+    url: str
+    port: int
+
+
+def start_server(config: ServeConfig) -> tuple[uvicorn.Server, threading.Thread, int]:
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(config), host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    end = time.monotonic() + 30
+    while not server.started:
+        if time.monotonic() > end or not thread.is_alive():
+            raise RuntimeError("server did not start")
+        time.sleep(0.05)
+    return server, thread, port
+
+
+@pytest.fixture(scope="module")
+def node(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[FleetWorker]:
+    worker = FleetWorker(redis_server.url, tmp_path_factory.mktemp("fleet"), concurrency=2)
+    worker.start()
+    with FleetClient(redis_server.url) as c:
+        c.register_problems([ADD])
+    try:
+        yield worker
+    finally:
+        worker.stop()
+
+
+@pytest.fixture(scope="module")
+def server(node: FleetWorker) -> Iterator[Server]:
+    config = ServeConfig(redis_url=node.redis_url, token=TOKEN, max_body_bytes=256 * 1024, max_in_flight=8, timeout_s=60)
+    srv, thread, port = start_server(config)
+    try:
+        yield Server(f"http://127.0.0.1:{port}", port)
+    finally:
+        srv.should_exit = True
+        thread.join(timeout=30)
+
+
+def post(server: Server, path: str, payload: Any, *, token: str | None = TOKEN, raw: bytes | None = None) -> tuple[int, Any, dict[str, str]]:
+    data = raw if raw is not None else json.dumps(payload).encode()
+    req = urllib.request.Request(server.url + path, data=data, method="POST", headers={"Content-Type": "application/json"})
+    if token:
+        req.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(req, timeout=120) as resp:
+            return resp.status, json.loads(resp.read()), dict(resp.headers)
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"null"), dict(e.headers)
+
+
+# --- OpenRLHF -----------------------------------------------------------------------------------
+
+
+def test_openrlhf_remote_reward_payload_gets_rewards_for_the_response_after_the_prompt(server: Server) -> None:
+    # OpenRLHF's agent executor posts {"query", "prompts", "labels"}; query = prompt + response
+    # decoded with the chat template's special tokens still in it
+    prompt = "<|im_start|>user\nAdd two numbers.<|im_end|>\n<|im_start|>assistant\n"
+    payload = {
+        "query": [prompt + GOOD + "<|im_end|>", prompt + WRONG + "<|im_end|>", prompt + GOOD],
+        "prompts": [prompt, prompt, prompt],
+        "labels": ["t/add", "t/add", json.dumps(ADD_TESTS)],
+    }
+    status, body, _ = post(server, "/get_reward", payload)
+    assert status == 200, body
+    assert body["rewards"] == [1.0, 0.0, 1.0]
+    assert body["scores"] == body["rewards"]
+    assert body["extra_logs"]["pass_rate"] == [1.0, 0.25, 1.0]
+
+
+def test_an_unknown_problem_is_a_503_with_retry_after_never_a_zero(server: Server) -> None:
+    status, body, headers = post(server, "/get_reward", {"query": [GOOD], "prompts": [""], "labels": ["t/missing"]})
+    assert status == 503 and headers.get("retry-after") == "1"
+    assert "UNKNOWN_PROBLEM" in body["error"]
+
+
+# --- slime --------------------------------------------------------------------------------------
+
+
+def test_slime_remote_rm_gets_a_bare_number(server: Server) -> None:
+    ok = post(server, "/slime", {"prompt": "add", "response": GOOD, "label": "t/add"})
+    bad = post(server, "/slime", {"prompt": "add", "response": WRONG, "label": ADD_TESTS})
+    assert ok[:2] == (200, 1.0)
+    assert bad[:2] == (200, 0.0)
+
+
+# --- SandboxFusion ------------------------------------------------------------------------------
+
+
+def verl_run_code_payload(code: str, stdin: str, timeout: int = 10) -> dict[str, Any]:
+    """Exactly what verl's sandbox_fusion ``call_sandbox_api`` posts for one test case."""
+    return {
+        "compile_timeout": timeout,
+        "run_timeout": timeout,
+        "code": code,
+        "stdin": stdin,
+        "memory_limit_MB": 1024,
+        "language": "python",
+        "files": {},
+        "fetch_files": [],
+    }
+
+
+def test_run_code_answers_verls_sandbox_fusion_payload_with_stdout(server: Server) -> None:
+    status, body, _ = post(server, "/run_code", verl_run_code_payload(ADD_CODE, "2 40\n"))
+    assert status == 200
+    assert body["status"] == "Success"
+    run = body["run_result"]
+    assert run["status"] == "Finished" and run["return_code"] == 0 and run["stdout"] == "42\n"
+    assert set(body) >= {"status", "message", "compile_result", "run_result", "executor_pod_name", "files"}
+    assert set(run) == {"status", "execution_time", "return_code", "stdout", "stderr"}
+
+
+def test_run_code_reports_crashes_timeouts_memory_and_syntax_errors_as_failed_runs(server: Server) -> None:
+    crash = post(server, "/run_code", verl_run_code_payload("raise SystemExit(3)\n", ""))[1]
+    assert crash["status"] == "Failed" and crash["run_result"]["return_code"] == 3
+    slow = post(server, "/run_code", verl_run_code_payload("while True:\n    pass\n", "", timeout=1))[1]
+    assert slow["status"] == "Failed" and slow["run_result"]["status"] == "TimeLimitExceeded"
+    hog = {**verl_run_code_payload("x = bytearray(1024 * 1024 * 1024)\nprint('allocated')\n", ""), "memory_limit_MB": 128}
+    hogged = post(server, "/run_code", hog)[1]
+    assert hogged["status"] == "Failed" and hogged["run_result"]["return_code"] != 0
+    assert "allocated" not in hogged["run_result"]["stdout"]
+    syntax = post(server, "/run_code", verl_run_code_payload("def f(:\n", ""))[1]
+    assert syntax["status"] == "Failed" and syntax["run_result"]["return_code"] == 1
+    assert "SyntaxError" in syntax["run_result"]["stderr"] or "invalid syntax" in syntax["run_result"]["stderr"]
+
+
+def test_run_code_runs_confined_no_network_and_no_project_files(server: Server) -> None:
+    code = (
+        "import socket, os\n"
+        f"try:\n    socket.create_connection(('127.0.0.1', {server.port}), timeout=2); print('net')\n"
+        "except OSError:\n    print('no net')\n"
+        f"print(os.path.exists({__file__!r}))\n"
+    )
+    body = post(server, "/run_code", verl_run_code_payload(code, ""))[1]
+    assert body["status"] == "Success", body
+    assert body["run_result"]["stdout"] == "no net\nFalse\n"
+
+
+def test_sandbox_fusion_sdk_run_code_and_submit_work_against_cpfleet(node: FleetWorker) -> None:
+    sdk = pytest.importorskip("sandbox_fusion", reason="pip install sandbox-fusion did not work here")
+    # the SDK sends no auth header: a server without a token, as on a trainer's own loopback
+    srv, thread, port = start_server(ServeConfig(redis_url=node.redis_url, timeout_s=60))
+    try:
+        url = f"http://127.0.0.1:{port}"
+        resp = sdk.run_code(sdk.RunCodeRequest(code=ADD_CODE, stdin="1 2\n", language="python"), endpoint=url)
+        assert resp.status == sdk.RunStatus.Success and resp.run_result.stdout == "3\n"
+        tests = [{"input": {"stdin": f"{i} {i}\n"}, "output": {"stdout": f"{2 * i}\n"}} for i in range(3)]
+        cfg = sdk.TestConfig(dataset_type="CommonOJDataset", language="python", provided_data={"test": tests})
+        good = sdk.submit(sdk.SubmitRequest(dataset="mine", id=7, completion=GOOD, config=cfg), endpoint=url)
+        bad = sdk.submit(sdk.SubmitRequest(dataset="mine", id=7, completion=WRONG, config=cfg), endpoint=url)
+        by_id = sdk.submit(sdk.SubmitRequest(dataset="x", id="t/add", completion=GOOD, config=sdk.TestConfig()), endpoint=url)
+    finally:
+        srv.should_exit = True
+        thread.join(timeout=30)
+    assert good.accepted and all(t.passed for t in good.tests) and good.extracted_code == ADD_CODE
+    assert not bad.accepted and [t.passed for t in bad.tests] == [True, False, False]  # 0 0 passes, 1 1 fails
+    assert by_id.accepted and len(by_id.tests) == 4  # the hidden tests decide
+
+
+# --- native batch -------------------------------------------------------------------------------
+
+
+def test_native_batch_streams_one_ndjson_line_per_job(server: Server) -> None:
+    jobs = [
+        {"problem_id": "t/add", "completion": GOOD, "job_id": "a"},
+        {"tests": ADD_TESTS, "completion": WRONG, "job_id": "b", "reward_shape": "fraction"},
+        {"problem_id": "t/missing", "completion": GOOD, "job_id": "c"},
+    ]
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=120)
+    conn.request("POST", "/v1/judge", json.dumps({"jobs": jobs}), {"Authorization": f"Bearer {TOKEN}"})
+    resp = conn.getresponse()
+    assert resp.status == 200 and resp.getheader("content-type", "").startswith("application/x-ndjson")
+    lines = [json.loads(line) for line in resp.read().decode().splitlines() if line.strip()]
+    conn.close()
+    by_id = {d["job_id"]: d for d in lines}
+    assert sorted(d["index"] for d in lines) == [0, 1, 2]
+    assert by_id["a"]["reward"] == 1.0
+    assert by_id["b"]["reward"] == 0.25 and by_id["b"]["verdict"] == "WRONG_ANSWER"
+    assert by_id["c"]["infra_error"] is True and by_id["c"]["reward"] is None
+
+
+# --- auth, limits, backpressure, bad payloads, health ------------------------------------------
+
+
+def test_without_the_bearer_token_only_healthz_answers(server: Server) -> None:
+    assert post(server, "/slime", {"response": GOOD, "label": "t/add"}, token=None)[0] == 401
+    assert post(server, "/slime", {"response": GOOD, "label": "t/add"}, token="wrong")[0] == 401
+    with urllib.request.urlopen(server.url + "/healthz", timeout=30) as resp:
+        health = json.loads(resp.read())
+    assert health["ok"] is True and health["redis"] is True
+
+
+def test_metrics_count_requests_and_jobs(server: Server) -> None:
+    post(server, "/slime", {"response": GOOD, "label": "t/add"})
+    req = urllib.request.Request(server.url + "/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        text = resp.read().decode()
+    assert 'cpfleet_http_requests_total{endpoint="slime",status="200"}' in text
+    assert 'cpfleet_http_jobs_total{infra_error="false",verdict="OK"}' in text
+
+
+def test_an_oversized_body_is_413_and_backpressure_is_429(server: Server) -> None:
+    big = {"query": ["x" * (300 * 1024)], "prompts": [""], "labels": ["t/add"]}
+    assert post(server, "/get_reward", big)[0] == 413
+    many = {"query": [GOOD] * 9, "prompts": [""] * 9, "labels": ["t/add"] * 9}  # max_in_flight is 8
+    status, body, headers = post(server, "/get_reward", many)
+    assert status == 429 and headers.get("retry-after") == "1", body
+
+
+@pytest.mark.parametrize(
+    ("path", "payload", "status", "needle"),
+    [
+        ("/get_reward", {"query": "not a list", "labels": []}, 422, "'query' must be a list"),
+        ("/get_reward", {"query": [GOOD], "labels": ["a", "b"]}, 422, "'labels' has 2 items"),
+        ("/get_reward", {"query": [GOOD], "labels": [{"inputs": ["1\n"], "outputs": []}]}, 422, "lengths differ"),
+        ("/slime", {"response": GOOD}, 422, "'label'"),
+        ("/run_code", {"code": "print(1)", "language": "cobol"}, 400, "not supported"),
+        ("/run_code", {"language": "python"}, 422, "'code'"),
+        ("/v1/judge", {"jobs": [{"completion": GOOD}]}, 422, "needs 'problem_id' or 'tests'"),
+        ("/v1/judge", {"jobs": [{"problem_id": "t/add", "completion": GOOD, "mode": "fast"}]}, 422, "mode"),
+        ("/submit", {"completion": GOOD, "config": {}}, 422, "'id'"),
+        ("/slime", [1, 2], 422, "JSON object"),
+    ],
+)
+def test_bad_payloads_get_a_clear_4xx(server: Server, path: str, payload: Any, status: int, needle: str) -> None:
+    got, body, _ = post(server, path, payload)
+    assert got == status and needle in body["error"], body
+
+
+def test_a_body_that_is_not_json_is_400(server: Server) -> None:
+    assert post(server, "/slime", None, raw=b"{nope")[0] == 400
+
+
+def test_serve_refuses_a_public_address_without_a_token(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit, match="without --token"):
+        cli_main(["serve", "--host", "0.0.0.0", "--port", str(free_port())])
