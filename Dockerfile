@@ -15,8 +15,10 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 # tini: PID 1 that forwards SIGTERM to Celery (warm shutdown) and reaps orphans.
 # mount (util-linux): the entrypoint's cgroup setup.
+# The solution toolchains (README "Languages"): g++ and gcc (C, C++), a headless JDK (Java),
+# pypy3 (Python at PyPy speed); the worker reports at start which ones it found.
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends tini mount \
+    && apt-get install -y --no-install-recommends tini mount g++ gcc libc6-dev default-jdk-headless pypy3 \
     && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /opt/cpfleet
@@ -32,6 +34,18 @@ COPY sandbox ./sandbox
 COPY workers ./workers
 COPY producer ./producer
 RUN pip install --no-deps . && python -c "import cpfleet.workers.config, cpfleet.sandbox.runners, cpfleet.producer.client"
+
+# testlib.h for checker programs (checker type "testlib", and Codeforces-derived problems whose
+# checker does not ship it in its "files"): the image does not carry it. The operator provides
+# it (MIT, github.com/MikeMirzayanov/testlib) as a read-only mount and names the folder:
+#   docker run -v /srv/testlib:/opt/testlib:ro -e CPFLEET_TESTLIB_DIR=/opt/testlib cpfleet-worker
+# (docker-compose: the same two lines under the worker's volumes/environment), or bakes it into
+# a derived image:
+#   FROM cpfleet-worker
+#   COPY testlib.h /opt/testlib/testlib.h
+#   ENV CPFLEET_TESTLIB_DIR=/opt/testlib
+# Without it, a checker that includes testlib.h fails to compile: its problem's jobs come back
+# INTERNAL (infra_error, reward None) saying so, never a 0.
 
 COPY docker/entrypoint.sh /usr/local/bin/cpfleet-entrypoint
 RUN chmod 0755 /usr/local/bin/cpfleet-entrypoint

@@ -5,7 +5,7 @@ shipped checkers compare whitespace-separated tokens position by position and re
 token count: never sets, never ``zip`` truncation (both accept wrong answers). On failure the
 detail names the first differing line and token, because that is what the model sees next turn.
 
-- ``tokens``: exact token equality (the seed's whitespace-normalised comparison).
+- ``tokens``: exact token equality after splitting on whitespace.
 - ``code_contests``: the official CodeContests tester's ``OutputsMatch`` (execution/
   tester_sandboxer.cc): tokens split on `` \\n\\t\\r\\v``, ASCII-lowercased; identical token lists
   match; otherwise, pairwise, a token that is not a number must be equal, two integers must be
@@ -16,6 +16,21 @@ detail names the first differing line and token, because that is what the model 
 - ``float``: tokens; two integers exactly, a pair with a real number within ``abs`` or ``rel``
   (relative to the expected value; both default to 1e-6), computed exactly in decimal; NaN and
   infinities never match; words exactly (case-sensitive).
+
+- ``exact_tokens``: the Kattis default output validator (problemtools default_validator.cc):
+  whitespace tokens, case-sensitive (the project's schema; problemtools itself compares
+  case-insensitively unless given ``case_sensitive``: say ``"case_sensitive": false`` for that),
+  ``validator_flags`` honoured (``space_change_sensitive``: every run of whitespace, leading and
+  trailing ones included, must be the answer's exactly).
+- ``float`` with Kattis ``validator_flags`` (or the same names as keys: ``float_tolerance``,
+  ``float_absolute_tolerance``, ``float_relative_tolerance``, ``case_sensitive``,
+  ``space_change_sensitive``): the default validator's rules, without running a program: a
+  token of the answer that parses as a finite float must be matched by a finite float within
+  the absolute OR the relative tolerance (integers included, as there); other tokens compare
+  as strings, case-insensitively unless ``case_sensitive``.
+- Checker programs, specs validated here (so a bad one fails when the problem is loaded) and run
+  by sandbox/checker_programs.py: ``testlib``, ``kattis_validator``, ``python`` (open-r1
+  ``generated_checker``) and ``interactive`` (sandbox/interactive.py). See ``ProgramSpec``.
 
 Custom checkers: ``register_checker("mine", factory)`` where ``factory(params) -> Checker`` gets
 the spec without its ``type``; problems then say ``{"type": "mine", ...}``.
@@ -48,7 +63,8 @@ class CheckResult:
 class Checker(Protocol):
     """Compares one test's expected output with what the program printed."""
 
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def check(self, expected: str, got: str) -> CheckResult: ...
 
@@ -210,7 +226,7 @@ def _as_real(tok: str) -> float | None:
 
 
 class TokensChecker:
-    """Whitespace-token equality, case-sensitive: the seed's normalised comparison."""
+    """Whitespace-token equality, case-sensitive: the comparison RL environments use by default."""
 
     name = "tokens"
 
@@ -336,11 +352,293 @@ def _float_factory(params: Mapping[str, Any]) -> Checker:
     return FloatChecker(abs_tol=tol["abs"], rel_tol=tol["rel"])
 
 
+# ---------------------------------------------------------------------------------------------
+# Kattis default validator semantics (validator_flags)
+
+_C_SPACE = " \t\n\v\f\r"  # C isspace in the "C" locale
+_C_SPLIT = re.compile(f"([{re.escape(_C_SPACE)}]+)")
+_C_TOKEN = re.compile(f"[^{re.escape(_C_SPACE)}]+")
+_DEC_FLOAT = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+KATTIS_FLAG_KEYS = ("float_tolerance", "float_absolute_tolerance", "float_relative_tolerance",
+                    "case_sensitive", "space_change_sensitive")
+
+
+def parse_validator_flags(flags: Any) -> dict[str, Any]:
+    """Kattis ``validator_flags`` (a string or a list of words) -> {flag: value}; unknown flags
+    or a tolerance that is not a number raise CheckerSpecError, as the default validator's
+    usage error would make every test a judging error."""
+    if flags is None:
+        return {}
+    if isinstance(flags, str):
+        words = flags.split()
+    elif isinstance(flags, list) and all(isinstance(w, str) for w in flags):
+        words = [w for f in flags for w in f.split()]
+    else:
+        raise CheckerSpecError(f"validator_flags must be a string or a list of strings, got {flags!r}")
+    out: dict[str, Any] = {}
+    i = 0
+    while i < len(words):
+        w = words[i]
+        if w in ("case_sensitive", "space_change_sensitive"):
+            out[w] = True
+        elif w in ("float_tolerance", "float_absolute_tolerance", "float_relative_tolerance"):
+            value = _as_real(words[i + 1]) if i + 1 < len(words) else None
+            if value is None or not math.isfinite(value):
+                raise CheckerSpecError(f"validator flag {w} needs a finite number after it")
+            out[w] = value
+            i += 1
+        else:
+            raise CheckerSpecError(f"unknown validator flag {w!r} (known: {', '.join(KATTIS_FLAG_KEYS)})")
+        i += 1
+    return out
+
+
+def _kattis_settings(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """Flags from ``validator_flags`` and from same-named keys (the keys win)."""
+    settings = parse_validator_flags(spec.get("validator_flags"))
+    for key in KATTIS_FLAG_KEYS:
+        if spec.get(key) is None:
+            continue
+        value = spec[key]
+        if key in ("case_sensitive", "space_change_sensitive"):
+            if not isinstance(value, bool):
+                raise CheckerSpecError(f"{key} must be true or false, got {value!r}")
+        elif isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise CheckerSpecError(f"{key} must be a finite number, got {value!r}")
+        settings[key] = value
+    return settings
+
+
+def kattis_float_flags(spec: Mapping[str, Any]) -> tuple[float, float] | None:
+    """(absolute, relative) tolerance of a ``float`` spec in Kattis form (-1 = that one off),
+    None when the spec uses the plain ``abs``/``rel`` form."""
+    if not any(spec.get(k) is not None for k in ("validator_flags", *KATTIS_FLAG_KEYS)):
+        return None
+    st = _kattis_settings(spec)
+    abs_tol = float(st.get("float_absolute_tolerance", -1.0))
+    rel_tol = float(st.get("float_relative_tolerance", -1.0))
+    if "float_tolerance" in st:
+        abs_tol = rel_tol = float(st["float_tolerance"])
+    return abs_tol, rel_tol
+
+
+class KattisTokensChecker:
+    """The Kattis default output validator's comparison (see the module docstring)."""
+
+    def __init__(self, name: str, *, case_sensitive: bool, space_change_sensitive: bool,
+                 abs_tol: float = -1.0, rel_tol: float = -1.0) -> None:
+        self.name = name
+        self.case_sensitive = case_sensitive
+        self.space_change_sensitive = space_change_sensitive
+        self.abs_tol = abs_tol
+        self.rel_tol = rel_tol
+        self.use_floats = abs_tol >= 0 or rel_tol >= 0
+
+    @staticmethod
+    def _float(tok: str) -> float | None:
+        if _DEC_FLOAT.fullmatch(tok) is None:
+            return None
+        v = float(tok)
+        return v if math.isfinite(v) else None
+
+    def _same(self, judge: str, team: str) -> str | None:
+        """None if the pair matches, else why not."""
+        if self.use_floats:
+            j = self._float(judge)
+            if j is not None:
+                t = self._float(team)
+                if t is None:
+                    return f"expected a float, got {_clip(team, 40)!r}"
+                diff = abs(j - t)
+                if diff <= self.abs_tol or diff <= self.rel_tol * abs(j):
+                    return None
+                return f"too large difference: expected {_clip(judge, 40)}, got {_clip(team, 40)}"
+        if judge == team or (not self.case_sensitive and judge.lower() == team.lower()):
+            return None
+        return f"expected {_clip(judge, 40)!r}, got {_clip(team, 40)!r}"
+
+    def check(self, expected: str, got: str) -> CheckResult:
+        if self.space_change_sensitive:
+            # split with the separators kept: even positions are tokens (empty at the ends),
+            # odd ones the whitespace runs, which must be the answer's exactly
+            e_parts, g_parts = _C_SPLIT.split(expected), _C_SPLIT.split(got)
+            for i, (a, b) in enumerate(zip(e_parts, g_parts, strict=False)):
+                if i % 2 == 1 and a != b:
+                    return CheckResult(False, f"whitespace differs from the answer's at run {i // 2 + 1} (space_change_sensitive)")
+        e_tok = _C_TOKEN.findall(expected)
+        g_tok = _C_TOKEN.findall(got)
+        for i, (a, b) in enumerate(zip(e_tok, g_tok, strict=False)):
+            why = self._same(a, b)
+            if why is not None:
+                return CheckResult(False, f"token {i + 1}: {why}")
+        if len(g_tok) < len(e_tok):
+            return CheckResult(False, f"output ends after {len(g_tok)} tokens, expected {len(e_tok)}")
+        if len(g_tok) > len(e_tok):
+            return CheckResult(False, f"trailing output: {_clip(g_tok[len(e_tok)], 40)!r}")
+        if self.space_change_sensitive and _C_SPLIT.split(expected)[1::2] != _C_SPLIT.split(got)[1::2]:
+            return CheckResult(False, "whitespace differs from the answer's (space_change_sensitive)")
+        return CheckResult(True)
+
+
+_DESCRIPTIVE = frozenset({"validation", "protocol", "description"})  # data only, never behaviour
+
+
+def _exact_factory(params: Mapping[str, Any]) -> Checker:
+    unknown = set(params) - {"validator_flags", "case_sensitive", "space_change_sensitive"} - _DESCRIPTIVE
+    if unknown:
+        raise CheckerSpecError(f"checker 'exact_tokens': unknown parameters {sorted(unknown)}")
+    st = _kattis_settings(params)
+    if any(k.startswith("float") for k in st):
+        raise CheckerSpecError("checker 'exact_tokens' takes no float tolerance: use type 'float'")
+    return KattisTokensChecker("exact_tokens", case_sensitive=bool(st.get("case_sensitive", True)),
+                               space_change_sensitive=bool(st.get("space_change_sensitive", False)))
+
+
+def _float_or_kattis_factory(params: Mapping[str, Any]) -> Checker:
+    flags = kattis_float_flags(params)
+    if flags is None:
+        return _float_factory({k: v for k, v in params.items() if k not in _DESCRIPTIVE})
+    unknown = set(params) - {"validator_flags", *KATTIS_FLAG_KEYS} - _DESCRIPTIVE
+    if unknown:
+        raise CheckerSpecError(f"checker 'float' with Kattis flags: unknown parameters {sorted(unknown)}")
+    st = _kattis_settings(params)
+    if flags == (-1.0, -1.0):
+        raise CheckerSpecError("checker 'float' needs a tolerance (float_tolerance, float_absolute_tolerance or float_relative_tolerance)")
+    return KattisTokensChecker("float", case_sensitive=bool(st.get("case_sensitive", False)),
+                               space_change_sensitive=bool(st.get("space_change_sensitive", False)),
+                               abs_tol=flags[0], rel_tol=flags[1])
+
+
+# ---------------------------------------------------------------------------------------------
+# Checker programs: the spec is validated here, the program is run by sandbox/checker_programs.py
+
+PROGRAM_CHECKERS = ("testlib", "kattis_validator", "python", "interactive")
+PROGRAM_LANGUAGES = ("cpp", "c", "python3")
+_MAX_PROGRAM_FILES = 64
+_MAX_PROGRAM_BYTES = 8 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class ProgramSpec:
+    """A checker or interactor program, as data from the problem record.
+
+    ``kind``: testlib (``checker input output answer``; exit 0 OK, 1 WA, 2 PE, 4 extra output, 8
+    unexpected end of output, 7 partial; 3 (FAIL) and anything else a checker failure), kattis_validator (``validator input answer feedback_dir
+    [flags] < output``; 42 AC, 43 WA, anything else a failure), python (open-r1
+    ``generated_checker``: ``python3 checker.py input.txt correct_output.txt
+    solution_output.txt`` prints 1 to accept, 0 to reject; anything else or a non-zero exit is a
+    checker failure) or interactive (the Kattis arguments, talking to the program over its
+    stdin/stdout; ``protocol: "testlib"``: a testlib interactor, ``interactor input output``
+    with testlib's exit codes).
+    """
+
+    kind: str
+    files: tuple[tuple[str, str], ...]  # (relative path, source text)
+    entry_points: tuple[str, ...]
+    language: str
+    flags: tuple[str, ...] = ()
+    protocol: str = "kattis"  # or "testlib" (testlib interactors)
+    time_limit_s: float = 10.0
+    memory_limit_mb: int = 1024
+
+    @property
+    def name(self) -> str:
+        return self.kind
+
+    def check(self, expected: str, got: str) -> CheckResult:
+        raise RuntimeError(f"checker {self.kind!r} is a program: sandbox/checker_programs.py runs it")
+
+    def key(self) -> str:
+        """Content hash: the compile cache's key (same sources, same binary)."""
+        import hashlib
+
+        h = hashlib.blake2b(digest_size=16)
+        for part in (self.language, *self.entry_points, *(f"{p}\0{t}" for p, t in self.files)):
+            h.update(part.encode("utf-8", errors="surrogatepass") + b"\1")
+        return h.hexdigest()
+
+
+def _safe_path(path: Any) -> str:
+    if not isinstance(path, str) or not path or path.startswith("/") or "\0" in path:
+        raise CheckerSpecError(f"checker file path must be a relative path, got {path!r}")
+    parts = path.split("/")
+    if any(p in ("", ".", "..") for p in parts):
+        raise CheckerSpecError(f"checker file path must not contain '', '.' or '..' parts: {path!r}")
+    return path
+
+
+def _program_factory(kind: str) -> CheckerFactory:
+    def factory(params: Mapping[str, Any]) -> Checker:
+        allowed = {"files", "entry_points", "language", "source", "validator_flags", "protocol",
+                   "time_limit_s", "memory_limit_mb"} | _DESCRIPTIVE
+        unknown = set(params) - allowed
+        if unknown:
+            raise CheckerSpecError(f"checker {kind!r}: unknown parameters {sorted(unknown)}")
+        default_lang = "python3" if kind == "python" else "cpp"
+        language = params.get("language") or default_lang
+        if language in ("python", "py"):
+            language = "python3"
+        if language not in PROGRAM_LANGUAGES:
+            raise CheckerSpecError(f"checker {kind!r}: language must be one of {PROGRAM_LANGUAGES}, got {language!r}")
+        raw_files = params.get("files")
+        source = params.get("source")
+        files: dict[str, str] = {}
+        if raw_files is not None:
+            if not isinstance(raw_files, dict) or not all(isinstance(v, str) for v in raw_files.values()):
+                raise CheckerSpecError(f"checker {kind!r}: 'files' must map paths to source text")
+            files = {_safe_path(p): v for p, v in raw_files.items()}
+        entry = params.get("entry_points")
+        if source is not None:
+            if not isinstance(source, str) or not source.strip():
+                raise CheckerSpecError(f"checker {kind!r}: 'source' must be non-empty source text")
+            main = {"python3": "checker.py", "c": "checker.c"}.get(language, "checker.cpp")
+            files[main] = source
+            entry = entry or [main]
+        if not files:
+            raise CheckerSpecError(f"checker {kind!r} needs 'files' (+ 'entry_points') or 'source'")
+        if len(files) > _MAX_PROGRAM_FILES or sum(len(v) for v in files.values()) > _MAX_PROGRAM_BYTES:
+            raise CheckerSpecError(f"checker {kind!r}: too many or too large files")
+        if entry is None:
+            exts = (".py",) if language == "python3" else (".c",) if language == "c" else (".cpp", ".cc", ".cxx", ".c++")
+            entry = [p for p in files if p.endswith(exts)]
+            if len(entry) != 1:
+                raise CheckerSpecError(f"checker {kind!r}: say which file is the entry point ('entry_points')")
+        if not isinstance(entry, list) or not entry or not all(isinstance(e, str) and e in files for e in entry):
+            raise CheckerSpecError(f"checker {kind!r}: entry_points must list files present in 'files', got {entry!r}")
+        if language == "python3" and len(entry) != 1:
+            raise CheckerSpecError(f"checker {kind!r}: a Python checker has exactly one entry point")
+        flags = params.get("validator_flags")
+        if flags is None:
+            flag_words: tuple[str, ...] = ()
+        elif isinstance(flags, str):
+            flag_words = tuple(flags.split())
+        elif isinstance(flags, list) and all(isinstance(f, str) for f in flags):
+            flag_words = tuple(w for f in flags for w in f.split())
+        else:
+            raise CheckerSpecError(f"checker {kind!r}: validator_flags must be a string or a list of strings")
+        protocol = "testlib" if (kind == "testlib" or params.get("protocol") == "testlib") else "kattis"
+        if kind == "python":
+            protocol = "open-r1"
+        tl = params.get("time_limit_s", 10.0)
+        ml = params.get("memory_limit_mb", 1024)
+        if isinstance(tl, bool) or not isinstance(tl, int | float) or not (0 < tl <= 120):
+            raise CheckerSpecError(f"checker {kind!r}: time_limit_s must be in (0, 120], got {tl!r}")
+        if isinstance(ml, bool) or not isinstance(ml, int) or not (16 <= ml <= 16384):
+            raise CheckerSpecError(f"checker {kind!r}: memory_limit_mb must be an integer in [16, 16384], got {ml!r}")
+        return ProgramSpec(kind=kind, files=tuple(sorted(files.items())), entry_points=tuple(entry),
+                           language=language, flags=flag_words, protocol=protocol,
+                           time_limit_s=float(tl), memory_limit_mb=ml)
+
+    return factory
+
+
 _lock = threading.Lock()
 _FACTORIES: dict[str, CheckerFactory] = {
     "tokens": _no_params("tokens", TokensChecker),
     "code_contests": _no_params("code_contests", CodeContestsChecker),
-    "float": _float_factory,
+    "float": _float_or_kattis_factory,
+    "exact_tokens": _exact_factory,
+    **{kind: _program_factory(kind) for kind in PROGRAM_CHECKERS},
 }
 _CACHE: dict[str, Checker] = {}
 

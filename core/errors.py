@@ -115,6 +115,15 @@ class SandboxBroken(SandboxFailure):
     """The zygote or a job init stopped answering: an infrastructure failure, not a verdict."""
 
 
+class UnknownLanguage(CpfleetError, ValueError):
+    """A language name outside cpfleet.core.languages.LANGUAGES (named in the message)."""
+
+
+class ProgramError(CpfleetError, RuntimeError):
+    """A source set that cannot be compiled as asked (bad file names, no such entry point, a
+    language that is not compiled): the caller's data is wrong, not the program."""
+
+
 class SlotDirError(CpfleetError, RuntimeError):
     """The slot lock directory (or a lock file in it) is not ours alone: refused, never followed."""
 
@@ -185,3 +194,15 @@ class ClientClosed(CpfleetError, RuntimeError):
 
 class FleetError(CpfleetError, RuntimeError):
     """A part of the local fleet did not start (the message says which, and where its log is)."""
+
+
+class CheckerBroken(BrokenProblem):
+    """A problem's checker or interactor program cannot judge (does not compile, crashed, timed
+    out, exited with its failure code): broken problem data, an INTERNAL result, never a 0.
+    The message starts with ``PREFIX`` so that reports (``cpfleet validate``) can tell checker
+    errors from other infrastructure errors."""
+
+    PREFIX = "checker error: "
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message if message.startswith(self.PREFIX) else self.PREFIX + message)

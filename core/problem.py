@@ -36,6 +36,10 @@ class Problem:
     description: str = ""
     correct_solutions: tuple[str, ...] = ()
     incorrect_solutions: tuple[str, ...] = ()
+    fn_name: str | None = None  # function-call problem (sandbox/fncall.py): tests are JSON args -> JSON value
+    starter_code: str = ""  # shown in feedback when the function is missing; never prepended
+    languages: tuple[str, ...] | None = None  # allowed solution languages (None: any)
+    time_limit_multipliers: dict[str, float] = field(default_factory=dict)  # per language, default 1.0
 
     @classmethod
     def from_dict(cls, d: Any) -> Problem:
@@ -68,16 +72,33 @@ class Problem:
             get_checker(checker)
         except ProblemFormatError as e:
             raise ProblemFormatError(f"{pid}: {e}") from None
+        public = _parse_tests(pid, "public_tests", d.get("public_tests"))
+        hidden = _parse_tests(pid, "hidden_tests", d.get("hidden_tests"))
+        fn_name = d.get("fn_name")
+        if fn_name is not None:
+            from cpfleet.core.fncall import validate
+
+            fn_name = validate(pid, fn_name, checker, public + hidden)
+        starter = d.get("starter_code") or ""
+        if not isinstance(starter, str):
+            raise ProblemFormatError(f"{pid}: starter_code must be a string")
+        langs, multipliers = _parse_languages(pid, d.get("languages"), d.get("time_limit_multipliers"))
         return cls(
             id=pid,
-            public_tests=_parse_tests(pid, "public_tests", d.get("public_tests")),
-            hidden_tests=_parse_tests(pid, "hidden_tests", d.get("hidden_tests")),
+            public_tests=public,
+            hidden_tests=hidden,
+            fn_name=fn_name,
+            starter_code=starter,
             time_limit_s=time_limit,
             memory_limit_mb=memory_limit,
             checker=dict(checker),
             description=str(d.get("description") or ""),
-            correct_solutions=_parse_solutions(pid, "correct_solutions", d.get("correct_solutions")),
-            incorrect_solutions=_parse_solutions(pid, "incorrect_solutions", d.get("incorrect_solutions")),
+            correct_solutions=_parse_solutions(pid, "correct_solutions", d.get("correct_solutions"))
+            or _jury_solutions(d.get("submissions"), "accepted"),
+            incorrect_solutions=_parse_solutions(pid, "incorrect_solutions", d.get("incorrect_solutions"))
+            or _jury_solutions(d.get("submissions"), "wrong_answer"),
+            languages=langs,
+            time_limit_multipliers=multipliers,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -95,6 +116,14 @@ class Problem:
             d["correct_solutions"] = list(self.correct_solutions)
         if self.incorrect_solutions:
             d["incorrect_solutions"] = list(self.incorrect_solutions)
+        if self.fn_name is not None:
+            d["fn_name"] = self.fn_name
+        if self.starter_code:
+            d["starter_code"] = self.starter_code
+        if self.languages is not None:
+            d["languages"] = list(self.languages)
+        if self.time_limit_multipliers:
+            d["time_limit_multipliers"] = dict(self.time_limit_multipliers)
         return d
 
     def validate_for_judging(self, mode: str = "full") -> None:
@@ -111,6 +140,13 @@ class Problem:
             self.memory_limit_mb,
             sorted(self.checker.items()),
         ]
+        if self.fn_name is not None:  # appended only when set: stdin problems keep their versions
+            judged.append(["fn_name", self.fn_name])
+        # appended only when set, so the versions of problems without them stay as they were
+        if self.languages is not None:
+            judged.append(["languages", list(self.languages)])
+        if self.time_limit_multipliers:
+            judged.append(["time_limit_multipliers", sorted(self.time_limit_multipliers.items())])
         return hashlib.blake2b(msgpack.packb(judged, use_bin_type=True), digest_size=12).hexdigest()
 
 
@@ -167,3 +203,39 @@ def _parse_solutions(pid: str, name: str, raw: Any) -> tuple[str, ...]:
     if not isinstance(raw, list) or not all(isinstance(s, str) for s in raw):
         raise ProblemFormatError(f"{pid}: '{name}' must be a list of strings")
     return tuple(raw)
+
+
+JURY_LANGUAGES = ("python3",)  # the languages this judge runs (C++, C and Java come with the languages work)
+
+
+def _jury_solutions(raw: Any, expected: str) -> tuple[str, ...]:
+    """Reference solutions from a Kattis-style ``submissions`` list (the shared ICPC file's
+    shape: ``{"language", "expected", "source", ...}``), used when the record has no
+    ``correct_solutions``/``incorrect_solutions``: ``accepted`` ones are correct, ``wrong_answer``
+    ones incorrect (time-limit and run-time-error submissions depend on the machine)."""
+    if not isinstance(raw, list):
+        return ()
+    return tuple(
+        s["source"] for s in raw
+        if isinstance(s, dict) and s.get("language") in JURY_LANGUAGES and s.get("expected") == expected
+        and isinstance(s.get("source"), str)
+    )
+def _parse_languages(pid: str, raw: Any, raw_mult: Any) -> tuple[tuple[str, ...] | None, dict[str, float]]:
+    from cpfleet.core.languages import LANGUAGES
+
+    langs: tuple[str, ...] | None = None
+    if raw is not None:
+        if not isinstance(raw, list) or not raw or not all(isinstance(x, str) and x in LANGUAGES for x in raw):
+            raise ProblemFormatError(f"{pid}: 'languages' must be a non-empty list of {list(LANGUAGES)}, got {raw!r}")
+        langs = tuple(dict.fromkeys(raw))
+    multipliers: dict[str, float] = {}
+    if raw_mult is not None:
+        if not isinstance(raw_mult, dict):
+            raise ProblemFormatError(f"{pid}: 'time_limit_multipliers' must be an object {{language: factor}}")
+        for name, factor in raw_mult.items():
+            if name not in LANGUAGES or isinstance(factor, bool) or not isinstance(factor, int | float) \
+                    or not (0 < float(factor) <= 100):
+                raise ProblemFormatError(f"{pid}: time_limit_multipliers[{name!r}] must be a factor in (0, 100] "
+                                         f"for one of {list(LANGUAGES)}, got {factor!r}")
+            multipliers[name] = float(factor)
+    return langs, multipliers

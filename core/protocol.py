@@ -67,6 +67,7 @@ class JobMessage:
     reply_ttl: int = DEFAULT_REPLY_TTL_S
     use_cache: bool = True
     debug: str | None = None  # test-only hook, honoured only by workers started with CPFLEET_DEBUG_HOOKS=1
+    language: str | None = None  # the solution's language (python3, pypy3, cpp, c, java); None: the problem's
     # The submitting client and the token of its claim on that id (``client_claim_key``): a
     # worker drops, unjudged, a job whose client no longer holds that claim (closed or dead) or
     # that the client cancelled. Absent (None) on messages of clients that predate them.
@@ -90,6 +91,8 @@ class JobMessage:
         }
         if self.debug is not None:
             d["debug"] = self.debug
+        if self.language is not None:
+            d["language"] = self.language
         if self.client_id is not None and self.client_token is not None:
             d["client_id"] = self.client_id
             d["client_token"] = self.client_token
@@ -127,6 +130,9 @@ class JobMessage:
         if not isinstance(ttl, int) or ttl <= 0:
             raise ProtocolError("job field 'reply_ttl' must be a positive integer")
         debug = d.get("debug")
+        language = d.get("language")
+        if language is not None and (not isinstance(language, str) or not language):
+            raise ProtocolError("job field 'language' must be a non-empty string or nil")
         client_id, client_token = d.get("client_id"), d.get("client_token")
         if (client_id is None) != (client_token is None):
             raise ProtocolError("job fields 'client_id' and 'client_token' come together or not at all")
@@ -145,6 +151,7 @@ class JobMessage:
             reply_ttl=ttl,
             use_cache=bool(d.get("use_cache", True)),
             debug=None if debug is None else str(debug),
+            language=language,
             client_id=client_id,
             client_token=client_token,
         )

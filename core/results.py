@@ -33,6 +33,7 @@ class Timings:
     queued_ms: float = 0.0  # from submit to the worker picking the job up (fleet only)
     executed_ms: float = 0.0  # wall time of the evaluation itself
     cpu_ms: float = 0.0  # CPU time of all test programs together
+    compile_ms: float = 0.0  # wall time of compiling the solution (0: Python, or a compile cache hit)
 
 
 @dataclass(slots=True)
@@ -52,6 +53,7 @@ class JobResult:
     problem_version: str = ""
     mode: str = "full"
     reward_shape: str = "all_or_nothing"
+    language: str = ""  # the language the program was judged in ("" when none was found)
     # False when any test's verdict depended on machine load (wall-clock backstop, memory judged
     # near the limit): a quieter machine could decide otherwise, so the result cache skips it
     deterministic: bool = True
@@ -106,12 +108,14 @@ class JobResult:
                 queued_ms=float(t.get("queued_ms", 0.0)),
                 executed_ms=float(t.get("executed_ms", 0.0)),
                 cpu_ms=float(t.get("cpu_ms", 0.0)),
+                compile_ms=float(t.get("compile_ms", 0.0)),
             ),
             worker=str(d.get("worker", "")),
             cache_hit=bool(d.get("cache_hit", False)),
             problem_version=str(d.get("problem_version", "")),
             mode=str(d.get("mode", "full")),
             reward_shape=str(d.get("reward_shape", "all_or_nothing")),
+            language=str(d.get("language", "")),
             deterministic=bool(d.get("deterministic", True)),
             stopped=str(d.get("stopped", "")),
         )

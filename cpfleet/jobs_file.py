@@ -47,7 +47,7 @@ def read_records(path: str | Path) -> Iterator[tuple[int, Any]]:
 
 
 def read_jobs(path: str | Path) -> list[dict[str, Any]]:
-    """``{problem_id, completion, job_id?}`` per line; job_id may be a string or an integer."""
+    """``{problem_id, completion, job_id?, language?}`` per line; job_id may be a string or an integer."""
     jobs: list[dict[str, Any]] = []
     for lineno, record in read_records(path):
         if not isinstance(record, dict):
@@ -59,5 +59,11 @@ def read_jobs(path: str | Path) -> list[dict[str, Any]]:
         job_id = record.get("job_id")
         if job_id is not None and not isinstance(job_id, str | int):
             raise InputFileError(f"{path}:{lineno}: 'job_id' must be a string or an integer")
-        jobs.append({"problem_id": record["problem_id"], "completion": record["completion"], "job_id": job_id})
+        language = record.get("language")
+        if language is not None and not isinstance(language, str):
+            raise InputFileError(f"{path}:{lineno}: 'language' must be a string")
+        job: dict[str, Any] = {"problem_id": record["problem_id"], "completion": record["completion"], "job_id": job_id}
+        if language is not None:
+            job["language"] = language
+        jobs.append(job)
     return jobs

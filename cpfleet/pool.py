@@ -108,6 +108,7 @@ class Judge:
                         job_id=job_id,
                         max_public_shown=self.max_public_shown,
                         problem_version=version,
+                        language=job.get("language") if isinstance(job.get("language"), str) else None,
                     )
                 except BaseException:
                     self.close()  # a judge bug propagates; the runner may be mid-test: never reuse it
@@ -140,7 +141,7 @@ def _judge_blob(blob: bytes) -> bytes:
 
 # --- parent side -------------------------------------------------------------------------------
 def _wire_job(job: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: job.get(k) for k in ("problem_id", "completion", "job_id")}
+    return {k: job.get(k) for k in ("problem_id", "completion", "job_id", "language")}
 
 
 def _job_id(job: Mapping[str, Any], index: int) -> str:

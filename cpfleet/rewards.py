@@ -114,13 +114,14 @@ class _Connection:
 
     def fleet(self) -> Any:
         from cpfleet.producer.client import FleetClient
-        from cpfleet.sandbox.extract import extract_code
+        from cpfleet.sandbox.extract import programs_key
 
         with self._lock:
             if self._fleet is None or self._pid != os.getpid():  # a forked child needs its own
                 url = defaults.redis_url(self.redis_url)
-                # dedupe in-flight jobs on the program the worker would run, not the prose around it
-                self._fleet = FleetClient(url, code_key=extract_code, **self.client_options)
+                # dedupe in-flight jobs on the programs the worker could run (every fenced block,
+                # any language), not the prose around them
+                self._fleet = FleetClient(url, code_key=programs_key, **self.client_options)
                 self._pid = os.getpid()
             return self._fleet
 
@@ -257,7 +258,7 @@ class TRLReward:
                 if job is not None:
                     jobs.append(job)
                     index.append(i)
-            futures = fleet.submit_many(jobs, reward=core.reward_shape, mode=core.mode, timeout=core.timeout_s)
+            futures = fleet.submit_many(jobs, reward_shape=core.reward_shape, mode=core.mode, timeout=core.timeout_s)
             for i, fut in zip(index, futures, strict=True):
                 try:
                     results[i] = fut.result(timeout=core.timeout_s + 30)
@@ -300,7 +301,7 @@ async def _trl_reward_async(
             return await fleet.evaluate(
                 target,
                 completion_text(completion),
-                reward=core.reward_shape,
+                reward_shape=core.reward_shape,
                 mode=core.mode,
                 timeout=core.timeout_s,
             )

@@ -172,12 +172,13 @@ def create_app(config: ServeConfig) -> Starlette:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        from cpfleet.sandbox.extract import extract_code
+        from cpfleet.sandbox.extract import programs_key
 
         options: dict[str, Any] = {
             "timeout": config.timeout_s,
             "max_in_flight": max(1, config.max_in_flight),
-            "code_key": extract_code,  # in-flight dedupe on the program, not the prose around it
+            # in-flight dedupe on the programs (every fenced block, any language), not the prose
+            "code_key": programs_key,
         }
         if config.queue:
             options["queue"] = config.queue

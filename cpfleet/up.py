@@ -113,6 +113,9 @@ def print_urls(fleet: LocalFleet, out: IO[str] | None = None) -> None:
         print(f"  flower    {fleet.flower_url}", file=out)
     if fleet.metrics_url:
         print(f"  metrics   {fleet.metrics_url}", file=out)
+    from cpfleet.sandbox.languages import availability_line
+
+    print(f"  {availability_line()}", file=out)
     print(f"  try       cpfleet load PROBLEMS.jsonl --redis {fleet.redis_url}", file=out)
     print(f"            cpfleet submit JOBS.jsonl --redis {fleet.redis_url}", file=out)
     print("  stop      Ctrl-C (or SIGTERM)", file=out, flush=True)

@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cpfleet.core.errors import CheckerBroken
 from cpfleet.core.problem import Problem
 from cpfleet.core.results import JobResult
 from cpfleet.core.verdict import Verdict
@@ -32,6 +33,7 @@ from cpfleet.store_cli import STRICT_HELP, add_loading_arguments, load_for_comma
 KINDS = ("correct", "incorrect")
 ACCEPTED_FAILS = "accepted solution fails"
 WEAK_TESTS = "incorrect solution passes"
+CHECKER_ERROR = "checker error"  # the problem's checker/interactor program cannot judge
 
 
 @dataclass(slots=True)
@@ -90,6 +92,7 @@ class ValidationReport:
                 "solutions": self.solutions,
                 "problems_with_failing_accepted_solution": len(self.problems_with(ACCEPTED_FAILS)),
                 "problems_with_weak_tests": len(self.problems_with(WEAK_TESTS)),
+                "problems_with_checker_errors": len(self.problems_with(CHECKER_ERROR)),
                 "infrastructure_errors": len(self.infra),
             },
             "findings": [asdict(f) for f in self.findings],
@@ -186,7 +189,12 @@ def validate(
         counts["judged"] += 1
         if o.infra:
             counts["infra"] += 1
-            report.infra.append(o)
+            if CheckerBroken.PREFIX in o.infra_message:
+                # broken problem data: a finding about the problem, not an infrastructure failure
+                report.findings.append(Finding(o.problem_id, CHECKER_ERROR, f"{o.kind}#{o.index}", o.verdict, None,
+                                               o.infra_message[:300]))
+            else:
+                report.infra.append(o)
             continue
         if o.accepted:
             counts["accepted"] += 1
@@ -218,6 +226,7 @@ def format_table(report: ValidationReport) -> str:
         lines.append(f"{kind} solutions: {c['judged']} judged, {c['accepted']} accepted, {c['infra']} infrastructure errors")
     lines.append(f"problems whose accepted solution fails: {len(report.problems_with(ACCEPTED_FAILS))}")
     lines.append(f"problems with weak tests (an incorrect solution passes): {len(report.problems_with(WEAK_TESTS))}")
+    lines.append(f"problems whose checker cannot judge: {len(report.problems_with(CHECKER_ERROR))}")
     return "\n".join(lines)
 
 

@@ -76,6 +76,7 @@ class _Spec:
     mode: str
     timeout: float
     debug: str | None
+    language: str | None = None
 
 
 @dataclass(slots=True)
@@ -232,9 +233,12 @@ class FleetClient:
         job_id: str | None = None,
         timeout: float | None = None,
         wait_for_room: float | None = None,
+        language: str | None = None,
     ) -> cf.Future[JobResult]:
-        """Publish one job; the future resolves with its JobResult (never raises for the job)."""
-        job = {"problem_id": problem_id, "completion": completion, "job_id": job_id}
+        """Publish one job; the future resolves with its JobResult (never raises for the job).
+        ``language`` (python3, pypy3, cpp, c, java) fixes the solution's language; None: the
+        problem's languages and the completion's fence tag decide."""
+        job = {"problem_id": problem_id, "completion": completion, "job_id": job_id, "language": language}
         return self.submit_many([job], reward_shape=reward_shape, mode=mode, timeout=timeout, wait_for_room=wait_for_room)[0]
 
     def submit_many(
@@ -319,9 +323,13 @@ class FleetClient:
             mode = job.get("mode") or mode
             timeout = job.get("timeout") or timeout
             debug = job.get("debug")
+            language = job.get("language")
         else:
             problem_id, completion = job
             job_id = None
+            language = None
+        if language is not None and (not isinstance(language, str) or not language):
+            raise ValueError(f"language must be a non-empty string, got {language!r}")
         reward_shape, mode = reward_shape or self.reward_shape, mode or self.mode
         protocol.check_options(reward_shape, mode)
         if not isinstance(problem_id, str) or not problem_id or not _utf8(problem_id):
@@ -346,7 +354,7 @@ class FleetClient:
         t = float(timeout or self.timeout)
         if t <= 0:
             raise ValueError(f"timeout must be > 0, got {t}")
-        return _Spec(job_id, problem_id, completion, reward_shape, mode, t, debug)
+        return _Spec(job_id, problem_id, completion, reward_shape, mode, t, debug, language)
 
     def _register(self, specs: Sequence[_Spec], wait_for_room: float | None) -> list[_Pending]:
         """Wait for room, then stamp and register ``specs``, all under one hold of the lock (so
@@ -380,6 +388,7 @@ class FleetClient:
                     reply_ttl=self.reply_ttl,
                     use_cache=self.use_cache,
                     debug=s.debug,
+                    language=s.language,
                     client_id=self.client_id,
                     client_token=self._claim_token,
                 )

@@ -104,7 +104,7 @@ def preload_threading() -> None:
         os.register_at_fork = register
 
 
-def run_compiled(code: CodeType) -> NoReturn:
+def run_compiled(code: CodeType, argv: list[str] | None = None) -> NoReturn:
     """Execute ``code`` as ``__main__`` and end the process the way the interpreter would
     (see ``_finalize``): exit status from SystemExit, traceback and 1 on an uncaught exception."""
     threading = sys.modules.get("threading")
@@ -112,7 +112,7 @@ def run_compiled(code: CodeType) -> NoReturn:
         os.register_at_fork(after_in_child=threading._after_fork)
     _fresh_stdio()
     _reseed()
-    sys.argv = [SCRIPT_NAME]
+    sys.argv = [SCRIPT_NAME, *(argv or ())]
     sys.path.insert(0, os.getcwd())  # the script's directory, as for `python3 solution.py`
     sys.set_int_max_str_digits(0)
     main = types.ModuleType("__main__")
@@ -204,12 +204,41 @@ def _finalize(status: int) -> int:
     return status if flushed else 120
 
 
-def exec_python(source: bytes, python: str) -> NoReturn:
-    """Exec mode: write solution.py into the private cwd and replace ourselves with python3."""
+def exec_python(source: bytes, python: str, argv: list[str] | None = None,
+                fn_name: str | None = None) -> NoReturn:
+    """Exec mode: write solution.py into the private cwd and replace ourselves with python3
+    (``python3 solution.py``, or for a function-call problem the harness, which imports
+    solution.py and calls ``fn_name``: sandbox/callharness.py)."""
     with open(SCRIPT_NAME, "wb") as f:
         f.write(source)
     env = dict(os.environ, PYTHONINTMAXSTRDIGITS="0", PYTHONDONTWRITEBYTECODE="1")
+    if fn_name is not None:
+        from cpfleet.sandbox import callharness
+
+        args = [python, "-c", callharness.EXEC_SOURCE, fn_name]
+    else:
+        args = [python, SCRIPT_NAME, *(argv or ())]
     try:
-        os.execve(python, [python, SCRIPT_NAME], env)
+        os.execve(python, args, env)
     finally:
         os._exit(127)
+
+
+EXEC_FAILED = "exec:"
+# execve errors that are the program's own doing: its image does not fit the memory limit
+PROGRAM_EXEC_ERRNOS = frozenset({12, 7})  # ENOMEM, E2BIG
+
+
+def exec_program(argv: list[str], env: dict[str, str], status_w: int) -> NoReturn:
+    """Program mode: replace ourselves with a compiled program (or its runtime, e.g. the JVM).
+    ``status_w`` is close-on-exec: a successful exec closes it, a failed one reports the errno
+    on it so the job init can tell "the binary needs more memory than allowed" (ENOMEM: the
+    program's own doing) from "the binary is missing" (infrastructure)."""
+    try:
+        os.execve(argv[0], argv, dict(os.environ, **env))
+    except OSError as e:
+        try:
+            os.write(status_w, f"{EXEC_FAILED}{e.errno or 0}:{e}".encode(errors="replace"))
+        finally:
+            os._exit(127)
+    os._exit(127)

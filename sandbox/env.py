@@ -39,13 +39,15 @@ import dataclasses
 import time
 from dataclasses import dataclass, field
 
-from cpfleet.core.checkers import Checker, CheckerSpecError, get_checker
-from cpfleet.core.errors import BrokenProblem, SandboxFailure
+from cpfleet.core.checkers import Checker, CheckerSpecError, ProgramSpec, get_checker
+from cpfleet.core.errors import BrokenProblem, ProgramError, SandboxFailure, UnknownLanguage
+from cpfleet.core.languages import LANGUAGES
 from cpfleet.core.problem import Problem, TestCase, judging_refusal
 from cpfleet.core.protocol import check_options
 from cpfleet.core.results import JobResult, TestReport, TestSetSummary, Timings
 from cpfleet.core.verdict import Verdict
-from cpfleet.sandbox.extract import extract_code
+from cpfleet.sandbox import fncall
+from cpfleet.sandbox.extract import extract_program, looked_for
 from cpfleet.sandbox.observation import CLIP_CHARS, PublicTestView, clip, display_prefix, format_observation
 from cpfleet.sandbox.runner import CodeRunner, Limits, RunResult
 
@@ -66,6 +68,17 @@ NO_CODE_MESSAGE = (
     "No test was run."
 )
 
+
+def no_code_message(allowed: tuple[str, ...] | None) -> str:
+    """NO_CODE's feedback, naming the languages that were looked for."""
+    if allowed == ("python3",):
+        return NO_CODE_MESSAGE
+    tag = {"python3": "python", "pypy3": "python", "cpp": "cpp", "c": "c", "java": "java"}
+    example = tag.get((allowed or ("python3",))[0], "python")
+    return (f"No code found in {looked_for(allowed)}: put the whole program in one fenced block "
+            f"(```{example} ... ```). No test was run.")
+
+
 # bytes of a non-checked stdout decoded for display: enough for the displayed characters
 _DISPLAY_BYTES = 4 * (CLIP_CHARS + 2)
 
@@ -83,6 +96,7 @@ class TestOutcome:
     stderr: str = ""  # display prefix
     stdout_truncated: bool = False
     deterministic: bool = True  # False: the verdict depended on machine load
+    returned: str = ""  # function-call problems: the returned value (or what happened instead)
 
     def report(self) -> TestReport:
         return TestReport(self.verdict, self.wall_ms, self.cpu_ms, self.deterministic)
@@ -153,6 +167,62 @@ def judge_test(runner: CodeRunner, checker: Checker, test: TestCase, limits: Lim
     return _outcome(rr, verdict, result.detail, display_prefix(stdout))
 
 
+def judge_any(runner: CodeRunner, checker: Checker, problem: Problem, test: TestCase, limits: Limits) -> TestOutcome:
+    """One test of any problem kind: stdin/stdout with a built-in comparison (``judge_test``),
+    a function call (sandbox/fncall.py), a checker program (sandbox/checker_programs.py) or an
+    interaction (sandbox/interactive.py). A checker program that cannot judge raises
+    BrokenProblem (CheckerBroken); the checker's or interactor's sandbox failing raises
+    SandboxFailure."""
+    if problem.fn_name is not None:
+        return _judge_call(runner, problem, test, limits)
+    if not isinstance(checker, ProgramSpec):
+        return judge_test(runner, checker, test, limits)
+    try:
+        if checker.kind == "interactive":
+            return _judge_interactive(runner, checker, test, limits)
+        return _judge_with_program(runner, checker, test, limits)
+    except ProgramError as e:  # a runner that cannot run programs: the worker's setup, not the model
+        raise SandboxFailure(f"cannot run the problem's checker: {e}") from e
+
+
+def _judge_call(runner: CodeRunner, problem: Problem, test: TestCase, limits: Limits) -> TestOutcome:
+    rr = runner.run(test.input.encode("utf-8"), limits)
+    if rr.status == Verdict.INTERNAL:
+        raise SandboxFailure(f"runner {runner.name}: {rr.error or 'internal error'}")
+    out = fncall.judge(rr, test.output, fncall.tolerance_for(problem.checker))
+    detail = out.detail
+    if rr.exit_code == fncall.NO_FUNCTION and problem.starter_code:
+        detail += "\nexpected a definition like:\n" + problem.starter_code.rstrip()
+    rr.stdout = b""  # the value is judged; the feedback shows ``returned``
+    res = _outcome(rr, out.verdict, detail, "")
+    return TestOutcome(res.verdict, res.wall_ms, res.cpu_ms, res.detail, "", res.stderr, res.stdout_truncated,
+                       res.deterministic, returned=out.returned)
+
+
+def _judge_with_program(runner: CodeRunner, spec: ProgramSpec, test: TestCase, limits: Limits) -> TestOutcome:
+    from cpfleet.sandbox.checker_programs import run_checker
+
+    rr = runner.run(test.input.encode("utf-8"), limits)
+    if rr.status == Verdict.INTERNAL:
+        raise SandboxFailure(f"runner {runner.name}: {rr.error or 'internal error'}")
+    if rr.status != Verdict.OK:
+        return _outcome(rr, rr.status, rr.error)
+    if rr.exit_code != 0:
+        return _outcome(rr, Verdict.RUNTIME_ERROR, f"exit code {rr.exit_code}")
+    if rr.stdout_truncated:
+        return _outcome(rr, Verdict.OUTPUT_LIMIT, "output truncated")
+    # the checker runs only now, on the complete output
+    verdict = run_checker(runner, spec, test.input, test.output, rr.stdout)
+    return _outcome(rr, Verdict.OK if verdict.ok else Verdict.WRONG_ANSWER, "" if verdict.ok else verdict.detail)
+
+
+def _judge_interactive(runner: CodeRunner, spec: ProgramSpec, test: TestCase, limits: Limits) -> TestOutcome:
+    from cpfleet.sandbox.interactive import run_interactive
+
+    res = run_interactive(runner, spec, test.input, test.output, limits)
+    return _outcome(res.run, res.verdict, res.detail, "(interactive: the program's output went to the interactor)")
+
+
 def _outcome(rr: RunResult, verdict: Verdict, detail: str, stdout: str | None = None) -> TestOutcome:
     return TestOutcome(
         verdict=verdict,
@@ -172,9 +242,14 @@ def _reward(passed: int, total: int, shape: str) -> float:
     return 1.0 if passed == total else 0.0
 
 
-def problem_limits(problem: Problem) -> Limits:
-    """The per-test limits of ``problem`` (one place, so other program kinds can scale them)."""
-    return Limits(time_s=problem.time_limit_s, memory_mb=problem.memory_limit_mb)
+def problem_limits(problem: Problem, language: str = "python3") -> Limits:
+    """The per-test limits of ``problem`` for a solution in ``language``: the time limit scaled
+    by the language's multiplier (the problem's ``time_limit_multipliers``, else the worker's
+    default, 1.0 unless configured: see cpfleet.sandbox.languages)."""
+    from cpfleet.sandbox.languages import time_multiplier
+
+    factor = time_multiplier(language, problem.time_limit_multipliers)
+    return Limits(time_s=problem.time_limit_s * factor, memory_mb=problem.memory_limit_mb)
 
 
 @dataclass(slots=True)
@@ -207,12 +282,15 @@ def evaluate(
     max_public_shown: int | None = DEFAULT_MAX_PUBLIC_SHOWN,
     problem_version: str | None = None,
     time_budget_s: float | None = DEFAULT_JOB_TIME_BUDGET_S,
+    language: str | None = None,
 ) -> JobResult:
     """Judge one completion. Never raises for anything the program or the sandbox does; a bug
     in the judge itself raises.
 
     ``problem_version`` defaults to ``problem.content_version()``; callers judging many jobs of
-    one problem pass it precomputed (hashing every test per job is wasted work).
+    one problem pass it precomputed (hashing every test per job is wasted work). ``language``
+    (the job's) fixes the language the completion is judged in; else the problem's
+    ``languages`` allow several (sandbox/extract.py says which block wins).
     ``time_budget_s`` bounds the wall-clock time spent running tests (None: unbounded).
     """
     check_options(reward_shape, mode)
@@ -236,18 +314,28 @@ def evaluate(
         return infra(f"problem refused, not judged: {refusal}")
 
     text = completion.decode("utf-8", errors="replace") if isinstance(completion, bytes) else completion
-    code = extract_code(text)
-    if code is None:
-        return finish(JobResult(job_id, problem.id, 0.0, Verdict.NO_CODE, observation=NO_CODE_MESSAGE))
     try:
-        syntax_error = runner.load(code)
-    except SandboxFailure as e:
-        return infra(f"runner {runner.name} failed to load the program: {e}")
-    if syntax_error is not None:
-        observation = "Compile error (no test was run):\n" + clip(syntax_error.rstrip("\n")) + "\n"
-        return finish(JobResult(job_id, problem.id, 0.0, Verdict.COMPILE_ERROR, observation=observation))
+        allowed, default = allowed_languages(problem, language)
+    except ValueError as e:
+        return infra(str(e))
+    found = extract_program(text, allowed=allowed, default=default)
+    if found is None:
+        return finish(JobResult(job_id, problem.id, 0.0, Verdict.NO_CODE, observation=no_code_message(allowed)))
+    from cpfleet.sandbox import compiled
 
-    limits = problem_limits(problem)
+    prepared = compiled.prepare(runner, found, problem.fn_name)
+    if prepared.infra_message:
+        result = infra(prepared.infra_message)
+        result.language = found.language
+        return result
+    if prepared.compile_error is not None:
+        observation = "Compile error (no test was run):\n" + clip(prepared.compile_error.rstrip("\n"), 2000) + "\n"
+        result = finish(JobResult(job_id, problem.id, 0.0, Verdict.COMPILE_ERROR, observation=observation))
+        result.timings.compile_ms, result.language = prepared.compile_ms, found.language
+        return result
+    compile_ms = prepared.compile_ms
+
+    limits = problem_limits(problem, found.language)
     budget = JobBudget(time_budget_s)
     public, hidden = _Tally(), _Tally()
     public.summary.total = len(problem.public_tests)
@@ -256,7 +344,7 @@ def evaluate(
 
     def run_one(test: TestCase, where: str) -> TestOutcome:
         test_limits = budget.limits_for(limits)
-        out = judge_test(runner, checker, test, test_limits)
+        out = judge_any(runner, checker, problem, test, test_limits)
         budget.charge(out, where)
         return out
 
@@ -267,7 +355,7 @@ def evaluate(
                 continue
             out = run_one(test, f"public test {i + 1}")
             public.add(out, keep_report=True)
-            views.append(_view(test, out))
+            views.append(_view(test, out, call=fncall.call_text(problem.fn_name, test.input) if problem.fn_name else ""))
         if mode == "full":
             for i, test in enumerate(problem.hidden_tests):
                 if budget.exhausted:
@@ -320,10 +408,48 @@ def evaluate(
         deterministic=public.deterministic and hidden.deterministic and budget.deterministic,
         stopped=stopped,
     )
-    return finish(result, public.cpu_ms + hidden.cpu_ms)
+    result.language = found.language
+    result = finish(result, public.cpu_ms + hidden.cpu_ms)
+    result.timings.compile_ms = compile_ms
+    return result
 
 
-def _view(test: TestCase, out: TestOutcome | None, not_run: str = "") -> PublicTestView:
+def program_identity(problem: Problem, completion: str, language: str | None) -> str | None:
+    """What a result cache keys a job's program by: the extracted code, prefixed by its language
+    unless it is CPython (so CPython keys stay those of the Python-only judge); None when no
+    program was found or the job's language is refused (both judged without running anything)."""
+    try:
+        allowed, default = allowed_languages(problem, language)
+    except ValueError:
+        return None
+    found = extract_program(completion, allowed=allowed, default=default)
+    if found is None:
+        return None
+    return found.code if found.language == "python3" else f"{found.language}\n{found.code}"
+
+
+def allowed_languages(problem: Problem, language: str | None) -> tuple[tuple[str, ...] | None, str]:
+    """(the languages a completion may be in (None: any), the language of an untagged block).
+    A job language the problem does not allow, or an unknown one, is a ValueError (the
+    caller's request is wrong: an infrastructure error, not the model's)."""
+    if problem.fn_name is not None:
+        # the function-call harness is Python (sandbox/callharness.py)
+        if language not in (None, "python3"):
+            raise ValueError(f"problem {problem.id} is a function-call problem: judged in python3 only, not {language!r}")
+        return ("python3",), "python3"
+    if language is not None:
+        if language not in LANGUAGES:
+            raise UnknownLanguage(f"unknown job language {language!r}; known: {', '.join(LANGUAGES)}")
+        if problem.languages is not None and language not in problem.languages:
+            raise ValueError(f"job language {language!r} is not allowed by problem {problem.id} "
+                             f"(languages: {', '.join(problem.languages)})")
+        return (language,), language
+    if problem.languages is not None:
+        return problem.languages, problem.languages[0]
+    return None, "python3"
+
+
+def _view(test: TestCase, out: TestOutcome | None, not_run: str = "", call: str = "") -> PublicTestView:
     if out is None:
         return PublicTestView(verdict=None, ms=0.0, input=test.input, expected=test.output, stdout="", detail=not_run)
     return PublicTestView(
@@ -335,6 +461,8 @@ def _view(test: TestCase, out: TestOutcome | None, not_run: str = "") -> PublicT
         stderr=out.stderr,
         stdout_truncated=out.stdout_truncated,
         detail=out.detail,
+        call=call,
+        returned=out.returned,
     )
 
 

@@ -1,7 +1,14 @@
-"""Pull the program out of a model completion: the first fenced Python (or untagged) block.
+"""Pull the program out of a model completion: the first fenced block in an allowed language.
 
-Models answer in Markdown, so the code is whatever sits in the first fenced block that could be
-Python. Blocks in other languages (```cpp, ```java, ```text ...) are skipped, never run. Fences
+Models answer in Markdown, so the code is whatever sits in the first fenced block whose language
+the job allows (``extract_program``): the fence tag names the language (```cpp/c++/cc/cxx,
+```c, ```java, ```python/py/python3, ```pypy; sandbox/languages.py has the table), an untagged
+block is the default language (the job's ``language``, else the problem's first ``languages``
+entry, else python3), blocks in other languages (```text, a ```java block on a C++-only
+problem) are skipped, never run. Python-family tags are one language family: a ```python block
+on a job that asks for pypy3 runs under PyPy, and a ```pypy block on a CPython-only job under
+CPython (the code is Python either way; the runtime is the job's choice). ``extract_code`` is
+the Python-only form (first python or untagged block). Fences
 follow CommonMark where it matters for model output: ``` or ~~~ runs of 3+, a closing fence of
 the same character at least as long as the opening and with nothing after it, an unterminated
 block running to the end of the text (a completion cut by the token limit; the compile step
@@ -12,6 +19,10 @@ CRLF line ends and trailing spaces on fence lines are tolerated.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from cpfleet.core.languages import FENCE_TAGS, LANGUAGES
 
 PYTHON_TAGS = frozenset({"python", "py", "python3"})
 
@@ -39,6 +50,37 @@ def extract_code(text: str) -> str | None:
 
     Empty blocks are skipped like foreign-language ones. The returned source ends with a newline.
     """
+    found = extract_program(text, allowed=("python3",), default="python3", python_family=False)
+    return None if found is None else found.code
+
+
+@dataclass(frozen=True, slots=True)
+class Extracted:
+    """The program found in a completion and the language it is judged in."""
+
+    language: str
+    code: str
+
+
+_PYTHONS = ("python3", "pypy3")
+
+
+def _language_of(tag: str, allowed: Sequence[str], python_family: bool) -> str | None:
+    lang = FENCE_TAGS.get(tag)
+    if lang is None:
+        return None
+    if lang in allowed:
+        return lang
+    if python_family and lang in _PYTHONS:
+        for other in _PYTHONS:
+            if other in allowed:
+                return other
+    return None
+
+
+def _blocks(text: str) -> Iterator[tuple[str, str]]:
+    """Every fenced block in order: (its tag, lower-cased, '' when untagged or unreadable as one;
+    its code without surrounding blank lines)."""
     lines = _LINE_SPLIT.split(text)
     i, n = 0, len(lines)
     while i < n:
@@ -55,11 +97,41 @@ def extract_code(text: str) -> str | None:
             body.append(_dedent(lines[i].rstrip("\r"), indent))
             i += 1
         i += 1  # past the closing fence (or the end of the text)
-        if info:  # the language is the info string's leading word: ```python title="a.py", ```py:sol.py
-            m_tag = _TAG.match(info)
-            if m_tag is None or m_tag.group().lower() not in PYTHON_TAGS:
-                continue
-        code = "\n".join(body).strip("\n")
-        if code.strip():
-            return code + "\n"
+        # the language is the info string's leading word: ```python title="a.py", ```py:sol.py
+        m_tag = _TAG.match(info) if info else None
+        tag = "" if not info else (m_tag.group().lower() if m_tag is not None else "\0")
+        yield tag, "\n".join(body).strip("\n")
+
+
+def extract_program(
+    text: str, *, allowed: Sequence[str] | None = None, default: str = "python3", python_family: bool = True
+) -> Extracted | None:
+    """The first non-empty fenced block in an ``allowed`` language (default: every language),
+    an untagged block counting as ``default``; None when there is none. The code ends with a
+    newline."""
+    allowed = tuple(LANGUAGES if allowed is None else allowed)
+    if default not in allowed:
+        default = allowed[0] if allowed else default
+    for tag, code in _blocks(text):
+        language = default if not tag else _language_of(tag, allowed, python_family)
+        if language is None:
+            continue
+        if code.strip() and language in allowed:
+            return Extracted(language, code + "\n")
     return None
+
+
+def programs_key(text: str) -> str | None:
+    """What makes two completions the same program under EVERY language rule: all their fenced
+    blocks, tags included, in order (None: no block). A key for in-flight de-duplication: two
+    completions with the same key are judged alike whatever the job's or problem's languages,
+    which the first block's code alone does not guarantee (```cpp and ```c blocks of one text,
+    a Python block after a C++ one)."""
+    parts = [f"{tag}\n{code}" for tag, code in _blocks(text)]
+    return "\0\0".join(parts) if parts else None
+
+
+def looked_for(allowed: Sequence[str] | None) -> str:
+    """The NO_CODE message's list of what was looked for: 'cpp or java'."""
+    names = list(LANGUAGES if allowed is None else allowed)
+    return " or ".join(names) if names else "(no language allowed)"

@@ -7,23 +7,30 @@ server), or exec a fresh ``python3 solution.py`` (subprocess: the reference sema
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
+import functools
+import json
 import logging
+import marshal
 import math
 import os
 import select
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cpfleet.core.errors import SandboxBroken
 from cpfleet.core.verdict import Verdict
 from cpfleet.sandbox import zygote
 from cpfleet.sandbox.cgroups import SlotCgroup
-from cpfleet.sandbox.runner import CodeRunner, IsolationReport, Limits, RunResult
+from cpfleet.sandbox.languages import JVM_AS_FALLBACK_MB
+from cpfleet.sandbox.runner import CodeRunner, IsolationReport, Limits, ProgramImage, RunResult
 from cpfleet.sandbox.slots import Slot, claim_slot
 
 log = logging.getLogger("cpfleet.sandbox")
@@ -37,13 +44,18 @@ STDERR_TAIL = 4096
 CGROUP_SLACK_BYTES = 32 << 20
 CPU_RLIMIT_FACTOR = 1.5  # RLIMIT_CPU sits at ceil(1.5 x limit) + 1 s: see cpu_rlimit_s
 CPU_RLIMIT_SLACK_S = 1
+PEER_GRACE_S = 1.0  # interactive: how long the solution may run on after the interactor ended
 REPLY_GRACE_S = 10.0  # how long past its own deadline we wait for the job init before declaring it broken
 
+
+# what runtimes print when an allocation fails inside the memory limit: the JVM's heap (-Xmx),
+# libstdc++'s operator new, PyPy's MemoryError
+OOM_MESSAGES = (b"java.lang.OutOfMemoryError", b"std::bad_alloc", b"\nMemoryError")
 
 CHILD_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "HOME": "/box"}
 
 
-def zygote_command() -> list[str]:
+def zygote_command(python: str | None = None) -> list[str]:
     """``python -I -S``: no site, so no .pth hooks (editable installs, setuptools' shims)
     import dozens of modules into the process that every test forks from.
 
@@ -58,7 +70,7 @@ def zygote_command() -> list[str]:
         "sys.modules.update({'cpfleet': top, 'cpfleet.sandbox': sub}); "
         "import cpfleet.sandbox.zygote as z; z.main()"
     )
-    return [sys.executable, "-I", "-S", "-c", boot]
+    return [python or sys.executable, "-I", "-S", "-c", boot]
 
 
 class ZygoteRunner(CodeRunner):
@@ -66,7 +78,11 @@ class ZygoteRunner(CodeRunner):
 
     def __init__(self, isolate: bool = True, python: str | None = None) -> None:
         self._isolate = isolate
-        self._python = python or os.path.realpath(getattr(sys, "_base_executable", sys.executable))
+        # CPFLEET_SOLUTION_PYTHON (e.g. a venv with numpy): the zygote itself runs under it, so
+        # fork-mode tests import its packages, and exec mode runs it (not resolved: a venv's
+        # python is a link whose own path is what makes it the venv)
+        self._solution_python = python or os.environ.get("CPFLEET_SOLUTION_PYTHON") or None
+        self._python = self._solution_python or os.path.realpath(getattr(sys, "_base_executable", sys.executable))
         self._proc: subprocess.Popen[bytes] | None = None
         self._ctrl: socket.socket | None = None
         self._job: Job | None = None
@@ -76,6 +92,7 @@ class ZygoteRunner(CodeRunner):
         try:
             self._cgroup = SlotCgroup(f"slot-{self._slot.index}") if isolate else None
             self._ooms_seen = self._cgroup.oom_kills() if self._cgroup is not None else 0
+            self._pch_host_dir = _pch_root()
             self._start_zygote()
             self._self_test()
         except BaseException:
@@ -89,7 +106,7 @@ class ZygoteRunner(CodeRunner):
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             self._proc = subprocess.Popen(
-                [*zygote_command(), str(theirs.fileno()), str(os.getpid())],
+                [*zygote_command(self._solution_python), str(theirs.fileno()), str(os.getpid())],
                 pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                 env=CHILD_ENV,  # never the worker's: it holds the broker URL and its password
             )
@@ -102,7 +119,9 @@ class ZygoteRunner(CodeRunner):
         cgroup_fds = self._cgroup.open_join_fds() if self._cgroup is not None else []
         try:
             zygote.send(ours, {"uid": self._slot.uid, "gid": self._slot.gid, "python": self._python,
-                               "isolate": self._isolate}, cgroup_fds)
+                               "site_packages": _site_packages(self._solution_python),
+                               "python_dirs": _solution_python_dirs(self._solution_python),
+                               "isolate": self._isolate, "pch_dir": self._pch_host_dir}, cgroup_fds)
         finally:
             for fd in cgroup_fds:
                 os.close(fd)
@@ -202,20 +221,67 @@ class ZygoteRunner(CodeRunner):
         return self._report
 
     @property
+    def loaded_job(self) -> Job | None:
+        """The job of the program ``load``/``load_program`` loaded (None: none is)."""
+        return self._job
+
+    def sandbox_path(self, host_path: str) -> str | None:
+        """Where a host path under the precompiled-header root is seen by sandboxed programs
+        (None: it is not visible there)."""
+        root = self._pch_host_dir
+        if not root or not (host_path == root or host_path.startswith(root + "/")):
+            return None
+        if self._report.layers.get("hidden_fs"):
+            from cpfleet.sandbox.isolation import PCH
+
+            return PCH + host_path[len(root):]
+        return host_path
+
+    @property
     def slot(self) -> Slot:
         return self._slot
 
-    def load(self, source: str) -> str | None:
+    def load(self, source: str, fn_name: str | None = None) -> str | None:
+        """``fn_name`` set: a function-call problem; each run calls that function with the JSON
+        arguments given as stdin and returns its JSON value on stdout (sandbox/callharness.py)."""
         self._end_job()
+        # surrogatepass: a lone surrogate becomes invalid UTF-8, i.e. a compile error, not INTERNAL
+        job, error = self._open_job(self.mode, source.encode("utf-8", errors="surrogatepass"), fn_name)
+        self._job = job
+        return error
+
+    def load_program(self, image: ProgramImage) -> None:
+        self._end_job()
+        self._job = self.open_program(image)
+
+    def open_program(self, image: ProgramImage) -> Job:
+        """A job running ``image`` next to the loaded one (a checker beside the solution): run
+        its tests with ``run_job``, end it with ``Job.close()``. Raises SandboxBroken when its
+        files cannot be placed."""
+        payload = marshal.dumps({"files": {k: (bytes(v[0]), int(v[1])) for k, v in image.files.items()},
+                                 "argv": list(image.argv), "env": dict(image.env)})
+        job, error = self._open_job("program", payload)
+        if job is None:
+            raise SandboxBroken(error or "the program could not be loaded")
+        job.memory_model = image.memory_model
+        job.extra_cgroup_bytes = image.extra_cgroup_mb << 20
+        main = image.argv[0] if image.argv else ""
+        if main.startswith("{prog}/") and main[len("{prog}/"):] in image.files:
+            job.image_bytes = elf_load_bytes(image.files[main[len("{prog}/"):]][0])
+        return job
+
+    def _open_job(self, mode: str, payload: bytes, fn_name: str | None = None) -> tuple[Job | None, str | None]:
         if self._proc is None or self._proc.poll() is not None:
             self._restart_zygote()
         assert self._ctrl is not None
         job = Job()
         memfd = os.memfd_create("solution", os.MFD_CLOEXEC)
         try:
-            # surrogatepass: a lone surrogate becomes invalid UTF-8, i.e. a compile error, not INTERNAL
-            _write_all(memfd, source.encode("utf-8", errors="surrogatepass"))
-            zygote.send(self._ctrl, {"op": "job", "mode": self.mode}, [job.theirs.fileno(), memfd])
+            _write_all(memfd, payload)
+            msg: dict[str, Any] = {"op": "job", "mode": mode}
+            if fn_name is not None:
+                msg["fn_name"] = fn_name
+            zygote.send(self._ctrl, msg, [job.theirs.fileno(), memfd])
             job.theirs.close()  # the init holds it now: its death alone is our EOF
             reply = self._recv_within(job.sock, 60.0)
         except (OSError, SandboxBroken) as e:
@@ -230,9 +296,10 @@ class ZygoteRunner(CodeRunner):
             self._report.layers.setdefault("pidns", bool(reply["layers"]["pidns"]))
         if not reply["ok"]:
             job.close()
-            return str(reply["error"]) or "SyntaxError"
-        self._job = job
-        return None
+            if reply.get("infra"):
+                raise SandboxBroken(str(reply["error"]))
+            return None, str(reply["error"]) or "SyntaxError"
+        return job, None
 
     def _end_job(self) -> None:
         if self._job is not None:
@@ -242,37 +309,223 @@ class ZygoteRunner(CodeRunner):
     def run(self, stdin: bytes, limits: Limits) -> RunResult:
         if self._job is None:
             return RunResult(Verdict.INTERNAL, error="run() without a successfully loaded program")
-        try:
-            return self._run(stdin, limits)
-        except (OSError, SandboxBroken) as e:
+        res = self.run_job(self._job, stdin, limits)
+        if res.status == Verdict.INTERNAL:
             self._end_job()
+        return res
+
+    def run_job(self, job: Job, stdin: bytes, limits: Limits, *, argv: tuple[str, ...] | list[str] = (),
+                files: Mapping[str, bytes] | None = None, collect: Sequence[str] = ()) -> RunResult:
+        """One test of ``job``: ``argv`` is appended to a program's argv, ``files`` are placed
+        read-only (root-owned, mode 0444) in the test's working directory before it starts (a
+        name ending in "/" is a directory the program may write in), and the files named in
+        ``collect`` are read back from it afterwards into ``RunResult.files``."""
+        try:
+            return self._run(job, stdin, limits, argv, files, collect)
+        except (OSError, SandboxBroken) as e:
+            job.close()
             return RunResult(Verdict.INTERNAL, error=f"sandbox failure: {e}")
 
-    def _run(self, stdin: bytes, limits: Limits) -> RunResult:
-        assert self._job is not None
+    def _set_cgroup(self, memory_bytes: int, nproc: int) -> bool:
+        if self._cgroup is None or not self._cgroup.ok:
+            return False
+        self._cgroup.set_limits(memory_bytes + CGROUP_SLACK_BYTES, nproc)
+        return True
+
+    def child_limits(self, job: Job, limits: Limits, cgroup_ok: bool) -> tuple[dict[str, int], int]:
+        """The rlimits of one test of ``job``, and its CPU rlimit."""
         mem = limits.memory_mb << 20
-        if self._cgroup is not None and self._cgroup.ok:
-            self._cgroup.set_limits(mem + CGROUP_SLACK_BYTES, limits.nproc)
+        if job.memory_model == "cgroup":
+            as_bytes = -1 if cgroup_ok else mem + (JVM_AS_FALLBACK_MB << 20)
+        else:
+            as_bytes = mem
         cpu_rlimit = cpu_rlimit_s(limits)
-        child_limits = {"cpu_s": cpu_rlimit, "as_bytes": mem, "fsize_bytes": limits.file_size_mb << 20,
-                        "nproc": limits.nproc, "nofile": limits.nofile}
-        job = self._job
+        return ({"cpu_s": cpu_rlimit, "as_bytes": as_bytes, "fsize_bytes": limits.file_size_mb << 20,
+                 "nproc": limits.nproc, "nofile": limits.nofile}, cpu_rlimit)
+
+    def _run(self, job: Job, stdin: bytes, limits: Limits, argv: tuple[str, ...] | list[str],
+             files: Mapping[str, bytes] | None, collect: Sequence[str] = ()) -> RunResult:
+        if job.sock.fileno() < 0:
+            return RunResult(Verdict.INTERNAL, error="the job was closed (an earlier sandbox failure)")
+        if job.memory_model == "address_space" and job.image_bytes > limits.memory_mb << 20:
+            # the kernel would refuse (or kill) the exec itself; say why instead of a bare signal
+            return RunResult(Verdict.MEMORY_LIMIT, error=f"the program's static data and code "
+                             f"({job.image_bytes >> 20} MB) exceed the memory limit {limits.memory_mb} MB")
+        cgroup_ok = self._set_cgroup((limits.memory_mb << 20) + job.extra_cgroup_bytes, limits.nproc)
+        child_limits, cpu_rlimit = self.child_limits(job, limits, cgroup_ok)
         wall = min(limits.wall_backstop_s, limits.wall_max_s)
         stdio = TestStdio(stdin)
+        files_fd = -1
         try:
-            run = {"op": "run", "limits": child_limits, "wall_s": wall, "wall_max_s": limits.wall_max_s,
-                   "cpu_limit_s": limits.time_s}
-            zygote.send(job.sock, run, stdio.child_ends)
+            fds = list(stdio.child_ends)
+            if files:
+                files_fd = os.memfd_create("files", os.MFD_CLOEXEC)
+                _write_all(files_fd, marshal.dumps({k: (bytes(v), 0o444) for k, v in files.items()}))
+                fds.append(files_fd)
+            zygote.send(job.sock, {"op": "run", "limits": child_limits, "wall_s": wall, "argv": list(argv),
+                                   "mem_mb": limits.memory_mb, "collect": list(collect),
+                                   "wall_max_s": limits.wall_max_s, "cpu_limit_s": limits.time_s}, fds)
             stdio.sent()
             res, done = self._drain(job, stdio, limits, limits.wall_max_s + REPLY_GRACE_S)
         finally:
             stdio.close()
-        oom = False
-        if self._cgroup is not None and self._cgroup.ok:
-            # read after every test: the OOM killer may pick a grandchild, not the main process
-            ooms = self._cgroup.oom_kills()
-            oom, self._ooms_seen = ooms > self._ooms_seen, ooms
-        return _judge_run(res, done, limits, cpu_rlimit, oom)
+            if files_fd >= 0:
+                os.close(files_fd)
+        return _judge_run(res, done, limits, cpu_rlimit, self._new_oom())
+
+    def run_pair(self, job_a: Job, limits_a: Limits, job_b: Job, limits_b: Limits, *,
+                 argv: list[str], files: Mapping[str, bytes] | None,
+                 collect: Sequence[str] = ()) -> tuple[RunResult, RunResult]:
+        """Run a test of ``job_a`` and one of ``job_b`` at once, each one's stdout piped into
+        the other's stdin (an interactive problem: a the solution, b the interactor, which gets
+        ``argv`` and ``files``). When b ends, a is stopped (killed, error "stopped: the
+        interactor exited"); stderr of both is captured. INTERNAL when the sandbox failed."""
+        try:
+            return self._run_pair(job_a, limits_a, job_b, limits_b, argv, files, collect)
+        except (OSError, SandboxBroken) as e:
+            job_a.close()
+            job_b.close()
+            failed = RunResult(Verdict.INTERNAL, error=f"sandbox failure: {e}")
+            return failed, failed
+
+    def _run_pair(self, job_a: Job, limits_a: Limits, job_b: Job, limits_b: Limits, argv: list[str],
+                  files: Mapping[str, bytes] | None, collect: Sequence[str]) -> tuple[RunResult, RunResult]:
+        total = (limits_a.memory_mb << 20) + job_a.extra_cgroup_bytes + (limits_b.memory_mb << 20) \
+            + job_b.extra_cgroup_bytes
+        cgroup_ok = self._set_cgroup(total, limits_a.nproc + limits_b.nproc)
+        rl_a, cpu_a = self.child_limits(job_a, limits_a, cgroup_ok)
+        rl_b, cpu_b = self.child_limits(job_b, limits_b, cgroup_ok)
+        own: list[int] = []
+        try:
+            a2b_r, a2b_w = os.pipe2(os.O_CLOEXEC)
+            own += [a2b_r, a2b_w]
+            b2a_r, b2a_w = os.pipe2(os.O_CLOEXEC)
+            own += [b2a_r, b2a_w]
+            err_a_r, err_a_w = os.pipe2(os.O_CLOEXEC)
+            own += [err_a_r, err_a_w]
+            err_b_r, err_b_w = os.pipe2(os.O_CLOEXEC)
+            own += [err_b_r, err_b_w]
+            fds_b = [a2b_r, b2a_w, err_b_w]
+            if files:
+                files_fd = os.memfd_create("files", os.MFD_CLOEXEC)
+                own.append(files_fd)
+                _write_all(files_fd, marshal.dumps({k: (bytes(v), 0o444) for k, v in files.items()}))
+                fds_b.append(files_fd)
+            # the pair waits on each other, so no CPU-wait credit here: each backstop is fixed
+            # (and capped by the job's budget); the CPU limits are enforced on exact runtime
+            wall_a = min(limits_a.wall_backstop_s, limits_a.wall_max_s)
+            wall_b = min(limits_b.wall_backstop_s, limits_b.wall_max_s)
+            zygote.send(job_b.sock, {"op": "run", "limits": rl_b, "wall_s": wall_b, "cpu_limit_s": limits_b.time_s,
+                                     "argv": argv, "mem_mb": limits_b.memory_mb, "collect": list(collect)}, fds_b)
+            zygote.send(job_a.sock, {"op": "run", "limits": rl_a, "wall_s": wall_a, "cpu_limit_s": limits_a.time_s,
+                                     "argv": [], "mem_mb": limits_a.memory_mb}, [b2a_r, a2b_w, err_a_w])
+            for fd in (a2b_r, a2b_w, b2a_r, b2a_w, err_a_w, err_b_w, *fds_b[3:]):
+                own.remove(fd)
+                os.close(fd)
+            for fd in (err_a_r, err_b_r):
+                os.set_blocking(fd, False)
+            timeout = max(wall_a, wall_b) + REPLY_GRACE_S
+            done, errs = self._drain_pair(job_a, job_b, err_a_r, err_b_r, limits_a, limits_b, timeout)
+        finally:
+            for fd in own:
+                os.close(fd)
+        oom = self._new_oom()
+        results = []
+        for which, limits, cpu_rlimit in ((0, limits_a, cpu_a), (1, limits_b, cpu_b)):
+            res = RunResult(Verdict.OK, stderr=errs[which][0], stderr_truncated=errs[which][1])
+            d = done[which]
+            killed_by_oom = oom and os.WIFSIGNALED(d["status"]) and os.WTERMSIG(d["status"]) == signal.SIGKILL
+            peer = d["killed"] == "peer"
+            if peer:
+                d = dict(d, killed="")
+            res = _judge_run(res, d, limits, cpu_rlimit, killed_by_oom)
+            if peer and res.status == Verdict.RUNTIME_ERROR:
+                res.error = "stopped: the interactor exited"
+            results.append(res)
+        return results[0], results[1]
+
+    def _drain_pair(self, job_a: Job, job_b: Job, err_a: int, err_b: int, limits_a: Limits, limits_b: Limits,
+                    timeout: float) -> tuple[list[dict[str, Any]], list[tuple[bytes, bool]]]:
+        done: list[dict[str, Any] | None] = [None, None]
+        errs = [bytearray(), bytearray()]
+        trunc = [False, False]
+        totals = [0, 0]
+        caps = [limits_a, limits_b]
+        socks = {job_a.sock.fileno(): 0, job_b.sock.fileno(): 1}
+        pipes = {err_a: 0, err_b: 1}
+        poller = select.poll()
+        for fd in (*socks, *pipes):
+            poller.register(fd, select.POLLIN)
+        deadline = time.monotonic() + timeout
+        killed = [False, False]
+        jobs = (job_a, job_b)
+        stop_a_at: float | None = None  # when a is stopped after b ended (PEER_GRACE_S later)
+        while done[0] is None or done[1] is None:
+            now = time.monotonic()
+            remaining = deadline - now
+            if remaining <= 0:
+                raise SandboxBroken("a job init did not report the interactive test's end")
+            if stop_a_at is not None and done[0] is None and not killed[0]:
+                if now >= stop_a_at:
+                    zygote.send(job_a.sock, {"op": "kill", "reason": "peer"})
+                    killed[0] = True
+                else:
+                    remaining = min(remaining, stop_a_at - now)
+            for fd, _ in poller.poll(int(remaining * 1000) + 1):
+                if fd in socks:
+                    i = socks[fd]
+                    msg, extra = zygote.recv(jobs[i].sock)
+                    for x in extra:
+                        os.close(x)
+                    if msg is None:
+                        raise SandboxBroken("a job init exited")
+                    done[i] = msg
+                    poller.unregister(fd)
+                    if i == 1 and done[0] is None and not killed[0]:
+                        # a gets a moment to end on its own (its exit status counts: a program
+                        # that crashes after an accepted dialogue is judged by its crash), then
+                        # it is stopped (one still waiting to read would otherwise wait forever)
+                        stop_a_at = time.monotonic() + PEER_GRACE_S
+                    continue
+                i = pipes[fd]
+                with contextlib.suppress(BlockingIOError):
+                    chunk = os.read(fd, READ_CHUNK)
+                    if not chunk:
+                        poller.unregister(fd)
+                        continue
+                    totals[i] += len(chunk)
+                    room = caps[i].stderr_keep_bytes - len(errs[i])
+                    if room > 0:
+                        errs[i] += chunk[:room]
+                    if len(chunk) > room:
+                        trunc[i] = True
+                    if totals[i] > caps[i].stderr_bytes and done[i] is None and not killed[i]:
+                        zygote.send(jobs[i].sock, {"op": "kill", "reason": "output"})
+                        killed[i] = True
+        for i, fd in enumerate((err_a, err_b)):  # every process is dead: the rest is in the pipe
+            while True:
+                try:
+                    chunk = os.read(fd, READ_CHUNK)
+                except BlockingIOError:
+                    break
+                if not chunk:
+                    break
+                room = caps[i].stderr_keep_bytes - len(errs[i])
+                if room > 0:
+                    errs[i] += chunk[:room]
+                if len(chunk) > room:
+                    trunc[i] = True
+        assert done[0] is not None and done[1] is not None
+        return [done[0], done[1]], [(bytes(errs[0]), trunc[0]), (bytes(errs[1]), trunc[1])]
+
+    def _new_oom(self) -> bool:
+        """Whether the slot's cgroup OOM-killed something since the last look (read after every
+        test: the OOM killer may pick a grandchild, not the main process)."""
+        if self._cgroup is None or not self._cgroup.ok:
+            return False
+        ooms = self._cgroup.oom_kills()
+        oom, self._ooms_seen = ooms > self._ooms_seen, ooms
+        return oom
 
     def _drain(self, job: Job, stdio: TestStdio, limits: Limits, timeout: float) -> tuple[RunResult, dict[str, Any]]:
         """Read stdout/stderr while the program runs, enforcing the caps, until the init reports
@@ -346,11 +599,65 @@ class ZygoteRunner(CodeRunner):
         self._slot.release()
 
 
+@functools.lru_cache(maxsize=8)
+def _site_packages(python: str | None) -> list[str]:
+    """The site-packages of a configured solution interpreter, asked of the interpreter itself
+    with site on (the zygote runs it with -S, where a venv's own directories are not set up)."""
+    if python is None:
+        return []
+    out = subprocess.run([python, "-c", "import json, site, sys; print(json.dumps(site.getsitepackages()))"],
+                         capture_output=True, text=True, timeout=60, check=False)
+    if out.returncode != 0:
+        raise SandboxBroken(f"the solution interpreter {python} does not run: {out.stderr.strip()[-300:]}")
+    return [str(p) for p in json.loads(out.stdout)]
+
+
+def _solution_python_dirs(python: str | None) -> list[str]:
+    """Directories the sandbox must show for a configured interpreter: its own tree (a venv's
+    bin/ and pyvenv.cfg; exec mode runs it by that path) and its site-packages."""
+    if python is None:
+        return []
+    return [os.path.dirname(os.path.dirname(os.path.abspath(python))), *_site_packages(python)]
+
+
+def elf_load_bytes(data: bytes) -> int:
+    """Total memory size of an ELF64 executable's loadable segments (0 when not ELF64): the
+    address space its exec needs before the first instruction (a ``static char a[1 << 30]``)."""
+    if len(data) < 64 or data[:5] != b"\x7fELF\x02":
+        return 0
+    order = "<" if data[5] == 1 else ">"
+    phoff = struct.unpack_from(order + "Q", data, 0x20)[0]
+    phentsize, phnum = struct.unpack_from(order + "HH", data, 0x36)
+    total = 0
+    for i in range(phnum):
+        off = phoff + i * phentsize
+        if off + 0x30 > len(data):
+            break
+        if struct.unpack_from(order + "I", data, off)[0] == 1:  # PT_LOAD
+            total += struct.unpack_from(order + "Q", data, off + 0x28)[0]
+    return total
+
+
+def _pch_root() -> str:
+    """The host directory of precompiled headers (created world-readable; '' when it cannot be)."""
+    from cpfleet.sandbox.programs import PchCache
+
+    try:
+        return PchCache().ensure_root()
+    except OSError as e:
+        log.warning("no precompiled headers: %s", e)
+        return ""
+
+
 class Job:
-    """The runner's end of one job's control channel (the init holds the other)."""
+    """The runner's end of one job's control channel (the init holds the other), and how its
+    tests are bounded in memory (see ProgramImage)."""
 
     def __init__(self) -> None:
         self.sock, self.theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.memory_model = "address_space"
+        self.extra_cgroup_bytes = 0
+        self.image_bytes = 0  # memory its executable maps at exec (ELF PT_LOAD segments)
 
     def close(self) -> None:
         self.theirs.close()
@@ -425,6 +732,7 @@ def _judge_run(res: RunResult, done: dict[str, Any], limits: Limits, cpu_rlimit:
     a peak RSS near the limit rather than from a MemoryError or the memory cgroup.
     """
     status: int = done["status"]
+    res.files = dict(done.get("files") or {})
     res.cpu_s = float(done["cpu"])
     res.wall_s = float(done["wall"])
     res.max_rss_kb = int(done["maxrss"])
@@ -439,6 +747,9 @@ def _judge_run(res: RunResult, done: dict[str, Any], limits: Limits, cpu_rlimit:
     tail = res.stderr.rstrip().rsplit(b"\n", 1)[-1]
     if done["internal"]:
         res.status, res.error = Verdict.INTERNAL, done["internal"]
+    elif done.get("exec_errno"):
+        res.status, res.error = Verdict.MEMORY_LIMIT, f"the program's image does not fit the memory limit " \
+            f"{limits.memory_mb} MB ({os.strerror(done['exec_errno'])})"
     elif killed == "output":
         res.status = Verdict.OUTPUT_LIMIT
         if res.stdout_truncated:
@@ -474,8 +785,8 @@ def _judge_run(res: RunResult, done: dict[str, Any], limits: Limits, cpu_rlimit:
         res.error = f"CPU rlimit {cpu_rlimit}s fired ({used}; the kernel's tick-sampled CPU time ran ahead)"
     elif res.exit_code == 0:
         res.status = Verdict.OK
-    elif tail.startswith(b"MemoryError"):
-        res.status, res.error = Verdict.MEMORY_LIMIT, f"memory limit {limits.memory_mb} MB: MemoryError"
+    elif tail.startswith(b"MemoryError") or any(m in res.stderr for m in OOM_MESSAGES):
+        res.status, res.error = Verdict.MEMORY_LIMIT, f"memory limit {limits.memory_mb} MB: an allocation failed"
     elif near_memory_limit:
         res.status, res.deterministic = Verdict.MEMORY_LIMIT, False
         res.error = (

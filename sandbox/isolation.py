@@ -28,6 +28,8 @@ import sys
 
 from cpfleet.sandbox import cgroups, linux
 
+PCH = "/pch"  # precompiled headers, bound read-only from the host (sandbox/programs.py)
+PROG = "/prog"  # a compiled program's files (read-only tmpfs per job, program mode)
 BOX = "/box"  # the test directory (cwd, /tmp, /dev/shm, /run), a tmpfs kept fresh per test (TestBox)
 # host paths bound read-only into the sandbox root (symlinks are recreated as symlinks)
 SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
@@ -43,8 +45,9 @@ class ZygoteSetup:
         self.notes: list[str] = []
 
 
-def isolate_zygote(python_dirs: list[str]) -> ZygoteSetup:
-    """Enter an empty network namespace and a private, minimal, read-only root."""
+def isolate_zygote(python_dirs: list[str], binds: dict[str, str] | None = None) -> ZygoteSetup:
+    """Enter an empty network namespace and a private, minimal, read-only root. ``binds``:
+    {path in the sandbox: host directory} bound read-only too (the precompiled headers)."""
     setup = ZygoteSetup()
     try:
         linux.unshare(linux.CLONE_NEWNET)
@@ -62,7 +65,7 @@ def isolate_zygote(python_dirs: list[str]) -> ZygoteSetup:
         setup.notes.append(f"mount namespace refused ({e}): no private /tmp, host files visible")
         return setup
     try:
-        _pivot_to_minimal_root(python_dirs)
+        _pivot_to_minimal_root(python_dirs, binds or {})
         setup.layers["hidden_fs"] = True
     except OSError as e:
         setup.layers["hidden_fs"] = False
@@ -71,13 +74,23 @@ def isolate_zygote(python_dirs: list[str]) -> ZygoteSetup:
     return setup
 
 
-def _pivot_to_minimal_root(python_dirs: list[str]) -> None:
+def _pivot_to_minimal_root(python_dirs: list[str], binds: dict[str, str]) -> None:
     new_root = "/tmp"  # mounted over in this private namespace only; the host's /tmp is untouched
+    # the binds' host directories are opened before /tmp is covered (they may live under it)
+    bind_fds = {inside: os.open(host, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC) for inside, host in binds.items()
+                if os.path.isdir(host)}
     linux.mount("tmpfs", new_root, "tmpfs", linux.MS_NOSUID | linux.MS_NODEV, "size=1m,mode=0755")
     for path in SYSTEM_PATHS:
         _bind_into(new_root, path)
     for path in python_dirs:
         _bind_into(new_root, path)
+    for inside, fd in bind_fds.items():
+        target = new_root + inside
+        os.makedirs(target, mode=0o755, exist_ok=True)
+        linux.mount(f"/proc/self/fd/{fd}", target, None, linux.MS_BIND)
+        linux.mount("none", target, None,
+                    linux.MS_BIND | linux.MS_REMOUNT | linux.MS_RDONLY | linux.MS_NOSUID | linux.MS_NODEV)
+        os.close(fd)
     dev = new_root + "/dev"
     os.makedirs(dev, exist_ok=True)
     for name in DEVICES:
@@ -87,7 +100,7 @@ def _pivot_to_minimal_root(python_dirs: list[str]) -> None:
     for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
                          ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2"), ("shm", BOX)):
         os.symlink(target, f"{dev}/{name}")
-    for d in ("proc", BOX.lstrip("/"), "old-root", "var"):
+    for d in ("proc", BOX.lstrip("/"), PROG.lstrip("/"), "old-root", "var"):
         os.makedirs(f"{new_root}/{d}", exist_ok=True)
     # the test directory serves as cwd, /tmp, /var/tmp, /dev/shm and /run: a single mount
     # and no mkdir/chown when it is replaced

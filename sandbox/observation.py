@@ -1,4 +1,4 @@
-"""The feedback text the model reads next turn, in the seed's format.
+"""The feedback text the model reads next turn: per-test status, then clipped input/expected/got.
 
 Public tests are shown in full (clipped); hidden tests only as counts, never their inputs or
 outputs. Example::
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from cpfleet.core.verdict import Verdict
 
-CLIP_CHARS = 512  # the seed's clip length per field
+CLIP_CHARS = 512  # per field: enough to see a mismatch, short enough for a model's context
 CLIP_MARK = "... [clipped]"
 
 
@@ -60,12 +60,16 @@ class PublicTestView:
     stderr: str = ""
     stdout_truncated: bool = False
     detail: str = ""  # checker's first difference (WRONG_ANSWER) or the runner's note (limits)
+    call: str = ""  # function-call problems: "twoSum([2, 7, 11, 15], 9)"
+    returned: str = ""  # function-call problems: the returned value, or what happened instead
 
 
 def format_public_test(i: int, n: int, t: PublicTestView) -> str:
     if t.verdict is None:
         return f"=== sample test {i}/{n} [NOT RUN{' | ' + t.detail if t.detail else ''}]\n"
     ok = t.verdict == Verdict.OK
+    if t.call:
+        return _format_call_test(i, n, t)
     lines = [
         f"=== sample test {i}/{n} [{'PASS' if ok else 'FAIL'} | {t.verdict} | {int(t.ms)} ms]",
         "input:",
@@ -77,6 +81,22 @@ def format_public_test(i: int, n: int, t: PublicTestView) -> str:
     ]
     if t.stderr:
         lines += ["stderr:", _field(t.stderr)]
+    if t.detail and not ok:
+        lines.append(clip(t.detail))
+    return "\n".join(lines) + "\n"
+
+
+def _format_call_test(i: int, n: int, t: PublicTestView) -> str:
+    """A function-call test: the call and what it returned, the expected value, then whatever
+    the program printed (its prints and any traceback go to stderr: stdout carries the value)."""
+    ok = t.verdict == Verdict.OK
+    lines = [
+        f"=== sample test {i}/{n} [{'PASS' if ok else 'FAIL'} | {t.verdict} | {int(t.ms)} ms]",
+        clip(f"{t.call} -> {t.returned}"),
+        "expected: " + _field(t.expected),
+    ]
+    if t.stderr:
+        lines += ["printed (stdout/stderr):", _field(t.stderr)]
     if t.detail and not ok:
         lines.append(clip(t.detail))
     return "\n".join(lines) + "\n"

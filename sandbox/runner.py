@@ -1,4 +1,4 @@
-"""The runner interface (the seed's CodeRunner): load one program, run it on many inputs.
+"""The runner interface, CodeRunner: load one program, run it on many inputs.
 
 A real sandbox (gVisor, nsjail, a remote executor) plugs in as another CodeRunner. Two
 implementations ship: the fork server (default: a warm interpreter forks one child per test)
@@ -9,6 +9,7 @@ benchmark baseline). Both run children under the same isolation (sandbox/isolati
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
 
@@ -72,6 +73,23 @@ class RunResult:
     # was judged by the near-the-limit heuristic): a quieter machine could decide otherwise,
     # so such a result must not be cached
     deterministic: bool = True
+    files: dict[str, bytes] = field(default_factory=dict)  # files collected from its directory (programs)
+
+
+@dataclass(frozen=True, slots=True)
+class ProgramImage:
+    """A compiled program as a runner starts it: its files (placed read-only in a directory of
+    their own), the argv each test execs (``{prog}`` stands for that directory) and the memory
+    model of its runtime (sandbox/languages.py: "address_space" bounds each process's address
+    space at the memory limit as well as the cgroup; "cgroup" leaves the address space free,
+    for runtimes such as the JVM that reserve far more than they use, with ``extra_cgroup_mb``
+    on top of the limit for the runtime's own footprint)."""
+
+    files: Mapping[str, tuple[bytes, int]]  # relative path -> (content, mode)
+    argv: tuple[str, ...]
+    env: Mapping[str, str] = field(default_factory=dict)
+    memory_model: str = "address_space"
+    extra_cgroup_mb: int = 0
 
 
 @dataclass(slots=True)
@@ -101,8 +119,16 @@ class CodeRunner(ABC):
     name: str = "abstract"
 
     @abstractmethod
-    def load(self, source: str) -> str | None:
-        """Compile ``source`` for the following runs. Returns None, or the syntax error text."""
+    def load(self, source: str, fn_name: str | None = None) -> str | None:
+        """Compile ``source`` for the following runs. Returns None, or the syntax error text.
+        ``fn_name``: a function-call problem (each run's stdin is the JSON argument list, its
+        stdout the JSON return value; sandbox/callharness.py); runners that cannot call
+        functions raise NotImplementedError for it."""
+
+    def load_program(self, image: ProgramImage) -> None:
+        """Load a compiled program (its files and argv) for the following runs. Raises when it
+        cannot be placed: an infrastructure failure, never the program's."""
+        raise NotImplementedError(f"runner {self.name} cannot run compiled programs")
 
     @abstractmethod
     def run(self, stdin: bytes, limits: Limits) -> RunResult:

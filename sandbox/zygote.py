@@ -32,7 +32,7 @@ import select
 import sys
 import time
 
-from cpfleet.sandbox import child, isolation, linux, seccomp
+from cpfleet.sandbox import callharness, child, isolation, linux, seccomp
 from cpfleet.sandbox.isolation import ChildLimits
 
 TYPE_CHECKING = False  # typing is not imported at run time: every module here is in every fork
@@ -92,6 +92,15 @@ class Zygote:
         self.uid: int = config["uid"]
         self.gid: int = config["gid"]
         self.python: str = config["python"]
+        self.pch_dir: str = config.get("pch_dir", "")
+        # a configured solution interpreter (a venv with numpy...): its site-packages on the path
+        # and bound into the sandbox, without running site or any .pth hook (those would load
+        # modules into every test's fork)
+        self.site_packages: list[str] = list(config.get("site_packages") or [])
+        self.extra_python_dirs: list[str] = list(config.get("python_dirs") or [])
+        for path in self.site_packages:
+            if path not in sys.path:
+                sys.path.append(path)
         self.cgroup_fds = cgroup_fds
         self.layers: dict[str, bool] = {}
         self.notes: list[str] = []
@@ -100,7 +109,10 @@ class Zygote:
     def setup(self, isolate: bool) -> None:
         can_switch = linux.has_capability(linux.CAP_SETUID) and linux.has_capability(linux.CAP_SETGID)
         if isolate:
-            zs = isolation.isolate_zygote(isolation.python_dirs())
+            binds = {isolation.PCH: self.pch_dir} if self.pch_dir else {}
+            dirs = isolation.python_dirs()
+            dirs += [os.path.realpath(p) for p in self.extra_python_dirs if os.path.isdir(p)]
+            zs = isolation.isolate_zygote(dirs, binds)
             self.layers.update(zs.layers)
             self.notes.extend(zs.notes)
         else:
@@ -158,17 +170,32 @@ class Zygote:
                 self.layers["pidns"] = False
                 self.notes.append(f"pid namespace refused ({e}): orphans are found as the init's re-parented children")
             box = self._job_mount_namespace()
+            program: dict[str, Any] | None = None
+            prog_error = ""
+            if msg.get("mode") == "program":
+                try:
+                    program = marshal.loads(_read_all(fds[1]))
+                    program["dir"] = place_program(program["files"], box is not None)
+                except (OSError, ValueError, TypeError, KeyError, EOFError) as e:
+                    prog_error = f"placing the program's files failed: {type(e).__name__}: {e}"
+                    program = None
+                else:
+                    del program["files"]  # the init needs only where they are
             init = os.fork()
             if init == 0:
                 if box:
                     box[0].close()
-                JobInit(self, msg, fds, box[1] if box else None).run()
+                JobInit(self, msg, fds, box[1] if box else None, program, prog_error).run()
             for fd in fds:
                 os.close(fd)  # only the init holds the job's channel: its death is the runner's EOF
             if box:
                 box[1].close()
                 serve_box(box[0], isolation.TestBox(self.uid, self.gid, bool(self.layers.get("uid_drop"))))
             os.waitpid(init, 0)
+            if program is not None and box is None:
+                import shutil
+
+                shutil.rmtree(program["dir"], ignore_errors=True)
         finally:
             os._exit(0)
 
@@ -184,6 +211,60 @@ class Zygote:
             self.notes.append(f"job mount namespace refused ({e}): per-test temp dirs instead")
             return None
         return socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+
+
+def _safe_relpath(name: str) -> str:
+    """A relative path with no '..', no empty or absolute part: the files of a program come
+    from datasets (checkers, interactors) and are written here by root, unfiltered."""
+    if not isinstance(name, str) or not name or name.startswith("/") or "\0" in name:
+        raise ValueError(f"bad file name {name!r}")
+    parts = name.split("/")
+    if any(p in ("", ".", "..") for p in parts):
+        raise ValueError(f"bad file name {name!r}")
+    return name
+
+
+def write_files(root: str, files: dict[str, Any], owner: tuple[int, int] | None = None) -> None:
+    """Write {relative path: (bytes, mode)} under ``root`` (as root; modes are kept as given,
+    without write permission for anyone but the owner). A name ending in "/" is a directory
+    the program may write in (owned by ``owner``, the test's uid/gid)."""
+    for name, (data, mode) in files.items():
+        if name.endswith("/"):
+            path = root + "/" + _safe_relpath(name.rstrip("/"))
+            os.makedirs(path, mode=0o700, exist_ok=True)
+            if owner is not None:
+                os.chown(path, owner[0], owner[1])
+            continue
+        path = root + "/" + _safe_relpath(name)
+        parent = os.path.dirname(path)
+        if parent != root:
+            os.makedirs(parent, mode=0o755, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, int(mode) & 0o755)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
+
+
+def place_program(files: dict[str, Any], mounted: bool) -> str:
+    """Put a program's files where its tests can read (not write) them: a read-only tmpfs at
+    isolation.PROG in the job's mount namespace, or a fresh host directory without one."""
+    total = sum(len(data) + 4096 for data, _ in files.values())
+    if mounted and os.path.isdir(isolation.PROG):
+        linux.mount("tmpfs", isolation.PROG, "tmpfs", linux.MS_NOSUID | linux.MS_NODEV,
+                    f"size={total + (1 << 20)},nr_inodes={len(files) * 2 + 64},mode=0755")
+        write_files(isolation.PROG, files)
+        linux.mount("none", isolation.PROG, None,
+                    linux.MS_REMOUNT | linux.MS_RDONLY | linux.MS_NOSUID | linux.MS_NODEV)
+        return isolation.PROG
+    import tempfile
+
+    root = tempfile.mkdtemp(prefix="cpfleet-prog-")
+    os.chmod(root, 0o755)
+    write_files(root, files)
+    return root
 
 
 def serve_box(sock: socket.socket, box: isolation.TestBox) -> None:
@@ -208,11 +289,16 @@ class JobInit:
     (sent after every process of the test is dead) as the end of its output.
     """
 
-    def __init__(self, z: Zygote, msg: dict[str, Any], fds: list[int], box: socket.socket | None) -> None:
+    def __init__(self, z: Zygote, msg: dict[str, Any], fds: list[int], box: socket.socket | None,
+                 program: dict[str, Any] | None = None, program_error: str = "") -> None:
         self.z = z
         self.mode: str = msg["mode"]
+        self.fn_name: str | None = msg.get("fn_name") or None  # a function-call problem's entry point
+        self.call_globals: dict[str, Any] | None = None
         self.sock = socket.socket(fileno=fds[0])
-        self.source = _read_all(fds[1])
+        self.program = program  # program mode: {"dir", "argv", "env"}
+        self.program_error = program_error
+        self.source = b"" if self.mode == "program" else _read_all(fds[1])
         os.close(fds[1])
         self.code: Any = None
         self.box = isolation.TestBoxState(box) if box is not None else None
@@ -241,7 +327,7 @@ class JobInit:
             self._restrict_self()
             error = self._compile()
             send(self.sock, {"ok": error is None, "error": error or "", "layers": self.z.layers,
-                             "notes": self.z.notes})
+                             "notes": self.z.notes, "infra": bool(self.program_error)})
             if error is None:
                 self._serve()
         finally:
@@ -273,6 +359,8 @@ class JobInit:
                 self.z.notes.append(f"seccomp filter refused ({e})")
 
     def _compile(self) -> str | None:
+        if self.mode == "program":
+            return self.program_error or None  # compiled already (sandbox/programs.py)
         try:
             self.code = compile(self.source, child.SCRIPT_NAME, "exec", dont_inherit=True)
         except (SyntaxError, ValueError, OverflowError, RecursionError, MemoryError) as e:
@@ -280,6 +368,9 @@ class JobInit:
 
             return "".join(traceback.format_exception_only(type(e), e))
         child.SOURCE = self.source  # for tracebacks (linecache is filled only if one is printed)
+        if self.fn_name is not None and self.mode == "fork":
+            # the function-call harness's globals, imported once per job instead of per test
+            self.call_globals = callharness.base_globals()
         gc.freeze()  # the tests' shutdown collections need not walk (and copy) the job's objects
         return None
 
@@ -290,12 +381,17 @@ class JobInit:
                 return
             try:
                 if msg.get("op") == "run":
-                    send(self.sock, self._run_test(msg, fds))
+                    files_fd = fds.pop() if len(fds) == 4 else -1
+                    try:
+                        send(self.sock, self._run_test(msg, fds, files_fd))
+                    finally:
+                        if files_fd >= 0:
+                            os.close(files_fd)
             finally:
                 for fd in fds:
                     os.close(fd)
 
-    def _run_test(self, msg: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+    def _run_test(self, msg: dict[str, Any], fds: list[int], files_fd: int = -1) -> dict[str, Any]:
         if len(fds) != 3:
             return _not_run(f"a test needs 3 standard fds, got {len(fds)}")
         stdio = (fds[0], fds[1], fds[2])
@@ -315,6 +411,13 @@ class JobInit:
                 self.box.ensure_fresh(limits.fsize_bytes)
             except OSError as e:
                 return _not_run(str(e))
+        if files_fd >= 0:
+            # the test's own read-only inputs (a checker's input, answer and output files)
+            try:
+                owner = (self.z.uid, self.z.gid) if self.z.layers.get("uid_drop") else None
+                write_files(fallback_cwd or isolation.BOX, marshal.loads(_read_all(files_fd)), owner)
+            except (OSError, ValueError, TypeError, EOFError) as e:
+                return _not_run(f"placing the test's files failed: {type(e).__name__}: {e}")
         status_r, status_w = os.pipe2(os.O_CLOEXEC)
         # Empty the free lists and young generations here, where the pages are our own: the
         # child's full collection at exit would otherwise clear them in copied-on-write pages.
@@ -327,7 +430,7 @@ class JobInit:
         t0 = time.monotonic()
         pid = os.fork()
         if pid == 0:
-            self._become_test(stdio, status_w, limits, fallback_cwd)
+            self._become_test(stdio, status_w, limits, fallback_cwd, msg.get("argv") or (), msg.get("mem_mb", 0))
         os.close(status_w)
         killed, credit = self._police(pid, t0 + wall_s, t0 + max(wall_s, wall_max_s), cpu_limit_s)
         wall = time.monotonic() - t0
@@ -343,28 +446,45 @@ class JobInit:
         cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
         failure = os.read(status_r, 4096).decode(errors="replace")
         os.close(status_r)
+        exec_errno = 0
+        if failure.startswith(child.EXEC_FAILED):  # "exec:<errno>:<message>" from exec_program
+            _, errno_text, message = failure.split(":", 2)
+            exec_errno, failure = int(errno_text), ""
+            if exec_errno not in child.PROGRAM_EXEC_ERRNOS:
+                failure = f"cannot start the program: {message}"
+        collected = _collect(fallback_cwd or isolation.BOX, msg.get("collect") or ())
         if fallback_cwd:
             import shutil
 
             shutil.rmtree(fallback_cwd, ignore_errors=True)
         return {"status": status, "cpu": max(cpu, ru.ru_utime + ru.ru_stime), "maxrss": ru.ru_maxrss,
-                "wall": wall, "killed": killed, "internal": failure, "wall_credit": credit}
+                "files": collected, "wall_credit": credit,
+                "wall": wall, "killed": killed, "internal": failure, "exec_errno": exec_errno}
 
     def _become_test(self, stdio: tuple[int, int, int], status_w: int, limits: ChildLimits,
-                     fallback_cwd: str | None) -> None:
+                     fallback_cwd: str | None, extra_argv: list[str] | tuple[str, ...] = (), mem_mb: int = 0) -> None:
         try:
             isolation.confine_test_child(
                 stdio, self.z.uid, self.z.gid, self.z.cgroup_fds, limits, self.z.layers,
                 keep_fd=status_w, fallback_cwd=fallback_cwd,
             )
-            os.close(status_w)
+            if self.mode != "program":
+                os.close(status_w)
         except BaseException as e:
             try:
                 os.write(status_w, f"test confinement failed: {type(e).__name__}: {e}".encode())
             finally:
                 os._exit(CONFINE_FAILED)
+        if self.mode == "program":
+            assert self.program is not None
+            prog_dir = self.program["dir"]
+            argv = [a.replace("{prog}", prog_dir).replace("{mem}", str(mem_mb))
+                    for a in self.program["argv"]] + list(extra_argv)
+            child.exec_program(argv, self.program.get("env") or {}, status_w)
         if self.mode == "exec":
-            child.exec_python(self.source, self.z.python)
+            child.exec_python(self.source, self.z.python, None, self.fn_name)
+        if self.fn_name is not None:
+            callharness.run_call(self.code, self.fn_name, self.call_globals or {})
         child.run_compiled(self.code)
 
     def _police(self, pid: int, deadline: float, hard_deadline: float,
@@ -517,9 +637,36 @@ def _run_delay_s(pid: int) -> float:
     return max((s[1] for s in _schedstat(pid) if len(s) > 1), default=0) / 1e9
 
 
+COLLECT_BYTES = 12 * 1024  # per file; at most COLLECT_FILES: the reply is one 64 KiB message
+COLLECT_FILES = 4
+
+
+def _collect(root: str, names: list[str] | tuple[str, ...]) -> dict[str, bytes]:
+    """Files a finished test left that the runner asked for (a validator's feedback), read as
+    root, component by component without following any link (the test owned the directory and
+    may have planted one), regular files only, at most COLLECT_BYTES each."""
+    out: dict[str, bytes] = {}
+    for name in names[:COLLECT_FILES]:
+        fds: list[int] = []
+        try:
+            parts = _safe_relpath(name).split("/")
+            fds.append(os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
+            for part in parts[:-1]:
+                fds.append(os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fds[-1]))
+            fds.append(os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=fds[-1]))
+            if os.fstat(fds[-1]).st_mode & 0o170000 == 0o100000:  # no fifo or device to block on
+                out[name] = os.read(fds[-1], COLLECT_BYTES)
+        except (OSError, ValueError):
+            pass
+        finally:
+            for fd in fds:
+                os.close(fd)
+    return out
+
+
 def _not_run(why: str) -> dict[str, Any]:
     """The "done" reply for a test that could not be started (the runner reports INTERNAL)."""
-    return {"status": 0, "cpu": 0.0, "maxrss": 0, "wall": 0.0, "killed": "", "internal": why}
+    return {"status": 0, "cpu": 0.0, "maxrss": 0, "wall": 0.0, "killed": "", "internal": why, "exec_errno": 0}
 
 
 def _kill_all_but_init() -> None:

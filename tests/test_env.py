@@ -44,7 +44,7 @@ INFINITE = py("while True:\n    pass")
 HIDDEN = [{"input": "1 1\n", "output": "2\n"}]
 
 
-# --- the seed's env cases --------------------------------------------------------------------
+# --- the basic env cases -----------------------------------------------------------------------
 def test_correct_solution_gets_reward_one(runner: CodeRunner) -> None:
     r = evaluate(_add_problem(), CORRECT, runner)
     assert (r.reward, r.verdict, r.infra_error) == (1.0, Verdict.OK, False)

@@ -7,7 +7,7 @@ import pytest
 from cpfleet.sandbox.extract import extract_code
 
 
-# --- the seed's five cases -------------------------------------------------------------------
+# --- the basic cases --------------------------------------------------------------------------
 def test_python_tagged_block_is_extracted() -> None:
     text = "Here is my solution:\n```python\nprint(int(input()) * 2)\n```\nDone."
     assert extract_code(text) == "print(int(input()) * 2)\n"

@@ -33,7 +33,7 @@ def _corrupt(code: str, kind: int) -> str:
     if kind == 2:
         return _fence("raise SystemExit(3)\n" + code)
     if kind == 3:
-        return _fence(code, lang="cpp")
+        return _fence(code, lang="text")  # a block in no judged language: NO_CODE
     return _fence("import sys\nsys.exit(0)\n" + code)
 
 

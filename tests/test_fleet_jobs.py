@@ -211,7 +211,7 @@ def test_in_flight_bound_blocks_then_raises_fleet_busy(redis_url: str) -> None:
         with pytest.raises(FleetBusy):
             client.submit("test/add", GOOD, wait_for_room=0.3)
         assert client.in_flight == 3  # the refused job was never registered nor published
-    assert redis.Redis.from_url(redis_url).llen("nobody-listens-3") == 3
+        assert redis.Redis.from_url(redis_url).llen("nobody-listens-3") == 3  # (close() withdraws them)
 
 
 def test_unreachable_broker_is_a_clear_error() -> None:

@@ -1,4 +1,4 @@
-"""The problem loader: the seed's 8 cases plus formats, cap edge cases and duplicate ids."""
+"""The problem loader: basic cases, formats, cap edge cases and duplicate ids."""
 
 from __future__ import annotations
 

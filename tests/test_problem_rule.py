@@ -1,4 +1,4 @@
-"""One judging rule and one problem reader for every entry point (issue 9, holes 2 and 3).
+"""One judging rule and one problem reader for every entry point.
 
 ``cpfleet judge``, ``cpfleet load``, ``cpfleet validate`` and ``FleetClient.register_problems``
 must accept and refuse exactly the same records; a problem without hidden tests (or, for

@@ -107,7 +107,7 @@ def test_fleet_client_without_a_url_reads_cpfleet_redis_url(redis_url: str, monk
     with FleetClient(queue="nobody-listens-env") as client:
         assert client.redis_url == redis_url
         client.submit("t/echo", "print(1)")
-    assert redis.Redis.from_url(redis_url).llen("nobody-listens-env") == 1
+        assert redis.Redis.from_url(redis_url).llen("nobody-listens-env") == 1  # (close() withdraws it)
 
 
 def test_cpfleet_submit_without_redis_reads_cpfleet_redis_url(redis_url: str, tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""Hostile programs stay contained, on both runners (issue 2, point 3 and the seed's cases)."""
+"""Hostile programs stay contained, on both runners."""
 
 from __future__ import annotations
 
@@ -338,7 +338,7 @@ def test_ipc_objects_cannot_be_created_so_none_pass_between_tests(runner: CodeRu
 
 def test_unnamed_files_are_refused_and_tempfile_still_works(runner: CodeRunner) -> None:
     """O_TMPFILE would advance the shared test directory's inode counter without a visible
-    change to the directory: a number one test could leave for the next (found by review)."""
+    change to the directory: a number one test could leave for the next."""
     if not runner.isolation.layers.get("seccomp"):
         pytest.skip("no seccomp filter on this architecture")
     code = src("""
@@ -360,7 +360,7 @@ def test_unnamed_files_are_refused_and_tempfile_still_works(runner: CodeRunner) 
 
 def test_every_test_of_a_job_starts_as_pid_2(runner: CodeRunner) -> None:
     """As in a fresh pid namespace: otherwise the pid counter would tell a test how many
-    processes the earlier tests of its job started (found by review)."""
+    processes the earlier tests of its job started."""
     if not runner.isolation.layers.get("pidns"):
         pytest.skip("no pid namespace")
     code = src("""
@@ -604,7 +604,7 @@ def test_without_capabilities_the_runner_warns_loudly_and_still_judges() -> None
     assert "SANDBOX ISOLATION INCOMPLETE" in proc.stderr and "network namespace refused" in proc.stderr
 
 
-# --- found by red-teaming the sandbox ---------------------------------------------------------
+# --- channels from one test to the next -------------------------------------------------------
 
 
 def test_zombie_held_by_a_ptrace_tracer_does_not_hang_the_job(runner: CodeRunner) -> None:

@@ -1,4 +1,4 @@
-"""Both runners give programs the semantics of ``python3 solution.py`` (issue 2, point 2)."""
+"""Both runners give programs the semantics of ``python3 solution.py``."""
 
 from __future__ import annotations
 

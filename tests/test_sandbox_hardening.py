@@ -1,4 +1,4 @@
-"""Sandbox hardening (issue 9, hole 9): the seccomp additions, the inherited-fd sweep, a runner
+"""Sandbox hardening: the seccomp additions, the inherited-fd sweep, a runner
 whose start fails, orphans in degraded mode, and the slot lock directory."""
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from cpfleet.validate import ACCEPTED_FAILS, WEAK_TESTS, fence, validate
 
 REPO = Path(__file__).resolve().parents[1]
 # "print any of them" statements whose human solution prints another valid answer than the
-# stored one: found by running `cpfleet validate` on the whole shared file.
+# stored one, as `cpfleet validate` reports on the whole shared file.
 MULTI_ANSWER = [
     "codecontests/1217_d_coloring_edges_7410",
     "codecontests/27_b_tournament_1914",

@@ -38,6 +38,20 @@ def _pool_process_init(**_: Any) -> None:
         log.exception("could not start the sandbox runner in this pool process")
 
 
+@signals.worker_init.connect(weak=False)
+def _report_languages(**_: Any) -> None:
+    """Say at start which solution languages this host can judge (a job in a missing one is
+    answered INTERNAL naming the missing toolchain)."""
+    try:
+        from cpfleet.sandbox.languages import availability_line
+
+        line = availability_line()
+    except Exception:  # reporting must never stop a worker from starting
+        log.exception("could not check the language toolchains")
+        return
+    log.warning("cpfleet worker %s", line)
+
+
 @signals.worker_process_shutdown.connect(weak=False)
 def _pool_process_shutdown(**_: Any) -> None:
     resources.close()

@@ -101,9 +101,10 @@ def _judge_job(msg: JobMessage) -> JobResult:
         return JobResult.infra(msg.job_id, msg.problem_id, f"problem refused, not judged: {refusal}")
     cache_key = None
     if settings.result_cache and msg.use_cache:
-        from cpfleet.sandbox.extract import extract_code
+        from cpfleet.sandbox.env import program_identity
 
-        cache_key = resources.results.key(version, extract_code(_text(msg.completion)), msg.reward_shape, msg.mode)
+        cache_key = resources.results.key(version, program_identity(problem, _text(msg.completion), msg.language),
+                                          msg.reward_shape, msg.mode)
         t0 = time.perf_counter()
         cached = resources.results.get(cache_key, msg.job_id)
         if cached is not None:
@@ -121,6 +122,7 @@ def _judge_job(msg: JobMessage) -> JobResult:
         mode=msg.mode,
         job_id=msg.job_id,
         problem_version=version,  # the store's version: no re-hashing every test per job
+        language=msg.language,
         time_budget_s=settings.job_time_budget_s,  # ends before the soft limit: see config.job_time_budget
     )
     result.cache_hit = False

@@ -1,0 +1,215 @@
+"""Checker programs from the problem data: compiled once, run confined after each test.
+
+A problem's ``checker`` may be a program (``ProgramSpec`` in core/checkers.py validates it
+when the problem is loaded): a testlib checker, a Kattis output validator, an open-r1
+``generated_checker`` (Python), or an interactor (sandbox/interactive.py). It is data from a
+dataset, so it is as untrusted as the program it judges. Compiling and running go through
+sandbox/programs.py, the one primitive for every non-Python program:
+
+- Compiled once per content, confined like a test, the artifact cached on the host
+  (``programs.compile_program``; failures are remembered in this process too). A checker that
+  does not compile is a problem error: INTERNAL (reward None) for every job of that problem,
+  never a 0 for the completion. testlib.h comes from the checker's own ``files`` when it ships
+  one, else from the directory ``CPFLEET_TESTLIB_DIR`` names (never from the repository; the
+  Dockerfile shows how an operator provides it).
+- Run as a job of its own next to the loaded solution in the runner's zygote (every isolation
+  layer of a test: pid/mount/IPC namespaces, seccomp, cgroup, rlimits, the slot's uid, no
+  network), after the program's run is complete, with its own limits. Its files (test input,
+  the program's output, the answer) are placed read-only in its fresh working directory; it
+  sees nothing of other tests. One job per checker is kept open per runner and reused.
+- Exit codes by protocol (``ProgramSpec`` docstring). A checker that crashes, is killed, runs
+  out of time or memory, or exits with anything but its accept/reject codes is INTERNAL with
+  infra_error: the problem is broken, the completion is not judged.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from cpfleet.core.checkers import ProgramSpec
+from cpfleet.core.errors import CheckerBroken, ProgramError, SandboxFailure
+from cpfleet.core.verdict import Verdict
+from cpfleet.sandbox import languages, programs
+from cpfleet.sandbox.runner import CodeRunner, Limits, ProgramImage, RunResult
+
+log = logging.getLogger("cpfleet.sandbox.checkers")
+
+TESTLIB_ENV = "CPFLEET_TESTLIB_DIR"
+DETAIL_BYTES = 2048
+TESTLIB_OK, TESTLIB_WA, TESTLIB_PE, TESTLIB_FAIL, TESTLIB_PARTIAL = 0, 1, 2, 3, 7
+# testlib's other verdicts about the contestant's output: "dirt" (4, extra output; testlib maps it
+# to PE) and "unexpected eof" (8, when built with ENABLE_UNEXPECTED_EOF; PE otherwise)
+TESTLIB_DIRT, TESTLIB_UNEXPECTED_EOF = 4, 8
+TESTLIB_REJECTS = {TESTLIB_WA: "wrong answer", TESTLIB_PE: "presentation error", TESTLIB_DIRT: "extra output",
+                   TESTLIB_UNEXPECTED_EOF: "unexpected end of output"}
+KATTIS_AC, KATTIS_WA = 42, 43
+JUDGEMESSAGE = "feedback/judgemessage.txt"
+
+
+@dataclass(frozen=True, slots=True)
+class CheckerVerdict:
+    ok: bool
+    detail: str = ""
+
+
+def testlib_dir() -> str | None:
+    """Where testlib.h is (``CPFLEET_TESTLIB_DIR``), or None."""
+    d = os.environ.get(TESTLIB_ENV)
+    return d if d and os.path.isfile(os.path.join(d, "testlib.h")) else None
+
+
+# ---------------------------------------------------------------------------------------------
+# Building
+
+_lock = threading.Lock()
+_broken: dict[str, CheckerBroken] = {}  # checkers that do not compile, by content key
+
+
+def source_set(spec: ProgramSpec) -> dict[str, str]:
+    """The checker's files, plus testlib.h from CPFLEET_TESTLIB_DIR when it needs one it lacks."""
+    files = dict(spec.files)
+    if spec.language == "cpp" and "testlib.h" not in {Path(p).name for p in files}:
+        uses = any("testlib.h" in files[e] for e in spec.entry_points)
+        tl = testlib_dir()
+        if uses and tl is not None:
+            files["testlib.h"] = Path(tl, "testlib.h").read_text(encoding="utf-8", errors="surrogateescape")
+    return files
+
+
+def image_for(runner: CodeRunner, spec: ProgramSpec) -> ProgramImage:
+    """The runnable checker (compiled on first use); CheckerBroken when it cannot be built."""
+    if spec.language == "python3":
+        source = dict(spec.files)[spec.entry_points[0]].encode("utf-8", errors="surrogatepass")
+        py = languages.get("python3")
+        return ProgramImage(files={"solution.py": (source, 0o444)}, argv=py.run_argv_for(),
+                            memory_model=py.memory_model, extra_cgroup_mb=py.extra_cgroup_mb)
+    key = spec.key()
+    with _lock:
+        known = _broken.get(key)
+    if known is not None:
+        raise known
+    files = source_set(spec)
+    try:
+        built = programs.compile_program(runner, spec.language, files, list(spec.entry_points))
+    except ProgramError as e:
+        broken = CheckerBroken(f"the {spec.kind} checker cannot be compiled: {e}")
+        with _lock:
+            _broken[key] = broken
+        raise broken from None
+    if not built.ok or built.image is None:
+        hint = ""
+        if "testlib.h" in built.diagnostics and testlib_dir() is None:
+            hint = f" (testlib.h not found: set {TESTLIB_ENV} to the directory holding it)"
+        broken = CheckerBroken(f"the {spec.kind} checker does not compile{hint}: {built.diagnostics[-1500:]}")
+        if not built.limit:  # a compile that hit a limit may pass on a quieter machine
+            with _lock:
+                _broken[key] = broken
+            log.error("problem checker %s: %s", key, broken)  # once per checker and process
+        raise broken
+    return built.image
+
+
+def session_for(runner: CodeRunner, spec: ProgramSpec) -> programs.ProgramSession:
+    """The runner's open job for this checker (one kept per runner, replaced when another
+    checker is needed)."""
+    key = spec.key()
+    held = getattr(runner, "checker_session", None)
+    if held is not None:
+        held_key, session = held
+        if held_key == key and not session.closed:
+            return session
+        session.close()
+        runner.checker_session = None
+    session = programs.open_session(runner, image_for(runner, spec))
+    runner.checker_session = (key, session)
+    return session
+
+
+def drop_session(runner: CodeRunner) -> None:
+    held = getattr(runner, "checker_session", None)
+    if held is not None:
+        held[1].close()
+        runner.checker_session = None
+
+
+def checker_limits(spec: ProgramSpec) -> Limits:
+    return Limits(time_s=spec.time_limit_s, memory_mb=spec.memory_limit_mb, wall_factor=2.0, wall_slack_s=2.0)
+
+
+def detail_of(*parts: bytes) -> str:
+    for p in parts:
+        text = p.decode("utf-8", errors="replace").strip()
+        if text:
+            return text[:DETAIL_BYTES]
+    return ""
+
+
+def failed_run(spec: ProgramSpec, rr: RunResult, who: str = "") -> str | None:
+    """Why this checker run says nothing about the answer, or None if its exit code counts."""
+    who = who or f"the {spec.kind} checker"
+    if rr.status in (Verdict.TIME_LIMIT, Verdict.OUTPUT_LIMIT) or rr.signal is not None or rr.exit_code is None:
+        return f"{who} failed ({rr.status}: {rr.error or 'killed'}): {detail_of(rr.stderr)[:500]}"
+    if rr.status == Verdict.MEMORY_LIMIT and "cgroup" in rr.error:
+        return f"{who} ran out of memory ({spec.memory_limit_mb} MB)"
+    return None
+
+
+def _run(runner: CodeRunner, spec: ProgramSpec, stdin: bytes, argv: list[str], files: dict[str, bytes],
+         collect: tuple[str, ...] = ()) -> RunResult:
+    session = session_for(runner, spec)
+    rr = session.run(stdin, checker_limits(spec), argv=argv, files=files, collect=collect)
+    if rr.status == Verdict.INTERNAL:
+        drop_session(runner)
+        raise SandboxFailure(f"sandbox failure running the {spec.kind} checker: {rr.error}")
+    return rr
+
+
+def run_checker(runner: CodeRunner, spec: ProgramSpec, test_input: str, answer: str, output: bytes) -> CheckerVerdict:
+    """Judge one test's complete output with the problem's checker program; CheckerBroken if
+    the checker cannot judge, SandboxFailure if the sandbox failed."""
+    inp = test_input.encode("utf-8")
+    ans = answer.encode("utf-8")
+    if spec.kind == "testlib":
+        rr = _run(runner, spec, b"", ["input", "output", "answer"], {"input": inp, "output": output, "answer": ans})
+        why = failed_run(spec, rr)
+        if why:
+            raise CheckerBroken(why)
+        msg = detail_of(rr.stderr, rr.stdout)
+        if rr.exit_code == TESTLIB_OK:
+            return CheckerVerdict(True, msg)
+        if rr.exit_code in TESTLIB_REJECTS:
+            return CheckerVerdict(False, msg or TESTLIB_REJECTS[rr.exit_code])
+        if rr.exit_code == TESTLIB_PARTIAL:
+            return CheckerVerdict(False, f"partially correct (not a full pass): {msg}")
+        raise CheckerBroken(f"the testlib checker failed (exit {rr.exit_code}): {msg[:500]}")
+    if spec.kind == "kattis_validator":
+        rr = _run(runner, spec, output, ["input", "answer", "feedback/", *spec.flags],
+                  {"input": inp, "answer": ans, "feedback/": b""}, (JUDGEMESSAGE,))
+        why = failed_run(spec, rr)
+        if why:
+            raise CheckerBroken(why)
+        msg = detail_of(rr.files.get(JUDGEMESSAGE, b""), rr.stderr, rr.stdout)
+        if rr.exit_code == KATTIS_AC:
+            return CheckerVerdict(True, msg)
+        if rr.exit_code == KATTIS_WA:
+            return CheckerVerdict(False, msg or "wrong answer")
+        raise CheckerBroken(f"the output validator failed (exit {rr.exit_code}, expected 42 or 43): {msg[:500]}")
+    if spec.kind == "python":
+        rr = _run(runner, spec, b"", ["input.txt", "correct_output.txt", "solution_output.txt"],
+                  {"input.txt": inp, "correct_output.txt": ans, "solution_output.txt": output})
+        why = failed_run(spec, rr)
+        if why:
+            raise CheckerBroken(why)
+        said = rr.stdout.decode("utf-8", errors="replace").strip()
+        if rr.exit_code != 0:
+            raise CheckerBroken(f"the python checker exited {rr.exit_code}: {detail_of(rr.stderr)[:500]}")
+        if said == "1":
+            return CheckerVerdict(True)
+        if said == "0":
+            return CheckerVerdict(False, detail_of(rr.stderr) or "the checker rejected the output")
+        raise CheckerBroken(f"the python checker printed {said[:80]!r}, not 1 or 0")
+    raise CheckerBroken(f"checker kind {spec.kind!r} is not an output checker")

@@ -1,0 +1,68 @@
+"""Load a solution into the runner in its language: the step between extraction and the tests.
+
+CPython solutions are compiled by the fork server itself (``runner.load``: a syntax error is
+COMPILE_ERROR). Every other language (C, C++, Java, PyPy) is compiled once per job by
+``cpfleet.sandbox.programs.compile_program`` (confined, cached) and loaded as a program image whose
+tests exec the binary or the runtime under the same confinement. A language whose toolchain this
+host lacks is an infrastructure error naming the missing tool (the trainer can route the job to
+a worker that has it), never a zero.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from dataclasses import dataclass
+
+from cpfleet.core.errors import SandboxFailure
+from cpfleet.sandbox import languages, programs
+from cpfleet.sandbox.extract import Extracted
+from cpfleet.sandbox.runner import CodeRunner
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """What loading produced: ready to run (both messages empty), a compile error (the
+    program's fault), or an infrastructure failure."""
+
+    compile_error: str | None = None
+    infra_message: str = ""
+    compile_ms: float = 0.0
+    cache_hit: bool = False
+
+
+@functools.cache
+def missing_toolchain(language: str) -> str:
+    """'' when ``language`` can be judged here, else which tools are missing (checked once per
+    process: installing a toolchain means restarting the worker, which reports it at start)."""
+    missing = languages.missing_tools(language)
+    return ", ".join(missing)
+
+
+def prepare(runner: CodeRunner, found: Extracted, fn_name: str | None = None) -> Prepared:
+    lang = found.language
+    missing = missing_toolchain(lang)
+    if missing:
+        return Prepared(infra_message=f"language {lang} is not available on this worker: missing {missing}")
+    if lang == "python3":
+        try:
+            error = runner.load(found.code) if fn_name is None else runner.load(found.code, fn_name=fn_name)
+        except SandboxFailure as e:  # a runner that cannot load is infrastructure
+            return Prepared(infra_message=f"runner {runner.name} failed to load the program: {e}")
+        return Prepared(compile_error=error)
+    files, entries = programs.solution_sources(lang, found.code)
+    t0 = time.perf_counter()
+    try:
+        built = programs.compile_program(runner, lang, files, entries)
+    except SandboxFailure as e:  # the sandbox failed, not the program
+        return Prepared(infra_message=f"compiling {lang} failed in the sandbox: {e}")
+    compile_ms = 0.0 if built.cache_hit else (time.perf_counter() - t0) * 1000.0
+    if not built.ok or built.image is None:
+        return Prepared(compile_error=built.diagnostics or "compilation failed", compile_ms=compile_ms,
+                        cache_hit=built.cache_hit)
+    try:
+        runner.load_program(built.image)
+    except SandboxFailure as e:
+        return Prepared(infra_message=f"runner {runner.name} failed to load the {lang} program: {e}",
+                        compile_ms=compile_ms)
+    return Prepared(compile_ms=compile_ms, cache_hit=built.cache_hit)

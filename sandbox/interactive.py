@@ -1,0 +1,103 @@
+"""Interactive problems: the program and the problem's interactor, run concurrently.
+
+``checker.type = "interactive"`` (Kattis interactor protocol: ``interactor input answer
+feedback_dir [flags]``, exit 42 accept, 43 reject; ``protocol: "testlib"``: a testlib
+interactor, ``interactor input tout answer``, exit 0 accept, 1/2 reject, 7 partial). Both run
+confined, each as a test of its own job in the runner's zygote (``programs.run_interactive``:
+the solution's stdout is the interactor's stdin and the interactor's stdout the solution's
+stdin; when the interactor exits, the solution has ``forkserver.PEER_GRACE_S`` to end on its
+own, then it is stopped).
+
+Verdict: the program's time limit applies to the program (CPU time), its wall-clock backstop
+ends a deadlock (both sides waiting to read) as TIME_LIMIT. Then the interactor decides: a
+rejection is WRONG_ANSWER; an acceptance is OK unless the program failed on its own before the
+interactor finished or right after (a non-zero exit, a crash on the closed pipe, a memory
+limit: the program's own verdict, as on Kattis). A program still running past the grace after
+the interactor accepted and exited is stopped and has completed the interaction. An
+interactor that crashes, is killed, or exits with any other code is a broken problem: INTERNAL.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cpfleet.core.checkers import ProgramSpec
+from cpfleet.core.errors import CheckerBroken, SandboxFailure
+from cpfleet.core.verdict import Verdict
+from cpfleet.sandbox import programs
+from cpfleet.sandbox.checker_programs import (
+    JUDGEMESSAGE,
+    KATTIS_AC,
+    KATTIS_WA,
+    TESTLIB_OK,
+    TESTLIB_PARTIAL,
+    TESTLIB_REJECTS,
+    checker_limits,
+    detail_of,
+    drop_session,
+    failed_run,
+    session_for,
+)
+from cpfleet.sandbox.runner import CodeRunner, Limits, RunResult
+
+STOPPED_BY_PEER = "stopped: the interactor exited"
+
+
+@dataclass(frozen=True, slots=True)
+class InteractiveOutcome:
+    verdict: Verdict
+    run: RunResult  # the program's run
+    detail: str = ""
+
+
+def run_interactive(runner: CodeRunner, spec: ProgramSpec, test_input: str, answer: str,
+                    limits: Limits) -> InteractiveOutcome:
+    """One test of an interactive problem; CheckerBroken when the interactor cannot judge,
+    SandboxFailure when the sandbox fails."""
+    interactor = session_for(runner, spec)
+    solution = programs.loaded_session(runner)
+    inp, ans = test_input.encode("utf-8"), answer.encode("utf-8")
+    base = checker_limits(spec)
+    # the interactor outlives the program's backstop, so a deadlock ends on the program's side
+    ilimits = Limits(time_s=base.time_s, memory_mb=base.memory_mb,
+                     wall_s=max(base.wall_backstop_s, limits.wall_backstop_s + 5.0))
+    collect: tuple[str, ...] = ()
+    if spec.protocol == "testlib":
+        argv, files = ["input", "tout/out", "answer"], {"input": inp, "answer": ans, "tout/": b""}
+    else:
+        argv = ["input", "answer", "feedback/", *spec.flags]
+        files, collect = {"input": inp, "answer": ans, "feedback/": b""}, (JUDGEMESSAGE,)
+    res = programs.run_interactive(runner, solution, limits, interactor, ilimits, argv=argv, files=files,
+                                   collect=collect)
+    rp, ri = res.solution, res.interactor
+    if rp.status == Verdict.INTERNAL or ri.status == Verdict.INTERNAL:
+        drop_session(runner)
+        raise SandboxFailure(f"sandbox failure in an interactive test: {rp.error or ri.error}")
+    return decide(spec, rp, ri)
+
+
+def decide(spec: ProgramSpec, rp: RunResult, ri: RunResult) -> InteractiveOutcome:
+    """The test's verdict from both runs (see the module docstring)."""
+    if rp.status == Verdict.TIME_LIMIT:
+        return InteractiveOutcome(Verdict.TIME_LIMIT, rp, rp.error)
+    why = failed_run(spec, ri, "the interactor")
+    if why:
+        raise CheckerBroken(why)
+    msg = detail_of(ri.files.get(JUDGEMESSAGE, b""), ri.stderr, ri.stdout)
+    if spec.protocol == "testlib":
+        accepted = ri.exit_code == TESTLIB_OK
+        rejected = ri.exit_code in TESTLIB_REJECTS or ri.exit_code == TESTLIB_PARTIAL
+    else:
+        accepted = ri.exit_code == KATTIS_AC
+        rejected = ri.exit_code == KATTIS_WA
+    if rejected:
+        return InteractiveOutcome(Verdict.WRONG_ANSWER, rp, msg or "the interactor rejected the interaction")
+    if not accepted:
+        raise CheckerBroken(f"the interactor failed (exit {ri.exit_code}): {msg[:500]}")
+    if rp.error == STOPPED_BY_PEER:
+        return InteractiveOutcome(Verdict.OK, rp, msg)  # the dialogue was complete and accepted
+    if rp.status != Verdict.OK:
+        return InteractiveOutcome(rp.status, rp, rp.error)
+    if rp.exit_code != 0:
+        return InteractiveOutcome(Verdict.RUNTIME_ERROR, rp, f"exit code {rp.exit_code}")
+    return InteractiveOutcome(Verdict.OK, rp, msg)

@@ -1,0 +1,238 @@
+"""The languages a solution may be written in: one table of per-language settings.
+
+Every language-specific decision lives here, so that adding a language or changing a flag is one
+edit: which fence tags name it, how a source set is compiled (compiler, flags, output), how the
+compiled program is started (argv), which memory model fits its runtime, and its default time
+multiplier. Everything else (extraction, the compile cache, the confined compile, the per-test
+exec) reads this table.
+
+Names are exactly ``python3``, ``pypy3``, ``cpp``, ``c``, ``java`` (the shared problem schema).
+
+Settings that an operator may change, read from the environment when a table is built:
+
+- ``CPFLEET_CPP_STD`` (default ``gnu++17``): the C++ standard (``-std=``), as judges differ.
+- ``CPFLEET_STATIC_LINK`` (default ``1``): C and C++ programs are linked ``-static`` (as on
+  Codeforces and Kattis), which makes each test's exec ~1 ms cheaper; ``0`` links dynamically.
+- ``CPFLEET_SOLUTION_PYTHON``: the Python executable solutions run under (e.g. a venv's
+  ``bin/python`` with numpy and sortedcontainers, as AtCoder offers); default: the worker's own
+  interpreter. It must be the same CPython minor version as the worker (the fork server runs
+  the sandbox's own modules in it).
+- ``CPFLEET_PYPY`` (default: ``pypy3`` on PATH): the PyPy executable.
+- ``CPFLEET_JAVA_HOME``: a JDK whose ``bin/javac`` and ``bin/java`` are used; default: PATH.
+
+Memory models: ``address_space`` (C, C++, CPython: RLIMIT_AS = the memory limit, plus the
+cgroup) and ``cgroup`` (the JVM and PyPy reserve far more address space than they use, so
+RLIMIT_AS would kill correct programs: only the slot's cgroup bounds them; where no cgroup is
+available a loose RLIMIT_AS of the limit + ``JVM_AS_FALLBACK_MB`` still bounds them). The JVM
+gets ``-Xmx`` = the memory limit and ``-Xss64m`` (deep recursion is common, as on Kattis), and
+its cgroup allowance is the limit plus ``JVM_OVERHEAD_MB`` for what lives outside the heap
+(metaspace, code cache, thread stacks).
+
+Time multipliers: every language's default is 1.0 (datasets usually state one limit, set for
+C++; a problem raises it per language with ``time_limit_multipliers``, e.g. ``{"java": 2,
+"python3": 3}``, and ``CPFLEET_TIME_MULTIPLIERS`` = ``java=2,pypy3=1.5`` changes a worker's defaults).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import shutil
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from cpfleet.core.errors import UnknownLanguage
+from cpfleet.core.languages import FENCE_TAGS, LANGUAGES
+
+__all__ = ["FENCE_TAGS", "LANGUAGES", "UnknownLanguage", "Language", "CompileStep", "build_table", "table", "get",
+           "availability", "availability_line", "missing_tools", "time_multiplier", "toolchain_version"]
+
+COMPILED = frozenset({"cpp", "c", "java", "pypy3"})  # those whose programs go through a compile step
+
+JVM_OVERHEAD_MB = 256
+JVM_AS_FALLBACK_MB = 4096
+SOURCES = "{sources}"  # placeholder for the entry points' paths in a compile argv
+PROG_DIR = "{prog}"  # placeholder for the directory the artifact's files are placed in (read-only)
+
+
+@dataclass(frozen=True, slots=True)
+class CompileStep:
+    """How one language turns a source set into an artifact, run confined in the sandbox.
+
+    ``argv`` runs with cwd = a fresh writable directory, the sources readable under
+    ``{prog}``; it must leave the artifact's files in ``out/`` (the compile's own temp files
+    live in the same bounded directory).
+    """
+
+    argv: tuple[str, ...]
+    version_argv: tuple[str, ...]  # prints the toolchain version (part of the cache key)
+
+
+@dataclass(frozen=True, slots=True)
+class Language:
+    name: str
+    source_name: str  # file the single-file solution is saved as (Java: the public class's name)
+    compile: CompileStep | None
+    run_argv: tuple[str, ...]  # how a test starts the artifact; {prog} = its directory, {mem} = MB
+    memory_model: str  # "address_space" or "cgroup"
+    extra_cgroup_mb: int = 0  # allowance beyond the memory limit for the runtime itself
+    tools: tuple[str, ...] = ()  # executables that must exist for this language to be available
+    time_multiplier: float = 1.0
+    flags: tuple[str, ...] = field(default=())  # the flags that change the artifact (cache key)
+    compile_memory_model: str = "address_space"  # javac is a JVM too
+
+    def run_argv_for(self, main: str = "") -> tuple[str, ...]:
+        """The run argv with the main class filled in ({prog} and {mem} stay placeholders)."""
+        return tuple(a.replace("{main}", main) for a in self.run_argv)
+
+
+def _which(name: str) -> str:
+    return shutil.which(name, path="/usr/local/bin:/usr/bin:/bin") or shutil.which(name) or name
+
+
+def _java_tool(tool: str) -> str:
+    home = os.environ.get("CPFLEET_JAVA_HOME")
+    if home:
+        return os.path.join(home, "bin", tool)
+    found = _which(tool)
+    return os.path.realpath(found) if os.path.isabs(found) else found
+
+
+def solution_python() -> str:
+    """The Python executable solutions run under (CPFLEET_SOLUTION_PYTHON, else this one)."""
+    import sys
+
+    configured = os.environ.get("CPFLEET_SOLUTION_PYTHON")
+    if configured:
+        return configured
+    return os.path.realpath(getattr(sys, "_base_executable", sys.executable))
+
+
+def parse_multipliers(text: str) -> dict[str, float]:
+    """``java=2,pypy3=1.5`` -> {"java": 2.0, "pypy3": 1.5}; a bad entry raises ValueError."""
+    out: dict[str, float] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, sep, value = part.partition("=")
+        name = name.strip()
+        if not sep or name not in LANGUAGES:
+            raise ValueError(f"bad time multiplier {part!r}: want LANGUAGE=FACTOR with LANGUAGE in {LANGUAGES}")
+        factor = float(value)
+        if not (0 < factor <= 100):
+            raise ValueError(f"time multiplier for {name} must be in (0, 100], got {factor}")
+        out[name] = factor
+    return out
+
+
+def build_table(env: Mapping[str, str] | None = None) -> dict[str, Language]:
+    """The per-language settings, from the environment (see the module docstring)."""
+    env = os.environ if env is None else env
+    std = env.get("CPFLEET_CPP_STD", "gnu++17")
+    if not std.replace("+", "").replace("c", "").replace("gnu", "").isdigit():
+        raise ValueError(f"CPFLEET_CPP_STD must look like gnu++17 or c++20, got {std!r}")
+    multipliers = parse_multipliers(env.get("CPFLEET_TIME_MULTIPLIERS", ""))
+    gxx, gcc = _which("g++"), _which("gcc")
+    cpp_flags = (f"-std={std}", "-O2", "-DONLINE_JUDGE", "-pipe")
+    c_flags = ("-std=gnu11", "-O2", "-DONLINE_JUDGE", "-pipe")
+    # static linking, as Codeforces and Kattis do: no dynamic loader and relocation of libstdc++
+    # at every test's exec (~1 ms of CPU per test for an iostream program here)
+    link = ("-static",) if env.get("CPFLEET_STATIC_LINK", "1") != "0" else ()
+    javac, java = _java_tool("javac"), _java_tool("java")
+    pypy = env.get("CPFLEET_PYPY") or _which("pypy3")
+    python = env.get("CPFLEET_SOLUTION_PYTHON") or solution_python()
+    table = {
+        "python3": Language(
+            "python3", "solution.py", None, (python, f"{PROG_DIR}/solution.py"), "address_space", tools=(python,),
+        ),
+        "pypy3": Language(
+            "pypy3", "solution.py",
+            # a syntax check by PyPy itself, so a SyntaxError is COMPILE_ERROR as for CPython
+            CompileStep((pypy, "-c", "import sys; s = open(sys.argv[1], 'rb').read(); "
+                         "compile(s, 'solution.py', 'exec'); open('out/solution.py', 'wb').write(s)",
+                         SOURCES), (pypy, "--version")),
+            (pypy, f"{PROG_DIR}/solution.py"), "cgroup", extra_cgroup_mb=64, tools=(pypy,),
+            compile_memory_model="cgroup",
+        ),
+        "cpp": Language(
+            "cpp", "solution.cpp",
+            CompileStep((gxx, *cpp_flags, "{pch}", "-o", "out/a.out", SOURCES, *link), (gxx, "--version")),
+            (f"{PROG_DIR}/a.out",), "address_space", tools=(gxx,), flags=cpp_flags,
+        ),
+        "c": Language(
+            "c", "solution.c",
+            CompileStep((gcc, *c_flags, "-o", "out/a.out", SOURCES, "-lm", *link), (gcc, "--version")),
+            (f"{PROG_DIR}/a.out",), "address_space", tools=(gcc,), flags=(*c_flags, "-lm"),
+        ),
+        "java": Language(
+            "java", "Main.java",
+            CompileStep((javac, "-J-Xmx768m", "-J-XX:+UseSerialGC", "-J-XX:-UsePerfData", "-J-Xss64m",
+                         "-J-XX:TieredStopAtLevel=1", "-encoding", "UTF-8", "-nowarn", "-d", "out",
+                         SOURCES), (javac, "-version")),
+            (java, "-Xmx{mem}m", "-Xss64m", "-XX:+UseSerialGC", "-XX:-UsePerfData", "-XX:CICompilerCount=2",
+             "-XX:ActiveProcessorCount=1", "-Dfile.encoding=UTF-8", "-cp", PROG_DIR, "{main}"),
+            "cgroup", extra_cgroup_mb=JVM_OVERHEAD_MB, tools=(javac, java), compile_memory_model="cgroup",
+        ),
+    }
+    for name, factor in multipliers.items():
+        lang = table[name]
+        table[name] = dataclasses.replace(lang, time_multiplier=factor)
+    return table
+
+
+@functools.lru_cache(maxsize=1)
+def table() -> dict[str, Language]:
+    """This process's table (built once from its environment)."""
+    return build_table()
+
+
+def get(name: str) -> Language:
+    try:
+        return table()[name]
+    except KeyError:
+        raise UnknownLanguage(f"unknown language {name!r}; known: {', '.join(LANGUAGES)}") from None
+
+
+@functools.cache
+def toolchain_version(name: str) -> str:
+    """The first line of the toolchain's version output ('' when it cannot be run)."""
+    lang = get(name)
+    argv = lang.compile.version_argv if lang.compile is not None else (lang.tools[0], "--version")
+    try:
+        out = subprocess.run(list(argv), capture_output=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    text = (out.stdout or out.stderr).decode(errors="replace").strip()
+    return text.splitlines()[0] if text and out.returncode == 0 else ""
+
+
+def missing_tools(name: str) -> list[str]:
+    """The executables this language needs that this host lacks (empty: available)."""
+    lang = get(name)
+    missing = []
+    for tool in lang.tools:
+        path = tool if os.path.isabs(tool) else shutil.which(tool)
+        if not path or not os.access(path, os.X_OK):
+            missing.append(tool)
+    if not missing and not toolchain_version(name):
+        missing.append(f"{lang.tools[0]} (present but does not run)")
+    return missing
+
+
+def availability() -> dict[str, list[str]]:
+    """{language: missing tools}; an empty list means the language is available here."""
+    return {name: missing_tools(name) for name in LANGUAGES}
+
+
+def availability_line() -> str:
+    """One line for a worker's or ``cpfleet up``'s start-up log."""
+    parts = []
+    for name, missing in availability().items():
+        parts.append(name if not missing else f"{name} (missing: {', '.join(missing)})")
+    return "languages: " + ", ".join(parts)
+
+
+def time_multiplier(name: str, per_problem: Mapping[str, float] | None) -> float:
+    if per_problem and name in per_problem:
+        return float(per_problem[name])
+    return get(name).time_multiplier

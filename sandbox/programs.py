@@ -1,0 +1,539 @@
+"""Compile a source set once, run the result confined: the one API for every non-Python program.
+
+Solutions in C, C++, Java and PyPy, and the judge's own programs (testlib checkers, Kattis output
+validators, interactors), all go through here::
+
+    from cpfleet.sandbox import programs
+
+    built = programs.compile_program(runner, "cpp", {"check.cpp": src, "testlib.h": lib}, ["check.cpp"])
+    if not built.ok:            # built.diagnostics: clipped compiler output; built.limit: what fired
+        ...                     # for a solution: COMPILE_ERROR; for a checker: broken problem data
+    with programs.open_session(runner, built.image) as checker:   # one job, many runs
+        rr = checker.run(b"", Limits(time_s=10), argv=["input", "output", "answer"],
+                         files={"input": inp, "output": out, "answer": ans})
+    rr.exit_code, rr.stdout, rr.stderr, rr.status   # a RunResult, as for Python tests
+
+    rr = programs.run_program(runner, built.image, stdin=b"...", limits=Limits())  # a single run
+    sol, inter = programs.run_interactive(runner, sol_image, sol_limits, inter_image, inter_limits,
+                                          argv=["input", "answer", "feedback/"], files={...})
+
+Compilation is confined exactly like a test (it IS a test of a program job, see below): its own
+CPU/wall/memory limits (``COMPILE_LIMITS``), no network, a fresh writable directory, the sources
+read-only, nothing of the host but the system directories (the toolchains) visible, the slot's
+unprivileged uid. The compiler's output directory comes back as a tar stream on its stdout
+(bounded: a gigantic binary is an output limit), its stderr is the diagnostics. A compile that
+exceeds a limit (``#include "/dev/zero"``, template bombs, a binary over the cap) is a failed
+compile with a message naming the limit, never a hung worker.
+
+Running: each run is one test of a *program job* in the runner's zygote (sandbox/zygote.py): the
+artifact's files sit read-only in ``/prog`` (a tmpfs of the job's mount namespace), ``files``
+are placed root-owned and read-only in the test's fresh working directory, and the child execs
+``argv`` after the same confinement as a Python test (pid namespace, seccomp, cgroup, rlimits,
+uid drop, no network). Verdicts are those of Python tests (``RunResult.status``).
+
+The compile cache (``CompileCache``) keys artifacts by (language, compile argv and flags,
+toolchain version, precompiled header, every source file) and keeps them as single files in a
+per-host directory, replaced atomically (write + rename) so pool processes racing for one key
+each see a whole entry, bounded in bytes (least recently used evicted). A GRPO group's
+duplicates compile once. Ordinary compile errors are cached too (deterministic); a compile that
+hit a limit is not (a quieter machine might finish it).
+
+Precompiled ``bits/stdc++.h`` (``PchCache``): built once per toolchain and flag set from the
+system header (trusted input, so outside the sandbox), in a directory every zygote binds
+read-only; a C++ compile gets ``-I that -Winvalid-pch`` so GCC uses it for ``#include
+<bits/stdc++.h>`` and falls back to the real header (with a warning) when it does not match.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import io
+import os
+import re
+import subprocess
+import tarfile
+import tempfile
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+import msgpack
+
+from cpfleet.core.errors import ProgramError, SandboxBroken
+from cpfleet.core.verdict import Verdict
+from cpfleet.sandbox import languages
+from cpfleet.sandbox.runner import CodeRunner, Limits, ProgramImage, RunResult
+
+if TYPE_CHECKING:
+    from cpfleet.sandbox.forkserver import Job, ZygoteRunner
+
+MiB = 1024 * 1024
+DIAGNOSTICS_CHARS = 2000  # compiler output kept for feedback (the first lines matter most)
+# A compile is bounded like a test, with room for g++ -O2 on a large source and the JVM of javac.
+COMPILE_LIMITS = Limits(time_s=15.0, memory_mb=2048, wall_s=60.0, stdout_bytes=64 * MiB,
+                        stderr_bytes=1 * MiB, stderr_keep_bytes=64 * 1024, file_size_mb=256, nproc=64,
+                        nofile=256)
+SHELL = "/bin/sh"
+DEFAULT_RUN_LIMITS = Limits()
+
+
+@dataclass(frozen=True, slots=True)
+class Compiled:
+    """The outcome of one compile. ``ok``: ``image`` can be run. Otherwise ``diagnostics``
+    holds the compiler's first messages (clipped) and ``limit`` names the limit that ended the
+    compile ("" for an ordinary compile error)."""
+
+    ok: bool
+    language: str
+    image: ProgramImage | None = None
+    diagnostics: str = ""
+    limit: str = ""
+    seconds: float = 0.0  # wall time of the compile (0 on a cache hit)
+    cache_hit: bool = False
+    key: str = ""
+
+
+# --- the compile cache ---------------------------------------------------------------------------
+def default_cache_dir() -> str:
+    return os.environ.get("CPFLEET_COMPILE_CACHE_DIR") or os.path.join(
+        tempfile.gettempdir(), f"cpfleet-compile-{os.geteuid()}")
+
+
+class CompileCache:
+    """Artifacts on disk, one file per key, bounded in bytes (LRU by mtime, touched on a hit)."""
+
+    def __init__(self, root: str | None = None, max_bytes: int | None = None) -> None:
+        self.root = os.path.join(root or default_cache_dir(), "artifacts")
+        mb = int(os.environ.get("CPFLEET_COMPILE_CACHE_MB", "512"))
+        self.max_bytes = max_bytes if max_bytes is not None else mb * MiB
+        os.makedirs(self.root, mode=0o700, exist_ok=True)
+        self.hits = 0
+        self.misses = 0
+
+    def _path(self, key: str) -> str:
+        return os.path.join(self.root, key + ".art")
+
+    def get(self, key: str, *, count_miss: bool = True) -> dict[str, Any] | None:
+        path = self._path(key)
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+            os.utime(path)
+            entry = msgpack.unpackb(data, raw=False)
+        except (OSError, ValueError, msgpack.UnpackException):
+            entry = None
+        if not isinstance(entry, dict):
+            self.misses += count_miss
+            return None
+        self.hits += 1
+        return entry
+
+    @contextlib.contextmanager
+    def compiling(self, key: str) -> Iterator[None]:
+        """Hold the key's lock while compiling it: pool processes that race for one key
+        compile it once, the others wait and then read the entry."""
+        fd = os.open(os.path.join(self.root, key + ".lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def put(self, key: str, entry: Mapping[str, Any]) -> None:
+        data = msgpack.packb(dict(entry), use_bin_type=True)
+        if len(data) > self.max_bytes:
+            return
+        fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, self._path(key))  # atomic: a racing reader sees the old or the new whole file
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            return
+        self._evict()
+
+    def size_bytes(self) -> int:
+        return sum(size for _, size, _ in self._entries())
+
+    def _entries(self) -> list[tuple[float, int, str]]:
+        out = []
+        with os.scandir(self.root) as it:
+            for e in it:
+                if e.name.endswith(".art"):
+                    with contextlib.suppress(OSError):
+                        st = e.stat()
+                        out.append((st.st_mtime, st.st_size, e.path))
+        return out
+
+    def _evict(self) -> None:
+        entries = sorted(self._entries())
+        total = sum(size for _, size, _ in entries)
+        for _, size, path in entries:
+            if total <= self.max_bytes:
+                break
+            with contextlib.suppress(OSError):
+                os.unlink(path)  # a reader that opened it keeps reading a whole file
+            with contextlib.suppress(OSError):
+                # a process holding it still compiles correctly; a newcomer may compile once more
+                os.unlink(path[: -len(".art")] + ".lock")
+            total -= size
+
+
+_default_cache: CompileCache | None = None
+
+
+def default_cache() -> CompileCache:
+    global _default_cache
+    if _default_cache is None:
+        _default_cache = CompileCache()
+    return _default_cache
+
+
+# --- precompiled bits/stdc++.h -------------------------------------------------------------------
+def pch_root() -> str:
+    """Where precompiled headers live (``CPFLEET_PCH_DIR``, default a per-user folder in the temp
+    directory): bound read-only into every zygote, so world-readable."""
+    return os.environ.get("CPFLEET_PCH_DIR") or os.path.join(tempfile.gettempdir(), f"cpfleet-pch-{os.geteuid()}")
+
+
+class PchCache:
+    """One precompiled ``bits/stdc++.h`` per (toolchain version, flags), built on first use."""
+
+    def __init__(self, root: str | None = None) -> None:
+        self.root = root or pch_root()
+
+    def ensure_root(self) -> str:
+        os.makedirs(self.root, mode=0o755, exist_ok=True)
+        os.chmod(self.root, 0o755)
+        return self.root
+
+    def include_dir(self, compiler: str, flags: Sequence[str], version: str) -> str | None:
+        """The directory to put first on the include path (None: no PCH could be built here)."""
+        if os.environ.get("CPFLEET_PCH", "1") == "0" or not version:
+            return None
+        key = hashlib.blake2b(repr((compiler, tuple(flags), version)).encode(), digest_size=10).hexdigest()
+        d = os.path.join(self.ensure_root(), key)
+        gch = os.path.join(d, "bits", "stdc++.h.gch")
+        if os.path.exists(gch):
+            return d
+        failed = os.path.join(self.root, key + ".failed")
+        if os.path.exists(failed):
+            return None
+        lock_fd = os.open(os.path.join(self.root, key + ".lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(lock_fd, fcntl.LOCK_EX)  # one build per host; the others wait for it
+            if os.path.exists(gch):
+                return d
+            os.makedirs(os.path.join(d, "bits"), mode=0o755, exist_ok=True)
+            header = os.path.join(d, "stdc++-pch.h")
+            with open(header, "w") as f:
+                f.write("#include <bits/stdc++.h>\n")
+            tmp = gch + f".tmp{os.getpid()}"
+            proc = subprocess.run([compiler, *flags, "-x", "c++-header", header, "-o", tmp],
+                                  capture_output=True, timeout=300, check=False)
+            if proc.returncode != 0:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+                with open(failed, "wb") as f:
+                    f.write(proc.stderr[-4000:])
+                return None
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, gch)
+            return d
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        finally:
+            os.close(lock_fd)
+
+
+_pch = PchCache()
+
+
+# --- compiling -----------------------------------------------------------------------------------
+_JAVA_PUBLIC = re.compile(r"\bpublic\s+(?:(?:final|abstract|strictfp)\s+)*(?:class|interface|enum|record)\s+([A-Za-z_$][\w$]*)")
+_JAVA_CLASS = re.compile(r"\b(?:class|interface|enum|record)\s+([A-Za-z_$][\w$]*)")
+_JAVA_MAIN = re.compile(r"\bstatic\s+(?:final\s+)?(?:public\s+)?void\s+main\s*\(")
+_JAVA_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+_JAVA_PACKAGE = re.compile(r"^\s*package\s+([\w.]+)\s*;", re.M)
+
+
+def java_main_class(source: str) -> str:
+    """The class a Java solution is started by: its public class, else the class declared last
+    before the first ``static void main`` (a package-qualified name when it declares a package)."""
+    text = _JAVA_COMMENTS.sub(" ", source)
+    m = _JAVA_PUBLIC.search(text)
+    name = m.group(1) if m else ""
+    if not name:
+        main = _JAVA_MAIN.search(text)
+        before = [c.group(1) for c in _JAVA_CLASS.finditer(text[: main.start() if main else len(text)])]
+        name = before[-1] if before else "Main"
+    pkg = _JAVA_PACKAGE.search(text)
+    return f"{pkg.group(1)}.{name}" if pkg else name
+
+
+def solution_sources(language: str, code: str) -> tuple[dict[str, bytes], list[str]]:
+    """A single-file solution as a source set: its file name (Java: the public class's) and entry."""
+    lang = languages.get(language)
+    name = lang.source_name
+    if language == "java":
+        name = java_main_class(code).rsplit(".", 1)[-1] + ".java"
+    return {name: code.encode("utf-8", errors="surrogatepass")}, [name]
+
+
+def _check_name(name: str) -> str:
+    parts = name.split("/")
+    if not name or name.startswith("/") or "\0" in name or any(p in ("", ".", "..") for p in parts):
+        raise ProgramError(f"bad source file name {name!r}")
+    return name
+
+
+def _compile_argv(lang: languages.Language, entries: Sequence[str], pch_dir: str | None) -> list[str]:
+    assert lang.compile is not None
+    argv: list[str] = []
+    for a in lang.compile.argv:
+        if a == "{pch}":
+            if pch_dir:
+                argv += ["-I", pch_dir, "-Winvalid-pch"]
+        elif a == languages.SOURCES:
+            argv += [f"{languages.PROG_DIR}/{e}" for e in entries]
+        else:
+            argv.append(a)
+    return argv
+
+
+def cache_key(language: str, argv: Sequence[str], version: str, files: Mapping[str, bytes],
+              entries: Sequence[str]) -> str:
+    h = hashlib.blake2b(digest_size=16)
+    h.update(msgpack.packb([language, list(argv), version, sorted(entries)], use_bin_type=True))
+    for name in sorted(files):
+        h.update(msgpack.packb([name, files[name]], use_bin_type=True))
+    return h.hexdigest()
+
+
+def compile_program(
+    runner: CodeRunner,
+    language: str,
+    files: Mapping[str, str | bytes],
+    entry_points: Sequence[str],
+    *,
+    cache: CompileCache | None = None,
+    limits: Limits = COMPILE_LIMITS,
+    use_pch: bool = True,
+) -> Compiled:
+    """Compile ``files`` (relative path -> source) whose ``entry_points`` are the translation
+    units (Java: the first is the one with ``main``). Raises ProgramError for a source set that
+    cannot be compiled as asked, and SandboxBroken (infrastructure) when the sandbox fails."""
+    lang = languages.get(language)
+    if lang.compile is None:
+        raise ProgramError(f"{language} programs are not compiled: run them with the Python runner")
+    blobs = {_check_name(k): (v.encode("utf-8", errors="surrogatepass") if isinstance(v, str) else bytes(v))
+             for k, v in files.items()}
+    entries = [_check_name(e) for e in entry_points]
+    if not entries or any(e not in blobs for e in entries):
+        raise ProgramError(f"entry points {entries} must name files of the source set {sorted(blobs)}")
+    version = languages.toolchain_version(language)
+    pch_dir = None
+    if use_pch and language == "cpp" and any(b"bits/stdc++.h" in blobs[e] for e in entries):
+        pch_dir = _pch.include_dir(lang.compile.argv[0], lang.flags, version)
+    if pch_dir is not None:
+        pch_dir = _sandbox_path(runner, pch_dir)
+    argv = _compile_argv(lang, entries, pch_dir)
+    main = ""
+    if language == "java":
+        main = java_main_class(blobs[entries[0]].decode("utf-8", errors="replace"))
+    key = cache_key(language, argv, version, blobs, entries)
+    cache = cache if cache is not None else default_cache()
+    entry = cache.get(key)
+    if entry is not None:
+        return _from_entry(lang, entry, key, main, cache_hit=True)
+    with cache.compiling(key):  # a racing pool process compiling the same key: wait for its result
+        entry = cache.get(key, count_miss=False)
+        if entry is not None:
+            return _from_entry(lang, entry, key, main, cache_hit=True)
+        t0 = time.perf_counter()
+        entry, cacheable = _compile_confined(runner, lang, blobs, argv, limits)
+        seconds = time.perf_counter() - t0
+        if cacheable:
+            cache.put(key, entry)
+    return _from_entry(lang, entry, key, main, cache_hit=False, seconds=seconds)
+
+
+def _from_entry(lang: languages.Language, entry: Mapping[str, Any], key: str, main: str, *, cache_hit: bool,
+                seconds: float = 0.0) -> Compiled:
+    if not entry.get("ok"):
+        return Compiled(False, lang.name, None, str(entry.get("diagnostics", "")), str(entry.get("limit", "")),
+                        seconds, cache_hit, key)
+    files = {str(k): (bytes(v[0]), int(v[1])) for k, v in entry["files"].items()}
+    image = ProgramImage(files=files, argv=lang.run_argv_for(main),
+                         memory_model=lang.memory_model, extra_cgroup_mb=lang.extra_cgroup_mb)
+    return Compiled(True, lang.name, image, str(entry.get("diagnostics", "")), "", seconds, cache_hit, key)
+
+
+def _clip_diagnostics(text: str) -> str:
+    text = text.strip("\n")
+    if len(text) <= DIAGNOSTICS_CHARS:
+        return text
+    return text[:DIAGNOSTICS_CHARS] + "\n... [diagnostics clipped]"
+
+
+def _compile_confined(runner: CodeRunner, lang: languages.Language, blobs: Mapping[str, bytes],
+                      argv: Sequence[str], limits: Limits) -> tuple[dict[str, Any], bool]:
+    """Run the compiler as a program job; returns (cache entry, whether to cache it)."""
+    script = 'mkdir out && "$@" && exec tar -C out -cf - .'
+    image = ProgramImage(files={k: (v, 0o644) for k, v in blobs.items()},
+                         argv=(SHELL, "-c", script, "compile", *argv), memory_model=lang.compile_memory_model,
+                         extra_cgroup_mb=0)
+    rr = run_program(runner, image, stdin=b"", limits=limits)
+    diagnostics = _clip_diagnostics(rr.stderr.decode("utf-8", errors="replace"))
+    if rr.status == Verdict.INTERNAL:
+        raise SandboxBroken(f"compiling failed in the sandbox: {rr.error}")
+    if rr.status != Verdict.OK:
+        what = {Verdict.TIME_LIMIT: f"the compile time limit ({limits.time_s:g}s CPU)",
+                Verdict.MEMORY_LIMIT: f"the compile memory limit ({limits.memory_mb} MB)",
+                Verdict.OUTPUT_LIMIT: f"the size limit of a compiled program ({limits.stdout_bytes // MiB} MB) "
+                                      "or of the compiler's messages",
+                }.get(rr.status, f"the compiler failed ({rr.error})")
+        message = f"compilation stopped: it exceeded {what}" if rr.status != Verdict.RUNTIME_ERROR else \
+            f"compilation failed: {what}"
+        limit = str(rr.status) if rr.status != Verdict.RUNTIME_ERROR else ""
+        if rr.status == Verdict.RUNTIME_ERROR and rr.signal is None:
+            # the compiler's own exit status: an ordinary compile error, deterministic
+            return {"ok": False, "diagnostics": diagnostics or f"compiler exit code {rr.exit_code}"}, True
+        return {"ok": False, "diagnostics": (diagnostics + "\n" if diagnostics else "") + message,
+                "limit": limit}, False
+    try:
+        files = _untar(rr.stdout, limits.stdout_bytes)
+    except (tarfile.TarError, ValueError) as e:
+        raise SandboxBroken(f"the compiler's output could not be read: {e}") from e
+    if not files:
+        return {"ok": False, "diagnostics": diagnostics or "the compiler produced no program"}, True
+    return {"ok": True, "files": files, "diagnostics": diagnostics}, True
+
+
+def _untar(data: bytes, max_bytes: int) -> dict[str, tuple[bytes, int]]:
+    """Regular files of a tar stream written by our compile script (names checked anyway)."""
+    files: dict[str, tuple[bytes, int]] = {}
+    total = 0
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
+        for member in tar:
+            if member.isdir():
+                continue
+            if not member.isfile():
+                raise ValueError(f"unexpected {member.name!r} in the compiled output")
+            name = os.path.normpath(member.name)
+            _check_name(name)
+            total += member.size
+            if total > max_bytes:
+                raise ValueError("compiled output too large")
+            f = tar.extractfile(member)
+            assert f is not None
+            files[name] = (f.read(), 0o755 if member.mode & 0o111 else 0o644)
+    return files
+
+
+def _sandbox_path(runner: CodeRunner, host_path: str) -> str | None:
+    mapper = getattr(runner, "sandbox_path", None)
+    return mapper(host_path) if mapper is not None else None
+
+
+# --- running -------------------------------------------------------------------------------------
+def _zygote_runner(runner: CodeRunner) -> ZygoteRunner:
+    from cpfleet.sandbox.forkserver import ZygoteRunner
+
+    if not isinstance(runner, ZygoteRunner):
+        raise ProgramError(f"runner {runner.name} cannot run compiled programs")
+    return runner
+
+
+@dataclass
+class ProgramSession:
+    """One job of a program in the runner's zygote: run it many times, then close it."""
+
+    runner: ZygoteRunner
+    job: Job
+    owned: bool = True  # False: the runner's loaded solution, which the runner closes
+    closed: bool = field(default=False)
+
+    def run(self, stdin: bytes = b"", limits: Limits = DEFAULT_RUN_LIMITS, *, argv: Sequence[str] = (),
+            files: Mapping[str, bytes] | None = None, collect: Sequence[str] = ()) -> RunResult:
+        """One confined run: ``argv`` appended to the program's, ``files`` placed read-only in
+        its working directory (a name ending in "/": a directory it may write in), ``collect``
+        read back from there afterwards into ``RunResult.files`` (at most 4 files of 12 KiB).
+        INTERNAL in the result means the sandbox, not the program, failed."""
+        return self.runner.run_job(self.job, stdin, limits, argv=list(argv), files=files, collect=collect)
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            if self.owned:
+                self.job.close()
+
+    def __enter__(self) -> ProgramSession:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+
+def open_session(runner: CodeRunner, image: ProgramImage) -> ProgramSession:
+    """Start a job for ``image`` beside whatever the runner has loaded (a checker next to the
+    solution). Raises SandboxBroken when its files cannot be placed."""
+    zr = _zygote_runner(runner)
+    return ProgramSession(zr, zr.open_program(image))
+
+
+def run_program(runner: CodeRunner, image: ProgramImage, *, stdin: bytes = b"", limits: Limits = DEFAULT_RUN_LIMITS,
+                argv: Sequence[str] = (), files: Mapping[str, bytes] | None = None,
+                collect: Sequence[str] = ()) -> RunResult:
+    """Start ``image`` once, confined (a job of its own, closed afterwards)."""
+    with open_session(runner, image) as session:
+        return session.run(stdin, limits, argv=argv, files=files, collect=collect)
+
+
+def loaded_session(runner: CodeRunner) -> ProgramSession:
+    """The runner's loaded solution (any language: ``load`` or ``load_program``) as a session,
+    for ``run_interactive``; closing it does not unload the solution."""
+    zr = _zygote_runner(runner)
+    job = zr.loaded_job
+    if job is None:
+        raise ProgramError("no program is loaded in the runner")
+    return ProgramSession(zr, job, owned=False)
+
+
+@dataclass(frozen=True, slots=True)
+class InteractiveResult:
+    solution: RunResult
+    interactor: RunResult
+
+
+def run_interactive(runner: CodeRunner, solution: ProgramSession, solution_limits: Limits,
+                    interactor: ProgramSession, interactor_limits: Limits, *, argv: Sequence[str] = (),
+                    files: Mapping[str, bytes] | None = None, collect: Sequence[str] = ()) -> InteractiveResult:
+    """Run two sessions at once, the solution's stdout feeding the interactor's stdin and the
+    interactor's stdout feeding the solution's stdin; ``argv``/``files`` go to the interactor.
+    Each side is confined as a test of its own job; both are bounded by the slot's cgroup
+    together (its limit is the sum of both memory limits). Their stdout is not captured (it is
+    the other's input); stderr is, as for any run."""
+    zr = _zygote_runner(runner)
+    sol, inter = zr.run_pair(solution.job, solution_limits, interactor.job, interactor_limits,
+                             argv=list(argv), files=files, collect=collect)
+    return InteractiveResult(sol, inter)
+
+
+@contextlib.contextmanager
+def compiled_session(runner: CodeRunner, language: str, files: Mapping[str, str | bytes],
+                     entry_points: Sequence[str]) -> Iterator[tuple[Compiled, ProgramSession | None]]:
+    """Compile and, when that worked, open a session for the result (closed on exit)."""
+    built = compile_program(runner, language, files, entry_points)
+    if not built.ok or built.image is None:
+        yield built, None
+        return
+    with open_session(runner, built.image) as session:
+        yield built, session

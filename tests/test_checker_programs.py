@@ -1,0 +1,321 @@
+"""Checker programs and interactive problems, judged end to end through ``evaluate`` on both
+runners with real compilers: a testlib checker, a Kattis output validator, an open-r1 Python
+checker and a Kattis interactor accept every valid answer and reject wrong ones; a checker
+that does not compile, crashes, hangs or answers outside its protocol is an infrastructure
+error (reward None), never a 0 or a 1; checkers are confined like the programs they judge."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cpfleet.core.checkers import ProgramSpec, get_checker
+from cpfleet.core.errors import CheckerBroken
+from cpfleet.core.problem import Problem
+from cpfleet.core.verdict import Verdict
+from cpfleet.sandbox import checker_programs
+from cpfleet.sandbox.env import evaluate
+from cpfleet.sandbox.runner import CodeRunner
+from cpfleet.sandbox.runners import RUNNER_KINDS, make_runner
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("CPFLEET_SHARED_DATA", REPO.parent / "shared" / "data")).parent
+TESTLIB = Path(os.environ.get("CPFLEET_TESTLIB_DIR") or SHARED / "vendor" / "testlib")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def checker_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """A fresh compile cache, and testlib.h from the shared vendor folder when present."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("CPFLEET_COMPILE_CACHE_DIR", str(tmp_path_factory.mktemp("compile-cache")))
+    if (TESTLIB / "testlib.h").is_file():
+        mp.setenv(checker_programs.TESTLIB_ENV, str(TESTLIB))
+    yield
+    mp.undo()
+
+
+@pytest.fixture(scope="module", params=RUNNER_KINDS)
+def runner(request: pytest.FixtureRequest) -> Iterator[CodeRunner]:
+    r = make_runner(request.param)
+    yield r
+    r.close()
+
+
+def fenced(code: str) -> str:
+    return f"```python\n{code.strip()}\n```\n"
+
+
+def problem(pid: str, checker: dict[str, Any], public: list[tuple[str, str]], hidden: list[tuple[str, str]],
+            **extra: Any) -> Problem:
+    return Problem.from_dict({
+        "id": pid, "checker": checker, **extra,
+        "public_tests": [{"input": i, "output": o} for i, o in public],
+        "hidden_tests": [{"input": i, "output": o} for i, o in hidden],
+    })
+
+
+# --- testlib: any permutation of 1..n ------------------------------------------------------------
+
+PERMUTATION_CHECKER = r"""
+#include "testlib.h"
+#include <vector>
+int main(int argc, char* argv[]) {
+    registerTestlibCmd(argc, argv);
+    int n = inf.readInt();
+    std::vector<int> seen(n + 1, 0);
+    for (int i = 0; i < n; i++) {
+        int x = ouf.readInt(1, n, "x");
+        if (seen[x]++) quitf(_wa, "%d appears twice", x);
+    }
+    quitf(_ok, "a permutation of 1..%d", n);
+}
+"""
+PERMUTATION_TESTS = [("3\n", "1 2 3\n")], [("5\n", "1 2 3 4 5\n"), ("1\n", "1\n"), ("4\n", "1 2 3 4\n")]
+
+
+@pytest.mark.skipif(not (TESTLIB / "testlib.h").is_file(), reason=f"testlib.h not found in {TESTLIB}")
+def test_testlib_checker_accepts_any_valid_answer_and_rejects_a_wrong_one(runner: CodeRunner) -> None:
+    prob = problem("own/permutation", {"type": "testlib", "source": PERMUTATION_CHECKER}, *PERMUTATION_TESTS)
+    good = evaluate(prob, fenced("n = int(input())\nprint(*range(n, 0, -1))"), runner)
+    assert (good.reward, good.verdict) == (1.0, Verdict.OK), good.observation
+    bad = evaluate(prob, fenced("n = int(input())\nprint(*([1] * n))"), runner)
+    assert (bad.reward, bad.verdict) == (0.0, Verdict.WRONG_ANSWER), bad.observation
+    assert "appears twice" in bad.observation  # the checker's message is the feedback
+
+
+@pytest.mark.skipif(not (TESTLIB / "testlib.h").is_file(), reason=f"testlib.h not found in {TESTLIB}")
+@pytest.mark.parametrize("output", ["print(1)", "print(3, 2, 1, 4)"])  # too short (exit 8), extra token (PE)
+def test_testlib_verdicts_about_the_output_format_are_rejections_not_checker_failures(
+    runner: CodeRunner, output: str
+) -> None:
+    source = "#define ENABLE_UNEXPECTED_EOF\n" + PERMUTATION_CHECKER
+    prob = problem("own/permutation-eof", {"type": "testlib", "source": source}, *PERMUTATION_TESTS)
+    res = evaluate(prob, fenced(output), runner)
+    assert (res.reward, res.verdict, res.infra_error) == (0.0, Verdict.WRONG_ANSWER, False), res.observation
+
+
+# --- Kattis output validator: any two numbers summing to n ---------------------------------------
+
+SUM_VALIDATOR = r"""
+#include <cstdio>
+#include <fstream>
+#include <string>
+int main(int argc, char** argv) {
+    std::ifstream in(argv[1]);
+    long long n; in >> n;
+    FILE* msg = fopen((std::string(argv[3]) + "/judgemessage.txt").c_str(), "w");
+    if (!msg) return 1;
+    long long a, b;
+    if (scanf("%lld %lld", &a, &b) != 2) { fprintf(msg, "expected two integers"); return 43; }
+    if (a + b != n) { fprintf(msg, "%lld + %lld is not %lld", a, b, n); return 43; }
+    char extra[2];
+    if (scanf("%1s", extra) == 1) { fprintf(msg, "trailing output"); return 43; }
+    return 42;
+}
+"""
+
+
+def kattis(source: str, **extra: Any) -> dict[str, Any]:
+    return {"type": "kattis_validator", "files": {"output_validators/v/validate.cpp": source},
+            "entry_points": ["output_validators/v/validate.cpp"], "language": "cpp", "validator_flags": None,
+            "validation": "custom", **extra}
+
+
+SUM_TESTS = [("10\n", "5 5\n")], [("3\n", "1 2\n"), ("100\n", "50 50\n")]
+
+
+def test_kattis_validator_accepts_any_valid_answer_and_its_message_is_the_feedback(runner: CodeRunner) -> None:
+    prob = problem("own/sum", kattis(SUM_VALIDATOR), *SUM_TESTS)
+    good = evaluate(prob, fenced("n = int(input())\nprint(0, n)"), runner)
+    assert (good.reward, good.verdict) == (1.0, Verdict.OK), good.observation
+    bad = evaluate(prob, fenced("n = int(input())\nprint(1, n)"), runner)
+    assert (bad.reward, bad.verdict) == (0.0, Verdict.WRONG_ANSWER), bad.observation
+    assert "1 + 10 is not 10" in bad.observation
+
+
+def test_a_failing_program_is_judged_without_running_the_checker(runner: CodeRunner) -> None:
+    prob = problem("own/sum-re", kattis(SUM_VALIDATOR), *SUM_TESTS)
+    res = evaluate(prob, fenced("raise ValueError('no')"), runner)
+    assert (res.reward, res.verdict) == (0.0, Verdict.RUNTIME_ERROR)
+
+
+@pytest.mark.parametrize(
+    ("name", "body", "why"),
+    [
+        ("crash", "int main() { abort(); }", "checker failed"),
+        ("exit0", "int main() { return 0; }", "expected 42 or 43"),
+        ("hang", "int main() { volatile long x = 0; for (;;) x++; }", "checker failed"),
+        ("nocompile", "int main() { this is not C++ }", "does not compile"),
+    ],
+)
+def test_a_broken_validator_is_an_infrastructure_error_never_a_verdict(
+    runner: CodeRunner, name: str, body: str, why: str
+) -> None:
+    source = "#include <cstdlib>\n" + body + "\n"
+    prob = problem(f"own/broken-{name}", kattis(source, time_limit_s=1.0), *SUM_TESTS)
+    for code in ("n = int(input())\nprint(0, n)", "print(1, 2)"):  # a right and a wrong program alike
+        res = evaluate(prob, fenced(code), runner)
+        assert res.reward is None and res.infra_error and res.verdict == Verdict.INTERNAL, res.observation
+        assert why in res.infra_message
+
+
+def test_a_checker_that_does_not_compile_is_compiled_once_and_remembered(runner: CodeRunner) -> None:
+    spec = get_checker(kattis("int main() { syntax error }\n"))
+    assert isinstance(spec, ProgramSpec)
+    with pytest.raises(CheckerBroken, match="does not compile"):
+        checker_programs.image_for(runner, spec)
+    remembered = checker_programs._broken[spec.key()]
+    with pytest.raises(CheckerBroken) as again:
+        checker_programs.image_for(runner, spec)
+    assert again.value is remembered  # the same failure, not a second compilation
+
+
+def test_a_validator_cannot_read_host_files(runner: CodeRunner) -> None:
+    """The validator runs confined: a file of this repository (readable by the worker) does
+    not exist for it, so it rejects instead of accepting."""
+    probe = r"""
+#include <cstdio>
+int main(int argc, char** argv) {
+    FILE* f = fopen("%s", "r");
+    return f ? 42 : 43;
+}
+""".replace("%s", str(REPO / "pyproject.toml"))
+    prob = problem("own/peek", kattis(probe), [("1\n", "1\n")], [("1\n", "1\n")])
+    res = evaluate(prob, fenced("print(1)"), runner)
+    assert (res.reward, res.verdict) == (0.0, Verdict.WRONG_ANSWER), res.observation
+
+
+# --- open-r1 generated_checker (Python): argv input, correct output, solution output; prints 1/0 --
+
+PY_CHECKER = """
+import sys
+inp, correct, got = (open(p).read() for p in sys.argv[1:4])
+n = int(inp)
+try:
+    vals = sorted(map(int, got.split()))
+except ValueError:
+    print(0)
+    raise SystemExit
+print(1 if vals == list(range(1, n + 1)) else 0)
+"""
+
+
+def test_python_checker_follows_the_open_r1_protocol(runner: CodeRunner) -> None:
+    prob = problem("own/perm-py", {"type": "python", "source": PY_CHECKER}, *PERMUTATION_TESTS)
+    good = evaluate(prob, fenced("n = int(input())\nprint(*range(n, 0, -1))"), runner)
+    assert (good.reward, good.verdict) == (1.0, Verdict.OK), good.observation
+    bad = evaluate(prob, fenced("n = int(input())\nprint(*range(n))"), runner)
+    assert (bad.reward, bad.verdict) == (0.0, Verdict.WRONG_ANSWER), bad.observation
+    broken = problem("own/perm-py-broken", {"type": "python", "source": "print('yes')"}, *PERMUTATION_TESTS)
+    res = evaluate(broken, fenced("n = int(input())\nprint(*range(n, 0, -1))"), runner)
+    assert res.infra_error and res.reward is None and "not 1 or 0" in res.infra_message
+
+
+# --- interactive: guess the number (Kattis interactor protocol) ----------------------------------
+
+GUESS_INTERACTOR = r"""
+#include <cstdio>
+#include <fstream>
+#include <string>
+int main(int argc, char** argv) {
+    std::ifstream in(argv[1]);
+    int secret; in >> secret;
+    FILE* msg = fopen((std::string(argv[3]) + "/judgemessage.txt").c_str(), "w");
+    for (int q = 0; q < 12; q++) {
+        int g;
+        if (scanf("%d", &g) != 1) { fprintf(msg, "no guess"); return 43; }
+        if (g == secret) { printf("correct\n"); fflush(stdout); return 42; }
+        printf(g < secret ? "higher\n" : "lower\n");
+        fflush(stdout);
+    }
+    fprintf(msg, "too many guesses");
+    return 43;
+}
+"""
+GUESS_TESTS = [("37\n", "")], [("1\n", ""), ("1000\n", ""), ("512\n", "")]
+BINARY_SEARCH = """
+lo, hi = 1, 1000
+while True:
+    mid = (lo + hi) // 2
+    print(mid, flush=True)
+    r = input()
+    if r == "correct":
+        break
+    if r == "higher":
+        lo = mid + 1
+    else:
+        hi = mid - 1
+"""
+
+
+def guess_problem(pid: str, **extra: Any) -> Problem:
+    checker = kattis(GUESS_INTERACTOR)
+    checker["type"] = "interactive"
+    return problem(pid, checker, *GUESS_TESTS, **extra)
+
+
+def test_interactive_accepts_a_correct_program_and_rejects_a_wrong_one(runner: CodeRunner) -> None:
+    prob = guess_problem("own/guess")
+    good = evaluate(prob, fenced(BINARY_SEARCH), runner)
+    assert (good.reward, good.verdict) == (1.0, Verdict.OK), good.observation
+    linear = "g = 1\nwhile True:\n    print(g, flush=True)\n    if input() == 'correct':\n        break\n    g += 1\n"
+    bad = evaluate(prob, fenced(linear), runner)
+    assert (bad.reward, bad.verdict) == (0.0, Verdict.WRONG_ANSWER), bad.observation
+
+
+def test_interactive_deadlock_ends_as_time_limit(runner: CodeRunner) -> None:
+    prob = guess_problem("own/guess-tight", time_limit_s=0.5)
+    waits = "import sys\nsys.stdin.readline()\nprint(500)\n"  # reads first: both sides wait to read
+    res = evaluate(prob, fenced(waits), runner)
+    assert (res.reward, res.verdict) == (0.0, Verdict.TIME_LIMIT), res.observation
+
+
+def test_interactive_program_crash_after_an_accepted_dialogue_is_its_own_failure(runner: CodeRunner) -> None:
+    """The solution may end on its own after the interactor exits: its crash then counts, as on
+    Kattis (it is stopped only if it keeps running)."""
+    prob = guess_problem("own/guess-crash-after")
+    res = evaluate(prob, fenced(BINARY_SEARCH + "raise SystemExit(3)\n"), runner)
+    assert (res.reward, res.verdict) == (0.0, Verdict.RUNTIME_ERROR), res.observation
+
+
+def test_interactive_program_that_crashes_mid_dialogue_earns_nothing(runner: CodeRunner) -> None:
+    prob = guess_problem("own/guess-crash")
+    crash = "print(500, flush=True)\ninput()\nraise SystemExit(3)\n"
+    res = evaluate(prob, fenced(crash), runner)
+    assert res.reward == 0.0 and res.verdict in (Verdict.RUNTIME_ERROR, Verdict.WRONG_ANSWER), res.observation
+
+
+TESTLIB_GUESS_INTERACTOR = r"""
+#include "testlib.h"
+#include <iostream>
+int main(int argc, char* argv[]) {
+    registerInteraction(argc, argv);
+    int secret = inf.readInt();
+    for (int q = 1; q <= 12; q++) {
+        int g = ouf.readInt(1, 1000, "guess");
+        if (g == secret) {
+            std::cout << "correct" << std::endl;
+            tout << q << std::endl;
+            quitf(_ok, "found in %d guesses", q);
+        }
+        std::cout << (g < secret ? "higher" : "lower") << std::endl;
+    }
+    quitf(_wa, "too many guesses");
+}
+"""
+
+
+@pytest.mark.skipif(not (TESTLIB / "testlib.h").is_file(), reason=f"testlib.h not found in {TESTLIB}")
+def test_testlib_interactor_accepts_a_correct_program_and_rejects_a_wrong_one(runner: CodeRunner) -> None:
+    checker = {"type": "interactive", "protocol": "testlib", "source": TESTLIB_GUESS_INTERACTOR}
+    prob = problem("own/guess-testlib", checker, *GUESS_TESTS)
+    good = evaluate(prob, fenced(BINARY_SEARCH), runner)
+    assert (good.reward, good.verdict) == (1.0, Verdict.OK), good.observation
+    linear = "g = 1\nwhile True:\n    print(g, flush=True)\n    if input() == 'correct':\n        break\n    g += 1\n"
+    bad = evaluate(prob, fenced(linear), runner)
+    assert (bad.reward, bad.verdict) == (0.0, Verdict.WRONG_ANSWER), bad.observation
+    assert "too many guesses" in bad.observation

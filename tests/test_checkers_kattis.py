@@ -1,0 +1,104 @@
+"""The built-in Kattis comparisons (problemtools default_validator.cc rules) and the validation of
+checker specs at load time: exact_tokens, float with validator_flags, program checker specs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from cpfleet.core.checkers import CheckerSpecError, ProgramSpec, get_checker
+from cpfleet.core.problem import Problem, ProblemFormatError
+
+
+def ok(spec: dict[str, Any], expected: str, got: str) -> bool:
+    return get_checker(spec).check(expected, got).ok
+
+
+@pytest.mark.parametrize(
+    ("expected", "got", "accepted"),
+    [
+        ("Yes 1\n", "Yes   1", True),  # whitespace runs and the final newline do not matter
+        ("Yes", "yes", False),  # case-sensitive (the project's schema)
+        ("1 2", "1 2 3", False),  # trailing output
+        ("1 2", "1", False),
+        ("1.0", "1.00", False),  # no tolerance without float flags
+    ],
+)
+def test_exact_tokens(expected: str, got: str, accepted: bool) -> None:
+    assert ok({"type": "exact_tokens"}, expected, got) is accepted
+
+
+def test_exact_tokens_case_insensitive_on_request_as_the_kattis_default() -> None:
+    assert ok({"type": "exact_tokens", "case_sensitive": False}, "Yes", "YES")
+
+
+@pytest.mark.parametrize(
+    ("expected", "got", "accepted"),
+    [
+        ("a b\n", "a b\n", True),
+        ("a b\n", "a  b\n", False),
+        ("a b\n", "a b", False),  # the trailing newline is a whitespace run too
+        ("a\nb\n", "a b\n", False),
+    ],
+)
+def test_space_change_sensitive(expected: str, got: str, accepted: bool) -> None:
+    assert ok({"type": "exact_tokens", "validator_flags": "space_change_sensitive"}, expected, got) is accepted
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected", "got", "accepted"),
+    [
+        ("float_tolerance 1e-6", "0.5", "0.5000001", True),
+        ("float_tolerance 1e-6", "0.5", "0.50001", False),
+        ("float_tolerance 1e-6", "1000000", "1000000.5", True),  # relative; integers are floats too
+        ("float_absolute_tolerance 1e-6", "1000000", "1000000.5", False),
+        ("float_relative_tolerance 1e-6", "0", "0.0000001", False),
+        ("float_tolerance 1e-6", "0.5", "nan", False),
+        ("float_tolerance 1e-6", "0.5", "abc", False),
+        ("float_tolerance 1e-6", "IMPOSSIBLE", "impossible", True),  # words: case-insensitive by default
+        ("float_tolerance 1e-6 case_sensitive", "IMPOSSIBLE", "impossible", False),
+    ],
+)
+def test_float_with_kattis_flags(flags: str, expected: str, got: str, accepted: bool) -> None:
+    assert ok({"type": "float", "validator_flags": flags}, expected, got) is accepted
+
+
+def test_the_icpc_files_float_record_shape_is_accepted() -> None:
+    spec = {"type": "float", "validator_flags": "float_tolerance 1e-6", "float_tolerance": 1e-06}
+    assert ok(spec, "0.25", "0.2500004")
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"type": "float", "validator_flags": "float_tolerance"},
+        {"type": "float", "validator_flags": "float_tolerance x"},
+        {"type": "float", "validator_flags": "ignore_case"},
+        {"type": "exact_tokens", "validator_flags": "float_tolerance 1e-6"},
+        {"type": "exact_tokens", "case_sensitive": "yes"},
+        {"type": "testlib"},
+        {"type": "testlib", "files": {"../x.cpp": "int main(){}"}},
+        {"type": "kattis_validator", "files": {"a.cpp": "", "b.cpp": ""}},
+        {"type": "kattis_validator", "files": {"a.cpp": "x"}, "entry_points": ["missing.cpp"]},
+        {"type": "kattis_validator", "files": {"a.cpp": "x"}, "language": "rust"},
+        {"type": "python", "source": "print(1)", "time_limit_s": 0},
+    ],
+)
+def test_a_bad_checker_spec_fails_when_the_problem_is_loaded(spec: dict[str, Any]) -> None:
+    with pytest.raises(CheckerSpecError):
+        get_checker(spec)
+    with pytest.raises(ProblemFormatError, match="p1"):
+        Problem.from_dict({"id": "p1", "checker": spec, "public_tests": [{"input": "", "output": ""}]})
+
+
+def test_program_specs_keep_the_icpc_record_shape_and_hash_by_content() -> None:
+    base = {"type": "kattis_validator", "validation": "custom", "language": "cpp", "validator_flags": None,
+            "files": {"v/validate.cpp": "int main(){}", "v/validate.h": ""}, "entry_points": ["v/validate.cpp"],
+            "protocol": "kattis: validator input_file answer_file feedback_dir [flags] < team_output"}
+    a = get_checker(base)
+    assert isinstance(a, ProgramSpec) and a.entry_points == ("v/validate.cpp",) and a.protocol == "kattis"
+    b = get_checker({**base, "files": {**base["files"], "v/validate.h": "// changed"}})
+    assert isinstance(b, ProgramSpec) and a.key() != b.key()
+    testlib_interactor = get_checker({"type": "interactive", "protocol": "testlib", "source": "int main(){}"})
+    assert isinstance(testlib_interactor, ProgramSpec) and testlib_interactor.protocol == "testlib"

@@ -1,0 +1,205 @@
+"""C, C++, Java and PyPy solutions judged end to end (cpfleet.sandbox.env.evaluate) on every runner:
+the same verdicts as Python, compile errors without a test run, hostile sources, availability."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from cpfleet.core.problem import Problem
+from cpfleet.core.verdict import Verdict
+from cpfleet.sandbox import languages
+from cpfleet.sandbox.env import evaluate
+from cpfleet.sandbox.runner import CodeRunner
+
+SUM = Problem.from_dict({
+    "id": "sum", "time_limit_s": 1, "memory_limit_mb": 256,
+    "public_tests": [{"input": "1 2\n", "output": "3\n"}],
+    "hidden_tests": [{"input": "5 7\n", "output": "12\n"}, {"input": "100 1\n", "output": "101\n"}],
+})
+
+CPP_OK = "#include <bits/stdc++.h>\nint main(){long long a,b;std::cin>>a>>b;std::cout<<a+b<<'\\n';}\n"
+C_OK = "#include <stdio.h>\n#include <math.h>\nint main(void){long long a,b;scanf(\"%lld %lld\",&a,&b);" \
+       "printf(\"%lld\\n\",a+b+(long long)floor(sqrt(0.25)));return 0;}\n"
+JAVA_OK = ("import java.util.*;\npublic class Adder {\n public static void main(String[] x) {\n"
+           "  Scanner s = new Scanner(System.in);\n  System.out.println(s.nextLong() + s.nextLong());\n }\n}\n")
+
+CASES = {
+    # language, source, expected verdict, expected reward
+    "cpp_ok": ("cpp", CPP_OK, Verdict.OK, 1.0),
+    "cpp_wa": ("cpp", "#include <cstdio>\nint main(){long long a,b;scanf(\"%lld%lld\",&a,&b);printf(\"%lld\",a-b);}", Verdict.WRONG_ANSWER, 0.0),
+    "cpp_tle": ("cpp", "int main(){volatile unsigned long x=0; for(;;) x++;}", Verdict.TIME_LIMIT, 0.0),
+    "cpp_re": ("cpp", "#include <cstdlib>\nint main(){abort();}", Verdict.RUNTIME_ERROR, 0.0),
+    "cpp_segv": ("cpp", "int main(){ volatile int *p = 0; return *p; }", Verdict.RUNTIME_ERROR, 0.0),
+    "cpp_exit3": ("cpp", "int main(){ return 3; }", Verdict.RUNTIME_ERROR, 0.0),
+    "cpp_mle": ("cpp", "#include <vector>\nint main(){std::vector<char*> v; for(;;){char*p=new char[1<<20];"
+                "for(int i=0;i<(1<<20);i+=4096)p[i]=1; v.push_back(p);}}", Verdict.MEMORY_LIMIT, 0.0),
+    "cpp_ce": ("cpp", "int main(){ return undeclared; }", Verdict.COMPILE_ERROR, 0.0),
+    "cpp_static_1gb": ("cpp", "static char big[1<<30]; int main(){ big[12345]=1; return big[0]; }",
+                       Verdict.MEMORY_LIMIT, 0.0),
+    "c_ok": ("c", C_OK, Verdict.OK, 1.0),
+    "c_wa": ("c", "#include <stdio.h>\nint main(void){puts(\"3\");return 0;}", Verdict.WRONG_ANSWER, 0.0),
+    "c_tle": ("c", "int main(void){volatile unsigned long x=0; for(;;) x++;}", Verdict.TIME_LIMIT, 0.0),
+    "c_re": ("c", "int main(void){ volatile int *p = 0; return *p; }", Verdict.RUNTIME_ERROR, 0.0),
+    "c_mle": ("c", "#include <stdlib.h>\n#include <string.h>\nint main(void){for(;;){char*p=malloc(1<<20);"
+              "if(!p) return 1; memset(p,1,1<<20);}}", Verdict.MEMORY_LIMIT, 0.0),
+    "c_ce": ("c", "int main(void){ return }", Verdict.COMPILE_ERROR, 0.0),
+    "java_ok": ("java", JAVA_OK, Verdict.OK, 1.0),
+    "java_wa": ("java", "public class Main { public static void main(String[] a) { System.out.println(3); } }",
+                Verdict.WRONG_ANSWER, 0.0),
+    "java_tle": ("java", "public class Main { public static void main(String[] a) { long x = 0;"
+                 " while (true) { x++; if (x == -5) System.out.println(x); } } }", Verdict.TIME_LIMIT, 0.0),
+    "java_re": ("java", "public class Main { public static void main(String[] a) { int[] z = new int[1];"
+                " z[5] = 1; } }", Verdict.RUNTIME_ERROR, 0.0),
+    "java_mle": ("java", "import java.util.*;\npublic class Main { public static void main(String[] a) {"
+                 " List<long[]> l = new ArrayList<>(); while (true) l.add(new long[1 << 20]); } }",
+                 Verdict.MEMORY_LIMIT, 0.0),
+    "java_ce": ("java", "public class Main { public static void main(String[] a) { int x = ; } }",
+                Verdict.COMPILE_ERROR, 0.0),
+}
+
+
+def _needs(language: str) -> None:
+    missing = languages.missing_tools(language)
+    if missing:
+        pytest.skip(f"{language} toolchain not installed here: {missing}")
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_compiled_languages_get_the_same_verdicts_as_python(runner: CodeRunner, case: str) -> None:
+    language, source, verdict, reward = CASES[case]
+    _needs(language)
+    tag = {"cpp": "cpp", "c": "c", "java": "java"}[language]
+    result = evaluate(SUM, f"My answer:\n```{tag}\n{source}\n```\n", runner, job_id=case)
+    assert (result.verdict, result.reward, result.infra_error) == (verdict, reward, False), result.observation
+    assert result.language == language
+    if verdict == Verdict.COMPILE_ERROR:
+        assert result.public.run == 0 and result.hidden.run == 0
+        assert "error" in result.observation
+
+
+def test_compile_error_feedback_carries_the_compilers_first_diagnostic(runner: CodeRunner) -> None:
+    _needs("cpp")
+    result = evaluate(SUM, "```cpp\nint main(){ return undeclared_name_xyz; }\n```", runner)
+    assert result.verdict == Verdict.COMPILE_ERROR
+    assert "undeclared_name_xyz" in result.observation and "was not declared" in result.observation
+
+
+def test_pypy_runs_python_completions_when_the_job_asks_for_it(runner: CodeRunner) -> None:
+    _needs("pypy3")
+    code = "```python\nimport sys, platform\na, b = map(int, input().split())\nprint(a + b)\n" \
+           "print(platform.python_implementation(), file=sys.stderr)\n```"
+    result = evaluate(SUM, code, runner, language="pypy3")
+    assert (result.verdict, result.reward, result.language) == (Verdict.OK, 1.0, "pypy3"), result.observation
+    assert "PyPy" in result.observation  # the public test's stderr names the interpreter
+    broken = evaluate(SUM, "```python\ndef f(:\n```", runner, language="pypy3")
+    assert broken.verdict == Verdict.COMPILE_ERROR and broken.public.run == 0
+
+
+@pytest.mark.parametrize(("hostile", "verdict"), [
+    ('#include "/dev/zero"\nint main(){}', Verdict.COMPILE_ERROR),
+    ('#include "/dev/urandom"\nint main(){}', Verdict.COMPILE_ERROR),
+    # the compiler's stdin is empty: the include is empty, the program compiles and prints nothing
+    ('#include "/dev/stdin"\nint main(){}', Verdict.WRONG_ANSWER),
+    # (a template instantiation bomb is in test_programs.py, under a 1 s compile limit)
+])
+def test_hostile_sources_end_as_compile_error_never_a_hung_worker(runner: CodeRunner, hostile: str,
+                                                                   verdict: Verdict) -> None:
+    _needs("cpp")
+    result = evaluate(SUM, f"```cpp\n{hostile}\n```", runner)
+    assert result.verdict == verdict and not result.infra_error, result.observation
+    after = evaluate(SUM, f"```cpp\n{CPP_OK}```", runner)  # the runner still judges
+    assert after.verdict == Verdict.OK
+
+
+def test_gigantic_binary_is_a_compile_error_naming_the_limit(runner: CodeRunner) -> None:
+    _needs("cpp")
+    # 80 MB of initialised data: the binary itself is over the 64 MB cap on compiled programs
+    source = "#include <cstdio>\nchar big[80 << 20] = {1};\n" \
+             "int main(){ int i = 0; if (std::scanf(\"%d\", &i) != 1) return 1; std::printf(\"%d\", big[i]); }"
+    result = evaluate(SUM, f"```cpp\n{source}\n```", runner)
+    assert result.verdict == Verdict.COMPILE_ERROR and not result.infra_error
+    assert "limit" in result.observation
+
+
+def test_time_limit_multiplier_gives_a_language_more_time(runner: CodeRunner) -> None:
+    _needs("cpp")
+    # ~1 s of CPU here: over a 0.3 s limit, well under 0.3 s x 12
+    spin = "int main(){ volatile unsigned long x=0; for(unsigned long i=0;i<4000000000UL;i++) x+=i; return 0; }"
+    base = {"id": "spin", "time_limit_s": 0.3, "hidden_tests": [{"input": "", "output": ""}],
+            "checker": {"type": "tokens"}}
+    strict = evaluate(Problem.from_dict(base), f"```cpp\n{spin}\n```", runner)
+    lenient = evaluate(Problem.from_dict({**base, "time_limit_multipliers": {"cpp": 12}}), f"```cpp\n{spin}\n```",
+                       runner)
+    assert strict.verdict == Verdict.TIME_LIMIT
+    assert lenient.verdict == Verdict.OK, lenient.observation
+
+
+def test_problem_languages_restrict_what_is_judged(runner: CodeRunner) -> None:
+    _needs("cpp")
+    only_cpp = Problem.from_dict({**SUM.to_dict(), "languages": ["cpp"]})
+    python_only_answer = evaluate(only_cpp, "```python\nprint(3)\n```", runner)
+    assert python_only_answer.verdict == Verdict.NO_CODE and "cpp" in python_only_answer.observation
+    untagged = evaluate(only_cpp, f"```\n{CPP_OK}```", runner)  # untagged = the problem's language
+    assert untagged.verdict == Verdict.OK and untagged.language == "cpp"
+
+
+def test_job_language_not_allowed_by_the_problem_is_an_infrastructure_error(runner: CodeRunner) -> None:
+    only_cpp = Problem.from_dict({**SUM.to_dict(), "languages": ["cpp"]})
+    result = evaluate(only_cpp, "```java\nclass A{}\n```", runner, language="java")
+    assert result.infra_error and result.reward is None and "java" in result.infra_message
+
+
+def test_unavailable_toolchain_is_internal_naming_it_never_a_zero(runner: CodeRunner, monkeypatch: pytest.MonkeyPatch,
+                                                                  tmp_path: object) -> None:
+    from cpfleet.sandbox import compiled
+
+    monkeypatch.setenv("CPFLEET_PYPY", "/nonexistent/pypy3")
+    languages.table.cache_clear()
+    languages.toolchain_version.cache_clear()
+    compiled.missing_toolchain.cache_clear()
+    try:
+        result = evaluate(SUM, "```pypy\nprint(3)\n```", runner, language="pypy3")
+    finally:
+        monkeypatch.undo()
+        languages.table.cache_clear()
+        languages.toolchain_version.cache_clear()
+        compiled.missing_toolchain.cache_clear()
+    assert result.verdict == Verdict.INTERNAL and result.infra_error and result.reward is None
+    assert "/nonexistent/pypy3" in result.infra_message and "pypy3" in result.infra_message
+
+
+def test_java_solution_whose_class_is_not_main_runs(runner: CodeRunner) -> None:
+    _needs("java")
+    source = "import java.io.*;\nclass Helper { static long add(long a, long b) { return a + b; } }\n" \
+             "public class Solution_42 { public static void main(String[] args) throws IOException {\n" \
+             " String[] p = new BufferedReader(new InputStreamReader(System.in)).readLine().trim().split(\" \");\n" \
+             " System.out.println(Helper.add(Long.parseLong(p[0]), Long.parseLong(p[1]))); } }\n"
+    result = evaluate(SUM, f"```java\n{source}```", runner)
+    assert result.verdict == Verdict.OK, result.observation
+
+
+def test_deep_recursion_works_in_cpp_and_java(runner: CodeRunner) -> None:
+    _needs("cpp")
+    deep = Problem.from_dict({"id": "deep", "hidden_tests": [{"input": "1000000\n", "output": "1000000\n"}]})
+    cpp = "#include <cstdio>\nint d(int n){ volatile char pad[16]; pad[0]=n; return n==0?0:1+d(n-1)+pad[0]*0; }\n" \
+          "int main(){ int n; if(scanf(\"%d\",&n)!=1) return 1; printf(\"%d\\n\", d(n)); }"
+    assert evaluate(deep, f"```cpp\n{cpp}\n```", runner).verdict == Verdict.OK
+    if shutil.which("java"):
+        java = "public class Main { static int d(int n){ return n==0?0:1+d(n-1); }\n" \
+               " public static void main(String[] a){ System.out.println(d(new java.util.Scanner(System.in).nextInt())); } }"
+        result = evaluate(deep, f"```java\n{java}\n```", runner)
+        assert result.verdict == Verdict.OK, result.observation
+
+
+def test_job_language_reaches_pool_processes(tmp_path: object) -> None:
+    """cpfleet judge with several workers: each job's own language is honoured."""
+    _needs("pypy3")
+    from cpfleet.pool import judge_iter
+
+    jobs = [{"problem_id": "sum", "job_id": str(i), "completion": "```python\nprint(sum(map(int, input().split())))\n```",
+             "language": "pypy3" if i % 2 else "python3"} for i in range(4)]
+    results = list(judge_iter({"sum": SUM}, jobs, workers=2))
+    assert [r.language for r in results] == ["python3", "pypy3", "python3", "pypy3"]
+    assert all(r.reward == 1.0 for r in results), [r.observation for r in results]
