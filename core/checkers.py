@@ -96,18 +96,52 @@ def _line_of(text: str, pos: int) -> tuple[int, str]:
 
 
 def _nth_token_pos(text: str, pattern: re.Pattern[str], index: int) -> int | None:
-    """Offset of the ``index``-th token, counting tokens line by line (fast on big outputs)."""
+    """Offset of the ``index``-th token, counting tokens line by line (fast on big outputs) and
+    stopping there: only one line is ever copied, whatever the size of ``text``."""
     seen, offset = 0, 0
     fast = pattern is _NON_SPACE or _PY_ONLY_SPACE.search(text) is None  # then str.split counts alike
-    for line in text.split("\n"):
+    while offset <= len(text):
+        end = text.find("\n", offset)
+        end = len(text) if end < 0 else end
+        line = text[offset:end]
         n = len(line.split()) if fast else len(pattern.findall(line))
         if seen + n > index:
             for i, m in enumerate(pattern.finditer(line)):
                 if seen + i == index:
                     return offset + m.start()
         seen += n
-        offset += len(line) + 1
+        offset = end + 1
     return None
+
+
+# A program's output can be as large as the stdout cap (64 MiB); its token list would be ~10x
+# that. Outputs are tokenised one block at a time, keeping only the tokens a comparison needs.
+_SPLIT_BLOCK = 1 << 20
+_BLOCK_END = re.compile("[ \n]")
+
+
+def _split_bounded(text: str, keep: int, tokens: Callable[[str], list[str]] = str.split) -> tuple[list[str], int]:
+    """The first ``keep`` tokens of ``text`` (all of them when fewer) and its total token count,
+    holding one block's tokens at a time. Blocks end at a space or newline, which every
+    tokeniser here treats as a separator, so no token is cut."""
+    if len(text) <= _SPLIT_BLOCK:
+        toks = tokens(text)
+        return toks[:keep] if len(toks) > keep else toks, len(toks)
+    kept: list[str] = []
+    count, start = 0, 0
+    while start < len(text):
+        cut = start + _SPLIT_BLOCK
+        if cut >= len(text):
+            cut = len(text)
+        else:
+            sep = _BLOCK_END.search(text, cut)
+            cut = len(text) if sep is None else sep.start()
+        toks = tokens(text[start:cut])
+        if len(kept) < keep:
+            kept.extend(toks[: keep - len(kept)])
+        count += len(toks)
+        start = cut
+    return kept, count
 
 
 _BLOCK = 4096
@@ -200,11 +234,12 @@ class TokensChecker:
     def check(self, expected: str, got: str) -> CheckResult:
         if expected == got:
             return CheckResult(True)
-        e, g = expected.split(), got.split()
+        e = expected.split()
+        g, n_got = _split_bounded(got, len(e) + 1)
         if e == g:
             return CheckResult(True)
         index = _first_mismatch(e, g, str.__eq__)
-        return CheckResult(False, _difference(expected, got, _NON_SPACE, index, len(e), len(g)))
+        return CheckResult(False, _difference(expected, got, _NON_SPACE, index, len(e), n_got))
 
 
 class CodeContestsChecker:
@@ -236,15 +271,16 @@ class CodeContestsChecker:
     def check(self, expected: str, got: str) -> CheckResult:
         if expected == got:
             return CheckResult(True)
-        e, g = self._tokens(expected), self._tokens(got)
+        e = self._tokens(expected)
+        g, n_got = _split_bounded(got, len(e) + 1, self._tokens)
         if e == g:
             return CheckResult(True)
         exact = not (_may_hold_non_finite(expected) or _may_hold_non_finite(got))
         n = min(len(e), len(g))
         index = _first_mismatch(e, g, lambda a, b: (exact and a == b) or self.values_match(b, a), exact)
-        if index == n and len(e) == len(g):
+        if index == n and len(e) == n_got:
             return CheckResult(True)
-        return CheckResult(False, _difference(expected, got, _CC_TOKEN, index, len(e), len(g)))
+        return CheckResult(False, _difference(expected, got, _CC_TOKEN, index, len(e), n_got))
 
 
 class FloatChecker:
@@ -280,12 +316,13 @@ class FloatChecker:
         exact = not (_may_hold_non_finite(expected) or _may_hold_non_finite(got))
         if exact and expected == got:
             return CheckResult(True)
-        e, g = expected.split(), got.split()
+        e = expected.split()
+        g, n_got = _split_bounded(got, len(e) + 1)
         n = min(len(e), len(g))
         index = _first_mismatch(e, g, lambda a, b: (exact and a == b) or self.values_match(a, b), exact)
-        if index == n and len(e) == len(g):
+        if index == n and len(e) == n_got:
             return CheckResult(True)
-        return CheckResult(False, _difference(expected, got, _NON_SPACE, index, len(e), len(g)))
+        return CheckResult(False, _difference(expected, got, _NON_SPACE, index, len(e), n_got))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -58,9 +58,11 @@ _EXPORTS: dict[str, str] = {
     "DuplicateProblemError": "cpfleet.core.errors",
     "PrepareError": "cpfleet.core.errors",
     "DatasetUnavailableError": "cpfleet.core.errors",
+    "SandboxFailure": "cpfleet.core.errors",
     "TestShapeError": "cpfleet.core.errors",
     "InlineProblemError": "cpfleet.core.errors",
     "SandboxBroken": "cpfleet.core.errors",
+    "BrokenProblem": "cpfleet.core.errors",
     "UnknownLanguage": "cpfleet.core.errors",
     "ProgramError": "cpfleet.core.errors",
     "LANGUAGES": "cpfleet.core.languages",
@@ -108,9 +110,11 @@ __all__ = [
     "DuplicateProblemError",
     "PrepareError",
     "DatasetUnavailableError",
+    "SandboxFailure",
     "TestShapeError",
     "InlineProblemError",
     "SandboxBroken",
+    "BrokenProblem",
     "UnknownLanguage",
     "ProgramError",
     "LANGUAGES",
@@ -125,6 +129,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from cpfleet.core.errors import (
+        BrokenProblem,
         BrokerFull,
         BrokerUnavailable,
         CheckerSpecError,
@@ -148,6 +153,7 @@ if TYPE_CHECKING:
         ProtocolError,
         PublisherClosed,
         SandboxBroken,
+        SandboxFailure,
         SlotDirError,
         TestShapeError,
     )

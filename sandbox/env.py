@@ -35,6 +35,7 @@ test with ``judge_test`` (run, exit status, checker) and feed its ``TestOutcome`
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 
@@ -125,32 +126,18 @@ class JobBudget:
         return None if self._deadline is None else self._deadline - time.monotonic()
 
     def limits_for(self, limits: Limits) -> Limits:
-        """``limits`` with the wall backstop cut to what is left of the job's budget."""
+        """``limits`` capped (``wall_cap_s``) at what is left of the job's budget."""
         remaining = self.remaining_s()
-        if remaining is None or remaining >= limits.wall_backstop_s:
+        if remaining is None or remaining >= limits.wall_max_s:
             return limits
-        return Limits(
-            time_s=limits.time_s,
-            memory_mb=limits.memory_mb,
-            wall_s=max(MIN_TEST_TIME_S, remaining),
-            stdout_bytes=limits.stdout_bytes,
-            stderr_bytes=limits.stderr_bytes,
-            stderr_keep_bytes=limits.stderr_keep_bytes,
-            file_size_mb=limits.file_size_mb,
-            nproc=limits.nproc,
-            nofile=limits.nofile,
-        )
+        return dataclasses.replace(limits, wall_cap_s=max(MIN_TEST_TIME_S, remaining))
 
-    def charge(self, outcome: TestOutcome, where: str, *, budget_cut: bool = False) -> None:
-        """Account one judged test; a limit verdict exhausts the budget. ``budget_cut``: the
-        test ran with its wall backstop cut to the job's remaining budget."""
+    def charge(self, outcome: TestOutcome, where: str) -> None:
+        """Account one judged test; a limit verdict exhausts the budget."""
         if self.stop is not None or outcome.verdict not in LIMIT_VERDICTS:
             return
         self.stop = outcome.verdict
-        if budget_cut and outcome.verdict == Verdict.TIME_LIMIT and not outcome.deterministic:
-            self.where = f"{where}: the job's time budget ({self.time_budget_s:g}s wall) ran out"
-        else:
-            self.where = f"{where}: {outcome.detail}" if outcome.detail else where
+        self.where = f"{where}: {outcome.detail}" if outcome.detail else where
         self.deterministic = self.deterministic and outcome.deterministic
 
 
@@ -358,7 +345,7 @@ def evaluate(
     def run_one(test: TestCase, where: str) -> TestOutcome:
         test_limits = budget.limits_for(limits)
         out = judge_any(runner, checker, problem, test, test_limits)
-        budget.charge(out, where, budget_cut=test_limits is not limits)
+        budget.charge(out, where)
         return out
 
     try:

@@ -42,7 +42,8 @@ STDERR_TAIL = 4096
 # the job's cgroup allows the problem's memory limit for ALL its processes together, plus room
 # for the kernel's own charges (pipe buffers, page tables); the test directory's tmpfs counts inside it
 CGROUP_SLACK_BYTES = 32 << 20
-CPU_RLIMIT_SLACK_S = 1  # RLIMIT_CPU sits this far above ceil(time limit): see cpu_rlimit_s
+CPU_RLIMIT_FACTOR = 1.5  # RLIMIT_CPU sits at ceil(1.5 x limit) + 1 s: see cpu_rlimit_s
+CPU_RLIMIT_SLACK_S = 1
 PEER_GRACE_S = 1.0  # interactive: how long the solution may run on after the interactor ended
 REPLY_GRACE_S = 10.0  # how long past its own deadline we wait for the job init before declaring it broken
 
@@ -352,7 +353,7 @@ class ZygoteRunner(CodeRunner):
                              f"({job.image_bytes >> 20} MB) exceed the memory limit {limits.memory_mb} MB")
         cgroup_ok = self._set_cgroup((limits.memory_mb << 20) + job.extra_cgroup_bytes, limits.nproc)
         child_limits, cpu_rlimit = self.child_limits(job, limits, cgroup_ok)
-        wall = limits.wall_backstop_s
+        wall = min(limits.wall_backstop_s, limits.wall_max_s)
         stdio = TestStdio(stdin)
         files_fd = -1
         try:
@@ -362,9 +363,10 @@ class ZygoteRunner(CodeRunner):
                 _write_all(files_fd, marshal.dumps({k: (bytes(v), 0o444) for k, v in files.items()}))
                 fds.append(files_fd)
             zygote.send(job.sock, {"op": "run", "limits": child_limits, "wall_s": wall, "argv": list(argv),
-                                   "mem_mb": limits.memory_mb, "collect": list(collect)}, fds)
+                                   "mem_mb": limits.memory_mb, "collect": list(collect),
+                                   "wall_max_s": limits.wall_max_s, "cpu_limit_s": limits.time_s}, fds)
             stdio.sent()
-            res, done = self._drain(job, stdio, limits, wall + REPLY_GRACE_S)
+            res, done = self._drain(job, stdio, limits, limits.wall_max_s + REPLY_GRACE_S)
         finally:
             stdio.close()
             if files_fd >= 0:
@@ -409,16 +411,20 @@ class ZygoteRunner(CodeRunner):
                 own.append(files_fd)
                 _write_all(files_fd, marshal.dumps({k: (bytes(v), 0o444) for k, v in files.items()}))
                 fds_b.append(files_fd)
-            zygote.send(job_b.sock, {"op": "run", "limits": rl_b, "wall_s": limits_b.wall_backstop_s,
+            # the pair waits on each other, so no CPU-wait credit here: each backstop is fixed
+            # (and capped by the job's budget); the CPU limits are enforced on exact runtime
+            wall_a = min(limits_a.wall_backstop_s, limits_a.wall_max_s)
+            wall_b = min(limits_b.wall_backstop_s, limits_b.wall_max_s)
+            zygote.send(job_b.sock, {"op": "run", "limits": rl_b, "wall_s": wall_b, "cpu_limit_s": limits_b.time_s,
                                      "argv": argv, "mem_mb": limits_b.memory_mb, "collect": list(collect)}, fds_b)
-            zygote.send(job_a.sock, {"op": "run", "limits": rl_a, "wall_s": limits_a.wall_backstop_s,
+            zygote.send(job_a.sock, {"op": "run", "limits": rl_a, "wall_s": wall_a, "cpu_limit_s": limits_a.time_s,
                                      "argv": [], "mem_mb": limits_a.memory_mb}, [b2a_r, a2b_w, err_a_w])
             for fd in (a2b_r, a2b_w, b2a_r, b2a_w, err_a_w, err_b_w, *fds_b[3:]):
                 own.remove(fd)
                 os.close(fd)
             for fd in (err_a_r, err_b_r):
                 os.set_blocking(fd, False)
-            timeout = max(limits_a.wall_backstop_s, limits_b.wall_backstop_s) + REPLY_GRACE_S
+            timeout = max(wall_a, wall_b) + REPLY_GRACE_S
             done, errs = self._drain_pair(job_a, job_b, err_a_r, err_b_r, limits_a, limits_b, timeout)
         finally:
             for fd in own:
@@ -706,15 +712,15 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 def cpu_rlimit_s(limits: Limits) -> int:
-    """The RLIMIT_CPU a test runs under: a backstop above the time limit, not the limit itself.
+    """The RLIMIT_CPU a test runs under: a backstop well above the time limit, not the limit.
 
-    The kernel checks RLIMIT_CPU against tick-sampled CPU time, which under load can run ahead
-    of the precise per-task runtime by a few percent; judging TIME_LIMIT by the rlimit firing
-    made a program near the limit flip between runs. The verdict is decided by the precise CPU
-    time (``cpu_s``, the scheduler's runtime of every process of the test) against
-    ``limits.time_s``; the rlimit only stops a program that keeps going, CPU_RLIMIT_SLACK_S later.
-    """
-    return math.ceil(limits.time_s) + CPU_RLIMIT_SLACK_S
+    The kernel checks RLIMIT_CPU against tick-sampled CPU time, which under load runs ahead of
+    the exact per-task runtime (by a quarter on a loaded 2-CPU host here); judging TIME_LIMIT by
+    the rlimit firing made a program near the limit flip between runs. The job init kills a
+    test whose exact runtime passes ``limits.time_s`` (zygote ``_police``) and the verdict is
+    decided on the exact CPU time of every process of the test (``cpu_s``); the rlimit only
+    stops what that does not see (a CPU-bound child process)."""
+    return math.ceil(CPU_RLIMIT_FACTOR * limits.time_s) + CPU_RLIMIT_SLACK_S
 
 
 def _judge_run(res: RunResult, done: dict[str, Any], limits: Limits, cpu_rlimit: int, oom: bool) -> RunResult:
@@ -756,12 +762,24 @@ def _judge_run(res: RunResult, done: dict[str, Any], limits: Limits, cpu_rlimit:
     elif res.cpu_s > limits.time_s:
         res.status = Verdict.TIME_LIMIT
         res.error = f"CPU time limit {limits.time_s:g}s exceeded ({used})"
+    elif killed == "cpu":
+        # the init saw the exact runtime pass the limit; rusage rounds differently at the edge
+        res.status = Verdict.TIME_LIMIT
+        res.error = f"CPU time limit {limits.time_s:g}s exceeded ({used})"
     elif killed == "wall":
         res.status, res.deterministic = Verdict.TIME_LIMIT, False
-        res.error = (
-            f"wall-clock backstop {limits.wall_backstop_s:.1f}s fired ({used}; "
-            f"CPU time limit {limits.time_s:g}s not reached: the program waited)"
-        )
+        credit = float(done.get("wall_credit", 0.0))
+        moved = f", moved {credit:.2f}s for the time spent waiting for a CPU" if credit >= 0.005 else ""
+        if limits.wall_cap_s is not None and limits.wall_cap_s <= limits.wall_backstop_s + credit:
+            res.error = (
+                f"the job's time budget ran out: this test was cut at {limits.wall_cap_s:.2f}s wall "
+                f"({used}; CPU time limit {limits.time_s:g}s not reached)"
+            )
+        else:
+            res.error = (
+                f"wall-clock backstop {limits.wall_backstop_s:.1f}s fired ({used}{moved}; "
+                f"CPU time limit {limits.time_s:g}s not reached: the program waited)"
+            )
     elif rlimit_fired:
         res.status, res.deterministic = Verdict.TIME_LIMIT, False
         res.error = f"CPU rlimit {cpu_rlimit}s fired ({used}; the kernel's tick-sampled CPU time ran ahead)"

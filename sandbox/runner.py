@@ -34,11 +34,24 @@ class Limits:
     nproc: int = 128  # processes + threads of the slot's uid
     nofile: int = 256
 
+    # the default backstop is moved by the time the test waited for a CPU (machine load), up
+    # to this many times itself; see zygote's _police
+    wall_max_factor: float = 3.0
+    # a hard cap from outside (what is left of the job's time budget): no test runs past it
+    wall_cap_s: float | None = None
+
     @property
     def wall_backstop_s(self) -> float:
         if self.wall_s is not None:
             return self.wall_s
         return self.wall_factor * self.time_s + self.wall_slack_s
+
+    @property
+    def wall_max_s(self) -> float:
+        """The latest a test is killed: an explicit ``wall_s`` is exact; the default backstop
+        may move by the time the test spent waiting for a CPU, up to ``wall_max_factor`` x."""
+        latest = self.wall_s if self.wall_s is not None else self.wall_max_factor * self.wall_backstop_s
+        return latest if self.wall_cap_s is None else min(latest, self.wall_cap_s)
 
 
 @dataclass(slots=True)

@@ -49,6 +49,7 @@ PRELOAD = ("bisect", "collections", "functools", "heapq", "io", "itertools", "ma
 MAX_FDS = 8
 MSG_CMSG_CLOEXEC = 0x40000000
 CONFINE_FAILED = 125
+CPU_POLL_MS = 50  # how often a running test's CPU time is compared with its limit
 
 
 def send(sock: socket.socket, obj: Any, fds: list[int] | None = None) -> None:
@@ -396,6 +397,8 @@ class JobInit:
         stdio = (fds[0], fds[1], fds[2])
         limits = ChildLimits(**msg["limits"])
         wall_s: float = msg["wall_s"]
+        wall_max_s: float = float(msg.get("wall_max_s", wall_s))
+        cpu_limit_s: float | None = msg.get("cpu_limit_s")
         fallback_cwd = None
         if not self.z.layers.get("mountns"):
             import tempfile
@@ -429,7 +432,7 @@ class JobInit:
         if pid == 0:
             self._become_test(stdio, status_w, limits, fallback_cwd, msg.get("argv") or (), msg.get("mem_mb", 0))
         os.close(status_w)
-        killed = self._police(pid, t0 + wall_s)
+        killed, credit = self._police(pid, t0 + wall_s, t0 + max(wall_s, wall_max_s), cpu_limit_s)
         wall = time.monotonic() - t0
         if os.getpid() == 1:
             # kill the rest BEFORE reaping the main process: a zombie held by a ptrace tracer
@@ -455,7 +458,7 @@ class JobInit:
 
             shutil.rmtree(fallback_cwd, ignore_errors=True)
         return {"status": status, "cpu": max(cpu, ru.ru_utime + ru.ru_stime), "maxrss": ru.ru_maxrss,
-                "files": collected,
+                "files": collected, "wall_credit": credit,
                 "wall": wall, "killed": killed, "internal": failure, "exec_errno": exec_errno}
 
     def _become_test(self, stdio: tuple[int, int, int], status_w: int, limits: ChildLimits,
@@ -484,23 +487,48 @@ class JobInit:
             callharness.run_call(self.code, self.fn_name, self.call_globals or {})
         child.run_compiled(self.code)
 
-    def _police(self, pid: int, deadline: float) -> str:
-        """Wait for the test to exit; kill it at the wall-clock backstop or on the runner's request."""
+    def _police(self, pid: int, deadline: float, hard_deadline: float,
+                cpu_limit_s: float | None = None) -> tuple[str, float]:
+        """Wait for the test to exit; kill it at its CPU time limit, at the wall-clock backstop or
+        on the runner's request.
+
+        The CPU time limit is enforced here, every CPU_POLL_S, on the scheduler's exact runtime
+        of the main process's threads (the same count the verdict is judged on), not by
+        RLIMIT_CPU: the kernel checks that against tick-sampled time, which under load runs
+        ahead of the exact count by tens of percent. RLIMIT_CPU stays as a backstop above.
+
+        The backstop is for programs that sleep or block, and machine load must not move it:
+        when it comes, the time the test's main process spent runnable but waiting for a CPU
+        (the scheduler's run delay) is credited and the backstop moves that far, never past
+        ``hard_deadline``. Returns why it was killed ("" if it was not) and the credit given."""
         pidfd = os.pidfd_open(pid)
         poller = select.poll()
         poller.register(pidfd, select.POLLIN)
         poller.register(self.sock.fileno(), select.POLLIN)
         killed = ""
+        credit = 0.0
         try:
             while True:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
+                    waited = _run_delay_s(pid)
+                    if waited > credit + 0.001 and deadline < hard_deadline:
+                        deadline = min(hard_deadline, deadline + (waited - credit))
+                        credit = waited
+                        continue
                     self._kill_test(pid)
-                    return killed or "wall"
-                events = poller.poll(max(1, int(remaining * 1000) + 1))
+                    return killed or "wall", credit
+                wait_ms = max(1, int(remaining * 1000) + 1)
+                if cpu_limit_s is not None and not killed:
+                    wait_ms = min(wait_ms, CPU_POLL_MS)
+                events = poller.poll(wait_ms)
+                if not events and cpu_limit_s is not None and not killed and _runtime_s(pid) > cpu_limit_s:
+                    killed = "cpu"
+                    self._kill_test(pid)
+                    continue
                 for fd, _ in events:
                     if fd == pidfd:
-                        return killed
+                        return killed, credit
                     msg, extra = recv(self.sock)
                     for x in extra:
                         os.close(x)
@@ -580,6 +608,33 @@ class JobInit:
                     pass
             except ChildProcessError:
                 return True
+
+
+def _schedstat(pid: int) -> list[list[int]]:
+    """The schedstat fields (runtime ns, run delay ns, timeslices) of each thread of ``pid``."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    stats = []
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:
+                stats.append([int(x) for x in f.read().split()[:3]])
+        except (OSError, ValueError):
+            continue
+    return stats
+
+
+def _runtime_s(pid: int) -> float:
+    """Exact CPU time of the threads of ``pid`` alive now (the scheduler's sum_exec_runtime)."""
+    return sum(s[0] for s in _schedstat(pid) if s) / 1e9
+
+
+def _run_delay_s(pid: int) -> float:
+    """Seconds the most delayed thread of ``pid`` spent runnable but waiting for a CPU (the
+    second schedstat field); 0 when the kernel does not say."""
+    return max((s[1] for s in _schedstat(pid) if len(s) > 1), default=0) / 1e9
 
 
 COLLECT_BYTES = 12 * 1024  # per file; at most COLLECT_FILES: the reply is one 64 KiB message

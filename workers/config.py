@@ -25,7 +25,8 @@ def job_time_budget(soft_time_limit_s: float, configured: str = "") -> float:
 
     Worst-case job cost = JOB_OVERHEAD_S + budget (no test starts past the budget, and each
     test's wall backstop is cut to what is left of it), which must stay under the soft limit.
-    A soft limit too small for that (test setups) gets half of it as the budget.
+    A soft limit under 2 x JOB_OVERHEAD_S (test setups) cannot give that guarantee; the
+    budget is then 90% of it, so jobs that fit the soft limit keep fitting.
     """
     if configured:
         budget = float(configured)
@@ -37,7 +38,7 @@ def job_time_budget(soft_time_limit_s: float, configured: str = "") -> float:
         return budget
     if soft_time_limit_s >= 2 * JOB_OVERHEAD_S:
         return soft_time_limit_s - JOB_OVERHEAD_S
-    return soft_time_limit_s / 2
+    return 0.9 * soft_time_limit_s
 
 
 def _bool(value: str) -> bool:
@@ -69,7 +70,7 @@ SETTINGS: tuple[Setting, ...] = (
         "CPFLEET_JOB_TIME_BUDGET",
         "",
         "seconds of wall clock a job may spend running tests (then TIME_LIMIT); "
-        "default soft limit - 90 (half the soft limit when that is under 180)",
+        "default soft limit - 90 (90% of a soft limit under 180)",
     ),
     Setting("CPFLEET_VISIBILITY_TIMEOUT", "", "seconds before an unacked job is redelivered; default hard limit + 60"),
     Setting("CPFLEET_UNACKED_RESTORE_INTERVAL", "10", "seconds between sweeps that requeue a dead worker's jobs"),

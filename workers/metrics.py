@@ -190,6 +190,10 @@ def job_log_line(result: JobResult) -> str:
         "worker": result.worker,
         "pid": os.getpid(),
     }
+    if not result.deterministic:
+        rec["deterministic"] = False  # the verdict depended on machine load: not cached
+    if result.stopped:
+        rec["stopped"] = result.stopped
     if result.infra_error:
         rec["infra_message"] = result.infra_message
     return json.dumps(rec, separators=(",", ":"))

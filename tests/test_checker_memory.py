@@ -1,0 +1,51 @@
+"""The shipped checkers on outputs as large as the stdout cap: they tokenise one block at a
+time (memory O(output), not O(tokens) objects), with the same answers as on small blocks."""
+
+from __future__ import annotations
+
+import random
+import tracemalloc
+
+import pytest
+
+from cpfleet.core import checkers
+from cpfleet.core.checkers import get_checker
+
+SPECS = [{"type": "tokens"}, {"type": "code_contests"}, {"type": "float", "abs": 1e-3}]
+
+
+def _cases() -> list[tuple[str, str]]:
+    rng = random.Random(7)
+    expected = "\n".join(" ".join(str(rng.randint(-50, 50)) for _ in range(rng.randint(1, 6))) for _ in range(40)) + "\n"
+    toks = expected.split()
+    cases = [(expected, expected), (expected, expected.replace("\n", " ")), (expected, expected + "\n\n  ")]
+    for k in (0, 5, len(toks) - 1):
+        wrong = list(toks)
+        wrong[k] = "X" + wrong[k]
+        cases.append((expected, " ".join(wrong)))
+    cases += [(expected, " ".join(toks[:-3])), (expected, expected + " 1 2 3\n"), (expected, ""), ("", expected)]
+    cases += [(expected, expected.upper() + "\x0c"), ("1.0001 NaN\n", "1.0002 nan\n")]
+    return cases
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=lambda s: s["type"])
+def test_block_tokenising_gives_the_same_answers_as_one_block(spec: dict[str, object], monkeypatch: pytest.MonkeyPatch) -> None:
+    checker = get_checker(spec)
+    whole = [checker.check(e, g) for e, g in _cases()]
+    monkeypatch.setattr(checkers, "_SPLIT_BLOCK", 5)  # every output now spans many blocks
+    assert [checker.check(e, g) for e, g in _cases()] == whole
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=lambda s: s["type"])
+def test_a_huge_wrong_output_is_checked_without_a_token_per_object(spec: dict[str, object]) -> None:
+    # 16 MiB of 9-digit lines: str.split() of it alone would allocate ~1.8M strings (~100 MB)
+    got = "123456789\n" * (16 * 1024 * 1024 // 10)
+    checker = get_checker(spec)
+    tracemalloc.start()
+    try:
+        result = checker.check("123456789\n", got)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert not result.ok and f"output has {len(got) // 10} tokens, expected 1" in result.detail
+    assert peak < 2 * len(got), f"peak {peak >> 20} MiB for a {len(got) >> 20} MiB output"
