@@ -141,7 +141,7 @@ def test_failed_runner_starts_release_the_slot_lock_and_cgroup_fds(
     from cpfleet.sandbox.slots import claim_slot
 
     monkeypatch.setenv("CPFLEET_SLOT_DIR", str(tmp_path / "slots"))
-    monkeypatch.setattr(forkserver, "zygote_command", lambda: [sys.executable, "-c", "import sys; sys.exit(3)"])
+    monkeypatch.setattr(forkserver, "zygote_command", lambda python=None: [sys.executable, "-c", "import sys; sys.exit(3)"])
     for _ in range(2):  # warm up whatever the first attempt imports or caches
         with pytest.raises((forkserver.SandboxBroken, OSError)):
             forkserver.ForkServerRunner()
