@@ -148,6 +148,14 @@ def _job_id(job: Mapping[str, Any], index: int) -> str:
     return str(job.get("job_id") if job.get("job_id") is not None else index)
 
 
+# Jobs in flight per pool process. Results are yielded in input order, so a long job at the head
+# holds back everything after it: with too small a window the other processes finish their
+# share and sit idle until the head is done. 32 per process keeps them busy through the long
+# jobs of real problem sets while a lazily read JOBS stream still stays bounded in memory (a
+# pending result is one clipped JobResult).
+WINDOW_PER_WORKER = 32
+
+
 def judge_iter(
     problems: Mapping[str, Problem],
     jobs: Iterable[Mapping[str, Any]],
@@ -184,7 +192,7 @@ def judge_iter(
             if isinstance(jobs, list | tuple):  # ship only the problems these jobs need
                 wanted = {j.get("problem_id") for j in jobs}
                 problems = {k: p for k, p in problems.items() if k in wanted}
-            results = _pooled(problems, jobs, options, n_workers, window or 4 * n_workers)
+            results = _pooled(problems, jobs, options, n_workers, window or WINDOW_PER_WORKER * n_workers)
         for result in results:
             bar.update(1)
             if progress and result.infra_error:
