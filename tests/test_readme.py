@@ -102,7 +102,7 @@ def _run(line: str, cwd: Path, url: str) -> None:
 
 @pytest.mark.slow
 def test_the_tour_runs_and_the_fleet_agrees_with_the_local_judge(fleet: LocalFleet, tmp_path: Path) -> None:
-    (tour,) = [b for b in blocks("bash") if "cpfleet judge" in b]
+    (tour,) = [b for b in blocks("bash") if "cpfleet judge" in b and "cpfleet up" in b]
     lines = commands(tour)
     assert any(ln.endswith("cpfleet up") for ln in lines)
     for line in lines:
