@@ -35,9 +35,8 @@ test with ``judge_test`` (run, exit status, checker) and feed its ``TestOutcome`
 
 from __future__ import annotations
 
-import dataclasses
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from cpfleet.core.checkers import Checker, CheckerSpecError, ProgramSpec, get_checker
 from cpfleet.core.errors import BrokenProblem, ProgramError, SandboxFailure, UnknownLanguage
@@ -130,7 +129,7 @@ class JobBudget:
         remaining = self.remaining_s()
         if remaining is None or remaining >= limits.wall_max_s:
             return limits
-        return dataclasses.replace(limits, wall_cap_s=max(MIN_TEST_TIME_S, remaining))
+        return replace(limits, wall_cap_s=max(MIN_TEST_TIME_S, remaining))
 
     def charge(self, outcome: TestOutcome, where: str) -> None:
         """Account one judged test; a limit verdict exhausts the budget."""
@@ -151,20 +150,35 @@ def judge_test(runner: CodeRunner, checker: Checker, test: TestCase, limits: Lim
     Raises SandboxFailure when the sandbox could not run the test (status INTERNAL included);
     the checker's CheckerSpecError/BrokenProblem propagate as broken problem data.
     """
+    rr = _run(runner, test, limits)
+    failed = _program_failure(rr)
+    if failed is not None:
+        return failed
+    stdout = _decode(rr.stdout)
+    rr.stdout = b""  # the decoded text is all the checker needs: do not hold both
+    result = checker.check(test.output, stdout)
+    verdict = Verdict.OK if result.ok else Verdict.WRONG_ANSWER
+    return _outcome(rr, verdict, result.detail, display_prefix(stdout))
+
+
+def _run(runner: CodeRunner, test: TestCase, limits: Limits) -> RunResult:
+    """Run the program on one test; a runner answering INTERNAL is the sandbox's failure."""
     rr = runner.run(test.input.encode("utf-8"), limits)
     if rr.status == Verdict.INTERNAL:
         raise SandboxFailure(f"runner {runner.name}: {rr.error or 'internal error'}")
+    return rr
+
+
+def _program_failure(rr: RunResult) -> TestOutcome | None:
+    """The program's own failure before any output comparison (a limit, a non-zero exit, a
+    truncated output), or None when its output is for the checker to judge."""
     if rr.status != Verdict.OK:
         return _outcome(rr, rr.status, rr.error)
     if rr.exit_code != 0:
         return _outcome(rr, Verdict.RUNTIME_ERROR, f"exit code {rr.exit_code}")
     if rr.stdout_truncated:
         return _outcome(rr, Verdict.OUTPUT_LIMIT, "output truncated")
-    stdout = _decode(rr.stdout)
-    rr.stdout = b""  # the decoded text is all the checker needs: do not hold both
-    result = checker.check(test.output, stdout)
-    verdict = Verdict.OK if result.ok else Verdict.WRONG_ANSWER
-    return _outcome(rr, verdict, result.detail, display_prefix(stdout))
+    return None
 
 
 def judge_any(runner: CodeRunner, checker: Checker, problem: Problem, test: TestCase, limits: Limits) -> TestOutcome:
@@ -186,31 +200,22 @@ def judge_any(runner: CodeRunner, checker: Checker, problem: Problem, test: Test
 
 
 def _judge_call(runner: CodeRunner, problem: Problem, test: TestCase, limits: Limits) -> TestOutcome:
-    rr = runner.run(test.input.encode("utf-8"), limits)
-    if rr.status == Verdict.INTERNAL:
-        raise SandboxFailure(f"runner {runner.name}: {rr.error or 'internal error'}")
+    rr = _run(runner, test, limits)
     out = fncall.judge(rr, test.output, fncall.tolerance_for(problem.checker))
     detail = out.detail
     if rr.exit_code == fncall.NO_FUNCTION and problem.starter_code:
         detail += "\nexpected a definition like:\n" + problem.starter_code.rstrip()
     rr.stdout = b""  # the value is judged; the feedback shows ``returned``
-    res = _outcome(rr, out.verdict, detail, "")
-    return TestOutcome(res.verdict, res.wall_ms, res.cpu_ms, res.detail, "", res.stderr, res.stdout_truncated,
-                       res.deterministic, returned=out.returned)
+    return replace(_outcome(rr, out.verdict, detail, ""), returned=out.returned)
 
 
 def _judge_with_program(runner: CodeRunner, spec: ProgramSpec, test: TestCase, limits: Limits) -> TestOutcome:
     from cpfleet.sandbox.checker_programs import run_checker
 
-    rr = runner.run(test.input.encode("utf-8"), limits)
-    if rr.status == Verdict.INTERNAL:
-        raise SandboxFailure(f"runner {runner.name}: {rr.error or 'internal error'}")
-    if rr.status != Verdict.OK:
-        return _outcome(rr, rr.status, rr.error)
-    if rr.exit_code != 0:
-        return _outcome(rr, Verdict.RUNTIME_ERROR, f"exit code {rr.exit_code}")
-    if rr.stdout_truncated:
-        return _outcome(rr, Verdict.OUTPUT_LIMIT, "output truncated")
+    rr = _run(runner, test, limits)
+    failed = _program_failure(rr)
+    if failed is not None:
+        return failed
     # the checker runs only now, on the complete output
     verdict = run_checker(runner, spec, test.input, test.output, rr.stdout)
     return _outcome(rr, Verdict.OK if verdict.ok else Verdict.WRONG_ANSWER, "" if verdict.ok else verdict.detail)

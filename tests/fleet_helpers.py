@@ -121,6 +121,13 @@ class FleetWorker:
             self.proc.wait(timeout=30)
         self._close_log()
 
+    def __enter__(self) -> FleetWorker:
+        """``with FleetWorker(...) as node:`` starts it and stops it however the block ends."""
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
     def _close_log(self) -> None:
         log = getattr(self, "_log", None)
         if log is not None and not log.closed:

@@ -20,7 +20,6 @@ from cpfleet.core.verdict import Verdict
 from cpfleet.sandbox import checker_programs
 from cpfleet.sandbox.env import evaluate
 from cpfleet.sandbox.runner import CodeRunner
-from cpfleet.sandbox.runners import RUNNER_KINDS, make_runner
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("CPFLEET_SHARED_DATA", REPO.parent / "shared" / "data")).parent
@@ -36,13 +35,6 @@ def checker_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         mp.setenv(checker_programs.TESTLIB_ENV, str(TESTLIB))
     yield
     mp.undo()
-
-
-@pytest.fixture(scope="module", params=RUNNER_KINDS)
-def runner(request: pytest.FixtureRequest) -> Iterator[CodeRunner]:
-    r = make_runner(request.param)
-    yield r
-    r.close()
 
 
 def fenced(code: str) -> str:

@@ -33,14 +33,10 @@ DOUBLE_OK = "```python\nprint(2 * int(input()))\n```"
 @pytest.fixture(scope="module")
 def node(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[FleetWorker]:
     """One worker node (debug hooks on) for this module, on the session's redis-server."""
-    worker = FleetWorker(
+    with FleetWorker(
         redis_server.url, tmp_path_factory.mktemp("delivery"), concurrency=2, env={"CPFLEET_DEBUG_HOOKS": "1"}
-    )
-    worker.start()
-    try:
+    ) as worker:
         yield worker
-    finally:
-        worker.stop()
 
 
 @pytest.fixture

@@ -31,12 +31,8 @@ MANY = {
 @pytest.fixture(scope="module")
 def node(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[FleetWorker]:
     env = {"CPFLEET_SOFT_TIME_LIMIT": str(SOFT_LIMIT_S), "CPFLEET_HARD_TIME_LIMIT": "20"}
-    worker = FleetWorker(redis_server.url, tmp_path_factory.mktemp("integrity"), concurrency=1, env=env)
-    worker.start()
-    try:
+    with FleetWorker(redis_server.url, tmp_path_factory.mktemp("integrity"), concurrency=1, env=env) as worker:
         yield worker
-    finally:
-        worker.stop()
 
 
 @pytest.fixture

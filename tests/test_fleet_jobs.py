@@ -38,12 +38,8 @@ HALF = "```python\na, b = map(int, input().split())\nprint(a + b if a < 3 else 0
 @pytest.fixture(scope="module")
 def node(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[FleetWorker]:
     """One worker node for this module, on the session's redis-server."""
-    worker = FleetWorker(redis_server.url, tmp_path_factory.mktemp("fleet"), concurrency=2)
-    worker.start()
-    try:
+    with FleetWorker(redis_server.url, tmp_path_factory.mktemp("fleet"), concurrency=2) as worker:
         yield worker
-    finally:
-        worker.stop()
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ problem's float tolerance, the return value compared and not the prints)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,14 +15,6 @@ from cpfleet.core.problem import Problem, ProblemFormatError
 from cpfleet.core.verdict import Verdict
 from cpfleet.sandbox.env import evaluate
 from cpfleet.sandbox.runner import CodeRunner
-from cpfleet.sandbox.runners import RUNNER_KINDS, make_runner
-
-
-@pytest.fixture(scope="module", params=RUNNER_KINDS)
-def runner(request: pytest.FixtureRequest) -> Iterator[CodeRunner]:
-    r = make_runner(request.param)
-    yield r
-    r.close()
 
 
 def fenced(code: str) -> str:

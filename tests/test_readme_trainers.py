@@ -53,15 +53,11 @@ def lines(block: str) -> list[str]:
 def node(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[FleetWorker]:
     import redis
 
-    worker = FleetWorker(redis_server.url, tmp_path_factory.mktemp("fleet"), concurrency=2)
-    worker.start()
-    client = redis.Redis.from_url(redis_server.url)
-    register_problems(client, [ADD])
-    client.close()
-    try:
+    with FleetWorker(redis_server.url, tmp_path_factory.mktemp("fleet"), concurrency=2) as worker:
+        client = redis.Redis.from_url(redis_server.url)
+        register_problems(client, [ADD])
+        client.close()
         yield worker
-    finally:
-        worker.stop()
 
 
 def test_the_trl_recipe_runs_as_written(node: FleetWorker, tmp_path: Path) -> None:

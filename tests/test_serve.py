@@ -56,14 +56,10 @@ def start_server(config: ServeConfig) -> tuple[uvicorn.Server, threading.Thread,
 
 @pytest.fixture(scope="module")
 def node(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[FleetWorker]:
-    worker = FleetWorker(redis_server.url, tmp_path_factory.mktemp("fleet"), concurrency=2)
-    worker.start()
-    with FleetClient(redis_server.url) as c:
-        c.register_problems([ADD])
-    try:
+    with FleetWorker(redis_server.url, tmp_path_factory.mktemp("fleet"), concurrency=2) as worker:
+        with FleetClient(redis_server.url) as c:
+            c.register_problems([ADD])
         yield worker
-    finally:
-        worker.stop()
 
 
 @pytest.fixture(scope="module")

@@ -52,12 +52,8 @@ CODE_CONTESTS_TESTS = {
 
 @pytest.fixture(scope="module")
 def node(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[FleetWorker]:
-    worker = FleetWorker(redis_server.url, tmp_path_factory.mktemp("fleet"), concurrency=2)
-    worker.start()
-    try:
+    with FleetWorker(redis_server.url, tmp_path_factory.mktemp("fleet"), concurrency=2) as worker:
         yield worker
-    finally:
-        worker.stop()
 
 
 @pytest.fixture
