@@ -32,7 +32,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from cpfleet.core.results import JobResult
 from cpfleet.producer.client import FleetClient
 
-PROBLEM = {"id": "bench/echo", "public_tests": [{"input": "7\n", "output": "7\n"}], "hidden_tests": []}
+PROBLEM = {
+    "id": "bench/echo",
+    "public_tests": [{"input": "7\n", "output": "7\n"}],
+    "hidden_tests": [{"input": "8\n", "output": "8\n"}],
+}
 
 
 def completion(i: int) -> str:

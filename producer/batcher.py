@@ -1,11 +1,16 @@
 """The asyncio side of the client for agentic rollouts: ``await fleet.evaluate(...)``.
 
-Thousands of episodes on one event loop each await one job at a time. Publishing each job on
-its own would cost a Redis round trip (and a thread hop, since the client's Redis calls block)
-per call; instead every call made while a publish is running waits in a queue, and the next
-publish sends all of them in one ``submit_many`` (pipelined batches): the batch grows with the
-load by itself, and an idle loop still publishes a lone call at once (the flush is scheduled
-with ``call_soon``, so it only collects the calls of the current loop iteration).
+Thousands of episodes on one event loop each await one job at a time. Calls are queued and
+published in micro-batches: the queue is flushed when it holds ``chunk`` calls, or at the end of
+the loop iteration that queued the first of them (``call_soon``), so an idle loop publishes a
+lone call at once and a burst goes out in chunks while later calls are still being made. A
+chunk is validated and registered with the client (given its futures) on the loop itself: a
+few microseconds per job, cheaper than a thread hop. The client's publishing thread then
+stamps it (its queue wait and deadline count from there), renders its queue entries and
+pushes them with one LPUSH, which may block on the network. A call whose inline tests this
+process has not stored yet, or a chunk that finds the client at ``max_in_flight``, takes the
+blocking path instead: a thread that registers the tests and waits for room (one such publish
+at a time, so its batch grows with the load by itself).
 
 Results come back on the client's reader thread; they are handed to the loop in bulk (one
 wake-up of the loop per burst of replies, not one per job).
@@ -35,6 +40,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from cpfleet.core.errors import ClientClosed, FleetBusy
 from cpfleet.core.protocol import code_hash
 from cpfleet.core.results import JobResult
 from cpfleet.producer.inline_registry import tests_digest
@@ -48,7 +54,7 @@ class BatcherStats:
     calls: int = 0
     published: int = 0  # jobs actually sent to the fleet
     deduped: int = 0  # calls that shared an in-flight job's result
-    flushes: int = 0  # submit_many calls (one per batch)
+    flushes: int = 0  # batches published
     largest_batch: int = 0
     publish_ms_max: float = 0.0  # the longest publish of one batch (validation, registration, Redis)
 
@@ -63,12 +69,14 @@ class _Call:
 class AsyncEvaluator:
     """Micro-batching and in-flight dedupe of ``evaluate`` calls on one event loop."""
 
-    def __init__(self, fleet: FleetClient, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, fleet: FleetClient, loop: asyncio.AbstractEventLoop, chunk: int = 256) -> None:
         self._fleet = fleet
         self._loop = loop
+        self.chunk = chunk  # calls per published batch on the direct path
         self._queue: list[_Call] = []
-        self._flushing = False  # a submit_many is running in a thread
         self._scheduled = False
+        self._blocking: list[_Call] = []  # calls waiting for the blocking path
+        self._blocking_busy = False  # a blocking publish is running in a thread
         self._inflight: dict[tuple[str, ...], asyncio.Future[JobResult]] = {}
         self._ready: collections.deque[tuple[asyncio.Future[JobResult], cf.Future[JobResult]]] = collections.deque()
         self._ready_lock = threading.Lock()
@@ -93,10 +101,16 @@ class AsyncEvaluator:
         if timeout is not None:
             job["timeout"] = timeout
         if isinstance(problem, str):
-            job["problem_id"] = problem
+            job["problem_id"] = where = problem
         else:
-            job["tests"] = problem
-        key = self._key(problem, completion, reward_shape, mode) if dedupe else None
+            digest = tests_digest(problem)
+            where = "tests:" + digest
+            stored = self._fleet.inline_registry.known(digest)
+            if stored is not None:
+                job["problem_id"] = stored
+            else:
+                job["tests"] = problem
+        key = self._key(where, completion, reward_shape, mode) if dedupe else None
         if key is not None:
             shared = self._inflight.get(key)
             if shared is not None:
@@ -111,14 +125,15 @@ class AsyncEvaluator:
             self._inflight[key] = fut
             fut.add_done_callback(functools.partial(self._forget, key))
         self._queue.append(_Call(job, fut, key))
-        if not self._flushing and not self._scheduled:
+        if len(self._queue) >= self.chunk:
+            self._flush()
+        elif not self._scheduled:
             self._scheduled = True
-            self._loop.call_soon(self._flush)
+            self._loop.call_soon(self._flush_scheduled)
         return await asyncio.shield(fut)
 
-    def _key(self, problem: Any, completion: str | bytes, reward_shape: str | None, mode: str | None) -> tuple[str, ...]:
+    def _key(self, where: str, completion: str | bytes, reward_shape: str | None, mode: str | None) -> tuple[str, ...]:
         text = completion.decode("utf-8", "replace") if isinstance(completion, bytes) else completion
-        where = problem if isinstance(problem, str) else "tests:" + tests_digest(problem)
         return (
             where,
             code_hash(self._fleet.code_key(text) if self._fleet.code_key is not None else text),
@@ -130,21 +145,79 @@ class AsyncEvaluator:
         if self._inflight.get(key) is fut:
             del self._inflight[key]
 
-    def _flush(self) -> None:
+    def _flush_scheduled(self) -> None:
         self._scheduled = False
-        if self._flushing or not self._queue:
+        self._flush()
+
+    def _flush(self) -> None:
+        """Publish the queued calls: those with a problem id from here, the others by the blocking path."""
+        if not self._queue:
             return
         batch, self._queue = self._queue, []
-        self._flushing = True
-        self.stats.flushes += 1
-        self.stats.published += len(batch)
-        self.stats.largest_batch = max(self.stats.largest_batch, len(batch))
+        direct = [c for c in batch if "problem_id" in c.job]
+        if len(direct) < len(batch):
+            self._blocking.extend(c for c in batch if "problem_id" not in c.job)
+            self._flush_blocking()
+        if direct:
+            self._publish_direct(direct)
+
+    def _publish_direct(self, calls: list[_Call]) -> None:
+        """Validate and register on the loop; stamp, encode and push on the client's publishing thread."""
+        fleet = self._fleet
+        specs: list[Any] = []
+        valid: list[_Call] = []
+        for call in calls:
+            try:
+                specs.append(fleet._make(call.job, None, None, None))
+            except (ValueError, TypeError) as e:  # a bad job fails only its own call
+                call.future.set_exception(e)
+                continue
+            valid.append(call)
+        if not valid:
+            return
+        try:
+            entries = fleet._register(specs, 0.0)
+        except FleetBusy:  # at max_in_flight: wait for room off the loop
+            self._blocking.extend(valid)
+            self._flush_blocking()
+            return
+        except ClientClosed as e:
+            self._fail(valid, e)
+            return
+        started = time.perf_counter()
+        try:
+            pushed = fleet._publish_in_background(entries)
+        except ClientClosed as e:
+            self._fail(valid, e)
+            return
+        self._count(len(valid))
+        asyncio.wrap_future(pushed, loop=self._loop).add_done_callback(
+            lambda t: self._pushed(valid, [e.future for e in entries], t, started)
+        )
+
+    def _pushed(
+        self, calls: list[_Call], futures: list[cf.Future[JobResult]], task: asyncio.Future[None], started: float
+    ) -> None:
+        self._note_publish(started)
+        exc = task.exception()
+        if exc is not None:  # Redis unreachable or full, or the client closed: nothing was registered
+            self._fail(calls, exc)
+            return
+        for call, cfut in zip(calls, futures, strict=True):
+            self._link(call.future, cfut)
+
+    def _flush_blocking(self) -> None:
+        if self._blocking_busy or not self._blocking:
+            return
+        batch, self._blocking = self._blocking, []
+        self._blocking_busy = True
+        self._count(len(batch))
         jobs = [c.job for c in batch]
         started = time.perf_counter()
-        task = self._loop.run_in_executor(None, self._submit, jobs)
-        task.add_done_callback(lambda t: self._published(batch, t, started))
+        task = self._loop.run_in_executor(None, self._submit_blocking, jobs)
+        task.add_done_callback(lambda t: self._published_blocking(batch, t, started))
 
-    def _submit(self, jobs: list[dict[str, Any]]) -> list[cf.Future[JobResult] | Exception]:
+    def _submit_blocking(self, jobs: list[dict[str, Any]]) -> list[cf.Future[JobResult] | Exception]:
         """Validate each job on its own (a bad one fails only its own call), publish the rest."""
         good: list[Job] = []
         out: list[cf.Future[JobResult] | Exception | None] = []
@@ -160,18 +233,16 @@ class AsyncEvaluator:
         futures = iter(self._fleet.submit_many(good)) if good else iter(())
         return [next(futures) if item is None else item for item in out]
 
-    def _published(
+    def _published_blocking(
         self, batch: list[_Call], task: asyncio.Future[list[cf.Future[JobResult] | Exception]], started: float
     ) -> None:
-        self._flushing = False
-        self.stats.publish_ms_max = max(self.stats.publish_ms_max, (time.perf_counter() - started) * 1000.0)
+        self._blocking_busy = False
+        self._note_publish(started)
         exc = task.exception()
         if exc is not None:
             # Redis unreachable, or the client closed: the callers get the error (jobs of
             # chunks published before it still run; their results are dropped).
-            for call in batch:
-                if not call.future.done():
-                    call.future.set_exception(exc)
+            self._fail(batch, exc)
         else:
             for call, item in zip(batch, task.result(), strict=True):
                 if isinstance(item, Exception):
@@ -179,8 +250,21 @@ class AsyncEvaluator:
                         call.future.set_exception(item)
                 else:
                     self._link(call.future, item)
-        if self._queue:
-            self._flush()
+        self._flush_blocking()
+
+    def _count(self, n: int) -> None:
+        self.stats.flushes += 1
+        self.stats.published += n
+        self.stats.largest_batch = max(self.stats.largest_batch, n)
+
+    def _note_publish(self, started: float) -> None:
+        self.stats.publish_ms_max = max(self.stats.publish_ms_max, (time.perf_counter() - started) * 1000.0)
+
+    @staticmethod
+    def _fail(calls: list[_Call], exc: BaseException) -> None:
+        for call in calls:
+            if not call.future.done():
+                call.future.set_exception(exc)
 
     def _link(self, fut: asyncio.Future[JobResult], cfut: cf.Future[JobResult]) -> None:
         cfut.add_done_callback(lambda f: self._arrived(fut, f))

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures as cf
+import dataclasses
 import heapq
 import itertools
 import logging
@@ -217,6 +218,7 @@ class FleetClient:
         self._withdraw_warned = 0.0
         self._stop = threading.Event()
         self._inline: InlineRegistry | None = None  # created on the first job with inline tests
+        self._publish_thread: cf.ThreadPoolExecutor | None = None  # created by the first evaluate()
         self._evaluators: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncEvaluator] = (
             weakref.WeakKeyDictionary()
         )
@@ -279,21 +281,63 @@ class FleetClient:
                 exc.submitted = futures
                 raise
             try:
-                self._publisher.publish([(e.msg, e.msg.job_id) for e in entries])
-            except (BrokerUnavailable, BrokerFull) as exc:
-                self._unregister(entries)
+                self._push_registered(entries, self._encode_registered(entries))
+            except (BrokerUnavailable, BrokerFull, ClientClosed) as exc:
                 exc.submitted = futures
-                raise
-            except PublisherClosed as exc:  # close() between registering and publishing
-                self._unregister(entries)
-                closed = ClientClosed("FleetClient closed during submit_many")
-                closed.submitted = futures
-                raise closed from exc
-            except BaseException:  # MessageEncodeError cannot happen after _make; never leak entries
-                self._unregister(entries)
                 raise
             futures.extend(e.future for e in entries)
         return futures
+
+    def _encode_registered(self, entries: Sequence[_Pending]) -> list[bytes]:
+        """The queue entries of registered jobs (forgotten again if one cannot be encoded:
+        MessageEncodeError cannot happen after ``_make``, but no entry may leak)."""
+        try:
+            return [self._publisher.encode(e.msg, e.msg.job_id) for e in entries]
+        except BaseException:
+            self._unregister(entries)
+            raise
+
+    def _push_registered(self, entries: Sequence[_Pending], payloads: Sequence[bytes]) -> None:
+        """Push registered jobs' encoded messages; on failure forget the entries (their futures
+        are never handed out) and raise BrokerUnavailable, BrokerFull or ClientClosed."""
+        try:
+            self._publisher.push(payloads)
+        except PublisherClosed as exc:  # close() between registering and publishing
+            self._unregister(entries)
+            raise ClientClosed("FleetClient closed while submitting") from exc
+        except BaseException:
+            self._unregister(entries)
+            raise
+
+    def _stamp_and_push(self, entries: Sequence[_Pending]) -> None:
+        now, mono = protocol.now(), time.monotonic()
+        with self._lock:
+            for e in entries:
+                if e.done:  # close() resolved it meanwhile: the push below fails with ClientClosed
+                    continue
+                e.msg = dataclasses.replace(e.msg, submitted_at=now, deadline=now + e.timeout)
+                e.deadline = mono + e.timeout  # the deadline pushed at registration is now stale
+                heapq.heappush(self._deadlines, (e.deadline, next(self._seq), e.msg.job_id))
+        self._push_registered(entries, self._encode_registered(entries))
+
+    def _publish_in_background(self, entries: Sequence[_Pending]) -> cf.Future[None]:
+        """Stamp, encode and push registered jobs on this client's publishing thread (one
+        thread: batches go out in the order they were handed over, and a trainer's own executor
+        is never taken). The stamp is renewed there, just before the push, so that a job's
+        ``submitted_at`` (its queue wait) and deadline count from its publication."""
+        with self._lock:
+            pool = None
+            if not self._closed:
+                if self._publish_thread is None:
+                    self._publish_thread = cf.ThreadPoolExecutor(1, thread_name_prefix=f"cpfleet-publish-{self.client_id[:8]}")
+                pool = self._publish_thread
+        try:
+            if pool is None:
+                raise RuntimeError("closed")
+            return pool.submit(self._stamp_and_push, entries)
+        except RuntimeError as exc:  # close() came first, or shut the thread down meanwhile
+            self._unregister(entries)
+            raise ClientClosed("FleetClient closed while submitting") from exc
 
     def _resolve_inline(self, job: Job) -> Job:
         """A job carrying ``tests`` (a mapping without ``problem_id``, or a pair whose first item is
@@ -830,6 +874,10 @@ class FleetClient:
         self._stop.set()
         self._reader.join(timeout=5)
         self._publisher.close()  # waits for a publish in progress; later ones raise
+        with self._lock:
+            pool, self._publish_thread = self._publish_thread, None
+        if pool is not None:
+            pool.shutdown(wait=True)  # its queued pushes fail fast now (the publisher is closed)
         with self._lock:
             left = list({id(e): e for e in self._pending.values()}.values())
         for entry in left:

@@ -141,6 +141,16 @@ class InlineRegistry:
                 self._inflight.pop(digest, None)
             done.set()
 
+    def known(self, digest: str) -> str | None:
+        """The stored id of the test set with this ``tests_digest``, if this process registered
+        it (no round trip: what lets ``evaluate`` publish a GRPO group's later jobs from the
+        event loop without a thread hop)."""
+        with self._lock:
+            pid = self._known.get(digest)
+            if pid is not None:
+                self._known.move_to_end(digest)
+            return pid
+
     def resolve_job(self, job: Mapping[str, Any]) -> Mapping[str, Any]:
         """A job with ``tests`` and no ``problem_id`` becomes the same job with the stored id."""
         if job.get("problem_id") or "tests" not in job:

@@ -120,7 +120,7 @@ def test_jobs_waiting_for_room_are_stamped_when_published_and_all_run(fleet_url:
 
 def test_close_during_submit_many_raises_and_strands_no_future(redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     client = FleetClient(redis_url, queue="nobody-listens-close", publish_batch=10, timeout=600)
-    real = client._publisher.publish
+    real = client._publisher.push
     calls = []
 
     def publish_then_close(messages: Any) -> None:
@@ -129,7 +129,7 @@ def test_close_during_submit_many_raises_and_strands_no_future(redis_url: str, m
         if len(calls) == 2:
             client.close()  # as another thread would, between two chunks
 
-    monkeypatch.setattr(client._publisher, "publish", publish_then_close)
+    monkeypatch.setattr(client._publisher, "push", publish_then_close)
     with pytest.raises(ClientClosed) as info:
         client.submit_many([("t/echo", ECHO_OK)] * 50)
     assert calls == [10, 10]  # nothing registered nor published after close()
@@ -146,14 +146,14 @@ def test_close_from_another_thread_while_submitting_leaves_every_future_resolved
     redis_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     client = FleetClient(redis_url, queue="nobody-listens-close-2", publish_batch=5, timeout=600)
-    real = client._publisher.publish
+    real = client._publisher.push
     published = threading.Event()
 
     def publish(messages: Any) -> None:
         real(messages)
         published.set()
 
-    monkeypatch.setattr(client._publisher, "publish", publish)
+    monkeypatch.setattr(client._publisher, "push", publish)
     out: dict[str, Any] = {}
 
     def submit() -> None:
@@ -286,13 +286,13 @@ def test_concurrent_submitters_never_exceed_max_in_flight(fleet_url: str, monkey
     with FleetClient(fleet_url, timeout=120, max_in_flight=limit) as client:
         client.register_problems([ECHO])
         seen: list[int] = []
-        real = client._publisher.publish
+        real = client._publisher.push
 
         def publish(messages: Any) -> None:
             seen.append(client.in_flight)  # registered and not resolved, as this chunk goes out
             real(messages)
 
-        monkeypatch.setattr(client._publisher, "publish", publish)
+        monkeypatch.setattr(client._publisher, "push", publish)
         futures: list[Any] = []
         lock = threading.Lock()
 
