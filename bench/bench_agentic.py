@@ -7,6 +7,11 @@ pick-up, plus ``timings.executed_ms``, the evaluation). What is left is what the
 waiting for the micro-batch, publishing, the reply's way back and handing it to the coroutine.
 Goal: p50 <= 15 ms with 5,000 concurrent calls.
 
+Two bursts run on one event loop. The first is the loop's first use: its calls wait for the
+loop's publishing connection to open, then publish, so they pay for all the calls made before
+them (reported, not the goal). The second is every later burst of a training run, the goal's
+case: chunks of calls are published while the burst is still being made.
+
 The baseline, in the same run, is the pre-batcher path ``aevaluate`` (one thread hop and one
 publish per call) on fewer calls (``--baseline-n``), to keep the run short.
 
@@ -95,24 +100,35 @@ def main(argv: list[str] | None = None) -> int:
     with fleet_url(args.redis) as url, FleetClient(url, timeout=600) as fleet:
         fleet.register_problems([PROBLEM])
 
-        async def batched(i: int) -> JobResult:
-            return await fleet.evaluate("bench/echo", completion(i), mode="public")
+        async def bursts() -> list[tuple[list[float], list[JobResult], float, str]]:
+            out = []
+            for burst in range(2):
+
+                async def batched(i: int, burst: int = burst) -> JobResult:
+                    return await fleet.evaluate("bench/echo", completion(burst * 10**6 + i), mode="public")
+
+                overheads, results, wall = await run(args.n, batched)
+                st = fleet.evaluator().stats
+                out.append(
+                    (
+                        overheads,
+                        results,
+                        wall,
+                        f"{st.flushes} publishes so far, largest batch {st.largest_batch}, {st.deduped} deduped, "
+                        f"{st.buffered} not sent at once; the longest publish took {st.publish_ms_max:.0f} ms",
+                    )
+                )
+            return out
+
+        (c_over, c_res, c_wall, c_note), (overheads, results, wall, batching) = asyncio.run(bursts())
+        report(f"evaluate, first burst on the loop (opens its connection), {args.n} concurrent", c_over, c_res, c_wall)
+        print(f"  {c_note}")
+        report(f"evaluate, next burst, {args.n} concurrent", overheads, results, wall)
+        print(f"  {batching}")
 
         async def per_call(i: int) -> JobResult:
             return await fleet.aevaluate("bench/echo", completion(10**7 + i), mode="public")
 
-        async def batched_run() -> tuple[list[float], list[JobResult], float, str]:
-            out = await run(args.n, batched)
-            st = fleet.evaluator().stats
-            return (
-                *out,
-                f"{st.flushes} publishes, largest batch {st.largest_batch}, {st.deduped} deduped; the longest "
-                f"publish took {st.publish_ms_max:.0f} ms (a call waits for the chunks published before its own)",
-            )
-
-        overheads, results, wall, batching = asyncio.run(batched_run())
-        report(f"evaluate (micro-batched), {args.n} concurrent", overheads, results, wall)
-        print(f"  {batching}")
         if args.baseline_n:
             b_over, b_res, b_wall = asyncio.run(run(args.baseline_n, per_call))
             report(f"baseline aevaluate (one publish per call), {args.baseline_n} concurrent", b_over, b_res, b_wall)
@@ -121,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{statistics.median(b_over):.1f} ms ({statistics.median(b_over) / max(statistics.median(overheads), 1e-9):.1f}x)"
             )
         goal = statistics.median(overheads) <= 15.0
-        print(f"goal p50 <= 15 ms: {'met' if goal else 'NOT met'}")
+        print(f"goal p50 <= 15 ms (a burst after the first): {'met' if goal else 'NOT met'}")
     return 0
 
 

@@ -4,13 +4,13 @@ Thousands of episodes on one event loop each await one job at a time. Calls are 
 published in micro-batches: the queue is flushed when it holds ``chunk`` calls, or at the end of
 the loop iteration that queued the first of them (``call_soon``), so an idle loop publishes a
 lone call at once and a burst goes out in chunks while later calls are still being made. A
-chunk is validated and registered with the client (given its futures) on the loop itself: a
-few microseconds per job, cheaper than a thread hop. The client's publishing thread then
-stamps it (its queue wait and deadline count from there), renders its queue entries and
-pushes them with one LPUSH, which may block on the network. A call whose inline tests this
-process has not stored yet, or a chunk that finds the client at ``max_in_flight``, takes the
-blocking path instead: a thread that registers the tests and waits for room (one such publish
-at a time, so its batch grows with the load by itself).
+chunk is validated, registered with the client (stamped, given its futures and deadlines) and
+encoded on the loop itself, a few microseconds per job, and written at once on the loop's own
+Redis connection (``producer.aiopush``): the LPUSH leaves during the call that completed the
+chunk, and the loop never waits on the network. A call whose inline tests this process has not
+stored yet, or a chunk that finds the client at ``max_in_flight``, takes the blocking path
+instead: a thread that registers the tests and waits for room (one such publish at a time, so
+its batch grows with the load by itself). Over TLS the client's publishing thread does the push.
 
 Results come back on the client's reader thread; they are handed to the loop in bulk (one
 wake-up of the loop per burst of replies, not one per job).
@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import concurrent.futures as cf
+import contextlib
 import copy
 import functools
 import threading
@@ -43,6 +44,8 @@ from typing import TYPE_CHECKING, Any
 from cpfleet.core.errors import ClientClosed, FleetBusy
 from cpfleet.core.protocol import code_hash
 from cpfleet.core.results import JobResult
+from cpfleet.producer import aiopush
+from cpfleet.producer.aiopush import AsyncPusher
 from cpfleet.producer.inline_registry import tests_digest
 
 if TYPE_CHECKING:
@@ -56,7 +59,8 @@ class BatcherStats:
     deduped: int = 0  # calls that shared an in-flight job's result
     flushes: int = 0  # batches published
     largest_batch: int = 0
-    publish_ms_max: float = 0.0  # the longest publish of one batch (validation, registration, Redis)
+    publish_ms_max: float = 0.0  # the longest publish of one batch, until Redis acknowledged it
+    buffered: int = 0  # batches whose bytes did not all fit the socket at once (the rest left later)
 
 
 @dataclass(slots=True)
@@ -73,6 +77,8 @@ class AsyncEvaluator:
         self._fleet = fleet
         self._loop = loop
         self.chunk = chunk  # calls per published batch on the direct path
+        # this loop's own publishing connection (None for TLS: the publishing thread pushes)
+        self._pusher = AsyncPusher(fleet.redis_url, fleet.queue) if aiopush.supported(fleet.redis_url) else None
         self._queue: list[_Call] = []
         self._scheduled = False
         self._blocking: list[_Call] = []  # calls waiting for the blocking path
@@ -96,6 +102,13 @@ class AsyncEvaluator:
     ) -> JobResult:
         if asyncio.get_running_loop() is not self._loop:
             raise RuntimeError("this AsyncEvaluator belongs to another event loop: use FleetClient.evaluate")
+        pusher = self._pusher
+        if pusher is not None and not pusher.connected:
+            # the loop's publishing connection opens on first use (and again after an error);
+            # the calls made meanwhile wait for it, then publish as usual (first, so that
+            # nothing below suspends between the dedupe lookup and registering the call)
+            with contextlib.suppress(Exception):  # unreachable: the publishing thread reports it
+                await pusher.connect()
         self.stats.calls += 1
         job: dict[str, Any] = {"completion": completion, "job_id": job_id, "reward_shape": reward_shape, "mode": mode}
         if timeout is not None:
@@ -162,7 +175,11 @@ class AsyncEvaluator:
             self._publish_direct(direct)
 
     def _publish_direct(self, calls: list[_Call]) -> None:
-        """Validate and register on the loop; stamp, encode and push on the client's publishing thread."""
+        """Validate, register (stamp) and encode on the loop, then push: on the loop's own
+        connection when there is one (the bytes leave now), else on the client's publishing thread."""
+        pusher = self._pusher
+        if pusher is not None and not pusher.connected:  # lost since the call was queued
+            pusher = None
         fleet = self._fleet
         specs: list[Any] = []
         valid: list[_Call] = []
@@ -175,6 +192,9 @@ class AsyncEvaluator:
             valid.append(call)
         if not valid:
             return
+        if pusher is None:
+            self._publish_threaded(valid, specs)
+            return
         try:
             entries = fleet._register(specs, 0.0)
         except FleetBusy:  # at max_in_flight: wait for room off the loop
@@ -184,27 +204,75 @@ class AsyncEvaluator:
         except ClientClosed as e:
             self._fail(valid, e)
             return
+        try:
+            payloads = fleet._encode_registered(entries)
+        except Exception as e:  # MessageEncodeError: cannot happen after _make, but never strand a call
+            self._fail(valid, e)
+            return
+        started = time.perf_counter()
+        self._count(len(valid))
+        pusher.push(payloads, lambda err: self._pushed(valid, entries, err, started))
+        self.stats.buffered = pusher.buffered
+
+    def _pushed(self, calls: list[_Call], entries: list[Any], err: BaseException | None, started: float) -> None:
+        self._note_publish(started)
+        if err is not None:  # Redis unreachable or full: the jobs are forgotten, the callers get the error
+            self._fleet._unregister(entries)
+            self._fail(calls, err)
+            return
+        for call, entry in zip(calls, entries, strict=True):
+            self._link(call.future, entry.future)
+
+    def _publish_threaded(self, calls: list[_Call], specs: list[Any]) -> None:
+        """Register on the loop; stamp, encode and push on the client's publishing thread."""
+        fleet = self._fleet
+        try:
+            entries = fleet._register(specs, 0.0)
+        except FleetBusy:
+            self._blocking.extend(calls)
+            self._flush_blocking()
+            return
+        except ClientClosed as e:
+            self._fail(calls, e)
+            return
         started = time.perf_counter()
         try:
             pushed = fleet._publish_in_background(entries)
         except ClientClosed as e:
-            self._fail(valid, e)
+            self._fail(calls, e)
             return
-        self._count(len(valid))
-        asyncio.wrap_future(pushed, loop=self._loop).add_done_callback(
-            lambda t: self._pushed(valid, [e.future for e in entries], t, started)
-        )
+        self._count(len(calls))
 
-    def _pushed(
-        self, calls: list[_Call], futures: list[cf.Future[JobResult]], task: asyncio.Future[None], started: float
-    ) -> None:
-        self._note_publish(started)
-        exc = task.exception()
-        if exc is not None:  # Redis unreachable or full, or the client closed: nothing was registered
-            self._fail(calls, exc)
+        def finished(task: asyncio.Future[None]) -> None:
+            self._note_publish(started)
+            exc = task.exception()
+            if exc is not None:  # nothing of it was registered any more
+                self._fail(calls, exc)
+            else:
+                for call, entry in zip(calls, entries, strict=True):
+                    self._link(call.future, entry.future)
+
+        asyncio.wrap_future(pushed, loop=self._loop).add_done_callback(finished)
+
+    def close(self) -> None:
+        """Close this loop's publishing connection (from any thread, the loop running or closed)."""
+        pusher = self._pusher
+        if pusher is None:
             return
-        for call, cfut in zip(calls, futures, strict=True):
-            self._link(call.future, cfut)
+        if self._loop.is_closed():
+            pusher.dispose()
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self._loop:
+            pusher.close()
+            return
+        try:
+            self._loop.call_soon_threadsafe(pusher.close)
+        except RuntimeError:  # closed meanwhile
+            pusher.dispose()
 
     def _flush_blocking(self) -> None:
         if self._blocking_busy or not self._blocking:

@@ -25,10 +25,10 @@ import dataclasses
 import heapq
 import itertools
 import logging
+import os
 import threading
 import time
 import uuid
-import weakref
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -117,7 +117,7 @@ class FleetClient:
     """Submit jobs, get results. Thread-safe; one reader thread per client; use as a context manager.
 
     Each submission is its own job: every publish attempt travels under a fresh unique wire id
-    (``<job_id>/<uuid4 hex>``) and only a reply carrying that wire id can resolve its future, so a
+    (``<job_id>/<128 random bits in hex>``) and only a reply carrying that wire id can resolve its future, so a
     late reply never reaches a later job, and the caller's ``job_id`` need not be unique (two
     submissions with the same id get two futures, each with its own result; the result's
     ``job_id`` is the caller's). A ``client_id`` is claimed exclusively in Redis while the client
@@ -219,9 +219,9 @@ class FleetClient:
         self._stop = threading.Event()
         self._inline: InlineRegistry | None = None  # created on the first job with inline tests
         self._publish_thread: cf.ThreadPoolExecutor | None = None  # created by the first evaluate()
-        self._evaluators: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncEvaluator] = (
-            weakref.WeakKeyDictionary()
-        )
+        # one per event loop; an evaluator holds its loop, so entries are dropped explicitly when
+        # their loop has closed (see evaluator()) or the client closes
+        self._evaluators: dict[asyncio.AbstractEventLoop, AsyncEvaluator] = {}
         self._reader = threading.Thread(target=self._read_loop, name=f"cpfleet-reader-{self.client_id[:8]}", daemon=True)
         self._reader.start()
 
@@ -380,7 +380,7 @@ class FleetClient:
         protocol.check_options(reward_shape, mode)
         if not isinstance(problem_id, str) or not problem_id or not _utf8(problem_id):
             raise ValueError(f"problem_id must be a non-empty UTF-8 string, got {problem_id!r}")
-        job_id = uuid.uuid4().hex if job_id is None or job_id == "" else str(job_id)
+        job_id = _random_hex() if job_id is None or job_id == "" else str(job_id)
         if not _utf8(job_id):
             raise ValueError(f"job_id must be valid UTF-8 text, got {job_id!r}")
         if debug is not None and (not isinstance(debug, str) or not _utf8(debug)):
@@ -823,10 +823,17 @@ class FleetClient:
         loop = asyncio.get_running_loop()
         with self._lock:
             ev = self._evaluators.get(loop)
-            if ev is None:
-                ev = AsyncEvaluator(self, loop)
-                self._evaluators[loop] = ev
-            return ev
+            if ev is not None:
+                return ev
+            # a new loop: let go of the evaluators (and connections) of loops that have ended
+            # (``asyncio.run`` per step makes one loop after another)
+            ended = [old for old in self._evaluators if old.is_closed()]
+            gone = [self._evaluators.pop(old) for old in ended]
+            ev = AsyncEvaluator(self, loop)
+            self._evaluators[loop] = ev
+        for old_ev in gone:
+            old_ev.close()
+        return ev
 
     @staticmethod
     async def agather(futures: Sequence[asyncio.Future[JobResult]], timeout: float | None = None) -> list[JobResult]:
@@ -874,6 +881,10 @@ class FleetClient:
         self._stop.set()
         self._reader.join(timeout=5)
         self._publisher.close()  # waits for a publish in progress; later ones raise
+        with self._lock:
+            evaluators, self._evaluators = list(self._evaluators.values()), {}
+        for evaluator in evaluators:
+            evaluator.close()
         with self._lock:
             pool, self._publish_thread = self._publish_thread, None
         if pool is not None:
@@ -932,8 +943,13 @@ return 0
 
 
 def _wire_id(job_id: str) -> str:
-    """A fresh id for one publish attempt: unique (uuid4), and naming the caller's job for the logs."""
-    return f"{job_id}/{uuid.uuid4().hex}"
+    """A fresh id for one publish attempt: unique (128 random bits), and naming the caller's job for the logs."""
+    return f"{job_id}/{_random_hex()}"
+
+
+def _random_hex() -> str:
+    """128 random bits in hex, as ``uuid4().hex`` but without building a UUID (a few us per job)."""
+    return os.urandom(16).hex()
 
 
 def _utf8(text: str) -> bool:

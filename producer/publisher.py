@@ -163,6 +163,7 @@ class Publisher:
         self.batch_size = batch_size
         self._socket_timeout = socket_timeout
         self._templates = {flag: _Template(queue, flag) for flag in (False, True)}
+        self._client_cache: tuple[tuple[str, str], tuple[bytes, bytes]] | None = None
         self._lock = threading.Lock()
         self._redis: redis.Redis | None = None
         self._closed = False
@@ -185,9 +186,15 @@ class Publisher:
         }
         if with_client:
             assert msg.client_id is not None and msg.client_token is not None
-            values["client"] = _json(msg.client_id)
-            values["token"] = _json(msg.client_token)
+            values["client"], values["token"] = self._client_json(msg.client_id, msg.client_token)
         return self._templates[with_client].render(values)
+
+    def _client_json(self, client_id: str, token: str) -> tuple[bytes, bytes]:
+        """The JSON of a client's id and token (the same on every job of a client: rendered once)."""
+        cached = self._client_cache
+        if cached is None or cached[0] != (client_id, token):
+            cached = self._client_cache = ((client_id, token), (_json(client_id), _json(token)))
+        return cached[1]
 
     def publish(self, messages: Sequence[tuple[JobMessage, str]]) -> None:
         """Publish ``(job, task_id)`` pairs in order.
