@@ -21,16 +21,11 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures as cf
-import dataclasses
-import heapq
-import itertools
 import logging
-import os
 import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
@@ -45,6 +40,7 @@ from cpfleet.core.results import JobResult
 from cpfleet.producer.batcher import AsyncEvaluator
 from cpfleet.producer.inline_registry import InlineRegistry
 from cpfleet.producer.orphans import purge_orphans
+from cpfleet.producer.pending import FleetStats, JobFuture, JobRegistry, JobSpec, PendingJob, random_hex
 from cpfleet.producer.publisher import BrokerUnavailable, Publisher, PublisherClosed
 
 log = logging.getLogger("cpfleet.client")
@@ -52,65 +48,6 @@ log = logging.getLogger("cpfleet.client")
 __all__ = ["BrokerFull", "BrokerUnavailable", "ClientClosed", "FleetBusy", "FleetClient", "FleetStats", "Job"]
 
 Job = tuple[str, str | bytes] | Mapping[str, Any]
-
-
-@dataclass(slots=True)
-class FleetStats:
-    submitted: int = 0
-    resolved: int = 0
-    duplicates: int = 0  # replies for jobs already resolved (redelivery, resubmit, late reply)
-    malformed_replies: int = 0
-    deadline_misses: int = 0  # jobs answered INTERNAL by this client's deadline
-    resubmitted: int = 0
-    reader_errors: int = 0  # Redis errors seen by the reader (it keeps trying)
-    cancelled: int = 0  # jobs withdrawn by Future.cancel() / cancel_many()
-
-
-@dataclass(slots=True)
-class _Spec:
-    """One validated job, not yet stamped nor registered."""
-
-    job_id: str  # the caller's id (or a generated one): what the caller sees in the result
-    problem_id: str
-    completion: str | bytes
-    reward_shape: str
-    mode: str
-    timeout: float
-    debug: str | None
-    language: str | None = None
-
-
-@dataclass(slots=True)
-class _Pending:
-    future: cf.Future[JobResult]
-    job_id: str  # the caller's id
-    msg: JobMessage  # the latest attempt; msg.job_id is its wire id
-    deadline: float  # monotonic
-    timeout: float
-    resubmitted: bool = False
-    done: bool = False
-    attempts: list[str] = field(default_factory=list)  # wire ids (also the task ids) published
-
-
-class _JobFuture(cf.Future[JobResult]):
-    """A job's future. ``cancel()`` withdraws the job: the future becomes cancelled (``result()``
-    raises CancelledError, so no reward can come of it), and a worker that has not started the
-    job yet drops it unjudged. A worker that already started it finishes; its reply is ignored.
-    Returns False once the result is in, True when cancelled (again: as concurrent.futures)."""
-
-    def __init__(self, client: FleetClient) -> None:
-        super().__init__()
-        self._client = client
-        self._entry: _Pending | None = None
-
-    def cancel(self) -> bool:
-        entry = self._entry
-        if entry is None:
-            return super().cancel()
-        return self._client._cancel([entry]) == 1 or self.cancelled()
-
-    def _mark_cancelled(self) -> bool:
-        return super().cancel()
 
 
 class FleetClient:
@@ -164,9 +101,18 @@ class FleetClient:
         self.pop_batch = pop_batch
         # what makes two completions the same job for evaluate()'s in-flight dedupe (None: the text)
         self.code_key = code_key
-        self.stats = FleetStats()
-        self._block_s = 0.25
         self._claim_token = uuid.uuid4().hex
+        self._jobs = JobRegistry(
+            reply_to=self.reply_key,
+            reply_ttl=reply_ttl,
+            use_cache=use_cache,
+            client_id=self.client_id,
+            client_token=self._claim_token,
+            max_in_flight=max_in_flight,
+            resubmit=self._publish_resubmit if resubmit_on_timeout else None,
+        )
+        self.stats = self._jobs.stats
+        self._block_s = 0.25
         self._claim_ttl_s = protocol.CLIENT_CLAIM_TTL_S
         self._redis = redis.Redis.from_url(
             redis_url, socket_timeout=10, socket_connect_timeout=5, socket_keepalive=True
@@ -207,16 +153,9 @@ class FleetClient:
             # otherwise sit in the queue ahead of this client's jobs until workers drop them.
             self.purge_orphans(budget_s=10.0)
         self._publisher = Publisher(redis_url, queue, batch_size=publish_batch)
-        self._lock = threading.Condition()
-        self._pending: dict[str, _Pending] = {}  # wire id -> entry (every attempt of an unresolved job)
-        self._live = 0  # unresolved jobs (what max_in_flight bounds)
-        self._deadlines: list[tuple[float, int, str]] = []  # (monotonic deadline, seq, wire id)
-        self._seq = itertools.count()
-        self._closed = False
-        self._cancel_ttl_until = 0.0  # epoch seconds the cancelled set must live until
-        self._to_withdraw: list[str] = []  # cancelled wire ids the reader has yet to send
         self._withdraw_warned = 0.0
         self._stop = threading.Event()
+        self._lock = threading.Lock()  # guards the three attributes below
         self._inline: InlineRegistry | None = None  # created on the first job with inline tests
         self._publish_thread: cf.ThreadPoolExecutor | None = None  # created by the first evaluate()
         # one per event loop; an evaluator holds its loop, so entries are dropped explicitly when
@@ -269,7 +208,7 @@ class FleetClient:
         after it were not submitted, and the exception's ``submitted`` attribute holds the futures
         of the batches published before it (they resolve as usual).
         """
-        if self._closed:
+        if self._jobs.closed:
             raise ClientClosed("FleetClient is closed")
         specs = [self._make(self._resolve_inline(job), reward_shape, mode, timeout) for job in jobs]
         futures: list[cf.Future[JobResult]] = []
@@ -288,7 +227,7 @@ class FleetClient:
             futures.extend(e.future for e in entries)
         return futures
 
-    def _encode_registered(self, entries: Sequence[_Pending]) -> list[bytes]:
+    def _encode_registered(self, entries: Sequence[PendingJob]) -> list[bytes]:
         """The queue entries of registered jobs (forgotten again if one cannot be encoded:
         MessageEncodeError cannot happen after ``_make``, but no entry may leak)."""
         try:
@@ -297,7 +236,7 @@ class FleetClient:
             self._unregister(entries)
             raise
 
-    def _push_registered(self, entries: Sequence[_Pending], payloads: Sequence[bytes]) -> None:
+    def _push_registered(self, entries: Sequence[PendingJob], payloads: Sequence[bytes]) -> None:
         """Push registered jobs' encoded messages; on failure forget the entries (their futures
         are never handed out) and raise BrokerUnavailable, BrokerFull or ClientClosed."""
         try:
@@ -309,25 +248,18 @@ class FleetClient:
             self._unregister(entries)
             raise
 
-    def _stamp_and_push(self, entries: Sequence[_Pending]) -> None:
-        now, mono = protocol.now(), time.monotonic()
-        with self._lock:
-            for e in entries:
-                if e.done:  # close() resolved it meanwhile: the push below fails with ClientClosed
-                    continue
-                e.msg = dataclasses.replace(e.msg, submitted_at=now, deadline=now + e.timeout)
-                e.deadline = mono + e.timeout  # the deadline pushed at registration is now stale
-                heapq.heappush(self._deadlines, (e.deadline, next(self._seq), e.msg.job_id))
+    def _stamp_and_push(self, entries: Sequence[PendingJob]) -> None:
+        self._jobs.restamp(entries)  # a job closed meanwhile is not stamped: its push fails with ClientClosed
         self._push_registered(entries, self._encode_registered(entries))
 
-    def _publish_in_background(self, entries: Sequence[_Pending]) -> cf.Future[None]:
+    def _publish_in_background(self, entries: Sequence[PendingJob]) -> cf.Future[None]:
         """Stamp, encode and push registered jobs on this client's publishing thread (one
         thread: batches go out in the order they were handed over, and a trainer's own executor
         is never taken). The stamp is renewed there, just before the push, so that a job's
         ``submitted_at`` (its queue wait) and deadline count from its publication."""
         with self._lock:
             pool = None
-            if not self._closed:
+            if not self._jobs.closed:
                 if self._publish_thread is None:
                     self._publish_thread = cf.ThreadPoolExecutor(1, thread_name_prefix=f"cpfleet-publish-{self.client_id[:8]}")
                 pool = self._publish_thread
@@ -338,6 +270,11 @@ class FleetClient:
         except RuntimeError as exc:  # close() came first, or shut the thread down meanwhile
             self._unregister(entries)
             raise ClientClosed("FleetClient closed while submitting") from exc
+
+    def _publish_resubmit(self, msg: JobMessage) -> None:
+        """Publish one more attempt of a job that missed its deadline (the registry registered it
+        first and calls this from the reader thread)."""
+        self._publisher.publish([(msg, msg.job_id)])
 
     def _resolve_inline(self, job: Job) -> Job:
         """A job carrying ``tests`` (a mapping without ``problem_id``, or a pair whose first item is
@@ -359,7 +296,7 @@ class FleetClient:
                 self._inline = InlineRegistry(self._redis)
             return self._inline
 
-    def _make(self, job: Job, reward_shape: str | None, mode: str | None, timeout: float | None) -> _Spec:
+    def _make(self, job: Job, reward_shape: str | None, mode: str | None, timeout: float | None) -> JobSpec:
         """Validate one job (nothing is stamped here: that happens when it is registered)."""
         debug: Any = None
         if isinstance(job, Mapping):
@@ -380,7 +317,7 @@ class FleetClient:
         protocol.check_options(reward_shape, mode)
         if not isinstance(problem_id, str) or not problem_id or not _utf8(problem_id):
             raise ValueError(f"problem_id must be a non-empty UTF-8 string, got {problem_id!r}")
-        job_id = _random_hex() if job_id is None or job_id == "" else str(job_id)
+        job_id = random_hex() if job_id is None or job_id == "" else str(job_id)
         if not _utf8(job_id):
             raise ValueError(f"job_id must be valid UTF-8 text, got {job_id!r}")
         if debug is not None and (not isinstance(debug, str) or not _utf8(debug)):
@@ -400,114 +337,28 @@ class FleetClient:
         t = float(timeout or self.timeout)
         if t <= 0:
             raise ValueError(f"timeout must be > 0, got {t}")
-        return _Spec(job_id, problem_id, completion, reward_shape, mode, t, debug, language)
+        return JobSpec(job_id, problem_id, completion, reward_shape, mode, t, debug, language)
 
-    def _register(self, specs: Sequence[_Spec], wait_for_room: float | None) -> list[_Pending]:
-        """Wait for room, then stamp and register ``specs``, all under one hold of the lock (so
-        concurrent submitters never overshoot ``max_in_flight``, and nothing registers after
-        ``close()``)."""
-        end = None if wait_for_room is None else time.monotonic() + wait_for_room
-        need = len(specs)  # <= max_in_flight: submit_many's chunks are no larger
-        with self._lock:
-            while True:
-                if self._closed:
-                    raise ClientClosed("FleetClient closed while submitting")
-                if self._live + need <= self.max_in_flight:
-                    break
-                left = None if end is None else end - time.monotonic()
-                if left is not None and left <= 0:
-                    raise FleetBusy(f"{self._live} jobs in flight (max_in_flight={self.max_in_flight})")
-                self._lock.wait(timeout=left if left is not None else 1.0)
-            now, mono = protocol.now(), time.monotonic()
-            entries = []
-            for s in specs:
-                wire_id = _wire_id(s.job_id)
-                msg = JobMessage(
-                    job_id=wire_id,
-                    problem_id=s.problem_id,
-                    completion=s.completion,
-                    reply_to=self.reply_key,
-                    reward_shape=s.reward_shape,
-                    mode=s.mode,
-                    submitted_at=now,
-                    deadline=now + s.timeout,
-                    reply_ttl=self.reply_ttl,
-                    use_cache=self.use_cache,
-                    debug=s.debug,
-                    language=s.language,
-                    client_id=self.client_id,
-                    client_token=self._claim_token,
-                )
-                # The future stays PENDING (not RUNNING) until resolved, so that cancel() works.
-                fut = _JobFuture(self)
-                entry = _Pending(fut, s.job_id, msg, mono + s.timeout, s.timeout, attempts=[wire_id])
-                fut._entry = entry
-                self._pending[wire_id] = entry
-                heapq.heappush(self._deadlines, (entry.deadline, next(self._seq), wire_id))
-                entries.append(entry)
-            self._live += len(entries)
-            self.stats.submitted += len(entries)
-            self._compact_deadlines()
-        return entries
+    def _register(self, specs: Sequence[JobSpec], wait_for_room: float | None) -> list[PendingJob]:
+        """Register validated jobs with the registry (``JobRegistry.register``); the batcher calls it too."""
+        return self._jobs.register(specs, wait_for_room)
 
-    def _unregister(self, entries: Sequence[_Pending]) -> None:
-        """Forget entries whose batch was not published (their futures are never handed out)."""
-        with self._lock:
-            for e in entries:
-                if e.done:  # close() resolved it meanwhile
-                    continue
-                e.done = True
-                for wire_id in e.attempts:
-                    self._pending.pop(wire_id, None)
-                self._live -= 1
-                self.stats.submitted -= 1
-            self._lock.notify_all()
+    def _unregister(self, entries: Sequence[PendingJob]) -> None:
+        """Forget registered jobs that were not published (``JobRegistry.unregister``)."""
+        self._jobs.unregister(entries)
 
     def cancel_many(self, futures: Iterable[cf.Future[JobResult]]) -> int:
         """Cancel many jobs with one Redis round trip; returns how many were still unresolved
         (those are now cancelled, see ``Future.cancel``). Futures of other clients are skipped."""
-        entries = [f._entry for f in futures if isinstance(f, _JobFuture) and f._client is self and f._entry]
-        return self._cancel(entries)
-
-    def _cancel(self, entries: Sequence[_Pending]) -> int:
-        """Resolve unresolved ``entries`` as cancelled and tell the workers to drop them."""
-        won: list[_Pending] = []
-        with self._lock:
-            for entry in entries:
-                if entry.done:
-                    continue
-                entry.done = True
-                for wire_id in entry.attempts:
-                    self._pending.pop(wire_id, None)
-                self._live -= 1
-                self.stats.cancelled += 1
-                won.append(entry)
-            if won:
-                self._compact_deadlines()
-                self._lock.notify_all()
-        if not won:
-            return 0
-        with self._lock:
-            # Sent by the reader thread (at most one block time later), so that cancel() never
-            # waits on Redis: asyncio calls it on its event loop when an awaiting task is cancelled.
-            self._to_withdraw.extend(w for e in won for w in e.attempts)
-            self._cancel_ttl_until = max(
-                [self._cancel_ttl_until, protocol.now() + 60, *((e.msg.deadline or 0.0) + 60 for e in won)]
-            )
-        for entry in won:
-            fut = entry.future
-            assert isinstance(fut, _JobFuture)
-            fut._mark_cancelled()
-        return len(won)
+        entries = [f._entry for f in futures if isinstance(f, JobFuture) and f._jobs is self._jobs and f._entry]
+        return self._jobs.cancel(entries)
 
     def _flush_withdrawals(self) -> None:
         """Add the cancelled wire ids to this client's cancelled set, kept until the last of
         their deadlines (a worker drops any job past its deadline anyway). Run by the reader.
         Best effort: while Redis refuses, the ids wait for the next try; a job that a worker
         starts meanwhile runs, and its reply is ignored as a duplicate."""
-        with self._lock:
-            wire_ids, self._to_withdraw = self._to_withdraw, []
-            ttl = int(self._cancel_ttl_until - protocol.now()) + 1
+        wire_ids, ttl = self._jobs.take_withdrawals()
         if not wire_ids:
             return
         key = protocol.cancelled_key(self.client_id)
@@ -522,44 +373,10 @@ class FleetClient:
                 # rather than one Celery message at a time at the workers.
                 self.purge_orphans(budget_s=5.0)
         except redis.RedisError as exc:
-            with self._lock:
-                self._to_withdraw[:0] = wire_ids
+            self._jobs.requeue_withdrawals(wire_ids)
             if time.monotonic() - self._withdraw_warned > 5:
                 self._withdraw_warned = time.monotonic()
                 log.warning("could not withdraw %d cancelled job(s) yet (retrying): %s", len(wire_ids), exc)
-
-    def _compact_deadlines(self) -> None:
-        """Drop heap entries of resolved jobs once they outnumber the live ones (lock held)."""
-        if len(self._deadlines) > 2 * len(self._pending) + 1024:
-            self._deadlines = [d for d in self._deadlines if d[2] in self._pending]
-            heapq.heapify(self._deadlines)
-
-    # --- results ---------------------------------------------------------------------------
-
-    def _finish(self, entry: _Pending, result: JobResult) -> bool:
-        """Resolve ``entry`` with ``result`` (addressed back to the caller's job_id), once."""
-        with self._lock:
-            if entry.done:
-                return False
-            entry.done = True
-            for wire_id in entry.attempts:
-                self._pending.pop(wire_id, None)
-            self._live -= 1
-            self.stats.resolved += 1
-            self._compact_deadlines()
-            self._lock.notify_all()
-        result.job_id = entry.job_id
-        entry.future.set_result(result)
-        return True
-
-    def _resolve(self, wire_id: str, result: JobResult) -> bool:
-        """A reply: it resolves the job of that attempt if it is still pending, else it is a duplicate."""
-        with self._lock:
-            entry = self._pending.get(wire_id)
-            if entry is None:
-                self.stats.duplicates += 1
-                return False
-        return self._finish(entry, result)
 
     def _deliver(self, data: bytes) -> None:
         try:
@@ -569,59 +386,7 @@ class FleetClient:
             self.stats.malformed_replies += 1
             log.error("dropping malformed reply on %s: %s", self.reply_key, exc)
             return
-        self._resolve(result.job_id, result)
-
-    def _expire(self) -> None:
-        now = time.monotonic()
-        due: list[_Pending] = []
-        with self._lock:
-            while self._deadlines and self._deadlines[0][0] <= now:
-                deadline, _, wire_id = heapq.heappop(self._deadlines)
-                entry = self._pending.get(wire_id)
-                if entry is not None and entry.msg.job_id == wire_id and entry.deadline == deadline:
-                    due.append(entry)
-        for entry in due:
-            if self.resubmit_on_timeout and not entry.resubmitted and self._resubmit(entry):
-                continue
-            self.stats.deadline_misses += 1
-            msg = entry.msg
-            result = JobResult.infra(
-                msg.job_id,
-                msg.problem_id,
-                f"no result within {entry.timeout:g}s" + (" (after one resubmit)" if entry.resubmitted else ""),
-            )
-            result.mode, result.reward_shape = msg.mode, msg.reward_shape
-            self._finish(entry, result)
-
-    def _resubmit(self, entry: _Pending) -> bool:
-        """Publish one more attempt under a new wire id (registered first, so its reply is never
-        missed); the first reply of either attempt wins."""
-        now = protocol.now()
-        wire_id = _wire_id(entry.job_id)
-        msg = JobMessage(**{**_fields(entry.msg), "job_id": wire_id, "submitted_at": now, "deadline": now + entry.timeout})
-        with self._lock:
-            if entry.done:
-                return True  # answered meanwhile
-            self._pending[wire_id] = entry
-            entry.attempts.append(wire_id)
-        try:
-            self._publisher.publish([(msg, wire_id)])
-        except Exception as exc:  # BrokerUnavailable, PublisherClosed (closing)
-            log.warning("resubmit of job %s failed: %s", entry.job_id, exc)
-            with self._lock:
-                if not entry.done:
-                    self._pending.pop(wire_id, None)
-                    entry.attempts.remove(wire_id)
-            return False
-        with self._lock:
-            if entry.done:
-                return True
-            entry.msg, entry.resubmitted = msg, True
-            entry.deadline = time.monotonic() + entry.timeout
-            heapq.heappush(self._deadlines, (entry.deadline, next(self._seq), wire_id))
-            self.stats.resubmitted += 1
-        log.warning("job %s missed its deadline: resubmitted once", entry.job_id)
-        return True
+        self._jobs.resolve(result.job_id, result)
 
     def _renew_claim(self) -> None:
         """Keep this client's exclusive hold on its client_id (run by the reader thread)."""
@@ -682,7 +447,7 @@ class FleetClient:
         recover = True  # the processing list may hold replies of a previous connection
         while not self._stop.is_set():
             try:
-                self._expire()
+                self._jobs.expire()
             except Exception:  # never let a bug here stop every future from resolving
                 log.exception("reply reader: deadline check failed")
             self._flush_withdrawals()
@@ -779,8 +544,7 @@ class FleetClient:
     @property
     def in_flight(self) -> int:
         """Jobs submitted and not yet resolved."""
-        with self._lock:
-            return self._live
+        return self._jobs.in_flight
 
     # --- asyncio ---------------------------------------------------------------------------
 
@@ -873,11 +637,8 @@ class FleetClient:
         still running stops at its next batch with ClientClosed. Releases the client_id, which
         withdraws this client's queued jobs: a worker drops, unjudged, every job whose client no
         longer holds its claim (so does a crashed client's claim, once it expires)."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True  # from here on nothing registers
-            self._lock.notify_all()  # submitters waiting for room see it
+        if not self._jobs.close():  # from here on nothing registers; submitters waiting for room see it
+            return
         self._stop.set()
         self._reader.join(timeout=5)
         self._publisher.close()  # waits for a publish in progress; later ones raise
@@ -889,11 +650,7 @@ class FleetClient:
             pool, self._publish_thread = self._publish_thread, None
         if pool is not None:
             pool.shutdown(wait=True)  # its queued pushes fail fast now (the publisher is closed)
-        with self._lock:
-            left = list({id(e): e for e in self._pending.values()}.values())
-        for entry in left:
-            msg = entry.msg
-            self._finish(entry, JobResult.infra(msg.job_id, msg.problem_id, "client closed before the result"))
+        left = self._jobs.fail_all("client closed before the result")
         try:
             self._redis.delete(self.reply_key, self.processing_key)
             self._redis.eval(_RELEASE_CLAIM, 1, self.claim_key, self._claim_token)
@@ -942,23 +699,9 @@ return 0
 """
 
 
-def _wire_id(job_id: str) -> str:
-    """A fresh id for one publish attempt: unique (128 random bits), and naming the caller's job for the logs."""
-    return f"{job_id}/{_random_hex()}"
-
-
-def _random_hex() -> str:
-    """128 random bits in hex, as ``uuid4().hex`` but without building a UUID (a few us per job)."""
-    return os.urandom(16).hex()
-
-
 def _utf8(text: str) -> bool:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
         return False
     return True
-
-
-def _fields(msg: JobMessage) -> dict[str, Any]:
-    return {name: getattr(msg, name) for name in JobMessage.__slots__}

@@ -99,7 +99,7 @@ def test_the_reader_still_drains_replies_while_redis_is_full(small_redis: RedisS
     r = redis.Redis.from_url(small_redis.url)
     with FleetClient(small_redis.url, queue="nobody-listens-full-2", timeout=120) as client:
         futures = client.submit_many([("t/echo", ECHO_OK)] * 2)
-        wire_ids = list(client._pending)
+        wire_ids = list(client._jobs.pending)
         r.set("spare:0", b"y" * 4096)
         r.set("spare:1", b"y" * 4096)
         _fill(r)

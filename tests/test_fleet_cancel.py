@@ -49,7 +49,7 @@ def _withdrawn_ids(worker: FleetWorker) -> set[str]:
 
 def _wire_ids(client: FleetClient, futures: list[cf.Future[Any]]) -> set[str]:
     """The wire ids (what the worker logs) of these unresolved futures."""
-    return {w for w, e in client._pending.items() if any(e.future is f for f in futures)}
+    return {w for w, e in client._jobs.pending.items() if any(e.future is f for f in futures)}
 
 
 def _busy_node(
@@ -141,7 +141,7 @@ def _crash_with_queued_jobs(redis_url: str, queue: str, n: int) -> set[str]:
         "from cpfleet.producer.client import FleetClient\n"
         f"c = FleetClient({redis_url!r}, queue={queue!r}, client_id='crashy', timeout=300)\n"
         f"c.submit_many([('t/echo', {ECHO_OK!r})] * {n})\n"
-        "print(json.dumps(sorted(c._pending)), flush=True)\n"
+        "print(json.dumps(sorted(c._jobs.pending)), flush=True)\n"
         "os._exit(0)  # a crash: no close(), the claim is left to expire\n"
     )
     out = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
@@ -186,7 +186,7 @@ def test_a_cancel_made_while_redis_is_down_reaches_the_workers_once_it_is_back()
         client = FleetClient(server.url, queue="nobody-listens-down", timeout=300, sweep_orphans=False)
         try:
             future = client.submit("t/echo", ECHO_OK)
-            (wire_id,) = list(client._pending)
+            (wire_id,) = list(client._jobs.pending)
             server.stop()
             assert future.cancel() is True and future.cancelled()
             server.start()

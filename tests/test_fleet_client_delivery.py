@@ -200,7 +200,7 @@ def test_a_script_error_after_blmove_loses_no_reply(redis_url: str, monkeypatch:
 
         monkeypatch.setattr(client, "_move_script", flaky_move)
         future = client.submit("t/echo", ECHO_OK, job_id="mine")
-        (wire_id,) = list(client._pending)
+        (wire_id,) = list(client._jobs.pending)
         _push_reply(redis.Redis.from_url(redis_url), client, wire_id, 1.0)
         r = future.result(timeout=30)
         assert (r.job_id, r.reward, r.infra_error) == ("mine", 1.0, False)
@@ -214,7 +214,7 @@ def test_a_reply_whose_pop_answer_dies_on_the_wire_still_resolves_its_job(
     answer: the reply must still reach its future (it waits in the processing list)."""
     with CuttingProxy(redis_server.port) as proxy, FleetClient(proxy.url, queue="nobody-listens-cut", timeout=20) as client:
         future = client.submit("t/echo", ECHO_OK, job_id="mine")
-        (wire_id,) = list(client._pending)
+        (wire_id,) = list(client._jobs.pending)
         proxy.cut_on(wire_id.encode())
         _push_reply(redis.Redis.from_url(redis_url), client, wire_id, 1.0)
         r = future.result(timeout=60)
@@ -271,10 +271,10 @@ def test_the_deadline_heap_stays_bounded_as_jobs_resolve(redis_url: str) -> None
     with FleetClient(redis_url, queue="nobody-listens-heap", timeout=900) as client:
         for _ in range(3):
             futures = client.submit_many([("t/echo", ECHO_OK)] * 2000)
-            for wire_id in list(client._pending):
+            for wire_id in list(client._jobs.pending):
                 _push_reply(r, client, wire_id, 1.0)
             assert {r.reward for r in client.gather(futures, timeout=60)} == {1.0}
-            assert client.in_flight == 0 and len(client._deadlines) <= 1024
+            assert client.in_flight == 0 and len(client._jobs.deadlines) <= 1024
         assert client.stats.resolved == 6000
 
 
@@ -320,14 +320,14 @@ def test_after_a_resubmit_the_first_reply_of_either_attempt_wins(redis_url: str)
     with FleetClient(redis_url, queue="nobody-listens-resubmit", timeout=2, resubmit_on_timeout=True) as client:
         future = client.submit("t/echo", ECHO_OK, job_id="again")
         assert wait_until(lambda: client.stats.resubmitted == 1, timeout=30)
-        first, second = next(iter(client._pending.values())).attempts
+        first, second = next(iter(client._jobs.pending.values())).attempts
         assert first != second and first.startswith("again/") and second.startswith("again/")
         _push_reply(r, client, first, 1.0)  # the first attempt answers late, during the second
         result = future.result(timeout=30)
         assert (result.job_id, result.reward) == ("again", 1.0)
         _push_reply(r, client, second, 0.0)
         assert wait_until(lambda: client.stats.duplicates == 1, timeout=30)
-        assert client.in_flight == 0 and client._pending == {}
+        assert client.in_flight == 0 and client._jobs.pending == {}
     assert r.llen("nobody-listens-resubmit") == 2
 
 
