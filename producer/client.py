@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures as cf
+import functools
 import logging
 import threading
 import time
@@ -30,18 +31,17 @@ from types import TracebackType
 from typing import Any
 
 import redis
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 
 from cpfleet.core import defaults, protocol
 from cpfleet.core.errors import BrokerFull, ClientClosed, FleetBusy
-from cpfleet.core.protocol import JobMessage, ProtocolError
+from cpfleet.core.protocol import JobMessage
 from cpfleet.core.results import JobResult
 from cpfleet.producer.batcher import AsyncEvaluator
 from cpfleet.producer.inline_registry import InlineRegistry
 from cpfleet.producer.orphans import purge_orphans
 from cpfleet.producer.pending import FleetStats, JobFuture, JobRegistry, JobSpec, PendingJob, random_hex
 from cpfleet.producer.publisher import BrokerUnavailable, Publisher, PublisherClosed
+from cpfleet.producer.replies import ReplyReader
 
 log = logging.getLogger("cpfleet.client")
 
@@ -112,37 +112,20 @@ class FleetClient:
             resubmit=self._publish_resubmit if resubmit_on_timeout else None,
         )
         self.stats = self._jobs.stats
-        self._block_s = 0.25
         self._claim_ttl_s = protocol.CLIENT_CLAIM_TTL_S
         self._redis = redis.Redis.from_url(
             redis_url, socket_timeout=10, socket_connect_timeout=5, socket_keepalive=True
         )
-        # The reader blocks in BLMOVE; its socket timeout must outlast the block time. redis-py
-        # must not retry its commands silently: after a dropped connection the reader first reads
-        # the processing list back (see _read_loop), so it has to see every error.
-        self._reader_redis = redis.Redis.from_url(
-            redis_url,
-            socket_timeout=self._block_s + 10,
-            socket_connect_timeout=5,
-            socket_keepalive=True,
-            retry=Retry(NoBackoff(), 0),
-        )
-        self._move_script = self._reader_redis.register_script(_MOVE_REPLIES)
-        self._broker_full = False  # the reader saw Redis refuse BLMOVE for lack of memory
-        self._broker_full_since = 0.0
         try:
             claimed = self._redis.set(self.claim_key, self._claim_token, nx=True, ex=self._claim_ttl_s)
         except redis.exceptions.OutOfMemoryError as exc:
             self._redis.close()
-            self._reader_redis.close()
             raise BrokerFull(f"Redis at {redis_url} is full (maxmemory reached, noeviction): {exc}") from exc
         except redis.RedisError as exc:
             self._redis.close()
-            self._reader_redis.close()
             raise BrokerUnavailable(f"cannot reach Redis at {redis_url}: {exc}") from exc
         if not claimed:
             self._redis.close()
-            self._reader_redis.close()
             raise ValueError(
                 f"client_id {self.client_id!r} is in use by another open FleetClient (Redis key {self.claim_key}): "
                 f"two clients would steal each other's replies; use a distinct client_id (a client that died "
@@ -153,16 +136,27 @@ class FleetClient:
             # otherwise sit in the queue ahead of this client's jobs until workers drop them.
             self.purge_orphans(budget_s=10.0)
         self._publisher = Publisher(redis_url, queue, batch_size=publish_batch)
-        self._withdraw_warned = 0.0
-        self._stop = threading.Event()
         self._lock = threading.Lock()  # guards the three attributes below
         self._inline: InlineRegistry | None = None  # created on the first job with inline tests
         self._publish_thread: cf.ThreadPoolExecutor | None = None  # created by the first evaluate()
         # one per event loop; an evaluator holds its loop, so entries are dropped explicitly when
         # their loop has closed (see evaluator()) or the client closes
         self._evaluators: dict[asyncio.AbstractEventLoop, AsyncEvaluator] = {}
-        self._reader = threading.Thread(target=self._read_loop, name=f"cpfleet-reader-{self.client_id[:8]}", daemon=True)
-        self._reader.start()
+        self._replies = ReplyReader(
+            redis_url,
+            client_id=self.client_id,
+            reply_key=self.reply_key,
+            processing_key=self.processing_key,
+            claim_key=self.claim_key,
+            claim_token=self._claim_token,
+            claim_ttl_s=self._claim_ttl_s,
+            pop_batch=pop_batch,
+            reply_ttl=reply_ttl,
+            jobs=self._jobs,
+            commands=self._redis,
+            sweep=functools.partial(self.purge_orphans, budget_s=5.0),
+        )
+        self._replies.start()
 
     # --- submitting ------------------------------------------------------------------------
 
@@ -227,6 +221,8 @@ class FleetClient:
             futures.extend(e.future for e in entries)
         return futures
 
+    # --- publishing registered jobs (producer.batcher calls these too) ----------------------
+
     def _encode_registered(self, entries: Sequence[PendingJob]) -> list[bytes]:
         """The queue entries of registered jobs (forgotten again if one cannot be encoded:
         MessageEncodeError cannot happen after ``_make``, but no entry may leak)."""
@@ -249,7 +245,9 @@ class FleetClient:
             raise
 
     def _stamp_and_push(self, entries: Sequence[PendingJob]) -> None:
-        self._jobs.restamp(entries)  # a job closed meanwhile is not stamped: its push fails with ClientClosed
+        """Stamp registered jobs afresh and push them (on the publishing thread); a job that
+        close() resolved meanwhile is not stamped, and the push fails with ClientClosed."""
+        self._jobs.restamp(entries)
         self._push_registered(entries, self._encode_registered(entries))
 
     def _publish_in_background(self, entries: Sequence[PendingJob]) -> cf.Future[None]:
@@ -275,6 +273,8 @@ class FleetClient:
         """Publish one more attempt of a job that missed its deadline (the registry registered it
         first and calls this from the reader thread)."""
         self._publisher.publish([(msg, msg.job_id)])
+
+    # --- validating -----------------------------------------------------------------------
 
     def _resolve_inline(self, job: Job) -> Job:
         """A job carrying ``tests`` (a mapping without ``problem_id``, or a pair whose first item is
@@ -339,6 +339,8 @@ class FleetClient:
             raise ValueError(f"timeout must be > 0, got {t}")
         return JobSpec(job_id, problem_id, completion, reward_shape, mode, t, debug, language)
 
+    # --- the registry of jobs in flight (producer.pending) -----------------------------------
+
     def _register(self, specs: Sequence[JobSpec], wait_for_room: float | None) -> list[PendingJob]:
         """Register validated jobs with the registry (``JobRegistry.register``); the batcher calls it too."""
         return self._jobs.register(specs, wait_for_room)
@@ -352,141 +354,6 @@ class FleetClient:
         (those are now cancelled, see ``Future.cancel``). Futures of other clients are skipped."""
         entries = [f._entry for f in futures if isinstance(f, JobFuture) and f._jobs is self._jobs and f._entry]
         return self._jobs.cancel(entries)
-
-    def _flush_withdrawals(self) -> None:
-        """Add the cancelled wire ids to this client's cancelled set, kept until the last of
-        their deadlines (a worker drops any job past its deadline anyway). Run by the reader.
-        Best effort: while Redis refuses, the ids wait for the next try; a job that a worker
-        starts meanwhile runs, and its reply is ignored as a duplicate."""
-        wire_ids, ttl = self._jobs.take_withdrawals()
-        if not wire_ids:
-            return
-        key = protocol.cancelled_key(self.client_id)
-        try:
-            pipe = self._redis.pipeline(transaction=True)
-            for start in range(0, len(wire_ids), 1000):
-                pipe.sadd(key, *wire_ids[start : start + 1000])
-            pipe.expire(key, max(ttl, 60))
-            pipe.execute()
-            if len(wire_ids) >= _SWEEP_CANCELLED_FROM:
-                # Many at once (a trainer dropping a step's jobs): take them out of the queue now
-                # rather than one Celery message at a time at the workers.
-                self.purge_orphans(budget_s=5.0)
-        except redis.RedisError as exc:
-            self._jobs.requeue_withdrawals(wire_ids)
-            if time.monotonic() - self._withdraw_warned > 5:
-                self._withdraw_warned = time.monotonic()
-                log.warning("could not withdraw %d cancelled job(s) yet (retrying): %s", len(wire_ids), exc)
-
-    def _deliver(self, data: bytes) -> None:
-        try:
-            d = protocol.decode_reply(data)
-            result = JobResult.from_dict(d)
-        except (ProtocolError, KeyError, ValueError, TypeError) as exc:
-            self.stats.malformed_replies += 1
-            log.error("dropping malformed reply on %s: %s", self.reply_key, exc)
-            return
-        self._jobs.resolve(result.job_id, result)
-
-    def _renew_claim(self) -> None:
-        """Keep this client's exclusive hold on its client_id (run by the reader thread)."""
-        ok = self._reader_redis.eval(_RENEW_CLAIM, 1, self.claim_key, self._claim_token, self._claim_ttl_s)
-        if not ok:
-            log.error("client_id %r was claimed by another client: replies may be lost to it", self.client_id)
-        elif ok == 2:
-            # Workers drop the jobs of a client without a claim: any that one picked up while it
-            # had lapsed resolve INTERNAL at their deadline (or are resubmitted, if enabled).
-            log.warning(
-                "client_id %r: the claim had lapsed (reader cut off from Redis for %ds) and was taken back; "
-                "jobs started meanwhile were dropped by the workers",
-                self.client_id,
-                self._claim_ttl_s,
-            )
-
-    def _drain_processing(self) -> list[Any]:
-        """Everything this client moved to its processing list and may not have delivered yet
-        (oldest first): replies a dead connection took from the reply list land there, not
-        nowhere."""
-        items = self._reader_redis.lrange(self.processing_key, 0, -1)
-        return list(reversed(items)) if isinstance(items, list) else []
-
-    def _take_replies(self) -> list[Any]:
-        """Move a batch of replies to the processing list and return them (oldest first).
-
-        BLMOVE blocks for the first one; a script moves up to ``pop_batch`` more in the same
-        round trip. BLMOVE is refused while Redis is over ``maxmemory`` (it may grow memory), so
-        then the script alone polls: its RPOP frees before its LPUSH adds, which Redis allows.
-        """
-        batch: list[Any] = []
-        if self._broker_full and time.monotonic() - self._broker_full_since > 5.0:
-            self._broker_full = False  # memory may have been freed elsewhere: try blocking again
-        if not self._broker_full:
-            try:
-                # Redis takes a fractional timeout; redis-py's annotation says int.
-                first = self._reader_redis.blmove(
-                    self.reply_key, self.processing_key, self._block_s, src="RIGHT", dest="LEFT"  # type: ignore[arg-type]
-                )
-            except redis.exceptions.OutOfMemoryError:
-                self._broker_full, self._broker_full_since = True, time.monotonic()
-                return batch
-            if first is None:
-                return batch
-            batch.append(first)
-        more = self._move_script(keys=[self.reply_key, self.processing_key], args=[self.pop_batch, self.reply_ttl])
-        if isinstance(more, list):
-            batch.extend(more)
-        if not batch and self._broker_full:
-            self._stop.wait(self._block_s)  # polling while full: nothing to block on
-        return batch
-
-    def _read_loop(self) -> None:
-        backoff = 0.1
-        last_error = 0.0
-        renew_every = self._claim_ttl_s / 4
-        next_renew = time.monotonic() + renew_every
-        recover = True  # the processing list may hold replies of a previous connection
-        while not self._stop.is_set():
-            try:
-                self._jobs.expire()
-            except Exception:  # never let a bug here stop every future from resolving
-                log.exception("reply reader: deadline check failed")
-            self._flush_withdrawals()
-            batch: list[Any] = []
-            error: redis.RedisError | None = None
-            try:
-                if time.monotonic() >= next_renew:
-                    self._renew_claim()
-                    next_renew = time.monotonic() + renew_every
-                batch = self._drain_processing() if recover else self._take_replies()
-                recover = False
-                backoff = 0.1
-            except redis.RedisError as exc:
-                error = exc
-            for data in batch:  # delivered before they leave the processing list
-                try:
-                    self._deliver(data)
-                except Exception:  # the reader must survive anything one reply can do
-                    log.exception("reply reader: delivering a reply failed")
-            if batch and error is None:
-                try:
-                    self._reader_redis.delete(self.processing_key)
-                except redis.RedisError as exc:
-                    error = exc
-            if error is not None:
-                recover = True  # whatever was moved but not acknowledged is read again (duplicates are dropped)
-                # Renew the claim first thing after a reconnect: a Redis that restarted without
-                # its data lost it, and workers drop the jobs of a client without a claim.
-                next_renew = 0.0
-                if self._broker_full and not isinstance(error, redis.exceptions.OutOfMemoryError):
-                    self._broker_full = False  # retry BLMOVE after a reconnect
-                self.stats.reader_errors += 1
-                if time.monotonic() - last_error > 5:
-                    log.warning("reply reader: %s (retrying; pending jobs keep their deadlines)", error)
-                    last_error = time.monotonic()
-                self._stop.wait(backoff)
-                backoff = min(backoff * 2, 2.0)
-            elif self._broker_full and batch:
-                self._broker_full = False  # memory was freed by draining: try blocking again
 
     # --- waiting ---------------------------------------------------------------------------
 
@@ -639,8 +506,7 @@ class FleetClient:
         longer holds its claim (so does a crashed client's claim, once it expires)."""
         if not self._jobs.close():  # from here on nothing registers; submitters waiting for room see it
             return
-        self._stop.set()
-        self._reader.join(timeout=5)
+        self._replies.stop(timeout=5)
         self._publisher.close()  # waits for a publish in progress; later ones raise
         with self._lock:
             evaluators, self._evaluators = list(self._evaluators.values()), {}
@@ -659,7 +525,7 @@ class FleetClient:
         if left:
             self.purge_orphans()  # this client's queued jobs are orphans now: take them out
         self._redis.close()
-        self._reader_redis.close()
+        self._replies.close()
 
     def __enter__(self) -> FleetClient:
         return self
@@ -670,29 +536,6 @@ class FleetClient:
         self.close()
 
 
-# A cancel of at least this many jobs at once also sweeps them out of the queue.
-_SWEEP_CANCELLED_FROM = 50
-
-# Renew this client's claim on its id: extend it while it is ours, take it back if it expired
-# (the reader was cut off from Redis for a TTL: returns 2), never take it from another client (0).
-_RENEW_CLAIM = """
-local v = redis.call('GET', KEYS[1])
-if v == ARGV[1] then return redis.call('EXPIRE', KEYS[1], ARGV[2]) end
-if not v then redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2]) return 2 end
-return 0
-"""
-# Move up to ARGV[1] replies (oldest first) from the reply list to the processing list and return
-# them: they stay there until the reader has delivered them. The RPOP comes first so that the
-# LPUSH is allowed even when Redis is over maxmemory (a script's first write decides that).
-_MOVE_REPLIES = """
-local items = redis.call('RPOP', KEYS[1], ARGV[1])
-if not items then return {} end
-for i = 1, #items, 500 do
-  redis.call('LPUSH', KEYS[2], unpack(items, i, math.min(i + 499, #items)))
-end
-redis.call('EXPIRE', KEYS[2], ARGV[2])
-return items
-"""
 _RELEASE_CLAIM = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0

@@ -103,7 +103,7 @@ def test_the_reader_still_drains_replies_while_redis_is_full(small_redis: RedisS
         r.set("spare:0", b"y" * 4096)
         r.set("spare:1", b"y" * 4096)
         _fill(r)
-        assert wait_until(lambda: client._broker_full, 30)  # Redis refused the reader's BLMOVE: it polls
+        assert wait_until(lambda: client._replies.broker_full, 30)  # Redis refused the reader's BLMOVE: it polls
         # A script's first write decides the OOM check: deleting a spare key first lets it push.
         push = r.register_script("redis.call('DEL', KEYS[2]); return redis.call('LPUSH', KEYS[1], ARGV[1])")
         for i, wire_id in enumerate(wire_ids):

@@ -189,7 +189,7 @@ def test_a_closed_publisher_never_reconnects(redis_url: str) -> None:
 
 def test_a_script_error_after_blmove_loses_no_reply(redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     with FleetClient(redis_url, queue="nobody-listens-rpop", timeout=600) as client:
-        real = client._move_script
+        real = client._replies._move_script
         failures = []
 
         def flaky_move(*args: Any, **kwargs: Any) -> Any:
@@ -198,7 +198,7 @@ def test_a_script_error_after_blmove_loses_no_reply(redis_url: str, monkeypatch:
                 raise redis.ConnectionError("simulated drop after BLMOVE")
             return real(*args, **kwargs)
 
-        monkeypatch.setattr(client, "_move_script", flaky_move)
+        monkeypatch.setattr(client._replies, "_move_script", flaky_move)
         future = client.submit("t/echo", ECHO_OK, job_id="mine")
         (wire_id,) = list(client._jobs.pending)
         _push_reply(redis.Redis.from_url(redis_url), client, wire_id, 1.0)

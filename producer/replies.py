@@ -1,0 +1,258 @@
+"""The client's reply reader: one thread that hands every reply from Redis to the job registry.
+
+It moves replies from the client's reply list to its processing list (BLMOVE, then a script that
+moves up to ``pop_batch`` more) and removes them from there only once they are delivered, so a
+connection that dies mid-pop loses nothing: the next connection reads the processing list first.
+Delivery is at-least-once; the registry (``producer.pending``) drops the duplicates.
+
+The same thread does the client's other periodic Redis work, so that no caller ever waits on it:
+it checks deadlines, renews the client's claim on its id (workers drop the jobs of a client
+without one), and sends the withdrawals of cancelled jobs.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from cpfleet.core import protocol
+from cpfleet.core.protocol import ProtocolError
+from cpfleet.core.results import JobResult
+from cpfleet.producer.pending import JobRegistry
+
+log = logging.getLogger("cpfleet.client")
+
+# A cancel of at least this many jobs at once also sweeps them out of the queue.
+_SWEEP_CANCELLED_FROM = 50
+
+# Renew this client's claim on its id: extend it while it is ours, take it back if it expired
+# (the reader was cut off from Redis for a TTL: returns 2), never take it from another client (0).
+_RENEW_CLAIM = """
+local v = redis.call('GET', KEYS[1])
+if v == ARGV[1] then return redis.call('EXPIRE', KEYS[1], ARGV[2]) end
+if not v then redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2]) return 2 end
+return 0
+"""
+# Move up to ARGV[1] replies (oldest first) from the reply list to the processing list and return
+# them: they stay there until the reader has delivered them. The RPOP comes first so that the
+# LPUSH is allowed even when Redis is over maxmemory (a script's first write decides that).
+_MOVE_REPLIES = """
+local items = redis.call('RPOP', KEYS[1], ARGV[1])
+if not items then return {} end
+for i = 1, #items, 500 do
+  redis.call('LPUSH', KEYS[2], unpack(items, i, math.min(i + 499, #items)))
+end
+redis.call('EXPIRE', KEYS[2], ARGV[2])
+return items
+"""
+
+
+class ReplyReader:
+    """The reader thread of one client: ``start()`` once, ``stop()`` then ``close()`` at the end.
+
+    ``commands`` is the client's connection for ordinary commands (the withdrawals go out on it);
+    ``sweep`` takes cancelled jobs out of the queue when many are withdrawn at once.
+    """
+
+    def __init__(
+        self,
+        redis_url: str,
+        *,
+        client_id: str,
+        reply_key: str,
+        processing_key: str,
+        claim_key: str,
+        claim_token: str,
+        claim_ttl_s: int,
+        pop_batch: int,
+        reply_ttl: int,
+        jobs: JobRegistry,
+        commands: redis.Redis,
+        sweep: Callable[[], object],
+    ) -> None:
+        self.client_id = client_id
+        self.reply_key = reply_key
+        self.processing_key = processing_key
+        self.claim_key = claim_key
+        self._claim_token = claim_token
+        self._claim_ttl_s = claim_ttl_s
+        self.pop_batch = pop_batch
+        self.reply_ttl = reply_ttl
+        self._jobs = jobs
+        self._commands = commands
+        self._sweep = sweep
+        self._block_s = 0.25
+        # The reader blocks in BLMOVE; its socket timeout must outlast the block time. redis-py
+        # must not retry its commands silently: after a dropped connection the reader first reads
+        # the processing list back (see _read_loop), so it has to see every error.
+        self._redis = redis.Redis.from_url(
+            redis_url,
+            socket_timeout=self._block_s + 10,
+            socket_connect_timeout=5,
+            socket_keepalive=True,
+            retry=Retry(NoBackoff(), 0),
+        )
+        self._move_script = self._redis.register_script(_MOVE_REPLIES)
+        self.broker_full = False  # the reader saw Redis refuse BLMOVE for lack of memory
+        self._broker_full_since = 0.0
+        self._withdraw_warned = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._read_loop, name=f"cpfleet-reader-{client_id[:8]}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop the thread (it finishes the round it is in: at most one block time plus a delivery)."""
+        self._stop.set()
+        self._thread.join(timeout=timeout)
+
+    def close(self) -> None:
+        """Close the reader's connection (after ``stop()``)."""
+        self._redis.close()
+
+    # --- the loop --------------------------------------------------------------------------
+
+    def _read_loop(self) -> None:
+        backoff = 0.1
+        last_error = 0.0
+        renew_every = self._claim_ttl_s / 4
+        next_renew = time.monotonic() + renew_every
+        recover = True  # the processing list may hold replies of a previous connection
+        while not self._stop.is_set():
+            try:
+                self._jobs.expire()
+            except Exception:  # never let a bug here stop every future from resolving
+                log.exception("reply reader: deadline check failed")
+            self._flush_withdrawals()
+            batch: list[Any] = []
+            error: redis.RedisError | None = None
+            try:
+                if time.monotonic() >= next_renew:
+                    self._renew_claim()
+                    next_renew = time.monotonic() + renew_every
+                batch = self._drain_processing() if recover else self._take_replies()
+                recover = False
+                backoff = 0.1
+            except redis.RedisError as exc:
+                error = exc
+            for data in batch:  # delivered before they leave the processing list
+                try:
+                    self._deliver(data)
+                except Exception:  # the reader must survive anything one reply can do
+                    log.exception("reply reader: delivering a reply failed")
+            if batch and error is None:
+                try:
+                    self._redis.delete(self.processing_key)
+                except redis.RedisError as exc:
+                    error = exc
+            if error is not None:
+                recover = True  # whatever was moved but not acknowledged is read again (duplicates are dropped)
+                # Renew the claim first thing after a reconnect: a Redis that restarted without
+                # its data lost it, and workers drop the jobs of a client without a claim.
+                next_renew = 0.0
+                if self.broker_full and not isinstance(error, redis.exceptions.OutOfMemoryError):
+                    self.broker_full = False  # retry BLMOVE after a reconnect
+                self._jobs.stats.reader_errors += 1
+                if time.monotonic() - last_error > 5:
+                    log.warning("reply reader: %s (retrying; pending jobs keep their deadlines)", error)
+                    last_error = time.monotonic()
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, 2.0)
+            elif self.broker_full and batch:
+                self.broker_full = False  # memory was freed by draining: try blocking again
+
+    def _drain_processing(self) -> list[Any]:
+        """Everything this client moved to its processing list and may not have delivered yet
+        (oldest first): replies a dead connection took from the reply list land there, not
+        nowhere."""
+        items = self._redis.lrange(self.processing_key, 0, -1)
+        return list(reversed(items)) if isinstance(items, list) else []
+
+    def _take_replies(self) -> list[Any]:
+        """Move a batch of replies to the processing list and return them (oldest first).
+
+        BLMOVE blocks for the first one; a script moves up to ``pop_batch`` more in the same
+        round trip. BLMOVE is refused while Redis is over ``maxmemory`` (it may grow memory), so
+        then the script alone polls: its RPOP frees before its LPUSH adds, which Redis allows.
+        """
+        batch: list[Any] = []
+        if self.broker_full and time.monotonic() - self._broker_full_since > 5.0:
+            self.broker_full = False  # memory may have been freed elsewhere: try blocking again
+        if not self.broker_full:
+            try:
+                # Redis takes a fractional timeout; redis-py's annotation says int.
+                first = self._redis.blmove(
+                    self.reply_key, self.processing_key, self._block_s, src="RIGHT", dest="LEFT"  # type: ignore[arg-type]
+                )
+            except redis.exceptions.OutOfMemoryError:
+                self.broker_full, self._broker_full_since = True, time.monotonic()
+                return batch
+            if first is None:
+                return batch
+            batch.append(first)
+        more = self._move_script(keys=[self.reply_key, self.processing_key], args=[self.pop_batch, self.reply_ttl])
+        if isinstance(more, list):
+            batch.extend(more)
+        if not batch and self.broker_full:
+            self._stop.wait(self._block_s)  # polling while full: nothing to block on
+        return batch
+
+    def _deliver(self, data: bytes) -> None:
+        try:
+            d = protocol.decode_reply(data)
+            result = JobResult.from_dict(d)
+        except (ProtocolError, KeyError, ValueError, TypeError) as exc:
+            self._jobs.stats.malformed_replies += 1
+            log.error("dropping malformed reply on %s: %s", self.reply_key, exc)
+            return
+        self._jobs.resolve(result.job_id, result)
+
+    # --- the client's other Redis chores ---------------------------------------------------
+
+    def _renew_claim(self) -> None:
+        """Keep this client's exclusive hold on its client_id."""
+        ok = self._redis.eval(_RENEW_CLAIM, 1, self.claim_key, self._claim_token, self._claim_ttl_s)
+        if not ok:
+            log.error("client_id %r was claimed by another client: replies may be lost to it", self.client_id)
+        elif ok == 2:
+            # Workers drop the jobs of a client without a claim: any that one picked up while it
+            # had lapsed resolve INTERNAL at their deadline (or are resubmitted, if enabled).
+            log.warning(
+                "client_id %r: the claim had lapsed (reader cut off from Redis for %ds) and was taken back; "
+                "jobs started meanwhile were dropped by the workers",
+                self.client_id,
+                self._claim_ttl_s,
+            )
+
+    def _flush_withdrawals(self) -> None:
+        """Add the cancelled wire ids to this client's cancelled set, kept until the last of
+        their deadlines (a worker drops any job past its deadline anyway).
+        Best effort: while Redis refuses, the ids wait for the next try; a job that a worker
+        starts meanwhile runs, and its reply is ignored as a duplicate."""
+        wire_ids, ttl = self._jobs.take_withdrawals()
+        if not wire_ids:
+            return
+        key = protocol.cancelled_key(self.client_id)
+        try:
+            pipe = self._commands.pipeline(transaction=True)
+            for start in range(0, len(wire_ids), 1000):
+                pipe.sadd(key, *wire_ids[start : start + 1000])
+            pipe.expire(key, max(ttl, 60))
+            pipe.execute()
+            if len(wire_ids) >= _SWEEP_CANCELLED_FROM:
+                # Many at once (a trainer dropping a step's jobs): take them out of the queue now
+                # rather than one Celery message at a time at the workers.
+                self._sweep()
+        except redis.RedisError as exc:
+            self._jobs.requeue_withdrawals(wire_ids)
+            if time.monotonic() - self._withdraw_warned > 5:
+                self._withdraw_warned = time.monotonic()
+                log.warning("could not withdraw %d cancelled job(s) yet (retrying): %s", len(wire_ids), exc)
