@@ -90,7 +90,6 @@ class FleetClient:
         self.timeout = timeout
         self.reward_shape = reward_shape
         self.mode = mode
-        self.max_in_flight = max_in_flight
         self.resubmit_on_timeout = resubmit_on_timeout
         self.reply_ttl = reply_ttl
         self.use_cache = use_cache
@@ -407,6 +406,15 @@ class FleetClient:
     def evaluate_many(self, jobs: Iterable[Job], **kwargs: Any) -> list[JobResult]:
         """Submit and wait: the results in input order."""
         return self.gather(self.submit_many(jobs, **kwargs))
+
+    @property
+    def max_in_flight(self) -> int:
+        """The bound on jobs in flight: submitters wait for room beyond it (kept by the registry)."""
+        return self._jobs.max_in_flight
+
+    @max_in_flight.setter
+    def max_in_flight(self, value: int) -> None:
+        self._jobs.max_in_flight = value
 
     @property
     def in_flight(self) -> int:
