@@ -10,12 +10,12 @@ that a whole chunk fits; what does not is sent when the loop reports the socket 
 Replies are read when the loop reports the socket readable and finish, in order, each push's
 callback; a push that gets no reply within ``reply_timeout`` fails with every push after it.
 
-The connection is opened synchronously when a loop first publishes (a connect and, for a URL
-with a password or a database, AUTH and SELECT: one round trip, bounded by ``connect_timeout``,
-as constructing a ``FleetClient`` already costs), so that even the first burst on a loop
-publishes as it is made. After a failed attempt the batcher publishes on the client's
-thread for ``retry_after`` seconds before this tries again, so an unreachable Redis never
-stalls the loop more than once per interval.
+The first connection is opened synchronously when a loop first publishes (a connect and, for a
+URL with a password or a database, AUTH and SELECT: about one round trip, bounded by
+``connect_timeout``, as constructing a ``FleetClient`` already costs), so that even the first
+burst on a loop publishes as it is made. After an error the connection is opened again on a
+short-lived thread (at most one attempt per ``retry_after`` seconds) while the batcher
+publishes on the client's thread, so a Redis outage never stalls the loop.
 
 This connection only ever sends AUTH, SELECT and LPUSH, so it reads only the three reply kinds
 those have (``+OK``, ``:<n>``, ``-<error>``) and treats anything else as a broken connection.
@@ -29,6 +29,7 @@ import asyncio
 import collections
 import contextlib
 import socket
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -76,7 +77,7 @@ class AsyncPusher:
         queue: str,
         *,
         reply_timeout: float = 10.0,
-        connect_timeout: float = 5.0,
+        connect_timeout: float = 2.0,
         retry_after: float = 1.0,
     ) -> None:
         self.redis_url = redis_url
@@ -91,6 +92,8 @@ class AsyncPusher:
         self._waiting: collections.deque[tuple[float, Done]] = collections.deque()  # (sent at, callback)
         self._timer: asyncio.TimerHandle | None = None
         self._failed_at = -float("inf")
+        self._ever_connected = False
+        self._reconnecting = False
         self._closed = False
         self.pushes = 0
         self.buffered = 0  # pushes whose bytes did not all fit the kernel's send buffer at once
@@ -101,21 +104,56 @@ class AsyncPusher:
         return self._sock is not None
 
     def ensure(self, loop: asyncio.AbstractEventLoop) -> bool:
-        """Connected (opening the connection now if need be, unless an attempt failed less than
-        ``retry_after`` seconds ago); False: publish another way for now."""
+        """Connected? False: publish another way for now.
+
+        The first connection is opened here and now (see the module docstring); a later one,
+        after an error, is opened on a short-lived thread and handed to the loop when ready, at
+        most one attempt per ``retry_after`` seconds, so an outage never stalls the loop.
+        """
         if self._sock is not None:
             return True
-        if self._closed or time.monotonic() - self._failed_at < self._retry_after:
+        if self._closed or self._reconnecting or time.monotonic() - self._failed_at < self._retry_after:
             return False
-        try:
-            self._open(loop)
-        except BrokerUnavailable as exc:
-            self._failed_at = time.monotonic()
-            self.last_error = exc
-            return False
-        return True
+        if not self._ever_connected:
+            self._ever_connected = True
+            try:
+                sock = self._connect_blocking()
+            except BrokerUnavailable as exc:
+                self._failed(exc)
+                return False
+            self._adopt(loop, sock)
+            return True
+        self._reconnecting = True
+        threading.Thread(target=self._reconnect, args=(loop,), name="cpfleet-aiopush-connect", daemon=True).start()
+        return False
 
-    def _open(self, loop: asyncio.AbstractEventLoop) -> None:
+    def _reconnect(self, loop: asyncio.AbstractEventLoop) -> None:
+        try:
+            sock = self._connect_blocking()
+        except BrokerUnavailable as exc:
+            self._failed(exc)
+            self._reconnecting = False
+            return
+
+        def adopt() -> None:
+            self._reconnecting = False
+            if self._closed or self._sock is not None:
+                sock.close()
+            else:
+                self._adopt(loop, sock)
+
+        try:
+            loop.call_soon_threadsafe(adopt)
+        except RuntimeError:  # the loop closed meanwhile
+            sock.close()
+            self._reconnecting = False
+
+    def _failed(self, exc: BrokerUnavailable) -> None:
+        self._failed_at = time.monotonic()
+        self.last_error = exc
+
+    def _connect_blocking(self) -> socket.socket:
+        """A connected socket, authenticated and on the URL's database (blocking, bounded)."""
         params: dict[str, Any] = parse_url(self.redis_url)
         try:
             if params.get("connection_class") is UnixDomainSocketConnection:
@@ -137,11 +175,14 @@ class AsyncPusher:
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _SNDBUF)
             self._hello(sock, params)
-            sock.setblocking(False)
-            loop.add_reader(sock, self._readable)
         except BaseException:
             sock.close()
             raise
+        return sock
+
+    def _adopt(self, loop: asyncio.AbstractEventLoop, sock: socket.socket) -> None:
+        sock.setblocking(False)
+        loop.add_reader(sock, self._readable)
         self._loop, self._sock = loop, sock
         self._inbuf.clear()
         self._outbuf.clear()

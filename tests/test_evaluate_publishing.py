@@ -150,8 +150,16 @@ def test_evaluate_calls_get_broker_unavailable_when_redis_goes_away_and_work_aga
             assert await asyncio.to_thread(
                 wait_until, lambda: redis.Redis.from_url(own_redis.url).llen("nobody-listens-aio") == 1, 30
             )
-            first.cancel()
-            later.cancel()
+            assert ev._pusher is not None
+            pushes = ev._pusher.pushes
+            await asyncio.sleep(1.1)  # past retry_after: the next publish reopens the loop's connection ...
+            again = [asyncio.ensure_future(fleet.evaluate("t/echo", echo(3)))]  # ... off the loop
+            await asyncio.sleep(0.3)
+            again.append(asyncio.ensure_future(fleet.evaluate("t/echo", echo(4))))
+            await asyncio.sleep(0.1)
+            assert ev._pusher.connected and ev._pusher.pushes == pushes + 1  # the last went on it
+            for task in (first, later, *again):
+                task.cancel()
             return outcome[0], ev.stats.published
 
         err, published = asyncio.run(main())
