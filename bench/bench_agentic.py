@@ -7,10 +7,9 @@ pick-up, plus ``timings.executed_ms``, the evaluation). What is left is what the
 waiting for the micro-batch, publishing, the reply's way back and handing it to the coroutine.
 Goal: p50 <= 15 ms with 5,000 concurrent calls.
 
-Two bursts run on one event loop. The first is the loop's first use: its calls wait for the
-loop's publishing connection to open, then publish, so they pay for all the calls made before
-them (reported, not the goal). The second is every later burst of a training run, the goal's
-case: chunks of calls are published while the burst is still being made.
+Two bursts run on one event loop: the loop's first use (its first publish opens the loop's
+publishing connection) and a later one (every later step of a training run). The goal holds
+for both.
 
 The baseline, in the same run, is the pre-batcher path ``aevaluate`` (one thread hop and one
 publish per call) on fewer calls (``--baseline-n``), to keep the run short.
@@ -121,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
             return out
 
         (c_over, c_res, c_wall, c_note), (overheads, results, wall, batching) = asyncio.run(bursts())
-        report(f"evaluate, first burst on the loop (opens its connection), {args.n} concurrent", c_over, c_res, c_wall)
+        report(f"evaluate, first burst on the loop, {args.n} concurrent", c_over, c_res, c_wall)
         print(f"  {c_note}")
         report(f"evaluate, next burst, {args.n} concurrent", overheads, results, wall)
         print(f"  {batching}")
@@ -136,8 +135,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"p50 overhead: evaluate {statistics.median(overheads):.1f} ms vs aevaluate "
                 f"{statistics.median(b_over):.1f} ms ({statistics.median(b_over) / max(statistics.median(overheads), 1e-9):.1f}x)"
             )
-        goal = statistics.median(overheads) <= 15.0
-        print(f"goal p50 <= 15 ms (a burst after the first): {'met' if goal else 'NOT met'}")
+        worst = max(statistics.median(c_over), statistics.median(overheads))
+        print(f"goal p50 <= 15 ms in both bursts: {'met' if worst <= 15.0 else 'NOT met'} ({worst:.1f} ms)")
     return 0
 
 

@@ -4,11 +4,18 @@
 made (see ``producer.batcher``). A chunk must reach Redis the moment it is complete: handing it
 to a thread makes it wait for the GIL while the loop runs the rest of the burst, and awaiting a
 coroutine client (redis.asyncio) defers the write to the next loop iteration, after every call
-of the burst. So the push is a plain, synchronous ``transport.write`` of one LPUSH command on an
-asyncio connection of its own: the bytes go to the kernel (its send buffer is raised so that a
-whole chunk fits) during the call that completed the chunk, and the loop never blocks on the
-network. Replies come back in order through ``data_received``, each finishing its push's
+of the burst. So the push is a plain non-blocking ``send`` of one LPUSH command on a socket of
+its own, made during the call that completed the chunk (the socket's send buffer is raised so
+that a whole chunk fits; what does not is sent when the loop reports the socket writable).
+Replies are read when the loop reports the socket readable and finish, in order, each push's
 callback; a push that gets no reply within ``reply_timeout`` fails with every push after it.
+
+The first connection is opened synchronously when a loop first publishes (a connect and, for a
+URL with a password or a database, AUTH and SELECT: about one round trip, bounded by
+``connect_timeout``, as constructing a ``FleetClient`` already costs), so that even the first
+burst on a loop publishes as it is made. After an error the connection is opened again on a
+short-lived thread (at most one attempt per ``retry_after`` seconds) while the batcher
+publishes on the client's thread, so a Redis outage never stalls the loop.
 
 This connection only ever sends AUTH, SELECT and LPUSH, so it reads only the three reply kinds
 those have (``+OK``, ``:<n>``, ``-<error>``) and treats anything else as a broken connection.
@@ -21,8 +28,9 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import functools
 import socket
+import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -32,7 +40,7 @@ from cpfleet.core.errors import BrokerFull, BrokerUnavailable
 
 Done = Callable[[BaseException | None], None]
 
-_SNDBUF = 4 << 20  # bytes: a 256-job chunk of ordinary completions is well under this
+_SNDBUF = 4 << 20  # bytes: a chunk of ordinary completions is well under this
 
 
 def supported(redis_url: str) -> bool:
@@ -54,212 +62,265 @@ def _command(*args: bytes) -> bytes:
     return b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args)
 
 
-class _Protocol(asyncio.Protocol):
-    def __init__(self, pusher: AsyncPusher) -> None:
-        self._pusher = pusher
-        self._buf = bytearray()
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        sock = transport.get_extra_info("socket")
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _SNDBUF)
-
-    def data_received(self, data: bytes) -> None:
-        self._buf += data
-        while True:
-            end = self._buf.find(b"\r\n")
-            if end < 0:
-                return
-            line = bytes(self._buf[:end])
-            del self._buf[: end + 2]
-            kind = line[:1]
-            if kind in (b"+", b":"):
-                self._pusher._reply(self, None)
-            elif kind == b"-":
-                self._pusher._reply(self, line[1:].decode("utf-8", "replace"))
-            else:
-                self._pusher._lost(self, f"unexpected reply from Redis: {line[:80]!r}")
-                return
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._pusher._lost(self, f"connection lost: {exc}" if exc else "connection closed by Redis")
+def _error(reply: str) -> BaseException:
+    if reply.startswith("OOM"):
+        return BrokerFull(f"Redis is full (maxmemory reached, noeviction): {reply}")
+    return BrokerUnavailable(f"Redis refused the push: {reply}")
 
 
 class AsyncPusher:
-    """One asyncio connection that LPUSHes chunks onto one queue, in order; belongs to one loop."""
+    """One socket that LPUSHes chunks onto one queue, in order; used from one event loop's thread."""
 
-    def __init__(self, redis_url: str, queue: str, *, reply_timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        redis_url: str,
+        queue: str,
+        *,
+        reply_timeout: float = 10.0,
+        connect_timeout: float = 2.0,
+        retry_after: float = 1.0,
+    ) -> None:
         self.redis_url = redis_url
         self._queue = queue.encode()
         self._reply_timeout = reply_timeout
-        self._transport: asyncio.Transport | None = None
-        self._protocol: _Protocol | None = None  # the current connection's (a dropped one's replies are ignored)
+        self._connect_timeout = connect_timeout
+        self._retry_after = retry_after
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._sock: socket.socket | None = None
-        self._connecting: asyncio.Task[None] | None = None
+        self._inbuf = bytearray()
+        self._outbuf = bytearray()  # bytes the kernel did not take yet
         self._waiting: collections.deque[tuple[float, Done]] = collections.deque()  # (sent at, callback)
         self._timer: asyncio.TimerHandle | None = None
+        self._failed_at = -float("inf")
+        self._ever_connected = False
+        self._reconnecting = False
         self._closed = False
         self.pushes = 0
         self.buffered = 0  # pushes whose bytes did not all fit the kernel's send buffer at once
+        self.last_error: BaseException | None = None
 
     @property
     def connected(self) -> bool:
-        return self._transport is not None and not self._transport.is_closing()
+        return self._sock is not None
 
-    async def connect(self) -> None:
-        """Open the connection (once, however many callers wait) and authenticate; idempotent."""
-        if self.connected:
+    def ensure(self, loop: asyncio.AbstractEventLoop) -> bool:
+        """Connected? False: publish another way for now.
+
+        The first connection is opened here and now (see the module docstring); a later one,
+        after an error, is opened on a short-lived thread and handed to the loop when ready, at
+        most one attempt per ``retry_after`` seconds, so an outage never stalls the loop.
+        """
+        if self._sock is not None:
+            return True
+        if self._closed or self._reconnecting or time.monotonic() - self._failed_at < self._retry_after:
+            return False
+        if not self._ever_connected:
+            self._ever_connected = True
+            try:
+                sock = self._connect_blocking()
+            except BrokerUnavailable as exc:
+                self._failed(exc)
+                return False
+            self._adopt(loop, sock)
+            return True
+        self._reconnecting = True
+        threading.Thread(target=self._reconnect, args=(loop,), name="cpfleet-aiopush-connect", daemon=True).start()
+        return False
+
+    def _reconnect(self, loop: asyncio.AbstractEventLoop) -> None:
+        try:
+            sock = self._connect_blocking()
+        except BrokerUnavailable as exc:
+            self._failed(exc)
+            self._reconnecting = False
             return
-        if self._closed:
-            raise BrokerUnavailable("the client is closed")
-        if self._connecting is None or self._connecting.done():
-            self._connecting = asyncio.get_running_loop().create_task(self._open())
-        await asyncio.shield(self._connecting)
 
-    async def _open(self) -> None:
-        loop = asyncio.get_running_loop()
+        def adopt() -> None:
+            self._reconnecting = False
+            if self._closed or self._sock is not None:
+                sock.close()
+            else:
+                self._adopt(loop, sock)
+
+        try:
+            loop.call_soon_threadsafe(adopt)
+        except RuntimeError:  # the loop closed meanwhile
+            sock.close()
+            self._reconnecting = False
+
+    def _failed(self, exc: BrokerUnavailable) -> None:
+        self._failed_at = time.monotonic()
+        self.last_error = exc
+
+    def _connect_blocking(self) -> socket.socket:
+        """A connected socket, authenticated and on the URL's database (blocking, bounded)."""
         params: dict[str, Any] = parse_url(self.redis_url)
-        unix = params.get("connection_class") is UnixDomainSocketConnection
         try:
-            if unix:
-                targets: list[tuple[int, Any]] = [(socket.AF_UNIX, params["path"])]
+            if params.get("connection_class") is UnixDomainSocketConnection:
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                try:
+                    sock.settimeout(self._connect_timeout)
+                    sock.connect(params["path"])
+                except BaseException:
+                    sock.close()
+                    raise
             else:
-                infos = await loop.getaddrinfo(
-                    params.get("host", "localhost"), params.get("port", 6379), type=socket.SOCK_STREAM
+                sock = socket.create_connection(
+                    (params.get("host", "localhost"), params.get("port", 6379)), timeout=self._connect_timeout
                 )
-                targets = [(family, addr) for family, _, _, _, addr in infos]
-            sock = await asyncio.wait_for(_connect_first(loop, targets), 5.0)
-        except (TimeoutError, OSError) as exc:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError as exc:
             raise BrokerUnavailable(f"cannot reach Redis for publishing: {exc}") from exc
-        # The socket is this object's own (not only the transport's), so that it can be closed
-        # even after its loop is: a loop that ended without closing it would otherwise leak it.
-        self._sock = sock
-        factory = functools.partial(_Protocol, self)
         try:
-            if unix:
-                transport, protocol = await loop.create_unix_connection(factory, sock=sock)
-            else:
-                transport, protocol = await loop.create_connection(factory, sock=sock)
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _SNDBUF)
+            self._hello(sock, params)
         except BaseException:
-            self._sock = None
             sock.close()
             raise
-        assert isinstance(transport, asyncio.Transport)
-        if self._closed:
-            transport.abort()
-            raise BrokerUnavailable("the client is closed")
-        self._transport, self._protocol = transport, protocol
-        hello: list[bytes] = []
+        return sock
+
+    def _adopt(self, loop: asyncio.AbstractEventLoop, sock: socket.socket) -> None:
+        sock.setblocking(False)
+        loop.add_reader(sock, self._readable)
+        self._loop, self._sock = loop, sock
+        self._inbuf.clear()
+        self._outbuf.clear()
+
+    def _hello(self, sock: socket.socket, params: dict[str, Any]) -> None:
+        """AUTH and SELECT as the URL asks, answered before the socket is handed to the loop."""
+        commands: list[bytes] = []
         if params.get("password"):
             user = params.get("username")
-            hello.append(_command(b"AUTH", *([user.encode()] if user else []), params["password"].encode()))
+            commands.append(_command(b"AUTH", *([user.encode()] if user else []), params["password"].encode()))
         if params.get("db"):
-            hello.append(_command(b"SELECT", str(params["db"]).encode()))
-        for cmd in hello:
-            answered: asyncio.Future[BaseException | None] = loop.create_future()
-
-            def answer(err: BaseException | None, f: asyncio.Future[BaseException | None] = answered) -> None:
-                if not f.done():
-                    f.set_result(err)
-
-            self._send(cmd, answer)
-            err = await answered
-            if err is not None:
-                self._drop(f"Redis refused the publishing connection: {err}")
-                raise BrokerUnavailable(f"Redis refused the publishing connection: {err}")
+            commands.append(_command(b"SELECT", str(params["db"]).encode()))
+        if not commands:
+            return
+        try:
+            sock.sendall(b"".join(commands))
+            got = b""
+            while got.count(b"\r\n") < len(commands):
+                chunk = sock.recv(4096)
+                if not chunk:
+                    raise OSError("connection closed by Redis")
+                got += chunk
+        except OSError as exc:
+            raise BrokerUnavailable(f"cannot reach Redis for publishing: {exc}") from exc
+        for line in got.split(b"\r\n")[: len(commands)]:
+            if not line.startswith(b"+"):
+                raise BrokerUnavailable(
+                    f"Redis refused the publishing connection: {line[1:].decode('utf-8', 'replace')}"
+                )
 
     def push(self, values: Sequence[bytes], done: Done) -> None:
-        """Write one LPUSH of ``values`` now; ``done(None)`` once Redis has them, else
-        ``done(BrokerFull | BrokerUnavailable)``. The connection must be open (``connected``)."""
-        if not self.connected:
+        """Send one LPUSH of ``values`` now; ``done(None)`` once Redis has them, else
+        ``done(BrokerFull | BrokerUnavailable)`` (on the loop, later). Must be connected."""
+        if self._sock is None or self._loop is None:
             done(BrokerUnavailable("not connected to Redis"))
             return
         self.pushes += 1
-        self._send(lpush_command(self._queue, values), done)
-        assert self._transport is not None
-        if self._transport.get_write_buffer_size():
-            self.buffered += 1
-
-    def _send(self, data: bytes, done: Done) -> None:
-        assert self._transport is not None
-        loop = asyncio.get_running_loop()
-        self._waiting.append((loop.time(), done))
-        self._transport.write(data)
+        self._waiting.append((self._loop.time(), done))
         if self._timer is None:
-            self._timer = loop.call_later(self._reply_timeout, self._check_timeout)
+            self._timer = self._loop.call_later(self._reply_timeout, self._check_timeout)
+        data = lpush_command(self._queue, values)
+        if self._outbuf:
+            self._outbuf += data
+            self.buffered += 1
+            return
+        try:
+            sent = self._sock.send(data)
+        except BlockingIOError:
+            sent = 0
+        except OSError as exc:
+            self._drop(f"cannot send: {exc}")
+            return
+        if sent < len(data):
+            self.buffered += 1
+            self._outbuf += memoryview(data)[sent:]
+            self._loop.add_writer(self._sock, self._writable)
 
-    def _reply(self, protocol: _Protocol, error: str | None) -> None:
-        if protocol is not self._protocol:
+    def _writable(self) -> None:
+        if self._sock is None or self._loop is None:
             return
-        if not self._waiting:
-            self._drop("a reply from Redis that nothing waited for")
+        try:
+            sent = self._sock.send(self._outbuf)
+        except BlockingIOError:
             return
-        _, done = self._waiting.popleft()
-        if error is None:
-            done(None)
-        elif error.startswith("OOM"):
-            done(BrokerFull(f"Redis is full (maxmemory reached, noeviction): {error}"))
-        else:
-            done(BrokerUnavailable(f"Redis refused the push: {error}"))
+        except OSError as exc:
+            self._drop(f"cannot send: {exc}")
+            return
+        del self._outbuf[:sent]
+        if not self._outbuf:
+            self._loop.remove_writer(self._sock)
+
+    def _readable(self) -> None:
+        if self._sock is None:
+            return
+        try:
+            data = self._sock.recv(65536)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self._drop(f"connection lost: {exc}")
+            return
+        if not data:
+            self._drop("connection closed by Redis")
+            return
+        self._inbuf += data
+        while self._sock is not None:
+            end = self._inbuf.find(b"\r\n")
+            if end < 0:
+                return
+            line = bytes(self._inbuf[:end])
+            del self._inbuf[: end + 2]
+            kind = line[:1]
+            if kind not in (b"+", b":", b"-"):
+                self._drop(f"unexpected reply from Redis: {line[:80]!r}")
+                return
+            if not self._waiting:
+                self._drop("a reply from Redis that nothing waited for")
+                return
+            _, done = self._waiting.popleft()
+            done(None if kind != b"-" else _error(line[1:].decode("utf-8", "replace")))
 
     def _check_timeout(self) -> None:
         self._timer = None
-        if not self._waiting:
+        if not self._waiting or self._loop is None:
             return
-        loop = asyncio.get_running_loop()
-        age = loop.time() - self._waiting[0][0]
+        age = self._loop.time() - self._waiting[0][0]
         if age >= self._reply_timeout:
             self._drop(f"no reply from Redis within {self._reply_timeout:g}s")
         else:
-            self._timer = loop.call_later(self._reply_timeout - age, self._check_timeout)
-
-    def _lost(self, protocol: _Protocol, why: str) -> None:
-        if protocol is self._protocol:
-            self._drop(why)
+            self._timer = self._loop.call_later(self._reply_timeout - age, self._check_timeout)
 
     def _drop(self, why: str) -> None:
-        """Fail every push still waiting (whether Redis has them is unknown) and forget the connection."""
-        transport, self._transport, self._protocol = self._transport, None, None
-        self._sock = None  # the transport closes it
+        """Fail every push still waiting (whether Redis has them is unknown) and close the socket;
+        the next ``ensure`` connects again."""
+        sock, self._sock = self._sock, None
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        waiting, self._waiting = self._waiting, collections.deque()
-        for _, done in waiting:
-            done(BrokerUnavailable(f"cannot publish to Redis: {why}"))
-        if transport is not None:
-            transport.abort()
-
-    def close(self) -> None:
-        """Fail what still waits and close; the pusher cannot be used again. On its loop's thread."""
-        self._closed = True
-        self._drop("the client closed")
-
-    def dispose(self) -> None:
-        """Close the socket of a pusher whose loop is closed (its transport can no longer do it)."""
-        self._closed = True
-        self._transport, self._protocol = None, None
-        sock, self._sock = self._sock, None
+        if sock is not None and self._loop is not None and not self._loop.is_closed():
+            self._loop.remove_reader(sock)
+            self._loop.remove_writer(sock)
         if sock is not None:
             sock.close()
+        self._outbuf.clear()
+        self._inbuf.clear()
+        waiting, self._waiting = self._waiting, collections.deque()
+        error = BrokerUnavailable(f"cannot publish to Redis: {why}")
+        self.last_error = error
+        for _, done in waiting:
+            done(error)
 
-
-async def _connect_first(loop: asyncio.AbstractEventLoop, targets: list[tuple[int, Any]]) -> socket.socket:
-    """A connected non-blocking stream socket to the first of ``targets`` that accepts."""
-    error: OSError = OSError("no address to connect to")
-    for family, addr in targets:
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        try:
-            sock.setblocking(False)
-            if family != socket.AF_UNIX:
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            await loop.sock_connect(sock, addr)
-            return sock
-        except OSError as exc:
-            sock.close()
-            error = exc
-        except BaseException:
-            sock.close()
-            raise
-    raise error
+    def close(self) -> None:
+        """Fail what still waits and close for good; on the loop's thread, or after the loop closed."""
+        self._closed = True
+        if self._loop is not None and self._loop.is_closed():
+            self._timer = None  # its loop is gone: nothing to cancel there
+            sock, self._sock = self._sock, None
+            if sock is not None:
+                sock.close()
+            return
+        self._drop("the client closed")

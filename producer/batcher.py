@@ -5,9 +5,9 @@ published in micro-batches: the queue is flushed when it holds ``chunk`` calls, 
 the loop iteration that queued the first of them (``call_soon``), so an idle loop publishes a
 lone call at once and a burst goes out in chunks while later calls are still being made. A
 chunk is validated, registered with the client (stamped, given its futures and deadlines) and
-encoded on the loop itself, a few microseconds per job, and written at once on the loop's own
+encoded on the loop itself, a few microseconds per job, and sent at once on the loop's own
 Redis connection (``producer.aiopush``): the LPUSH leaves during the call that completed the
-chunk, and the loop never waits on the network. A call whose inline tests this process has not
+chunk, and the loop does not wait for Redis's answer. A call whose inline tests this process has not
 stored yet, or a chunk that finds the client at ``max_in_flight``, takes the blocking path
 instead: a thread that registers the tests and waits for room (one such publish at a time, so
 its batch grows with the load by itself). Over TLS the client's publishing thread does the push.
@@ -33,7 +33,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import concurrent.futures as cf
-import contextlib
 import copy
 import functools
 import threading
@@ -102,13 +101,6 @@ class AsyncEvaluator:
     ) -> JobResult:
         if asyncio.get_running_loop() is not self._loop:
             raise RuntimeError("this AsyncEvaluator belongs to another event loop: use FleetClient.evaluate")
-        pusher = self._pusher
-        if pusher is not None and not pusher.connected:
-            # the loop's publishing connection opens on first use (and again after an error);
-            # the calls made meanwhile wait for it, then publish as usual (first, so that
-            # nothing below suspends between the dedupe lookup and registering the call)
-            with contextlib.suppress(Exception):  # unreachable: the publishing thread reports it
-                await pusher.connect()
         self.stats.calls += 1
         job: dict[str, Any] = {"completion": completion, "job_id": job_id, "reward_shape": reward_shape, "mode": mode}
         if timeout is not None:
@@ -178,7 +170,7 @@ class AsyncEvaluator:
         """Validate, register (stamp) and encode on the loop, then push: on the loop's own
         connection when there is one (the bytes leave now), else on the client's publishing thread."""
         pusher = self._pusher
-        if pusher is not None and not pusher.connected:  # lost since the call was queued
+        if pusher is not None and not pusher.ensure(self._loop):  # unreachable for now: the thread reports it
             pusher = None
         fleet = self._fleet
         specs: list[Any] = []
@@ -259,20 +251,17 @@ class AsyncEvaluator:
         pusher = self._pusher
         if pusher is None:
             return
-        if self._loop.is_closed():
-            pusher.dispose()
-            return
         try:
-            running = asyncio.get_running_loop()
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
             running = None
-        if running is self._loop:
+        if running is self._loop or self._loop.is_closed():
             pusher.close()
             return
         try:
             self._loop.call_soon_threadsafe(pusher.close)
         except RuntimeError:  # closed meanwhile
-            pusher.dispose()
+            pusher.close()
 
     def _flush_blocking(self) -> None:
         if self._blocking_busy or not self._blocking:

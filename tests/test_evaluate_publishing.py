@@ -73,7 +73,7 @@ def test_pushes_land_in_order_in_the_urls_database_after_auth(own_redis: RedisSe
 
     async def main() -> list[BaseException | None]:
         pusher = AsyncPusher(url, "q")
-        await pusher.connect()
+        assert pusher.ensure(asyncio.get_running_loop())
         outcomes = await asyncio.gather(push(pusher, [b"a", b"b"]), push(pusher, [b"c"]), push(pusher, [b"d" * 100_000]))
         pusher.close()
         return outcomes
@@ -84,14 +84,17 @@ def test_pushes_land_in_order_in_the_urls_database_after_auth(own_redis: RedisSe
     assert db3.llen("q") == 1 and redis.Redis(port=own_redis.port, password="s3cret", db=0).llen("q") == 0
 
 
-def test_a_wrong_password_is_broker_unavailable_at_connect(own_redis: RedisServer) -> None:
+def test_a_wrong_password_is_broker_unavailable_at_connect_and_not_retried_at_once(own_redis: RedisServer) -> None:
     redis.Redis.from_url(own_redis.url).config_set("requirepass", "s3cret")
 
-    async def main() -> None:
-        await AsyncPusher(f"redis://:wrong@127.0.0.1:{own_redis.port}/0", "q").connect()
+    async def main() -> tuple[bool, bool, BaseException | None]:
+        pusher = AsyncPusher(f"redis://:wrong@127.0.0.1:{own_redis.port}/0", "q", retry_after=60)
+        loop = asyncio.get_running_loop()
+        return pusher.ensure(loop), pusher.ensure(loop), pusher.last_error
 
-    with pytest.raises(BrokerUnavailable, match="refused"):
-        asyncio.run(main())
+    first, again, error = asyncio.run(main())
+    assert not first and not again
+    assert isinstance(error, BrokerUnavailable) and "refused" in str(error)
 
 
 def test_a_full_redis_fails_only_the_refused_push_as_broker_full(own_redis: RedisServer) -> None:
@@ -99,7 +102,7 @@ def test_a_full_redis_fails_only_the_refused_push_as_broker_full(own_redis: Redi
 
     async def main() -> tuple[Any, Any, Any]:
         pusher = AsyncPusher(own_redis.url, "q")
-        await pusher.connect()
+        assert pusher.ensure(asyncio.get_running_loop())
         first = await push(pusher, [b"small"])
         r.config_set("maxmemory", str(int(r.info("memory")["used_memory"]) + 256 * 1024))
         refused = await push(pusher, [b"x" * (1 << 20)])
@@ -122,7 +125,7 @@ def test_a_redis_that_never_answers_fails_every_waiting_push_after_the_reply_tim
         server = await asyncio.start_server(silent, "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
         pusher = AsyncPusher(f"redis://127.0.0.1:{port}/0", "q", reply_timeout=0.3)
-        await pusher.connect()
+        assert pusher.ensure(asyncio.get_running_loop())  # the kernel completes the connect (listen backlog)
         outcomes = await asyncio.wait_for(asyncio.gather(push(pusher, [b"a"]), push(pusher, [b"b"])), 10)
         assert not pusher.connected
         server.close()
@@ -147,8 +150,16 @@ def test_evaluate_calls_get_broker_unavailable_when_redis_goes_away_and_work_aga
             assert await asyncio.to_thread(
                 wait_until, lambda: redis.Redis.from_url(own_redis.url).llen("nobody-listens-aio") == 1, 30
             )
-            first.cancel()
-            later.cancel()
+            assert ev._pusher is not None
+            pushes = ev._pusher.pushes
+            await asyncio.sleep(1.1)  # past retry_after: the next publish reopens the loop's connection ...
+            again = [asyncio.ensure_future(fleet.evaluate("t/echo", echo(3)))]  # ... off the loop
+            await asyncio.sleep(0.3)
+            again.append(asyncio.ensure_future(fleet.evaluate("t/echo", echo(4))))
+            await asyncio.sleep(0.1)
+            assert ev._pusher.connected and ev._pusher.pushes == pushes + 1  # the last went on it
+            for task in (first, later, *again):
+                task.cancel()
             return outcome[0], ev.stats.published
 
         err, published = asyncio.run(main())
