@@ -86,7 +86,7 @@ class ZygoteRunner(CodeRunner):
         self._proc: subprocess.Popen[bytes] | None = None
         self._ctrl: socket.socket | None = None
         self._job: Job | None = None
-        self._spare: Job | None = None  # the next job's processes, made ahead (see _make_spare)
+        self._spare: Job | None = None  # the next job's processes, made ahead (see prepare_next)
         self._report = IsolationReport()
         self._cgroup: SlotCgroup | None = None
         self._slot: Slot = claim_slot()
@@ -272,13 +272,17 @@ class ZygoteRunner(CodeRunner):
             job.image_bytes = elf_load_bytes(image.files[main[len("{prog}/"):]][0])
         return job
 
-    def _make_spare(self) -> None:
-        """Have the zygote start the next job's processes now, not when its program arrives:
-        the fork of the job process and of its init, the namespaces, /proc, the seccomp filter
-        and the first test directory cost ~2 ms that a job otherwise waits for. The spare runs
-        nothing until ``_load_spare`` sends it a program, and serves that one job only."""
+    def prepare_next(self) -> None:
+        """Have the zygote start the next job's processes now, while the caller is idle, not
+        when its program arrives: the fork of the job process and of its init, the namespaces,
+        /proc, the seccomp filter and the first test directory cost ~2 ms that a job otherwise
+        waits for. The spare runs nothing until ``_load_spare`` sends it a program, and serves
+        that one job only. Made on request only: in a stream of jobs with no idle time between
+        them, building it beside a running test would only compete with that test for a CPU."""
         if self._spare is not None or self._ctrl is None:
             return
+        if self._proc is None or self._proc.poll() is not None:
+            return  # the zygote is gone: the next job restarts it
         job = Job()
         try:
             zygote.send(self._ctrl, {"op": "job", "mode": self.mode, "spare": True,
@@ -321,7 +325,6 @@ class ZygoteRunner(CodeRunner):
             job, self._spare = self._spare, None
             reply = self._load_spare(job, payload, fn_name)
             if reply is not None:
-                self._make_spare()
                 return self._opened(job, reply)
         job = Job()
         memfd = os.memfd_create("solution", os.MFD_CLOEXEC)
@@ -341,8 +344,6 @@ class ZygoteRunner(CodeRunner):
             raise SandboxBroken(f"starting the job failed: {type(e).__name__}: {e}") from e
         finally:
             os.close(memfd)
-        if mode == self.mode:
-            self._make_spare()
         return self._opened(job, reply)
 
     def _opened(self, job: Job, reply: dict[str, Any]) -> tuple[Job | None, str | None]:
