@@ -174,8 +174,11 @@ def evaluate_task(self: Any, job: Any = None, *args: Any, **kwargs: Any) -> None
         joblog.log_event("job_withdrawn", job_id=msg.job_id, problem_id=msg.problem_id, reason=why, worker=hostname)
         return
     result = run_job(msg, hostname)
-    _record(result)
-    push_reply(resources.redis, msg.reply_to, result, msg.reply_ttl, settings.reply_retry_s, keep_until=msg.deadline)
+    try:
+        push_reply(resources.redis, msg.reply_to, result, msg.reply_ttl, settings.reply_retry_s, keep_until=msg.deadline)
+    finally:
+        _record(result)  # after the reply: the client need not wait for metrics and the job log line
+        resources.prepare_next()  # the next job's sandbox is set up while this process waits for it
 
 
 def _reject(task_id: str, job: Any, reason: str, hostname: str) -> None:
