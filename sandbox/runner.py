@@ -140,6 +140,10 @@ class CodeRunner(ABC):
     def isolation(self) -> IsolationReport:
         """The isolation layers this runner got."""
 
+    def prepare_next(self) -> None:  # noqa: B027 - optional hook
+        """The caller has no test to run until its next ``load``: set up now, off the request
+        path, what the next job needs (the fork server starts a spare job). Optional hook."""
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release the runner's processes and resources."""
 

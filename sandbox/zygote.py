@@ -12,6 +12,11 @@ Process tree (one per runner, i.e. per worker slot)::
             test   forks, confines itself (sandbox/isolation.py) and runs the program; after
                    it exits the init SIGKILLs everything left in the namespace and reaps it
 
+A runner keeps one spare job ready (``"spare": True``): its job process and init are made, and
+its /proc, filter and test directory set up, while the runner waits for work; the program's
+source arrives later in a "load" message. The spare has run nothing and is used for one job
+only, so it is as fresh as a job started on demand, and a job's start costs a compile.
+
 The zygote is exec'd, not forked from the runner, so nothing the runner holds (expected
 outputs, Redis connections) exists in any memory a child can read. Test inputs reach a child
 as a memfd on fd 0; outputs leave through pipes the runner drains and caps.
@@ -298,8 +303,13 @@ class JobInit:
         self.sock = socket.socket(fileno=fds[0])
         self.program = program  # program mode: {"dir", "argv", "env"}
         self.program_error = program_error
-        self.source = b"" if self.mode == "program" else _read_all(fds[1])
-        os.close(fds[1])
+        # A spare job is started before its program exists: the runner's "load" message brings
+        # the source (see _await_source); its test directory size is known ahead (box_bytes).
+        self.spare = bool(msg.get("spare")) and self.mode != "program"
+        self.box_bytes = int(msg.get("box_bytes") or 0)
+        self.source = b"" if self.mode == "program" or self.spare else _read_all(fds[1])
+        if len(fds) > 1:
+            os.close(fds[1])
         self.code: Any = None
         self.box = isolation.TestBoxState(box) if box is not None else None
         self.last_pid_fd = -1
@@ -325,6 +335,8 @@ class JobInit:
                 else:
                     self._open_pid_counter()
             self._restrict_self()
+            if self.spare and not self._await_source():
+                return
             error = self._compile()
             send(self.sock, {"ok": error is None, "error": error or "", "layers": self.z.layers,
                              "notes": self.z.notes, "infra": bool(self.program_error)})
@@ -357,6 +369,27 @@ class JobInit:
             except OSError as e:
                 self.z.layers["seccomp"] = False
                 self.z.notes.append(f"seccomp filter refused ({e})")
+
+    def _await_source(self) -> bool:
+        """A spare job: everything that does not depend on the program (namespaces, /proc, the
+        filter, a fresh test directory of the usual size) is done while the runner is idle;
+        then wait for the "load" message carrying the source (a memfd) and the fn_name. False:
+        the runner dropped the spare (EOF) or sent something else, and the job ends unused."""
+        if self.box is not None and self.box_bytes > 0:
+            try:
+                self.box.ensure_fresh(self.box_bytes)
+            except OSError:
+                pass  # not clean: the first test asks again and reports the failure
+        msg, fds = recv(self.sock)
+        try:
+            if msg is None or msg.get("op") != "load" or len(fds) != 1:
+                return False
+            self.fn_name = msg.get("fn_name") or None
+            self.source = _read_all(fds[0])
+            return True
+        finally:
+            for fd in fds:
+                os.close(fd)
 
     def _compile(self) -> str | None:
         if self.mode == "program":

@@ -36,6 +36,8 @@ def _pool_process_init(**_: Any) -> None:
     except Exception:
         # Not fatal here: the first job retries and, failing again, answers INTERNAL.
         log.exception("could not start the sandbox runner in this pool process")
+        return
+    resources.prepare_next()
 
 
 @signals.worker_init.connect(weak=False)

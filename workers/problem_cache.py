@@ -71,9 +71,12 @@ class ProblemCache:
         found = self.lookup(problem_id)
         return None if found is None else (found.problem, found.version)
 
-    def lookup(self, problem_id: str) -> CacheLookup | None:
-        """Like ``get``, also saying whether the problem came from memory (for ``cache_hit``)."""
-        version = fetch_version(self._client, problem_id)
+    def lookup(self, problem_id: str, *, known_version: str | None = None, version_known: bool = False) -> CacheLookup | None:
+        """Like ``get``, also saying whether the problem came from memory (for ``cache_hit``).
+
+        ``version_known``: the caller read the stored version (``known_version``, None when the
+        id is not stored) in this job's own round trip just now, so it is not asked again."""
+        version = known_version if version_known else fetch_version(self._client, problem_id)
         with self._lock:
             if version is None:
                 self.stats.unknown += 1

@@ -98,6 +98,17 @@ class ProcessResources:
                 self._runner = runner
             return self._runner
 
+    def prepare_next(self) -> None:
+        """Idle until the next job: let the runner, if there is one, set up that job's sandbox
+        now (never builds a runner; a failure here is logged and the next job starts as usual)."""
+        runner = self._runner
+        if runner is None or os.getpid() != self._pid:
+            return
+        try:
+            runner.prepare_next()
+        except Exception:
+            log.exception("preparing the next sandbox job failed")
+
     def reset_runner(self) -> None:
         """Close the runner (after a soft time limit or an internal error); the next job makes a new one."""
         with self._lock:

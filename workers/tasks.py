@@ -27,7 +27,7 @@ from cpfleet.core.verdict import Verdict
 from cpfleet.workers import joblog
 from cpfleet.workers.app import app, resources, settings
 from cpfleet.workers.replies import push_reply
-from cpfleet.workers.withdrawal import withdrawn
+from cpfleet.workers.withdrawal import Admission, admit
 
 log = logging.getLogger("cpfleet.worker")
 
@@ -58,8 +58,9 @@ def _debug_hook(msg: JobMessage) -> None:
                 pass
 
 
-def run_job(msg: JobMessage, hostname: str) -> JobResult:
-    """Look the problem up, serve from the result cache or run the sandbox; never raises."""
+def run_job(msg: JobMessage, hostname: str, admission: Admission | None = None) -> JobResult:
+    """Look the problem up, serve from the result cache or run the sandbox; never raises.
+    ``admission``: the withdrawal check's answer, which may carry the problem's version."""
     started = time.time()
     queued_ms = max(0.0, (started - msg.submitted_at) * 1000.0) if msg.submitted_at else 0.0
     result: JobResult
@@ -69,7 +70,7 @@ def run_job(msg: JobMessage, hostname: str) -> JobResult:
             # The caller has already given up on this job (and answered it INTERNAL itself).
             result = JobResult.infra(msg.job_id, msg.problem_id, "deadline passed before a worker picked the job up")
         else:
-            result = _judge_job(msg)
+            result = _judge_job(msg, admission or Admission(None))
     except SoftTimeLimitExceeded:
         resources.reset_runner()  # interrupted mid-test: never reuse that runner
         result = JobResult.infra(
@@ -86,8 +87,9 @@ def run_job(msg: JobMessage, hostname: str) -> JobResult:
     return result
 
 
-def _judge_job(msg: JobMessage) -> JobResult:
-    found = resources.problems.lookup(msg.problem_id)
+def _judge_job(msg: JobMessage, admission: Admission) -> JobResult:
+    found = resources.problems.lookup(msg.problem_id, known_version=admission.version,
+                                      version_known=admission.version_read)
     _record_problem_lookup("unknown" if found is None else found.outcome)
     if found is None:
         return JobResult.infra(
@@ -169,13 +171,17 @@ def evaluate_task(self: Any, job: Any = None, *args: Any, **kwargs: Any) -> None
     except ProtocolError as exc:
         _reject(self.request.id, job, str(exc), hostname)
         return
-    why = withdrawn(resources.redis, msg)
-    if why is not None:
-        joblog.log_event("job_withdrawn", job_id=msg.job_id, problem_id=msg.problem_id, reason=why, worker=hostname)
+    admission = admit(resources.redis, msg)
+    if admission.withdrawn is not None:
+        joblog.log_event("job_withdrawn", job_id=msg.job_id, problem_id=msg.problem_id, reason=admission.withdrawn,
+                         worker=hostname)
         return
-    result = run_job(msg, hostname)
-    _record(result)
-    push_reply(resources.redis, msg.reply_to, result, msg.reply_ttl, settings.reply_retry_s, keep_until=msg.deadline)
+    result = run_job(msg, hostname, admission)
+    try:
+        push_reply(resources.redis, msg.reply_to, result, msg.reply_ttl, settings.reply_retry_s, keep_until=msg.deadline)
+    finally:
+        _record(result)  # after the reply: the client need not wait for metrics and the job log line
+        resources.prepare_next()  # the next job's sandbox is set up while this process waits for it
 
 
 def _reject(task_id: str, job: Any, reason: str, hostname: str) -> None:

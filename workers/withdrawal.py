@@ -6,12 +6,14 @@ crashed client's claim expires. A job whose message names a client that no longe
 token it was sent under, or whose wire id is in that client's cancelled set, is dropped unjudged
 and unanswered (nobody waits for the answer: the client resolved or abandoned the future). One
 round trip per job, read-only, so it works while Redis is full. Messages without a client token
-(older clients) always run.
+(older clients) always run. The same round trip reads the job's problem version, which the
+problem cache would otherwise ask for in a round trip of its own (``admit``).
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 import redis
@@ -24,34 +26,52 @@ log = logging.getLogger("cpfleet.worker")
 OWNER_GONE = "client gone"
 CANCELLED = "cancelled"
 
+# KEYS: claim, cancelled set, problem hash; ARGV: claim token, wire id, version field.
+# Answers {code, problem version or nil}; Lua's false (a missing field) arrives as nil.
 _CHECK = """
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 1 end
-if redis.call('SISMEMBER', KEYS[2], ARGV[2]) == 1 then return 2 end
-return 0
+local version = redis.call('HGET', KEYS[3], ARGV[3])
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {1, version} end
+if redis.call('SISMEMBER', KEYS[2], ARGV[2]) == 1 then return {2, version} end
+return {0, version}
 """
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """Whether a job may run, and its problem's stored version if it was read on the way."""
+
+    withdrawn: str | None  # OWNER_GONE, CANCELLED, or None: run it
+    version_read: bool = False  # True: ``version`` is what the store held (None: not stored)
+    version: str | None = None
 
 _script: Any = None  # a redis-py Script (EVALSHA, falling back to EVAL), run on the caller's client
 
 
 def withdrawn(client: redis.Redis, msg: JobMessage) -> str | None:
-    """Why ``msg`` must not run (``OWNER_GONE`` or ``CANCELLED``), or None to run it.
+    """Why ``msg`` must not run (``OWNER_GONE`` or ``CANCELLED``), or None to run it."""
+    return admit(client, msg).withdrawn
 
-    A Redis error answers None: when the check cannot be made the job runs, as it always did;
-    withdrawing is about not wasting work, never about what a job is paid.
+
+def admit(client: redis.Redis, msg: JobMessage) -> Admission:
+    """Whether ``msg`` runs, and (same round trip) its problem's stored version.
+
+    A Redis error admits the job with the version unread: when the check cannot be made the
+    job runs, as it always did (withdrawing is about not wasting work, never about what a job
+    is paid), and the problem lookup asks Redis itself, failing as it would have.
     """
     if msg.client_id is None or msg.client_token is None:
-        return None
+        return Admission(None)
     global _script
     if _script is None:
         _script = client.register_script(_CHECK)
-    keys = [protocol.client_claim_key(msg.client_id), protocol.cancelled_key(msg.client_id)]
+    keys = [protocol.client_claim_key(msg.client_id), protocol.cancelled_key(msg.client_id),
+            protocol.problem_key(msg.problem_id)]
     try:
-        code = _script(keys=keys, args=[msg.client_token, msg.job_id], client=client)
+        code, version = _script(keys=keys, args=[msg.client_token, msg.job_id, protocol.PROBLEM_FIELD_VERSION],
+                                client=client)
     except redis.RedisError as exc:
         log.warning("job %s: could not check whether it was withdrawn (%s): running it", msg.job_id, exc)
-        return None
-    if code == 1:
-        return OWNER_GONE
-    if code == 2:
-        return CANCELLED
-    return None
+        return Admission(None)
+    why = OWNER_GONE if code == 1 else CANCELLED if code == 2 else None
+    text = version.decode() if isinstance(version, bytes) else version if isinstance(version, str) else None
+    return Admission(why, True, text)
