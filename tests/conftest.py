@@ -73,3 +73,34 @@ def runner(request: pytest.FixtureRequest) -> Iterator[CodeRunner]:
     r = make_runner(request.param)
     yield r
     r.close()
+
+
+# Modules whose tests run whole datasets or start, kill and restart real fleets: each costs tens
+# of seconds, so ``scripts/test --quick`` (``-m "not slow"``) leaves them to the full suite, as it
+# does the subprocess runner's copy of every runner-parametrised test (the quick loop checks the
+# fork server, the default; the full suite checks both runners alike).
+SLOW_MODULES = frozenset(
+    {
+        "test_checker_programs",
+        "test_fleet_cancel",
+        "test_fleet_e2e",
+        "test_fleet_faults",
+        "test_fleet_integrity",
+        "test_fleet_languages",
+        "test_flower_workers",
+        "test_icpc_kattis",
+        "test_icpc_languages",
+        "test_runner_equivalence",
+    }
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        on_subprocess_runner = callspec is not None and "subprocess" in (
+            callspec.params.get("runner"),
+            callspec.params.get("kind"),
+        )
+        if item.path.stem in SLOW_MODULES or on_subprocess_runner:
+            item.add_marker(pytest.mark.slow)

@@ -104,6 +104,7 @@ def test_an_invalid_job_anywhere_in_the_batch_publishes_nothing(redis_url: str) 
 # --- 3. backpressure: a job's deadline counts from its publication ------------------------------
 
 
+@pytest.mark.slow
 def test_jobs_waiting_for_room_are_stamped_when_published_and_all_run(fleet_url: str) -> None:
     with FleetClient(fleet_url, timeout=4, max_in_flight=2) as client:
         client.register_problems([ECHO])

@@ -117,6 +117,7 @@ def test_a_wall_backstop_kill_says_so_and_is_marked_load_dependent(runner: CodeR
     assert "CPU time limit 0.2s not reached" in r.error
 
 
+@pytest.mark.slow
 def test_a_program_starved_of_cpu_is_not_killed_by_the_wall_backstop() -> None:
     # Machine load must not turn a program within its CPU limit into TIME_LIMIT: the runner and
     # six CPU hogs share one CPU, so the program (0.8 s of CPU, limit 1 s) needs ~5.6 s of wall

@@ -295,6 +295,7 @@ def test_pool_processes_and_their_runners_are_gone_after_the_run() -> None:
     assert new_ones() == []
 
 
+@pytest.mark.slow
 def test_a_killed_pool_process_costs_no_job(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fault injection: SIGKILL a pool process mid-run; its jobs are re-run, none is lost or zeroed."""
     import os

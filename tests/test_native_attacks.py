@@ -42,12 +42,14 @@ int main(void){ for(;;) fork(); }
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("language", ["c", "cpp"])
 def test_fork_bomb_is_contained(runner: CodeRunner, language: str, sane: None) -> None:
     rr = run(runner, language, FORK_BOMB, time_s=1, wall_factor=1.0, wall_slack_s=1.0)
     assert rr.status in (Verdict.TIME_LIMIT, Verdict.RUNTIME_ERROR)
 
 
+@pytest.mark.slow
 def test_memory_bomb_in_many_processes_is_bounded(runner: CodeRunner, sane: None) -> None:
     # 8 processes of 60 MB each under a 128 MB limit: the cgroup (or each process's rlimit) stops them
     src = """#include <stdlib.h>

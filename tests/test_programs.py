@@ -159,6 +159,7 @@ def test_pool_processes_racing_for_one_key_always_read_a_whole_entry(tmp_path: P
         assert pool.starmap(_race, [(str(tmp_path), "same", 1), (str(tmp_path), "same", 2)]) == [200, 200]
 
 
+@pytest.mark.slow
 def test_compile_that_exceeds_its_time_limit_is_not_cached(runner: CodeRunner, cache: programs.CompileCache) -> None:
     # 2^40 distinct instantiations
     bomb = ("template<int N, unsigned long long M> struct B { static const unsigned long long v = "

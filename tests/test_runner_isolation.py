@@ -163,6 +163,7 @@ def test_only_stdio_fds_are_inherited(runner: CodeRunner) -> None:
     assert out.strip() in (b"[0, 1, 2, 3]",)  # 3 is listdir's own handle on the directory
 
 
+@pytest.mark.slow
 def test_fork_bomb_is_contained_and_the_next_test_runs(runner: CodeRunner) -> None:
     code = src("""
         import os
@@ -651,6 +652,7 @@ def test_cpu_burnt_in_unreaped_children_counts_toward_the_time_limit(runner: Cod
     assert res.status == Verdict.TIME_LIMIT, (res.status, res.cpu_s, res.wall_s)
 
 
+@pytest.mark.slow
 def test_memory_of_all_processes_together_is_bounded_by_the_limit(runner: CodeRunner) -> None:
     if not runner.isolation.layers.get("cgroup"):
         pytest.skip("no writable memory cgroup on this machine: " + "; ".join(runner.isolation.notes))
