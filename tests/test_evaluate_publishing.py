@@ -188,3 +188,19 @@ def test_lpush_command_is_resp_for_any_bytes() -> None:
     values = [b"", b"\r\n", b"\x00\xff" * 3, json.dumps({"a": 1}).encode()]
     cmd = lpush_command(b"q", values)
     assert cmd.startswith(b"*6\r\n$5\r\nLPUSH\r\n$1\r\nq\r\n$0\r\n\r\n$2\r\n\r\n\r\n$6\r\n")
+
+
+def test_pushes_go_over_a_unix_socket_url(tmp_path: Any) -> None:
+    path = tmp_path / "redis.sock"
+    with RedisServer(launch=lambda argv: [*argv, "--unixsocket", str(path), "--unixsocketperm", "700"]) as server:
+        url = f"unix://{path}?db=2"
+
+        async def main() -> BaseException | None:
+            pusher = AsyncPusher(url, "q")
+            assert pusher.ensure(asyncio.get_running_loop())
+            outcome = await push(pusher, [b"over-unix"])
+            pusher.close()
+            return outcome
+
+        assert asyncio.run(main()) is None
+        assert redis.Redis(port=server.port, db=2).rpop("q") == b"over-unix"
