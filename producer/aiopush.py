@@ -36,7 +36,7 @@ from typing import Any
 
 from redis.connection import UnixDomainSocketConnection, parse_url
 
-from cpfleet.core.errors import BrokerFull, BrokerUnavailable
+from cpfleet.core.errors import BrokerFull, BrokerUnavailable, ClientClosed
 
 Done = Callable[[BaseException | None], None]
 
@@ -294,9 +294,10 @@ class AsyncPusher:
         else:
             self._timer = self._loop.call_later(self._reply_timeout - age, self._check_timeout)
 
-    def _drop(self, why: str) -> None:
+    def _drop(self, why: str, closing: bool = False) -> None:
         """Fail every push still waiting (whether Redis has them is unknown) and close the socket;
-        the next ``ensure`` connects again."""
+        the next ``ensure`` connects again. ``closing``: the client closed, which is what the
+        waiting calls are told."""
         sock, self._sock = self._sock, None
         if self._timer is not None:
             self._timer.cancel()
@@ -309,7 +310,9 @@ class AsyncPusher:
         self._outbuf.clear()
         self._inbuf.clear()
         waiting, self._waiting = self._waiting, collections.deque()
-        error = BrokerUnavailable(f"cannot publish to Redis: {why}")
+        error: BaseException = (
+            ClientClosed("FleetClient closed while submitting") if closing else BrokerUnavailable(f"cannot publish to Redis: {why}")
+        )
         self.last_error = error
         for _, done in waiting:
             done(error)
@@ -323,4 +326,4 @@ class AsyncPusher:
             if sock is not None:
                 sock.close()
             return
-        self._drop("the client closed")
+        self._drop("the client closed", closing=True)

@@ -17,7 +17,7 @@ import pytest
 import redis
 from fleet_helpers import FleetWorker, wait_until
 
-from cpfleet.core.errors import BrokerFull, BrokerUnavailable
+from cpfleet.core.errors import BrokerFull, BrokerUnavailable, ClientClosed
 from cpfleet.core.verdict import Verdict
 from cpfleet.producer.aiopush import AsyncPusher, lpush_command
 from cpfleet.producer.client import FleetClient
@@ -204,3 +204,21 @@ def test_pushes_go_over_a_unix_socket_url(tmp_path: Any) -> None:
 
         assert asyncio.run(main()) is None
         assert redis.Redis(port=server.port, db=2).rpop("q") == b"over-unix"
+
+
+def test_closing_fails_the_waiting_pushes_as_client_closed_not_as_an_unreachable_redis() -> None:
+    async def main() -> BaseException | None:
+        async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await reader.read(-1)
+
+        server = await asyncio.start_server(silent, "127.0.0.1", 0)
+        pusher = AsyncPusher(f"redis://127.0.0.1:{server.sockets[0].getsockname()[1]}/0", "q")
+        assert pusher.ensure(asyncio.get_running_loop())
+        waiting = push(pusher, [b"a"])
+        await asyncio.sleep(0.05)
+        pusher.close()
+        server.close()
+        return await waiting
+
+    outcome = asyncio.run(main())
+    assert isinstance(outcome, ClientClosed) and not isinstance(outcome, BrokerUnavailable)
