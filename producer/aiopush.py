@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import logging
 import socket
 import threading
 import time
@@ -39,6 +40,7 @@ from redis.connection import UnixDomainSocketConnection, parse_url
 from cpfleet.core.errors import BrokerFull, BrokerUnavailable, ClientClosed
 
 Done = Callable[[BaseException | None], None]
+log = logging.getLogger("cpfleet.client")
 
 _SNDBUF = 4 << 20  # bytes: a chunk of ordinary completions is well under this
 
@@ -66,6 +68,14 @@ def _error(reply: str) -> BaseException:
     if reply.startswith("OOM"):
         return BrokerFull(f"Redis is full (maxmemory reached, noeviction): {reply}")
     return BrokerUnavailable(f"Redis refused the push: {reply}")
+
+
+def _finish(done: Done, error: BaseException | None) -> None:
+    """Run a push's callback; one that raises must not stop the replies behind it."""
+    try:
+        done(error)
+    except Exception:
+        log.exception("a publish callback failed")
 
 
 class AsyncPusher:
@@ -282,7 +292,7 @@ class AsyncPusher:
                 self._drop("a reply from Redis that nothing waited for")
                 return
             _, done = self._waiting.popleft()
-            done(None if kind != b"-" else _error(line[1:].decode("utf-8", "replace")))
+            _finish(done, None if kind != b"-" else _error(line[1:].decode("utf-8", "replace")))
 
     def _check_timeout(self) -> None:
         self._timer = None
@@ -315,7 +325,7 @@ class AsyncPusher:
         )
         self.last_error = error
         for _, done in waiting:
-            done(error)
+            _finish(done, error)
 
     def close(self) -> None:
         """Fail what still waits and close for good; on the loop's thread, or after the loop closed."""
