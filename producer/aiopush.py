@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import redis
 from redis.connection import UnixDomainSocketConnection, parse_url
 
 from cpfleet.core.errors import BrokerFull, BrokerUnavailable, ClientClosed
@@ -50,18 +51,17 @@ def supported(redis_url: str) -> bool:
     return redis_url.split("://", 1)[0].lower() in ("redis", "unix")
 
 
+# redis-py's own RESP encoder; the connection object is only used to pack commands, never opened.
+_PACKER = redis.Connection()
+
+
 def lpush_command(key: bytes, values: Sequence[bytes]) -> bytes:
     """One RESP-encoded ``LPUSH key v1 v2 ...`` (values pushed in order: consumers pop from the right)."""
-    out = [b"*%d\r\n$5\r\nLPUSH\r\n$%d\r\n%s\r\n" % (len(values) + 2, len(key), key)]
-    for v in values:
-        out.append(b"$%d\r\n" % len(v))
-        out.append(v)
-        out.append(b"\r\n")
-    return b"".join(out)
+    return _command(b"LPUSH", key, *values)
 
 
 def _command(*args: bytes) -> bytes:
-    return b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args)
+    return b"".join(_PACKER.pack_command(*args))
 
 
 def _error(reply: str) -> BaseException:

@@ -167,8 +167,9 @@ class AsyncEvaluator:
             self._publish_direct(direct)
 
     def _publish_direct(self, calls: list[_Call]) -> None:
-        """Validate, register (stamp) and encode on the loop, then push: on the loop's own
-        connection when there is one (the bytes leave now), else on the client's publishing thread."""
+        """Validate and register (stamp) on the loop, then push: encoded here and sent on the
+        loop's own connection when there is one (the bytes leave now), else stamped afresh,
+        encoded and sent on the client's publishing thread."""
         pusher = self._pusher
         if pusher is not None and not pusher.ensure(self._loop):  # unreachable for now: the thread reports it
             pusher = None
@@ -184,9 +185,6 @@ class AsyncEvaluator:
             valid.append(call)
         if not valid:
             return
-        if pusher is None:
-            self._publish_threaded(valid, specs)
-            return
         try:
             entries = fleet._register(specs, 0.0)
         except FleetBusy:  # at max_in_flight: wait for room off the loop
@@ -196,55 +194,30 @@ class AsyncEvaluator:
         except ClientClosed as e:
             self._fail(valid, e)
             return
+        done = functools.partial(self._pushed, valid, entries, time.perf_counter())
         try:
-            payloads = fleet._encode_registered(entries)
-        except Exception as e:  # MessageEncodeError: cannot happen after _make, but never strand a call
+            if pusher is None:
+                pushed = fleet._publish_in_background(entries)
+            else:
+                payloads = fleet._encode_registered(entries)
+        except Exception as e:  # ClientClosed; MessageEncodeError cannot happen after _make, but never strand a call
             self._fail(valid, e)
             return
-        started = time.perf_counter()
         self._count(len(valid))
-        pusher.push(payloads, lambda err: self._pushed(valid, entries, err, started))
-        self.stats.buffered = pusher.buffered
+        if pusher is None:
+            asyncio.wrap_future(pushed, loop=self._loop).add_done_callback(lambda task: done(task.exception()))
+        else:
+            pusher.push(payloads, done)
+            self.stats.buffered = pusher.buffered
 
-    def _pushed(self, calls: list[_Call], entries: list[Any], err: BaseException | None, started: float) -> None:
+    def _pushed(self, calls: list[_Call], entries: list[Any], started: float, err: BaseException | None) -> None:
         self._note_publish(started)
-        if err is not None:  # Redis unreachable or full: the jobs are forgotten, the callers get the error
-            self._fleet._unregister(entries)
+        if err is not None:  # Redis unreachable or full, or the client closed: the callers get the error
+            self._fleet._unregister(entries)  # (already done where the thread pushed: a no-op then)
             self._fail(calls, err)
             return
         for call, entry in zip(calls, entries, strict=True):
             self._link(call.future, entry.future)
-
-    def _publish_threaded(self, calls: list[_Call], specs: list[Any]) -> None:
-        """Register on the loop; stamp, encode and push on the client's publishing thread."""
-        fleet = self._fleet
-        try:
-            entries = fleet._register(specs, 0.0)
-        except FleetBusy:
-            self._blocking.extend(calls)
-            self._flush_blocking()
-            return
-        except ClientClosed as e:
-            self._fail(calls, e)
-            return
-        started = time.perf_counter()
-        try:
-            pushed = fleet._publish_in_background(entries)
-        except ClientClosed as e:
-            self._fail(calls, e)
-            return
-        self._count(len(calls))
-
-        def finished(task: asyncio.Future[None]) -> None:
-            self._note_publish(started)
-            exc = task.exception()
-            if exc is not None:  # nothing of it was registered any more
-                self._fail(calls, exc)
-            else:
-                for call, entry in zip(calls, entries, strict=True):
-                    self._link(call.future, entry.future)
-
-        asyncio.wrap_future(pushed, loop=self._loop).add_done_callback(finished)
 
     def close(self) -> None:
         """Close this loop's publishing connection (from any thread, the loop running or closed)."""

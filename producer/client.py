@@ -255,18 +255,16 @@ class FleetClient:
         is never taken). The stamp is renewed there, just before the push, so that a job's
         ``submitted_at`` (its queue wait) and deadline count from its publication."""
         with self._lock:
-            pool = None
-            if not self._jobs.closed:
-                if self._publish_thread is None:
-                    self._publish_thread = cf.ThreadPoolExecutor(1, thread_name_prefix=f"cpfleet-publish-{self.client_id[:8]}")
-                pool = self._publish_thread
-        try:
-            if pool is None:
-                raise RuntimeError("closed")
-            return pool.submit(self._stamp_and_push, entries)
-        except RuntimeError as exc:  # close() came first, or shut the thread down meanwhile
-            self._unregister(entries)
-            raise ClientClosed("FleetClient closed while submitting") from exc
+            if not self._jobs.closed and self._publish_thread is None:
+                self._publish_thread = cf.ThreadPoolExecutor(1, thread_name_prefix=f"cpfleet-publish-{self.client_id[:8]}")
+            pool = None if self._jobs.closed else self._publish_thread
+        if pool is not None:
+            try:
+                return pool.submit(self._stamp_and_push, entries)
+            except RuntimeError:  # close() shut the thread down meanwhile
+                pass
+        self._unregister(entries)
+        raise ClientClosed("FleetClient closed while submitting")
 
     def _publish_resubmit(self, msg: JobMessage) -> None:
         """Publish one more attempt of a job that missed its deadline (the registry registered it

@@ -25,7 +25,6 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from cpfleet.core import protocol
 from cpfleet.core.errors import ClientClosed, FleetBusy
@@ -317,7 +316,7 @@ class JobRegistry:
         assert self._publish_resubmit is not None
         now = protocol.now()
         wire_id = new_wire_id(entry.job_id)
-        msg = JobMessage(**{**_fields(entry.msg), "job_id": wire_id, "submitted_at": now, "deadline": now + entry.timeout})
+        msg = dataclasses.replace(entry.msg, job_id=wire_id, submitted_at=now, deadline=now + entry.timeout)
         with self.lock:
             if entry.done:
                 return True  # answered meanwhile
@@ -372,7 +371,3 @@ def new_wire_id(job_id: str) -> str:
 def random_hex() -> str:
     """128 random bits in hex, as ``uuid4().hex`` but without building a UUID (a few us per job)."""
     return os.urandom(16).hex()
-
-
-def _fields(msg: JobMessage) -> dict[str, Any]:
-    return {name: getattr(msg, name) for name in JobMessage.__slots__}

@@ -302,20 +302,13 @@ class ZygoteRunner(CodeRunner):
     def _load_spare(self, job: Job, payload: bytes, fn_name: str | None) -> Any:
         """Send the spare its program; its compile answer, or None when the spare failed (it
         is closed, and the caller starts a job the usual way)."""
-        memfd = os.memfd_create("solution", os.MFD_CLOEXEC)
         try:
-            _write_all(memfd, payload)
-            msg: dict[str, Any] = {"op": "load"}
-            if fn_name is not None:
-                msg["fn_name"] = fn_name
-            zygote.send(job.sock, msg, [memfd])
+            _send_source(job.sock, {"op": "load"}, [], payload, fn_name)
             return self._recv_within(job.sock, 60.0)
         except (OSError, SandboxBroken) as e:
             log.warning("the spare sandbox job failed (%s): starting a new one", e)
             job.close()
             return None
-        finally:
-            os.close(memfd)
 
     def _open_job(self, mode: str, payload: bytes, fn_name: str | None = None) -> tuple[Job | None, str | None]:
         if self._proc is None or self._proc.poll() is not None:
@@ -327,13 +320,8 @@ class ZygoteRunner(CodeRunner):
             if reply is not None:
                 return self._opened(job, reply)
         job = Job()
-        memfd = os.memfd_create("solution", os.MFD_CLOEXEC)
         try:
-            _write_all(memfd, payload)
-            msg: dict[str, Any] = {"op": "job", "mode": mode}
-            if fn_name is not None:
-                msg["fn_name"] = fn_name
-            zygote.send(self._ctrl, msg, [job.theirs.fileno(), memfd])
+            _send_source(self._ctrl, {"op": "job", "mode": mode}, [job.theirs.fileno()], payload, fn_name)
             job.theirs.close()  # the init holds it now: its death alone is our EOF
             reply = self._recv_within(job.sock, 60.0)
         except (OSError, SandboxBroken) as e:
@@ -342,8 +330,6 @@ class ZygoteRunner(CodeRunner):
             if isinstance(e, SandboxBroken):
                 raise
             raise SandboxBroken(f"starting the job failed: {type(e).__name__}: {e}") from e
-        finally:
-            os.close(memfd)
         return self._opened(job, reply)
 
     def _opened(self, job: Job, reply: dict[str, Any]) -> tuple[Job | None, str | None]:
@@ -758,6 +744,19 @@ class TestStdio:
         for fd in self._fds:
             os.close(fd)
         self._fds = []
+
+
+def _send_source(sock: socket.socket, msg: dict[str, Any], fds: list[int], payload: bytes, fn_name: str | None) -> None:
+    """Send ``msg`` with ``fds`` and the program's source as a memfd after them (and its
+    ``fn_name``, for a function-call problem): a job start or a spare's load."""
+    memfd = os.memfd_create("solution", os.MFD_CLOEXEC)
+    try:
+        _write_all(memfd, payload)
+        if fn_name is not None:
+            msg["fn_name"] = fn_name
+        zygote.send(sock, msg, [*fds, memfd])
+    finally:
+        os.close(memfd)
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -154,7 +154,10 @@ def test_evaluate_calls_get_broker_unavailable_when_redis_goes_away_and_work_aga
             pushes = ev._pusher.pushes
             await asyncio.sleep(1.1)  # past retry_after: the next publish reopens the loop's connection ...
             again = [asyncio.ensure_future(fleet.evaluate("t/echo", echo(3)))]  # ... off the loop
-            await asyncio.sleep(0.3)
+            for _ in range(300):  # until the reopened connection is handed to the loop
+                if ev._pusher.connected:
+                    break
+                await asyncio.sleep(0.05)
             again.append(asyncio.ensure_future(fleet.evaluate("t/echo", echo(4))))
             await asyncio.sleep(0.1)
             assert ev._pusher.connected and ev._pusher.pushes == pushes + 1  # the last went on it

@@ -44,12 +44,8 @@ class Admission:
     version_read: bool = False  # True: ``version`` is what the store held (None: not stored)
     version: str | None = None
 
+
 _script: Any = None  # a redis-py Script (EVALSHA, falling back to EVAL), run on the caller's client
-
-
-def withdrawn(client: redis.Redis, msg: JobMessage) -> str | None:
-    """Why ``msg`` must not run (``OWNER_GONE`` or ``CANCELLED``), or None to run it."""
-    return admit(client, msg).withdrawn
 
 
 def admit(client: redis.Redis, msg: JobMessage) -> Admission:
