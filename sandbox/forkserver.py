@@ -82,6 +82,8 @@ class ZygoteRunner(CodeRunner):
         # fork-mode tests import its packages, and exec mode runs it (not resolved: a venv's
         # python is a link whose own path is what makes it the venv)
         self._solution_python = python or os.environ.get("CPFLEET_SOLUTION_PYTHON") or None
+        if isolate:
+            _refuse_interpreter_under_tmp(self._solution_python)
         self._python = self._solution_python or os.path.realpath(getattr(sys, "_base_executable", sys.executable))
         self._proc: subprocess.Popen[bytes] | None = None
         self._ctrl: socket.socket | None = None
@@ -652,6 +654,20 @@ def _site_packages(python: str | None) -> list[str]:
     if out.returncode != 0:
         raise SandboxBroken(f"the solution interpreter {python} does not run: {out.stderr.strip()[-300:]}")
     return [str(p) for p in json.loads(out.stdout)]
+
+
+def _refuse_interpreter_under_tmp(python: str | None) -> None:
+    """A configured interpreter must live outside /tmp: inside the sandbox /tmp is the test's
+    own directory, so a venv there cannot be shown at its path, and every solution would fail
+    to start, as if by its own fault. Refused here, as the worker's setup error it is."""
+    if python is None:
+        return
+    tree = os.path.realpath(os.path.dirname(os.path.dirname(os.path.abspath(python))))
+    if tree == "/tmp" or tree.startswith("/tmp/"):
+        raise SandboxBroken(
+            f"the solution interpreter {python} lives under /tmp, which the sandbox replaces with each "
+            f"test's own directory: put its venv elsewhere (CPFLEET_SOLUTION_PYTHON)"
+        )
 
 
 def _solution_python_dirs(python: str | None) -> list[str]:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from cpfleet.core.errors import SandboxBroken
 from cpfleet.core.verdict import Verdict
 from cpfleet.sandbox.runner import Limits
 from cpfleet.sandbox.runners import RUNNER_KINDS, make_runner
@@ -21,9 +22,12 @@ CODE = "import solhelper\nprint(solhelper.answer())\n"
 
 @pytest.fixture(scope="module")
 def venv() -> Iterator[Path]:
-    # not under /tmp: the sandbox's minimal root is assembled there and binds nothing from it
+    # not under /tmp (inside the sandbox /tmp is the test's directory): beside the checkout,
+    # unless the checkout itself is under /tmp
     build = Path(__file__).resolve().parents[1] / "build"
-    build.mkdir(exist_ok=True)
+    if str(build.resolve()).startswith("/tmp/"):
+        build = Path.home() / ".cache" / "cpfleet-tests"
+    build.mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(prefix="test-solvenv-", dir=build))
     try:
         yield _make_venv(root)
@@ -54,3 +58,11 @@ def test_configured_interpreter_gives_solutions_its_packages(kind: str, venv: Pa
         assert runner.load(CODE) is None
         rr = runner.run(b"", Limits())
         assert (rr.status, rr.stdout) == (Verdict.OK, b"42\n"), rr.stderr
+
+
+@pytest.mark.parametrize("kind", RUNNER_KINDS)
+def test_an_interpreter_under_tmp_is_refused_as_a_setup_error(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # inside the sandbox /tmp is the test's own directory: every solution would fail to start
+    monkeypatch.setenv("CPFLEET_SOLUTION_PYTHON", "/tmp/some-venv/bin/python")
+    with pytest.raises(SandboxBroken, match="under /tmp"):
+        make_runner(kind)
