@@ -56,6 +56,61 @@ MSG_CMSG_CLOEXEC = 0x40000000
 CONFINE_FAILED = 125
 CPU_POLL_MS = 50  # how often a running test's CPU time is compared with its limit
 
+# Compiled (never run) by a spare job's init while it waits for its program: the compiler's
+# first use in a freshly forked process faults in and copies its working memory (parser
+# arenas, interned names), ~1.5 ms on our VMs; done while idle, the real compile then takes
+# ~0.1 ms. Shaped like a typical contest solution so the memory it warms is the size needed.
+WARM_SOURCE = b"""\
+import sys
+from collections import defaultdict, deque
+input = sys.stdin.readline
+
+
+class Edge:
+    __slots__ = ("to", "w")
+
+    def __init__(self, to, w):
+        self.to, self.w = to, w
+
+
+def solve(n, m, edges, queries):
+    graph = defaultdict(list)
+    for a, b, w in edges:
+        graph[a].append(Edge(b, w))
+        graph[b].append(Edge(a, w))
+    dist = [float("inf")] * (n + 1)
+    dist[1] = 0
+    todo = deque([1])
+    while todo:
+        u = todo.popleft()
+        for e in graph[u]:
+            if dist[u] + e.w < dist[e.to]:
+                dist[e.to] = dist[u] + e.w
+                todo.append(e.to)
+    best = {q: dist[q] for q in queries if dist[q] < float("inf")}
+    return [best.get(q, -1) for q in queries], sorted(best.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def main():
+    t = int(input())
+    out = []
+    for _ in range(t):
+        n, m = map(int, input().split())
+        edges = [tuple(map(int, input().split())) for _ in range(m)]
+        queries = list(map(int, input().split()))
+        try:
+            answer, ranked = solve(n, m, edges, queries)
+        except (ValueError, IndexError) as exc:
+            answer, ranked = [], [str(exc)]
+        out.append(" ".join(map(str, answer)) or "NO")
+        out.append(f"{len(ranked)} {ranked[:3]!r} {sum(x for x in answer if x > 0) % 1_000_000_007}")
+    print("\\n".join(out))
+
+
+if __name__ == "__main__":
+    main()
+"""
+
 
 def send(sock: socket.socket, obj: Any, fds: list[int] | None = None) -> None:
     data = marshal.dumps(obj)
@@ -372,7 +427,8 @@ class JobInit:
 
     def _await_source(self) -> bool:
         """A spare job: everything that does not depend on the program (namespaces, /proc, the
-        filter, a fresh test directory of the usual size) is done while the runner is idle;
+        filter, a fresh test directory of the usual size, a warm compiler) is done while the
+        runner is idle;
         then wait for the "load" message carrying the source (a memfd) and the fn_name. False:
         the runner dropped the spare (EOF) or sent something else, and the job ends unused."""
         if self.box is not None and self.box_bytes > 0:
@@ -380,6 +436,7 @@ class JobInit:
                 self.box.ensure_fresh(self.box_bytes)
             except OSError:
                 pass  # not clean: the first test asks again and reports the failure
+        compile(WARM_SOURCE, child.SCRIPT_NAME, "exec", dont_inherit=True)  # see WARM_SOURCE
         msg, fds = recv(self.sock)
         try:
             if msg is None or msg.get("op") != "load" or len(fds) != 1:

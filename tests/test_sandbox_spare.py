@@ -78,3 +78,12 @@ def test_a_spare_that_died_while_waiting_is_replaced_and_the_job_still_runs(fork
     assert spare, "no spare job process appeared"
     os.kill(_children(spare[0])[0], signal.SIGKILL)  # its init: the spare can no longer answer
     assert _run(fork_runner, "print(input()[::-1])\n", b"abc\n") == (None, b"cba\n")
+
+
+def test_the_spares_warm_up_source_compiles() -> None:
+    """A spare compiles WARM_SOURCE while it waits; a source that did not compile would end
+    every spare with an exception, and every job would silently start the slow way."""
+    from cpfleet.sandbox import zygote
+
+    code = compile(zygote.WARM_SOURCE, "solution.py", "exec", dont_inherit=True)
+    assert "solve" in code.co_names
