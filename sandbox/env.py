@@ -339,6 +339,7 @@ def evaluate(
         result.timings.compile_ms, result.language = prepared.compile_ms, found.language
         return result
     compile_ms = prepared.compile_ms
+    runner.expect_runs(len(problem.public_tests) + (len(problem.hidden_tests) if mode == "full" else 0))
 
     limits = problem_limits(problem, found.language)
     budget = JobBudget(time_budget_s)

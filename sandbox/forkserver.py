@@ -258,6 +258,12 @@ class ZygoteRunner(CodeRunner):
         self._end_job()
         self._job = self.open_program(image)
 
+    def expect_runs(self, n: int) -> None:
+        """After the last of ``n`` runs the loaded job forks no test child ahead (one that
+        would only be thrown away: each costs a fork and an exit)."""
+        if self._job is not None:
+            self._job.runs_expected = max(0, n)
+
     def open_program(self, image: ProgramImage) -> Job:
         """A job running ``image`` next to the loaded one (a checker beside the solution): run
         its tests with ``run_job``, end it with ``Job.close()``. Raises SandboxBroken when its
@@ -408,7 +414,8 @@ class ZygoteRunner(CodeRunner):
                 fds.append(files_fd)
             zygote.send(job.sock, {"op": "run", "limits": child_limits, "wall_s": wall, "argv": list(argv),
                                    "mem_mb": limits.memory_mb, "collect": list(collect),
-                                   "wall_max_s": limits.wall_max_s, "cpu_limit_s": limits.time_s}, fds)
+                                   "wall_max_s": limits.wall_max_s, "cpu_limit_s": limits.time_s,
+                                   "more": job.next_run()}, fds)
             stdio.sent()
             res, done = self._drain(job, stdio, limits, limits.wall_max_s + REPLY_GRACE_S)
         finally:
@@ -460,9 +467,11 @@ class ZygoteRunner(CodeRunner):
             wall_a = min(limits_a.wall_backstop_s, limits_a.wall_max_s)
             wall_b = min(limits_b.wall_backstop_s, limits_b.wall_max_s)
             zygote.send(job_b.sock, {"op": "run", "limits": rl_b, "wall_s": wall_b, "cpu_limit_s": limits_b.time_s,
-                                     "argv": argv, "mem_mb": limits_b.memory_mb, "collect": list(collect)}, fds_b)
+                                     "argv": argv, "mem_mb": limits_b.memory_mb, "collect": list(collect),
+                                     "more": job_b.next_run()}, fds_b)
             zygote.send(job_a.sock, {"op": "run", "limits": rl_a, "wall_s": wall_a, "cpu_limit_s": limits_a.time_s,
-                                     "argv": [], "mem_mb": limits_a.memory_mb}, [b2a_r, a2b_w, err_a_w])
+                                     "argv": [], "mem_mb": limits_a.memory_mb, "more": job_a.next_run()},
+                        [b2a_r, a2b_w, err_a_w])
             for fd in (a2b_r, a2b_w, b2a_r, b2a_w, err_a_w, err_b_w, *fds_b[3:]):
                 own.remove(fd)
                 os.close(fd)
@@ -716,6 +725,16 @@ class Job:
         self.memory_model = "address_space"
         self.extra_cgroup_bytes = 0
         self.image_bytes = 0  # memory its executable maps at exec (ELF PT_LOAD segments)
+        # runs its caller still means to make (``expect_runs``); None: unknown, assume more
+        self.runs_expected: int | None = None
+
+    def next_run(self) -> bool:
+        """Count one run; True when another is expected after it (its init then forks that
+        run's test child ahead, while we judge this one)."""
+        if self.runs_expected is None:
+            return True
+        self.runs_expected = max(0, self.runs_expected - 1)
+        return self.runs_expected > 0
 
     def close(self) -> None:
         self.theirs.close()

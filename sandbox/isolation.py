@@ -13,7 +13,9 @@ test child inherits (the filter also refuses creating System V IPC objects and P
 queues, so the job's IPC namespace stays empty from test to test).
 
 Once per test child (``confine_test_child``): own session, the slot's cgroups, only fds
-0/1/2, rlimits, and the slot's unprivileged uid/gid with no supplementary groups.
+0/1/2, rlimits, and the slot's unprivileged uid/gid with no supplementary groups (a child
+forked ahead of its test does the session and fd cleanup first, the rest once its test
+arrives).
 
 Every layer is tried, recorded, and reported; a refused layer is a loud warning, not a crash.
 """
@@ -212,14 +214,16 @@ class ChildLimits:
         self.nofile = nofile
 
 
-def close_inherited_fds(keep_fd: int) -> None:
-    """Close every fd above 2 but ``keep_fd``, however high: close_range(2) up to ~0, so an fd
+def close_inherited_fds(*keep_fds: int) -> None:
+    """Close every fd above 2 but ``keep_fds``, however high: close_range(2) up to ~0, so an fd
     numbered above any fixed bound (RLIMIT_NOFILE may be far above 65536, and an fd may sit above
     a limit lowered after it was opened) cannot reach the program. Without close_range (kernels
     before 5.9) the bound is the highest fd /proc lists, or the hard RLIMIT_NOFILE."""
-    if keep_fd > 3:
-        _close_range(3, keep_fd - 1)
-    _close_range(keep_fd + 1, linux.MAX_FD)
+    first = 3
+    for keep in sorted(k for k in keep_fds if k >= 3):
+        _close_range(first, keep - 1)
+        first = keep + 1
+    _close_range(first, linux.MAX_FD)
 
 
 def _close_range(first: int, last: int) -> None:
@@ -252,11 +256,37 @@ def confine_test_child(
 
     ``keep_fd`` (the status pipe to the job init) survives the fd cleanup. Raises OSError if
     a layer the zygote reported as working fails now: the runner turns that into an INTERNAL
-    verdict rather than run the program unconfined.
+    verdict rather than run the program unconfined. The two halves may run apart: a child
+    forked ahead of its test (sandbox/zygote.py) does the first while it waits.
     """
+    detach_test_child(layers, keep_fd, *fds, *cgroup_fds)
+    confine_to_test(fds, uid, gid, cgroup_fds, limits, layers, keep_fd, fallback_cwd)
+
+
+def detach_test_child(layers: dict[str, bool], *keep_fds: int) -> None:
+    """The half that needs nothing of the test: a session of its own, death with the init
+    where no pid namespace ensures it, and no fd of the init's but ``keep_fds`` (which must
+    include the slot's cgroup fds, joined later)."""
     os.setsid()
     if not layers.get("pidns"):  # in a pid namespace, the init's death kills us anyway
         linux.prctl(linux.PR_SET_PDEATHSIG, 9)
+    close_inherited_fds(*keep_fds)
+
+
+def confine_to_test(
+    fds: tuple[int, int, int],
+    uid: int,
+    gid: int,
+    cgroup_fds: list[int],
+    limits: ChildLimits,
+    layers: dict[str, bool],
+    keep_fd: int,
+    fallback_cwd: str | None = None,
+) -> None:
+    """The half bound to the test: the slot's cgroups (joined only now, so a child waiting
+    for its test is never in the slot's memory and pids budget of another job's test), the
+    test's fds as 0/1/2 and nothing else but ``keep_fd``, its rlimits, the slot's uid, its
+    directory."""
     if layers.get("cgroup"):
         cgroups.join(cgroup_fds)
     if layers.get("ipcns") and not layers.get("seccomp"):

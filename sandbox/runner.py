@@ -130,6 +130,11 @@ class CodeRunner(ABC):
         cannot be placed: an infrastructure failure, never the program's."""
         raise NotImplementedError(f"runner {self.name} cannot run compiled programs")
 
+    def expect_runs(self, n: int) -> None:  # noqa: B027 - optional hook
+        """A hint after ``load``: the caller means to make at most ``n`` runs of the loaded
+        program. A runner that prepares each next run ahead (the fork server forks its test
+        child while the caller judges the last run) then prepares none after the last."""
+
     @abstractmethod
     def run(self, stdin: bytes, limits: Limits) -> RunResult:
         """Run the loaded program once with ``stdin``; never raises for program misbehaviour.

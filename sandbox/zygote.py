@@ -10,7 +10,9 @@ Process tree (one per runner, i.e. per worker slot)::
           init   pid 1 of the job's pid namespace: mounts /proc, compiles the code once, sets
                  no_new_privs and the seccomp filter (inherited by every test), then per test
             test   forks, confines itself (sandbox/isolation.py) and runs the program; after
-                   it exits the init SIGKILLs everything left in the namespace and reaps it
+                   it exits the init SIGKILLs everything left in the namespace and reaps it.
+                   The next test's child is forked ahead, while the runner judges the last
+                   test, and waits for its test (``JobInit._fork_ahead``).
 
 A runner keeps one spare job ready (``"spare": True``): its job process and init are made, and
 its /proc, filter and test directory set up, while the runner waits for work; the program's
@@ -55,6 +57,7 @@ MAX_FDS = 8
 MSG_CMSG_CLOEXEC = 0x40000000
 CONFINE_FAILED = 125
 CPU_POLL_MS = 50  # how often a running test's CPU time is compared with its limit
+GOT_TEST = "+"  # a child forked ahead writes it on its status pipe when its test reaches it
 
 # Compiled (never run) by a spare job's init while it waits for its program: the compiler's
 # first use in a freshly forked process faults in and copies its working memory (parser
@@ -369,6 +372,8 @@ class JobInit:
         self.box = isolation.TestBoxState(box) if box is not None else None
         self.last_pid_fd = -1
         self.subreaper = False
+        # a test child forked ahead and waiting for its test: (pid, socket, status pipe)
+        self.ahead: tuple[int, Any, int] | None = None
 
     def run(self) -> None:
         try:
@@ -396,6 +401,7 @@ class JobInit:
             send(self.sock, {"ok": error is None, "error": error or "", "layers": self.z.layers,
                              "notes": self.z.notes, "infra": bool(self.program_error)})
             if error is None:
+                self._fork_ahead()  # a job that compiled runs a test next
                 self._serve()
         finally:
             os._exit(0)
@@ -480,6 +486,8 @@ class JobInit:
             finally:
                 for fd in fds:
                     os.close(fd)
+            if msg.get("more"):  # the runner expects another test of this job
+                self._fork_ahead()
 
     def _run_test(self, msg: dict[str, Any], fds: list[int], files_fd: int = -1) -> dict[str, Any]:
         if len(fds) != 3:
@@ -508,34 +516,43 @@ class JobInit:
                 write_files(fallback_cwd or isolation.BOX, marshal.loads(_read_all(files_fd)), owner)
             except (OSError, ValueError, TypeError, EOFError) as e:
                 return _not_run(f"placing the test's files failed: {type(e).__name__}: {e}")
-        status_r, status_w = os.pipe2(os.O_CLOEXEC)
-        # Empty the free lists and young generations here, where the pages are our own: the
-        # child's full collection at exit would otherwise clear them in copied-on-write pages.
-        gc.collect()
-        if self.last_pid_fd >= 0:
-            # every test is pid 2, as in a fresh namespace: the pid counter would otherwise
-            # tell a test how many processes the earlier tests of its job started
-            os.pwrite(self.last_pid_fd, b"1", 0)
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        t0 = time.monotonic()
-        pid = os.fork()
-        if pid == 0:
-            self._become_test(stdio, status_w, limits, fallback_cwd, msg.get("argv") or (), msg.get("mem_mb", 0))
-        os.close(status_w)
-        killed, credit = self._police(pid, t0 + wall_s, t0 + max(wall_s, wall_max_s), cpu_limit_s)
-        wall = time.monotonic() - t0
-        if os.getpid() == 1:
-            # kill the rest BEFORE reaping the main process: a zombie held by a ptrace tracer
-            # cannot be reaped until the tracer is gone (a program could hang us otherwise)
-            _kill_all_but_init()
-        _, status, ru = os.wait4(pid, 0)
-        self._kill_everything_left(pid)
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        # CPU of every process of the test, reaped by anyone (orphans reaped by this init too):
-        # a program must not escape the time limit by burning CPU in children it never waits for
-        cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
-        failure = os.read(status_r, 4096).decode(errors="replace")
-        os.close(status_r)
+        test = {"limits": msg["limits"], "cwd": fallback_cwd, "argv": msg.get("argv") or (),
+                "mem_mb": msg.get("mem_mb", 0)}
+        while True:
+            started = self._start_ahead(test, stdio)
+            if started is not None:
+                pid, status_r, before, t0 = started
+            else:
+                status_r, status_w = os.pipe2(os.O_CLOEXEC)
+                self._before_fork()
+                before = resource.getrusage(resource.RUSAGE_CHILDREN)
+                t0 = time.monotonic()
+                pid = os.fork()
+                if pid == 0:
+                    self._become_test(stdio, status_w, limits, fallback_cwd, test["argv"], test["mem_mb"])
+                os.close(status_w)
+            killed, credit = self._police(pid, t0 + wall_s, t0 + max(wall_s, wall_max_s), cpu_limit_s)
+            wall = time.monotonic() - t0
+            if os.getpid() == 1:
+                # kill the rest BEFORE reaping the main process: a zombie held by a ptrace tracer
+                # cannot be reaped until the tracer is gone (a program could hang us otherwise)
+                _kill_all_but_init()
+            _, status, ru = os.wait4(pid, 0)
+            self._kill_everything_left(pid)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            # CPU of every process of the test, reaped by anyone (orphans reaped by this init too):
+            # a program must not escape the time limit by burning CPU in children it never waits for
+            cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+            failure = os.read(status_r, 4096).decode(errors="replace")
+            os.close(status_r)
+            if started is None:
+                break
+            if failure.startswith(GOT_TEST):
+                failure = failure[len(GOT_TEST):]
+                break
+            # The child forked ahead died (killed from outside) before its test reached it:
+            # nothing of the program ran, so the test runs on a child forked now instead of
+            # being judged on a death that was not the program's.
         exec_errno = 0
         if failure.startswith(child.EXEC_FAILED):  # "exec:<errno>:<message>" from exec_program
             _, errno_text, message = failure.split(":", 2)
@@ -551,6 +568,82 @@ class JobInit:
                 "files": collected, "wall_credit": credit,
                 "wall": wall, "killed": killed, "internal": failure, "exec_errno": exec_errno}
 
+    def _before_fork(self) -> None:
+        # Empty the free lists and young generations here, where the pages are our own: the
+        # child's full collection at exit would otherwise clear them in copied-on-write pages.
+        gc.collect()
+        if self.last_pid_fd >= 0:
+            # every test is pid 2, as in a fresh namespace: the pid counter would otherwise
+            # tell a test how many processes the earlier tests of its job started
+            os.pwrite(self.last_pid_fd, b"1", 0)
+
+    def _fork_ahead(self) -> None:
+        """Fork the next test's child now, between tests, while the runner judges the last test
+        and sends the next. The fork (it copies the page tables of this whole interpreter) and
+        the child's detaching (its session, the fd cleanup) then leave the test's path when the
+        machine has a CPU to spare, ~0.5 ms a test here. The child waits on a socket pair for
+        its test (``_start_ahead``); everything bound to the test (the cgroups, fds 0/1/2,
+        rlimits, uid, directory) it applies after that, exactly as a child forked on demand.
+        Unused, it ends with the job (EOF on its socket; the init's death)."""
+        if self.ahead is not None:
+            return
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        status_r, status_w = os.pipe2(os.O_CLOEXEC)
+        self._before_fork()
+        pid = os.fork()
+        if pid == 0:
+            mine.close()
+            self._await_test(theirs, status_w)
+        theirs.close()
+        os.close(status_w)
+        self.ahead = (pid, mine, status_r)
+
+    def _start_ahead(self, test: dict[str, Any], stdio: tuple[int, int, int]) -> tuple[int, int, Any, float] | None:
+        """Hand ``test`` and its fds to the child forked ahead: (pid, status pipe, the
+        children's rusage before it, start time), or None when there is none or it is gone
+        (reaped here, before the rusage snapshot, so its CPU is no test's)."""
+        if self.ahead is None:
+            return None
+        pid, go, status_r = self.ahead
+        self.ahead = None
+        try:
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            t0 = time.monotonic()
+            send(go, test, list(stdio))
+            return pid, status_r, before, t0
+        except OSError:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            except OSError:
+                pass
+            os.close(status_r)
+            return None
+        finally:
+            go.close()
+
+    def _await_test(self, go: Any, status_w: int) -> None:
+        """A child forked ahead: detach, wait for the test, confine to it, run the program."""
+        try:
+            isolation.detach_test_child(self.z.layers, go.fileno(), status_w, *self.z.cgroup_fds)
+            if self.mode == "fork" and self.fn_name is None:
+                child.prepare_main()
+            test, fds = recv(go)
+            if test is None or len(fds) != 3:  # the job ended before another test came
+                os._exit(0)
+            os.write(status_w, GOT_TEST.encode())  # from here on, what happens to this child is the test's
+            go.detach()  # its fd is closed below with the others; the object must not close it later
+            stdio = (fds[0], fds[1], fds[2])
+            limits = ChildLimits(**test["limits"])
+            isolation.confine_to_test(stdio, self.z.uid, self.z.gid, self.z.cgroup_fds, limits, self.z.layers,
+                                      keep_fd=status_w, fallback_cwd=test["cwd"])
+        except BaseException as e:
+            try:
+                os.write(status_w, f"test confinement failed: {type(e).__name__}: {e}".encode())
+            finally:
+                os._exit(CONFINE_FAILED)
+        self._start_program(status_w, test["argv"], test["mem_mb"])
+
     def _become_test(self, stdio: tuple[int, int, int], status_w: int, limits: ChildLimits,
                      fallback_cwd: str | None, extra_argv: list[str] | tuple[str, ...] = (), mem_mb: int = 0) -> None:
         try:
@@ -558,13 +651,17 @@ class JobInit:
                 stdio, self.z.uid, self.z.gid, self.z.cgroup_fds, limits, self.z.layers,
                 keep_fd=status_w, fallback_cwd=fallback_cwd,
             )
-            if self.mode != "program":
-                os.close(status_w)
         except BaseException as e:
             try:
                 os.write(status_w, f"test confinement failed: {type(e).__name__}: {e}".encode())
             finally:
                 os._exit(CONFINE_FAILED)
+        self._start_program(status_w, extra_argv, mem_mb)
+
+    def _start_program(self, status_w: int, extra_argv: list[str] | tuple[str, ...], mem_mb: int) -> None:
+        """In the confined child: become the program (exec it, or run the compiled code)."""
+        if self.mode != "program":
+            os.close(status_w)
         if self.mode == "program":
             assert self.program is not None
             prog_dir = self.program["dir"]

@@ -1,0 +1,135 @@
+"""The job init forks each next test's child ahead, while the runner judges the last test
+(sandbox/zygote.py ``_fork_ahead``). A test served by such a child sees exactly what a child
+forked on demand shows it; one that died while waiting costs only a fresh fork; the runner's
+``expect_runs`` hint leaves no child waiting after the last run."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from cpfleet.core.verdict import Verdict
+from cpfleet.sandbox.forkserver import ForkServerRunner
+from cpfleet.sandbox.runner import Limits
+
+# what a test can see of how it was started: pid, session and group, fds, rlimits, identity,
+# directory, cgroups, filter, std streams and interpreter state
+PROBE = """\
+import os, resource, sys
+names = [n for n in dir(resource) if n.startswith("RLIMIT_")]
+status = [l.split(":", 1)[1].strip() for l in open("/proc/self/status")
+          if l.split(":")[0] in ("Seccomp", "NoNewPrivs", "CapEff", "Groups")]
+print(os.getpid(), os.getsid(0), os.getpgid(0), sorted(os.listdir("/proc/self/fd")))
+print([(n, resource.getrlimit(getattr(resource, n))) for n in sorted(names)])
+print(os.getuid(), os.getgid(), os.getgroups(), os.getcwd(), sorted(os.listdir(".")), status)
+print(open("/proc/self/cgroup").read().split())
+print(sys.argv, sys.path[0], sys.stdin.name, sys.stdout.mode, sys.get_int_max_str_digits(), __name__)
+print(input())
+"""
+
+
+@pytest.fixture(scope="module")
+def fork_runner() -> Iterator[ForkServerRunner]:
+    r = ForkServerRunner()
+    yield r
+    r.close()
+
+
+def _children(pid: int) -> list[int]:
+    kids: list[int] = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{tid}/children") as f:
+            kids += [int(x) for x in f.read().split()]
+    return kids
+
+
+def _waiting_children(runner: ForkServerRunner) -> list[int]:
+    """Processes below the loaded job's init: a child forked ahead, waiting for its test."""
+    assert runner._proc is not None
+    found = []
+    for job_process in _children(runner._proc.pid):
+        for init in _children(job_process):
+            found += _children(init)
+    return found
+
+
+def _wait_for(predicate: object, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():  # type: ignore[operator]
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def test_a_child_forked_ahead_shows_the_test_what_a_child_forked_on_demand_shows(fork_runner: ForkServerRunner) -> None:
+    assert fork_runner.load(PROBE) is None
+    fork_runner.expect_runs(1)  # run 1 goes to the child forked after the compile; run 2 is forked on demand
+    ahead = fork_runner.run(b"x\n", Limits(time_s=5))
+    assert _wait_for(lambda: not _waiting_children(fork_runner)), "a child was forked ahead after the last expected run"
+    on_demand = fork_runner.run(b"x\n", Limits(time_s=5))
+    assert ahead.status == on_demand.status == Verdict.OK, (ahead.stderr[-500:], on_demand.stderr[-500:])
+    assert ahead.stdout == on_demand.stdout
+    first = ahead.stdout.decode().splitlines()[0].split(None, 3)
+    assert first[0] == first[1] == first[2] == "2"  # pid 2 of the job's namespace, its own session and group
+
+
+def test_rlimits_come_from_each_tests_own_limits(fork_runner: ForkServerRunner) -> None:
+    """The child waits before its rlimits are set: a test with other limits than the last gets its own."""
+    assert fork_runner.load("import resource\nprint(resource.getrlimit(resource.RLIMIT_AS)[0] >> 20)\n") is None
+    seen = [fork_runner.run(b"", Limits(time_s=5, memory_mb=mb)).stdout for mb in (256, 64, 512)]
+    assert seen == [b"256\n", b"64\n", b"512\n"]
+
+
+def test_a_child_that_died_waiting_is_replaced_and_the_test_still_runs(fork_runner: ForkServerRunner) -> None:
+    assert fork_runner.load("print(input()[::-1])\n") is None
+    assert fork_runner.run(b"abc\n", Limits(time_s=5)).stdout == b"cba\n"
+    assert _wait_for(lambda: len(_waiting_children(fork_runner)) == 1), "no child is waiting for the next test"
+    (waiting,) = _waiting_children(fork_runner)
+    os.kill(waiting, signal.SIGKILL)
+    res = fork_runner.run(b"xyz\n", Limits(time_s=5))
+    assert res.status == Verdict.OK and res.stdout == b"zyx\n", (res.status, res.error)
+    assert fork_runner.run(b"123\n", Limits(time_s=5)).stdout == b"321\n"
+
+
+def test_no_child_waits_after_the_expected_runs_and_a_closed_job_leaves_none(fork_runner: ForkServerRunner) -> None:
+    assert fork_runner.load("print(1)\n") is None
+    fork_runner.expect_runs(2)
+    for _ in range(2):
+        assert fork_runner.run(b"", Limits(time_s=5)).stdout == b"1\n"
+    assert _wait_for(lambda: not _waiting_children(fork_runner))
+    assert fork_runner.load("print(2)\n") is None  # no hint: a child waits after each run
+    assert fork_runner.run(b"", Limits(time_s=5)).stdout == b"2\n"
+    assert _wait_for(lambda: len(_waiting_children(fork_runner)) == 1)
+    (waiting,) = _waiting_children(fork_runner)
+    assert fork_runner.load("print(3)\n") is None  # ends the last job, its waiting child included
+    assert _wait_for(lambda: not _alive(waiting)), "the ended job's waiting child outlived it"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def test_a_traceback_shows_the_source_even_when_the_program_made_a_solution_py(fork_runner: ForkServerRunner) -> None:
+    """The interpreter's printer reads solution.py from the program's directory, written there
+    only for the traceback; a file of that name made by the program is left as it is (the
+    traceback module prints from memory then), and the next test's directory is fresh."""
+    code = "import os\nif os.listdir('.'):\n    print(sorted(os.listdir('.')))\nopen('solution.py', 'w').write('mine')\nx = {}\nprint(x['k'])\n"
+    assert fork_runner.load(code) is None
+    for _ in range(2):
+        res = fork_runner.run(b"", Limits(time_s=5))
+        assert res.status == Verdict.RUNTIME_ERROR and res.stdout == b""
+        assert b"print(x['k'])" in res.stderr and res.stderr.endswith(b"KeyError: 'k'\n"), res.stderr
+    assert fork_runner.load("x = {}\nprint(x['k'])\n") is None
+    first = fork_runner.run(b"", Limits(time_s=5))
+    assert b"print(x['k'])" in first.stderr and b"~^^^^^" in first.stderr
+    assert fork_runner.load("import os\nprint(sorted(os.listdir('.')))\nraise SystemExit(int(input()))\n") is None
+    assert fork_runner.run(b"0\n", Limits(time_s=5)).stdout == b"[]\n"
