@@ -401,7 +401,6 @@ class JobInit:
             send(self.sock, {"ok": error is None, "error": error or "", "layers": self.z.layers,
                              "notes": self.z.notes, "infra": bool(self.program_error)})
             if error is None:
-                self._fork_ahead()  # a job that compiled runs a test next
                 self._serve()
         finally:
             os._exit(0)
@@ -579,9 +578,11 @@ class JobInit:
 
     def _fork_ahead(self) -> None:
         """Fork the next test's child now, between tests, while the runner judges the last test
-        and sends the next. The fork (it copies the page tables of this whole interpreter) and
-        the child's detaching (its session, the fd cleanup) then leave the test's path when the
-        machine has a CPU to spare, ~0.5 ms a test here. The child waits on a socket pair for
+        and sends the next. The fork (it copies the page tables of this whole interpreter), the
+        child's detaching (its session, the fd cleanup) and its ``__main__`` then leave the
+        test's path when the machine has a CPU to spare. Not for a job's first test: the
+        runner sends it right after the compile, before a fork could finish, and waking a
+        waiting child cost more than forking one then (measured: ~0.5 ms slower per 1-test job). The child waits on a socket pair for
         its test (``_start_ahead``); everything bound to the test (the cgroups, fds 0/1/2,
         rlimits, uid, directory) it applies after that, exactly as a child forked on demand.
         Unused, it ends with the job (EOF on its socket; the init's death)."""
