@@ -59,10 +59,13 @@ CONFINE_FAILED = 125
 CPU_POLL_MS = 50  # how often a running test's CPU time is compared with its limit
 GOT_TEST = "+"  # a child forked ahead writes it on its status pipe when its test reaches it
 
-# Compiled (never run) by a spare job's init while it waits for its program: the compiler's
-# first use in a freshly forked process faults in and copies its working memory (parser
-# arenas, interned names), ~1.5 ms on our VMs; done while idle, the real compile then takes
-# ~0.1 ms. Shaped like a typical contest solution so the memory it warms is the size needed.
+# Compiled (never run) once by the zygote at startup: the compiler's first use in a process
+# faults in its working memory (parser arenas, interned names), which cost a job's compile
+# ~1.5 ms in a fresh fork; with this memory already in the zygote, a job's compile takes
+# ~0.4 ms more than a warm one and no job pays for a warm-up of its own (a warm-up in each
+# spare job made a compile ~0.1 ms but cost every job ~1.5 ms of CPU, which showed as
+# latency when jobs follow each other). Shaped like a typical contest solution so the memory
+# it leaves is the size needed.
 WARM_SOURCE = b"""\
 import sys
 from collections import defaultdict, deque
@@ -198,6 +201,7 @@ class Zygote:
         for name in PRELOAD:
             __import__(name)
         child.preload_threading()
+        compile(WARM_SOURCE, child.SCRIPT_NAME, "exec", dont_inherit=True)  # see WARM_SOURCE
         gc.collect()
         gc.freeze()  # children never traverse (and so never copy) the zygote's own objects
 
@@ -432,16 +436,15 @@ class JobInit:
 
     def _await_source(self) -> bool:
         """A spare job: everything that does not depend on the program (namespaces, /proc, the
-        filter, a fresh test directory of the usual size, a warm compiler) is done while the
-        runner is idle;
-        then wait for the "load" message carrying the source (a memfd) and the fn_name. False:
-        the runner dropped the spare (EOF) or sent something else, and the job ends unused."""
+        filter, a fresh test directory of the usual size) is done while the runner is idle;
+        then wait for the "load" message carrying the source (a memfd) and the fn_name.
+        False: the runner dropped the spare (EOF) or sent something else, and the job ends
+        unused."""
         if self.box is not None and self.box_bytes > 0:
             try:
                 self.box.ensure_fresh(self.box_bytes)
             except OSError:
                 pass  # not clean: the first test asks again and reports the failure
-        compile(WARM_SOURCE, child.SCRIPT_NAME, "exec", dont_inherit=True)  # see WARM_SOURCE
         msg, fds = recv(self.sock)
         try:
             if msg is None or msg.get("op") != "load" or len(fds) != 1:

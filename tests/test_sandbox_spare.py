@@ -80,9 +80,9 @@ def test_a_spare_that_died_while_waiting_is_replaced_and_the_job_still_runs(fork
     assert _run(fork_runner, "print(input()[::-1])\n", b"abc\n") == (None, b"cba\n")
 
 
-def test_the_spares_warm_up_source_compiles() -> None:
-    """A spare compiles WARM_SOURCE while it waits; a source that did not compile would end
-    every spare with an exception, and every job would silently start the slow way."""
+def test_the_zygotes_warm_up_source_compiles() -> None:
+    """The zygote compiles WARM_SOURCE at startup; a source that did not compile would stop
+    every runner from starting."""
     from cpfleet.sandbox import zygote
 
     code = compile(zygote.WARM_SOURCE, "solution.py", "exec", dont_inherit=True)
