@@ -15,9 +15,10 @@ Process tree (one per runner, i.e. per worker slot)::
                    test, and waits for its test (``JobInit._fork_ahead``).
 
 A runner keeps one spare job ready (``"spare": True``): its job process and init are made, and
-its /proc, filter and test directory set up, while the runner waits for work; the program's
-source arrives later in a "load" message. The spare has run nothing and is used for one job
-only, so it is as fresh as a job started on demand, and a job's start costs a compile.
+its /proc, filter and test directory set up, and its first test's child forked, while the runner
+waits for work; the program's source arrives later in a "load" message. The spare has run
+nothing and is used for one job only, so it is as fresh as a job started on demand, and a job's
+start costs a compile.
 
 The zygote is exec'd, not forked from the runner, so nothing the runner holds (expected
 outputs, Redis connections) exists in any memory a child can read. Test inputs reach a child
@@ -376,8 +377,9 @@ class JobInit:
         self.box = isolation.TestBoxState(box) if box is not None else None
         self.last_pid_fd = -1
         self.subreaper = False
-        # a test child forked ahead and waiting for its test: (pid, socket, status pipe)
-        self.ahead: tuple[int, Any, int] | None = None
+        # a test child forked ahead and waiting for its test: (pid, socket, status pipe, forked
+        # before the program existed: it is sent the program with its first test)
+        self.ahead: tuple[int, Any, int, bool] | None = None
 
     def run(self) -> None:
         try:
@@ -402,6 +404,8 @@ class JobInit:
             if self.spare and not self._await_source():
                 return
             error = self._compile()
+            if self.ahead is not None and (error is not None or self.fn_name is not None):
+                self._drop_ahead()  # no test follows, or one the child was not prepared for
             send(self.sock, {"ok": error is None, "error": error or "", "layers": self.z.layers,
                              "notes": self.z.notes, "infra": bool(self.program_error)})
             if error is None:
@@ -445,6 +449,10 @@ class JobInit:
                 self.box.ensure_fresh(self.box_bytes)
             except OSError:
                 pass  # not clean: the first test asks again and reports the failure
+        if self.mode == "fork":
+            # the first test's child too, before the program exists: it gets the compiled code
+            # with its test (a function-call job, told only by the load, drops it)
+            self._fork_ahead()
         msg, fds = recv(self.sock)
         try:
             if msg is None or msg.get("op") != "load" or len(fds) != 1:
@@ -583,9 +591,11 @@ class JobInit:
         """Fork the next test's child now, between tests, while the runner judges the last test
         and sends the next. The fork (it copies the page tables of this whole interpreter), the
         child's detaching (its session, the fd cleanup) and its ``__main__`` then leave the
-        test's path when the machine has a CPU to spare. Not for a job's first test: the
-        runner sends it right after the compile, before a fork could finish, and waking a
-        waiting child cost more than forking one then (measured: ~0.5 ms slower per 1-test job). The child waits on a socket pair for
+        test's path when the machine has a CPU to spare. A spare job forks its first test's
+        child this way before its program exists (``_start_ahead`` sends it the code); a job
+        started on demand does not: the runner sends its first test right after the compile,
+        before a fork could finish, and waking a waiting child then cost more than forking one
+        (measured: ~0.5 ms slower per 1-test job). The child waits on a socket pair for
         its test (``_start_ahead``); everything bound to the test (the cgroups, fds 0/1/2,
         rlimits, uid, directory) it applies after that, exactly as a child forked on demand.
         Unused, it ends with the job (EOF on its socket; the init's death)."""
@@ -600,7 +610,18 @@ class JobInit:
             self._await_test(theirs, status_w)
         theirs.close()
         os.close(status_w)
-        self.ahead = (pid, mine, status_r)
+        self.ahead = (pid, mine, status_r, self.code is None and self.mode != "program")
+
+    def _drop_ahead(self) -> None:
+        if self.ahead is not None:
+            pid, go, status_r, _ = self.ahead
+            self.ahead = None
+            go.close()  # EOF: it exits
+            os.close(status_r)
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
 
     def _start_ahead(self, test: dict[str, Any], stdio: tuple[int, int, int]) -> tuple[int, int, Any, float] | None:
         """Hand ``test`` and its fds to the child forked ahead: (pid, status pipe, the
@@ -608,12 +629,23 @@ class JobInit:
         (reaped here, before the rusage snapshot, so its CPU is no test's)."""
         if self.ahead is None:
             return None
-        pid, go, status_r = self.ahead
+        pid, go, status_r, needs_program = self.ahead
         self.ahead = None
+        program_fd = -1
         try:
+            fds = list(stdio)
+            if needs_program:
+                # forked in a spare job before its program came: the compiled code and the
+                # source (for tracebacks), as marshal writes a .pyc's code
+                program_fd = os.memfd_create("program", os.MFD_CLOEXEC)
+                data = marshal.dumps((self.code, self.source))
+                written = 0
+                while written < len(data):
+                    written += os.write(program_fd, data[written:])
+                fds.append(program_fd)
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
             t0 = time.monotonic()
-            send(go, test, list(stdio))
+            send(go, test, fds)
             return pid, status_r, before, t0
         except OSError:
             try:
@@ -625,6 +657,8 @@ class JobInit:
             return None
         finally:
             go.close()
+            if program_fd >= 0:
+                os.close(program_fd)
 
     def _await_test(self, go: Any, status_w: int) -> None:
         """A child forked ahead: detach, wait for the test, confine to it, run the program."""
@@ -633,10 +667,13 @@ class JobInit:
             if self.mode == "fork" and self.fn_name is None:
                 child.prepare_main()
             test, fds = recv(go)
-            if test is None or len(fds) != 3:  # the job ended before another test came
+            if test is None or len(fds) not in (3, 4):  # the job ended before another test came
                 os._exit(0)
             os.write(status_w, GOT_TEST.encode())  # from here on, what happens to this child is the test's
             go.detach()  # its fd is closed below with the others; the object must not close it later
+            if len(fds) == 4:  # forked before the program existed (see _start_ahead)
+                self.code, self.source = marshal.loads(_read_all(fds[3]))
+                child.SOURCE = self.source
             stdio = (fds[0], fds[1], fds[2])
             limits = ChildLimits(**test["limits"])
             isolation.confine_to_test(stdio, self.z.uid, self.z.gid, self.z.cgroup_fds, limits, self.z.layers,

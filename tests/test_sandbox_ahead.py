@@ -132,3 +132,29 @@ def test_a_traceback_shows_the_source_even_when_the_program_made_a_solution_py(f
     assert b"print(x['k'])" in first.stderr and b"~^^^^^" in first.stderr
     assert fork_runner.load("import os\nprint(sorted(os.listdir('.')))\nraise SystemExit(int(input()))\n") is None
     assert fork_runner.run(b"0\n", Limits(time_s=5)).stdout == b"[]\n"
+
+
+def test_a_spare_jobs_child_forked_before_its_program_shows_the_same(fork_runner: ForkServerRunner) -> None:
+    """A spare job forks its first test's child before any program exists; the child is sent
+    the compiled code with its test, and shows the program what a child forked on demand does."""
+    assert fork_runner.load(PROBE) is None
+    fork_runner.expect_runs(1)
+    on_demand = fork_runner.run(b"x\n", Limits(time_s=5))
+    assert _wait_for(lambda: not _waiting_children(fork_runner))
+    fork_runner.prepare_next()
+    assert _wait_for(lambda: len(_waiting_children(fork_runner)) == 1), "the spare forked no child ahead"
+    (waiting,) = _waiting_children(fork_runner)
+    assert fork_runner.load(PROBE) is None
+    from_spare = fork_runner.run(b"x\n", Limits(time_s=5))
+    assert on_demand.status == from_spare.status == Verdict.OK, (on_demand.stderr[-500:], from_spare.stderr[-500:])
+    assert from_spare.stdout == on_demand.stdout
+    assert not _alive(waiting), "the test did not run in the child the spare forked ahead"
+
+
+def test_a_spare_jobs_child_prints_tracebacks_with_the_programs_source(fork_runner: ForkServerRunner) -> None:
+    fork_runner.prepare_next()
+    assert fork_runner.load("def f(d):\n    return d['k']\n\nprint(f({}))\n") is None
+    res = fork_runner.run(b"", Limits(time_s=5))
+    assert res.status == Verdict.RUNTIME_ERROR
+    assert b"return d['k']" in res.stderr and b"print(f({}))" in res.stderr, res.stderr
+
