@@ -144,11 +144,7 @@ class FleetClient:
         self._replies = ReplyReader(
             redis_url,
             client_id=self.client_id,
-            reply_key=self.reply_key,
-            processing_key=self.processing_key,
-            claim_key=self.claim_key,
             claim_token=self._claim_token,
-            claim_ttl_s=self._claim_ttl_s,
             pop_batch=pop_batch,
             reply_ttl=reply_ttl,
             jobs=self._jobs,

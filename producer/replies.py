@@ -57,8 +57,10 @@ return items
 class ReplyReader:
     """The reader thread of one client: ``start()`` once, ``stop()`` then ``close()`` at the end.
 
-    ``commands`` is the client's connection for ordinary commands (the withdrawals go out on it);
-    ``sweep`` takes cancelled jobs out of the queue when many are withdrawn at once.
+    Its Redis keys are the client's (``core.protocol``, from ``client_id``); ``claim_token`` is
+    what the client's claim on its id holds. ``commands`` is the client's connection for ordinary
+    commands (the withdrawals go out on it); ``sweep`` takes cancelled jobs out of the queue when
+    many are withdrawn at once.
     """
 
     def __init__(
@@ -66,11 +68,7 @@ class ReplyReader:
         redis_url: str,
         *,
         client_id: str,
-        reply_key: str,
-        processing_key: str,
-        claim_key: str,
         claim_token: str,
-        claim_ttl_s: int,
         pop_batch: int,
         reply_ttl: int,
         jobs: JobRegistry,
@@ -78,11 +76,11 @@ class ReplyReader:
         sweep: Callable[[], object],
     ) -> None:
         self.client_id = client_id
-        self.reply_key = reply_key
-        self.processing_key = processing_key
-        self.claim_key = claim_key
+        self.reply_key = protocol.reply_key(client_id)
+        self.processing_key = protocol.processing_key(client_id)
+        self.claim_key = protocol.client_claim_key(client_id)
         self._claim_token = claim_token
-        self._claim_ttl_s = claim_ttl_s
+        self._claim_ttl_s = protocol.CLIENT_CLAIM_TTL_S
         self.pop_batch = pop_batch
         self.reply_ttl = reply_ttl
         self._jobs = jobs

@@ -20,6 +20,14 @@ SOURCE = b""  # the program's source, set by the job init; used only to print tr
 _SCRIPT_DIR = ""  # the program's directory, set when it starts
 
 
+def write_all(fd: int, data: bytes) -> None:
+    """Write ``data`` from offset 0 with pwrite, leaving the file offset where it was (so a
+    memfd a child reads as its stdin, whose offset it shares, still starts at 0)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.pwrite(fd, view, len(data) - len(view)):]
+
+
 def _std_stream(fd: int, name: str, write: bool) -> io.TextIOWrapper:
     """One std stream built as CPython's create_stdio builds it for a non-tty: a buffered
     binary stream whose raw file is named "<stdin>"/"<stdout>"/"<stderr>", wrapped in a
@@ -117,6 +125,10 @@ def prepare_main(argv: list[str] | None = None) -> None:
     (sandbox/zygote.py). The namespace is held here, not by the caller, so that releasing
     ``__main__`` at exit really frees it (finalizers run as under CPython)."""
     global _PREPARED_MAIN
+    _PREPARED_MAIN = _new_main(argv)
+
+
+def _new_main(argv: list[str] | None) -> dict[str, object]:
     threading = sys.modules.get("threading")
     if threading is not None:  # see preload_threading
         os.register_at_fork(after_in_child=threading._after_fork)
@@ -129,7 +141,7 @@ def prepare_main(argv: list[str] | None = None) -> None:
     main.__dict__.update({"__name__": "__main__", "__doc__": None, "__package__": None, "__spec__": None,
                           "__loader__": None, "__file__": SCRIPT_NAME, "__builtins__": __builtins__,
                           "__cached__": None})
-    _PREPARED_MAIN = main.__dict__
+    return main.__dict__
 
 
 def run_compiled(code: CodeType, argv: list[str] | None = None) -> NoReturn:
@@ -137,10 +149,8 @@ def run_compiled(code: CodeType, argv: list[str] | None = None) -> NoReturn:
     (see ``_finalize``): exit status from SystemExit, traceback and 1 on an uncaught exception.
     The state ``prepare_main`` set up is used when it ran earlier in this process."""
     global _PREPARED_MAIN, _SCRIPT_DIR
-    if _PREPARED_MAIN is None:
-        prepare_main(argv)
-    namespace, _PREPARED_MAIN = _PREPARED_MAIN, None
-    assert namespace is not None
+    namespace = _PREPARED_MAIN if _PREPARED_MAIN is not None else _new_main(argv)
+    _PREPARED_MAIN = None
     _SCRIPT_DIR = os.getcwd()
     sys.path.insert(0, _SCRIPT_DIR)  # the script's directory, as for `python3 solution.py`
     status = 0
@@ -196,9 +206,7 @@ def _place_source() -> bool:
     except OSError:
         return False
     try:
-        view = memoryview(SOURCE)
-        while view:
-            view = view[os.write(fd, view):]
+        write_all(fd, SOURCE)
     except OSError:
         return False
     finally:

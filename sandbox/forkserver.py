@@ -409,8 +409,7 @@ class ZygoteRunner(CodeRunner):
         try:
             fds = list(stdio.child_ends)
             if files:
-                files_fd = os.memfd_create("files", os.MFD_CLOEXEC)
-                _write_all(files_fd, marshal.dumps({k: (bytes(v), 0o444) for k, v in files.items()}))
+                files_fd = _files_memfd(files)
                 fds.append(files_fd)
             zygote.send(job.sock, {"op": "run", "limits": child_limits, "wall_s": wall, "argv": list(argv),
                                    "mem_mb": limits.memory_mb, "collect": list(collect),
@@ -458,9 +457,8 @@ class ZygoteRunner(CodeRunner):
             own += [err_b_r, err_b_w]
             fds_b = [a2b_r, b2a_w, err_b_w]
             if files:
-                files_fd = os.memfd_create("files", os.MFD_CLOEXEC)
+                files_fd = _files_memfd(files)
                 own.append(files_fd)
-                _write_all(files_fd, marshal.dumps({k: (bytes(v), 0o444) for k, v in files.items()}))
                 fds_b.append(files_fd)
             # the pair waits on each other, so no CPU-wait credit here: each backstop is fixed
             # (and capped by the job's budget); the CPU limits are enforced on exact runtime
@@ -749,8 +747,7 @@ class TestStdio:
     def __init__(self, stdin: bytes) -> None:
         self._fds: list[int] = []
         try:
-            memfd = self._own(os.memfd_create("stdin", os.MFD_CLOEXEC))
-            _write_all(memfd, stdin)  # the file offset, which the child's fd 0 shares, stays 0
+            memfd = self._own(zygote.memfd_holding("stdin", stdin))  # offset 0, shared with the child's fd 0
             self.stdout, out_w = (self._own(fd) for fd in os.pipe2(os.O_CLOEXEC))
             self.stderr, err_w = (self._own(fd) for fd in os.pipe2(os.O_CLOEXEC))
             for r in (self.stdout, self.stderr):
@@ -784,9 +781,8 @@ class TestStdio:
 def _send_source(sock: socket.socket, msg: dict[str, Any], fds: list[int], payload: bytes, fn_name: str | None) -> None:
     """Send ``msg`` with ``fds`` and the program's source as a memfd after them (and its
     ``fn_name``, for a function-call problem): a job start or a spare's load."""
-    memfd = os.memfd_create("solution", os.MFD_CLOEXEC)
+    memfd = zygote.memfd_holding("solution", payload)
     try:
-        _write_all(memfd, payload)
         if fn_name is not None:
             msg["fn_name"] = fn_name
         zygote.send(sock, msg, [*fds, memfd])
@@ -794,11 +790,9 @@ def _send_source(sock: socket.socket, msg: dict[str, Any], fds: list[int], paylo
         os.close(memfd)
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    """Write ``data`` at offset 0 with pwrite, leaving the file offset where it was (0)."""
-    view = memoryview(data)
-    while view:
-        view = view[os.pwrite(fd, view, len(data) - len(view)):]
+def _files_memfd(files: Mapping[str, bytes]) -> int:
+    """A test's own files (read-only, mode 0444) as the memfd its init places them from."""
+    return zygote.memfd_holding("files", marshal.dumps({k: (bytes(v), 0o444) for k, v in files.items()}))
 
 
 def cpu_rlimit_s(limits: Limits) -> int:

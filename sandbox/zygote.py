@@ -45,7 +45,7 @@ from cpfleet.sandbox.isolation import ChildLimits
 
 TYPE_CHECKING = False  # typing is not imported at run time: every module here is in every fork
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, NoReturn
 
 # Preloaded once so tests start warm. Chosen by how often the 300 CodeContests human solutions
 # import them (sys 125, collections 61, math 54, os 32, io 28, heapq 21, bisect 14, itertools
@@ -141,6 +141,17 @@ def recv(sock: socket.socket) -> tuple[Any, list[int]]:
             os.close(fd)
         return None, []
     return marshal.loads(data), fds
+
+
+def memfd_holding(name: str, data: bytes) -> int:
+    """A close-on-exec memfd holding ``data``, its offset at 0 (closed again if writing fails)."""
+    fd = os.memfd_create(name, os.MFD_CLOEXEC)
+    try:
+        child.write_all(fd, data)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def _read_all(fd: int) -> bytes:
@@ -595,10 +606,10 @@ class JobInit:
         child this way before its program exists (``_start_ahead`` sends it the code); a job
         started on demand does not: the runner sends its first test right after the compile,
         before a fork could finish, and waking a waiting child then cost more than forking one
-        (measured: ~0.5 ms slower per 1-test job). The child waits on a socket pair for
-        its test (``_start_ahead``); everything bound to the test (the cgroups, fds 0/1/2,
-        rlimits, uid, directory) it applies after that, exactly as a child forked on demand.
-        Unused, it ends with the job (EOF on its socket; the init's death)."""
+        (measured: ~0.5 ms slower per 1-test job). The child waits on a socket pair;
+        everything bound to the test (the cgroups, fds 0/1/2, rlimits, uid, directory) it
+        applies once its test arrives, exactly as a child forked on demand. Unused, it ends
+        with the job (EOF on its socket; the init's death)."""
         if self.ahead is not None:
             return
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -637,11 +648,7 @@ class JobInit:
             if needs_program:
                 # forked in a spare job before its program came: the compiled code and the
                 # source (for tracebacks), as marshal writes a .pyc's code
-                program_fd = os.memfd_create("program", os.MFD_CLOEXEC)
-                data = marshal.dumps((self.code, self.source))
-                written = 0
-                while written < len(data):
-                    written += os.write(program_fd, data[written:])
+                program_fd = memfd_holding("program", marshal.dumps((self.code, self.source)))
                 fds.append(program_fd)
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
             t0 = time.monotonic()
@@ -679,10 +686,7 @@ class JobInit:
             isolation.confine_to_test(stdio, self.z.uid, self.z.gid, self.z.cgroup_fds, limits, self.z.layers,
                                       keep_fd=status_w, fallback_cwd=test["cwd"])
         except BaseException as e:
-            try:
-                os.write(status_w, f"test confinement failed: {type(e).__name__}: {e}".encode())
-            finally:
-                os._exit(CONFINE_FAILED)
+            _confinement_failed(status_w, e)
         self._start_program(status_w, test["argv"], test["mem_mb"])
 
     def _become_test(self, stdio: tuple[int, int, int], status_w: int, limits: ChildLimits,
@@ -693,22 +697,18 @@ class JobInit:
                 keep_fd=status_w, fallback_cwd=fallback_cwd,
             )
         except BaseException as e:
-            try:
-                os.write(status_w, f"test confinement failed: {type(e).__name__}: {e}".encode())
-            finally:
-                os._exit(CONFINE_FAILED)
+            _confinement_failed(status_w, e)
         self._start_program(status_w, extra_argv, mem_mb)
 
     def _start_program(self, status_w: int, extra_argv: list[str] | tuple[str, ...], mem_mb: int) -> None:
         """In the confined child: become the program (exec it, or run the compiled code)."""
-        if self.mode != "program":
-            os.close(status_w)
         if self.mode == "program":
             assert self.program is not None
             prog_dir = self.program["dir"]
             argv = [a.replace("{prog}", prog_dir).replace("{mem}", str(mem_mb))
                     for a in self.program["argv"]] + list(extra_argv)
             child.exec_program(argv, self.program.get("env") or {}, status_w)
+        os.close(status_w)  # kept only by a program exec, to report its failure
         if self.mode == "exec":
             child.exec_python(self.source, self.z.python, None, self.fn_name)
         if self.fn_name is not None:
@@ -836,6 +836,15 @@ class JobInit:
                     pass
             except ChildProcessError:
                 return True
+
+
+def _confinement_failed(status_w: int, e: BaseException) -> NoReturn:
+    """In a test child whose confinement failed: say why on the status pipe (the runner answers
+    INTERNAL) and exit without running the program."""
+    try:
+        os.write(status_w, f"test confinement failed: {type(e).__name__}: {e}".encode())
+    finally:
+        os._exit(CONFINE_FAILED)
 
 
 def _schedstat(pid: int) -> list[list[int]]:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from cpfleet.redis_server import RedisServer
+from cpfleet.sandbox.forkserver import ForkServerRunner
 from cpfleet.sandbox.runner import CodeRunner
 from cpfleet.sandbox.runners import RUNNER_KINDS, make_runner
 
@@ -71,6 +72,15 @@ def codecontests_records(codecontests_path: Path) -> list[dict]:
 def runner(request: pytest.FixtureRequest) -> Iterator[CodeRunner]:
     """Each runner kind, one per test module (starting one costs a zygote and a self-test)."""
     r = make_runner(request.param)
+    yield r
+    r.close()
+
+
+@pytest.fixture(scope="module")
+def fork_runner() -> Iterator[ForkServerRunner]:
+    """The fork server alone, one per test module, for tests of its own machinery (spare jobs,
+    children forked ahead) that look at its processes."""
+    r = ForkServerRunner()
     yield r
     r.close()
 

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import os
 import signal
-import time
-from collections.abc import Iterator
 
-import pytest
+from fleet_helpers import wait_until
+from runner_helpers import children
 
 from cpfleet.core.verdict import Verdict
 from cpfleet.sandbox.forkserver import ForkServerRunner
@@ -32,44 +31,26 @@ print(input())
 """
 
 
-@pytest.fixture(scope="module")
-def fork_runner() -> Iterator[ForkServerRunner]:
-    r = ForkServerRunner()
-    yield r
-    r.close()
-
-
-def _children(pid: int) -> list[int]:
-    kids: list[int] = []
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        with open(f"/proc/{pid}/task/{tid}/children") as f:
-            kids += [int(x) for x in f.read().split()]
-    return kids
-
-
 def _waiting_children(runner: ForkServerRunner) -> list[int]:
     """Processes below the loaded job's init: a child forked ahead, waiting for its test."""
     assert runner._proc is not None
     found = []
-    for job_process in _children(runner._proc.pid):
-        for init in _children(job_process):
-            found += _children(init)
+    for job_process in children(runner._proc.pid):
+        for init in children(job_process):
+            found += children(init)
     return found
 
 
-def _wait_for(predicate: object, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():  # type: ignore[operator]
-            return True
-        time.sleep(0.01)
-    return False
+def _none_waits_for_a_while(runner: ForkServerRunner) -> bool:
+    """No child is waiting, nor appears for a while: the init forks ahead right after its
+    reply, so a single look just after a run could come before a fork that does happen."""
+    return not wait_until(lambda: bool(_waiting_children(runner)), timeout=0.3, interval=0.01)
 
 
 def test_a_child_forked_ahead_shows_the_test_what_a_child_forked_on_demand_shows(fork_runner: ForkServerRunner) -> None:
     assert fork_runner.load(PROBE) is None
     on_demand = fork_runner.run(b"x\n", Limits(time_s=5))  # a job's first test: forked on demand
-    assert _wait_for(lambda: len(_waiting_children(fork_runner)) == 1), "no child was forked ahead"
+    assert wait_until(lambda: len(_waiting_children(fork_runner)) == 1, 10), "no child was forked ahead"
     ahead = fork_runner.run(b"x\n", Limits(time_s=5))
     assert ahead.status == on_demand.status == Verdict.OK, (ahead.stderr[-500:], on_demand.stderr[-500:])
     assert ahead.stdout == on_demand.stdout
@@ -87,7 +68,7 @@ def test_rlimits_come_from_each_tests_own_limits(fork_runner: ForkServerRunner) 
 def test_a_child_that_died_waiting_is_replaced_and_the_test_still_runs(fork_runner: ForkServerRunner) -> None:
     assert fork_runner.load("print(input()[::-1])\n") is None
     assert fork_runner.run(b"abc\n", Limits(time_s=5)).stdout == b"cba\n"
-    assert _wait_for(lambda: len(_waiting_children(fork_runner)) == 1), "no child is waiting for the next test"
+    assert wait_until(lambda: len(_waiting_children(fork_runner)) == 1, 10), "no child is waiting for the next test"
     (waiting,) = _waiting_children(fork_runner)
     os.kill(waiting, signal.SIGKILL)
     res = fork_runner.run(b"xyz\n", Limits(time_s=5))
@@ -100,13 +81,13 @@ def test_no_child_waits_after_the_expected_runs_and_a_closed_job_leaves_none(for
     fork_runner.expect_runs(2)
     for _ in range(2):
         assert fork_runner.run(b"", Limits(time_s=5)).stdout == b"1\n"
-    assert _wait_for(lambda: not _waiting_children(fork_runner))
+    assert _none_waits_for_a_while(fork_runner)
     assert fork_runner.load("print(2)\n") is None  # no hint: a child waits after each run
     assert fork_runner.run(b"", Limits(time_s=5)).stdout == b"2\n"
-    assert _wait_for(lambda: len(_waiting_children(fork_runner)) == 1)
+    assert wait_until(lambda: len(_waiting_children(fork_runner)) == 1, 10)
     (waiting,) = _waiting_children(fork_runner)
     assert fork_runner.load("print(3)\n") is None  # ends the last job, its waiting child included
-    assert _wait_for(lambda: not _alive(waiting)), "the ended job's waiting child outlived it"
+    assert wait_until(lambda: not _alive(waiting), 10), "the ended job's waiting child outlived it"
 
 
 def _alive(pid: int) -> bool:
@@ -140,9 +121,9 @@ def test_a_spare_jobs_child_forked_before_its_program_shows_the_same(fork_runner
     assert fork_runner.load(PROBE) is None
     fork_runner.expect_runs(1)
     on_demand = fork_runner.run(b"x\n", Limits(time_s=5))
-    assert _wait_for(lambda: not _waiting_children(fork_runner))
+    assert _none_waits_for_a_while(fork_runner)
     fork_runner.prepare_next()
-    assert _wait_for(lambda: len(_waiting_children(fork_runner)) == 1), "the spare forked no child ahead"
+    assert wait_until(lambda: len(_waiting_children(fork_runner)) == 1, 10), "the spare forked no child ahead"
     (waiting,) = _waiting_children(fork_runner)
     assert fork_runner.load(PROBE) is None
     from_spare = fork_runner.run(b"x\n", Limits(time_s=5))

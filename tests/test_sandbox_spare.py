@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import os
 import signal
-import time
-from collections.abc import Iterator
 
-import pytest
+from fleet_helpers import wait_until
+from runner_helpers import children
 
 from cpfleet.core.verdict import Verdict
 from cpfleet.sandbox.forkserver import ForkServerRunner
@@ -21,21 +20,6 @@ PROBE = (
     "status = [l.split()[1] for l in open('/proc/self/status') if l.startswith('Seccomp:')]\n"
     "print(os.getpid(), sorted(os.listdir('.')), os.getuid(), status, input())\n"
 )
-
-
-@pytest.fixture(scope="module")
-def fork_runner() -> Iterator[ForkServerRunner]:
-    r = ForkServerRunner()
-    yield r
-    r.close()
-
-
-def _children(pid: int) -> list[int]:
-    kids: list[int] = []
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        with open(f"/proc/{pid}/task/{tid}/children") as f:
-            kids += [int(x) for x in f.read().split()]
-    return kids
 
 
 def _run(runner: ForkServerRunner, source: str, stdin: bytes, fn_name: str | None = None) -> tuple[str | None, bytes]:
@@ -68,15 +52,14 @@ def test_a_spare_that_died_while_waiting_is_replaced_and_the_job_still_runs(fork
     fork_runner.run(b"", Limits(time_s=5))  # a loaded job, so the zygote has two job processes below
     assert fork_runner._proc is not None
     zygote = fork_runner._proc.pid
-    before = set(_children(zygote))
+    before = set(children(zygote))
     fork_runner.prepare_next()
-    deadline = time.monotonic() + 10
-    spare: list[int] = []
-    while not spare and time.monotonic() < deadline:  # the spare's job process and, below it, its init
-        spare = [p for p in set(_children(zygote)) - before if _children(p)]
-        time.sleep(0.01)
-    assert spare, "no spare job process appeared"
-    os.kill(_children(spare[0])[0], signal.SIGKILL)  # its init: the spare can no longer answer
+
+    def spare() -> list[int]:  # the spare's job process, once its init is below it
+        return [p for p in set(children(zygote)) - before if children(p)]
+
+    assert wait_until(lambda: bool(spare()), timeout=10), "no spare job process appeared"
+    os.kill(children(spare()[0])[0], signal.SIGKILL)  # its init: the spare can no longer answer
     assert _run(fork_runner, "print(input()[::-1])\n", b"abc\n") == (None, b"cba\n")
 
 
