@@ -59,12 +59,28 @@ def test_sigkill_of_one_pool_process_loses_no_job_and_duplicates_none(redis_url:
     with FleetClient(redis_url, timeout=120, use_cache=False) as client:
         futures = _batch(client, 24, "pk")
         assert wait_until(lambda: _done(futures) >= 3, timeout=60)
-        victim = node.kill_pool_process()
+        victims = _kill_a_busy_pool_process(node, futures)
         results = client.gather(futures, timeout=150)
     assert [r.job_id for r in results] == [f"pk-{i}" for i in range(24)]
     assert all(r.reward == 1.0 and not r.infra_error for r in results), Counter(r.infra_message for r in results)
-    assert victim not in node.pool_pids()
-    assert "WorkerLostError" in node.log_text()  # the job it ran was retried, not dropped
+    assert not set(victims) & set(node.pool_pids())
+    assert "WorkerLostError" in node.log_text()  # a job was running in a killed process, and was retried
+
+
+def _kill_a_busy_pool_process(node: Any, futures: list[Any], tries: int = 6) -> list[int]:
+    """SIGKILL pool processes until one dies while running a job (Celery logs WorkerLostError).
+
+    A process caught between two jobs dies with nothing to retry, which proves nothing; on a
+    loaded machine that window is wide enough to be hit, so the kill is repeated while jobs remain."""
+    victims: list[int] = []
+    for _ in range(tries):
+        if _done(futures) > len(futures) - 4:
+            break
+        assert wait_until(lambda: len(node.pool_pids()) >= node.concurrency, timeout=60)
+        victims.append(node.kill_pool_process())
+        if wait_until(lambda: "WorkerLostError" in node.log_text(), timeout=5):
+            break
+    return victims
 
 
 def test_sigkill_of_the_whole_node_then_a_new_node_completes_the_batch(redis_url: str, start_worker) -> None:  # noqa: F811
