@@ -125,8 +125,9 @@ def test_gigantic_binary_is_a_compile_error_naming_the_limit(runner: CodeRunner)
 
 def test_time_limit_multiplier_gives_a_language_more_time(runner: CodeRunner) -> None:
     _needs("cpp")
-    # ~1 s of CPU here: over a 0.3 s limit, well under 0.3 s x 12
-    spin = "int main(){ volatile unsigned long x=0; for(unsigned long i=0;i<4000000000UL;i++) x+=i; return 0; }"
+    # Spins until it has used 1 s of CPU, whatever the machine's speed: over a 0.3 s limit, well
+    # under 0.3 s x 12. A fixed loop count would take 1 s on one CPU and 4 s on another.
+    spin = "#include <ctime>\nint main(){ while (std::clock() < CLOCKS_PER_SEC) {} return 0; }"
     base = {"id": "spin", "time_limit_s": 0.3, "hidden_tests": [{"input": "", "output": ""}],
             "checker": {"type": "tokens"}}
     strict = evaluate(Problem.from_dict(base), f"```cpp\n{spin}\n```", runner)
