@@ -11,7 +11,7 @@ V1_ROOT = "/sys/fs/cgroup"
 
 
 class SlotCgroup:
-    """Creates ``cpfleet/slot-N`` under the memory and pids controllers."""
+    """Creates ``cpfleet/<name>`` (``Slot.cgroup_name``) under the memory and pids controllers."""
 
     def __init__(self, name: str) -> None:
         self.name = name

@@ -93,7 +93,7 @@ class ZygoteRunner(CodeRunner):
         self._cgroup: SlotCgroup | None = None
         self._slot: Slot = claim_slot()
         try:
-            self._cgroup = SlotCgroup(f"slot-{self._slot.index}") if isolate else None
+            self._cgroup = SlotCgroup(self._slot.cgroup_name) if isolate else None
             self._ooms_seen = self._cgroup.oom_kills() if self._cgroup is not None else 0
             self._pch_host_dir = _pch_root()
             self._start_zygote()

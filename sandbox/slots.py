@@ -43,6 +43,13 @@ class Slot:
     gid: int
     lock_fd: int
 
+    @property
+    def cgroup_name(self) -> str:
+        """The slot's cgroup under ``cpfleet/``, named from its uid: the uid is the slot's
+        identity on the host, so runners whose slots come from different lock directories with
+        different uid bases never share (or kill the processes of) one cgroup."""
+        return f"slot-{self.uid}"
+
     def release(self) -> None:
         if self.lock_fd >= 0:
             os.close(self.lock_fd)
