@@ -216,7 +216,7 @@ def decode_reply(data: bytes) -> dict[str, Any]:
 
 # --- result cache ------------------------------------------------------------------------------
 
-RESULT_CACHE_FORMAT = 2  # bump when the cached result's meaning (or the key's layout) changes
+RESULT_CACHE_FORMAT = 3  # bump when the cached result's meaning (or the key's layout) changes
 
 
 def code_hash(code: str | None) -> str:

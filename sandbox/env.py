@@ -45,7 +45,7 @@ from cpfleet.core.problem import Problem, TestCase, judging_refusal
 from cpfleet.core.protocol import check_options
 from cpfleet.core.results import JobResult, TestReport, TestSetSummary, Timings
 from cpfleet.core.verdict import Verdict
-from cpfleet.sandbox import fncall
+from cpfleet.sandbox import fncall, languages
 from cpfleet.sandbox.extract import extract_program, looked_for
 from cpfleet.sandbox.observation import CLIP_CHARS, PublicTestView, clip, display_prefix, format_observation
 from cpfleet.sandbox.runner import CodeRunner, Limits, RunResult
@@ -422,8 +422,9 @@ def evaluate(
 
 def program_identity(problem: Problem, completion: str, language: str | None) -> str | None:
     """What a result cache keys a job's program by: the extracted code, prefixed by its language
-    unless it is CPython (so CPython keys stay those of the Python-only judge); None when no
-    program was found or the job's language is refused (both judged without running anything)."""
+    and that language's ``languages.fingerprint`` (the toolchain and settings this worker judges
+    it with); None when no program was found or the job's language is refused (both judged
+    without running anything)."""
     try:
         allowed, default = allowed_languages(problem, language)
     except ValueError:
@@ -431,7 +432,7 @@ def program_identity(problem: Problem, completion: str, language: str | None) ->
     found = extract_program(completion, allowed=allowed, default=default)
     if found is None:
         return None
-    return found.code if found.language == "python3" else f"{found.language}\n{found.code}"
+    return f"{found.language} {languages.fingerprint(found.language)}\n{found.code}"
 
 
 def allowed_languages(problem: Problem, language: str | None) -> tuple[tuple[str, ...] | None, str]:

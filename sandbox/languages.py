@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import os
 import shutil
 import subprocess
@@ -47,7 +48,7 @@ from cpfleet.core.errors import UnknownLanguage
 from cpfleet.core.languages import FENCE_TAGS, LANGUAGES
 
 __all__ = ["FENCE_TAGS", "LANGUAGES", "UnknownLanguage", "Language", "CompileStep", "build_table", "table", "get",
-           "availability", "availability_line", "missing_tools", "time_multiplier", "toolchain_version"]
+           "availability", "availability_line", "fingerprint", "missing_tools", "time_multiplier", "toolchain_version"]
 
 COMPILED = frozenset({"cpp", "c", "java", "pypy3"})  # those whose programs go through a compile step
 
@@ -204,6 +205,15 @@ def toolchain_version(name: str) -> str:
         return ""
     text = (out.stdout or out.stderr).decode(errors="replace").strip()
     return text.splitlines()[0] if text and out.returncode == 0 else ""
+
+
+def fingerprint(name: str) -> str:
+    """A short digest of how this process judges a ``name`` program: its table entry (compile and
+    run argv, flags, memory model, default time multiplier) and its toolchain's version line.
+    The result cache keys by it, so workers that would judge one program differently (another
+    compiler or interpreter, C++ standard, linking or multiplier) never serve each other's
+    results, and a fleet upgraded mid-run does not hand out verdicts of the old toolchain."""
+    return hashlib.sha256(f"{get(name)!r}\n{toolchain_version(name)}".encode()).hexdigest()[:16]
 
 
 def missing_tools(name: str) -> list[str]:

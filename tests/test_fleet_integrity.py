@@ -4,6 +4,7 @@ enter the result cache."""
 
 from __future__ import annotations
 
+import shutil
 import uuid
 from collections.abc import Iterator
 
@@ -84,3 +85,30 @@ def test_the_job_time_budget_leaves_the_worst_case_job_under_the_soft_limit() ->
     assert Settings.from_env({"CPFLEET_JOB_TIME_BUDGET": "100"}).job_time_budget_s == 100
     with pytest.raises(ValueError, match="CPFLEET_JOB_TIME_BUDGET"):
         Settings.from_env({"CPFLEET_JOB_TIME_BUDGET": "590"})
+
+
+OPTIONAL_SUM = """```cpp
+#include <cstdio>
+#include <optional>
+int main() { std::optional<int> a, b; int x, y; if (std::scanf("%d %d", &x, &y) != 2) return 1;
+             a = x; b = y; std::printf("%d\\n", *a + *b); }
+```"""
+
+
+def test_workers_with_another_toolchain_setting_never_serve_each_others_cached_results(
+    redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    # the same completion is a compile error under C++11 (no std::optional) and correct under
+    # C++17: a worker set to gnu++17 must judge it itself, not take the C++11 worker's cached verdict
+    if shutil.which("g++") is None:
+        pytest.skip("g++ is not installed (the languages' toolchains: see .ci/run)")
+    problem = {"id": f"integrity/optional-{uuid.uuid4().hex[:8]}", "hidden_tests": [{"input": "2 3\n", "output": "5\n"}]}
+    verdicts = []
+    for std in ("c++11", "gnu++17", "c++11"):
+        logs = tmp_path_factory.mktemp("toolchain")
+        with FleetWorker(redis_server.url, logs, concurrency=1, env={"CPFLEET_CPP_STD": std}) as worker:
+            with FleetClient(worker.redis_url, timeout=60) as client:
+                client.register_problems([problem])
+                r = client.submit(problem["id"], OPTIONAL_SUM).result(timeout=90)
+        verdicts.append((r.verdict, r.cache_hit))
+    assert verdicts == [(Verdict.COMPILE_ERROR, False), (Verdict.OK, False), (Verdict.COMPILE_ERROR, True)]

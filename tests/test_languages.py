@@ -204,3 +204,27 @@ def test_job_language_reaches_pool_processes(tmp_path: object) -> None:
     results = list(judge_iter({"sum": SUM}, jobs, workers=2))
     assert [r.language for r in results] == ["python3", "pypy3", "python3", "pypy3"]
     assert all(r.reward == 1.0 for r in results), [r.observation for r in results]
+
+
+@pytest.mark.parametrize("setting", [{"CPFLEET_CPP_STD": "c++20"}, {"CPFLEET_STATIC_LINK": "0"},
+                                     {"CPFLEET_TIME_MULTIPLIERS": "cpp=2"}])
+def test_a_toolchain_setting_changes_the_programs_result_cache_identity(setting: dict[str, str],
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from cpfleet.sandbox.env import program_identity
+
+    completion = f"```cpp\n{CPP_OK}```"
+    languages.table.cache_clear()
+    before = program_identity(SUM, completion, None)
+    python_before = program_identity(SUM, "```python\nprint(3)\n```", None)
+    for name, value in setting.items():
+        monkeypatch.setenv(name, value)
+    languages.table.cache_clear()
+    try:
+        after = program_identity(SUM, completion, None)
+        python_after = program_identity(SUM, "```python\nprint(3)\n```", None)
+    finally:
+        monkeypatch.undo()
+        languages.table.cache_clear()
+    assert before is not None and after is not None and before != after
+    assert before.endswith(CPP_OK) and after.endswith(CPP_OK)
+    assert python_before == python_after  # a C++ setting leaves Python's results shared

@@ -1,8 +1,10 @@
 """Result cache: GRPO groups repeat completions, so a job whose extracted code was already judged
 on the same problem version with the same options gets the stored result without running.
 
-Keyed by ``protocol.result_cache_key(problem_version, code_hash(extracted code), shape, mode,
-runner=kind)``: results of one sandbox runner kind are never served to a worker of another; the
+Keyed by ``protocol.result_cache_key(problem_version, code_hash(program identity), shape, mode,
+runner=kind)``: results of one sandbox runner kind are never served to a worker of another, nor
+results of one toolchain to a worker with another (the identity carries the language's
+``languages.fingerprint``: compiler or interpreter version, flags, default multiplier); the
 version is a hash of the tests, limits and checker, so a changed problem never serves a
 stale result. Infrastructure failures are never stored (the next run may well succeed), nor are
 results whose verdict depended on machine load (``JobResult.deterministic`` False: a wall-clock
