@@ -284,10 +284,16 @@ class CodeContestsChecker:
 
 
 class FloatChecker:
-    """Tokens with numeric tolerance: |got - expected| <= max(abs, rel * |expected|), exactly."""
+    """Tokens with numeric tolerance: |got - expected| <= max(abs, rel * |expected|), exactly.
+
+    Non-finite values follow testlib's ``doubleCompare``: NaN matches only NaN, an infinity only
+    the infinity of the same sign (so an answer printed as ``inf`` or ``nan`` is accepted when
+    it is the expected one). The arithmetic runs in one context with the widest exponent range
+    and no dependence on the thread's context, and any value beyond even that (an exponent of
+    ~10**18, which only a program's output can hold) is a mismatch, never an error."""
 
     name = "float"
-    _ctx = decimal.Context(prec=200)
+    _ctx = decimal.Context(prec=200, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN)
 
     def __init__(self, abs_tol: float = 1e-6, rel_tol: float = 1e-6) -> None:
         self.abs_tol = decimal.Decimal(repr(float(abs_tol)))
@@ -297,29 +303,36 @@ class FloatChecker:
         if _REAL.fullmatch(tok) is None:
             return None
         try:
-            return decimal.Decimal(tok.lstrip("+"))
-        except decimal.InvalidOperation:  # pragma: no cover - the regex admits only Decimal syntax
+            return decimal.Decimal(tok.lstrip("+"))  # the regex admits only Decimal syntax
+        except decimal.DecimalException:  # an exponent past ~10**18: a word, equal only to itself
             return None
 
     def values_match(self, exp: str, got: str) -> bool:
         x, y = self._number(exp), self._number(got)
         if x is None or y is None:
             return exp == got and x is None and y is None  # words: exact; a word never equals a number
-        if not (x.is_finite() and y.is_finite()):
-            return False
+        if x.is_nan() or y.is_nan():
+            return x.is_nan() and y.is_nan()
+        if x.is_infinite() or y.is_infinite():
+            return x == y
         if _INT.fullmatch(exp) and _INT.fullmatch(got):
             return x == y
-        diff = abs(self._ctx.subtract(x, y))
-        return diff <= self.abs_tol or diff <= self._ctx.multiply(self.rel_tol, abs(x))
+        ctx = self._ctx
+        try:
+            diff = ctx.abs(ctx.subtract(x, y))
+            return bool(ctx.compare(diff, self.abs_tol) <= 0
+                        or ctx.compare(diff, ctx.multiply(self.rel_tol, ctx.abs(x))) <= 0)
+        except decimal.DecimalException:  # beyond even the widest exponent range
+            return False
 
     def check(self, expected: str, got: str) -> CheckResult:
-        exact = not (_may_hold_non_finite(expected) or _may_hold_non_finite(got))
-        if exact and expected == got:
+        # identical tokens are the same value, NaN and infinities included, so they always match
+        if expected == got:
             return CheckResult(True)
         e = expected.split()
         g, n_got = _split_bounded(got, len(e) + 1)
         n = min(len(e), len(g))
-        index = _first_mismatch(e, g, lambda a, b: (exact and a == b) or self.values_match(a, b), exact)
+        index = _first_mismatch(e, g, lambda a, b: a == b or self.values_match(a, b), True)
         if index == n and len(e) == n_got:
             return CheckResult(True)
         return CheckResult(False, _difference(expected, got, _NON_SPACE, index, len(e), n_got))

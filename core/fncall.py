@@ -26,6 +26,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 from cpfleet.core.problem import ProblemFormatError, TestCase
@@ -146,13 +147,19 @@ def _numbers_equal(e: Any, g: Any, tol: Tolerance | None) -> bool:
         big, other = (e, g) if isinstance(e, _BigInt) else (g, e)
         return isinstance(other, int) and not isinstance(other, bool) and big.text == str(other)
     if tol is not None and (isinstance(e, float) or isinstance(g, float)):
-        x, y = float(e), float(g)
-        if not (math.isfinite(x) and math.isfinite(y)):
-            return False
-        diff = abs(x - y)
+        if not all(math.isfinite(v) for v in (e, g) if isinstance(v, float)):
+            # as the reference harnesses (Python ==, numpy's allclose): an infinity matches the
+            # same infinity, NaN matches nothing
+            return bool(e == g)
+        diff: float | Fraction
+        bound: float | Fraction
+        try:
+            diff, bound = abs(float(e) - float(g)), tol.rel * abs(float(e))
+        except OverflowError:  # an int past the float range beside a float: exact rationals
+            diff, bound = abs(Fraction(e) - Fraction(g)), Fraction(tol.rel) * abs(Fraction(e))
         if tol.strict:
             return diff < tol.abs
-        return diff <= tol.abs or diff <= tol.rel * abs(x)
+        return diff <= tol.abs or diff <= bound
     return bool(e == g)
 
 

@@ -158,10 +158,26 @@ def test_float_integers_are_exact() -> None:
 
 
 @pytest.mark.parametrize("tok", ["nan", "NaN", "inf", "-inf", "Infinity", "-nan"])
-def test_float_nan_and_inf_never_equal(tok: str) -> None:
+def test_float_nan_and_inf_match_only_themselves_as_in_testlib(tok: str) -> None:
     f = FloatChecker(abs_tol=1.0, rel_tol=1.0)
-    assert not f.check(tok, tok).ok
-    assert not f.check("1.0", tok).ok
+    assert f.check(tok, tok).ok and f.check(f"1.5 {tok}", f"1.5000001 {tok}").ok
+    assert not f.check("1.0", tok).ok and not f.check(tok, "1.0").ok
+    assert not f.check(tok, "1e400").ok  # a huge finite value is not an infinity
+
+
+def test_float_non_finite_values_compare_by_value() -> None:
+    f = FloatChecker(abs_tol=1.0, rel_tol=1.0)
+    assert f.check("inf", "Infinity").ok and f.check("-INF", "-inf").ok and f.check("nan", "-NaN").ok
+    assert not f.check("inf", "-inf").ok and not f.check("nan", "inf").ok
+
+
+@pytest.mark.parametrize("got", ["1e9999999", "-1e9999999", "1e99999999999999999999999", "1.5e-9999999999"])
+def test_float_output_with_an_enormous_exponent_is_wrong_never_an_error(got: str) -> None:
+    f = FloatChecker()
+    assert not f.check("1.5", got).ok
+    assert f.check(got, got).ok  # the same token is the same value
+    assert FloatChecker(abs_tol=0.0, rel_tol=1e-6).check("1e9999999", "1.0000000001e9999999").ok
+    assert not FloatChecker(abs_tol=0.0, rel_tol=1e-6).check("1e9999999", "2e9999999").ok
 
 
 def test_float_words_compare_exactly() -> None:

@@ -229,3 +229,19 @@ def test_fn_name_is_part_of_the_problem_version() -> None:
 )
 def test_values_compare_as_the_reference_harnesses_do(expected: str, got: str, tol: Tolerance | None, equal: bool) -> None:
     assert (difference(decode(expected), decode(got), tol) is None) is equal
+
+
+@pytest.mark.parametrize("checker", [{"type": "float"}, {"type": "code_contests"}, {"type": "float", "float_tolerance": 1e-6}])
+def test_a_returned_int_past_the_float_range_is_wrong_never_an_error(runner: CodeRunner, checker: dict[str, Any]) -> None:
+    p = problem("fn/huge", "f", [([], 1.5)], [([], 2.5)], checker=checker)
+    r = evaluate(p, fenced("def f():\n    return 10**400"), runner)
+    assert (r.verdict, r.reward, r.infra_error) == (Verdict.WRONG_ANSWER, 0.0, False), r.infra_message
+
+
+def test_float_tolerance_compares_a_huge_int_exactly_and_infinities_as_python_does() -> None:
+    tol = Tolerance(1e-6, 1e-6)
+    assert difference(1.5, 10**400, tol) is not None and difference(10**400, 1.5, tol) is not None
+    near = 17976931348623157 * 10**292  # the largest float, written as an int one past its range
+    assert difference(1.7976931348623157e308, near + 1, tol) is None
+    assert difference(float("inf"), float("inf"), tol) is None and difference(float("nan"), float("nan"), tol) is not None
+    assert difference(float("inf"), float("-inf"), tol) is not None and difference(float("inf"), 10**400, tol) is not None
