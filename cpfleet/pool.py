@@ -21,6 +21,7 @@ As with any "spawn" pool, a script that calls ``judge_iter`` with ``workers > 1`
 from __future__ import annotations
 
 import atexit
+import logging
 import multiprocessing
 import os
 import sys
@@ -39,6 +40,8 @@ from cpfleet.core.verdict import Verdict
 from cpfleet.sandbox.env import DEFAULT_MAX_PUBLIC_SHOWN, evaluate
 from cpfleet.sandbox.runner import CodeRunner
 from cpfleet.sandbox.runners import RUNNER_KINDS, make_runner  # the factory starts nothing until called
+
+log = logging.getLogger("cpfleet.pool")
 
 
 def default_workers() -> int:
@@ -110,8 +113,15 @@ class Judge:
                         problem_version=version,
                         language=job.get("language") if isinstance(job.get("language"), str) else None,
                     )
+                except Exception as e:
+                    # a bug in the judge itself: this job is INTERNAL (as on the pool and fleet
+                    # paths) and the rest of the batch is still judged; the runner may be
+                    # mid-test, so it is never reused
+                    log.exception("judging job %s of problem %s failed", job_id, pid)
+                    self.close()
+                    result = JobResult.infra(job_id, pid, f"judge error: {e!r}")
                 except BaseException:
-                    self.close()  # a judge bug propagates; the runner may be mid-test: never reuse it
+                    self.close()  # an interrupt: the runner may be mid-test, never reuse it
                     raise
                 if result.infra_error and result.verdict == Verdict.INTERNAL:
                     self.close()  # start the next job on a fresh runner

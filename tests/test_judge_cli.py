@@ -348,3 +348,24 @@ def _ppid(entry: Path) -> int:
         return int(stat.rsplit(")", 1)[1].split()[1])
     except (IndexError, ValueError):
         return -1
+
+
+def test_a_judge_bug_in_one_job_is_internal_and_the_batch_goes_on_in_process() -> None:
+    # a registered checker that raises: a bug on the judge's side, never the program's; the
+    # in-process path (workers=1) answers INTERNAL for that job as the pool and the fleet do
+    from cpfleet.core.checkers import CheckResult, register_checker
+
+    class Buggy:
+        name = "test_buggy"
+
+        def check(self, expected: str, got: str) -> CheckResult:
+            raise ZeroDivisionError("checker bug")
+
+    register_checker("test_buggy", lambda params: Buggy(), replace=True)
+    problems = {p["id"]: Problem.from_dict(p) for p in (ADD, {**HALF, "id": "buggy", "checker": {"type": "test_buggy"}})}
+    jobs = [{"problem_id": "add", "completion": CORRECT_ADD}, {"problem_id": "buggy", "completion": CORRECT_HALF},
+            {"problem_id": "add", "completion": CORRECT_ADD}]
+    results = list(judge_iter(problems, jobs, workers=1))
+    assert [(r.verdict, r.reward, r.infra_error) for r in results] == [
+        (Verdict.OK, 1.0, False), (Verdict.INTERNAL, None, True), (Verdict.OK, 1.0, False)]
+    assert "checker bug" in results[1].infra_message
