@@ -18,8 +18,10 @@ sandbox/programs.py, the one primitive for every non-Python program:
   the program's output, the answer) are placed read-only in its fresh working directory; it
   sees nothing of other tests. One job per checker is kept open per runner and reused.
 - Exit codes by protocol (``ProgramSpec`` docstring). A checker that crashes, is killed, runs
-  out of time or memory, or exits with anything but its accept/reject codes is INTERNAL with
-  infra_error: the problem is broken, the completion is not judged.
+  out of time or memory, or exits with anything but its accept/reject codes is run again on the
+  expected answer (``run_checker``): if it judges that, the program's output made it fail
+  (WRONG_ANSWER, never a masked sample a policy could learn to provoke); if not, the problem is
+  broken: INTERNAL with infra_error, the completion is not judged.
 """
 
 from __future__ import annotations
@@ -54,6 +56,16 @@ JUDGEMESSAGE = "feedback/judgemessage.txt"
 class CheckerVerdict:
     ok: bool
     detail: str = ""
+    deterministic: bool = True  # False: the checker's own time or memory limit decided it
+
+
+class _CannotJudge(CheckerBroken):
+    """The checker failed on one output (crashed, hit a limit, exited or printed something its
+    protocol does not define). Broken, unless it judges the expected answer (``run_checker``)."""
+
+    def __init__(self, why: str, rr: RunResult) -> None:
+        super().__init__(why)
+        self.load_dependent = rr.status in (Verdict.TIME_LIMIT, Verdict.MEMORY_LIMIT)
 
 
 def testlib_dir() -> str | None:
@@ -170,14 +182,38 @@ def _run(runner: CodeRunner, spec: ProgramSpec, stdin: bytes, argv: list[str], f
 
 def run_checker(runner: CodeRunner, spec: ProgramSpec, test_input: str, answer: str, output: bytes) -> CheckerVerdict:
     """Judge one test's complete output with the problem's checker program; CheckerBroken if
-    the checker cannot judge, SandboxFailure if the sandbox failed."""
+    the checker cannot judge, SandboxFailure if the sandbox failed.
+
+    A checker that fails on the program's output (a crash on text it did not expect, a limit, an
+    exit code outside its protocol) is run once more with the expected answer as the output,
+    the sanity check judges run on a jury's checker: if it accepts that, the checker works and
+    the failure is the output's doing (WRONG_ANSWER, naming it), never an infrastructure error a
+    policy could learn to provoke; if not, the problem is broken (CheckerBroken). A testlib
+    checker's own FAIL verdict (exit 3) is its explicit claim of a jury-side failure and stays
+    CheckerBroken, as on Codeforces ("judgement failed")."""
     inp = test_input.encode("utf-8")
     ans = answer.encode("utf-8")
+    try:
+        return _check(runner, spec, inp, ans, output)
+    except _CannotJudge as failure:
+        if output == ans:
+            raise
+        try:
+            sane = _check(runner, spec, inp, ans, ans)
+        except CheckerBroken as e:
+            raise CheckerBroken(f"{failure}; on the expected answer as output it fails too: {e}") from None
+        if not sane.ok:
+            raise CheckerBroken(f"{failure}; and it rejects the expected answer as output") from None
+        return CheckerVerdict(False, f"the checker could not judge this output (it accepts the expected "
+                                     f"answer): {failure}", deterministic=not failure.load_dependent)
+
+
+def _check(runner: CodeRunner, spec: ProgramSpec, inp: bytes, ans: bytes, output: bytes) -> CheckerVerdict:
     if spec.kind == "testlib":
         rr = _run(runner, spec, b"", ["input", "output", "answer"], {"input": inp, "output": output, "answer": ans})
         why = failed_run(spec, rr)
         if why:
-            raise CheckerBroken(why)
+            raise _CannotJudge(why, rr)
         msg = detail_of(rr.stderr, rr.stdout)
         if rr.exit_code == TESTLIB_OK:
             return CheckerVerdict(True, msg)
@@ -185,31 +221,33 @@ def run_checker(runner: CodeRunner, spec: ProgramSpec, test_input: str, answer: 
             return CheckerVerdict(False, msg or TESTLIB_REJECTS[rr.exit_code])
         if rr.exit_code == TESTLIB_PARTIAL:
             return CheckerVerdict(False, f"partially correct (not a full pass): {msg}")
-        raise CheckerBroken(f"the testlib checker failed (exit {rr.exit_code}): {msg[:500]}")
+        if rr.exit_code == TESTLIB_FAIL:
+            raise CheckerBroken(f"the testlib checker reported a judge failure (FAIL): {msg[:500]}")
+        raise _CannotJudge(f"the testlib checker failed (exit {rr.exit_code}): {msg[:500]}", rr)
     if spec.kind == "kattis_validator":
         rr = _run(runner, spec, output, ["input", "answer", "feedback/", *spec.flags],
                   {"input": inp, "answer": ans, "feedback/": b""}, (JUDGEMESSAGE,))
         why = failed_run(spec, rr)
         if why:
-            raise CheckerBroken(why)
+            raise _CannotJudge(why, rr)
         msg = detail_of(rr.files.get(JUDGEMESSAGE, b""), rr.stderr, rr.stdout)
         if rr.exit_code == KATTIS_AC:
             return CheckerVerdict(True, msg)
         if rr.exit_code == KATTIS_WA:
             return CheckerVerdict(False, msg or "wrong answer")
-        raise CheckerBroken(f"the output validator failed (exit {rr.exit_code}, expected 42 or 43): {msg[:500]}")
+        raise _CannotJudge(f"the output validator failed (exit {rr.exit_code}, expected 42 or 43): {msg[:500]}", rr)
     if spec.kind == "python":
         rr = _run(runner, spec, b"", ["input.txt", "correct_output.txt", "solution_output.txt"],
                   {"input.txt": inp, "correct_output.txt": ans, "solution_output.txt": output})
         why = failed_run(spec, rr)
         if why:
-            raise CheckerBroken(why)
+            raise _CannotJudge(why, rr)
         said = rr.stdout.decode("utf-8", errors="replace").strip()
         if rr.exit_code != 0:
-            raise CheckerBroken(f"the python checker exited {rr.exit_code}: {detail_of(rr.stderr)[:500]}")
+            raise _CannotJudge(f"the python checker exited {rr.exit_code}: {detail_of(rr.stderr)[:500]}", rr)
         if said == "1":
             return CheckerVerdict(True)
         if said == "0":
             return CheckerVerdict(False, detail_of(rr.stderr) or "the checker rejected the output")
-        raise CheckerBroken(f"the python checker printed {said[:80]!r}, not 1 or 0")
+        raise _CannotJudge(f"the python checker printed {said[:80]!r}, not 1 or 0", rr)
     raise CheckerBroken(f"checker kind {spec.kind!r} is not an output checker")

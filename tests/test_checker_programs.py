@@ -207,6 +207,54 @@ def test_python_checker_follows_the_open_r1_protocol(runner: CodeRunner) -> None
     assert res.infra_error and res.reward is None and "not 1 or 0" in res.infra_message
 
 
+NAIVE_PY_CHECKER = """
+import sys
+inp, correct, got = (open(p).read() for p in sys.argv[1:4])
+n = int(inp)
+print(1 if sorted(map(int, got.split())) == list(range(1, n + 1)) else 0)  # int('x') raises
+"""
+# abort()s when the output is not two numbers, and spins forever on a negative first number
+NAIVE_VALIDATOR = r"""
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+int main(int argc, char** argv) {
+    std::ifstream in(argv[1]);
+    long long n; in >> n;
+    long long a, b;
+    if (std::scanf("%lld %lld", &a, &b) != 2) std::abort();
+    if (a < 0) { volatile long long x = 0; for (;;) x++; }
+    return a + b == n ? 42 : 43;
+}
+"""
+
+
+@pytest.mark.parametrize(
+    ("checker", "tests", "right", "provoking", "deterministic"),
+    [
+        ({"type": "python", "source": NAIVE_PY_CHECKER}, PERMUTATION_TESTS,
+         "n = int(input())\nprint(*range(n, 0, -1))", "print('hello')", True),
+        (kattis(NAIVE_VALIDATOR, time_limit_s=1.0), SUM_TESTS, "n = int(input())\nprint(0, n)", "print('x')", True),
+        # the validator's own time limit ends it: load could change that, so never cached
+        (kattis(NAIVE_VALIDATOR, time_limit_s=1.0), SUM_TESTS, "n = int(input())\nprint(0, n)",
+         "n = int(input())\nprint(-1, n + 1)", False),
+    ],
+    ids=["python-crash", "kattis-abort", "kattis-hang"],
+)
+def test_output_that_makes_a_working_checker_fail_is_wrong_answer_never_internal(
+    runner: CodeRunner, checker: dict[str, Any], tests: Any, right: str, provoking: str, deterministic: bool
+) -> None:
+    # the checker fails on output it did not expect, but judges the expected answer: the
+    # failure is the output's doing, so it pays 0 and is never masked as INTERNAL
+    prob = problem(f"own/naive-{checker['type']}", checker, *tests)
+    good = evaluate(prob, fenced(right), runner)
+    assert (good.reward, good.verdict) == (1.0, Verdict.OK), good.observation
+    res = evaluate(prob, fenced(provoking), runner)
+    assert (res.reward, res.verdict, res.infra_error) == (0.0, Verdict.WRONG_ANSWER, False), res.infra_message
+    assert "could not judge this output" in res.observation
+    assert res.deterministic is deterministic
+
+
 # --- interactive: guess the number (Kattis interactor protocol) ----------------------------------
 
 GUESS_INTERACTOR = r"""
