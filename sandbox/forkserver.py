@@ -425,21 +425,22 @@ class ZygoteRunner(CodeRunner):
 
     def run_pair(self, job_a: Job, limits_a: Limits, job_b: Job, limits_b: Limits, *,
                  argv: list[str], files: Mapping[str, bytes] | None,
-                 collect: Sequence[str] = ()) -> tuple[RunResult, RunResult]:
+                 collect: Sequence[str] = ()) -> tuple[RunResult, RunResult, bool]:
         """Run a test of ``job_a`` and one of ``job_b`` at once, each one's stdout piped into
         the other's stdin (an interactive problem: a the solution, b the interactor, which gets
         ``argv`` and ``files``). When b ends, a is stopped (killed, error "stopped: the
-        interactor exited"); stderr of both is captured. INTERNAL when the sandbox failed."""
+        interactor exited"); stderr of both is captured. INTERNAL when the sandbox failed.
+        The flag: whether a's test ended (every process of it dead) before b's did."""
         try:
             return self._run_pair(job_a, limits_a, job_b, limits_b, argv, files, collect)
         except (OSError, SandboxBroken) as e:
             job_a.close()
             job_b.close()
             failed = RunResult(Verdict.INTERNAL, error=f"sandbox failure: {e}")
-            return failed, failed
+            return failed, failed, False
 
     def _run_pair(self, job_a: Job, limits_a: Limits, job_b: Job, limits_b: Limits, argv: list[str],
-                  files: Mapping[str, bytes] | None, collect: Sequence[str]) -> tuple[RunResult, RunResult]:
+                  files: Mapping[str, bytes] | None, collect: Sequence[str]) -> tuple[RunResult, RunResult, bool]:
         total = (limits_a.memory_mb << 20) + job_a.extra_cgroup_bytes + (limits_b.memory_mb << 20) \
             + job_b.extra_cgroup_bytes
         cgroup_ok = self._set_cgroup(total, limits_a.nproc + limits_b.nproc)
@@ -476,7 +477,7 @@ class ZygoteRunner(CodeRunner):
             for fd in (err_a_r, err_b_r):
                 os.set_blocking(fd, False)
             timeout = max(wall_a, wall_b) + REPLY_GRACE_S
-            done, errs = self._drain_pair(job_a, job_b, err_a_r, err_b_r, limits_a, limits_b, timeout)
+            done, errs, a_first = self._drain_pair(job_a, job_b, err_a_r, err_b_r, limits_a, limits_b, timeout)
         finally:
             for fd in own:
                 os.close(fd)
@@ -493,10 +494,10 @@ class ZygoteRunner(CodeRunner):
             if peer and res.status == Verdict.RUNTIME_ERROR:
                 res.error = "stopped: the interactor exited"
             results.append(res)
-        return results[0], results[1]
+        return results[0], results[1], a_first
 
     def _drain_pair(self, job_a: Job, job_b: Job, err_a: int, err_b: int, limits_a: Limits, limits_b: Limits,
-                    timeout: float) -> tuple[list[dict[str, Any]], list[tuple[bytes, bool]]]:
+                    timeout: float) -> tuple[list[dict[str, Any]], list[tuple[bytes, bool]], bool]:
         done: list[dict[str, Any] | None] = [None, None]
         errs = [bytearray(), bytearray()]
         trunc = [False, False]
@@ -511,6 +512,7 @@ class ZygoteRunner(CodeRunner):
         killed = [False, False]
         jobs = (job_a, job_b)
         stop_a_at: float | None = None  # when a is stopped after b ended (PEER_GRACE_S later)
+        ended: list[int] = []  # the order the two tests' ends were reported in
         while done[0] is None or done[1] is None:
             now = time.monotonic()
             remaining = deadline - now
@@ -531,6 +533,7 @@ class ZygoteRunner(CodeRunner):
                     if msg is None:
                         raise SandboxBroken("a job init exited")
                     done[i] = msg
+                    ended.append(i)
                     poller.unregister(fd)
                     if i == 1 and done[0] is None and not killed[0]:
                         # a gets a moment to end on its own (its exit status counts: a program
@@ -567,7 +570,7 @@ class ZygoteRunner(CodeRunner):
                 if len(chunk) > room:
                     trunc[i] = True
         assert done[0] is not None and done[1] is not None
-        return [done[0], done[1]], [(bytes(errs[0]), trunc[0]), (bytes(errs[1]), trunc[1])]
+        return [done[0], done[1]], [(bytes(errs[0]), trunc[0]), (bytes(errs[1]), trunc[1])], ended[0] == 0
 
     def _new_oom(self) -> bool:
         """Whether the slot's cgroup OOM-killed something since the last look (read after every

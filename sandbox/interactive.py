@@ -14,7 +14,12 @@ rejection is WRONG_ANSWER; an acceptance is OK unless the program failed on its 
 interactor finished or right after (a non-zero exit, a crash on the closed pipe, a memory
 limit: the program's own verdict, as on Kattis). A program still running past the grace after
 the interactor accepted and exited is stopped and has completed the interaction. An
-interactor that crashes, is killed, or exits with any other code is a broken problem: INTERNAL.
+interactor that crashes, is killed, or exits with any other code after the program had ended
+was cut short by the program (one writing its reply to a closed pipe dies of it): the
+program's own verdict, else WRONG_ANSWER. One that does so while the program still runs is a
+broken problem: INTERNAL. (The one case left ambiguous: an interactor that crashes on text it
+did not expect while the program waits for a reply. No reference program exists to tell a
+broken interactor from a provoked one, so it stays INTERNAL, as on Kattis and DOMjudge.)
 """
 
 from __future__ import annotations
@@ -73,16 +78,16 @@ def run_interactive(runner: CodeRunner, spec: ProgramSpec, test_input: str, answ
     if rp.status == Verdict.INTERNAL or ri.status == Verdict.INTERNAL:
         drop_session(runner)
         raise SandboxFailure(f"sandbox failure in an interactive test: {rp.error or ri.error}")
-    return decide(spec, rp, ri)
+    return decide(spec, rp, ri, res.solution_ended_first)
 
 
-def decide(spec: ProgramSpec, rp: RunResult, ri: RunResult) -> InteractiveOutcome:
+def decide(spec: ProgramSpec, rp: RunResult, ri: RunResult, solution_ended_first: bool = False) -> InteractiveOutcome:
     """The test's verdict from both runs (see the module docstring)."""
     if rp.status == Verdict.TIME_LIMIT:
         return InteractiveOutcome(Verdict.TIME_LIMIT, rp, rp.error)
     why = failed_run(spec, ri, "the interactor")
     if why:
-        raise CheckerBroken(why)
+        return _interactor_failed(rp, why, solution_ended_first)
     msg = detail_of(ri.files.get(JUDGEMESSAGE, b""), ri.stderr, ri.stdout)
     if spec.protocol == "testlib":
         accepted = ri.exit_code == TESTLIB_OK
@@ -93,7 +98,7 @@ def decide(spec: ProgramSpec, rp: RunResult, ri: RunResult) -> InteractiveOutcom
     if rejected:
         return InteractiveOutcome(Verdict.WRONG_ANSWER, rp, msg or "the interactor rejected the interaction")
     if not accepted:
-        raise CheckerBroken(f"the interactor failed (exit {ri.exit_code}): {msg[:500]}")
+        return _interactor_failed(rp, f"the interactor failed (exit {ri.exit_code}): {msg[:500]}", solution_ended_first)
     if rp.error == STOPPED_BY_PEER:
         return InteractiveOutcome(Verdict.OK, rp, msg)  # the dialogue was complete and accepted
     if rp.status != Verdict.OK:
@@ -101,3 +106,19 @@ def decide(spec: ProgramSpec, rp: RunResult, ri: RunResult) -> InteractiveOutcom
     if rp.exit_code != 0:
         return InteractiveOutcome(Verdict.RUNTIME_ERROR, rp, f"exit code {rp.exit_code}")
     return InteractiveOutcome(Verdict.OK, rp, msg)
+
+
+def _interactor_failed(rp: RunResult, why: str, solution_ended_first: bool) -> InteractiveOutcome:
+    """An interactor that ended outside its protocol. After the program had already ended, the
+    program cut the dialogue short (an interactor writing its next line to a closed pipe dies of
+    it): the program's own failure if it failed, else WRONG_ANSWER, never an infrastructure
+    error the program could provoke by leaving early. While the program was still running, the
+    interactor is broken: CheckerBroken."""
+    if not solution_ended_first:
+        raise CheckerBroken(why)
+    early = f"the program ended before the interaction was complete, then {why}"
+    if rp.status != Verdict.OK:
+        return InteractiveOutcome(rp.status, rp, f"{rp.error}; {early}" if rp.error else early)
+    if rp.exit_code != 0:
+        return InteractiveOutcome(Verdict.RUNTIME_ERROR, rp, f"exit code {rp.exit_code}; {early}")
+    return InteractiveOutcome(Verdict.WRONG_ANSWER, rp, early)

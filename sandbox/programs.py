@@ -511,6 +511,7 @@ def loaded_session(runner: CodeRunner) -> ProgramSession:
 class InteractiveResult:
     solution: RunResult
     interactor: RunResult
+    solution_ended_first: bool = False  # the solution's test ended before the interactor's
 
 
 def run_interactive(runner: CodeRunner, solution: ProgramSession, solution_limits: Limits,
@@ -522,9 +523,9 @@ def run_interactive(runner: CodeRunner, solution: ProgramSession, solution_limit
     together (its limit is the sum of both memory limits). Their stdout is not captured (it is
     the other's input); stderr is, as for any run."""
     zr = _zygote_runner(runner)
-    sol, inter = zr.run_pair(solution.job, solution_limits, interactor.job, interactor_limits,
-                             argv=list(argv), files=files, collect=collect)
-    return InteractiveResult(sol, inter)
+    sol, inter, sol_first = zr.run_pair(solution.job, solution_limits, interactor.job, interactor_limits,
+                                        argv=list(argv), files=files, collect=collect)
+    return InteractiveResult(sol, inter, sol_first)
 
 
 @contextlib.contextmanager

@@ -322,6 +322,30 @@ def test_interactive_program_crash_after_an_accepted_dialogue_is_its_own_failure
     assert (res.reward, res.verdict) == (0.0, Verdict.RUNTIME_ERROR), res.observation
 
 
+# aborts when the program's output ends before the dialogue does (a little later, as a slow
+# interactor would): an interactor cut short by a program that left early
+ABORTS_AT_EOF = GUESS_INTERACTOR.replace(
+    'if (scanf("%d", &g) != 1) { fprintf(msg, "no guess"); return 43; }',
+    'if (scanf("%d", &g) != 1) { usleep(200000); abort(); }',
+).replace("#include <cstdio>", "#include <cstdio>\n#include <cstdlib>\n#include <unistd.h>")
+
+
+@pytest.mark.parametrize("program", ["print(1, flush=True)\n", "print(1, flush=True)\nraise SystemExit(3)\n"],
+                         ids=["exits", "crashes"])
+def test_an_interactor_failing_after_the_program_left_early_is_the_programs_failure(
+    runner: CodeRunner, program: str
+) -> None:
+    checker = kattis(ABORTS_AT_EOF)
+    checker["type"] = "interactive"
+    prob = problem("own/guess-aborts", checker, *GUESS_TESTS)
+    good = evaluate(prob, fenced(BINARY_SEARCH), runner)
+    assert (good.reward, good.verdict) == (1.0, Verdict.OK), good.observation
+    res = evaluate(prob, fenced(program), runner)
+    assert res.reward == 0.0 and not res.infra_error, res.infra_message
+    assert res.verdict == (Verdict.WRONG_ANSWER if "SystemExit" not in program else Verdict.RUNTIME_ERROR)
+    assert "ended before the interaction was complete" in res.observation
+
+
 def test_interactive_program_that_crashes_mid_dialogue_earns_nothing(runner: CodeRunner) -> None:
     prob = guess_problem("own/guess-crash")
     crash = "print(500, flush=True)\ninput()\nraise SystemExit(3)\n"
