@@ -96,7 +96,7 @@ int main() { std::optional<int> a, b; int x, y; if (std::scanf("%d %d", &x, &y) 
 
 
 def test_workers_with_another_toolchain_setting_never_serve_each_others_cached_results(
-    redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
     # the same completion is a compile error under C++11 (no std::optional) and correct under
     # C++17: a worker set to gnu++17 must judge it itself, not take the C++11 worker's cached verdict
@@ -104,11 +104,13 @@ def test_workers_with_another_toolchain_setting_never_serve_each_others_cached_r
         pytest.skip("g++ is not installed (the languages' toolchains: see .ci/run)")
     problem = {"id": f"integrity/optional-{uuid.uuid4().hex[:8]}", "hidden_tests": [{"input": "2 3\n", "output": "5\n"}]}
     verdicts = []
-    for std in ("c++11", "gnu++17", "c++11"):
-        logs = tmp_path_factory.mktemp("toolchain")
-        with FleetWorker(redis_server.url, logs, concurrency=1, env={"CPFLEET_CPP_STD": std}) as worker:
-            with FleetClient(worker.redis_url, timeout=60) as client:
-                client.register_problems([problem])
-                r = client.submit(problem["id"], OPTIONAL_SUM).result(timeout=90)
-        verdicts.append((r.verdict, r.cache_hit))
+    # a Redis of its own: this module's `node` worker (default settings) must not take these jobs
+    with RedisServer(data_dir=str(tmp_path_factory.mktemp("toolchain-redis"))) as server:
+        for std in ("c++11", "gnu++17", "c++11"):
+            logs = tmp_path_factory.mktemp("toolchain")
+            with FleetWorker(server.url, logs, concurrency=1, env={"CPFLEET_CPP_STD": std}) as worker:
+                with FleetClient(worker.redis_url, timeout=60) as client:
+                    client.register_problems([problem])
+                    r = client.submit(problem["id"], OPTIONAL_SUM).result(timeout=90)
+            verdicts.append((r.verdict, r.cache_hit))
     assert verdicts == [(Verdict.COMPILE_ERROR, False), (Verdict.OK, False), (Verdict.COMPILE_ERROR, True)]
