@@ -537,7 +537,8 @@ class ProgramSpec:
     """A checker or interactor program, as data from the problem record.
 
     ``kind``: testlib (``checker input output answer``; exit 0 OK, 1 WA, 2 PE, 4 extra output, 8
-    unexpected end of output, 7 partial; 3 (FAIL) and anything else a checker failure), kattis_validator (``validator input answer feedback_dir
+    unexpected end of output, 7 and 50 + k partial (``_pc(k)``, built with PC_BASE_EXIT_CODE=50);
+    3 (FAIL) and anything else a checker failure), kattis_validator (``validator input answer feedback_dir
     [flags] < output``; 42 AC, 43 WA, anything else a failure), python (open-r1
     ``generated_checker``: ``python3 checker.py input.txt correct_output.txt
     solution_output.txt`` prints 1 to accept, 0 to reject; anything else or a non-zero exit is a

@@ -43,6 +43,17 @@ log = logging.getLogger("cpfleet.sandbox.checkers")
 TESTLIB_ENV = "CPFLEET_TESTLIB_DIR"
 DETAIL_BYTES = 2048
 TESTLIB_OK, TESTLIB_WA, TESTLIB_PE, TESTLIB_FAIL, TESTLIB_PARTIAL = 0, 1, 2, 3, 7
+# testlib's partial credit ``quitf(_pc(k), ...)`` exits PC_BASE_EXIT_CODE + k. Its default base
+# is 0 (50 only when the judge defines TESTSYS), which would make _pc(0) an accept and _pc(3) a
+# FAIL: C++ checker programs are compiled with the base that testing systems use, and any exit
+# from it up is a partial result, never a pass.
+TESTLIB_PC_BASE = 50
+CHECKER_DEFINES = (f"PC_BASE_EXIT_CODE={TESTLIB_PC_BASE}",)
+
+
+def testlib_partial(exit_code: int | None) -> bool:
+    """Whether a testlib program's exit code is partial credit (points or ``_pc``): not a pass."""
+    return exit_code is not None and (exit_code == TESTLIB_PARTIAL or exit_code >= TESTLIB_PC_BASE)
 # testlib's other verdicts about the contestant's output: "dirt" (4, extra output; testlib maps it
 # to PE) and "unexpected eof" (8, when built with ENABLE_UNEXPECTED_EOF; PE otherwise)
 TESTLIB_DIRT, TESTLIB_UNEXPECTED_EOF = 4, 8
@@ -106,7 +117,8 @@ def image_for(runner: CodeRunner, spec: ProgramSpec) -> ProgramImage:
         raise known
     files = source_set(spec)
     try:
-        built = programs.compile_program(runner, spec.language, files, list(spec.entry_points))
+        built = programs.compile_program(runner, spec.language, files, list(spec.entry_points),
+                                         defines=CHECKER_DEFINES if spec.language == "cpp" else ())
     except ProgramError as e:
         broken = CheckerBroken(f"the {spec.kind} checker cannot be compiled: {e}")
         with _lock:
@@ -219,7 +231,7 @@ def _check(runner: CodeRunner, spec: ProgramSpec, inp: bytes, ans: bytes, output
             return CheckerVerdict(True, msg)
         if rr.exit_code in TESTLIB_REJECTS:
             return CheckerVerdict(False, msg or TESTLIB_REJECTS[rr.exit_code])
-        if rr.exit_code == TESTLIB_PARTIAL:
+        if testlib_partial(rr.exit_code):
             return CheckerVerdict(False, f"partially correct (not a full pass): {msg}")
         if rr.exit_code == TESTLIB_FAIL:
             raise CheckerBroken(f"the testlib checker reported a judge failure (FAIL): {msg[:500]}")

@@ -35,13 +35,13 @@ from cpfleet.sandbox.checker_programs import (
     KATTIS_AC,
     KATTIS_WA,
     TESTLIB_OK,
-    TESTLIB_PARTIAL,
     TESTLIB_REJECTS,
     checker_limits,
     detail_of,
     drop_session,
     failed_run,
     session_for,
+    testlib_partial,
 )
 from cpfleet.sandbox.runner import CodeRunner, Limits, RunResult
 
@@ -85,13 +85,19 @@ def decide(spec: ProgramSpec, rp: RunResult, ri: RunResult, solution_ended_first
     """The test's verdict from both runs (see the module docstring)."""
     if rp.status == Verdict.TIME_LIMIT:
         return InteractiveOutcome(Verdict.TIME_LIMIT, rp, rp.error)
+    if ri.status == Verdict.MEMORY_LIMIT and "cgroup" in ri.error:
+        # one memory cgroup bounds the pair (the sum of both limits), and its OOM killer takes the
+        # process with the most resident memory: the interactor, when the program holds its
+        # memory in files (memfd, tmpfs) that no process's RSS shows. The overrun is the program's.
+        return InteractiveOutcome(Verdict.MEMORY_LIMIT, rp, "the program and the interactor together went over "
+                                  "their memory limit (the memory cgroup killed the interactor)")
     why = failed_run(spec, ri, "the interactor")
     if why:
         return _interactor_failed(rp, why, solution_ended_first)
     msg = detail_of(ri.files.get(JUDGEMESSAGE, b""), ri.stderr, ri.stdout)
     if spec.protocol == "testlib":
         accepted = ri.exit_code == TESTLIB_OK
-        rejected = ri.exit_code in TESTLIB_REJECTS or ri.exit_code == TESTLIB_PARTIAL
+        rejected = ri.exit_code in TESTLIB_REJECTS or testlib_partial(ri.exit_code)
     else:
         accepted = ri.exit_code == KATTIS_AC
         rejected = ri.exit_code == KATTIS_WA

@@ -325,9 +325,11 @@ def compile_program(
     cache: CompileCache | None = None,
     limits: Limits = COMPILE_LIMITS,
     use_pch: bool = True,
+    defines: Sequence[str] = (),
 ) -> Compiled:
     """Compile ``files`` (relative path -> source) whose ``entry_points`` are the translation
-    units (Java: the first is the one with ``main``). Raises ProgramError for a source set that
+    units (Java: the first is the one with ``main``); ``defines`` (``NAME=VALUE``, C and C++
+    only) are passed as ``-D`` flags and are part of the cache key. Raises ProgramError for a source set that
     cannot be compiled as asked, and SandboxBroken (infrastructure) when the sandbox fails."""
     lang = languages.get(language)
     if lang.compile is None:
@@ -344,6 +346,10 @@ def compile_program(
     if pch_dir is not None:
         pch_dir = _sandbox_path(runner, pch_dir)
     argv = _compile_argv(lang, entries, pch_dir)
+    if defines:
+        if language not in ("c", "cpp"):
+            raise ProgramError(f"preprocessor defines apply to C and C++, not {language}")
+        argv[1:1] = [f"-D{d}" for d in defines]
     main = ""
     if language == "java":
         main = java_main_class(blobs[entries[0]].decode("utf-8", errors="replace"))

@@ -90,6 +90,36 @@ def test_testlib_verdicts_about_the_output_format_are_rejections_not_checker_fai
     assert (res.reward, res.verdict, res.infra_error) == (0.0, Verdict.WRONG_ANSWER, False), res.observation
 
 
+# partial credit, as Codeforces-style checkers give it: _pc(k) with k = the matching last digits
+PARTIAL_CHECKER = r"""
+#include "testlib.h"
+int main(int argc, char* argv[]) {
+    registerTestlibCmd(argc, argv);
+    long long want = ans.readLong(), got = ouf.readLong();
+    if (got == want) quitf(_ok, "right");
+    int k = 0;
+    for (long long a = want, b = got; k < 3 && a % 10 == b % 10; a /= 10, b /= 10) k++;
+    quitf(_pc(k), "%d matching last digits", k);
+}
+"""
+
+
+@pytest.mark.skipif(not (TESTLIB / "testlib.h").is_file(), reason=f"testlib.h not found in {TESTLIB}")
+@pytest.mark.parametrize("answer", ["4", "2003", "57"], ids=["pc0", "pc3", "pc1"])
+def test_testlib_partial_credit_is_never_a_pass_nor_a_judge_failure(
+    runner: CodeRunner, answer: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # testlib exits PC_BASE_EXIT_CODE + k: with its default base 0, _pc(0) would be an accept
+    # and _pc(3) a FAIL; checkers are built with the testing systems' base (50)
+    monkeypatch.setenv("CPFLEET_TESTLIB_DIR", str(TESTLIB))
+    prob = problem("own/partial", {"type": "testlib", "source": PARTIAL_CHECKER}, [("1 2\n", "3\n")], [("1000 3\n", "1003\n")])
+    good = evaluate(prob, fenced("print(sum(map(int, input().split())))"), runner)
+    assert (good.reward, good.verdict) == (1.0, Verdict.OK), good.observation
+    res = evaluate(prob, fenced(f"input()\nprint({answer})"), runner)
+    assert (res.reward, res.verdict, res.infra_error) == (0.0, Verdict.WRONG_ANSWER, False), res.infra_message
+    assert "partially correct" in res.observation
+
+
 # --- Kattis output validator: any two numbers summing to n ---------------------------------------
 
 SUM_VALIDATOR = r"""
@@ -344,6 +374,41 @@ def test_an_interactor_failing_after_the_program_left_early_is_the_programs_fail
     assert res.reward == 0.0 and not res.infra_error, res.infra_message
     assert res.verdict == (Verdict.WRONG_ANSWER if "SystemExit" not in program else Verdict.RUNTIME_ERROR)
     assert "ended before the interaction was complete" in res.observation
+
+
+MEMFD_HOG_GUESSER = r"""
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/mman.h>
+static char buf[1 << 16];
+int main(void) {
+    memset(buf, 'x', sizeof buf);
+    for (int i = 0; i < 64; i++) {  /* up to 4 GB in files no process maps: no RSS, no RLIMIT_AS */
+        int fd = memfd_create("x", 0);
+        if (fd < 0) break;
+        for (int k = 0; k < 1024; k++) if (write(fd, buf, sizeof buf) != sizeof buf) goto done;
+    }
+done:;
+    int lo = 1, hi = 1000; char r[64];
+    for (;;) {
+        int mid = (lo + hi) / 2; printf("%d\n", mid); fflush(stdout);
+        if (scanf("%63s", r) != 1 || !strcmp(r, "correct")) return 0;
+        if (!strcmp(r, "higher")) lo = mid + 1; else hi = mid - 1;
+    }
+}
+"""
+
+
+def test_a_program_whose_memory_gets_the_interactor_oom_killed_is_over_its_memory(runner: CodeRunner) -> None:
+    # the pair shares one memory cgroup; memory held in memfds is in no process's RSS, so the
+    # OOM killer picks the interactor: the overrun is still the program's, never INTERNAL
+    if not runner.isolation.layers.get("cgroup"):
+        pytest.skip("no memory cgroup on this machine: " + "; ".join(runner.isolation.notes))
+    prob = guess_problem("own/guess-memfd", memory_limit_mb=256)
+    res = evaluate(prob, f"```c\n{MEMFD_HOG_GUESSER}```", runner)
+    assert (res.reward, res.verdict, res.infra_error) == (0.0, Verdict.MEMORY_LIMIT, False), res.infra_message
 
 
 def test_interactive_program_that_crashes_mid_dialogue_earns_nothing(runner: CodeRunner) -> None:
