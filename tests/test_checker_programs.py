@@ -406,7 +406,10 @@ def test_a_program_whose_memory_gets_the_interactor_oom_killed_is_over_its_memor
     # OOM killer picks the interactor: the overrun is still the program's, never INTERNAL
     if not runner.isolation.layers.get("cgroup"):
         pytest.skip("no memory cgroup on this machine: " + "; ".join(runner.isolation.notes))
-    prob = guess_problem("own/guess-memfd", memory_limit_mb=256)
+    checker = kattis(GUESS_INTERACTOR, memory_limit_mb=128)
+    checker["type"] = "interactive"
+    # a generous time limit: the writes reach the pair's 384 MB well before it, even on a slow machine
+    prob = problem("own/guess-memfd", checker, *GUESS_TESTS, memory_limit_mb=256, time_limit_s=10)
     res = evaluate(prob, f"```c\n{MEMFD_HOG_GUESSER}```", runner)
     assert (res.reward, res.verdict, res.infra_error) == (0.0, Verdict.MEMORY_LIMIT, False), res.infra_message
 
