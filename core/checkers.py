@@ -332,7 +332,7 @@ class FloatChecker:
         e = expected.split()
         g, n_got = _split_bounded(got, len(e) + 1)
         n = min(len(e), len(g))
-        index = _first_mismatch(e, g, lambda a, b: a == b or self.values_match(a, b), True)
+        index = _first_mismatch(e, g, lambda a, b: a == b or self.values_match(a, b))
         if index == n and len(e) == n_got:
             return CheckResult(True)
         return CheckResult(False, _difference(expected, got, _NON_SPACE, index, len(e), n_got))

@@ -49,11 +49,6 @@ TESTLIB_OK, TESTLIB_WA, TESTLIB_PE, TESTLIB_FAIL, TESTLIB_PARTIAL = 0, 1, 2, 3, 
 # from it up is a partial result, never a pass.
 TESTLIB_PC_BASE = 50
 CHECKER_DEFINES = (f"PC_BASE_EXIT_CODE={TESTLIB_PC_BASE}",)
-
-
-def testlib_partial(exit_code: int | None) -> bool:
-    """Whether a testlib program's exit code is partial credit (points or ``_pc``): not a pass."""
-    return exit_code is not None and (exit_code == TESTLIB_PARTIAL or exit_code >= TESTLIB_PC_BASE)
 # testlib's other verdicts about the contestant's output: "dirt" (4, extra output; testlib maps it
 # to PE) and "unexpected eof" (8, when built with ENABLE_UNEXPECTED_EOF; PE otherwise)
 TESTLIB_DIRT, TESTLIB_UNEXPECTED_EOF = 4, 8
@@ -61,6 +56,11 @@ TESTLIB_REJECTS = {TESTLIB_WA: "wrong answer", TESTLIB_PE: "presentation error",
                    TESTLIB_UNEXPECTED_EOF: "unexpected end of output"}
 KATTIS_AC, KATTIS_WA = 42, 43
 JUDGEMESSAGE = "feedback/judgemessage.txt"
+
+
+def testlib_partial(exit_code: int | None) -> bool:
+    """Whether a testlib program's exit code is partial credit (points or ``_pc``): not a pass."""
+    return exit_code is not None and (exit_code == TESTLIB_PARTIAL or exit_code >= TESTLIB_PC_BASE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +76,7 @@ class _CannotJudge(CheckerBroken):
 
     def __init__(self, why: str, rr: RunResult) -> None:
         super().__init__(why)
-        self.load_dependent = rr.status in (Verdict.TIME_LIMIT, Verdict.MEMORY_LIMIT)
+        self.deterministic = rr.status not in (Verdict.TIME_LIMIT, Verdict.MEMORY_LIMIT)
 
 
 def testlib_dir() -> str | None:
@@ -217,7 +217,7 @@ def run_checker(runner: CodeRunner, spec: ProgramSpec, test_input: str, answer: 
         if not sane.ok:
             raise CheckerBroken(f"{failure}; and it rejects the expected answer as output") from None
         return CheckerVerdict(False, f"the checker could not judge this output (it accepts the expected "
-                                     f"answer): {failure}", deterministic=not failure.load_dependent)
+                                     f"answer): {failure}", deterministic=failure.deterministic)
 
 
 def _check(runner: CodeRunner, spec: ProgramSpec, inp: bytes, ans: bytes, output: bytes) -> CheckerVerdict:

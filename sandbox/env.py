@@ -219,7 +219,7 @@ def _judge_with_program(runner: CodeRunner, spec: ProgramSpec, test: TestCase, l
     # the checker runs only now, on the complete output
     verdict = run_checker(runner, spec, test.input, test.output, rr.stdout)
     outcome = _outcome(rr, Verdict.OK if verdict.ok else Verdict.WRONG_ANSWER, "" if verdict.ok else verdict.detail)
-    return outcome if verdict.deterministic else replace(outcome, deterministic=False)
+    return replace(outcome, deterministic=outcome.deterministic and verdict.deterministic)
 
 
 def _judge_interactive(runner: CodeRunner, spec: ProgramSpec, test: TestCase, limits: Limits) -> TestOutcome:

@@ -329,8 +329,9 @@ def compile_program(
 ) -> Compiled:
     """Compile ``files`` (relative path -> source) whose ``entry_points`` are the translation
     units (Java: the first is the one with ``main``); ``defines`` (``NAME=VALUE``, C and C++
-    only) are passed as ``-D`` flags and are part of the cache key. Raises ProgramError for a source set that
-    cannot be compiled as asked, and SandboxBroken (infrastructure) when the sandbox fails."""
+    only) are passed as ``-D`` flags and are part of the cache key. Raises ProgramError for a
+    source set that cannot be compiled as asked, and SandboxBroken (infrastructure) when the
+    sandbox fails."""
     lang = languages.get(language)
     if lang.compile is None:
         raise ProgramError(f"{language} programs are not compiled: run them with the Python runner")
