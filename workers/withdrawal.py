@@ -19,17 +19,18 @@ from typing import Any
 import redis
 
 from cpfleet.core import protocol
-from cpfleet.core.protocol import JobMessage
+from cpfleet.core.protocol import JobMessage, RunMessage
 
 log = logging.getLogger("cpfleet.worker")
 
 OWNER_GONE = "client gone"
 CANCELLED = "cancelled"
 
-# KEYS: claim, cancelled set, problem hash; ARGV: claim token, wire id, version field.
+# KEYS: claim, cancelled set, problem hash; ARGV: claim token, wire id, version field ('': none).
 # Answers {code, problem version or nil}; Lua's false (a missing field) arrives as nil.
 _CHECK = """
-local version = redis.call('HGET', KEYS[3], ARGV[3])
+local version = false
+if ARGV[3] ~= '' then version = redis.call('HGET', KEYS[3], ARGV[3]) end
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {1, version} end
 if redis.call('SISMEMBER', KEYS[2], ARGV[2]) == 1 then return {2, version} end
 return {0, version}
@@ -48,7 +49,7 @@ class Admission:
 _script: Any = None  # a redis-py Script (EVALSHA, falling back to EVAL), run on the caller's client
 
 
-def admit(client: redis.Redis, msg: JobMessage) -> Admission:
+def admit(client: redis.Redis, msg: JobMessage | RunMessage) -> Admission:
     """Whether ``msg`` runs, and (same round trip) its problem's stored version.
 
     A Redis error admits the job with the version unread: when the check cannot be made the
@@ -63,8 +64,9 @@ def admit(client: redis.Redis, msg: JobMessage) -> Admission:
     keys = [protocol.client_claim_key(msg.client_id), protocol.cancelled_key(msg.client_id),
             protocol.problem_key(msg.problem_id)]
     try:
-        code, version = _script(keys=keys, args=[msg.client_token, msg.job_id, protocol.PROBLEM_FIELD_VERSION],
-                                client=client)
+        # a run job has no problem: the version field is not read ('')
+        field = protocol.PROBLEM_FIELD_VERSION if isinstance(msg, JobMessage) else ""
+        code, version = _script(keys=keys, args=[msg.client_token, msg.job_id, field], client=client)
     except redis.RedisError as exc:
         log.warning("job %s: could not check whether it was withdrawn (%s): running it", msg.job_id, exc)
         return Admission(None)
