@@ -378,36 +378,11 @@ class FleetClient:
 
     def _make_run(self, req: RunRequest) -> RunSpec:
         """Validate one run request into a message template (the one rule: RunMessage.from_wire)."""
-        if (req.code is None) == (req.completion is None):
-            raise ValueError("give exactly one of code (a program) and completion (text with a fenced block)")
-        extract = req.completion is not None
-        source = req.completion if extract else req.code
-        language = req.language if extract else (req.language or "python3")
-        if not isinstance(source, str | bytes):
-            raise TypeError(f"code/completion must be str or bytes, got {type(source).__name__}")
-        if isinstance(source, str) and not _utf8(source):
-            source = source.encode("utf-8", "surrogatepass")
-        stdins = [req.stdin] if isinstance(req.stdin, str | bytes) else list(req.stdin)
-        for s in stdins:
-            if not isinstance(s, str | bytes):
-                raise TypeError(f"stdin must be str or bytes (or a list of them), got {type(s).__name__}")
-        if language is not None and language not in LANGUAGES:
-            raise UnknownLanguage(f"unknown language {language!r}; known: {', '.join(LANGUAGES)}")
-        job_id = random_hex() if not req.job_id else str(req.job_id)
-        if not _utf8(job_id):
-            raise ValueError(f"job_id must be valid UTF-8 text, got {job_id!r}")
         t = float(req.timeout or self.timeout)
         if t <= 0:
             raise ValueError(f"timeout must be > 0, got {t}")
-        wire: dict[str, Any] = {
-            "v": protocol.RUN_PROTOCOL_VERSION, "kind": protocol.RUN_KIND, "job_id": job_id, "reply_to": "-",
-            "code": source, "stdins": [s.encode("utf-8", "surrogatepass") if isinstance(s, str) else s for s in stdins],
-            "language": language, "extract": extract, "files": dict(req.files or {}),
-            "fetch_files": list(req.fetch_files), "time_limit_s": req.time_limit_s,
-            "memory_limit_mb": req.memory_limit_mb, "output_cap": req.output_cap, "debug": req.debug,
-        }
-        template = RunMessage.from_wire(wire)  # ProtocolError is a ValueError
-        return RunSpec(job_id, template, t)
+        fields = run_message_fields(req)
+        return RunSpec(fields["job_id"], RunMessage.from_wire(fields), t)  # ProtocolError is a ValueError
 
     # --- validating -----------------------------------------------------------------------
 
@@ -696,6 +671,40 @@ class RunRequest:
     timeout: float | None = None
     job_id: str | None = None
     debug: str | None = None  # test-only hook (workers with CPFLEET_DEBUG_HOOKS=1)
+
+
+def run_message_fields(req: RunRequest) -> dict[str, Any]:
+    """The wire fields of a run request, before its publication stamps it (wire id, reply list,
+    claim): what ``RunMessage.from_wire`` validates. Raises ValueError/TypeError for a request
+    no worker could take (both or neither of code/completion, an unknown language, a non-text
+    stdin); the rest (names, limits, sizes) is the wire rule's to refuse."""
+    if (req.code is None) == (req.completion is None):
+        raise ValueError("give exactly one of code (a program) and completion (text with a fenced block)")
+    extract = req.completion is not None
+    source = req.completion if extract else req.code
+    language = req.language if extract else (req.language or "python3")
+    if not isinstance(source, str | bytes):
+        raise TypeError(f"code/completion must be str or bytes, got {type(source).__name__}")
+    if isinstance(source, str) and not _utf8(source):
+        source = source.encode("utf-8", "surrogatepass")
+    if language is not None and language not in LANGUAGES:
+        raise UnknownLanguage(f"unknown language {language!r}; known: {', '.join(LANGUAGES)}")
+    stdins = [req.stdin] if isinstance(req.stdin, str | bytes) else list(req.stdin)
+    for s in stdins:
+        if not isinstance(s, str | bytes):
+            raise TypeError(f"stdin must be str or bytes (or a list of them), got {type(s).__name__}")
+    job_id = random_hex() if not req.job_id else str(req.job_id)
+    if not _utf8(job_id):
+        raise ValueError(f"job_id must be valid UTF-8 text, got {job_id!r}")
+    if isinstance(req.fetch_files, str):
+        raise TypeError("fetch_files must be a list of names, not one string")
+    return {
+        "v": protocol.RUN_PROTOCOL_VERSION, "kind": protocol.RUN_KIND, "job_id": job_id, "reply_to": "-",
+        "code": source, "stdins": [s.encode("utf-8", "surrogatepass") if isinstance(s, str) else s for s in stdins],
+        "language": language, "extract": extract, "files": dict(req.files or {}),
+        "fetch_files": list(req.fetch_files), "time_limit_s": req.time_limit_s,
+        "memory_limit_mb": req.memory_limit_mb, "output_cap": req.output_cap, "debug": req.debug,
+    }
 
 
 _RELEASE_CLAIM = """
