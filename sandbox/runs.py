@@ -6,8 +6,8 @@ confined compile), then each stdin is one ``runner.run`` under the same ``Limits
 (CPU time limit with the wall-clock backstop, memory cgroup, the worker's output limit), and a
 ``JobBudget`` bounds the whole job's wall clock below the worker's task time limit. A run's
 ``files`` and ``fetch_files`` go through the fork server's per-test files and collection (the
-same that places a checker's input and reads a validator's feedback), so they need the fork
-server runner.
+same that places a checker's input and reads a validator's feedback): both shipped runners
+have them; a runner without them makes such a job INTERNAL (the worker's setup).
 
 What a run did is its ``RunStatus``, never INTERNAL: a non-zero exit is FINISHED with that exit
 code (the caller judges), a signal of its own making is RUNTIME_ERROR, a limit is that limit.
