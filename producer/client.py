@@ -370,11 +370,46 @@ class FleetClient:
             futures.extend(e.future for e in entries)
         return futures
 
-    async def arun(self, code: str | bytes | None = None, stdin: Stdin | Sequence[Stdin] = "",
-                   **kwargs: Any) -> RunJobResult:
-        """``run`` awaited (publishing runs off the event loop): an agent's tool call mid-episode."""
-        fut = await asyncio.to_thread(self.submit_run, code, stdin, **kwargs)
-        return await asyncio.wrap_future(fut)
+    async def arun(
+        self,
+        code: str | bytes | None = None,
+        stdin: Stdin | Sequence[Stdin] = "",
+        *,
+        language: str | None = None,
+        completion: str | bytes | None = None,
+        files: Mapping[str, str | bytes] | None = None,
+        fetch_files: Sequence[str] = (),
+        time_limit_s: float | None = None,
+        memory_limit_mb: int | None = None,
+        output_cap: int = protocol.DEFAULT_RUN_OUTPUT_CAP,
+        timeout: float | None = None,
+        job_id: str | None = None,
+    ) -> RunJobResult:
+        """``run`` awaited: an agent's tool call mid-episode. The request is validated and
+        registered on the loop (a bad one raises here) and pushed by this client's publishing
+        thread, so the loop never waits on Redis and no thread is taken per call; at
+        ``max_in_flight`` it waits for room off the loop."""
+        request = RunRequest(
+            code=code, stdin=stdin, language=language, completion=completion, files=files,
+            fetch_files=tuple(fetch_files), time_limit_s=time_limit_s, memory_limit_mb=memory_limit_mb,
+            output_cap=output_cap, timeout=timeout, job_id=job_id,
+        )
+        if self._jobs.closed:
+            raise ClientClosed("FleetClient is closed")
+        spec = self._make_run(request)
+        try:
+            entries = self._register([spec], 0.0)
+        except FleetBusy:  # full: wait for room on a thread, as submit_run would
+            fut = await asyncio.to_thread(lambda: self.run_many([request])[0])
+            return await asyncio.wrap_future(fut)
+        try:
+            await asyncio.wrap_future(self._publish_in_background(entries))  # BrokerUnavailable etc. raise here
+        except asyncio.CancelledError:
+            entries[0].future.cancel()  # the caller gave up: withdraw the job (its future, if pushed)
+            raise
+        # cancelling this await cancels the job's future, which withdraws the job
+        result: RunJobResult = await asyncio.wrap_future(entries[0].future)
+        return result
 
     def _make_run(self, req: RunRequest) -> RunSpec:
         """Validate one run request into a message template (the one rule: RunMessage.from_wire)."""
