@@ -20,6 +20,7 @@ reads that output itself, so serving one run's output for another would be a wro
 
 from __future__ import annotations
 
+import codecs
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -138,7 +139,11 @@ def _run_one(runner: CodeRunner, stdin: bytes, limits: Limits, files: Mapping[st
 
 
 def _clip(data: bytes, cap: int) -> str:
-    return data[:cap].decode("utf-8", errors="replace")
+    """The first ``cap`` bytes as text: invalid bytes replaced, a character cut at the cap left
+    out (so the text never ends in a replacement character the program did not write)."""
+    if len(data) <= cap:
+        return data.decode("utf-8", errors="replace")
+    return codecs.getincrementaldecoder("utf-8")("replace").decode(data[:cap], final=False)
 
 
 def _limit_hit(rr: RunResult) -> str:

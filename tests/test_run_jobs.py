@@ -53,7 +53,7 @@ def test_outputs_are_clipped_to_the_cap_with_their_true_sizes(fleet_and_worker) 
     (run,) = fleet.run(code, output_cap=1000).runs
     assert run.status == RunStatus.FINISHED and run.exit_code == 0
     assert run.stdout == "x" * 1000 and run.stdout_bytes == 100000 and run.stdout_truncated
-    assert len(run.stderr.encode()) <= 1000 + 3 and run.stderr_bytes == 6000 and run.stderr_truncated
+    assert run.stderr == "é" * 500 and run.stderr_bytes == 6000 and run.stderr_truncated
     (small,) = fleet.run("print('hi')").runs
     assert (small.stdout, small.stdout_bytes, small.stdout_truncated) == ("hi\n", 3, False)
 
@@ -100,7 +100,7 @@ def test_compiled_languages_compile_once_and_run_every_input(fleet_and_worker) -
     assert [(x.stdout, x.exit_code) for x in r.runs] == [("42\n", 0), ("-8\n", 0), ("", 3)]
     ce = fleet.run("int main( {", "1", language="cpp", output_cap=64)
     assert ce.status == RunStatus.COMPILE_ERROR and ce.runs == () and ce.compile is not None
-    assert "error" in ce.compile.stderr and len(ce.compile.stderr.encode()) <= 64 + 3
+    assert "error" in ce.compile.stderr and len(ce.compile.stderr.encode()) <= 64
     assert ce.compile.stderr_bytes > 64
     if not languages.missing_tools("java"):
         j = fleet.run(JAVA_SUM, ["1 2", "40 2"], language="java")
