@@ -183,6 +183,9 @@ MAX_RUN_OUTPUT_CAP = 8 * 1024 * 1024  # the most a caller may ask back per strea
 MAX_RUN_INPUTS = 4096
 MAX_RUN_PAYLOAD_BYTES = 64 * 1024 * 1024  # code + stdins + files of one run job
 MAX_RUN_FILES = 64
+# What one run job's reply may carry at most (stdout + stderr at the cap, fetched files, for
+# every input): a bigger ask is refused, so no reply can flood Redis or the client.
+MAX_RUN_REPLY_BYTES = 64 * 1024 * 1024
 MAX_FETCH_FILES = 4  # the sandbox reads back at most 4 files per run ...
 FETCH_FILE_BYTES = 12 * 1024  # ... of at most 12 KiB each (one 64 KiB control message)
 # Limits of a run that sets none (SandboxFusion's and code-judge's run timeout is 10 s), and the
@@ -379,6 +382,11 @@ class RunMessage:
             client_id=client_id,
             client_token=client_token,
         )
+        reply = len(msg.stdins) * (2 * msg.output_cap + len(msg.fetch_files) * FETCH_FILE_BYTES)
+        if reply > MAX_RUN_REPLY_BYTES:
+            raise ProtocolError(f"run job could answer {reply} bytes ({len(msg.stdins)} inputs x (2 x output_cap "
+                                f"{msg.output_cap} + {len(msg.fetch_files)} fetched files x {FETCH_FILE_BYTES})), more "
+                                f"than {MAX_RUN_REPLY_BYTES}: lower output_cap or split the inputs over several jobs")
         if msg.payload_bytes() > MAX_RUN_PAYLOAD_BYTES:
             raise ProtocolError(f"run job of {msg.payload_bytes()} bytes (code, stdins, files) exceeds {MAX_RUN_PAYLOAD_BYTES}")
         return msg

@@ -724,7 +724,7 @@ def run_message_fields(req: RunRequest) -> dict[str, Any]:
         source = source.encode("utf-8", "surrogatepass")
     if language is not None and language not in LANGUAGES:
         raise UnknownLanguage(f"unknown language {language!r}; known: {', '.join(LANGUAGES)}")
-    stdins = [req.stdin] if isinstance(req.stdin, str | bytes) else list(req.stdin)
+    stdins = [req.stdin or ""] if req.stdin is None or isinstance(req.stdin, str | bytes) else list(req.stdin)
     for s in stdins:
         if not isinstance(s, str | bytes):
             raise TypeError(f"stdin must be str or bytes (or a list of them), got {type(s).__name__}")

@@ -59,6 +59,7 @@ def test_run_message_survives_msgpack_round_trip() -> None:
         ({"output_cap": protocol.MAX_RUN_OUTPUT_CAP + 1}, "output_cap"),
         ({"client_token": None}, "come together"),
         ({"stdins": [b""] * (protocol.MAX_RUN_INPUTS + 1)}, "inputs"),
+        ({"stdins": [b""] * 8, "output_cap": protocol.MAX_RUN_OUTPUT_CAP}, "split the inputs"),
     ],
 )
 def test_malformed_run_fields_are_refused_with_their_name(change: dict, complaint: str) -> None:
