@@ -35,7 +35,7 @@ import redis
 
 from cpfleet.core import defaults, protocol
 from cpfleet.core.errors import BrokerFull, ClientClosed, FleetBusy, UnknownLanguage
-from cpfleet.core.languages import LANGUAGES
+from cpfleet.core.languages import FENCE_TAGS, LANGUAGES
 from cpfleet.core.protocol import JobMessage, RunMessage
 from cpfleet.core.results import JobResult, RunJobResult
 from cpfleet.producer.batcher import AsyncEvaluator
@@ -718,6 +718,8 @@ def run_message_fields(req: RunRequest) -> dict[str, Any]:
     extract = req.completion is not None
     source = req.completion if extract else req.code
     language = req.language if extract else (req.language or "python3")
+    if language is not None and language not in LANGUAGES:
+        language = FENCE_TAGS.get(language.lower(), language)  # "python", "c++", ...: the fence tags' names
     if not isinstance(source, str | bytes):
         raise TypeError(f"code/completion must be str or bytes, got {type(source).__name__}")
     if isinstance(source, str) and not _utf8(source):

@@ -148,8 +148,9 @@ def _clip(data: bytes, cap: int) -> str:
 
 def _limit_hit(rr: RunResult) -> str:
     if rr.status == Verdict.TIME_LIMIT:
-        return "cpu_time" if rr.deterministic and "CPU time limit" in rr.error and "not reached" not in rr.error \
-            else "wall_time"
+        # the runner names what fired first: "CPU time limit ..." / "CPU rlimit ..." (CPU time),
+        # else the wall-clock backstop or the job's time budget
+        return "cpu_time" if rr.error.startswith(("CPU time limit", "CPU rlimit")) else "wall_time"
     if rr.status == Verdict.MEMORY_LIMIT:
         return "memory"
     if rr.status == Verdict.OUTPUT_LIMIT:

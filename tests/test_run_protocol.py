@@ -79,6 +79,8 @@ def test_requests_become_messages_by_the_same_rule() -> None:
     assert (msg.language, msg.extract, msg.stdins, msg.job_id) == ("python3", False, ("é".encode(),), "a")
     msg = protocol.RunMessage.from_wire(run_message_fields(RunRequest(completion="```c\nint main(){}\n```")))
     assert (msg.language, msg.extract) == (None, True)
+    for alias, name in (("python", "python3"), ("C++", "cpp"), ("java", "java")):
+        assert run_message_fields(RunRequest(code="x", language=alias))["language"] == name
     for bad in (RunRequest(), RunRequest(code="x", completion="y"), RunRequest(code="x", language="cobol")):
         with pytest.raises(ValueError):
             run_message_fields(bad)

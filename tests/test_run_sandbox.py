@@ -27,3 +27,10 @@ def test_nothing_runs_without_a_program(runner: CodeRunner) -> None:
     assert (none.status, none.runs, none.infra_error) == (RunStatus.NO_CODE, (), False)
     unknown = execute(runner, "x", [b""], language="cobol")
     assert (unknown.status, unknown.infra_error) == (RunStatus.INTERNAL, True) and "cobol" in unknown.infra_message
+
+
+def test_a_sleeping_program_meets_the_wall_clock_backstop(runner: CodeRunner) -> None:
+    r = execute(runner, "import time\ntime.sleep(60)", [b""], language="python3", time_limit_s=0.3)
+    (run,) = r.runs
+    assert (run.status, run.limit, run.deterministic) == (RunStatus.TIME_LIMIT, "wall_time", False)
+    assert run.cpu_ms < 300 and "wall" in run.detail
