@@ -118,7 +118,11 @@ def _single(args: argparse.Namespace) -> dict[str, Any]:
     if args.fetch:
         req["fetch_files"] = list(args.fetch)
     req["time_limit_s"], req["memory_limit_mb"] = args.time_limit, args.memory_mb
-    req["output_cap"] = CLI_OUTPUT_CAP if args.output_cap is None else args.output_cap
+    if args.output_cap is None:  # 1 MiB, less when many inputs would pass the bound on a reply
+        room = protocol.MAX_RUN_REPLY_BYTES // len(req["stdin"]) - len(args.fetch) * protocol.FETCH_FILE_BYTES
+        req["output_cap"] = max(0, min(CLI_OUTPUT_CAP, room // 2))
+    else:
+        req["output_cap"] = args.output_cap
     if args.timeout:
         req["timeout"] = args.timeout
     return req
