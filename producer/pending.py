@@ -167,36 +167,7 @@ class JobRegistry:
             entries = []
             for s in specs:
                 wire_id = new_wire_id(s.job_id)
-                msg: JobMessage | RunMessage
-                if isinstance(s, RunSpec):
-                    msg = dataclasses.replace(
-                        s.template, job_id=wire_id, reply_to=self._reply_to, submitted_at=now,
-                        deadline=now + s.timeout, reply_ttl=self._reply_ttl, client_id=self._client_id,
-                        client_token=self._client_token,
-                    )
-                    fut = JobFuture(self)
-                    entry = PendingJob(fut, s.job_id, msg, mono + s.timeout, s.timeout, attempts=[wire_id])
-                    fut._entry = entry
-                    self.pending[wire_id] = entry
-                    heapq.heappush(self.deadlines, (entry.deadline, next(self._seq), wire_id))
-                    entries.append(entry)
-                    continue
-                msg = JobMessage(
-                    job_id=wire_id,
-                    problem_id=s.problem_id,
-                    completion=s.completion,
-                    reply_to=self._reply_to,
-                    reward_shape=s.reward_shape,
-                    mode=s.mode,
-                    submitted_at=now,
-                    deadline=now + s.timeout,
-                    reply_ttl=self._reply_ttl,
-                    use_cache=self._use_cache,
-                    debug=s.debug,
-                    language=s.language,
-                    client_id=self._client_id,
-                    client_token=self._client_token,
-                )
+                msg = self._message(s, wire_id, now)
                 # The future stays PENDING (not RUNNING) until resolved, so that cancel() works.
                 fut = JobFuture(self)
                 entry = PendingJob(fut, s.job_id, msg, mono + s.timeout, s.timeout, attempts=[wire_id])
@@ -208,6 +179,30 @@ class JobRegistry:
             self.stats.submitted += len(entries)
             self._compact_deadlines()
         return entries
+
+    def _message(self, s: JobSpec | RunSpec, wire_id: str, now: float) -> JobMessage | RunMessage:
+        """The message of one publish attempt of ``s``, stamped now, with this client's fields."""
+        if isinstance(s, RunSpec):
+            return dataclasses.replace(
+                s.template, job_id=wire_id, reply_to=self._reply_to, submitted_at=now, deadline=now + s.timeout,
+                reply_ttl=self._reply_ttl, client_id=self._client_id, client_token=self._client_token,
+            )
+        return JobMessage(
+            job_id=wire_id,
+            problem_id=s.problem_id,
+            completion=s.completion,
+            reply_to=self._reply_to,
+            reward_shape=s.reward_shape,
+            mode=s.mode,
+            submitted_at=now,
+            deadline=now + s.timeout,
+            reply_ttl=self._reply_ttl,
+            use_cache=self._use_cache,
+            debug=s.debug,
+            language=s.language,
+            client_id=self._client_id,
+            client_token=self._client_token,
+        )
 
     def restamp(self, entries: Sequence[PendingJob]) -> None:
         """Stamp registered jobs again just before their push, so that a job's ``submitted_at``
