@@ -6,7 +6,8 @@ the sandbox's execution machinery: only msgpack and the standard library.
 A job travels as the single positional argument of the Celery task ``TASK_NAME`` (Celery
 message protocol v2, msgpack body). Its result comes back as one msgpack message LPUSHed by
 the worker to the job's reply list (``reply_key(client_id)``) with an expiry: there is no
-Celery result backend.
+Celery result backend. A run job (``RunMessage``: a program and its stdins, nothing judged)
+travels the same way as the argument of ``RUN_TASK_NAME`` and is answered on the same list.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The evaluate task: one job in, exactly one reply out (at-least-once; the client dedupes).
+"""The evaluate and run tasks: one job in, exactly one reply out (at-least-once; the client dedupes).
 
 Except a withdrawn job (cancelled by its client, or its client closed or died): it is dropped
 before anything of it runs, and nobody waits for its reply (see ``workers.withdrawal``).
@@ -8,6 +8,10 @@ result, an unknown problem gets UNKNOWN_PROBLEM, a stored problem that the judgi
 for the job's mode (``validate_for_judging``) gets INTERNAL naming the reason (never a verdict),
 an exception or a soft time limit gets INTERNAL with the reason. Paths the task cannot reach itself (its pool process died for good, the hard
 time limit) are answered by the main process, see ``cpfleet.workers.app``.
+
+The run task (``protocol.RUN_TASK_NAME``) takes the same path for a run job (a program and its
+stdins, nothing judged: ``cpfleet.sandbox.runs``): the same admission, reply and metrics, no
+result cache.
 """
 
 from __future__ import annotations
