@@ -98,3 +98,13 @@ def test_a_missed_deadline_and_a_cancel(redis_url: str, node: FleetWorker) -> No
                           timeout=60)
     assert wait_until(lambda: any(i.startswith("busy/") for i in _log_events(node, "run_done")), timeout=30)
     assert not any(i.startswith("withdrawn/") for i in _log_events(node, "run_done"))
+
+
+def test_closing_the_client_answers_its_pending_run_jobs_internal(redis_url: str) -> None:
+    fleet = FleetClient(redis_url, queue="no-worker-here", timeout=60)
+    futures = fleet.run_many([RunRequest(code="print(1)", job_id=f"p{i}") for i in range(3)])
+    fleet.close()
+    results = [f.result(timeout=10) for f in futures]
+    assert [(r.job_id, r.status, r.infra_error) for r in results] == [
+        (f"p{i}", RunStatus.INTERNAL, True) for i in range(3)]
+    assert all(isinstance(r, RunJobResult) and "client closed" in r.infra_message for r in results)
