@@ -32,7 +32,7 @@ from cpfleet.core.verdict import Verdict
 from cpfleet.workers import joblog
 from cpfleet.workers.app import app, resources, settings
 from cpfleet.workers.replies import push_reply
-from cpfleet.workers.withdrawal import Admission, admit
+from cpfleet.workers.withdrawal import Admission, admit, admit_run
 
 log = logging.getLogger("cpfleet.worker")
 
@@ -257,7 +257,7 @@ def run_task(self: Any, job: Any = None, *args: Any, **kwargs: Any) -> None:
     except ProtocolError as exc:
         _reject(self.request.id, job, str(exc), hostname)
         return
-    admission = admit(resources.redis, msg)
+    admission = admit_run(resources.redis, msg)
     if admission.withdrawn is not None:
         joblog.log_event("job_withdrawn", job_id=msg.job_id, problem_id="", reason=admission.withdrawn,
                          worker=hostname)

@@ -19,18 +19,17 @@ from typing import Any
 import redis
 
 from cpfleet.core import protocol
-from cpfleet.core.protocol import JobMessage, RunMessage
+from cpfleet.core.protocol import JobMessage
 
 log = logging.getLogger("cpfleet.worker")
 
 OWNER_GONE = "client gone"
 CANCELLED = "cancelled"
 
-# KEYS: claim, cancelled set, problem hash; ARGV: claim token, wire id, version field ('': none).
+# KEYS: claim, cancelled set, problem hash; ARGV: claim token, wire id, version field.
 # Answers {code, problem version or nil}; Lua's false (a missing field) arrives as nil.
 _CHECK = """
-local version = false
-if ARGV[3] ~= '' then version = redis.call('HGET', KEYS[3], ARGV[3]) end
+local version = redis.call('HGET', KEYS[3], ARGV[3])
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {1, version} end
 if redis.call('SISMEMBER', KEYS[2], ARGV[2]) == 1 then return {2, version} end
 return {0, version}
@@ -49,7 +48,7 @@ class Admission:
 _script: Any = None  # a redis-py Script (EVALSHA, falling back to EVAL), run on the caller's client
 
 
-def admit(client: redis.Redis, msg: JobMessage | RunMessage) -> Admission:
+def admit(client: redis.Redis, msg: JobMessage) -> Admission:
     """Whether ``msg`` runs, and (same round trip) its problem's stored version.
 
     A Redis error admits the job with the version unread: when the check cannot be made the
@@ -64,12 +63,37 @@ def admit(client: redis.Redis, msg: JobMessage | RunMessage) -> Admission:
     keys = [protocol.client_claim_key(msg.client_id), protocol.cancelled_key(msg.client_id),
             protocol.problem_key(msg.problem_id)]
     try:
-        # a run job has no problem: the version field is not read ('')
-        field = protocol.PROBLEM_FIELD_VERSION if isinstance(msg, JobMessage) else ""
-        code, version = _script(keys=keys, args=[msg.client_token, msg.job_id, field], client=client)
+        code, version = _script(keys=keys, args=[msg.client_token, msg.job_id, protocol.PROBLEM_FIELD_VERSION],
+                                client=client)
     except redis.RedisError as exc:
         log.warning("job %s: could not check whether it was withdrawn (%s): running it", msg.job_id, exc)
         return Admission(None)
     why = OWNER_GONE if code == 1 else CANCELLED if code == 2 else None
     text = version.decode() if isinstance(version, bytes) else version if isinstance(version, str) else None
     return Admission(why, True, text)
+
+
+# KEYS: claim, cancelled set; ARGV: claim token, wire id. A run job has no problem to read.
+_CHECK_RUN = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 1 end
+if redis.call('SISMEMBER', KEYS[2], ARGV[2]) == 1 then return 2 end
+return 0
+"""
+_run_script: Any = None
+
+
+def admit_run(client: redis.Redis, msg: protocol.RunMessage) -> Admission:
+    """``admit`` for a run job: the same claim and cancel check in one read-only round trip, and
+    the same rule that a job runs when the check cannot be made."""
+    if msg.client_id is None or msg.client_token is None:
+        return Admission(None)
+    global _run_script
+    if _run_script is None:
+        _run_script = client.register_script(_CHECK_RUN)
+    keys = [protocol.client_claim_key(msg.client_id), protocol.cancelled_key(msg.client_id)]
+    try:
+        code = _run_script(keys=keys, args=[msg.client_token, msg.job_id], client=client)
+    except redis.RedisError as exc:
+        log.warning("run job %s: could not check whether it was withdrawn (%s): running it", msg.job_id, exc)
+        return Admission(None)
+    return Admission(OWNER_GONE if code == 1 else CANCELLED if code == 2 else None)
