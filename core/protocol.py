@@ -6,7 +6,8 @@ the sandbox's execution machinery: only msgpack and the standard library.
 A job travels as the single positional argument of the Celery task ``TASK_NAME`` (Celery
 message protocol v2, msgpack body). Its result comes back as one msgpack message LPUSHed by
 the worker to the job's reply list (``reply_key(client_id)``) with an expiry: there is no
-Celery result backend.
+Celery result backend. A run job (``RunMessage``: a program and its stdins, nothing judged)
+travels the same way as the argument of ``RUN_TASK_NAME`` and is answered on the same list.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import hashlib
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import msgpack
 
@@ -74,6 +75,8 @@ class JobMessage:
     client_id: str | None = None
     client_token: str | None = None
     v: int = PROTOCOL_VERSION
+
+    task_name: ClassVar[str] = TASK_NAME
 
     def to_wire(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -165,6 +168,229 @@ def check_options(reward_shape: str, mode: str) -> None:
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r} (known: {', '.join(MODES)})")
 
+
+
+# --- the run task ------------------------------------------------------------------------------
+# A run job: a program and one or many stdins -> what the program did on each (status, exit code,
+# clipped stdout/stderr with their true sizes, CPU and wall time). No problem, no checker, no
+# reward: the fleet executes, the caller judges (an agent's "run this code" tool, a
+# SandboxFusion-/code-judge-style gateway). Same queue, same sandbox and limits as judging.
+
+RUN_TASK_NAME = "cpfleet.run"
+RUN_PROTOCOL_VERSION = 1
+RUN_KIND = "run"  # the "kind" of a run message and of its reply's result
+DEFAULT_RUN_OUTPUT_CAP = 4096  # bytes of stdout/stderr (each) sent back per input unless asked
+MAX_RUN_OUTPUT_CAP = 8 * 1024 * 1024  # the most a caller may ask back per stream and input
+MAX_RUN_INPUTS = 4096
+MAX_RUN_PAYLOAD_BYTES = 64 * 1024 * 1024  # code + stdins + files of one run job
+MAX_RUN_FILES = 64
+# What one run job's reply may carry at most (stdout + stderr at the cap, fetched files, for
+# every input): a bigger ask is refused, so no reply can flood Redis or the client.
+MAX_RUN_REPLY_BYTES = 64 * 1024 * 1024
+MAX_FETCH_FILES = 4  # the sandbox reads back at most 4 files per run ...
+FETCH_FILE_BYTES = 12 * 1024  # ... of at most 12 KiB each (one 64 KiB control message)
+# Limits of a run that sets none (SandboxFusion's and code-judge's run timeout is 10 s), and the
+# most a run may ask for: more is refused, never silently lowered.
+DEFAULT_RUN_TIME_LIMIT_S = 10.0
+DEFAULT_RUN_MEMORY_MB = 1024
+MAX_RUN_TIME_LIMIT_S = 60.0
+MAX_RUN_MEMORY_MB = 16384
+MIN_RUN_MEMORY_MB = 16
+
+
+def check_run_file_name(name: object) -> str:
+    """A file name of a run job (``files`` / ``fetch_files``): a relative path inside the test's
+    working directory: no absolute path, no empty, '.' or '..' part, no NUL, no trailing '/'.
+    Raises ProtocolError (a ValueError) naming the problem; the same rule on both sides."""
+    if not isinstance(name, str) or not name:
+        raise ProtocolError(f"file name must be a non-empty string, got {name!r}")
+    if name.startswith("/") or "\0" in name or name.endswith("/"):
+        raise ProtocolError(f"file name {name!r} must be a relative path to a file (no leading or trailing '/', no NUL)")
+    if any(p in ("", ".", "..") for p in name.split("/")):
+        raise ProtocolError(f"file name {name!r} has an empty, '.' or '..' part")
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ProtocolError(f"file name {name!r} is not valid UTF-8") from None
+    return name
+
+
+@dataclass(frozen=True, slots=True)
+class RunMessage:
+    """One run job on the wire (the argument of ``RUN_TASK_NAME``).
+
+    ``code`` is the program itself in ``language`` when ``extract`` is False; when True it is a
+    completion whose program is extracted as for judging (first fenced block; ``language``, if
+    set, the only language accepted). ``stdins``: one run per entry, in order. ``files`` are
+    placed (read-only) in each run's working directory; ``fetch_files`` are read back from it
+    after each run. ``time_limit_s`` (CPU seconds) / ``memory_limit_mb``: None takes DEFAULT_RUN_*.
+    ``output_cap``: bytes of stdout and of stderr sent back per run (the true sizes come too).
+    ``job_id`` is the publish attempt's wire id, as for JobMessage."""
+
+    job_id: str
+    reply_to: str
+    code: str | bytes
+    stdins: tuple[bytes, ...] = (b"",)
+    language: str | None = None
+    extract: bool = False
+    files: Mapping[str, bytes] | None = None
+    fetch_files: tuple[str, ...] = ()
+    time_limit_s: float | None = None
+    memory_limit_mb: int | None = None
+    output_cap: int = DEFAULT_RUN_OUTPUT_CAP
+    submitted_at: float = 0.0
+    deadline: float | None = None
+    reply_ttl: int = DEFAULT_REPLY_TTL_S
+    debug: str | None = None  # test-only hook, as JobMessage.debug
+    client_id: str | None = None
+    client_token: str | None = None
+    v: int = RUN_PROTOCOL_VERSION
+
+    task_name: ClassVar[str] = RUN_TASK_NAME
+
+    @property
+    def problem_id(self) -> str:
+        """Runs have no problem: "" where code shared with judge jobs reads one."""
+        return ""
+
+    def payload_bytes(self) -> int:
+        """Bytes of code, stdins and files (what MAX_RUN_PAYLOAD_BYTES bounds)."""
+        code = len(self.code) if isinstance(self.code, bytes) else len(self.code.encode("utf-8", "surrogatepass"))
+        return code + sum(map(len, self.stdins)) + sum(len(v) for v in (self.files or {}).values())
+
+    def to_wire(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "v": self.v,
+            "kind": RUN_KIND,
+            "job_id": self.job_id,
+            "reply_to": self.reply_to,
+            "code": self.code,
+            "stdins": list(self.stdins),
+            "extract": self.extract,
+            "output_cap": self.output_cap,
+            "submitted_at": self.submitted_at,
+            "deadline": self.deadline,
+            "reply_ttl": self.reply_ttl,
+        }
+        for name in ("language", "time_limit_s", "memory_limit_mb", "debug"):
+            value = getattr(self, name)
+            if value is not None:
+                d[name] = value
+        if self.files:
+            d["files"] = dict(self.files)
+        if self.fetch_files:
+            d["fetch_files"] = list(self.fetch_files)
+        if self.client_id is not None and self.client_token is not None:
+            d["client_id"] = self.client_id
+            d["client_token"] = self.client_token
+        return d
+
+    @classmethod
+    def from_wire(cls, d: Any) -> RunMessage:
+        """Validate a decoded run-task argument; raises ProtocolError naming the first problem."""
+        if not isinstance(d, Mapping):
+            raise ProtocolError(f"run job must be a map, got {type(d).__name__}")
+        v = d.get("v")
+        if v != RUN_PROTOCOL_VERSION or d.get("kind") != RUN_KIND:
+            raise ProtocolError(f"unsupported run message (v={v!r}, kind={d.get('kind')!r}; "
+                                f"this worker speaks v={RUN_PROTOCOL_VERSION} kind={RUN_KIND!r})")
+        for name in ("job_id", "reply_to"):
+            if not isinstance(d.get(name), str) or not d.get(name):
+                raise ProtocolError(f"run field {name!r} must be a non-empty string")
+        code = d.get("code")
+        if not isinstance(code, str | bytes):
+            raise ProtocolError("run field 'code' must be a string or bytes")
+        stdins = d.get("stdins")
+        if not isinstance(stdins, list | tuple) or not stdins:
+            raise ProtocolError("run field 'stdins' must be a non-empty list")
+        if len(stdins) > MAX_RUN_INPUTS:
+            raise ProtocolError(f"run job has {len(stdins)} inputs, more than {MAX_RUN_INPUTS}")
+        ins: list[bytes] = []
+        for s in stdins:
+            if isinstance(s, str):
+                s = s.encode("utf-8", "surrogateescape")
+            if not isinstance(s, bytes):
+                raise ProtocolError("every stdin must be bytes or a string")
+            ins.append(s)
+        language = d.get("language")
+        if language is not None and (not isinstance(language, str) or not language):
+            raise ProtocolError("run field 'language' must be a non-empty string or nil")
+        extract = d.get("extract", False)
+        if not isinstance(extract, bool):
+            raise ProtocolError("run field 'extract' must be a boolean")
+        if not extract and language is None:
+            raise ProtocolError("a run of raw code needs its 'language' (or 'extract': true for a fenced completion)")
+        files = d.get("files") or {}
+        if not isinstance(files, Mapping) or len(files) > MAX_RUN_FILES:
+            raise ProtocolError(f"run field 'files' must be a map of at most {MAX_RUN_FILES} name -> bytes")
+        placed: dict[str, bytes] = {}
+        for name, data in files.items():
+            check_run_file_name(name)
+            if isinstance(data, str):
+                data = data.encode("utf-8", "surrogateescape")
+            if not isinstance(data, bytes):
+                raise ProtocolError(f"file {name!r}: content must be bytes or a string")
+            placed[name] = data
+        fetch = d.get("fetch_files") or []
+        if not isinstance(fetch, list | tuple) or len(fetch) > MAX_FETCH_FILES:
+            raise ProtocolError(f"run field 'fetch_files' must be a list of at most {MAX_FETCH_FILES} names")
+        for name in fetch:
+            check_run_file_name(name)
+        time_limit = d.get("time_limit_s")
+        if time_limit is not None and (not isinstance(time_limit, int | float) or isinstance(time_limit, bool)
+                                       or not 0 < time_limit <= MAX_RUN_TIME_LIMIT_S):
+            raise ProtocolError(f"run field 'time_limit_s' must be in (0, {MAX_RUN_TIME_LIMIT_S:g}] or nil")
+        memory = d.get("memory_limit_mb")
+        if memory is not None and (not isinstance(memory, int) or isinstance(memory, bool)
+                                   or not MIN_RUN_MEMORY_MB <= memory <= MAX_RUN_MEMORY_MB):
+            raise ProtocolError(f"run field 'memory_limit_mb' must be an integer in "
+                                f"[{MIN_RUN_MEMORY_MB}, {MAX_RUN_MEMORY_MB}] or nil")
+        cap = d.get("output_cap", DEFAULT_RUN_OUTPUT_CAP)
+        if not isinstance(cap, int) or isinstance(cap, bool) or not 0 <= cap <= MAX_RUN_OUTPUT_CAP:
+            raise ProtocolError(f"run field 'output_cap' must be an integer in [0, {MAX_RUN_OUTPUT_CAP}]")
+        deadline = d.get("deadline")
+        if deadline is not None and not isinstance(deadline, int | float):
+            raise ProtocolError("run field 'deadline' must be a number or nil")
+        submitted_at = d.get("submitted_at", 0.0)
+        if not isinstance(submitted_at, int | float):
+            raise ProtocolError("run field 'submitted_at' must be a number")
+        ttl = d.get("reply_ttl", DEFAULT_REPLY_TTL_S)
+        if not isinstance(ttl, int) or ttl <= 0:
+            raise ProtocolError("run field 'reply_ttl' must be a positive integer")
+        client_id, client_token = d.get("client_id"), d.get("client_token")
+        if (client_id is None) != (client_token is None):
+            raise ProtocolError("run fields 'client_id' and 'client_token' come together or not at all")
+        for name, value in (("client_id", client_id), ("client_token", client_token)):
+            if value is not None and (not isinstance(value, str) or not value):
+                raise ProtocolError(f"run field {name!r} must be a non-empty string")
+        debug = d.get("debug")
+        msg = cls(
+            job_id=d["job_id"],
+            reply_to=d["reply_to"],
+            code=code,
+            stdins=tuple(ins),
+            language=language,
+            extract=extract,
+            files=placed or None,
+            fetch_files=tuple(fetch),
+            time_limit_s=None if time_limit is None else float(time_limit),
+            memory_limit_mb=memory,
+            output_cap=cap,
+            submitted_at=float(submitted_at),
+            deadline=None if deadline is None else float(deadline),
+            reply_ttl=ttl,
+            debug=None if debug is None else str(debug),
+            client_id=client_id,
+            client_token=client_token,
+        )
+        reply = len(msg.stdins) * (2 * msg.output_cap + len(msg.fetch_files) * FETCH_FILE_BYTES)
+        if reply > MAX_RUN_REPLY_BYTES:
+            raise ProtocolError(f"run job could answer {reply} bytes ({len(msg.stdins)} inputs x (2 x output_cap "
+                                f"{msg.output_cap} + {len(msg.fetch_files)} fetched files x {FETCH_FILE_BYTES})), more "
+                                f"than {MAX_RUN_REPLY_BYTES}: lower output_cap or split the inputs over several jobs")
+        if msg.payload_bytes() > MAX_RUN_PAYLOAD_BYTES:
+            raise ProtocolError(f"run job of {msg.payload_bytes()} bytes (code, stdins, files) exceeds {MAX_RUN_PAYLOAD_BYTES}")
+        return msg
 
 # --- replies -----------------------------------------------------------------------------------
 

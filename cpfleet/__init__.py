@@ -22,6 +22,12 @@ _EXPORTS: dict[str, str] = {
     # the trainer's client
     "FleetClient": "cpfleet.producer.client",
     "FleetStats": "cpfleet.producer.client",
+    "RunRequest": "cpfleet.producer.client",
+    # run jobs: execute a program on the fleet, no judging
+    "RunJobResult": "cpfleet.core.results",
+    "RunOutput": "cpfleet.core.results",
+    "CompileOutput": "cpfleet.core.results",
+    "RunStatus": "cpfleet.core.results",
     # the data model
     "JobResult": "cpfleet.core.results",
     "TestReport": "cpfleet.core.results",
@@ -79,6 +85,11 @@ __all__ = [
     "__version__",
     "FleetClient",
     "FleetStats",
+    "RunRequest",
+    "RunJobResult",
+    "RunOutput",
+    "CompileOutput",
+    "RunStatus",
     "JobResult",
     "TestReport",
     "TestSetSummary",
@@ -159,9 +170,18 @@ if TYPE_CHECKING:
     )
     from cpfleet.core.problem import Problem, TestCase
     from cpfleet.core.protocol import MODES, REWARD_SHAPES
-    from cpfleet.core.results import JobResult, TestReport, TestSetSummary, Timings
+    from cpfleet.core.results import (
+        CompileOutput,
+        JobResult,
+        RunJobResult,
+        RunOutput,
+        RunStatus,
+        TestReport,
+        TestSetSummary,
+        Timings,
+    )
     from cpfleet.core.verdict import Verdict
-    from cpfleet.producer.client import FleetClient, FleetStats
+    from cpfleet.producer.client import FleetClient, FleetStats, RunRequest
     from cpfleet.producer.inline import problem_from_tests
     from cpfleet.sandbox.env import evaluate
 

@@ -18,6 +18,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "validate": ("cpfleet.validate", "run reference solutions to find broken or weak problems"),
     "worker": ("cpfleet.workers.cli", "start a Celery worker (prefork, concurrency = CPUs)"),
     "submit": ("cpfleet.submit_cli", "submit jobs through the fleet, JSONL in and out"),
+    "run": ("cpfleet.run_cli", "run a program on inputs in the fleet's sandbox (no judging), or --local"),
     "up": ("cpfleet.up", "start redis + worker + flower locally"),
     "demo": ("cpfleet.demo", "run a demo batch on an embedded Redis"),
     "serve": ("cpfleet.serve", "HTTP endpoints for trainers (OpenRLHF, slime, SandboxFusion API, batch judge)"),

@@ -27,27 +27,38 @@ import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
 import redis
 
 from cpfleet.core import defaults, protocol
-from cpfleet.core.errors import BrokerFull, ClientClosed, FleetBusy
-from cpfleet.core.protocol import JobMessage
-from cpfleet.core.results import JobResult
+from cpfleet.core.errors import BrokerFull, ClientClosed, FleetBusy, UnknownLanguage
+from cpfleet.core.languages import FENCE_TAGS, LANGUAGES
+from cpfleet.core.protocol import JobMessage, RunMessage
+from cpfleet.core.results import JobResult, RunJobResult
 from cpfleet.producer.batcher import AsyncEvaluator
 from cpfleet.producer.inline_registry import InlineRegistry
 from cpfleet.producer.orphans import purge_orphans
-from cpfleet.producer.pending import FleetStats, JobFuture, JobRegistry, JobSpec, PendingJob, random_hex
+from cpfleet.producer.pending import (
+    FleetStats,
+    JobFuture,
+    JobRegistry,
+    JobSpec,
+    PendingJob,
+    RunSpec,
+    random_hex,
+)
 from cpfleet.producer.publisher import BrokerUnavailable, Publisher, PublisherClosed
 from cpfleet.producer.replies import ReplyReader
 
 log = logging.getLogger("cpfleet.client")
 
-__all__ = ["BrokerFull", "BrokerUnavailable", "ClientClosed", "FleetBusy", "FleetClient", "FleetStats", "Job"]
+__all__ = ["BrokerFull", "BrokerUnavailable", "ClientClosed", "FleetBusy", "FleetClient", "FleetStats", "Job", "RunRequest"]
 
 Job = tuple[str, str | bytes] | Mapping[str, Any]
+Stdin = str | bytes
 
 
 class FleetClient:
@@ -262,10 +273,151 @@ class FleetClient:
         self._unregister(entries)
         raise ClientClosed("FleetClient closed while submitting")
 
-    def _publish_resubmit(self, msg: JobMessage) -> None:
+    def _publish_resubmit(self, msg: JobMessage | RunMessage) -> None:
         """Publish one more attempt of a job that missed its deadline (the registry registered it
         first and calls this from the reader thread)."""
         self._publisher.publish([(msg, msg.job_id)])
+
+    # --- run jobs: execute a program, no judging -------------------------------------------
+
+    def run(
+        self,
+        code: str | bytes | None = None,
+        stdin: Stdin | Sequence[Stdin] = "",
+        *,
+        language: str | None = None,
+        completion: str | bytes | None = None,
+        files: Mapping[str, str | bytes] | None = None,
+        fetch_files: Sequence[str] = (),
+        time_limit_s: float | None = None,
+        memory_limit_mb: int | None = None,
+        output_cap: int = protocol.DEFAULT_RUN_OUTPUT_CAP,
+        timeout: float | None = None,
+        job_id: str | None = None,
+    ) -> RunJobResult:
+        """Run a program on the fleet and wait for what it did: the "run this code" tool.
+
+            r = fleet.run("print(int(input()) * 2)", "21")             # python3 by default
+            r.runs[0].stdout, r.runs[0].exit_code                        # ('42\n', 0)
+            r = fleet.run(src, ["1 2", "3 4"], language="cpp")          # compiled once, two runs
+            r = fleet.run(completion=model_text)                         # first fenced block, as judged
+
+        ``code`` is the program in ``language`` (default python3; also pypy3, cpp, c, java);
+        or pass ``completion`` instead: its program is extracted as for judging (``language``,
+        if given, the only one accepted; no block: status NO_CODE). ``stdin`` is one input or a
+        list of inputs (one run each, in order, sharing one compile). ``files`` (name -> content)
+        are placed read-only in each run's working directory; ``fetch_files`` (at most 4 names)
+        are read back after each run (at most 12 KiB each). ``time_limit_s`` is CPU seconds per run
+        (default 10, at most 60; a worker's language multiplier may raise it: the result says
+        what applied), ``memory_limit_mb`` per run (default 1024, at most 16384). ``output_cap``: bytes of stdout and of stderr returned per
+        run (the true sizes come too). ``timeout``: seconds to wait before the result is
+        INTERNAL (default: the client's). Never raises for the program: see ``RunJobResult``.
+        Raises ValueError/TypeError for a malformed request, as ``submit_many`` does for jobs.
+        """
+        return self.submit_run(
+            code, stdin, language=language, completion=completion, files=files, fetch_files=fetch_files,
+            time_limit_s=time_limit_s, memory_limit_mb=memory_limit_mb, output_cap=output_cap,
+            timeout=timeout, job_id=job_id,
+        ).result()
+
+    def submit_run(
+        self,
+        code: str | bytes | None = None,
+        stdin: Stdin | Sequence[Stdin] = "",
+        *,
+        language: str | None = None,
+        completion: str | bytes | None = None,
+        files: Mapping[str, str | bytes] | None = None,
+        fetch_files: Sequence[str] = (),
+        time_limit_s: float | None = None,
+        memory_limit_mb: int | None = None,
+        output_cap: int = protocol.DEFAULT_RUN_OUTPUT_CAP,
+        timeout: float | None = None,
+        job_id: str | None = None,
+        wait_for_room: float | None = None,
+    ) -> cf.Future[RunJobResult]:
+        """Like ``run``, without waiting: the future resolves with the RunJobResult (never
+        raises for the job; ``cancel()`` withdraws it as for judge jobs)."""
+        request = RunRequest(
+            code=code, stdin=stdin, language=language, completion=completion, files=files,
+            fetch_files=tuple(fetch_files), time_limit_s=time_limit_s, memory_limit_mb=memory_limit_mb,
+            output_cap=output_cap, timeout=timeout, job_id=job_id,
+        )
+        return self.run_many([request], wait_for_room=wait_for_room)[0]
+
+    def run_many(
+        self, requests: Iterable[RunRequest | Mapping[str, Any]], *, wait_for_room: float | None = None
+    ) -> list[cf.Future[RunJobResult]]:
+        """Publish many run jobs at once; their futures, in order. Each request is a
+        ``RunRequest`` or a mapping of its fields (``code``, ``stdin``, ``language``, ...). All
+        are validated before anything is published; errors and backpressure as ``submit_many``."""
+        if self._jobs.closed:
+            raise ClientClosed("FleetClient is closed")
+        specs = [self._make_run(r if isinstance(r, RunRequest) else RunRequest(**r)) for r in requests]
+        futures: list[cf.Future[RunJobResult]] = []
+        chunk = max(1, min(self._publisher.batch_size, self.max_in_flight))
+        for start in range(0, len(specs), chunk):
+            try:
+                entries = self._register(specs[start : start + chunk], wait_for_room)
+            except (FleetBusy, ClientClosed) as exc:
+                exc.submitted = futures
+                raise
+            try:
+                self._push_registered(entries, self._encode_registered(entries))
+            except (BrokerUnavailable, BrokerFull, ClientClosed) as exc:
+                exc.submitted = futures
+                raise
+            futures.extend(e.future for e in entries)
+        return futures
+
+    async def arun(
+        self,
+        code: str | bytes | None = None,
+        stdin: Stdin | Sequence[Stdin] = "",
+        *,
+        language: str | None = None,
+        completion: str | bytes | None = None,
+        files: Mapping[str, str | bytes] | None = None,
+        fetch_files: Sequence[str] = (),
+        time_limit_s: float | None = None,
+        memory_limit_mb: int | None = None,
+        output_cap: int = protocol.DEFAULT_RUN_OUTPUT_CAP,
+        timeout: float | None = None,
+        job_id: str | None = None,
+    ) -> RunJobResult:
+        """``run`` awaited: an agent's tool call mid-episode. The request is validated and
+        registered on the loop (a bad one raises here) and pushed by this client's publishing
+        thread, so the loop never waits on Redis and no thread is taken per call; at
+        ``max_in_flight`` it waits for room off the loop."""
+        request = RunRequest(
+            code=code, stdin=stdin, language=language, completion=completion, files=files,
+            fetch_files=tuple(fetch_files), time_limit_s=time_limit_s, memory_limit_mb=memory_limit_mb,
+            output_cap=output_cap, timeout=timeout, job_id=job_id,
+        )
+        if self._jobs.closed:
+            raise ClientClosed("FleetClient is closed")
+        spec = self._make_run(request)
+        try:
+            entries = self._register([spec], 0.0)
+        except FleetBusy:  # full: wait for room on a thread, as submit_run would
+            fut = await asyncio.to_thread(lambda: self.run_many([request])[0])
+            return await asyncio.wrap_future(fut)
+        try:
+            await asyncio.wrap_future(self._publish_in_background(entries))  # BrokerUnavailable etc. raise here
+        except asyncio.CancelledError:
+            entries[0].future.cancel()  # the caller gave up: withdraw the job (its future, if pushed)
+            raise
+        # cancelling this await cancels the job's future, which withdraws the job
+        result: RunJobResult = await asyncio.wrap_future(entries[0].future)
+        return result
+
+    def _make_run(self, req: RunRequest) -> RunSpec:
+        """Validate one run request into a message template (the one rule: RunMessage.from_wire)."""
+        t = float(req.timeout or self.timeout)
+        if t <= 0:
+            raise ValueError(f"timeout must be > 0, got {t}")
+        fields = run_message_fields(req)
+        return RunSpec(fields["job_id"], RunMessage.from_wire(fields), t)  # ProtocolError is a ValueError
 
     # --- validating -----------------------------------------------------------------------
 
@@ -536,6 +688,60 @@ class FleetClient:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """One run job for ``FleetClient.run_many`` (the arguments of ``FleetClient.run``)."""
+
+    code: str | bytes | None = None
+    stdin: Stdin | Sequence[Stdin] = ""
+    language: str | None = None
+    completion: str | bytes | None = None
+    files: Mapping[str, str | bytes] | None = None
+    fetch_files: Sequence[str] = ()
+    time_limit_s: float | None = None
+    memory_limit_mb: int | None = None
+    output_cap: int = protocol.DEFAULT_RUN_OUTPUT_CAP
+    timeout: float | None = None
+    job_id: str | None = None
+    debug: str | None = None  # test-only hook (workers with CPFLEET_DEBUG_HOOKS=1)
+
+
+def run_message_fields(req: RunRequest) -> dict[str, Any]:
+    """The wire fields of a run request, before its publication stamps it (wire id, reply list,
+    claim): what ``RunMessage.from_wire`` validates. Raises ValueError/TypeError for a request
+    no worker could take (both or neither of code/completion, an unknown language, a non-text
+    stdin); the rest (names, limits, sizes) is the wire rule's to refuse."""
+    if (req.code is None) == (req.completion is None):
+        raise ValueError("give exactly one of code (a program) and completion (text with a fenced block)")
+    extract = req.completion is not None
+    source = req.completion if extract else req.code
+    language = req.language if extract else (req.language or "python3")
+    if language is not None and language not in LANGUAGES:
+        language = FENCE_TAGS.get(language.lower(), language)  # "python", "c++", ...: the fence tags' names
+    if not isinstance(source, str | bytes):
+        raise TypeError(f"code/completion must be str or bytes, got {type(source).__name__}")
+    if isinstance(source, str) and not _utf8(source):
+        source = source.encode("utf-8", "surrogatepass")
+    if language is not None and language not in LANGUAGES:
+        raise UnknownLanguage(f"unknown language {language!r}; known: {', '.join(LANGUAGES)}")
+    stdins = [req.stdin or ""] if req.stdin is None or isinstance(req.stdin, str | bytes) else list(req.stdin)
+    for s in stdins:
+        if not isinstance(s, str | bytes):
+            raise TypeError(f"stdin must be str or bytes (or a list of them), got {type(s).__name__}")
+    job_id = random_hex() if not req.job_id else str(req.job_id)
+    if not _utf8(job_id):
+        raise ValueError(f"job_id must be valid UTF-8 text, got {job_id!r}")
+    if isinstance(req.fetch_files, str):
+        raise TypeError("fetch_files must be a list of names, not one string")
+    return {
+        "v": protocol.RUN_PROTOCOL_VERSION, "kind": protocol.RUN_KIND, "job_id": job_id, "reply_to": "-",
+        "code": source, "stdins": [s.encode("utf-8", "surrogatepass") if isinstance(s, str) else s for s in stdins],
+        "language": language, "extract": extract, "files": dict(req.files or {}),
+        "fetch_files": list(req.fetch_files), "time_limit_s": req.time_limit_s,
+        "memory_limit_mb": req.memory_limit_mb, "output_cap": req.output_cap, "debug": req.debug,
+    }
 
 
 _RELEASE_CLAIM = """

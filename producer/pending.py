@@ -25,11 +25,12 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from cpfleet.core import protocol
 from cpfleet.core.errors import ClientClosed, FleetBusy
-from cpfleet.core.protocol import JobMessage
-from cpfleet.core.results import JobResult
+from cpfleet.core.protocol import JobMessage, RunMessage
+from cpfleet.core.results import JobResult, RunJobResult
 
 log = logging.getLogger("cpfleet.client")
 
@@ -61,10 +62,20 @@ class JobSpec:
 
 
 @dataclass(slots=True)
-class PendingJob:
-    future: cf.Future[JobResult]
+class RunSpec:
+    """One validated run job, not yet stamped nor registered: ``template`` is its message
+    without the per-attempt and per-client fields (wire id, reply list, stamps, claim)."""
+
     job_id: str  # the caller's id
-    msg: JobMessage  # the latest attempt; msg.job_id is its wire id
+    template: RunMessage
+    timeout: float
+
+
+@dataclass(slots=True)
+class PendingJob:
+    future: cf.Future[Any]  # resolves with a JobResult (judge jobs) or a RunJobResult (run jobs)
+    job_id: str  # the caller's id
+    msg: JobMessage | RunMessage  # the latest attempt; msg.job_id is its wire id
     deadline: float  # monotonic
     timeout: float
     resubmitted: bool = False
@@ -72,7 +83,7 @@ class PendingJob:
     attempts: list[str] = field(default_factory=list)  # wire ids (also the task ids) published
 
 
-class JobFuture(cf.Future[JobResult]):
+class JobFuture(cf.Future[Any]):
     """A job's future. ``cancel()`` withdraws the job: the future becomes cancelled (``result()``
     raises CancelledError, so no reward can come of it), and a worker that has not started the
     job yet drops it unjudged. A worker that already started it finishes; its reply is ignored.
@@ -109,7 +120,7 @@ class JobRegistry:
         client_id: str,
         client_token: str,
         max_in_flight: int,
-        resubmit: Callable[[JobMessage], None] | None = None,
+        resubmit: Callable[[JobMessage | RunMessage], None] | None = None,
     ) -> None:
         self._reply_to = reply_to
         self._reply_ttl = reply_ttl
@@ -136,7 +147,7 @@ class JobRegistry:
 
     # --- registering -----------------------------------------------------------------------
 
-    def register(self, specs: Sequence[JobSpec], wait_for_room: float | None) -> list[PendingJob]:
+    def register(self, specs: Sequence[JobSpec | RunSpec], wait_for_room: float | None) -> list[PendingJob]:
         """Wait for room, then stamp and register ``specs``, all under one hold of the lock (so
         concurrent submitters never overshoot ``max_in_flight``, and nothing registers after
         ``close()``)."""
@@ -156,22 +167,7 @@ class JobRegistry:
             entries = []
             for s in specs:
                 wire_id = new_wire_id(s.job_id)
-                msg = JobMessage(
-                    job_id=wire_id,
-                    problem_id=s.problem_id,
-                    completion=s.completion,
-                    reply_to=self._reply_to,
-                    reward_shape=s.reward_shape,
-                    mode=s.mode,
-                    submitted_at=now,
-                    deadline=now + s.timeout,
-                    reply_ttl=self._reply_ttl,
-                    use_cache=self._use_cache,
-                    debug=s.debug,
-                    language=s.language,
-                    client_id=self._client_id,
-                    client_token=self._client_token,
-                )
+                msg = self._message(s, wire_id, now)
                 # The future stays PENDING (not RUNNING) until resolved, so that cancel() works.
                 fut = JobFuture(self)
                 entry = PendingJob(fut, s.job_id, msg, mono + s.timeout, s.timeout, attempts=[wire_id])
@@ -183,6 +179,30 @@ class JobRegistry:
             self.stats.submitted += len(entries)
             self._compact_deadlines()
         return entries
+
+    def _message(self, s: JobSpec | RunSpec, wire_id: str, now: float) -> JobMessage | RunMessage:
+        """The message of one publish attempt of ``s``, stamped now, with this client's fields."""
+        if isinstance(s, RunSpec):
+            return dataclasses.replace(
+                s.template, job_id=wire_id, reply_to=self._reply_to, submitted_at=now, deadline=now + s.timeout,
+                reply_ttl=self._reply_ttl, client_id=self._client_id, client_token=self._client_token,
+            )
+        return JobMessage(
+            job_id=wire_id,
+            problem_id=s.problem_id,
+            completion=s.completion,
+            reply_to=self._reply_to,
+            reward_shape=s.reward_shape,
+            mode=s.mode,
+            submitted_at=now,
+            deadline=now + s.timeout,
+            reply_ttl=self._reply_ttl,
+            use_cache=self._use_cache,
+            debug=s.debug,
+            language=s.language,
+            client_id=self._client_id,
+            client_token=self._client_token,
+        )
 
     def restamp(self, entries: Sequence[PendingJob]) -> None:
         """Stamp registered jobs again just before their push, so that a job's ``submitted_at``
@@ -262,7 +282,7 @@ class JobRegistry:
 
     # --- resolving -------------------------------------------------------------------------
 
-    def finish(self, entry: PendingJob, result: JobResult) -> bool:
+    def finish(self, entry: PendingJob, result: JobResult | RunJobResult) -> bool:
         """Resolve ``entry`` with ``result`` (addressed back to the caller's job_id), once."""
         with self.lock:
             if entry.done:
@@ -274,11 +294,14 @@ class JobRegistry:
             self.stats.resolved += 1
             self._compact_deadlines()
             self.lock.notify_all()
-        result.job_id = entry.job_id
+        if isinstance(result, RunJobResult):
+            result = dataclasses.replace(result, job_id=entry.job_id)
+        else:
+            result.job_id = entry.job_id
         entry.future.set_result(result)
         return True
 
-    def resolve(self, wire_id: str, result: JobResult) -> bool:
+    def resolve(self, wire_id: str, result: JobResult | RunJobResult) -> bool:
         """A reply: it resolves the job of that attempt if it is still pending, else it is a duplicate."""
         with self.lock:
             entry = self.pending.get(wire_id)
@@ -301,14 +324,8 @@ class JobRegistry:
             if self._publish_resubmit is not None and not entry.resubmitted and self._resubmit(entry):
                 continue
             self.stats.deadline_misses += 1
-            msg = entry.msg
-            result = JobResult.infra(
-                msg.job_id,
-                msg.problem_id,
-                f"no result within {entry.timeout:g}s" + (" (after one resubmit)" if entry.resubmitted else ""),
-            )
-            result.mode, result.reward_shape = msg.mode, msg.reward_shape
-            self.finish(entry, result)
+            why = f"no result within {entry.timeout:g}s" + (" (after one resubmit)" if entry.resubmitted else "")
+            self.finish(entry, infra_result(entry.msg, why))
 
     def _resubmit(self, entry: PendingJob) -> bool:
         """Publish one more attempt under a new wire id (registered first, so its reply is never
@@ -358,9 +375,17 @@ class JobRegistry:
         with self.lock:
             left = list({id(e): e for e in self.pending.values()}.values())
         for entry in left:
-            msg = entry.msg
-            self.finish(entry, JobResult.infra(msg.job_id, msg.problem_id, why))
+            self.finish(entry, infra_result(entry.msg, why))
         return len(left)
+
+
+def infra_result(msg: JobMessage | RunMessage, why: str) -> JobResult | RunJobResult:
+    """The INTERNAL answer the client gives a job itself (deadline missed, client closed)."""
+    if isinstance(msg, RunMessage):
+        return RunJobResult.infra(msg.job_id, why)
+    result = JobResult.infra(msg.job_id, msg.problem_id, why)
+    result.mode, result.reward_shape = msg.mode, msg.reward_shape
+    return result
 
 
 def new_wire_id(job_id: str) -> str:

@@ -28,7 +28,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from cpfleet.core.errors import BrokerFull, BrokerUnavailable, MessageEncodeError, PublisherClosed
-from cpfleet.core.protocol import TASK_NAME, JobMessage
+from cpfleet.core.protocol import RUN_TASK_NAME, TASK_NAME, JobMessage, RunMessage
 from cpfleet.producer import orphans
 
 _EMBED: dict[str, Any] = {"callbacks": None, "errbacks": None, "chain": None, "chord": None}
@@ -46,11 +46,11 @@ def is_out_of_memory(exc: BaseException) -> bool:
     return False
 
 
-def task_message(msg: JobMessage, task_id: str) -> tuple[dict[str, Any], dict[str, Any], Any]:
-    """(headers, properties, body) of one evaluate task message, as Celery's protocol 2 has them."""
+def task_message(msg: JobMessage | RunMessage, task_id: str) -> tuple[dict[str, Any], dict[str, Any], Any]:
+    """(headers, properties, body) of one evaluate (or run) task message, as Celery's protocol 2 has them."""
     headers: dict[str, Any] = {
         "lang": "py",
-        "task": TASK_NAME,
+        "task": msg.task_name,
         "id": task_id,
         "shadow": None,
         "eta": None,
@@ -82,11 +82,14 @@ def task_message(msg: JobMessage, task_id: str) -> tuple[dict[str, Any], dict[st
 _ORIGIN = f"cpfleet-producer@{socket.gethostname()}.{os.getpid()}"
 
 
-def _argsrepr(msg: JobMessage) -> str:
+def _argsrepr(msg: JobMessage | RunMessage) -> str:
+    if isinstance(msg, RunMessage):
+        what = msg.language or "any"
+        return f"(job={msg.job_id!r}, run={what!r}, inputs={len(msg.stdins)})"
     return f"(job={msg.job_id!r}, problem={msg.problem_id!r})"
 
 
-def _has_client(msg: JobMessage) -> bool:
+def _has_client(msg: JobMessage | RunMessage) -> bool:
     return (
         msg.client_id is not None
         and msg.client_token is not None
@@ -102,13 +105,14 @@ _SLOTS = ("body", "id", "argsrepr", "client", "token", "tag")
 class _Template:
     """The kombu Redis-transport envelope of a task message, pre-rendered around its variable parts."""
 
-    def __init__(self, queue: str, with_client: bool) -> None:
+    def __init__(self, queue: str, with_client: bool, task_name: str = TASK_NAME) -> None:
         marks = {slot: f"\x00cpfleet-slot-{slot}\x00" for slot in _SLOTS}
         probe = JobMessage(
             job_id="probe", problem_id="probe", completion="", reply_to="",
             client_id="probe" if with_client else None, client_token="probe" if with_client else None,
         )
         headers, properties, _ = task_message(probe, marks["id"])
+        headers["task"] = task_name
         headers["argsrepr"] = marks["argsrepr"]
         if with_client:
             headers[orphans.CLIENT_HEADER] = marks["client"]
@@ -162,13 +166,14 @@ class Publisher:
         self.queue = queue
         self.batch_size = batch_size
         self._socket_timeout = socket_timeout
-        self._templates = {flag: _Template(queue, flag) for flag in (False, True)}
+        self._templates = {(task, flag): _Template(queue, flag, task)
+                           for task in (TASK_NAME, RUN_TASK_NAME) for flag in (False, True)}
         self._client_cache: tuple[tuple[str, str], tuple[bytes, bytes]] | None = None
         self._lock = threading.Lock()
         self._redis: redis.Redis | None = None
         self._closed = False
 
-    def encode(self, msg: JobMessage, task_id: str) -> bytes:
+    def encode(self, msg: JobMessage | RunMessage, task_id: str) -> bytes:
         """The queue entry for one job, as kombu's Redis transport would write it; thread-safe.
 
         Raises MessageEncodeError when the job's body cannot be serialized.
@@ -187,7 +192,7 @@ class Publisher:
         if with_client:
             assert msg.client_id is not None and msg.client_token is not None
             values["client"], values["token"] = self._client_json(msg.client_id, msg.client_token)
-        return self._templates[with_client].render(values)
+        return self._templates[msg.task_name, with_client].render(values)
 
     def _client_json(self, client_id: str, token: str) -> tuple[bytes, bytes]:
         """The JSON of a client's id and token (the same on every job of a client: rendered once)."""
@@ -196,7 +201,7 @@ class Publisher:
             cached = self._client_cache = ((client_id, token), (_json(client_id), _json(token)))
         return cached[1]
 
-    def publish(self, messages: Sequence[tuple[JobMessage, str]]) -> None:
+    def publish(self, messages: Sequence[tuple[JobMessage | RunMessage, str]]) -> None:
         """Publish ``(job, task_id)`` pairs in order.
 
         Every message is encoded first: a job that cannot be encoded raises MessageEncodeError

@@ -24,7 +24,7 @@ from redis.retry import Retry
 
 from cpfleet.core import protocol
 from cpfleet.core.protocol import ProtocolError
-from cpfleet.core.results import JobResult
+from cpfleet.core.results import result_from_dict
 from cpfleet.producer.pending import JobRegistry
 
 log = logging.getLogger("cpfleet.client")
@@ -206,7 +206,7 @@ class ReplyReader:
     def _deliver(self, data: bytes) -> None:
         try:
             d = protocol.decode_reply(data)
-            result = JobResult.from_dict(d)
+            result = result_from_dict(d)
         except (ProtocolError, KeyError, ValueError, TypeError) as exc:
             self._jobs.stats.malformed_replies += 1
             log.error("dropping malformed reply on %s: %s", self.reply_key, exc)

@@ -623,6 +623,7 @@ class ZygoteRunner(CodeRunner):
                     continue
                 progressed = True
                 if fd == out_r:
+                    res.stdout_total += len(chunk)
                     room = limits.stdout_bytes - len(out)
                     out += chunk[:room]
                     if len(chunk) > room:
@@ -642,6 +643,7 @@ class ZygoteRunner(CodeRunner):
                 break
         res.stdout = bytes(out)
         res.stderr = bytes(err)
+        res.stderr_total = err_total
         if res.stderr_truncated:
             res.stderr += b"\n...[stderr truncated]...\n" + err_tail
         return res, done

@@ -74,6 +74,9 @@ class RunResult:
     # so such a result must not be cached
     deterministic: bool = True
     files: dict[str, bytes] = field(default_factory=dict)  # files collected from its directory (programs)
+    # bytes the program wrote to each stream, kept or not (0: the runner does not count them)
+    stdout_total: int = 0
+    stderr_total: int = 0
 
 
 @dataclass(frozen=True, slots=True)

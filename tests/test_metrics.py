@@ -79,6 +79,28 @@ def test_record_job_counts_verdicts_tests_latencies_and_cache_hits() -> None:
     assert _sample("cpfleet_reward_sum") - before["reward_sum"] == pytest.approx(1.5)
 
 
+def test_record_run_counts_run_jobs_and_each_input_by_status(caplog: pytest.LogCaptureFixture) -> None:
+    from cpfleet.core.results import RunJobResult, RunOutput, RunStatus
+
+    def sample(name: str, **labels: str) -> float:
+        return _sample(name, labels)
+
+    before = (sample("cpfleet_run_jobs_total", status="FINISHED", infra_error="false"),
+              sample("cpfleet_runs_total", status="TIME_LIMIT"), sample("cpfleet_runs_total", status="FINISHED"),
+              sample("cpfleet_run_jobs_total", status="INTERNAL", infra_error="true"), _sample("cpfleet_job_cpu_seconds_total"))
+    runs = (RunOutput(RunStatus.FINISHED, exit_code=0, cpu_ms=100.0), RunOutput(RunStatus.TIME_LIMIT, cpu_ms=900.0))
+    with caplog.at_level("INFO", logger="cpfleet.jobs"):
+        metrics.record_run(RunJobResult("r1", RunStatus.FINISHED, runs=runs, queued_ms=5.0))
+        metrics.record_run(RunJobResult.infra("r2", "sandbox died"))
+    after = (sample("cpfleet_run_jobs_total", status="FINISHED", infra_error="false"),
+             sample("cpfleet_runs_total", status="TIME_LIMIT"), sample("cpfleet_runs_total", status="FINISHED"),
+             sample("cpfleet_run_jobs_total", status="INTERNAL", infra_error="true"), _sample("cpfleet_job_cpu_seconds_total"))
+    assert [a - b for a, b in zip(after, before, strict=True)] == pytest.approx([1, 1, 1, 1, 1.0])
+    lines = [json.loads(r.getMessage()) for r in caplog.records if '"run_done"' in r.getMessage()]
+    assert [(x["job_id"], x["status"]) for x in lines] == [("r1", "FINISHED"), ("r2", "INTERNAL")]
+    assert lines[1]["infra_message"] == "sandbox died"
+
+
 def test_job_log_line_is_json_with_the_job_id() -> None:
     r = _result("job-42", Verdict.INTERNAL, None, [], hidden_run=0)
     r.infra_message = "worker lost"

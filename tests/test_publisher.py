@@ -18,7 +18,8 @@ from cpfleet.core.errors import MessageEncodeError
 from cpfleet.producer.publisher import Publisher, task_message
 
 
-def _kombu_entry(redis_url: str, queue: str, msg: protocol.JobMessage, task_id: str) -> dict[str, Any]:
+def _kombu_entry(redis_url: str, queue: str, msg: protocol.JobMessage | protocol.RunMessage,
+                 task_id: str) -> dict[str, Any]:
     headers, properties, body = task_message(msg, task_id)
     with Connection(redis_url) as conn:
         Producer(conn.default_channel, serializer="msgpack").publish(
@@ -40,9 +41,15 @@ def _kombu_entry(redis_url: str, queue: str, msg: protocol.JobMessage, task_id: 
         ),
         # a client id the orphan sweep cannot read stays out of the headers (as task_message has it)
         protocol.JobMessage(job_id="j", problem_id="p", completion="x", reply_to="r", client_id="a b", client_token="t"),
+        # a run job: its own task name, the same envelope
+        protocol.RunMessage(job_id="run/1", reply_to="r", code="print(1)", stdins=(b"1", b"\xff"), language="python3",
+                            files={"a.txt": b"x"}, fetch_files=("o",), time_limit_s=2.0, client_id="c0ffee",
+                            client_token="t0k"),
     ],
 )
-def test_entries_equal_what_kombu_writes_for_the_same_message(redis_url: str, msg: protocol.JobMessage) -> None:
+def test_entries_equal_what_kombu_writes_for_the_same_message(
+    redis_url: str, msg: protocol.JobMessage | protocol.RunMessage
+) -> None:
     queue = "pub-compare"
     reference = _kombu_entry(redis_url, queue, msg, msg.job_id)
     pub = Publisher(redis_url, queue)
@@ -55,7 +62,8 @@ def test_entries_equal_what_kombu_writes_for_the_same_message(redis_url: str, ms
     assert ours["properties"].pop("delivery_tag") != reference["properties"].pop("delivery_tag")
     assert ours == reference
     args, kwargs, embed = msgpack.unpackb(__import__("base64").b64decode(ours["body"]), raw=False)
-    assert protocol.JobMessage.from_wire(args[0]) == msg and kwargs == {}
+    assert type(msg).from_wire(args[0]) == msg and kwargs == {}
+    assert ours["headers"]["task"] == msg.task_name
 
 
 def test_push_keeps_order_across_batches_and_tags_are_unique(redis_url: str) -> None:

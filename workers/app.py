@@ -7,6 +7,7 @@ process could not answer itself (it died once too often, or hit the hard time li
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any
 
@@ -14,7 +15,7 @@ from celery import Celery, signals
 from celery.exceptions import TimeLimitExceeded, WorkerLostError
 
 from cpfleet.core import protocol
-from cpfleet.core.results import JobResult
+from cpfleet.core.results import JobResult, RunJobResult
 from cpfleet.workers import joblog
 from cpfleet.workers.config import Settings
 from cpfleet.workers.resources import ProcessResources, redis_client
@@ -74,7 +75,7 @@ def _answer_lost_job(
     the first reply per job, so an extra one is harmless and a missing one is not.
     """
     global _main_redis
-    if getattr(sender, "name", None) != protocol.TASK_NAME:
+    if getattr(sender, "name", None) not in (protocol.TASK_NAME, protocol.RUN_TASK_NAME):
         return
     job = args[0] if args else None
     if not isinstance(job, dict):
@@ -93,11 +94,16 @@ def _answer_lost_job(
         why = f"job exceeded the hard time limit ({settings.hard_time_limit_s:g}s)"
     else:
         why = f"worker error: {type(exception).__name__}: {exception}"
-    problem_id = job.get("problem_id")
-    result = JobResult.infra(job_id, problem_id if isinstance(problem_id, str) else "", why)
-    result.mode = str(job.get("mode", "full"))
-    result.reward_shape = str(job.get("reward_shape", "all_or_nothing"))
-    result.worker = str(getattr(request, "hostname", "") or "")
+    worker = str(getattr(request, "hostname", "") or "")
+    result: JobResult | RunJobResult
+    if job.get("kind") == protocol.RUN_KIND:
+        result = dataclasses.replace(RunJobResult.infra(job_id, why), worker=worker)
+    else:
+        problem_id = job.get("problem_id")
+        result = JobResult.infra(job_id, problem_id if isinstance(problem_id, str) else "", why)
+        result.mode = str(job.get("mode", "full"))
+        result.reward_shape = str(job.get("reward_shape", "all_or_nothing"))
+        result.worker = worker
     log.error("job %s answered INTERNAL: %s", job_id, why)
     from cpfleet.workers.replies import push_reply
 
@@ -126,4 +132,4 @@ def _connect_metrics() -> None:
 
 _connect_metrics()
 
-from cpfleet.workers import tasks as _tasks  # noqa: E402,F401  (registers the evaluate task)
+from cpfleet.workers import tasks as _tasks  # noqa: E402,F401  (registers the evaluate and run tasks)

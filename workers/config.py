@@ -207,7 +207,7 @@ class Settings:
             "worker_cancel_long_running_tasks_on_connection_loss": False,
             "task_queues": [Queue(q, routing_key=q) for q in self.queues],
             "task_default_queue": self.queues[0],
-            "task_routes": {protocol.TASK_NAME: {"queue": self.queues[0]}},
+            "task_routes": {name: {"queue": self.queues[0]} for name in (protocol.TASK_NAME, protocol.RUN_TASK_NAME)},
             "broker_connection_timeout": 5,
             "worker_hijack_root_logger": True,
             "worker_redirect_stdouts": False,

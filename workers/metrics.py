@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from cpfleet.core.results import JobResult
+from cpfleet.core.results import JobResult, RunJobResult
 from cpfleet.sandbox.runner import IsolationReport
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -81,6 +81,8 @@ class _Metrics:
     problem_cache: Any
     isolation_level: Any
     isolation_layer: Any
+    run_jobs: Any
+    runs: Any
 
 
 _lock = threading.Lock()
@@ -113,6 +115,8 @@ def _build() -> _Metrics:
             "fetch), refresh (the stored version changed), unknown (not in the store)",
             ["outcome"],
         ),
+        run_jobs=Counter("cpfleet_run_jobs", "Finished run jobs by status", ["status", "infra_error"]),
+        runs=Counter("cpfleet_runs", "Program runs of run jobs by status", ["status"]),
         # Per process (the pid label is added in multiprocess mode): what each pool child got.
         isolation_level=Gauge(
             "cpfleet_sandbox_isolation",
@@ -164,6 +168,31 @@ def record_job(result: JobResult) -> None:
             m.result_cache_hits.inc()
     if log.isEnabledFor(logging.INFO):
         log.info(job_log_line(result))
+
+
+def record_run(result: RunJobResult) -> None:
+    """Count one finished run job and its runs, and log it as one JSON line."""
+    m = _get()
+    m.run_jobs.labels(status=str(result.status), infra_error=str(result.infra_error).lower()).inc()
+    cpu_ms = 0.0
+    for r in result.runs:
+        m.runs.labels(status=str(r.status)).inc()
+        cpu_ms += r.cpu_ms
+    if cpu_ms:
+        m.job_cpu_seconds.inc(cpu_ms / 1000.0)
+    if result.queued_ms:
+        m.queue_wait_seconds.observe(result.queued_ms / 1000.0)
+    if log.isEnabledFor(logging.INFO):
+        rec: dict[str, Any] = {
+            "event": "run_done", "job_id": result.job_id, "status": str(result.status),
+            "language": result.language, "runs": len(result.runs),
+            "statuses": sorted({str(r.status) for r in result.runs}),
+            "queued_ms": round(result.queued_ms, 1), "executed_ms": round(result.executed_ms, 1),
+            "cpu_ms": round(cpu_ms, 1), "worker": result.worker, "pid": os.getpid(),
+        }
+        if result.infra_error:
+            rec["infra_message"] = result.infra_message
+        log.info(json.dumps(rec, separators=(",", ":")))
 
 
 def record_problem_lookup(outcome: str) -> None:

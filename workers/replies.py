@@ -12,7 +12,7 @@ import redis
 from celery.exceptions import SoftTimeLimitExceeded
 
 from cpfleet.core import protocol
-from cpfleet.core.results import JobResult
+from cpfleet.core.results import JobResult, RunJobResult
 
 log = logging.getLogger("cpfleet.replies")
 
@@ -20,7 +20,7 @@ log = logging.getLogger("cpfleet.replies")
 def push_reply(
     client: redis.Redis,
     reply_to: str,
-    result: JobResult,
+    result: JobResult | RunJobResult,
     ttl_s: int,
     retry_for_s: float = 30.0,
     keep_until: float | None = None,

@@ -1,4 +1,4 @@
-"""The evaluate task: one job in, exactly one reply out (at-least-once; the client dedupes).
+"""The evaluate and run tasks: one job in, exactly one reply out (at-least-once; the client dedupes).
 
 Except a withdrawn job (cancelled by its client, or its client closed or died): it is dropped
 before anything of it runs, and nobody waits for its reply (see ``workers.withdrawal``).
@@ -8,6 +8,10 @@ result, an unknown problem gets UNKNOWN_PROBLEM, a stored problem that the judgi
 for the job's mode (``validate_for_judging``) gets INTERNAL naming the reason (never a verdict),
 an exception or a soft time limit gets INTERNAL with the reason. Paths the task cannot reach itself (its pool process died for good, the hard
 time limit) are answered by the main process, see ``cpfleet.workers.app``.
+
+The run task (``protocol.RUN_TASK_NAME``) takes the same path for a run job (a program and its
+stdins, nothing judged: ``cpfleet.sandbox.runs``): the same admission, reply and metrics, no
+result cache.
 """
 
 from __future__ import annotations
@@ -15,19 +19,20 @@ from __future__ import annotations
 import logging
 import os
 import time
+from dataclasses import replace
 from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
 
 from cpfleet.core import protocol
 from cpfleet.core.problem import judging_refusal
-from cpfleet.core.protocol import JobMessage, ProtocolError
-from cpfleet.core.results import JobResult
+from cpfleet.core.protocol import JobMessage, ProtocolError, RunMessage
+from cpfleet.core.results import JobResult, RunJobResult
 from cpfleet.core.verdict import Verdict
 from cpfleet.workers import joblog
 from cpfleet.workers.app import app, resources, settings
 from cpfleet.workers.replies import push_reply
-from cpfleet.workers.withdrawal import Admission, admit
+from cpfleet.workers.withdrawal import Admission, admit, admit_run
 
 log = logging.getLogger("cpfleet.worker")
 
@@ -38,7 +43,7 @@ def _text(completion: str | bytes) -> str:
     return completion
 
 
-def _debug_hook(msg: JobMessage) -> None:
+def _debug_hook(msg: JobMessage | RunMessage) -> None:
     """TEST ONLY (CPFLEET_DEBUG_HOOKS=1): let the fault tests kill this pool process on purpose.
 
     The sandbox keeps test programs from hurting the worker, so a job that kills its pool
@@ -184,6 +189,87 @@ def evaluate_task(self: Any, job: Any = None, *args: Any, **kwargs: Any) -> None
         resources.prepare_next()  # the next job's sandbox is set up while this process waits for it
 
 
+# --- run jobs ------------------------------------------------------------------------------------
+
+
+def run_run_job(msg: RunMessage, hostname: str) -> RunJobResult:
+    """Execute a run job in this pool process's sandbox runner; never raises. No result cache:
+    a run's output is the caller's to read and may differ between runs (time, randomness)."""
+    started = time.time()
+    queued_ms = max(0.0, (started - msg.submitted_at) * 1000.0) if msg.submitted_at else 0.0
+    result: RunJobResult
+    try:
+        _debug_hook(msg)
+        if msg.deadline is not None and started > msg.deadline:
+            result = RunJobResult.infra(msg.job_id, "deadline passed before a worker picked the job up")
+        else:
+            from cpfleet.sandbox.runs import execute
+
+            result = execute(
+                resources.runner,
+                msg.code,
+                msg.stdins,
+                language=msg.language,
+                extract=msg.extract,
+                files=msg.files,
+                fetch_files=msg.fetch_files,
+                time_limit_s=msg.time_limit_s,
+                memory_limit_mb=msg.memory_limit_mb,
+                output_cap=msg.output_cap,
+                job_id=msg.job_id,
+                time_budget_s=settings.job_time_budget_s,
+            )
+            if result.infra_error:
+                resources.reset_runner()  # the sandbox failed: do not trust it with the next job
+    except SoftTimeLimitExceeded:
+        resources.reset_runner()
+        result = RunJobResult.infra(msg.job_id, f"job exceeded the soft time limit ({settings.soft_time_limit_s:g}s)")
+    except Exception as exc:
+        log.exception("run job %s failed inside the worker", msg.job_id)
+        resources.reset_runner()
+        result = RunJobResult.infra(msg.job_id, f"worker error: {type(exc).__name__}: {exc}")
+    return replace(result, worker=hostname, queued_ms=queued_ms)
+
+
+def _record_run(result: RunJobResult) -> None:
+    try:
+        from cpfleet.workers import metrics
+
+        metrics.record_run(result)
+    except Exception:  # metrics must never cost a reply
+        log.exception("recording metrics for run job %s failed", result.job_id)
+
+
+@app.task(
+    name=protocol.RUN_TASK_NAME,
+    bind=True,
+    acks_late=True,
+    max_retries=settings.max_retries,
+    default_retry_delay=0,
+    ignore_result=True,
+)
+def run_task(self: Any, job: Any = None, *args: Any, **kwargs: Any) -> None:
+    """The Celery entry point of run jobs: validate, withdraw-check, execute, push the one reply
+    (the same reply list, dedupe and withdrawal as evaluate jobs)."""
+    hostname = str(self.request.hostname or "")
+    try:
+        msg = RunMessage.from_wire(job)
+    except ProtocolError as exc:
+        _reject(self.request.id, job, str(exc), hostname)
+        return
+    admission = admit_run(resources.redis, msg)
+    if admission.withdrawn is not None:
+        joblog.log_event("job_withdrawn", job_id=msg.job_id, problem_id="", reason=admission.withdrawn,
+                         worker=hostname)
+        return
+    result = run_run_job(msg, hostname)
+    try:
+        push_reply(resources.redis, msg.reply_to, result, msg.reply_ttl, settings.reply_retry_s, keep_until=msg.deadline)
+    finally:
+        _record_run(result)
+        resources.prepare_next()
+
+
 def _reject(task_id: str, job: Any, reason: str, hostname: str) -> None:
     """A malformed message: logged, and answered when it says where to answer."""
     log.error("rejected malformed job message (task %s): %s", task_id, reason)
@@ -192,9 +278,14 @@ def _reject(task_id: str, job: Any, reason: str, hostname: str) -> None:
     reply_to, job_id = job.get("reply_to"), job.get("job_id")
     if not (isinstance(reply_to, str) and reply_to and isinstance(job_id, str) and job_id):
         return
-    problem_id = job.get("problem_id")
-    result = JobResult.infra(job_id, problem_id if isinstance(problem_id, str) else "", f"malformed job: {reason}")
-    result.worker = hostname
+    result: JobResult | RunJobResult
+    if job.get("kind") == protocol.RUN_KIND:
+        result = RunJobResult.infra(job_id, f"malformed run job: {reason}")
+        result = replace(result, worker=hostname)
+    else:
+        problem_id = job.get("problem_id")
+        result = JobResult.infra(job_id, problem_id if isinstance(problem_id, str) else "", f"malformed job: {reason}")
+        result.worker = hostname
     try:
         push_reply(resources.redis, reply_to, result, protocol.DEFAULT_REPLY_TTL_S, settings.reply_retry_s)
     except Exception:

@@ -71,3 +71,29 @@ def admit(client: redis.Redis, msg: JobMessage) -> Admission:
     why = OWNER_GONE if code == 1 else CANCELLED if code == 2 else None
     text = version.decode() if isinstance(version, bytes) else version if isinstance(version, str) else None
     return Admission(why, True, text)
+
+
+# KEYS: claim, cancelled set; ARGV: claim token, wire id. A run job has no problem to read.
+_CHECK_RUN = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 1 end
+if redis.call('SISMEMBER', KEYS[2], ARGV[2]) == 1 then return 2 end
+return 0
+"""
+_run_script: Any = None
+
+
+def admit_run(client: redis.Redis, msg: protocol.RunMessage) -> Admission:
+    """``admit`` for a run job: the same claim and cancel check in one read-only round trip, and
+    the same rule that a job runs when the check cannot be made."""
+    if msg.client_id is None or msg.client_token is None:
+        return Admission(None)
+    global _run_script
+    if _run_script is None:
+        _run_script = client.register_script(_CHECK_RUN)
+    keys = [protocol.client_claim_key(msg.client_id), protocol.cancelled_key(msg.client_id)]
+    try:
+        code = _run_script(keys=keys, args=[msg.client_token, msg.job_id], client=client)
+    except redis.RedisError as exc:
+        log.warning("run job %s: could not check whether it was withdrawn (%s): running it", msg.job_id, exc)
+        return Admission(None)
+    return Admission(OWNER_GONE if code == 1 else CANCELLED if code == 2 else None)

@@ -1,0 +1,264 @@
+"""``cpfleet run``: run a program on given inputs in the fleet's sandbox, nothing judged.
+
+One program::
+
+    cpfleet run solution.cpp --stdin 1.in --stdin 2.in      # language from the extension
+    echo 21 | cpfleet run double.py --stdin -               # stdin from this process's stdin
+
+prints each run's stdout to stdout and its stderr to stderr (clipped to ``--output-cap``,
+default 1 MiB), a status line per run on stderr, and exits with the program's exit code when
+there is one run (else 0 when every run exited 0, 1 otherwise; 3 when the fleet or sandbox
+failed: INTERNAL). ``--json`` prints the whole ``RunJobResult`` as one JSON object instead.
+
+A batch, JSONL in and out::
+
+    cpfleet run --batch runs.jsonl > results.jsonl
+
+each line a ``RunRequest`` as a JSON object (``code`` or ``completion``, ``language``, ``stdin``
+a string or a list of strings, ``files`` {name: text or {"b64": ...}}, ``fetch_files``,
+``time_limit_s``, ``memory_limit_mb``, ``output_cap``, ``job_id``; the job id defaults to the
+line's 0-based index); one ``RunJobResult`` JSON object per line goes out in input order.
+Fetched file contents are base64 strings in JSON output.
+
+Through the fleet (``--redis``, ``$CPFLEET_REDIS_URL``) by default; ``--local`` runs in a sandbox
+of this process instead (no Redis, as ``cpfleet judge``), with the same code path a worker uses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from cpfleet.core import defaults, protocol
+from cpfleet.core.errors import ProtocolError
+from cpfleet.core.results import RunJobResult, RunStatus
+
+CLI_OUTPUT_CAP = 1024 * 1024  # a person at a terminal wants the output, not a 4 KiB preview
+EXTENSIONS = {".py": "python3", ".cpp": "cpp", ".cc": "cpp", ".cxx": "cpp", ".c": "c", ".java": "java"}
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("source", metavar="FILE", nargs="?", help="the program (or a completion with --completion)")
+    parser.add_argument("--language", "-l", help="python3, pypy3, cpp, c, java (default: from FILE's extension)")
+    parser.add_argument("--completion", action="store_true",
+                        help="FILE is model output: run its first fenced code block, as judging would")
+    parser.add_argument("--stdin", "-i", action="append", default=[], metavar="PATH",
+                        help="an input file (- for this process's stdin); repeat for several runs (default: one empty input)")
+    parser.add_argument("--file", action="append", default=[], metavar="NAME=PATH",
+                        help="place PATH's content as NAME (read-only) in each run's working directory")
+    parser.add_argument("--fetch", action="append", default=[], metavar="NAME",
+                        help=f"read NAME back after each run (at most {protocol.MAX_FETCH_FILES}, "
+                             f"{protocol.FETCH_FILE_BYTES // 1024} KiB each)")
+    parser.add_argument("--time-limit", type=float, metavar="S",
+                        help=f"CPU seconds per run (default {protocol.DEFAULT_RUN_TIME_LIMIT_S:g})")
+    parser.add_argument("--memory-mb", type=int, metavar="MB",
+                        help=f"memory limit per run (default {protocol.DEFAULT_RUN_MEMORY_MB})")
+    parser.add_argument("--output-cap", type=int, metavar="BYTES",
+                        help=f"bytes of stdout and of stderr shown per run (default {CLI_OUTPUT_CAP} here, "
+                             f"{protocol.DEFAULT_RUN_OUTPUT_CAP} in --batch)")
+    parser.add_argument("--batch", metavar="JSONL", help="run many requests: JSONL of RunRequest objects (- for stdin)")
+    parser.add_argument("--json", action="store_true", help="print the RunJobResult as JSON")
+    parser.add_argument("--local", action="store_true", help="run in a sandbox of this process, without Redis")
+    parser.add_argument("--redis", metavar="URL", help="the fleet's " + defaults.REDIS_URL_HELP)
+    parser.add_argument("--queue", default=protocol.DEFAULT_QUEUE, help="queue to publish to (default: cpfleet)")
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds per job before an INTERNAL result")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        requests = _batch(args) if args.batch else [_single(args)]
+    except (OSError, ValueError) as exc:
+        print(f"cpfleet run: {exc}", file=sys.stderr)
+        return 2
+    try:
+        results = _run_local(requests) if args.local else _run_fleet(args, requests)
+    except (ValueError, TypeError) as exc:  # a request the fleet cannot take: nothing was run
+        print(f"cpfleet run: {exc}", file=sys.stderr)
+        return 2
+    if results is None:
+        return 3
+    if args.batch or args.json:
+        for r in results:
+            sys.stdout.write(json.dumps(jsonable(r.to_dict()), ensure_ascii=False) + "\n")
+        sys.stdout.flush()
+        return 3 if any(r.infra_error for r in results) else 0
+    return _show(results[0])
+
+
+# --- requests ------------------------------------------------------------------------------------
+
+
+def _single(args: argparse.Namespace) -> dict[str, Any]:
+    if not args.source:
+        raise ValueError("give the program FILE (or --batch JSONL)")
+    text = Path(args.source).read_bytes().decode("utf-8", errors="surrogateescape")
+    req: dict[str, Any] = {"job_id": "0"}
+    if args.completion:
+        req["completion"] = text
+        req["language"] = args.language
+    else:
+        language = args.language or EXTENSIONS.get(Path(args.source).suffix.lower())
+        if language is None:
+            raise ValueError(f"cannot tell the language of {args.source}: pass --language")
+        req["code"], req["language"] = text, language
+    req["stdin"] = [_read_input(p) for p in args.stdin] or [b""]
+    files: dict[str, bytes] = {}
+    for spec in args.file:
+        name, sep, path = spec.partition("=")
+        if not sep or not name or not path:
+            raise ValueError(f"--file wants NAME=PATH, got {spec!r}")
+        files[name] = Path(path).read_bytes()
+    if files:
+        req["files"] = files
+    if args.fetch:
+        req["fetch_files"] = list(args.fetch)
+    req["time_limit_s"], req["memory_limit_mb"] = args.time_limit, args.memory_mb
+    if args.output_cap is None:  # 1 MiB, less when many inputs would pass the bound on a reply
+        room = protocol.MAX_RUN_REPLY_BYTES // len(req["stdin"]) - len(args.fetch) * protocol.FETCH_FILE_BYTES
+        req["output_cap"] = max(0, min(CLI_OUTPUT_CAP, room // 2))
+    else:
+        req["output_cap"] = args.output_cap
+    if args.timeout:
+        req["timeout"] = args.timeout
+    return req
+
+
+def _read_input(path: str) -> bytes:
+    return sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
+
+
+def _batch(args: argparse.Namespace) -> list[dict[str, Any]]:
+    stream = sys.stdin if args.batch == "-" else open(args.batch, encoding="utf-8")
+    out = []
+    with stream:
+        for n, line in enumerate(_lines(stream)):
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{args.batch}: request {n}: not JSON ({exc})") from None
+            if not isinstance(obj, dict):
+                raise ValueError(f"{args.batch}: request {n}: not a JSON object")
+            unknown = set(obj) - _REQUEST_FIELDS
+            if unknown:
+                raise ValueError(f"{args.batch}: request {n}: unknown fields {sorted(unknown)}")
+            obj.setdefault("job_id", str(n))
+            files = obj.get("files")
+            if isinstance(files, dict):
+                obj["files"] = {k: _file_content(v) for k, v in files.items()}
+            if args.output_cap is not None:
+                obj.setdefault("output_cap", args.output_cap)
+            if args.timeout:
+                obj.setdefault("timeout", args.timeout)
+            out.append(obj)
+    return out
+
+
+_REQUEST_FIELDS = frozenset({"code", "completion", "language", "stdin", "files", "fetch_files", "time_limit_s",
+                             "memory_limit_mb", "output_cap", "timeout", "job_id"})
+
+
+def _lines(stream: Any) -> Iterator[str]:
+    for line in stream:
+        if line.strip():
+            yield line
+
+
+def _file_content(v: Any) -> Any:
+    if isinstance(v, dict) and set(v) == {"b64"} and isinstance(v["b64"], str):
+        return base64.b64decode(v["b64"], validate=True)
+    return v
+
+
+# --- running ------------------------------------------------------------------------------------
+
+
+def _run_fleet(args: argparse.Namespace, requests: list[dict[str, Any]]) -> list[RunJobResult] | None:
+    from cpfleet.producer.client import BrokerFull, BrokerUnavailable, FleetClient
+
+    try:
+        client = FleetClient(defaults.redis_url(args.redis), queue=args.queue, timeout=args.timeout)
+    except (BrokerUnavailable, BrokerFull) as exc:
+        print(f"cpfleet run: {exc}", file=sys.stderr)
+        return None
+    with client:
+        try:
+            futures = client.run_many(requests)
+        except (BrokerUnavailable, BrokerFull) as exc:
+            print(f"cpfleet run: {exc}", file=sys.stderr)
+            return None
+        return [f.result() for f in futures]
+
+
+def _run_local(requests: list[dict[str, Any]]) -> list[RunJobResult]:
+    """The worker's code path (``sandbox.runs.execute``) in a sandbox of this process; each
+    request is validated by the same rule as on the wire (``RunMessage.from_wire``)."""
+    from cpfleet.core.protocol import RunMessage
+    from cpfleet.producer.client import RunRequest, run_message_fields
+    from cpfleet.sandbox.env import DEFAULT_JOB_TIME_BUDGET_S
+    from cpfleet.sandbox.runners import make_runner
+    from cpfleet.sandbox.runs import execute
+
+    messages = []
+    for req in requests:
+        r = RunRequest(**{k: v for k, v in req.items() if k != "timeout"})
+        try:
+            messages.append(RunMessage.from_wire(run_message_fields(r)))
+        except ProtocolError as exc:
+            raise ValueError(str(exc)) from None
+    runner = make_runner("forkserver")
+    try:
+        return [execute(runner, m.code, m.stdins, language=m.language, extract=m.extract, files=m.files,
+                        fetch_files=m.fetch_files, time_limit_s=m.time_limit_s, memory_limit_mb=m.memory_limit_mb,
+                        output_cap=m.output_cap, job_id=m.job_id, time_budget_s=DEFAULT_JOB_TIME_BUDGET_S)
+                for m in messages]
+    finally:
+        runner.close()
+
+
+# --- showing ------------------------------------------------------------------------------------
+
+
+def _show(result: RunJobResult) -> int:
+    """One job for a person: outputs on the matching streams, a status line per run."""
+    err = sys.stderr
+    if result.compile is not None and not result.compile.ok:
+        err.write(result.compile.stderr + ("" if result.compile.stderr.endswith("\n") else "\n"))
+    if result.infra_error:
+        print(f"cpfleet run: INTERNAL: {result.infra_message}", file=err)
+        return 3
+    if result.status != RunStatus.FINISHED:
+        print(f"cpfleet run: {result.status}" + (f" ({result.language})" if result.language else ""), file=err)
+        return 1
+    for i, r in enumerate(result.runs):
+        sys.stdout.write(r.stdout)
+        sys.stdout.flush()
+        err.write(r.stderr)
+        clipped = " (stdout clipped)" if r.stdout_truncated else ""
+        what = f"exit {r.exit_code}" if r.status == RunStatus.FINISHED else f"{r.status} {r.detail}".rstrip()
+        print(f"[run {i}: {what}, {r.cpu_ms:.0f} ms CPU, {r.wall_ms:.0f} ms wall, "
+              f"{r.stdout_bytes} bytes out{clipped}]", file=err)
+        for name, data in r.files.items():
+            print(f"[run {i}: file {name}: {len(data)} bytes]", file=err)
+    if len(result.runs) == 1:
+        only = result.runs[0]
+        if only.status == RunStatus.FINISHED and only.exit_code is not None:
+            return only.exit_code
+        return 1
+    return 0 if all(r.ok for r in result.runs) else 1
+
+
+def jsonable(value: Any) -> Any:
+    """``to_dict()`` output as JSON: bytes (fetched files) become base64 strings."""
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, dict):
+        return {k: jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    return value
+

@@ -1,0 +1,63 @@
+"""``cpfleet run`` as a user runs it (a real subprocess): one program through a real fleet with
+its outputs on the matching streams and its exit code, a JSONL batch in and out, and --local
+without Redis on the worker's code path."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from fleet_helpers import REPO, start_worker  # noqa: F401  (fixture)
+
+
+def _cli(*args: str, stdin: bytes = b"", env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
+    full_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
+    return subprocess.run([sys.executable, "-m", "cpfleet", "run", *args], input=stdin, capture_output=True,
+                          timeout=300, env=full_env, check=False)
+
+
+def test_one_program_through_the_fleet(redis_url: str, start_worker, tmp_path: Path) -> None:  # noqa: F811
+    worker = start_worker(redis_url, concurrency=1)
+    prog = tmp_path / "rev.py"
+    prog.write_text("import sys\ns = sys.stdin.read()\nprint(s[::-1])\nprint('note', file=sys.stderr)\nsys.exit(len(s))\n")
+    out = _cli(str(prog), "--stdin", "-", "--redis", redis_url, stdin=b"abcd")
+    assert out.returncode == 4, out.stderr
+    assert out.stdout == b"dcba\n" and b"note" in out.stderr and b"exit 4" in out.stderr
+    js = _cli(str(prog), "--stdin", "-", "--redis", redis_url, "--json", stdin=b"xy")
+    result = json.loads(js.stdout)
+    assert js.returncode == 0 and result["worker"] == worker.hostname
+    assert result["runs"][0]["stdout"] == "yx\n" and result["runs"][0]["exit_code"] == 2
+
+
+def test_a_batch_through_the_fleet(redis_url: str, start_worker, tmp_path: Path) -> None:  # noqa: F811
+    start_worker(redis_url, concurrency=2)
+    batch = tmp_path / "runs.jsonl"
+    batch.write_text("\n".join(json.dumps(r) for r in [
+        {"code": "print(input())", "stdin": ["1", "2"]},
+        {"completion": "```python\nprint(open('a').read()); open('b', 'w').write('out')\n```",
+         "files": {"a": {"b64": base64.b64encode(b"hi").decode()}}, "fetch_files": ["b"], "job_id": "files"},
+        {"code": "int main( {", "language": "c"},
+    ]) + "\n")
+    out = _cli("--batch", str(batch), "--redis", redis_url)
+    assert out.returncode == 0, out.stderr
+    results = [json.loads(line) for line in out.stdout.splitlines()]
+    assert [r["job_id"] for r in results] == ["0", "files", "2"]
+    assert [x["stdout"] for x in results[0]["runs"]] == ["1\n", "2\n"]
+    assert results[1]["runs"][0]["stdout"] == "hi\n" and base64.b64decode(results[1]["runs"][0]["files"]["b"]) == b"out"
+    assert results[2]["status"] == "COMPILE_ERROR" and "error" in results[2]["compile"]["stderr"]
+
+
+def test_local_mode_needs_no_redis_and_refuses_bad_requests(tmp_path: Path) -> None:
+    prog = tmp_path / "p.py"
+    prog.write_text("import os\nprint(os.getpid())\nraise SystemExit(3)\n")
+    out = _cli(str(prog), "--local", env={"CPFLEET_REDIS_URL": "redis://127.0.0.1:1/0"})
+    assert out.returncode == 3 and out.stdout.strip() == b"2"  # pid 2 in the sandbox's own pid namespace
+    bad = _cli(str(prog), "--local", "--fetch", "../x")
+    assert bad.returncode == 2 and b"'..'" in bad.stderr and b"Traceback" not in bad.stderr
+    (tmp_path / "prog.rs").write_text("fn main() {}\n")
+    unknown = _cli(str(tmp_path / "prog.rs"), "--local")
+    assert unknown.returncode == 2 and b"--language" in unknown.stderr and b"Traceback" not in unknown.stderr
