@@ -1,0 +1,180 @@
+"""Run jobs for the endpoints that return a program's output (SandboxFusion's ``/run_code``,
+code-judge's ``/run`` and ``/judge``), with concurrent calls for one program coalesced.
+
+verl's sandbox_fusion reward posts every test case of a completion as its own ``/run_code``
+with the same code, all at once. Each such call joins an open *group* for its program and
+limits (``RunSpec``); a group is published as one multi-input run job when it has
+``coalesce_max_inputs`` inputs or ``coalesce_ms`` after its first call, so the job's fixed cost
+(queue round trip, compile, sandbox set-up) is paid once for the completion, not once per test.
+Identical calls (same program, limits and stdin) share one input, including a client's retry
+of a call whose answer it gave up on: it finds the input still in flight and waits for it.
+
+An input the job did not start (NOT_RUN: the job's time budget ran out before it, which
+coalescing makes more likely) is run again in a later group: it says nothing about the program.
+A run job that failed in the fleet (INTERNAL) raises Refused: the caller answers in the form
+its client retries, never with an output.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from cpfleet.core.results import RunJobResult, RunOutput, RunStatus
+from cpfleet.gateway.app import FleetFailed, Refused
+
+if TYPE_CHECKING:
+    from cpfleet.gateway.app import Gateway
+
+# how often one input is sent again after the job left it NOT_RUN before the call gives up
+MAX_NOT_RUN_RETRIES = 3
+
+
+@dataclass(frozen=True, slots=True)
+class RunSpec:
+    """What makes calls share a run job: the program, its language and the limits."""
+
+    code: str
+    language: str
+    time_limit_s: float | None = None
+    memory_limit_mb: int | None = None
+    output_cap: int = 4096
+    files: tuple[tuple[str, bytes], ...] = ()
+    fetch_files: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RunAnswer:
+    """One call's answer: the job (for its compile step and language) and this input's run,
+    None when nothing ran (COMPILE_ERROR or NO_CODE: ``job.status`` says which)."""
+
+    job: RunJobResult
+    run: RunOutput | None
+
+
+@dataclass(slots=True)
+class _Group:
+    stdins: list[bytes] = field(default_factory=list)
+    futures: list[asyncio.Future[RunAnswer]] = field(default_factory=list)
+    launched: bool = False
+
+
+class RunCoalescer:
+    def __init__(self, gateway: Gateway) -> None:
+        self.gw = gateway
+        self._open: dict[RunSpec, _Group] = {}
+        # (spec, stdin digest) -> the answer of that input, while its job is in flight
+        self._inflight: dict[tuple[RunSpec, bytes], asyncio.Future[RunAnswer]] = {}
+        self.jobs = 0  # run jobs published
+        self.inputs = 0  # inputs sent in them
+        self.shared = 0  # calls that joined an input already in flight
+
+    async def run(self, spec: RunSpec, stdin: bytes, wait_s: float | None) -> RunAnswer:
+        """The run of ``spec`` on ``stdin`` (admitted against the backlog; Refused past ``wait_s``)."""
+        answer: RunAnswer = await self.gw.wait(self._answer(spec, stdin), wait_s)
+        return answer
+
+    async def _answer(self, spec: RunSpec, stdin: bytes) -> RunAnswer:
+        key = (spec, hashlib.blake2b(stdin, digest_size=16).digest())
+        shared = self._inflight.get(key)
+        if shared is not None:
+            self.shared += 1
+            return await asyncio.shield(shared)
+        fut: asyncio.Future[RunAnswer] = asyncio.get_running_loop().create_future()
+        self._inflight[key] = fut
+        fut.add_done_callback(lambda f: self._inflight.pop(key, None) if self._inflight.get(key) is f else None)
+        try:
+            answer = await self._until_run(spec, stdin)
+        except BaseException as exc:
+            fut.set_exception(exc)
+            fut.exception()  # retrieved: sharers get it through their own await
+            raise
+        fut.set_result(answer)
+        return answer
+
+    async def _until_run(self, spec: RunSpec, stdin: bytes) -> RunAnswer:
+        for _ in range(MAX_NOT_RUN_RETRIES + 1):
+            answer = await self._enqueue(spec, stdin)
+            if answer.run is None or answer.run.status != RunStatus.NOT_RUN:
+                return answer
+        raise Refused("the fleet could not start this input within its job's time budget; retry")
+
+    def _enqueue(self, spec: RunSpec, stdin: bytes) -> asyncio.Future[RunAnswer]:
+        loop = asyncio.get_running_loop()
+        group = self._open.get(spec)
+        if group is None:
+            group = _Group()
+            self._open[spec] = group
+            window = max(0.0, self.gw.config.coalesce_ms / 1000.0)
+            loop.call_later(window, self._launch, spec, group)
+        fut: asyncio.Future[RunAnswer] = loop.create_future()
+        group.stdins.append(stdin)
+        group.futures.append(fut)
+        if len(group.stdins) >= self.gw.config.coalesce_max_inputs:
+            self._launch(spec, group)
+        return fut
+
+    def _launch(self, spec: RunSpec, group: _Group) -> None:
+        if group.launched:
+            return
+        group.launched = True
+        if self._open.get(spec) is group:
+            del self._open[spec]
+        self.jobs += 1
+        self.inputs += len(group.stdins)
+        self.gw.metrics.runs.inc()
+        self.gw.metrics.run_inputs.inc(len(group.stdins))
+        task = asyncio.ensure_future(self._submit(spec, group.stdins))
+        task.add_done_callback(lambda t: self._deliver(group, t))
+
+    async def _submit(self, spec: RunSpec, stdins: list[bytes]) -> RunJobResult:
+        fleet = self.gw.fleet
+        result: RunJobResult = await fleet.arun(
+            spec.code,
+            stdins,
+            language=spec.language,
+            time_limit_s=spec.time_limit_s,
+            memory_limit_mb=spec.memory_limit_mb,
+            output_cap=spec.output_cap,
+            files=dict(spec.files) or None,
+            fetch_files=list(spec.fetch_files) or None,
+        )
+        return result
+
+    @staticmethod
+    def _deliver(group: _Group, task: asyncio.Future[RunJobResult]) -> None:
+        if task.cancelled():
+            exc: BaseException | None = Refused("the run job was cancelled (the gateway is shutting down)")
+        else:
+            exc = task.exception()
+        if exc is not None:
+            if not isinstance(exc, Refused | ConnectionError | ValueError):
+                exc = Refused(f"the run job failed: {type(exc).__name__}: {exc}")
+            for f in group.futures:
+                if not f.done():
+                    f.set_exception(exc)
+                    f.exception()
+            return
+        job = task.result()
+        if job.infra_error:
+            refused = FleetFailed(f"the fleet could not run the program: {job.infra_message}")
+            for f in group.futures:
+                if not f.done():
+                    f.set_exception(refused)
+                    f.exception()
+            return
+        for i, f in enumerate(group.futures):
+            if f.done():
+                continue
+            run = job.runs[i] if i < len(job.runs) else None
+            if run is not None and run.status == RunStatus.INTERNAL:
+                f.set_exception(FleetFailed(f"the fleet could not run this input: {run.detail or 'sandbox failure'}"))
+                f.exception()
+            elif run is None and job.status == RunStatus.FINISHED:
+                f.set_exception(Refused(f"the run job answered {len(job.runs)} of {len(group.futures)} inputs"))
+                f.exception()
+            else:
+                f.set_result(RunAnswer(job, run))
+
