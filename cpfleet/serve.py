@@ -89,13 +89,58 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
+# SO_ATTACH_REUSEPORT_CBPF (linux/socket.h) and one classic-BPF instruction, ``ret #1``: every new
+# connection of the port's SO_REUSEPORT group goes to the group's socket 1
+_SO_ATTACH_REUSEPORT_CBPF = 51
+_BPF_RET_K = 0x06
+DRAIN_S = 0.5
+
+
+def steer_to_successor(sock: socket.socket) -> bool:
+    """Send the port's new connections to the replica that bound it after this one.
+
+    Closing a listening socket resets the connections still in its accept queue, which a client
+    that does not retry connection errors (verl's sandbox_fusion) would score as failed tests.
+    The group's sockets are numbered in the order they joined, so for the usual restart (the
+    old replica 0, its replacement 1) this program moves every new connection to the
+    replacement while the old one empties its queue. With no second socket the kernel ignores
+    the answer and keeps hashing. False when the kernel refuses the program.
+    """
+    import ctypes
+
+    class SockFilter(ctypes.Structure):
+        _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(SockFilter))]
+
+    program = (SockFilter * 1)(SockFilter(_BPF_RET_K, 0, 0, 1))
+    fprog = SockFprog(1, ctypes.cast(program, ctypes.POINTER(SockFilter)))
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, _SO_ATTACH_REUSEPORT_CBPF, bytes(fprog))
+    except OSError:
+        return False
+    return True
+
+
 def run(args: argparse.Namespace) -> int:
+    import asyncio
+
     import uvicorn
 
     config = config_from_args(args)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(name)s: %(message)s")
     sock = listen(args.host, args.port)
     print(f"cpfleet serve: http://{args.host}:{args.port} -> {config.redis_url}", file=sys.stderr)
-    server = uvicorn.Server(uvicorn.Config(create_app(config), log_level="warning", backlog=2048))
+
+    class GatewayServer(uvicorn.Server):
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            # hand new connections to a successor on the same port, empty the accept queue,
+            # then stop accepting; the requests held are answered before the fleet client closes
+            if steer_to_successor(sock):
+                await asyncio.sleep(DRAIN_S)
+            await super().shutdown(sockets)
+
+    server = GatewayServer(uvicorn.Config(create_app(config), log_level="warning", backlog=2048))
     server.run(sockets=[sock])
     return 0
