@@ -22,10 +22,12 @@ Bodies over ``max_body_bytes`` get 413; a malformed payload 400 or 422 saying wh
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import hmac
 import json
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -37,7 +39,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from cpfleet.core.errors import BrokerFull, ClientClosed, FleetBusy, InlineProblemError
+from cpfleet.core.errors import BrokerFull, ClientClosed, CpfleetError, FleetBusy, InlineProblemError
 from cpfleet.core.results import JobResult
 from cpfleet.core.verdict import Verdict
 
@@ -52,8 +54,9 @@ DEFAULT_COALESCE_MS = 5.0
 Handler = Callable[[Request], Awaitable[Response]]
 
 
-class HTTPError(Exception):
-    """A request this gateway answers with ``status`` and ``{"error": message}``."""
+class HTTPError(CpfleetError):
+    """A request this gateway answers with ``status`` and ``{"error": message}`` (control flow
+    inside the gateway: it never leaves it as an exception)."""
 
     def __init__(self, status: int, message: str, headers: Mapping[str, str] | None = None) -> None:
         super().__init__(message)
@@ -62,7 +65,7 @@ class HTTPError(Exception):
         self.headers = dict(headers or {})
 
 
-class Refused(Exception):
+class Refused(CpfleetError):
     """The gateway cannot answer this request now (backlog full, deadline passed, Redis away):
     each endpoint answers it in the form its client retries."""
 
@@ -120,6 +123,7 @@ class Gateway:
         self.metrics = Metrics()
         self._fleet: Any = None
         self.backlog = 0
+        self._waiters: collections.deque[tuple[int, asyncio.Future[None]]] = collections.deque()
         self._runs: Any = None  # the run coalescer, made at startup (gateway.runs)
 
     # --- lifecycle ------------------------------------------------------------------------
@@ -156,36 +160,71 @@ class Gateway:
 
     # --- admission and waiting ------------------------------------------------------------
 
-    def admit(self, n: int) -> None:
-        """Count ``n`` jobs against the backlog, or refuse when it would pass ``max_backlog``."""
-        if self.backlog + n > self.config.max_backlog:
-            raise Refused(f"{self.backlog} jobs are waiting here (limit {self.config.max_backlog}); retry later")
+    async def admit(self, n: int, within_s: float) -> None:
+        """Count ``n`` jobs against the backlog, waiting (first come, first served) up to
+        ``within_s`` seconds while the backlog is full; Refused after that. Holding a request is
+        cheap and a refusal costs the client a retry (three 504s are a failed test for verl),
+        so a request waits here for its turn as long as its own deadline allows."""
+        limit = self.config.max_backlog
+        if n > limit:
+            raise Refused(f"{n} jobs in one request is more than this gateway's backlog ({limit})")
+        if not self._waiters and self.backlog + n <= limit:
+            self._take(n)
+            return
+        turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        entry = (n, turn)
+        self._waiters.append(entry)
+        try:
+            await asyncio.wait_for(asyncio.shield(turn), max(0.0, within_s))
+        except (TimeoutError, asyncio.CancelledError):
+            if turn.done():  # admitted in the same instant: give the room back
+                self.release(n)
+            else:
+                turn.cancel()
+                self._waiters.remove(entry)
+                self._wake()
+            raise Refused(
+                f"{self.backlog} jobs are waiting here (limit {limit}) and none finished within {within_s:.0f}s; retry"
+            ) from None
+
+    def _take(self, n: int) -> None:
         self.backlog += n
         self.metrics.in_flight.set(self.backlog)
 
     def release(self, n: int) -> None:
         self.backlog -= n
         self.metrics.in_flight.set(self.backlog)
+        self._wake()
+
+    def _wake(self) -> None:
+        while self._waiters and self.backlog + self._waiters[0][0] <= self.config.max_backlog:
+            n, turn = self._waiters.popleft()
+            self._take(n)
+            turn.set_result(None)
 
     async def wait(self, work: Awaitable[Any], wait_s: float | None, units: int = 1) -> Any:
-        """Await ``work`` (admitted for ``units`` jobs) for at most ``wait_s`` seconds. On
-        timeout the work goes on (a retry of the same request joins it) and Refused is raised."""
+        """Await ``work`` (admitted for ``units`` jobs) for at most ``wait_s`` seconds (capped by
+        ``config.wait_s``), its wait for room included. On timeout the work goes on (a retry of
+        the same request joins it) and Refused is raised."""
+        limit = self.config.wait_s if wait_s is None else min(wait_s, self.config.wait_s)
+        end = time.monotonic() + limit
         try:
-            self.admit(units)
+            if units:
+                await self.admit(units, limit)
         except Refused:
             if asyncio.iscoroutine(work):
                 work.close()  # never started: no "never awaited" warning
             raise
         task = asyncio.ensure_future(work)
         task.add_done_callback(lambda t: self._settled(t, units))
-        limit = self.config.wait_s if wait_s is None else wait_s
         try:
-            return await asyncio.wait_for(asyncio.shield(task), max(0.0, limit))
+            return await asyncio.wait_for(asyncio.shield(task), max(0.0, end - time.monotonic()))
         except TimeoutError:
             raise Refused(f"no answer within {limit:.0f}s: the fleet is busy (the work stays queued)") from None
 
     def _settled(self, task: asyncio.Future[Any], units: int) -> None:
-        self.release(units)
+        if units:
+            self.release(units)
         if not task.cancelled():
             task.exception()  # retrieved: an abandoned task's error is not "never retrieved"
 

@@ -171,6 +171,9 @@ def count_workers(redis_url: str) -> int:
     from celery import Celery
 
     app = Celery("cpfleet-gateway-status", broker=redis_url, set_as_current=False)
+    # the workers accept msgpack only (cpfleet.workers.config), control messages included
+    app.conf.update(task_serializer="msgpack", result_serializer="msgpack", accept_content=["msgpack"],
+                    result_accept_content=["msgpack"])
     try:
         return len(app.control.ping(timeout=1.0) or [])
     except Exception:

@@ -59,8 +59,6 @@ def routes(gw: Gateway) -> Sequence[Route]:
         if not isinstance(jobs, list) or not jobs:
             raise HTTPError(422, "'jobs' must be a non-empty list")
         parsed = [native_job(i, j, body) for i, j in enumerate(jobs)]
-        if gw.backlog + len(parsed) > gw.config.max_backlog:
-            raise Refused(f"{gw.backlog} jobs are waiting here (limit {gw.config.max_backlog}); retry later")
 
         async def one(i: int, job: dict[str, Any]) -> dict[str, Any]:
             head = {"index": i, "job_id": job["job_id"]}

@@ -18,7 +18,9 @@ its client retries, never with an output.
 from __future__ import annotations
 
 import asyncio
+import collections
 import hashlib
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -28,6 +30,10 @@ from cpfleet.gateway.app import FleetFailed, Refused
 if TYPE_CHECKING:
     from cpfleet.gateway.app import Gateway
 
+# answers of refused calls are kept this long for the client's retry (verl's come 1 s and 2 s
+# later), and at most this many (an answer holds up to the output cap)
+KEEP_S = 60.0
+KEEP_MAX = 1024
 # how often one input is sent again after the job left it NOT_RUN before the call gives up
 MAX_NOT_RUN_RETRIES = 3
 
@@ -69,22 +75,45 @@ class RunCoalescer:
         self._inflight: dict[tuple[RunSpec, bytes], asyncio.Future[RunAnswer]] = {}
         self.jobs = 0  # run jobs published
         self.inputs = 0  # inputs sent in them
-        self.shared = 0  # calls that joined an input already in flight
+        self.shared = 0  # calls that joined an input in flight (or took one kept for them)
+        # inputs whose caller was refused while they were in flight, and their answers once
+        # they came (for KEEP_S seconds, at most KEEP_MAX of them): the client's retry takes it
+        self._abandoned: set[tuple[RunSpec, bytes]] = set()
+        self._kept: collections.OrderedDict[tuple[RunSpec, bytes], tuple[RunAnswer, float]] = collections.OrderedDict()
 
     async def run(self, spec: RunSpec, stdin: bytes, wait_s: float | None) -> RunAnswer:
-        """The run of ``spec`` on ``stdin`` (admitted against the backlog; Refused past ``wait_s``)."""
-        answer: RunAnswer = await self.gw.wait(self._answer(spec, stdin), wait_s)
-        return answer
+        """The run of ``spec`` on ``stdin`` (admitted against the backlog; Refused past ``wait_s``).
+        A call whose input is already in flight (a retry after a refusal) joins it at no cost."""
+        key = self._key(spec, stdin)
+        kept = self._kept.pop(key, None)
+        if kept is not None and kept[1] > time.monotonic():
+            self.shared += 1
+            return kept[0]
+        shared = self._inflight.get(key)
+        try:
+            if shared is not None:
+                self.shared += 1
+                joined: RunAnswer = await self.gw.wait(asyncio.shield(shared), wait_s, units=0)
+                return joined
+            answer: RunAnswer = await self.gw.wait(self._answer(spec, stdin), wait_s)
+            return answer
+        except Refused:
+            self._abandoned.add(key)  # its answer is kept a while for the client's retry
+            raise
+
+    @staticmethod
+    def _key(spec: RunSpec, stdin: bytes) -> tuple[RunSpec, bytes]:
+        return (spec, hashlib.blake2b(stdin, digest_size=16).digest())
 
     async def _answer(self, spec: RunSpec, stdin: bytes) -> RunAnswer:
-        key = (spec, hashlib.blake2b(stdin, digest_size=16).digest())
+        key = self._key(spec, stdin)
         shared = self._inflight.get(key)
         if shared is not None:
             self.shared += 1
             return await asyncio.shield(shared)
         fut: asyncio.Future[RunAnswer] = asyncio.get_running_loop().create_future()
         self._inflight[key] = fut
-        fut.add_done_callback(lambda f: self._inflight.pop(key, None) if self._inflight.get(key) is f else None)
+        fut.add_done_callback(lambda f: self._settle(key, f))
         try:
             answer = await self._until_run(spec, stdin)
         except BaseException as exc:
@@ -93,6 +122,16 @@ class RunCoalescer:
             raise
         fut.set_result(answer)
         return answer
+
+    def _settle(self, key: tuple[RunSpec, bytes], fut: asyncio.Future[RunAnswer]) -> None:
+        if self._inflight.get(key) is fut:
+            del self._inflight[key]
+        if key in self._abandoned:
+            self._abandoned.discard(key)
+            if not fut.cancelled() and fut.exception() is None:
+                self._kept[key] = (fut.result(), time.monotonic() + KEEP_S)
+                while len(self._kept) > KEEP_MAX:
+                    self._kept.popitem(last=False)
 
     async def _until_run(self, spec: RunSpec, stdin: bytes) -> RunAnswer:
         for _ in range(MAX_NOT_RUN_RETRIES + 1):
@@ -139,7 +178,7 @@ class RunCoalescer:
             memory_limit_mb=spec.memory_limit_mb,
             output_cap=spec.output_cap,
             files=dict(spec.files) or None,
-            fetch_files=list(spec.fetch_files) or None,
+            fetch_files=spec.fetch_files,
         )
         return result
 

@@ -53,9 +53,10 @@ def gateway_timeout(message: str) -> Response:
 
 
 def sf_reply(status: str, message: str, run: dict[str, Any] | None, compile_: dict[str, Any] | None = None,
-             files: dict[str, str] | None = None) -> dict[str, Any]:
+             files: dict[str, str] | None = None, worker: str | None = None) -> dict[str, Any]:
+    """SandboxFusion's response; ``executor_pod_name`` names the fleet worker that ran it."""
     return {"status": status, "message": message, "compile_result": compile_, "run_result": run,
-            "executor_pod_name": None, "files": files or {}}
+            "executor_pod_name": worker or None, "files": files or {}}
 
 
 def run_spec(body: dict[str, Any], output_cap: int) -> tuple[RunSpec, bytes, float]:
@@ -133,17 +134,17 @@ def sf_answer(answer: RunAnswer, fetch_files: Sequence[str]) -> dict[str, Any]:
             # with the traceback on stderr, as ``python3 file.py`` would
             syntax = {"status": "Finished", "execution_time": _seconds(comp.wall_ms), "return_code": 1,
                       "stdout": "", "stderr": comp.stderr}
-            return sf_reply("Failed", "", syntax)
+            return sf_reply("Failed", "", syntax, worker=job.worker)
         if job.status == RunStatus.COMPILE_ERROR:
             if compile_result is None:
                 compile_result = {"status": "Finished", "execution_time": 0.0, "return_code": 1, "stdout": "", "stderr": ""}
-            return sf_reply("Failed", "compile error", None, compile_result)
-        return sf_reply("Failed", f"{job.status}: nothing ran", None, compile_result)
+            return sf_reply("Failed", "compile error", None, compile_result, worker=job.worker)
+        return sf_reply("Failed", f"{job.status}: nothing ran", None, compile_result, worker=job.worker)
     message = ""
     if run.status == RunStatus.TIME_LIMIT:
         run_result: dict[str, Any] = {"status": "TimeLimitExceeded", "execution_time": _seconds(run.wall_ms),
                                       "return_code": None, "stdout": run.stdout, "stderr": run.stderr}
-        return sf_reply("Failed", "time limit exceeded", run_result, compile_result)
+        return sf_reply("Failed", "time limit exceeded", run_result, compile_result, worker=job.worker)
     code = run.exit_code
     if run.status != RunStatus.FINISHED or code is None:
         code = code if code not in (None, 0) else (-run.signal if run.signal else 1)  # never a clean exit
@@ -165,7 +166,7 @@ def sf_answer(answer: RunAnswer, fetch_files: Sequence[str]) -> dict[str, Any]:
         note = f"fetch_files over {wire.FETCH_FILE_BYTES} bytes left out: {', '.join(left_out)}"
         message = f"{message}; {note}" if message else note
     ok = run.status == RunStatus.FINISHED and code == 0
-    return sf_reply("Success" if ok else "Failed", message, run_result, compile_result, files)
+    return sf_reply("Success" if ok else "Failed", message, run_result, compile_result, files, job.worker)
 
 
 def common_oj_tests(provided: Any) -> dict[str, list[str]]:
@@ -232,7 +233,10 @@ def routes(gw: Gateway) -> Sequence[Route]:
     async def run_code(request: Request) -> Response:
         body = json_object(await gw.body_json(request))
         spec, stdin, wait_s = run_spec(body, min(gw.config.run_output_bytes, wire.MAX_RUN_OUTPUT_CAP))
-        answer = await gw.runs.run(spec, stdin, wait_s)
+        try:
+            answer = await gw.runs.run(spec, stdin, wait_s)
+        except ValueError as e:  # the fleet's client refused the run itself (a limit, a file name)
+            raise HTTPError(422, str(e)) from None
         return JSONResponse(sf_answer(answer, spec.fetch_files))
 
     async def submit(request: Request) -> Response:
