@@ -4,7 +4,8 @@ code-judge's ``/run`` and ``/judge``), with concurrent calls for one program coa
 verl's sandbox_fusion reward posts every test case of a completion as its own ``/run_code``
 with the same code, all at once. Each such call joins an open *group* for its program and
 limits (``RunSpec``); a group is published as one multi-input run job when it has
-``coalesce_max_inputs`` inputs or ``coalesce_ms`` after its first call, so the job's fixed cost
+``coalesce_max_inputs`` inputs or when ``coalesce_ms`` pass without a new call (at most
+``WINDOW_CAP`` windows after its first), so the job's fixed cost
 (queue round trip, compile, sandbox set-up) is paid once for the completion, not once per test.
 Identical calls (same program, limits and stdin) share one input, including a client's retry
 of a call whose answer it gave up on: it finds the input still in flight and waits for it.
@@ -30,6 +31,12 @@ from cpfleet.gateway.app import FleetFailed, Refused
 if TYPE_CHECKING:
     from cpfleet.gateway.app import Gateway
 
+# a group is published at most this many coalescing windows after its first call
+WINDOW_CAP = 4
+# while run jobs wait in the fleet's queue, the window is this share of that wait, up to a cap
+QUEUE_WAIT_SHARE = 0.5
+MAX_WINDOW_MS = 100.0
+QUEUE_WAIT_WEIGHT = 0.2  # of each new job in the moving average
 # answers of refused calls are kept this long for the client's retry (verl's come 1 s and 2 s
 # later), and at most this many (an answer holds up to the output cap)
 KEEP_S = 60.0
@@ -62,9 +69,11 @@ class RunAnswer:
 
 @dataclass(slots=True)
 class _Group:
+    cap_at: float  # loop time by which the group is published whatever arrives
     stdins: list[bytes] = field(default_factory=list)
     futures: list[asyncio.Future[RunAnswer]] = field(default_factory=list)
     launched: bool = False
+    timer: asyncio.TimerHandle | None = None
 
 
 class RunCoalescer:
@@ -75,6 +84,7 @@ class RunCoalescer:
         self._inflight: dict[tuple[RunSpec, bytes], asyncio.Future[RunAnswer]] = {}
         self.jobs = 0  # run jobs published
         self.inputs = 0  # inputs sent in them
+        self.queue_wait_ms = 0.0  # moving average of the queue wait of this gateway's run jobs
         self.shared = 0  # calls that joined an input in flight (or took one kept for them)
         # inputs whose caller was refused while they were in flight, and their answers once
         # they came (for KEEP_S seconds, at most KEEP_MAX of them): the client's retry takes it
@@ -142,23 +152,39 @@ class RunCoalescer:
 
     def _enqueue(self, spec: RunSpec, stdin: bytes) -> asyncio.Future[RunAnswer]:
         loop = asyncio.get_running_loop()
+        window = self.window_s()
         group = self._open.get(spec)
         if group is None:
-            group = _Group()
+            group = _Group(cap_at=loop.time() + WINDOW_CAP * window)
             self._open[spec] = group
-            window = max(0.0, self.gw.config.coalesce_ms / 1000.0)
-            loop.call_later(window, self._launch, spec, group)
         fut: asyncio.Future[RunAnswer] = loop.create_future()
         group.stdins.append(stdin)
         group.futures.append(fut)
         if len(group.stdins) >= self.gw.config.coalesce_max_inputs:
             self._launch(spec, group)
+        else:
+            # the window restarts with each call (a completion's tests come as a burst that a
+            # loaded client spreads out), up to WINDOW_CAP windows after the group's first call
+            if group.timer is not None:
+                group.timer.cancel()
+            group.timer = loop.call_at(min(loop.time() + window, group.cap_at), self._launch, spec, group)
         return fut
+
+    def window_s(self) -> float:
+        """The coalescing window: ``coalesce_ms``, or, while the fleet's queue is backed up (run
+        jobs lately waited longer than that before a worker took them), a share of that wait up
+        to MAX_WINDOW_MS. A job published then would wait in the queue anyway; held here it takes
+        in the calls that follow (verl's throttled clients send a completion's tests a few at a
+        time), and fewer, larger jobs drain the queue sooner. An idle fleet keeps the short one."""
+        base = max(0.0, self.gw.config.coalesce_ms)
+        return max(base, min(QUEUE_WAIT_SHARE * self.queue_wait_ms, MAX_WINDOW_MS if base else 0.0)) / 1000.0
 
     def _launch(self, spec: RunSpec, group: _Group) -> None:
         if group.launched:
             return
         group.launched = True
+        if group.timer is not None:
+            group.timer.cancel()
         if self._open.get(spec) is group:
             del self._open[spec]
         self.jobs += 1
@@ -182,8 +208,7 @@ class RunCoalescer:
         )
         return result
 
-    @staticmethod
-    def _deliver(group: _Group, task: asyncio.Future[RunJobResult]) -> None:
+    def _deliver(self, group: _Group, task: asyncio.Future[RunJobResult]) -> None:
         if task.cancelled():
             exc: BaseException | None = Refused("the run job was cancelled (the gateway is shutting down)")
         else:
@@ -197,6 +222,7 @@ class RunCoalescer:
                     f.exception()
             return
         job = task.result()
+        self.queue_wait_ms += QUEUE_WAIT_WEIGHT * (job.queued_ms - self.queue_wait_ms)
         if job.infra_error:
             refused = FleetFailed(f"the fleet could not run the program: {job.infra_message}")
             for f in group.futures:
