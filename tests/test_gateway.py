@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -91,6 +92,35 @@ def test_verls_per_test_calls_for_one_completion_run_as_one_job_on_the_worker(gw
         assert body["status"] == "Success" and body["run_result"]["stdout"] == expected
         assert body["executor_pod_name"] == node.hostname  # the worker ran it, not this process
     assert gw.gateway.runs.jobs - runs_before == 1
+
+
+SERVE_AND_LIST_MODULES = """
+import json, sys, threading, time, urllib.request
+import uvicorn
+from cpfleet.gateway import ServeConfig, create_app
+from cpfleet.redis_server import free_port
+port = free_port()
+server = uvicorn.Server(uvicorn.Config(create_app(ServeConfig(redis_url=sys.argv[1])), host="127.0.0.1", port=port,
+                                      log_level="warning"))
+threading.Thread(target=server.run, daemon=True).start()
+while not server.started:
+    time.sleep(0.05)
+req = urllib.request.Request(f"http://127.0.0.1:{port}/run_code", method="POST",
+                             data=json.dumps({"code": "print(6 * 7)", "language": "python"}).encode())
+body = json.loads(urllib.request.urlopen(req, timeout=120).read())
+server.should_exit = True
+print(json.dumps({"stdout": body["run_result"]["stdout"], "modules": sorted(m for m in sys.modules if m.startswith("cpfleet.sandbox"))}))
+"""
+
+
+def test_the_serve_process_loads_no_sandbox_and_still_runs_programs(node: FleetWorker) -> None:
+    out = subprocess.run([sys.executable, "-c", SERVE_AND_LIST_MODULES, node.redis_url], capture_output=True,
+                         text=True, timeout=180, cwd=REPO)
+    assert out.returncode == 0, out.stderr[-3000:]
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    assert seen["stdout"] == "42\n"
+    # only the fenced-code extraction (pure text) is imported: no runner, fork server or zygote
+    assert set(seen["modules"]) <= {"cpfleet.sandbox", "cpfleet.sandbox.extract"}, seen["modules"]
 
 
 def test_run_code_outcomes_keep_sandbox_fusions_meaning(gw_fast: Served) -> None:
