@@ -123,6 +123,20 @@ def test_the_serve_process_loads_no_sandbox_and_still_runs_programs(node: FleetW
     assert set(seen["modules"]) <= {"cpfleet.sandbox", "cpfleet.sandbox.extract"}, seen["modules"]
 
 
+def test_a_group_never_grows_past_what_one_run_job_may_carry(node: FleetWorker, monkeypatch: pytest.MonkeyPatch) -> None:
+    from cpfleet.core import protocol
+
+    # room for the code and two 10-byte stdins per job (the client checks the same bound)
+    monkeypatch.setattr(protocol, "MAX_RUN_PAYLOAD_BYTES", len(ADD_CODE) + 25)
+    config = ServeConfig(redis_url=node.redis_url, timeout_s=120, coalesce_ms=200, coalesce_max_inputs=6)
+    with contextlib.contextmanager(serve)(config) as served:
+        stdins = [f"{i:04d} {i:04d}\n" for i in range(6)]  # 10 bytes each
+        with ThreadPoolExecutor(6) as pool:
+            replies = list(pool.map(lambda x: verl_call(served.url + "/run_code", verl_payload(ADD_CODE, x)), stdins))
+        assert [(body or {}).get("run_result", {}).get("stdout") for body, _ in replies] == [f"{2 * i}\n" for i in range(6)]
+        assert served.gateway.runs.jobs >= 3
+
+
 def test_run_code_outcomes_keep_sandbox_fusions_meaning(gw_fast: Served) -> None:
     url = gw_fast.url + "/run_code"
     crash = verl_call(url, verl_payload("raise SystemExit(3)\n", ""))[0]

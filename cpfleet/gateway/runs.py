@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from cpfleet.core import protocol as wire
 from cpfleet.core.results import RunJobResult, RunOutput, RunStatus
 from cpfleet.gateway.app import FleetFailed, Refused
 
@@ -70,6 +71,7 @@ class RunAnswer:
 @dataclass(slots=True)
 class _Group:
     cap_at: float  # loop time by which the group is published whatever arrives
+    size: int = 0  # bytes of its stdins
     stdins: list[bytes] = field(default_factory=list)
     futures: list[asyncio.Future[RunAnswer]] = field(default_factory=list)
     launched: bool = False
@@ -154,13 +156,17 @@ class RunCoalescer:
         loop = asyncio.get_running_loop()
         window = self.window_s()
         group = self._open.get(spec)
+        if group is not None and group.stdins and group.size + len(stdin) > self._room(spec):
+            self._launch(spec, group)  # one job carries at most protocol.MAX_RUN_PAYLOAD_BYTES
+            group = None
         if group is None:
             group = _Group(cap_at=loop.time() + WINDOW_CAP * window)
             self._open[spec] = group
         fut: asyncio.Future[RunAnswer] = loop.create_future()
+        group.size += len(stdin)
         group.stdins.append(stdin)
         group.futures.append(fut)
-        if len(group.stdins) >= self.gw.config.coalesce_max_inputs:
+        if len(group.stdins) >= min(self.gw.config.coalesce_max_inputs, wire.MAX_RUN_INPUTS):
             self._launch(spec, group)
         else:
             # the window restarts with each call (a completion's tests come as a burst that a
@@ -169,6 +175,12 @@ class RunCoalescer:
                 group.timer.cancel()
             group.timer = loop.call_at(min(loop.time() + window, group.cap_at), self._launch, spec, group)
         return fut
+
+    @staticmethod
+    def _room(spec: RunSpec) -> int:
+        """Bytes of stdin one run job of ``spec`` can carry besides its code and files."""
+        fixed = len(spec.code.encode("utf-8", "surrogatepass")) + sum(len(data) for _, data in spec.files)
+        return wire.MAX_RUN_PAYLOAD_BYTES - fixed
 
     def window_s(self) -> float:
         """The coalescing window: ``coalesce_ms``, or, while the fleet's queue is backed up (run
