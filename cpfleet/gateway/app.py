@@ -176,13 +176,15 @@ class Gateway:
         self._waiters.append(entry)
         try:
             await asyncio.wait_for(asyncio.shield(turn), max(0.0, within_s))
-        except (TimeoutError, asyncio.CancelledError):
+        except BaseException as exc:  # the deadline, or the request itself cancelled
             if turn.done():  # admitted in the same instant: give the room back
                 self.release(n)
             else:
                 turn.cancel()
                 self._waiters.remove(entry)
                 self._wake()
+            if not isinstance(exc, TimeoutError):
+                raise
             raise Refused(
                 f"{self.backlog} jobs are waiting here (limit {limit}) and none finished within {within_s:.0f}s; retry"
             ) from None

@@ -110,7 +110,8 @@ class RunCoalescer:
             answer: RunAnswer = await self.gw.wait(self._answer(spec, stdin), wait_s)
             return answer
         except Refused:
-            self._abandoned.add(key)  # its answer is kept a while for the client's retry
+            if key in self._inflight:  # still running: its answer is kept a while for the retry
+                self._abandoned.add(key)
             raise
 
     @staticmethod
