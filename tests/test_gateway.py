@@ -213,6 +213,21 @@ def test_codejudge_batches_answer_in_order_with_reasons(gw_fast: Served, path: s
     assert ("stdout" in results[0]) == path.startswith("/run")
 
 
+def test_x_coders_code_execution_manager_payloads_judge_on_the_worker(gw_fast: Served) -> None:
+    # X-Coder's manager: keys only when set, stdin/stdout submissions and assert-style ones
+    # (a LeetCode call appended to the solution, judged by the exit status)
+    code = "class Solution:\n    def twice(self, x):\n        return 2 * x\n"
+    subs = [
+        {"type": "python", "solution": ADD_CODE, "expected_output": "7", "input": "3 4"},
+        {"type": "python", "solution": ADD_CODE, "expected_output": "8", "input": "3 4"},
+        {"type": "python", "solution": code + "solution = Solution()\nassert solution.twice(2) == 4"},
+        {"type": "python", "solution": code + "solution = Solution()\nassert solution.twice(2) == 5"},
+    ]
+    status, body, _ = http(gw_fast.url + "/judge/long-batch", {"type": "batch", "submissions": subs})
+    assert status == 200 and [r["success"] for r in body["results"]] == [True, False, True, False]
+    assert all(r["reason"] == "" for r in body["results"])
+
+
 def test_codejudge_status_counts_the_queue_and_the_workers(gw_fast: Served) -> None:
     status, body, _ = http(gw_fast.url + "/status", method="GET")
     assert status == 200 and isinstance(body["queue"], int) and body["num_workers"] >= 1
