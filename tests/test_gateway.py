@@ -183,6 +183,16 @@ def test_the_sandbox_fusion_sdk_retries_nothing_and_gets_the_workers_answer(gw_f
     assert resp.executor_pod_name == node.hostname
 
 
+def test_two_replicas_front_one_redis(node: FleetWorker) -> None:
+    config = ServeConfig(redis_url=node.redis_url, timeout_s=120, coalesce_ms=1)
+    with contextlib.contextmanager(serve)(config) as a, contextlib.contextmanager(serve)(config) as b:
+        assert a.gateway.fleet.client_id != b.gateway.fleet.client_id
+        with ThreadPoolExecutor(8) as pool:
+            replies = list(pool.map(
+                lambda i: verl_call((a, b)[i % 2].url + "/run_code", verl_payload(ADD_CODE, f"{i} {i}\n")), range(8)))
+        assert [(body or {}).get("run_result", {}).get("stdout") for body, _ in replies] == [f"{2 * i}\n" for i in range(8)]
+
+
 # --- code-judge --------------------------------------------------------------------------------
 
 

@@ -202,7 +202,7 @@ def test_sandbox_fusion_sdk_run_code_and_submit_work_against_cpfleet(node: Fleet
 # --- native batch -------------------------------------------------------------------------------
 
 
-def test_native_batch_streams_one_ndjson_line_per_job(server: Server) -> None:
+def test_native_batch_streams_one_ndjson_line_per_job(server: Server, node: FleetWorker) -> None:
     jobs = [
         {"problem_id": "t/add", "completion": GOOD, "job_id": "a"},
         {"tests": ADD_TESTS, "completion": WRONG, "job_id": "b", "reward_shape": "fraction"},
@@ -216,7 +216,7 @@ def test_native_batch_streams_one_ndjson_line_per_job(server: Server) -> None:
     conn.close()
     by_id = {d["job_id"]: d for d in lines}
     assert sorted(d["index"] for d in lines) == [0, 1, 2]
-    assert by_id["a"]["reward"] == 1.0
+    assert by_id["a"]["reward"] == 1.0 and by_id["a"]["worker"].startswith(node.hostname)  # judged on the worker
     assert by_id["b"]["reward"] == 0.25 and by_id["b"]["verdict"] == "WRONG_ANSWER"
     assert by_id["c"]["permanent"] is True and "unknown problem 't/missing'" in by_id["c"]["error"]
     assert "reward" not in by_id["c"]
