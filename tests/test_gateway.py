@@ -137,6 +137,26 @@ def test_a_group_never_grows_past_what_one_run_job_may_carry(node: FleetWorker, 
         assert served.gateway.runs.jobs >= 3
 
 
+def test_an_output_clipped_by_its_groups_reply_bound_is_run_again_alone(
+    node: FleetWorker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cpfleet.core import protocol
+    from cpfleet.gateway import runs
+
+    # a reply bound that leaves a group of 6 inputs 100 bytes per stream (one input alone: 600)
+    monkeypatch.setattr(protocol, "MAX_RUN_REPLY_BYTES", 1200)
+    monkeypatch.setattr(runs, "MIN_GROUP_OUTPUT_CAP", 50)
+    config = ServeConfig(redis_url=node.redis_url, timeout_s=120, coalesce_ms=30_000, coalesce_max_inputs=6)
+    with contextlib.contextmanager(serve)(config) as served:
+        sizes = [1, 2, 3, 4, 5, 500]
+        code = "print('x' * int(input()))\n"
+        with ThreadPoolExecutor(6) as pool:
+            replies = list(pool.map(lambda n: verl_call(served.url + "/run_code", verl_payload(code, f"{n}\n")), sizes))
+        outs = [(body or {}).get("run_result", {}).get("stdout") for body, _ in replies]
+        assert outs == ["x" * n + "\n" for n in sizes]  # the long one whole, never a clipped prefix
+        assert served.gateway.runs.jobs == 2  # the group, then the clipped input alone
+
+
 def test_run_code_outcomes_keep_sandbox_fusions_meaning(gw_fast: Served) -> None:
     url = gw_fast.url + "/run_code"
     crash = verl_call(url, verl_payload("raise SystemExit(3)\n", ""))[0]

@@ -32,6 +32,8 @@ from cpfleet.gateway.app import FleetFailed, Refused
 if TYPE_CHECKING:
     from cpfleet.gateway.app import Gateway
 
+# the least output cap a coalesced input gets (a group is kept small enough for it)
+MIN_GROUP_OUTPUT_CAP = 256 * 1024
 # a group is published at most this many coalescing windows after its first call
 WINDOW_CAP = 4
 # while run jobs wait in the fleet's queue, the window is this share of that wait, up to a cap
@@ -66,6 +68,8 @@ class RunAnswer:
 
     job: RunJobResult
     run: RunOutput | None
+    # the output was clipped at a cap the group's size imposed, below the call's own: run it alone
+    clipped_by_group: bool = False
 
 
 @dataclass(slots=True)
@@ -149,12 +153,19 @@ class RunCoalescer:
     async def _until_run(self, spec: RunSpec, stdin: bytes) -> RunAnswer:
         for _ in range(MAX_NOT_RUN_RETRIES + 1):
             answer = await self._enqueue(spec, stdin)
+            if answer.clipped_by_group:
+                answer = await self._enqueue(spec, stdin, alone=True)
             if answer.run is None or answer.run.status != RunStatus.NOT_RUN:
                 return answer
         raise Refused("the fleet could not start this input within its job's time budget; retry")
 
-    def _enqueue(self, spec: RunSpec, stdin: bytes) -> asyncio.Future[RunAnswer]:
+    def _enqueue(self, spec: RunSpec, stdin: bytes, alone: bool = False) -> asyncio.Future[RunAnswer]:
         loop = asyncio.get_running_loop()
+        if alone:  # its own job, with the call's whole output cap
+            solo = _Group(cap_at=loop.time())
+            solo.size, solo.stdins, solo.futures = len(stdin), [stdin], [loop.create_future()]
+            self._launch(spec, solo)
+            return solo.futures[0]
         window = self.window_s()
         group = self._open.get(spec)
         if group is not None and group.stdins and group.size + len(stdin) > self._room(spec):
@@ -167,7 +178,7 @@ class RunCoalescer:
         group.size += len(stdin)
         group.stdins.append(stdin)
         group.futures.append(fut)
-        if len(group.stdins) >= min(self.gw.config.coalesce_max_inputs, wire.MAX_RUN_INPUTS):
+        if len(group.stdins) >= self._max_inputs(spec):
             self._launch(spec, group)
         else:
             # the window restarts with each call (a completion's tests come as a burst that a
@@ -176,6 +187,21 @@ class RunCoalescer:
                 group.timer.cancel()
             group.timer = loop.call_at(min(loop.time() + window, group.cap_at), self._launch, spec, group)
         return fut
+
+    def _max_inputs(self, spec: RunSpec) -> int:
+        """Inputs one group takes: the configured most, within the protocol's bounds on inputs
+        and on a reply (each input's outputs get at least MIN_GROUP_OUTPUT_CAP)."""
+        per_input = 2 * min(spec.output_cap, MIN_GROUP_OUTPUT_CAP) + len(spec.fetch_files) * wire.FETCH_FILE_BYTES
+        return max(1, min(self.gw.config.coalesce_max_inputs, wire.MAX_RUN_INPUTS,
+                          wire.MAX_RUN_REPLY_BYTES // max(1, per_input)))
+
+    @staticmethod
+    def group_cap(spec: RunSpec, inputs: int) -> int:
+        """The output cap of a job of ``inputs`` inputs: the call's own, or less where the
+        protocol's bound on a reply (inputs x (2 x cap + fetched files)) demands it. An output
+        clipped by that lower cap is run again alone (``clipped_by_group``)."""
+        per_input = wire.MAX_RUN_REPLY_BYTES // max(1, inputs) - len(spec.fetch_files) * wire.FETCH_FILE_BYTES
+        return max(0, min(spec.output_cap, per_input // 2))
 
     @staticmethod
     def _room(spec: RunSpec) -> int:
@@ -204,10 +230,11 @@ class RunCoalescer:
         self.inputs += len(group.stdins)
         self.gw.metrics.runs.inc()
         self.gw.metrics.run_inputs.inc(len(group.stdins))
-        task = asyncio.ensure_future(self._submit(spec, group.stdins))
-        task.add_done_callback(lambda t: self._deliver(group, t))
+        cap = self.group_cap(spec, len(group.stdins))
+        task = asyncio.ensure_future(self._submit(spec, group.stdins, cap))
+        task.add_done_callback(lambda t: self._deliver(group, t, cap < spec.output_cap))
 
-    async def _submit(self, spec: RunSpec, stdins: list[bytes]) -> RunJobResult:
+    async def _submit(self, spec: RunSpec, stdins: list[bytes], cap: int) -> RunJobResult:
         fleet = self.gw.fleet
         result: RunJobResult = await fleet.arun(
             spec.code,
@@ -215,13 +242,13 @@ class RunCoalescer:
             language=spec.language,
             time_limit_s=spec.time_limit_s,
             memory_limit_mb=spec.memory_limit_mb,
-            output_cap=spec.output_cap,
+            output_cap=cap,
             files=dict(spec.files) or None,
             fetch_files=spec.fetch_files,
         )
         return result
 
-    def _deliver(self, group: _Group, task: asyncio.Future[RunJobResult]) -> None:
+    def _deliver(self, group: _Group, task: asyncio.Future[RunJobResult], capped: bool) -> None:
         if task.cancelled():
             exc: BaseException | None = Refused("the run job was cancelled (the gateway is shutting down)")
         else:
@@ -254,5 +281,6 @@ class RunCoalescer:
                 f.set_exception(Refused(f"the run job answered {len(job.runs)} of {len(group.futures)} inputs"))
                 f.exception()
             else:
-                f.set_result(RunAnswer(job, run))
+                clipped = capped and run is not None and (run.stdout_truncated or run.stderr_truncated)
+                f.set_result(RunAnswer(job, run, clipped_by_group=clipped))
 
