@@ -6,12 +6,13 @@ their results, so the HTTP process holds only requests and futures, and any numb
 replicas can front one Redis (each is its own FleetClient with its own reply list).
 
 Overload is never a wrong reward. A request's jobs wait in the fleet's queue, not in a buffer of
-this process; a request is refused only when its own deadline passes or when this replica
-already holds ``max_backlog`` unanswered jobs. A refusal takes the form that request's client
-retries (each protocol module says which: a 504 for verl's sandbox_fusion, a 503 with
-Retry-After for the reward clients, ``reason: queue_timeout`` for code-judge's), and the jobs
-of a request that timed out stay queued: the client's retry, being the same job, joins them
-through the client's in-flight dedupe instead of queueing the work again. A permanent error
+this process; while this replica holds ``max_backlog`` unanswered jobs a request waits for room,
+and it is refused only when its own deadline (its client's, see each protocol module) passes.
+A refusal takes the form that request's client retries (a 504 for verl's sandbox_fusion, a 503
+with Retry-After for the reward clients, ``reason: queue_timeout`` for code-judge's), and the
+jobs of a request that timed out stay queued: the client's retry, being the same job, joins
+them (the client's in-flight dedupe for judge jobs, ``runs.RunCoalescer`` for runs) instead of
+queueing the work again. A permanent error
 (an unknown problem id, inline tests that make no problem) is a 4xx with the reason: retrying
 cannot help, and it is never a score.
 
