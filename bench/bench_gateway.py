@@ -233,9 +233,10 @@ def main() -> int:
                 def verl_phase(conc: int) -> dict[str, Any]:
                     j0 = metric(base, "cpfleet_http_run_jobs_total")
                     s0, w0, t0 = tree_cpu(serve.pid), tree_cpu(worker.pid), time.perf_counter()
+                    p0 = time.process_time()
                     with ThreadPoolExecutor(conc) as pool:
                         replies = list(pool.map(lambda w: verl_call(base + "/run_code", w[1], w[2]), work))
-                    wall = time.perf_counter() - t0
+                    wall, client_cpu = time.perf_counter() - t0, time.process_time() - p0
                     serve_cpu, fleet_cpu = tree_cpu(serve.pid) - s0, tree_cpu(worker.pid) - w0
                     refused = [err for body, err in replies if body is None]
                     answered = [(body, w) for (body, _), w in zip(replies, work, strict=True) if body is not None]
@@ -243,6 +244,7 @@ def main() -> int:
                                  and body["run_result"]["stdout"].rstrip("\n") == w[3].rstrip("\n"))
                     return {"run_jobs": metric(base, "cpfleet_http_run_jobs_total") - j0, "wall_s": wall,
                             "tests_per_s": len(work) / wall, "serve_cpu_s": serve_cpu, "fleet_cpu_s": fleet_cpu,
+                            "client_cpu_s": client_cpu,
                             "refused_scored": len(refused), "refusal_kinds": sorted(set(refused)),
                             "passed_verl_compare": passed}
 
@@ -288,7 +290,8 @@ def main() -> int:
     for name, ph in out["phases"].items():
         print(f"  {name:<22} {out['tests']} tests in {ph['wall_s']:.2f} s = {ph['tests_per_s']:.0f} tests/s "
               f"({ph['run_jobs']:.0f} run jobs); "
-              f"serve CPU {ph['serve_cpu_s']:.2f} s, fleet CPU {ph['fleet_cpu_s']:.2f} s; "
+              f"serve CPU {ph['serve_cpu_s']:.2f} s, fleet CPU {ph['fleet_cpu_s']:.2f} s"
+              + (f", this client's CPU {ph['client_cpu_s']:.2f} s" if "client_cpu_s" in ph else "") + "; "
               f"refused->score {ph['refused_scored']}"
               + (f" {ph['refusal_kinds']}" if ph.get("refusal_kinds") else "")
               + (f"; passed {ph['passed_verl_compare']}" if "passed_verl_compare" in ph else f"; success {ph['success']}"))

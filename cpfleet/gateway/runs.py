@@ -90,6 +90,7 @@ class RunCoalescer:
         self._inflight: dict[tuple[RunSpec, bytes], asyncio.Future[RunAnswer]] = {}
         self.jobs = 0  # run jobs published
         self.inputs = 0  # inputs sent in them
+        self.running = 0  # run jobs published and not answered
         self.queue_wait_ms = 0.0  # moving average of the queue wait of this gateway's run jobs
         self.shared = 0  # calls that joined an input in flight (or took one kept for them)
         # inputs whose caller was refused while they were in flight, and their answers once
@@ -216,6 +217,8 @@ class RunCoalescer:
         in the calls that follow (verl's throttled clients send a completion's tests a few at a
         time), and fewer, larger jobs drain the queue sooner. An idle fleet keeps the short one."""
         base = max(0.0, self.gw.config.coalesce_ms)
+        if not self.running:  # none of this replica's jobs is queued: the last wait is stale
+            return base / 1000.0
         return max(base, min(QUEUE_WAIT_SHARE * self.queue_wait_ms, MAX_WINDOW_MS if base else 0.0)) / 1000.0
 
     def _launch(self, spec: RunSpec, group: _Group) -> None:
@@ -231,6 +234,7 @@ class RunCoalescer:
         self.gw.metrics.runs.inc()
         self.gw.metrics.run_inputs.inc(len(group.stdins))
         cap = self.group_cap(spec, len(group.stdins))
+        self.running += 1
         task = asyncio.ensure_future(self._submit(spec, group.stdins, cap))
         task.add_done_callback(lambda t: self._deliver(group, t, cap < spec.output_cap))
 
@@ -249,6 +253,7 @@ class RunCoalescer:
         return result
 
     def _deliver(self, group: _Group, task: asyncio.Future[RunJobResult], capped: bool) -> None:
+        self.running -= 1
         if task.cancelled():
             exc: BaseException | None = Refused("the run job was cancelled (the gateway is shutting down)")
         else:
