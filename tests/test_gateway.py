@@ -288,8 +288,9 @@ def test_a_refusal_takes_the_form_each_client_retries(node: FleetWorker) -> None
     config = ServeConfig(redis_url=node.redis_url, timeout_s=120, max_backlog=1, wait_s=0.5, coalesce_ms=1)
     with contextlib.contextmanager(serve)(config) as served:
         url = served.url
-        hold = threading.Thread(target=http, args=(url + "/run_code", verl_payload("import time\ntime.sleep(6)\n", "")))
-        hold.start()  # takes the one place of the backlog for ~6 s
+        hold_payload = verl_payload("import time\ntime.sleep(15)\n", "", timeout=40)
+        hold = threading.Thread(target=http, args=(url + "/run_code", hold_payload))
+        hold.start()  # takes the one place of the backlog for ~15 s (a sleep: no CPU time)
         deadline = time.monotonic() + 30
         while served.gateway.backlog < 1:
             assert time.monotonic() < deadline
@@ -312,12 +313,13 @@ def test_a_refusal_takes_the_form_each_client_retries(node: FleetWorker) -> None
 
 
 def test_a_retry_after_a_504_joins_the_run_still_in_flight(node: FleetWorker) -> None:
-    config = ServeConfig(redis_url=node.redis_url, timeout_s=120, wait_s=0.5, coalesce_ms=1)
+    config = ServeConfig(redis_url=node.redis_url, timeout_s=120, wait_s=1.0, coalesce_ms=1)
     with contextlib.contextmanager(serve)(config) as served:
         runs = served.gateway.runs
         jobs_before = runs.jobs
         payload = verl_payload("import time\ntime.sleep(2)\nprint('done')\n", "x", timeout=5)
-        body, err = verl_call(served.url + "/run_code", payload)  # 504 at 0.5 s, retried after 1 s
+        # verl's attempts at 0, 2 and 5 s, each answered 504 after 1 s until the run is done
+        body, err = verl_call(served.url + "/run_code", payload)
         assert err is None and body is not None and body["run_result"]["stdout"] == "done\n"
         assert runs.jobs - jobs_before == 1 and runs.shared >= 1  # the retry did not queue it again
 
