@@ -174,7 +174,7 @@ def routes(gw: Gateway) -> Sequence[Route]:
 
 
 def count_workers(redis_url: str) -> int:
-    """Fleet nodes answering a Celery ping within a second (0 when none does)."""
+    """Fleet nodes answering a Celery ping within 2 s (0 when none does)."""
     from celery import Celery
 
     app = Celery("cpfleet-gateway-status", broker=redis_url, set_as_current=False)
@@ -182,7 +182,7 @@ def count_workers(redis_url: str) -> int:
     app.conf.update(task_serializer="msgpack", result_serializer="msgpack", accept_content=["msgpack"],
                     result_accept_content=["msgpack"])
     try:
-        return len(app.control.ping(timeout=1.0) or [])
+        return len(app.control.ping(timeout=2.0) or [])
     except Exception:
         return 0
     finally:
