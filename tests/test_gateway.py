@@ -196,7 +196,7 @@ def test_run_code_places_files_and_fetches_what_the_program_wrote(gw_fast: Serve
     assert status == 422 and "fetch_files" in err["error"]
 
 
-def test_the_sandbox_fusion_sdk_retries_nothing_and_gets_the_workers_answer(gw_fast: Served, node: FleetWorker) -> None:
+def test_the_sandbox_fusion_sdk_gets_the_answer_of_the_worker_that_ran_it(gw_fast: Served, node: FleetWorker) -> None:
     sdk = pytest.importorskip("sandbox_fusion", reason="pip install sandbox-fusion did not work here")
     resp = sdk.run_code(sdk.RunCodeRequest(code=ADD_CODE, stdin="1 2\n", language="python"), endpoint=gw_fast.url)
     assert resp.status == sdk.RunStatus.Success and resp.run_result.stdout == "3\n"
