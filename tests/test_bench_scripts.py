@@ -24,6 +24,11 @@ CASES = [
     ("bench_runjobs.py", ["--programs", "2", "--tests", "2", "--rounds", "1"], "run jobs, one per test"),
     ("env_overhead.py", ["--tests", "5", "--rounds", "1", "--jobs", "2"], "per test (5 tests, forkserver)"),
     (
+        "bench_gateway.py",
+        ["--problems", "3", "--concurrency", "8", "--rounds", "1", "--generated"],
+        "refused calls a client turns into a score",
+    ),
+    (
         "bench_fleet.py",
         ["--jobs", "5", "--baseline-jobs", "2", "--enqueue-jobs", "50", "--latency-samples", "3", "--heavy-jobs", "1", "--rounds", "1"],
         "fleet / cpfleet judge",

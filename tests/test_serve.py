@@ -19,9 +19,9 @@ import uvicorn
 from fleet_helpers import FleetWorker
 
 from cpfleet.cli import main as cli_main
+from cpfleet.gateway import ServeConfig, create_app
 from cpfleet.producer.client import FleetClient
 from cpfleet.redis_server import RedisServer, free_port
-from cpfleet.serve import ServeConfig, create_app
 
 TOKEN = "s3cret-token"
 ADD = {
@@ -64,7 +64,7 @@ def node(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) ->
 
 @pytest.fixture(scope="module")
 def server(node: FleetWorker) -> Iterator[Server]:
-    config = ServeConfig(redis_url=node.redis_url, token=TOKEN, max_body_bytes=256 * 1024, max_in_flight=8, timeout_s=60)
+    config = ServeConfig(redis_url=node.redis_url, token=TOKEN, max_body_bytes=256 * 1024, max_backlog=8, timeout_s=60)
     srv, thread, port = start_server(config)
     try:
         yield Server(f"http://127.0.0.1:{port}", port)
@@ -104,10 +104,15 @@ def test_openrlhf_remote_reward_payload_gets_rewards_for_the_response_after_the_
     assert body["extra_logs"]["pass_rate"] == [1.0, 0.25, 1.0]
 
 
-def test_an_unknown_problem_is_a_503_with_retry_after_never_a_zero(server: Server) -> None:
-    status, body, headers = post(server, "/get_reward", {"query": [GOOD], "prompts": [""], "labels": ["t/missing"]})
-    assert status == 503 and headers.get("retry-after") == "1"
-    assert "UNKNOWN_PROBLEM" in body["error"]
+def test_an_unknown_problem_is_a_422_naming_it_never_retried_never_a_zero(server: Server) -> None:
+    for path, payload in [
+        ("/get_reward", {"query": [GOOD], "prompts": [""], "labels": ["t/missing"]}),
+        ("/slime", {"prompt": "", "response": GOOD, "label": "t/missing"}),
+        ("/submit", {"dataset": "x", "id": "t/missing", "completion": GOOD, "config": {}}),
+    ]:
+        status, body, headers = post(server, path, payload)
+        assert status == 422 and "retry-after" not in headers, (path, status, body)
+        assert "unknown problem 't/missing'" in body["error"] and "cpfleet load" in body["error"]
 
 
 # --- slime --------------------------------------------------------------------------------------
@@ -197,7 +202,7 @@ def test_sandbox_fusion_sdk_run_code_and_submit_work_against_cpfleet(node: Fleet
 # --- native batch -------------------------------------------------------------------------------
 
 
-def test_native_batch_streams_one_ndjson_line_per_job(server: Server) -> None:
+def test_native_batch_streams_one_ndjson_line_per_job(server: Server, node: FleetWorker) -> None:
     jobs = [
         {"problem_id": "t/add", "completion": GOOD, "job_id": "a"},
         {"tests": ADD_TESTS, "completion": WRONG, "job_id": "b", "reward_shape": "fraction"},
@@ -211,9 +216,10 @@ def test_native_batch_streams_one_ndjson_line_per_job(server: Server) -> None:
     conn.close()
     by_id = {d["job_id"]: d for d in lines}
     assert sorted(d["index"] for d in lines) == [0, 1, 2]
-    assert by_id["a"]["reward"] == 1.0
+    assert by_id["a"]["reward"] == 1.0 and by_id["a"]["worker"].startswith(node.hostname)  # judged on the worker
     assert by_id["b"]["reward"] == 0.25 and by_id["b"]["verdict"] == "WRONG_ANSWER"
-    assert by_id["c"]["infra_error"] is True and by_id["c"]["reward"] is None
+    assert by_id["c"]["permanent"] is True and "unknown problem 't/missing'" in by_id["c"]["error"]
+    assert "reward" not in by_id["c"]
 
 
 # --- auth, limits, backpressure, bad payloads, health ------------------------------------------
@@ -236,12 +242,13 @@ def test_metrics_count_requests_and_jobs(server: Server) -> None:
     assert 'cpfleet_http_jobs_total{infra_error="false",verdict="OK"}' in text
 
 
-def test_an_oversized_body_is_413_and_backpressure_is_429(server: Server) -> None:
+def test_an_oversized_body_is_413_and_a_full_backlog_makes_jobs_wait_their_turn(server: Server) -> None:
     big = {"query": ["x" * (300 * 1024)], "prompts": [""], "labels": ["t/add"]}
     assert post(server, "/get_reward", big)[0] == 413
-    many = {"query": [GOOD] * 9, "prompts": [""] * 9, "labels": ["t/add"] * 9}  # max_in_flight is 8
-    status, body, headers = post(server, "/get_reward", many)
-    assert status == 429 and headers.get("retry-after") == "1", body
+    # max_backlog is 8: the ninth job waits for room instead of failing (refusals: test_gateway.py)
+    many = {"query": [GOOD] * 9, "prompts": [""] * 9, "labels": ["t/add"] * 9}
+    status, body, _ = post(server, "/get_reward", many)
+    assert status == 200 and body["rewards"] == [1.0] * 9, body
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,91 @@
+"""``POST /v1/judge``: cpfleet's own batch, ``{"jobs": [{problem_id | tests, completion,
+job_id?, reward_shape?, mode?}], "reward_shape"?, "mode"?}``; results stream back as NDJSON
+lines (``JobResult.to_dict()`` plus ``index``) as they finish.
+
+Each line stands for one job: an infrastructure failure is its line with ``infra_error`` and
+``reward: null``; a job that is the caller's mistake (an unknown problem id, inline tests that
+make no problem) is a line ``{"index", "job_id", "error", "permanent": true}``, never a score.
+A batch that cannot be admitted at all is a 503 with Retry-After before any line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+from cpfleet.core.protocol import check_options
+from cpfleet.gateway.app import Gateway, HTTPError, Refused, permanent_error
+from cpfleet.gateway.payloads import json_object
+from cpfleet.gateway.registry import protocol
+from cpfleet.rewards import problem_ref
+
+
+def native_job(i: int, job: Any, defaults: Mapping[str, Any]) -> dict[str, Any]:
+    if not isinstance(job, dict):
+        raise HTTPError(422, f"jobs[{i}] must be an object")
+    completion = job.get("completion")
+    if not isinstance(completion, str):
+        raise HTTPError(422, f"jobs[{i}].completion must be a string")
+    if job.get("problem_id"):
+        if not isinstance(job["problem_id"], str):
+            raise HTTPError(422, f"jobs[{i}].problem_id must be a string")
+        problem: Any = job["problem_id"]
+    elif "tests" in job:
+        problem = problem_ref(job["tests"])
+    else:
+        raise HTTPError(422, f"jobs[{i}] needs 'problem_id' or 'tests'")
+    reward_shape = job.get("reward_shape") or defaults.get("reward_shape")
+    mode = job.get("mode") or defaults.get("mode")
+    try:
+        check_options(reward_shape or "all_or_nothing", mode or "full")
+    except ValueError as e:
+        raise HTTPError(422, f"jobs[{i}]: {e}") from None
+    job_id = job.get("job_id")
+    return {"problem": problem, "completion": completion, "reward_shape": reward_shape, "mode": mode,
+            "job_id": None if job_id is None else str(job_id)}
+
+
+@protocol("native")
+def routes(gw: Gateway) -> Sequence[Route]:
+    async def judge_batch(request: Request) -> Response:
+        body = json_object(await gw.body_json(request))
+        jobs = body.get("jobs")
+        if not isinstance(jobs, list) or not jobs:
+            raise HTTPError(422, "'jobs' must be a non-empty list")
+        parsed = [native_job(i, j, body) for i, j in enumerate(jobs)]
+
+        async def one(i: int, job: dict[str, Any]) -> dict[str, Any]:
+            head = {"index": i, "job_id": job["job_id"]}
+            try:
+                result = await gw.judge(job["problem"], job["completion"], reward_shape=job["reward_shape"], mode=job["mode"])
+            except ValueError as e:  # unusable inline tests: this job only
+                return {**head, "error": str(e), "permanent": True}
+            except (Refused, ConnectionError) as e:  # this job waited past its deadline: a retry joins it
+                return {**head, "error": str(e), "permanent": False}
+            reason = permanent_error(result)
+            if reason:
+                return {**head, "error": reason, "permanent": True}
+            d = result.to_dict()
+            d["job_id"] = job["job_id"] if job["job_id"] is not None else d["job_id"]
+            d["index"] = i
+            return d
+
+        tasks = [asyncio.ensure_future(one(i, j)) for i, j in enumerate(parsed)]
+
+        async def stream() -> AsyncIterator[bytes]:
+            try:
+                for next_done in asyncio.as_completed(tasks):
+                    yield (json.dumps(await next_done) + "\n").encode()
+            finally:
+                for t in tasks:
+                    t.cancel()
+
+        return StreamingResponse(stream(), media_type="application/x-ndjson")
+
+    return [Route("/v1/judge", gw.endpoint("judge", judge_batch), methods=["POST"])]

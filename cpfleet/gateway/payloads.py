@@ -1,0 +1,56 @@
+"""Reading request bodies: the checks every protocol shares, each failing with a 422 that says
+what is wrong."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from cpfleet.gateway.app import HTTPError
+from cpfleet.rewards import problem_ref
+
+
+def json_object(body: Any) -> dict[str, Any]:
+    if not isinstance(body, dict):
+        raise HTTPError(422, f"body must be a JSON object, got {type(body).__name__}")
+    return body
+
+
+def json_list(body: Mapping[str, Any], key: str, n: int | None = None, *, required: bool = True) -> list[Any]:
+    value = body.get(key)
+    if value is None and not required:
+        return []
+    if not isinstance(value, list):
+        raise HTTPError(422, f"{key!r} must be a list")
+    if n is not None and len(value) != n:
+        raise HTTPError(422, f"{key!r} has {len(value)} items, 'query' has {n}")
+    return value
+
+
+def str_list(body: Mapping[str, Any], key: str, n: int | None = None, *, required: bool = True) -> list[str]:
+    value = json_list(body, key, n, required=required)
+    if not all(isinstance(v, str) for v in value):
+        raise HTTPError(422, f"{key!r} must be a list of strings")
+    return value
+
+
+def label(value: Any) -> Any:
+    """A reward label: a problem id, or inline tests (as an object or its JSON text)."""
+    ref = problem_ref(value)
+    if isinstance(ref, str) and not ref:
+        raise HTTPError(422, "a label is empty: it must be a problem id or inline tests")
+    if not isinstance(ref, str | dict | list):
+        raise HTTPError(422, f"a label must be a problem id or inline tests, got {type(value).__name__}")
+    return ref
+
+
+def number(body: Mapping[str, Any], key: str, default: float) -> float:
+    value = body.get(key, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise HTTPError(422, f"{key!r} must be a number")
+    try:
+        return float(value)
+    except ValueError:
+        raise HTTPError(422, f"{key!r} must be a number") from None

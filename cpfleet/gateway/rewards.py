@@ -1,0 +1,99 @@
+"""Remote reward endpoints for trainers that want a number back.
+
+- ``POST /get_reward``: OpenRLHF's ``--reward.remote_url``. In: ``{"query": [str], "prompts":
+  [str], "labels": [str]}``; the completion is ``query[i]`` minus its ``prompts[i]`` prefix
+  (OpenRLHF decodes prompt and response together, special tokens kept), ``labels[i]`` a problem
+  id or inline tests as JSON. Out: ``{"rewards", "scores", "extra_logs"}``.
+- ``POST /slime``: slime's ``--rm-type remote_rm --rm-url``: ``{"prompt", "response", "label"}``
+  in, the reward as a bare number out.
+
+Neither protocol can say "drop this sample", so an infrastructure error or a refusal is a 503
+with Retry-After (OpenRLHF retries 5 times, slime 10 times with backoff, then both fail loudly)
+and an unknown problem or unusable inline tests a 422 naming it: never a 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Sequence
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from cpfleet.core.results import JobResult
+from cpfleet.gateway.app import Gateway, HTTPError, raise_on_failure
+from cpfleet.gateway.payloads import json_list, json_object, label, str_list
+from cpfleet.gateway.registry import protocol
+
+# OpenRLHF's aiohttp client gives up after 180 s, slime's after 120 s: answer (a refusal they
+# retry) before that, so a wait never becomes a client-side timeout
+OPENRLHF_WAIT_S = 170.0
+SLIME_WAIT_S = 110.0
+
+# End-of-turn / end-of-sequence tokens that OpenRLHF leaves in ``query`` (it decodes with
+# skip_special_tokens=False): ChatML/Qwen/Llama-3 ``<|...|>``, Llama-2/Mistral ``</s>``, Gemma.
+_TRAILING_SPECIAL = re.compile(r"(?:\s|<\|[A-Za-z0-9_]+\|>|</s>|<eos>|<end_of_turn>|<pad>)+\Z")
+
+
+def strip_prompt(query: str, prompt: str) -> str:
+    """OpenRLHF sends prompt + response decoded together: the response is what follows the prompt,
+    without the special tokens that close the turn (a fence followed by ``<|im_end|>`` on the same
+    line would not close a code block)."""
+    response = query
+    if prompt and query.startswith(prompt):
+        response = query[len(prompt) :]
+    elif prompt:
+        at = query.rfind(prompt)
+        if at >= 0:
+            response = query[at + len(prompt) :]
+    return _TRAILING_SPECIAL.sub("\n", response)
+
+
+def pass_rate(r: JobResult) -> float:
+    s = r.hidden if r.hidden.total and r.mode == "full" else r.public
+    return s.passed / s.total if s.total else 0.0
+
+
+@protocol("rewards")
+def routes(gw: Gateway) -> Sequence[Route]:
+    async def get_reward(request: Request) -> Response:
+        body = json_object(await gw.body_json(request))
+        queries = str_list(body, "query")
+        prompts = str_list(body, "prompts", len(queries), required=False)
+        labels = [label(lb) for lb in json_list(body, "labels", len(queries))]
+        completions = [strip_prompt(q, p) for q, p in zip(queries, prompts or [""] * len(queries), strict=True)]
+        results = list(
+            await asyncio.gather(
+                *(gw.judge(lb, c, wait_s=OPENRLHF_WAIT_S) for lb, c in zip(labels, completions, strict=True))
+            )
+        )
+        raise_on_failure(results)
+        rewards = [float(r.reward or 0.0) for r in results]
+        return JSONResponse(
+            {
+                "rewards": rewards,
+                "scores": rewards,
+                "extra_logs": {
+                    "pass_rate": [pass_rate(r) for r in results],
+                    "compiled": [0.0 if str(r.verdict) in ("NO_CODE", "COMPILE_ERROR") else 1.0 for r in results],
+                },
+            }
+        )
+
+    async def slime(request: Request) -> Response:
+        body = json_object(await gw.body_json(request))
+        response = body.get("response")
+        if not isinstance(response, str):
+            raise HTTPError(422, "'response' must be a string")
+        if "label" not in body:
+            raise HTTPError(422, "'label' (problem id or inline tests) is required")
+        result = await gw.judge(label(body["label"]), response, wait_s=SLIME_WAIT_S)
+        raise_on_failure([result])
+        return JSONResponse(float(result.reward or 0.0))
+
+    return [
+        Route("/get_reward", gw.endpoint("get_reward", get_reward), methods=["POST"]),
+        Route("/slime", gw.endpoint("slime", slime), methods=["POST"]),
+    ]

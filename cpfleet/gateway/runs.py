@@ -1,0 +1,291 @@
+"""Run jobs for the endpoints that return a program's output (SandboxFusion's ``/run_code``,
+code-judge's ``/run`` and ``/judge``), with concurrent calls for one program coalesced.
+
+verl's sandbox_fusion reward posts every test case of a completion as its own ``/run_code``
+with the same code, all at once. Each such call joins an open *group* for its program and
+limits (``RunSpec``); a group is published as one multi-input run job when it has
+``coalesce_max_inputs`` inputs or when ``coalesce_ms`` pass without a new call (at most
+``WINDOW_CAP`` windows after its first), so the job's fixed cost
+(queue round trip, compile, sandbox set-up) is paid once for the completion, not once per test.
+Identical calls (same program, limits and stdin) share one input, including a client's retry
+of a call whose answer it gave up on: it finds the input still in flight and waits for it.
+
+An input the job did not start (NOT_RUN: the job's time budget ran out before it, which
+coalescing makes more likely) is run again in a later group: it says nothing about the program.
+A run job that failed in the fleet (INTERNAL) raises Refused: the caller answers in the form
+its client retries, never with an output.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import hashlib
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from cpfleet.core import protocol as wire
+from cpfleet.core.results import RunJobResult, RunOutput, RunStatus
+from cpfleet.gateway.app import FleetFailed, Refused
+
+if TYPE_CHECKING:
+    from cpfleet.gateway.app import Gateway
+
+# the least output cap a coalesced input gets (a group is kept small enough for it)
+MIN_GROUP_OUTPUT_CAP = 256 * 1024
+# a group is published at most this many coalescing windows after its first call
+WINDOW_CAP = 4
+# while run jobs wait in the fleet's queue, the window is this share of that wait, up to a cap
+QUEUE_WAIT_SHARE = 0.5
+MAX_WINDOW_MS = 100.0
+QUEUE_WAIT_WEIGHT = 0.2  # of each new job in the moving average
+# answers of refused calls are kept this long for the client's retry (verl's come 1 s and 2 s
+# later), and at most this many (an answer holds up to the output cap)
+KEEP_S = 60.0
+KEEP_MAX = 1024
+# how often one input is sent again after the job left it NOT_RUN before the call gives up
+MAX_NOT_RUN_RETRIES = 3
+
+
+@dataclass(frozen=True, slots=True)
+class RunSpec:
+    """What makes calls share a run job: the program, its language and the limits."""
+
+    code: str
+    language: str
+    time_limit_s: float | None = None
+    memory_limit_mb: int | None = None
+    output_cap: int = 4096
+    files: tuple[tuple[str, bytes], ...] = ()
+    fetch_files: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RunAnswer:
+    """One call's answer: the job (for its compile step and language) and this input's run,
+    None when nothing ran (COMPILE_ERROR or NO_CODE: ``job.status`` says which)."""
+
+    job: RunJobResult
+    run: RunOutput | None
+    # the output was clipped at a cap the group's size imposed, below the call's own: run it alone
+    clipped_by_group: bool = False
+
+
+@dataclass(slots=True)
+class _Group:
+    cap_at: float  # loop time by which the group is published whatever arrives
+    size: int = 0  # bytes of its stdins
+    stdins: list[bytes] = field(default_factory=list)
+    futures: list[asyncio.Future[RunAnswer]] = field(default_factory=list)
+    launched: bool = False
+    timer: asyncio.TimerHandle | None = None
+
+
+class RunCoalescer:
+    def __init__(self, gateway: Gateway) -> None:
+        self.gw = gateway
+        self._open: dict[RunSpec, _Group] = {}
+        # (spec, stdin digest) -> the answer of that input, while its job is in flight
+        self._inflight: dict[tuple[RunSpec, bytes], asyncio.Future[RunAnswer]] = {}
+        self.jobs = 0  # run jobs published
+        self.inputs = 0  # inputs sent in them
+        self.running = 0  # run jobs published and not answered
+        self.queue_wait_ms = 0.0  # moving average of the queue wait of this gateway's run jobs
+        self.shared = 0  # calls that joined an input in flight (or took one kept for them)
+        # inputs whose caller was refused while they were in flight, and their answers once
+        # they came (for KEEP_S seconds, at most KEEP_MAX of them): the client's retry takes it
+        self._abandoned: set[tuple[RunSpec, bytes]] = set()
+        self._kept: collections.OrderedDict[tuple[RunSpec, bytes], tuple[RunAnswer, float]] = collections.OrderedDict()
+
+    async def run(self, spec: RunSpec, stdin: bytes, wait_s: float | None) -> RunAnswer:
+        """The run of ``spec`` on ``stdin`` (admitted against the backlog; Refused past ``wait_s``).
+        A call whose input is already in flight (a retry after a refusal) joins it at no cost."""
+        key = self._key(spec, stdin)
+        kept = self._kept.pop(key, None)
+        if kept is not None and kept[1] > time.monotonic():
+            self.shared += 1
+            return kept[0]
+        shared = self._inflight.get(key)
+        try:
+            if shared is not None:
+                self.shared += 1
+                joined: RunAnswer = await self.gw.wait(asyncio.shield(shared), wait_s, units=0)
+                return joined
+            answer: RunAnswer = await self.gw.wait(self._answer(spec, stdin), wait_s)
+            return answer
+        except Refused:
+            if key in self._inflight:  # still running: its answer is kept a while for the retry
+                self._abandoned.add(key)
+            raise
+
+    @staticmethod
+    def _key(spec: RunSpec, stdin: bytes) -> tuple[RunSpec, bytes]:
+        return (spec, hashlib.blake2b(stdin, digest_size=16).digest())
+
+    async def _answer(self, spec: RunSpec, stdin: bytes) -> RunAnswer:
+        key = self._key(spec, stdin)
+        shared = self._inflight.get(key)
+        if shared is not None:
+            self.shared += 1
+            return await asyncio.shield(shared)
+        fut: asyncio.Future[RunAnswer] = asyncio.get_running_loop().create_future()
+        self._inflight[key] = fut
+        fut.add_done_callback(lambda f: self._settle(key, f))
+        try:
+            answer = await self._until_run(spec, stdin)
+        except BaseException as exc:
+            fut.set_exception(exc)
+            fut.exception()  # retrieved: sharers get it through their own await
+            raise
+        fut.set_result(answer)
+        return answer
+
+    def _settle(self, key: tuple[RunSpec, bytes], fut: asyncio.Future[RunAnswer]) -> None:
+        if self._inflight.get(key) is fut:
+            del self._inflight[key]
+        if key in self._abandoned:
+            self._abandoned.discard(key)
+            if not fut.cancelled() and fut.exception() is None:
+                self._kept[key] = (fut.result(), time.monotonic() + KEEP_S)
+                while len(self._kept) > KEEP_MAX:
+                    self._kept.popitem(last=False)
+
+    async def _until_run(self, spec: RunSpec, stdin: bytes) -> RunAnswer:
+        for _ in range(MAX_NOT_RUN_RETRIES + 1):
+            answer = await self._enqueue(spec, stdin)
+            if answer.clipped_by_group:
+                answer = await self._enqueue(spec, stdin, alone=True)
+            if answer.run is None or answer.run.status != RunStatus.NOT_RUN:
+                return answer
+        raise Refused("the fleet could not start this input within its job's time budget; retry")
+
+    def _enqueue(self, spec: RunSpec, stdin: bytes, alone: bool = False) -> asyncio.Future[RunAnswer]:
+        loop = asyncio.get_running_loop()
+        if alone:  # its own job, with the call's whole output cap
+            solo = _Group(cap_at=loop.time())
+            solo.size, solo.stdins, solo.futures = len(stdin), [stdin], [loop.create_future()]
+            self._launch(spec, solo)
+            return solo.futures[0]
+        window = self.window_s()
+        group = self._open.get(spec)
+        if group is not None and group.stdins and group.size + len(stdin) > self._room(spec):
+            self._launch(spec, group)  # one job carries at most protocol.MAX_RUN_PAYLOAD_BYTES
+            group = None
+        if group is None:
+            group = _Group(cap_at=loop.time() + WINDOW_CAP * window)
+            self._open[spec] = group
+        fut: asyncio.Future[RunAnswer] = loop.create_future()
+        group.size += len(stdin)
+        group.stdins.append(stdin)
+        group.futures.append(fut)
+        if len(group.stdins) >= self._max_inputs(spec):
+            self._launch(spec, group)
+        else:
+            # the window restarts with each call (a completion's tests come as a burst that a
+            # loaded client spreads out), up to WINDOW_CAP windows after the group's first call
+            if group.timer is not None:
+                group.timer.cancel()
+            group.timer = loop.call_at(min(loop.time() + window, group.cap_at), self._launch, spec, group)
+        return fut
+
+    def _max_inputs(self, spec: RunSpec) -> int:
+        """Inputs one group takes: the configured most, within the protocol's bounds on inputs
+        and on a reply (each input's outputs get at least MIN_GROUP_OUTPUT_CAP)."""
+        per_input = 2 * min(spec.output_cap, MIN_GROUP_OUTPUT_CAP) + len(spec.fetch_files) * wire.FETCH_FILE_BYTES
+        return max(1, min(self.gw.config.coalesce_max_inputs, wire.MAX_RUN_INPUTS,
+                          wire.MAX_RUN_REPLY_BYTES // max(1, per_input)))
+
+    @staticmethod
+    def group_cap(spec: RunSpec, inputs: int) -> int:
+        """The output cap of a job of ``inputs`` inputs: the call's own, or less where the
+        protocol's bound on a reply (inputs x (2 x cap + fetched files)) demands it. An output
+        clipped by that lower cap is run again alone (``clipped_by_group``)."""
+        per_input = wire.MAX_RUN_REPLY_BYTES // max(1, inputs) - len(spec.fetch_files) * wire.FETCH_FILE_BYTES
+        return max(0, min(spec.output_cap, per_input // 2))
+
+    @staticmethod
+    def _room(spec: RunSpec) -> int:
+        """Bytes of stdin one run job of ``spec`` can carry besides its code and files."""
+        fixed = len(spec.code.encode("utf-8", "surrogatepass")) + sum(len(data) for _, data in spec.files)
+        return wire.MAX_RUN_PAYLOAD_BYTES - fixed
+
+    def window_s(self) -> float:
+        """The coalescing window: ``coalesce_ms``, or, while the fleet's queue is backed up (run
+        jobs lately waited longer than that before a worker took them), a share of that wait up
+        to MAX_WINDOW_MS. A job published then would wait in the queue anyway; held here it takes
+        in the calls that follow (verl's throttled clients send a completion's tests a few at a
+        time), and fewer, larger jobs drain the queue sooner. An idle fleet keeps the short one."""
+        base = max(0.0, self.gw.config.coalesce_ms)
+        if not self.running:  # none of this replica's jobs is queued: the last wait is stale
+            return base / 1000.0
+        return max(base, min(QUEUE_WAIT_SHARE * self.queue_wait_ms, MAX_WINDOW_MS if base else 0.0)) / 1000.0
+
+    def _launch(self, spec: RunSpec, group: _Group) -> None:
+        if group.launched:
+            return
+        group.launched = True
+        if group.timer is not None:
+            group.timer.cancel()
+        if self._open.get(spec) is group:
+            del self._open[spec]
+        self.jobs += 1
+        self.inputs += len(group.stdins)
+        self.gw.metrics.runs.inc()
+        self.gw.metrics.run_inputs.inc(len(group.stdins))
+        cap = self.group_cap(spec, len(group.stdins))
+        self.running += 1
+        task = asyncio.ensure_future(self._submit(spec, group.stdins, cap))
+        task.add_done_callback(lambda t: self._deliver(group, t, cap < spec.output_cap))
+
+    async def _submit(self, spec: RunSpec, stdins: list[bytes], cap: int) -> RunJobResult:
+        fleet = self.gw.fleet
+        result: RunJobResult = await fleet.arun(
+            spec.code,
+            stdins,
+            language=spec.language,
+            time_limit_s=spec.time_limit_s,
+            memory_limit_mb=spec.memory_limit_mb,
+            output_cap=cap,
+            files=dict(spec.files) or None,
+            fetch_files=spec.fetch_files,
+        )
+        return result
+
+    def _deliver(self, group: _Group, task: asyncio.Future[RunJobResult], capped: bool) -> None:
+        self.running -= 1
+        if task.cancelled():
+            exc: BaseException | None = Refused("the run job was cancelled (the gateway is shutting down)")
+        else:
+            exc = task.exception()
+        if exc is not None:
+            if not isinstance(exc, Refused | ConnectionError | ValueError):
+                exc = Refused(f"the run job failed: {type(exc).__name__}: {exc}")
+            for f in group.futures:
+                if not f.done():
+                    f.set_exception(exc)
+                    f.exception()
+            return
+        job = task.result()
+        self.queue_wait_ms += QUEUE_WAIT_WEIGHT * (job.queued_ms - self.queue_wait_ms)
+        if job.infra_error:
+            refused = FleetFailed(f"the fleet could not run the program: {job.infra_message}")
+            for f in group.futures:
+                if not f.done():
+                    f.set_exception(refused)
+                    f.exception()
+            return
+        for i, f in enumerate(group.futures):
+            if f.done():
+                continue
+            run = job.runs[i] if i < len(job.runs) else None
+            if run is not None and run.status == RunStatus.INTERNAL:
+                f.set_exception(FleetFailed(f"the fleet could not run this input: {run.detail or 'sandbox failure'}"))
+                f.exception()
+            elif run is None and job.status == RunStatus.FINISHED:
+                f.set_exception(Refused(f"the run job answered {len(job.runs)} of {len(group.futures)} inputs"))
+                f.exception()
+            else:
+                clipped = capped and run is not None and (run.stdout_truncated or run.stderr_truncated)
+                f.set_result(RunAnswer(job, run, clipped_by_group=clipped))
+
