@@ -20,7 +20,7 @@ from cpfleet.processes import Stopped, become_subreaper, kill_strays, port_free,
 
 def add_fleet_arguments(parser: argparse.ArgumentParser) -> None:
     """Options shared by ``up`` and ``demo``."""
-    parser.add_argument("--redis", metavar="URL", help="use this Redis instead of starting one")
+    parser.add_argument("--redis", metavar="URL", help="use this Redis instead of starting one (default: start one on loopback)")
     parser.add_argument(
         "--workers", "-c", type=int, metavar="N", help="pool processes of the worker (default: CPU count)"
     )
