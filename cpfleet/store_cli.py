@@ -25,6 +25,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 STRICT_HELP = "any malformed or unjudgeable record is an error (default: skip it with a warning and count it)"
+JOBS_STRICT_HELP = (
+    "any malformed or unjudgeable problem record, or bad job line, is an error "
+    "(default: skip it with a warning and count it)"
+)
 
 
 def add_loading_arguments(parser: argparse.ArgumentParser, strict_help: str = STRICT_HELP) -> None:
