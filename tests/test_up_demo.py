@@ -158,7 +158,7 @@ def _group(pattern: str, text: str) -> str:
 
 def _start_up(tmp_path: Path) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [*CPFLEET, "up", "--flower-port", "0", "--metrics-port", "0", "--workers", "2", "--logs", str(tmp_path)],
+        [*CPFLEET, "up", "--flower-port", "0", "--metrics-port", "0", "--workers", "2", "--logs", str(tmp_path), "--ephemeral"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
     )  # fmt: skip
 
