@@ -168,6 +168,9 @@ def run(args: argparse.Namespace) -> int:
     except FleetError as e:
         print(f"cpfleet up: {e}", file=sys.stderr)
         status = status or 2
+    except OSError as e:  # a data or logs folder that cannot be made or written: the user's to fix
+        print(f"cpfleet up: {e.filename or ''}: {e.strerror or e}", file=sys.stderr)
+        status = 2
     strays = kill_strays()
     if strays:
         print(f"cpfleet up: killed {strays} stray process(es)", file=sys.stderr)

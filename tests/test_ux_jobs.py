@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -155,3 +156,36 @@ def test_ctrl_c_on_judge_stops_promptly_with_a_summary_and_no_traceback(tmp_path
     while any(_alive(p) for p in started) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not [p for p in started if _alive(p)], "processes of the judge run outlived it"
+
+
+@pytest.mark.slow
+def test_ctrl_c_on_submit_withdraws_the_rest_with_a_summary_and_no_traceback(tmp_path: Path, redis_url: str) -> None:
+    from fleet_helpers import FleetWorker
+
+    problems = _write(tmp_path / "p.jsonl", [{**ADD, "time_limit_s": 30}])
+    slow = "```python\nimport time  # {i}\ntime.sleep(3)\na, b = map(int, input().split())\nprint(a + b)\n```"
+    jobs = _write(tmp_path / "j.jsonl", [{"problem_id": "add", "completion": CORRECT_ADD, "job_id": "fast"}]
+                  + [{"problem_id": "add", "completion": slow.format(i=i), "job_id": f"s{i}"} for i in range(8)])
+    with FleetWorker(redis_url, tmp_path, concurrency=1):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "cpfleet", "submit", str(jobs), "--redis", redis_url, "--problems", str(problems),
+             "--no-progress"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, start_new_session=True,
+        )  # fmt: skip
+        try:
+            assert proc.stdout is not None
+            assert json.loads(proc.stdout.readline())["job_id"] == "fast"
+            os.killpg(proc.pid, signal.SIGINT)
+            t0 = time.monotonic()
+            rest, err = proc.communicate(timeout=60)
+            took = time.monotonic() - t0
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    m = re.search(r"cpfleet submit: interrupted: (\d) of 9 judged \(mean reward 1\.000 over \1", err)
+    assert m and 1 <= int(m.group(1)) < 9, err
+    assert "the rest were withdrawn" in err
+    assert took < 7.5, f"took {took:.1f}s to stop"  # generous; each remaining job would take 3+ s

@@ -134,3 +134,12 @@ def test_a_second_up_on_the_same_data_folder_is_refused(tmp_path: Path) -> None:
     assert out.returncode == 2
     assert f"cpfleet up: another cpfleet up is using {lock_dir}; stop it, or pass --data-dir DIR or --ephemeral" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_a_data_folder_that_cannot_be_made_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    out = subprocess.run([sys.executable, "-m", "cpfleet", "up", "--data-dir", str(blocker / "data")],
+                         capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert out.returncode == 2
+    assert "Traceback" not in out.stderr and f"cpfleet up: {blocker / 'data'}: Not a directory" in out.stderr
