@@ -209,6 +209,8 @@ def left_in_queue_line(left: int | None, places: Places, fleet: LocalFleet) -> s
     """What became of the jobs still queued when the worker had stopped."""
     if left is None:
         return "could not count the jobs still queued (Redis did not answer)"
+    if left == 0:
+        return "no job was still queued"
     if fleet.redis_url is not None:  # an external Redis: left there, for whoever consumes it next
         return f"{left} jobs still queued in {fleet.redis_url}"
     if places.redis_dir is not None:
@@ -253,7 +255,7 @@ class Progress:
         parts = [time.strftime("%H:%M:%S"), rate + f"queue {queue if queue is not None else '?'}"]
         if counts is not None:
             parts.append(f"done {done}")
-            parts.append(" ".join(f"{v} {n}" for v, n in sorted(counts.items(), key=lambda kv: -kv[1])) or "-")
+            parts.append(" ".join(f"{v} {n}" for v, n in sorted(counts.items(), key=lambda kv: -kv[1])) or "no verdicts yet")
         return "  ".join(parts)
 
 

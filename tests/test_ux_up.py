@@ -143,3 +143,17 @@ def test_a_data_folder_that_cannot_be_made_is_one_line_not_a_traceback(tmp_path:
                          capture_output=True, text=True, timeout=60, cwd=REPO)
     assert out.returncode == 2
     assert "Traceback" not in out.stderr and f"cpfleet up: {blocker / 'data'}: Not a directory" in out.stderr
+
+
+def test_the_stop_line_says_where_queued_jobs_went() -> None:
+    from cpfleet.local_fleet import LocalFleet
+    from cpfleet.up import Places, left_in_queue_line
+
+    own = LocalFleet(flower_port=None, metrics_port=None)  # never started: redis_url None, as after stop()
+    external = LocalFleet("redis://127.0.0.1:6390/0", flower_port=None, metrics_port=None)
+    kept, memory = Places("/data/redis", "/data/logs"), Places(None, "/tmp/logs")
+    assert left_in_queue_line(3, kept, own).startswith("3 jobs still queued, kept with the problem store in /data/redis")
+    assert left_in_queue_line(3, memory, own) == "3 jobs still queued, dropped with the in-memory Redis (--ephemeral)"
+    assert left_in_queue_line(3, memory, external) == "3 jobs still queued in redis://127.0.0.1:6390/0"
+    assert left_in_queue_line(0, memory, own) == "no job was still queued"
+    assert left_in_queue_line(None, kept, own).startswith("could not count")
