@@ -88,13 +88,15 @@ def run(args: argparse.Namespace) -> int:
     )
     try:
         for result in results:
-            out.write(json.dumps(result.to_dict(), ensure_ascii=False) + "\n")
-            out.flush()
+            # counted before it is printed: an interrupt in the middle of a write never leaves
+            # a printed result out of the summary
             verdicts[str(result.verdict)] += 1
             if result.reward is None:
                 infra += 1
             else:
                 rewards.append(result.reward)
+            out.write(json.dumps(result.to_dict(), ensure_ascii=False) + "\n")
+            out.flush()
     except KeyboardInterrupt:
         results.close()  # stops the pool at once; the results printed so far stand
         done = sum(verdicts.values())

@@ -119,22 +119,26 @@ def _submit(client: Any, jobs: list[dict[str, Any]], progress: bool, skipped_ids
         with tqdm(total=len(futures), disable=not progress, file=sys.stderr, unit="job", dynamic_ncols=True) as bar:
             for future in cf.as_completed(futures):
                 bar.update(1)
-                done[position[future]] = future.result()
+                r = future.result()
+                # counted when received, before it is printed: an interrupt in the middle of a
+                # write never leaves a printed result out of the summary
+                verdicts[str(r.verdict)] += 1
+                if r.reward is None:
+                    infra += 1
+                else:
+                    rewards.append(r.reward)
+                done[position[future]] = r
                 while next_out in done:  # stream out in input order as soon as possible
                     r = done.pop(next_out)
                     if r.verdict == Verdict.UNKNOWN_PROBLEM and r.problem_id in skipped_ids:
                         r.infra_message = skipped_ids[r.problem_id]  # why it is not in the store
-                    sys.stdout.write(json.dumps(r.to_dict(), ensure_ascii=False) + "\n")
                     next_out += 1
-                    verdicts[str(r.verdict)] += 1
-                    if r.reward is None:
-                        infra += 1
-                    else:
-                        rewards.append(r.reward)
+                    sys.stdout.write(json.dumps(r.to_dict(), ensure_ascii=False) + "\n")
+                sys.stdout.flush()  # results stream out as they come, as judge's do
     except KeyboardInterrupt:
         sys.stdout.flush()
         client.cancel_many(futures)  # the fleet drops what it has not started
-        print(f"\ncpfleet submit: interrupted: {next_out} of {len(jobs)} judged ({_summary(verdicts, rewards, infra)}); "
+        print(f"\ncpfleet submit: interrupted: {sum(verdicts.values())} of {len(jobs)} judged ({_summary(verdicts, rewards, infra)}); "
               "the rest were withdrawn", file=sys.stderr)
         return 130
     sys.stdout.flush()
