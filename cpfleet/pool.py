@@ -317,6 +317,9 @@ def _isolated(new_pool: Any, submit: Any, index: int, job: Mapping[str, Any]) ->
         )
     except Exception as e:
         message = f"judge pool: {e!r}"
+    except BaseException:  # an interrupt: stop the process now, not after its test
+        kill_pool(pool)
+        raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
     return JobResult.infra(_job_id(job, index), str(job.get("problem_id", "")), message)
