@@ -39,8 +39,9 @@ def chromium() -> str | None:
     return os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
 
 
-def flower_results(flower_url: str, node: str) -> list[dict[str, Any]]:
-    status, body = http_get(f"{flower_url}/api/tasks?taskname={protocol.TASK_NAME}&limit=1000", timeout=10.0)
+def flower_results(flower_url: str, node: str, taskname: str = protocol.TASK_NAME) -> list[dict[str, Any]]:
+    """The tasks of ``taskname`` that ``node`` ran and Flower has a Result for."""
+    status, body = http_get(f"{flower_url}/api/tasks?taskname={taskname}&limit=1000", timeout=10.0)
     if status != 200:
         return []
     tasks = json.loads(body)

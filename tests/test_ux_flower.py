@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from cpfleet import demo_problems as dp
+from cpfleet.core import protocol
 from cpfleet.demo import build_batch, run_batch
 from cpfleet.local_fleet import LocalFleet
 
@@ -30,11 +31,21 @@ def test_flower_shows_every_jobs_verdict_reward_and_tests(tmp_path: Path) -> Non
     with LocalFleet(flower_port=0, metrics_port=None, workers=2, log_dir=str(tmp_path)) as fleet:
         assert fleet.flower_url is not None
         outcomes, _ = run_batch(str(fleet.redis_url), problems, batch, progress=False, timeout=300)
+        from cpfleet.producer.client import FleetClient
+
+        with FleetClient(str(fleet.redis_url), timeout=120) as client:  # a run job shows its status too
+            ran = client.run("print(int(input()) * 2)", ["21", "x"])
+        assert [r.stdout for r in ran.runs][:1] == ["42\n"]
         deadline = time.monotonic() + 90  # Flower learns of task events asynchronously
         tasks = flower_results(fleet.flower_url, fleet.node_name)
-        while len(tasks) < len(outcomes) and time.monotonic() < deadline:
+        runs = flower_results(fleet.flower_url, fleet.node_name, protocol.RUN_TASK_NAME)
+        while (len(tasks) < len(outcomes) or not runs) and time.monotonic() < deadline:
             time.sleep(0.5)
             tasks = flower_results(fleet.flower_url, fleet.node_name)
+            runs = flower_results(fleet.flower_url, fleet.node_name, protocol.RUN_TASK_NAME)
+    (run,) = runs
+    assert ast.literal_eval(run["result"])["runs"] == f"{ran.runs[0].status}, {ran.runs[1].status}"
+    assert ast.literal_eval(run["result"])["status"] == str(ran.status)
     shown = {}
     for task in tasks:
         summary = ast.literal_eval(task["result"])  # the repr of the task's return value
