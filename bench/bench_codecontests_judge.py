@@ -11,7 +11,7 @@ Judges the human solution of every problem of the shared CodeContests file
   wall-clock timeout at the time limit, public tests then hidden tests, stopping at the first
   hidden failure as all-or-nothing does). Goal: cpfleet >= 1.8x faster.
 
-Needs the shared data (``CPFLEET_SHARED_DATA`` or ``../shared/data``). Not a test: no assertions.
+Needs the shared data: the folder ``$CPFLEET_SHARED_DATA`` names (else a ``shared/data`` folder beside the checkout). Not a test: no assertions.
 
     .venv/bin/python bench/bench_codecontests_judge.py [--workers 2] [--limit 300]
 """

@@ -1,6 +1,6 @@
 """Judge the jury submissions of the shared ICPC/Kattis file and compare with the jury's verdicts.
 
-    CPFLEET_TESTLIB_DIR=../shared/vendor/testlib \\
+    CPFLEET_TESTLIB_DIR=/path/to/testlib \\
     .venv/bin/python bench/icpc_kattis_submissions.py [--data PATH] [--languages python3] [--workers N]
         [--include-interactive] [--problem ID ...]
 

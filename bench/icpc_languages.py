@@ -1,6 +1,6 @@
 """The jury submissions of the shared ICPC/Kattis problems, in C++, C and Java, through the judge.
 
-Reads ``../shared/data/icpc-kattis-31.jsonl.gz`` and judges every ``accepted`` and
+Reads ``$CPFLEET_SHARED_DATA/icpc-kattis-31.jsonl.gz`` and judges every ``accepted`` and
 ``wrong_answer`` submission in the chosen languages on the problems that state a time limit and
 use a comparison checker (``exact_tokens``, ``float``; problems with their own validator or
 interactor need the checker programs of the formats work). Expected: accepted -> reward 1.0,

@@ -54,7 +54,7 @@ def judge_once(data: Path, jobs_file: Path, workers: int, cpus: set[int]) -> tup
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="default: $CPFLEET_SHARED_DATA or ../shared/data")
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="default: codecontests-300.jsonl in $CPFLEET_SHARED_DATA (else a shared/data folder beside the checkout)")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--cpus", type=int, default=2, help="CPUs the judge is pinned to (the first N usable)")

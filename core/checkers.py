@@ -335,7 +335,12 @@ class FloatChecker:
         index = _first_mismatch(e, g, lambda a, b: a == b or self.values_match(a, b))
         if index == n and len(e) == n_got:
             return CheckResult(True)
-        return CheckResult(False, _difference(expected, got, _NON_SPACE, index, len(e), n_got))
+        return CheckResult(False, _difference(expected, got, _NON_SPACE, index, len(e), n_got) + self.tolerance_note())
+
+    def tolerance_note(self) -> str:
+        """The tolerance in words, appended to every mismatch: a model reading "expected 0.5,
+        got 0.50001" cannot tell why that failed unless it knows how close is close enough."""
+        return f"; numbers match within absolute {float(self.abs_tol):g} or relative {float(self.rel_tol):g}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -448,6 +453,11 @@ class KattisTokensChecker:
         self.rel_tol = rel_tol
         self.use_floats = abs_tol >= 0 or rel_tol >= 0
 
+    def tolerance_words(self) -> str:
+        """The tolerances in force, for the feedback (a model must know how close is close enough)."""
+        parts = [f"{what} {tol:g}" for what, tol in (("absolute", self.abs_tol), ("relative", self.rel_tol)) if tol >= 0]
+        return "allowed: " + " or ".join(parts)
+
     @staticmethod
     def _float(tok: str) -> float | None:
         if _DEC_FLOAT.fullmatch(tok) is None:
@@ -466,7 +476,8 @@ class KattisTokensChecker:
                 diff = abs(j - t)
                 if diff <= self.abs_tol or diff <= self.rel_tol * abs(j):
                     return None
-                return f"too large difference: expected {_clip(judge, 40)}, got {_clip(team, 40)}"
+                return (f"too large difference: expected {_clip(judge, 40)}, got {_clip(team, 40)}"
+                        f" ({self.tolerance_words()})")
         if judge == team or (not self.case_sensitive and judge.lower() == team.lower()):
             return None
         return f"expected {_clip(judge, 40)!r}, got {_clip(team, 40)!r}"

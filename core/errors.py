@@ -192,6 +192,22 @@ class ClientClosed(CpfleetError, RuntimeError):
         self.submitted: list[Any] = []
 
 
+class UnknownProblemError(CpfleetError, LookupError):
+    """A job names a problem the fleet's store does not have (a typo, or ``cpfleet load`` not
+    run): the caller's mistake, permanent, so the trainer adapters raise it instead of returning
+    a reward (no score, no retry). ``problem_ids``: the ids that were not found."""
+
+    def __init__(self, message: str, problem_ids: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.problem_ids = list(problem_ids or [])
+
+
+class FleetUnusable(CpfleetError, RuntimeError):
+    """A trainer adapter got nothing but infrastructure errors for many calls in a row (Redis
+    unreachable, a wrong URL, no worker consuming the queue): it raises this instead of handing
+    the trainer ``None`` / ``infra_score`` for every sample forever."""
+
+
 class FleetError(CpfleetError, RuntimeError):
     """A part of the local fleet did not start (the message says which, and where its log is)."""
 

@@ -51,6 +51,16 @@ DEFAULT_REPLY_TTL_S = 3600
 MAX_COMPLETION_BYTES = 32 * 1024 * 1024
 
 
+def completion_size_error(job_id: object, size: int) -> str | None:
+    """The one wording of the completion size limit, naming the job (every entry point refuses
+    with it: the client, ``cpfleet judge``/``submit``'s JOBS reader, the worker), or None when
+    ``size`` bytes fit."""
+    if size <= MAX_COMPLETION_BYTES:
+        return None
+    return (f"job {job_id!r}: completion of {size} bytes exceeds the limit of {MAX_COMPLETION_BYTES} bytes"
+            f" ({MAX_COMPLETION_BYTES // (1024 * 1024)} MiB)")
+
+
 @dataclass(frozen=True, slots=True)
 class JobMessage:
     """One job on the wire. ``completion`` is ``bytes`` when the caller gave bytes or a str that
@@ -115,8 +125,9 @@ class JobMessage:
         completion = d.get("completion")
         if not isinstance(completion, str | bytes):
             raise ProtocolError("job field 'completion' must be a string or bytes")
-        if len(completion) > MAX_COMPLETION_BYTES:
-            raise ProtocolError(f"completion larger than {MAX_COMPLETION_BYTES} bytes")
+        too_large = completion_size_error(d.get("job_id"), len(completion))
+        if too_large is not None:
+            raise ProtocolError(too_large)
         shape = d.get("reward_shape", "all_or_nothing")
         if shape not in REWARD_SHAPES:
             raise ProtocolError(f"unknown reward_shape {shape!r} (known: {', '.join(REWARD_SHAPES)})")

@@ -79,6 +79,8 @@ _EXPORTS: dict[str, str] = {
     "FleetBusy": "cpfleet.core.errors",
     "ClientClosed": "cpfleet.core.errors",
     "FleetError": "cpfleet.core.errors",
+    "UnknownProblemError": "cpfleet.core.errors",
+    "FleetUnusable": "cpfleet.core.errors",
 }
 
 __all__ = [
@@ -136,6 +138,8 @@ __all__ = [
     "FleetBusy",
     "ClientClosed",
     "FleetError",
+    "UnknownProblemError",
+    "FleetUnusable",
 ]
 
 if TYPE_CHECKING:
@@ -150,6 +154,7 @@ if TYPE_CHECKING:
         DuplicateProblemError,
         FleetBusy,
         FleetError,
+        FleetUnusable,
         InlineProblemError,
         InputFileError,
         MessageEncodeError,
@@ -167,6 +172,7 @@ if TYPE_CHECKING:
         SandboxFailure,
         SlotDirError,
         TestShapeError,
+        UnknownProblemError,
     )
     from cpfleet.core.problem import Problem, TestCase
     from cpfleet.core.protocol import MODES, REWARD_SHAPES

@@ -41,6 +41,19 @@ Commands that talk to Redis take --redis URL, else ${defaults.REDIS_URL_ENV}, el
 {defaults.DEFAULT_REDIS_URL}. `cpfleet COMMAND --help` lists a command's options."""
 
 
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Every option's help ends with its default, unless the text already names it: a user
+    should never have to read the source to learn what an omitted option means."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if "default" in text.lower() or any(action.default is v for v in (None, False, True, argparse.SUPPRESS)):
+            return text
+        if action.option_strings or action.nargs in (argparse.OPTIONAL, argparse.ZERO_OR_MORE):
+            return text + " (default: %(default)s)"
+        return text
+
+
 def build_parser(argv: list[str]) -> tuple[argparse.ArgumentParser, argparse.Namespace | None]:
     parser = argparse.ArgumentParser(
         prog="cpfleet",
@@ -48,10 +61,13 @@ def build_parser(argv: list[str]) -> tuple[argparse.ArgumentParser, argparse.Nam
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    from cpfleet import __version__
+
+    parser.add_argument("--version", action="version", version=f"cpfleet {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     wanted = argv[0] if argv and not argv[0].startswith("-") else None
     for name, (module, help_text) in SUBCOMMANDS.items():
-        p = sub.add_parser(name, help=help_text, description=help_text)
+        p = sub.add_parser(name, help=help_text, description=help_text, formatter_class=HelpFormatter)
         if name == wanted:
             mod = importlib.import_module(module)
             mod.configure(p)

@@ -269,6 +269,35 @@ def print_summary(s: Summary, reward_shape: str, out: IO[str]) -> None:
         print(f"infrastructure errors: {s.infra_errors} (rewards masked)", file=out)
         for o in [o for o in s.outcomes if o.result.infra_error][:3]:
             print(f"  {o.job.problem_id}: {o.result.infra_message}", file=out)
+    example = feedback_example(s.outcomes)
+    if example is not None:
+        print(f"\nthe feedback a model sees (JobResult.observation) for one {example.result.verdict} job "
+              f"on {example.job.problem_id}:", file=out)
+        for line in clip_lines(example.result.observation, FEEDBACK_LINES):
+            print(f"  | {line}", file=out)
+
+
+FEEDBACK_LINES = 24
+
+
+def feedback_example(outcomes: Sequence[Outcome]) -> Outcome | None:
+    """One judged job whose feedback shows a failure: a wrong answer first (its observation has
+    the input, the expected and the actual output), else any other judged failure."""
+    judged = [o for o in outcomes if not o.result.infra_error and o.result.observation]
+    shown = [o for o in judged if o.result.public.passed < o.result.public.total]  # a sample test fails
+    for o in shown:
+        if str(o.result.verdict) == "WRONG_ANSWER":
+            return o
+    for verdicts in (("WRONG_ANSWER",), ("RUNTIME_ERROR", "TIME_LIMIT", "COMPILE_ERROR")):
+        for o in judged:
+            if str(o.result.verdict) in verdicts:
+                return o
+    return judged[0] if judged else None
+
+
+def clip_lines(text: str, n: int) -> list[str]:
+    lines = text.rstrip("\n").splitlines()
+    return lines if len(lines) <= n else [*lines[:n], f"... ({len(lines) - n} more lines)"]
 
 
 def scrape_isolation(metrics_url: str | None) -> str:
@@ -301,14 +330,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--problems", metavar="FILE",
         help="a problem file (JSONL/gz/parquet) instead of the built-in set; its correct_solutions "
-        "become the correct completions (e.g. ../shared/data/codecontests-300.jsonl)",
+        "become the correct completions (e.g. a file written by cpfleet prepare; default: the built-in set)",
     )  # fmt: skip
     parser.add_argument(
         "--max-problems", type=int, metavar="N",
         help=f"use the first N problems (default: all built-in ones, {DEFAULT_FILE_PROBLEMS} of a file)",
     )  # fmt: skip
     parser.add_argument("--jobs", type=int, metavar="N", help="submit N jobs (the mix repeated or cut; default: one round)")
-    parser.add_argument("--reward-shape", "--reward", dest="reward_shape", choices=("all_or_nothing", "fraction"), default="all_or_nothing")
+    parser.add_argument("--reward-shape", "--reward", dest="reward_shape", choices=("all_or_nothing", "fraction"), default="all_or_nothing", help="all_or_nothing: 1.0 only if every rewarded test passes; fraction: the share that pass")
     parser.add_argument("--timeout", type=float, default=600.0, help="per-job deadline in seconds (default 600)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--logs", metavar="DIR", help="keep worker and flower logs in DIR (default: a temp dir, removed on success)")
@@ -323,13 +352,14 @@ def run(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as e:
         print(f"cpfleet demo: {e}", file=sys.stderr)
         return 2
+    # A temporary log folder is removed when the demo succeeds: it is named only when kept.
     log_dir = args.logs or default_log_dir()
     status = 1
     fleet: LocalFleet | None = None
     try:
         with stop_on_signals():
             fleet = fleet_from_args(args, log_dir)
-            print(f"starting a local fleet (logs in {log_dir}) ...", file=sys.stderr)
+            print("starting a local fleet" + (f" (logs in {log_dir})" if args.logs else "") + " ...", file=sys.stderr)
             t_start = time.perf_counter()
             with fleet:
                 print(
@@ -357,7 +387,7 @@ def run(args: argparse.Namespace) -> int:
         kill_strays()
     if status == 0 and not args.logs:
         shutil.rmtree(log_dir, ignore_errors=True)
-    elif status != 0:
+    elif status != 0 or args.logs:
         print(f"worker and flower logs: {log_dir}", file=sys.stderr)
     print("fleet stopped, nothing left running", file=sys.stderr)
     return status

@@ -8,6 +8,11 @@ docker-compose, where both start together, and for every node added later) is th
 from ``/api/workers`` until someone refreshes by hand. This launcher runs Flower's own command
 with one change: its application also repeats that inspect every ``CPFLEET_FLOWER_REFRESH_S``
 seconds (default 10; one broadcast answered by each worker's main process, not by its pool).
+
+It also shows each task's Result on the Tasks page (``--tasks_columns`` default below, unless
+given): the evaluate task returns a small summary (verdict, reward, tests passed), which
+Flower gets from the task-succeeded event, so verdicts and rewards are visible without any
+result backend. Args and kwargs stay hidden: they hold the completions.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from tornado.ioloop import PeriodicCallback
 
 REFRESH_ENV = "CPFLEET_FLOWER_REFRESH_S"
 DEFAULT_REFRESH_S = 10.0
+TASKS_COLUMNS = "name,uuid,state,result,received,runtime,worker"
 
 
 def refresh_interval_s(environ: dict[str, str] | None = None) -> float:
@@ -49,7 +55,10 @@ class RefreshingFlower(Flower):
 def main(argv: list[str] | None = None) -> None:
     refresh_interval_s()  # a bad setting fails here, before Flower starts
     flower_command.Flower = RefreshingFlower  # the name flower's click command instantiates
-    sys.argv = ["celery", *(sys.argv[1:] if argv is None else argv)]
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not any(a.startswith("--tasks_columns") for a in args):
+        args.append(f"--tasks_columns={TASKS_COLUMNS}")
+    sys.argv = ["celery", *args]
     celery_main()
 
 

@@ -1,7 +1,9 @@
 """The JOBS files that ``cpfleet judge`` and ``cpfleet submit`` read. One reader, one set of
-rules: both commands accept exactly the same JOBS input (their outputs already share
-``JobResult.to_dict``). Strict on purpose: a bad line stops the run before it starts.
-(Problem files have their own reader, ``cpfleet.loading``, shared by judge, load and validate.)"""
+rules for both commands, and the same rule as for problem files (``cpfleet.loading``): a bad
+line (invalid JSON, a field of the wrong type, a completion over the size limit) is skipped,
+warned about (the first few, with their line number and job id) and counted, so a long file
+with a handful of bad lines is still judged; ``strict=True`` (``--strict``) makes the first bad
+line an error instead. A file that cannot be read at all is always an error."""
 
 from __future__ import annotations
 
@@ -9,10 +11,29 @@ import gzip
 import json
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from cpfleet.core import protocol
 from cpfleet.core.errors import InputFileError
+
+DEFAULT_MAX_WARNINGS = 5
+
+
+@dataclass(slots=True)
+class JobsRead:
+    """The usable jobs of a file in file order, plus what was skipped and why."""
+
+    jobs: list[dict[str, Any]]
+    path: str
+    records: int = 0  # non-blank lines looked at
+    skipped: int = 0
+    warnings: list[str] = field(default_factory=list)  # the first few skipped lines, each explained
+    warnings_suppressed: int = 0  # skipped lines beyond those: counted, not shown
+
+    def summary(self) -> str:
+        return f"{len(self.jobs)} jobs read from {self.records} lines, {self.skipped} skipped"
 
 
 def open_text(path: str) -> IO[str]:
@@ -25,7 +46,8 @@ def open_text(path: str) -> IO[str]:
 
 
 def read_records(path: str | Path) -> Iterator[tuple[int, Any]]:
-    """(line number, parsed JSON) for each non-blank line."""
+    """(line number, parsed JSON, or the InputFileError that makes the line unusable) for each
+    non-blank line; raises InputFileError only when the file itself cannot be read."""
     name = str(path)
     try:
         f = open_text(name)
@@ -38,7 +60,7 @@ def read_records(path: str | Path) -> Iterator[tuple[int, Any]]:
             try:
                 yield lineno, json.loads(line)
             except json.JSONDecodeError as e:
-                raise InputFileError(f"{name}:{lineno}: invalid JSON: {e}") from None
+                yield lineno, InputFileError(f"invalid JSON: {e}")
     except (OSError, EOFError, UnicodeDecodeError) as e:
         raise InputFileError(f"{name}: cannot read: {e}") from None
     finally:
@@ -46,24 +68,64 @@ def read_records(path: str | Path) -> Iterator[tuple[int, Any]]:
             f.close()
 
 
-def read_jobs(path: str | Path) -> list[dict[str, Any]]:
-    """``{problem_id, completion, job_id?, language?}`` per line; job_id may be a string or an integer."""
-    jobs: list[dict[str, Any]] = []
+def parse_job(record: Any, index: int) -> dict[str, Any]:
+    """One job line's record as ``{problem_id, completion, job_id, language?}``; raises
+    InputFileError saying what is wrong (``index``: the job's 0-based position, its default id)."""
+    if isinstance(record, InputFileError):
+        raise record
+    if not isinstance(record, dict):
+        raise InputFileError("a job must be an object")
+    job_id = record.get("job_id")
+    if job_id is not None and not isinstance(job_id, str | int):
+        raise InputFileError("'job_id' must be a string or an integer")
+    shown_id = job_id if job_id is not None else index
+    if not isinstance(record.get("problem_id"), str):
+        raise InputFileError(f"job {shown_id!r}: 'problem_id' must be a string")
+    completion = record.get("completion")
+    if not isinstance(completion, str):
+        raise InputFileError(f"job {shown_id!r}: 'completion' must be a string")
+    too_large = protocol.completion_size_error(shown_id, len(completion.encode("utf-8", "surrogatepass")))
+    if too_large is not None:
+        raise InputFileError(too_large)
+    language = record.get("language")
+    if language is not None and not isinstance(language, str):
+        raise InputFileError(f"job {shown_id!r}: 'language' must be a string")
+    job: dict[str, Any] = {"problem_id": record["problem_id"], "completion": completion, "job_id": job_id}
+    if language is not None:
+        job["language"] = language
+    return job
+
+
+def read_jobs(path: str | Path, *, strict: bool = False, max_warnings: int = DEFAULT_MAX_WARNINGS) -> JobsRead:
+    """``{problem_id, completion, job_id?, language?}`` per line; job_id may be a string or an
+    integer and defaults to the job's 0-based position among the lines read (skipped ones
+    included, so an id never depends on which other lines were bad)."""
+    out = JobsRead([], str(path))
     for lineno, record in read_records(path):
-        if not isinstance(record, dict):
-            raise InputFileError(f"{path}:{lineno}: a job must be an object")
-        if not isinstance(record.get("problem_id"), str):
-            raise InputFileError(f"{path}:{lineno}: 'problem_id' must be a string")
-        if not isinstance(record.get("completion"), str):
-            raise InputFileError(f"{path}:{lineno}: 'completion' must be a string")
-        job_id = record.get("job_id")
-        if job_id is not None and not isinstance(job_id, str | int):
-            raise InputFileError(f"{path}:{lineno}: 'job_id' must be a string or an integer")
-        language = record.get("language")
-        if language is not None and not isinstance(language, str):
-            raise InputFileError(f"{path}:{lineno}: 'language' must be a string")
-        job: dict[str, Any] = {"problem_id": record["problem_id"], "completion": record["completion"], "job_id": job_id}
-        if language is not None:
-            job["language"] = language
-        jobs.append(job)
-    return jobs
+        index = out.records
+        out.records += 1
+        try:
+            job = parse_job(record, index)
+        except InputFileError as e:
+            if strict:
+                raise InputFileError(f"{path}:{lineno}: {e} (--strict: any bad job line is an error)") from None
+            out.skipped += 1
+            if len(out.warnings) < max_warnings:
+                out.warnings.append(f"{path}:{lineno}: skipped job line: {e}")
+            else:
+                out.warnings_suppressed += 1
+            continue
+        if job["job_id"] is None:
+            job["job_id"] = index
+        out.jobs.append(job)
+    return out
+
+
+def print_skipped(read: JobsRead, command: str) -> None:
+    """The skipped lines' warnings and count on stderr, as ``cpfleet load`` prints a problem file's."""
+    for warning in read.warnings:
+        print(f"cpfleet {command}: warning: {warning}", file=sys.stderr)
+    if read.warnings_suppressed:
+        print(f"cpfleet {command}: {read.warnings_suppressed} more skipped job lines not shown", file=sys.stderr)
+    if read.skipped:
+        print(f"cpfleet {command}: jobs: {read.summary()}", file=sys.stderr)

@@ -24,11 +24,11 @@ from pathlib import Path
 from cpfleet.core import protocol
 from cpfleet.core.problem import Problem
 from cpfleet.jobs_file import InputFileError as InputError
-from cpfleet.jobs_file import read_jobs
+from cpfleet.jobs_file import print_skipped, read_jobs
 from cpfleet.loading import load_problems
 from cpfleet.pool import RUNNER_KINDS, default_workers, judge_iter
 from cpfleet.sandbox.env import DEFAULT_MAX_PUBLIC_SHOWN
-from cpfleet.store_cli import add_loading_arguments, load_for_command
+from cpfleet.store_cli import JOBS_STRICT_HELP, add_loading_arguments, load_for_command
 
 
 def read_problems(path: str | Path, *, strict: bool = False, mode: str = "full") -> dict[str, Problem]:
@@ -47,7 +47,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--max-public-shown", type=int, default=DEFAULT_MAX_PUBLIC_SHOWN, help="public tests shown in the observation"
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
-    add_loading_arguments(parser)
+    add_loading_arguments(parser, JOBS_STRICT_HELP)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -58,9 +58,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"judge: problems: {loaded.stats.summary()}", file=sys.stderr)
     problems = loaded.by_id()
     try:
-        jobs = read_jobs(args.jobs)
+        read = read_jobs(args.jobs, strict=args.strict)
     except InputError as e:
         print(f"cpfleet judge: {e}", file=sys.stderr)
+        return 2
+    print_skipped(read, "judge")
+    jobs = read.jobs
+    if read.skipped and not jobs:
+        print(f"cpfleet judge: no usable job in {args.jobs}: {read.summary()}", file=sys.stderr)
         return 2
     if args.workers < 1:
         print("cpfleet judge: --workers must be >= 1", file=sys.stderr)
@@ -70,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     rewards: list[float] = []
     infra = 0
     out = sys.stdout
-    for result in judge_iter(
+    results = judge_iter(
         problems,
         jobs,
         workers=min(args.workers, max(1, len(jobs))),
@@ -79,15 +84,29 @@ def run(args: argparse.Namespace) -> int:
         runner_kind=args.runner,
         progress=not args.no_progress,
         max_public_shown=args.max_public_shown,
-    ):
-        out.write(json.dumps(result.to_dict(), ensure_ascii=False) + "\n")
-        out.flush()
-        verdicts[str(result.verdict)] += 1
-        if result.reward is None:
-            infra += 1
-        else:
-            rewards.append(result.reward)
-    mean = sum(rewards) / len(rewards) if rewards else 0.0
-    summary = ", ".join(f"{k} {v}" for k, v in verdicts.most_common())
-    print(f"judged {len(jobs)} jobs: mean reward {mean:.3f} over {len(rewards)}, infrastructure errors {infra}; {summary}", file=sys.stderr)
+        unavailable=loaded.stats.skipped_ids,
+    )
+    try:
+        for result in results:
+            # counted before it is printed: an interrupt in the middle of a write never leaves
+            # a printed result out of the summary
+            verdicts[str(result.verdict)] += 1
+            if result.reward is None:
+                infra += 1
+            else:
+                rewards.append(result.reward)
+            out.write(json.dumps(result.to_dict(), ensure_ascii=False) + "\n")
+            out.flush()
+    except KeyboardInterrupt:
+        results.close()  # stops the pool at once; the results printed so far stand
+        done = sum(verdicts.values())
+        print(f"\ncpfleet judge: interrupted: {done} of {len(jobs)} judged ({_summary(verdicts, rewards, infra)})", file=sys.stderr)
+        return 130
+    print(f"judged {len(jobs)} jobs: {_summary(verdicts, rewards, infra)}", file=sys.stderr)
     return 0
+
+
+def _summary(verdicts: Counter[str], rewards: list[float], infra: int) -> str:
+    mean = sum(rewards) / len(rewards) if rewards else 0.0
+    counts = ", ".join(f"{k} {v}" for k, v in verdicts.most_common())
+    return f"mean reward {mean:.3f} over {len(rewards)}, infrastructure errors {infra}" + (f"; {counts}" if counts else "")

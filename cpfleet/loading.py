@@ -76,6 +76,9 @@ class LoadStats:
     stopped_at_max_problems: bool = False
     warnings: list[str] = field(default_factory=list)  # the logged ones (at most max_warnings)
     warnings_suppressed: int = 0  # skipped records beyond max_warnings: counted, not shown
+    # id -> why its record was skipped, for records that still name an id: a job naming it is
+    # told that, not "unknown problem"
+    skipped_ids: dict[str, str] = field(default_factory=dict)
 
     @property
     def skipped(self) -> int:
@@ -202,10 +205,13 @@ def load_problems(
     if max_problems == 0:
         stats.stopped_at_max_problems = True
         return LoadResult([], stats)
-    def skip(lineno: int, what: str, why: object) -> None:
+    def skip(lineno: int, what: str, why: object, record: object = None) -> None:
         if strict:
             raise InputFileError(f"{p}:{lineno}: {what}: {why} (--strict: any bad record is an error)")
         warn(f"{p}:{lineno}: skipped {what}: {why}")
+        pid = record.get("id") if isinstance(record, dict) else None
+        if isinstance(pid, str) and pid not in kept:
+            stats.skipped_ids[pid] = f"problem {pid!r} was skipped when loading {p}:{lineno}: {what}: {why}"
 
     for lineno, rec in iter_records(p, stats.format):
         stats.records += 1
@@ -217,7 +223,7 @@ def load_problems(
             problem = Problem.from_dict(rec)
         except ProblemFormatError as e:
             stats.malformed += 1
-            skip(lineno, "invalid problem", e)
+            skip(lineno, "invalid problem", e, rec)
             continue
         problem = _apply_caps(problem, max_public_tests, max_hidden_tests, stats)
         try:
@@ -227,7 +233,7 @@ def load_problems(
                 stats.no_public += 1
             else:
                 stats.no_hidden += 1
-            skip(lineno, "unjudgeable problem", e)
+            skip(lineno, "unjudgeable problem", e, rec)
             continue
         if problem.id in kept:
             if on_duplicate == "error":
@@ -239,6 +245,7 @@ def load_problems(
                 kept[problem.id] = problem
             continue
         kept[problem.id] = problem
+        stats.skipped_ids.pop(problem.id, None)  # a later good record of that id wins
         first_seen[problem.id] = lineno
         if max_problems is not None and len(kept) >= max_problems:
             stats.stopped_at_max_problems = True

@@ -82,6 +82,8 @@ class LocalFleet:
         self.worker: _Child | None = None
         self.flower: _Child | None = None
         self.concurrency: int | None = None  # known once the worker answers
+        # jobs still in the broker queue(s) when stop() had stopped the worker (None: unknown)
+        self.left_in_queue: int | None = None
         self.node_name = f"cpfleet-local.{os.getpid()}.{int(time.time() * 1000) % 100000}@{socket.gethostname()}"
 
     # --- what it exposes -----------------------------------------------------------------
@@ -255,6 +257,8 @@ class LocalFleet:
             self._stop_child(self.worker, signal.SIGTERM, self.stop_timeout)
         if self.flower is not None:
             self._stop_child(self.flower, signal.SIGTERM, 5.0)
+        if self.redis_url is not None:
+            self.left_in_queue = queued_jobs(self.redis_url)  # after the worker gave its jobs back
         if self.redis is not None:
             self.redis.close()
         # anything that outlived its process group (e.g. a sandbox child in its own session)
@@ -274,6 +278,10 @@ class LocalFleet:
             self.redis = None
             self.redis_url = None
 
+    def queued(self) -> int | None:
+        """Jobs waiting in the broker queue(s) now (None when Redis does not answer)."""
+        return None if self.redis_url is None else queued_jobs(self.redis_url)
+
     @staticmethod
     def _stop_child(child: _Child, sig: int, timeout: float) -> None:
         stop_process_group(child.proc, sig, timeout)
@@ -286,3 +294,25 @@ class LocalFleet:
     ) -> None:
         self.stop()
 
+
+
+def queued_jobs(redis_url: str, timeout: float = 2.0) -> int | None:
+    """Jobs waiting in the fleet's queues (``$CPFLEET_QUEUES``, plain and priority lists);
+    None when Redis does not answer."""
+    import redis
+
+    from cpfleet.workers.config import Settings
+    from cpfleet.workers.metrics import queue_lists
+
+    queues = Settings.from_env({**os.environ, "CPFLEET_REDIS_URL": redis_url}).queues
+    client = redis.Redis.from_url(redis_url, socket_connect_timeout=timeout, socket_timeout=timeout)
+    try:
+        pipe = client.pipeline(transaction=False)
+        for queue in queues:
+            for name in queue_lists(queue):
+                pipe.llen(name)
+        return int(sum(pipe.execute()))
+    except redis.RedisError:
+        return None
+    finally:
+        client.close()

@@ -21,12 +21,13 @@ As with any "spawn" pool, a script that calls ``judge_iter`` with ``workers > 1`
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import multiprocessing
 import os
 import sys
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping, Sized
+from collections.abc import Generator, Iterable, Iterator, Mapping, Sized
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
@@ -62,8 +63,10 @@ class Judge:
         reward_shape: str,
         mode: str,
         max_public_shown: int | None,
+        unavailable: Mapping[str, str] | None = None,
     ) -> None:
         self.problems = problems
+        self.unavailable = dict(unavailable or {})  # problem id -> why it is not there (skipped at load)
         self.runner_kind = runner_kind
         self.reward_shape = reward_shape
         self.mode = mode
@@ -90,7 +93,8 @@ class Judge:
         if not isinstance(pid, str) or not isinstance(completion, str | bytes):
             result = JobResult.infra(job_id, str(pid or ""), "a job needs 'problem_id' (str) and 'completion' (str)")
         elif pid not in self.problems:
-            result = JobResult.infra(job_id, pid, f"unknown problem {pid!r}", verdict=Verdict.UNKNOWN_PROBLEM)
+            why = self.unavailable.get(pid) or f"unknown problem {pid!r}"
+            result = JobResult.infra(job_id, pid, why, verdict=Verdict.UNKNOWN_PROBLEM)
         else:
             problem = self.problems[pid]
             version = self._versions.get(pid)
@@ -136,6 +140,10 @@ _judge: Judge | None = None
 
 def _init_process(problems_blob: bytes, options: dict[str, Any]) -> None:
     global _judge
+    # Out of the terminal's foreground process group: Ctrl-C reaches only the parent, which
+    # stops this process itself (kill_pool), instead of every pool process printing a
+    # KeyboardInterrupt traceback and finishing its test first.
+    os.setpgrp()
     records = msgpack.unpackb(problems_blob, raw=False)
     problems = {key: Problem.from_dict(rec) for key, rec in records.items()}
     _judge = Judge(problems, **options)
@@ -177,10 +185,15 @@ def judge_iter(
     progress: bool = False,
     max_public_shown: int | None = DEFAULT_MAX_PUBLIC_SHOWN,
     window: int | None = None,
-) -> Iterator[JobResult]:
+    unavailable: Mapping[str, str] | None = None,
+) -> Generator[JobResult, None, None]:
     """Judge ``jobs`` (``{problem_id, completion, job_id?}``; job_id defaults to the job's index)
     and yield one JobResult per job, in input order. Unknown problems come back as
-    UNKNOWN_PROBLEM infrastructure errors. ``workers`` defaults to the usable CPUs."""
+    UNKNOWN_PROBLEM infrastructure errors, whose message is ``unavailable[problem_id]`` when
+    given (e.g. why the loader skipped that problem). ``workers`` defaults to the usable CPUs.
+
+    Closing the iterator early (an interrupt in the caller's loop) kills the pool processes at
+    once rather than waiting for the tests they are running."""
     check_options(reward_shape, mode)
     if runner_kind not in RUNNER_KINDS:
         raise ValueError(f"runner_kind must be one of {RUNNER_KINDS}, got {runner_kind!r}")
@@ -191,6 +204,7 @@ def judge_iter(
         "reward_shape": reward_shape,
         "mode": mode,
         "max_public_shown": max_public_shown,
+        "unavailable": dict(unavailable or {}),
     }
     from tqdm import tqdm
 
@@ -243,6 +257,7 @@ def _pooled(
     pending: deque[tuple[int, Mapping[str, Any], Future[bytes]]] = deque()
     source = enumerate(jobs)
     exhausted = False
+    finished = False
     try:
         while True:
             while not exhausted and len(pending) < window:
@@ -252,6 +267,7 @@ def _pooled(
                 else:
                     pending.append((item[0], item[1], submit(pool, *item)))
             if not pending:
+                finished = True
                 return
             index, job, future = pending[0]
             try:
@@ -271,7 +287,22 @@ def _pooled(
             pending.popleft()
             yield JobResult.from_dict(msgpack.unpackb(data, raw=False))
     finally:
+        if not finished:  # interrupted, or the caller stopped reading: nothing more is wanted
+            kill_pool(pool)
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def kill_pool(pool: ProcessPoolExecutor) -> None:
+    """SIGKILL every process of the pool (their zygotes follow by PDEATHSIG), so its shutdown
+    returns at once instead of after the tests in flight. ProcessPoolExecutor has no public way
+    to do this before Python 3.14 (``kill_workers``)."""
+    kill = getattr(pool, "kill_workers", None)
+    if kill is not None:
+        kill()
+        return
+    for proc in list((getattr(pool, "_processes", None) or {}).values()):
+        with contextlib.suppress(ProcessLookupError, AttributeError):
+            proc.kill()
 
 
 def _isolated(new_pool: Any, submit: Any, index: int, job: Mapping[str, Any]) -> JobResult:
@@ -286,6 +317,9 @@ def _isolated(new_pool: Any, submit: Any, index: int, job: Mapping[str, Any]) ->
         )
     except Exception as e:
         message = f"judge pool: {e!r}"
+    except BaseException:  # an interrupt: stop the process now, not after its test
+        kill_pool(pool)
+        raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
     return JobResult.infra(_job_id(job, index), str(job.get("problem_id", "")), message)

@@ -542,20 +542,20 @@ def _non_negative(text: str) -> int:
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dataset", default="deepmind/code_contests",
                         help="hub name, or a local file/folder (parquet, json, jsonl, arrow) in that schema")
-    parser.add_argument("--split", default="test")
-    parser.add_argument("--out", required=True, help="output problem JSONL ('-': stdout; .gz: compressed)")
+    parser.add_argument("--split", default="test", help="dataset split to convert, e.g. train, valid, test (default: test)")
+    parser.add_argument("--out", required=True, help="output problem JSONL ('-': stdout; .gz: compressed); required, no default")
     parser.add_argument("--format", dest="fmt", choices=FORMATS, default=None,
-                        help="dataset schema when the columns do not tell")
+                        help="dataset schema when the columns do not tell (default: detected from the columns)")
     parser.add_argument("--max-hidden", type=_non_negative, default=None,
                         help="keep at most N hidden tests per problem (default: all)")
     parser.add_argument("--min-public", type=_non_negative, default=1, help="skip problems with fewer public tests")
     parser.add_argument("--difficulty", type=parse_difficulty, default=None, metavar="LO:HI",
-                        help="keep difficulty in [LO, HI] (either side optional)")
-    parser.add_argument("--max-samples", type=_non_negative, default=None, help="stop after N kept problems")
+                        help="keep difficulty in [LO, HI] (either side optional; default: every difficulty)")
+    parser.add_argument("--max-samples", type=_non_negative, default=None, help="stop after N kept problems (default: no limit)")
     parser.add_argument("--with-solutions", action="store_true",
                         help="keep Python 3 reference / incorrect solutions (for cpfleet validate)")
     parser.add_argument("--max-solutions", type=_non_negative, default=None,
-                        help="with --with-solutions: keep at most N of each kind per problem")
+                        help="with --with-solutions: keep at most N of each kind per problem (default: all)")
     parser.add_argument("--num-public", type=_non_negative, default=1,
                         help="formats without a public/hidden split (TACO, APPS, DeepCoder, PrimeIntellect): "
                              "how many of the tests are shown as public (default 1)")
@@ -566,9 +566,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-files", nargs="+", default=(), metavar="FILE",
                         help="hub repository files to load (e.g. LiveCodeBench test6.jsonl)")
     parser.add_argument("--generated-tests", default=None, metavar="DIR",
-                        help="open-r1/codeforces: folder with generated_tests/test_cases_XXXX.parquet")
+                        help="open-r1/codeforces: folder with generated_tests/test_cases_XXXX.parquet (default: none, the dataset's own tests only)")
     parser.add_argument("--streaming", action="store_true", help="stream from the hub instead of downloading")
-    parser.add_argument("--cache-dir", default=None, help="datasets cache folder")
+    parser.add_argument("--cache-dir", default=None, help="datasets cache folder (default: the datasets library's, ~/.cache/huggingface)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 

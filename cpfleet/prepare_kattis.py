@@ -1,7 +1,7 @@
 """``cpfleet prepare`` for a folder of Kattis / ICPC problem packages.
 
 A package (problemarchive.org problem format, legacy and 2023-07) is a folder with
-``problem.yaml``; the record follows ../shared/data/icpc-kattis-31.jsonl.gz field for field:
+``problem.yaml``; the record follows $CPFLEET_SHARED_DATA/icpc-kattis-31.jsonl.gz field for field:
 
 - tests: ``data/sample/**.in`` (public) and ``data/secret/**.in`` (hidden), each with its
   ``.ans`` (one valid answer), in path order; an interactive test without ``.ans`` gets "".

@@ -1,11 +1,25 @@
 """Reward functions in the shapes trainers call, over one FleetClient: TRL and verl.
 
+What every adapter does, by case (docs/trainers.md has the same as a table):
+
+- judged (any verdict from OK to NO_CODE): the reward, a number; a failing program is an
+  ordinary reward, never an exception.
+- an infrastructure error (INTERNAL: sandbox, worker, Redis, deadline): TRL gets ``None`` (the
+  sample is masked), verl gets ``infra_score`` with ``infra_error=1`` after ``retries`` more
+  attempts. Never a silent 0 in TRL, and always flagged in verl.
+- the same, for ``max_infra_calls`` consecutive calls (default 5) in which not one sample was
+  judged: the call raises ``FleetUnusable``, so a run with a wrong URL or no worker stops
+  instead of training on no signal. One judged sample resets the count.
+- an unknown problem id (UNKNOWN_PROBLEM): raises ``UnknownProblemError`` naming the ids; it is
+  the caller's mistake (a typo, ``cpfleet load`` not run), permanent, never retried or scored.
+- unusable inline tests: raises ``InlineProblemError`` with the reason, before anything is sent.
+- a missing dataset column (TRL): raises ``KeyError`` naming the columns it got.
+
 **TRL** (``GRPOTrainer(reward_funcs=[TRLReward(...)])``): TRL calls a reward function with
 ``prompts=``, ``completions=``, ``completion_ids=`` and every dataset column as keyword lists,
 and wants one ``float | None`` per completion. ``None`` means "not applicable": TRL turns it
 into NaN and (since v1.6) drops the row from the group's mean and std, the only way a trainer
-can mask a sample, so an infrastructure error or an unknown problem is ``None``, never 0. A job
-failing (wrong answer, crash, timeout) is an ordinary reward; nothing here raises for it.
+can mask a sample, so an infrastructure error is ``None``, never 0.
 ``TRLReward`` is picklable (AsyncGRPOTrainer pickles reward functions into its rollout
 process) and connects to Redis on first use, in the process that uses it. ``AsyncTRLReward``
 is the asyncio twin: TRL detects it with ``inspect.iscoroutinefunction`` and runs it on its
@@ -17,14 +31,16 @@ dict with always the same keys (verl crashes or drops columns when keys vary):
 
 - ``score``: the reward (``reward_shape``: all_or_nothing or fraction). verl has no way to
   drop a sample, so on an infrastructure error ``score`` is ``infra_score`` (default 0.0)
-  after ``retries`` more attempts (default 2); ``infra_error`` says which samples those were.
+  after ``retries`` more attempts (default 2); ``infra_error`` says which samples those were
+  (an unknown problem id raises instead, see above).
 - ``acc``: 1.0 when every rewarded test passed, else 0.0.
 - ``verdict``: an integer code (``VERDICT_CODES``; verl averages every key, so no strings).
 - ``infra_error``: 1 or 0. ``pass_rate``: rewarded tests passed / total. ``num_tests``: total.
 
 ``ground_truth`` is a problem id or inline tests (a dict/list, or its JSON text). Settings come
 from ``custom_reward_function.reward_kwargs`` (``redis_url``, ``reward_shape``, ``mode``,
-``timeout_s``, ``retries``, ``infra_score``) or the ``CPFLEET_REDIS_URL`` environment variable.
+``timeout_s``, ``retries``, ``infra_score``, ``max_infra_calls``) or the ``CPFLEET_REDIS_URL``
+environment variable.
 ``compute_score_async`` is the same for verl's reward loop (awaited directly) and
 ``compute_score_batch`` takes the lists verl's ``batch`` reward manager passes.
 """
@@ -42,12 +58,14 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from cpfleet.core import defaults
+from cpfleet.core.errors import FleetUnusable, InlineProblemError, UnknownProblemError
 from cpfleet.core.results import JobResult
 from cpfleet.core.verdict import Verdict
 
 log = logging.getLogger("cpfleet.rewards")
 
 DEFAULT_TIMEOUT_S = 900.0
+DEFAULT_MAX_INFRA_CALLS = 5  # consecutive calls with nothing judged before FleetUnusable
 
 # Stable integer codes for verl (which averages every returned key); never renumber.
 VERDICT_CODES: dict[str, int] = {
@@ -102,6 +120,49 @@ def problem_ref(value: Any) -> str | Any:
     return value
 
 
+def raise_for_unknown_problems(results: Sequence[JobResult | None], who: str) -> None:
+    """UnknownProblemError when any result is UNKNOWN_PROBLEM: a permanent client error, so
+    the whole call fails rather than scoring (or masking) those samples."""
+    unknown = [r.problem_id for r in results if r is not None and r.verdict == Verdict.UNKNOWN_PROBLEM]
+    if not unknown:
+        return
+    ids = sorted(set(unknown))
+    shown = ", ".join(repr(i) for i in ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+    raise UnknownProblemError(
+        f"{who}: {len(unknown)} sample(s) name problems the fleet does not have: {shown} "
+        "(a typo in the dataset column, or the problems were never loaded: cpfleet load PROBLEMS --redis URL)",
+        ids,
+    )
+
+
+class InfraStreak:
+    """Consecutive calls of one adapter in which nothing was judged (every sample an
+    infrastructure error). At ``limit`` such calls in a row the adapter raises FleetUnusable,
+    and keeps raising until a call judges something again. Plain ints, no lock: it pickles with
+    the TRL reward function, and a lost increment under a race only delays the exception."""
+
+    def __init__(self, limit: int) -> None:
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ValueError(f"max_infra_calls must be an int >= 1, got {limit!r}")
+        self.limit = limit
+        self.count = 0
+
+    def record(self, results: Sequence[JobResult | None], who: str, last_error: str = "") -> None:
+        if not results:
+            return
+        if any(r is not None and not r.infra_error for r in results):
+            self.count = 0
+            return
+        self.count += 1
+        if self.count >= self.limit:
+            reason = last_error or next((r.infra_message for r in results if r is not None and r.infra_message), "")
+            raise FleetUnusable(
+                f"{who}: {self.count} calls in a row judged nothing, every sample an infrastructure error"
+                + (f" (last: {reason})" if reason else "")
+                + "; is Redis reachable at the configured URL and is a worker consuming the queue?"
+            )
+
+
 class _Connection:
     """A FleetClient made on first use in this process; never pickled (a new process makes its own)."""
 
@@ -152,6 +213,7 @@ class _TRLCore:
         timeout_s: float,
         name: str,
         queue: str | None,
+        max_infra_calls: int = DEFAULT_MAX_INFRA_CALLS,
     ) -> None:
         from cpfleet.core.protocol import check_options
 
@@ -165,6 +227,8 @@ class _TRLCore:
         self.timeout_s = timeout_s
         self.name = name
         self.conn = _Connection(redis_url, {"queue": queue} if queue else None)
+        self.streak = InfraStreak(max_infra_calls)
+        self.last_error = ""  # the last infrastructure failure of a whole call, for FleetUnusable
 
     def targets(self, n: int, kwargs: Mapping[str, Any]) -> list[Any]:
         """Per completion: its problem id or inline tests, from the configured dataset column."""
@@ -185,6 +249,7 @@ class _TRLCore:
         log_metric: Callable[[str, float], Any] | None,
         log_extra: Callable[[str, list[Any]], Any] | None = None,
     ) -> list[float | None]:
+        raise_for_unknown_problems(results, self.name)
         out = [None if r is None or r.infra_error else r.reward for r in results]
         if log_extra is not None and results:
             try:  # one verdict per completion, beside it in TRL's completions table
@@ -200,6 +265,8 @@ class _TRLCore:
                 log_metric(f"{self.name}/masked", masked / len(results))
             except Exception:  # a logging hook must never stop a training step
                 log.exception("%s: log_metric failed", self.name)
+        self.streak.record(results, self.name, self.last_error)
+        self.last_error = ""
         return out
 
 
@@ -212,7 +279,9 @@ class TRLReward:
     ``problem_id_column``: the dataset column holding problem ids registered in the fleet's store;
     ``tests_column``: or a column holding inline tests (any shape cpfleet.producer.inline_registry takes);
     ``reward_shape``: ``all_or_nothing`` or ``fraction``; ``mode``: ``full`` or ``public``;
-    ``timeout_s``: after that a job is an infrastructure error (``None``).
+    ``timeout_s``: after that a job is an infrastructure error (``None``);
+    ``max_infra_calls``: calls in a row with nothing judged before it raises ``FleetUnusable``.
+    What it returns or raises in each case: the module docstring.
     """
 
     def __init__(
@@ -226,6 +295,7 @@ class TRLReward:
         timeout_s: float = DEFAULT_TIMEOUT_S,
         name: str = "cpfleet",
         queue: str | None = None,
+        max_infra_calls: int = DEFAULT_MAX_INFRA_CALLS,
     ) -> None:
         self._core = _TRLCore(
             redis_url,
@@ -236,6 +306,7 @@ class TRLReward:
             timeout_s=timeout_s,
             name=name,
             queue=queue,
+            max_infra_calls=max_infra_calls,
         )
         self.__name__ = name  # TRL logs rewards under reward_func.__name__
 
@@ -264,8 +335,11 @@ class TRLReward:
                     results[i] = fut.result(timeout=core.timeout_s + 30)
                 except Exception as e:  # the client's own deadline should have answered first
                     log.error("%s: no result for completion %d: %s", core.name, i, e)
-        except Exception:  # Redis unreachable, client closed: infrastructure, masked
+        except InlineProblemError:
+            raise  # broken data in the dataset column: the caller's to fix, never a masked sample
+        except Exception as e:  # Redis unreachable, client closed: infrastructure, masked
             log.exception("%s: the fleet could not judge this batch; its rewards are None", core.name)
+            core.last_error = f"{type(e).__name__}: {e}"
         return core.rewards(results, kwargs.get("log_metric"), kwargs.get("log_extra"))
 
     def close(self) -> None:
@@ -273,16 +347,13 @@ class TRLReward:
 
 
 def _job(fleet: Any, target: Any, text: str, core: _TRLCore) -> dict[str, Any] | None:
-    """A submit_many job, or None when the target's inline tests are unusable (broken data: None)."""
+    """A submit_many job; unusable inline tests raise InlineProblemError (the dataset's fault)."""
     if isinstance(target, str):
         return {"problem_id": target, "completion": text}
-    from cpfleet.core.errors import InlineProblemError
-
     try:
         return {"problem_id": fleet.inline_registry.problem_id(target), "completion": text}
     except InlineProblemError as e:
-        log.error("%s: unusable inline tests (reward None): %s", core.name, e)
-        return None
+        raise InlineProblemError(f"{core.name}: unusable inline tests in column {core.tests_column!r}: {e}") from e
 
 
 async def _trl_reward_async(
@@ -305,8 +376,11 @@ async def _trl_reward_async(
                 mode=core.mode,
                 timeout=core.timeout_s,
             )
-        except Exception as e:  # unusable inline tests, Redis unreachable: masked
+        except InlineProblemError:
+            raise  # broken data in the dataset column: the caller's to fix
+        except Exception as e:  # Redis unreachable, client closed: masked
             log.error("%s: could not judge a completion (reward None): %s", core.name, e)
+            core.last_error = f"{type(e).__name__}: {e}"
             return None
 
     results = await asyncio.gather(*(one(t, c) for t, c in zip(targets, completions, strict=True)))
@@ -329,6 +403,7 @@ class AsyncTRLReward(functools.partial[Any]):
         options.setdefault("mode", "full")
         options.setdefault("timeout_s", DEFAULT_TIMEOUT_S)
         options.setdefault("queue", None)
+        options.setdefault("max_infra_calls", DEFAULT_MAX_INFRA_CALLS)
         self = super().__new__(cls, _trl_reward_async, _TRLCore(redis_url, **options))
         self.__dict__["__name__"] = name  # TRL logs rewards under reward_func.__name__
         return self
@@ -349,7 +424,17 @@ def _rebuild_async(core: _TRLCore, name: str) -> AsyncTRLReward:
 # --- verl ----------------------------------------------------------------------------------------
 
 _VERL_CONNECTIONS: dict[tuple[str | None, str | None], _Connection] = {}
+_VERL_STREAKS: dict[tuple[str | None, str | None], InfraStreak] = {}
 _VERL_LOCK = threading.Lock()
+
+
+def _verl_streak(opts: Mapping[str, Any]) -> InfraStreak:
+    """One streak per fleet (URL, queue) in this process: verl calls compute_score per sample."""
+    with _VERL_LOCK:
+        streak = _VERL_STREAKS.get((opts["redis_url"], opts["queue"]))
+        if streak is None or streak.limit != opts["max_infra_calls"]:
+            streak = _VERL_STREAKS[(opts["redis_url"], opts["queue"])] = InfraStreak(opts["max_infra_calls"])
+        return streak
 
 
 def _verl_fleet(redis_url: str | None, queue: str | None) -> Any:
@@ -366,6 +451,7 @@ def close_verl_connections() -> None:
     with _VERL_LOCK:
         conns = list(_VERL_CONNECTIONS.values())
         _VERL_CONNECTIONS.clear()
+        _VERL_STREAKS.clear()
     for c in conns:
         c.close()
 
@@ -404,6 +490,7 @@ def _verl_options(kwargs: Mapping[str, Any]) -> dict[str, Any]:
         "timeout_s": float(kwargs.get("timeout_s", DEFAULT_TIMEOUT_S)),
         "retries": int(kwargs.get("retries", 2)),
         "infra_score": float(kwargs.get("infra_score", 0.0)),
+        "max_infra_calls": kwargs.get("max_infra_calls", DEFAULT_MAX_INFRA_CALLS),
     }
 
 
@@ -420,9 +507,11 @@ def compute_score_batch(
 ) -> list[dict[str, Any]]:
     """verl's ``batch`` reward manager form: lists in, one fixed-key dict per sample out."""
     opts = _verl_options(kwargs)
+    streak = _verl_streak(opts)
     n = len(solution_strs)
     results: list[JobResult | None] = [None] * n
     todo = list(range(n))
+    last_error = ""
     for _attempt in range(1 + max(0, opts["retries"])):
         try:
             fleet = _verl_fleet(opts["redis_url"], opts["queue"])
@@ -431,9 +520,8 @@ def compute_score_batch(
                 target = problem_ref(ground_truths[i])
                 try:
                     pid = target if isinstance(target, str) else fleet.inline_registry.problem_id(target)
-                except ValueError as e:  # unusable inline tests: broken data, not the model
-                    log.error("compute_score: unusable inline tests for sample %d: %s", i, e)
-                    continue
+                except InlineProblemError as e:  # broken data, not the model: the caller's to fix
+                    raise InlineProblemError(f"compute_score: unusable inline tests in ground_truth of sample {i}: {e}") from e
                 jobs.append({"problem_id": pid, "completion": solution_strs[i]})
                 index.append(i)
             futures = fleet.submit_many(jobs, reward_shape=opts["reward_shape"], mode=opts["mode"], timeout=opts["timeout_s"])
@@ -442,11 +530,16 @@ def compute_score_batch(
                     results[i] = fut.result(timeout=opts["timeout_s"] + 30)
                 except Exception as e:
                     log.error("compute_score: no result for sample %d: %s", i, e)
-        except Exception:
+        except InlineProblemError:
+            raise
+        except Exception as e:
             log.exception("compute_score: the fleet could not judge this batch")
+            last_error = f"{type(e).__name__}: {e}"
         todo = [i for i in todo if _worth_retrying(results[i])]
         if not todo:
             break
+    raise_for_unknown_problems(results, "compute_score")
+    streak.record(results, "compute_score", last_error)
     return [score_dict(r, infra_score=opts["infra_score"]) for r in results]
 
 
@@ -463,20 +556,24 @@ async def compute_score_async(
     """The same as compute_score for verl's reward loop, which awaits it: many samples scored
     concurrently share Redis round trips through the client's micro-batcher."""
     opts = _verl_options(kwargs)
+    streak = _verl_streak(opts)
     target = problem_ref(ground_truth)
     result: JobResult | None = None
+    last_error = ""
     for _attempt in range(1 + max(0, opts["retries"])):
         try:
             fleet = _verl_fleet(opts["redis_url"], opts["queue"])
             result = await fleet.evaluate(
                 target, solution_str, reward_shape=opts["reward_shape"], mode=opts["mode"], timeout=opts["timeout_s"]
             )
-        except ValueError as e:  # unusable inline tests: retrying cannot help
-            log.error("compute_score_async: %s", e)
-            break
-        except Exception:
+        except InlineProblemError as e:  # broken data, not the model: the caller's to fix
+            raise InlineProblemError(f"compute_score_async: unusable inline tests in ground_truth: {e}") from e
+        except Exception as e:
             log.exception("compute_score_async: the fleet could not judge this sample")
+            last_error = f"{type(e).__name__}: {e}"
             result = None
         if not _worth_retrying(result):
             break
+    raise_for_unknown_problems([result], "compute_score_async")
+    streak.record([result], "compute_score_async", last_error)
     return score_dict(result, infra_score=opts["infra_score"])

@@ -61,7 +61,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output-cap", type=int, metavar="BYTES",
                         help=f"bytes of stdout and of stderr shown per run (default {CLI_OUTPUT_CAP} here, "
                              f"{protocol.DEFAULT_RUN_OUTPUT_CAP} in --batch)")
-    parser.add_argument("--batch", metavar="JSONL", help="run many requests: JSONL of RunRequest objects (- for stdin)")
+    parser.add_argument("--batch", metavar="JSONL", help="run many requests: JSONL of RunRequest objects (- for stdin; default: run the one FILE)")
     parser.add_argument("--json", action="store_true", help="print the RunJobResult as JSON")
     parser.add_argument("--local", action="store_true", help="run in a sandbox of this process, without Redis")
     parser.add_argument("--redis", metavar="URL", help="the fleet's " + defaults.REDIS_URL_HELP)

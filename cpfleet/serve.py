@@ -31,7 +31,7 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--redis", default="redis://127.0.0.1:6379/0", help="the fleet's Redis URL (default: %(default)s)")
     p.add_argument("--host", default="127.0.0.1", help="bind address; a non-loopback one needs --token (default: %(default)s)")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help="TCP port (default: %(default)s)")
-    p.add_argument("--token", default=None, help="require 'Authorization: Bearer TOKEN' on every endpoint but /healthz")
+    p.add_argument("--token", default=None, help="require 'Authorization: Bearer TOKEN' on every endpoint but /healthz (default: no token, loopback only)")
     p.add_argument("--queue", default=None, help="the fleet queue to submit to (default: cpfleet)")
     p.add_argument("--max-body-mb", type=float, default=DEFAULT_MAX_BODY_MB,
                    help="largest request body, 413 above (default: %(default)s)")

@@ -25,13 +25,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 STRICT_HELP = "any malformed or unjudgeable record is an error (default: skip it with a warning and count it)"
+JOBS_STRICT_HELP = (
+    "any malformed or unjudgeable problem record, or bad job line, is an error "
+    "(default: skip it with a warning and count it)"
+)
 
 
 def add_loading_arguments(parser: argparse.ArgumentParser, strict_help: str = STRICT_HELP) -> None:
     """The loader's caps, duplicate rule and --strict, shared by ``judge``, ``load`` and ``validate``."""
-    parser.add_argument("--max-problems", type=int, default=None, help="load at most N problems (0: none)")
-    parser.add_argument("--max-public-tests", type=int, default=None, help="keep at most N public tests each")
-    parser.add_argument("--max-hidden-tests", type=int, default=None, help="keep at most N hidden tests each")
+    parser.add_argument("--max-problems", type=int, default=None, help="load at most N problems (0: none; default: no cap)")
+    parser.add_argument("--max-public-tests", type=int, default=None, help="keep at most N public tests each (default: all)")
+    parser.add_argument("--max-hidden-tests", type=int, default=None, help="keep at most N hidden tests each (default: all)")
     parser.add_argument(
         "--on-duplicate",
         choices=("error", "first", "last"),

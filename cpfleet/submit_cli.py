@@ -18,7 +18,7 @@ from collections import Counter
 from typing import Any
 
 from cpfleet.core import defaults, protocol
-from cpfleet.jobs_file import InputFileError, read_jobs  # shared with `cpfleet judge`
+from cpfleet.jobs_file import InputFileError, print_skipped, read_jobs  # shared with `cpfleet judge`
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -26,21 +26,30 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--redis", metavar="URL", help="the fleet's " + defaults.REDIS_URL_HELP)
     parser.add_argument("--reward-shape", "--reward", dest="reward_shape", choices=protocol.REWARD_SHAPES, default="all_or_nothing", help="all_or_nothing: 1.0 only if every rewarded test passes; fraction: the share that pass")
     parser.add_argument("--mode", choices=protocol.MODES, default="full", help="full: hidden tests give the reward; public: public tests only")
-    parser.add_argument("--problems", metavar="FILE", help="upload this problem file (JSONL/.gz/parquet) to the store first")
+    parser.add_argument("--problems", metavar="FILE", help="upload this problem file (JSONL/.gz/parquet) to the store first (default: upload nothing)")
     parser.add_argument("--queue", default=protocol.DEFAULT_QUEUE, help="queue to publish to (default: cpfleet)")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per job before an INTERNAL result (default 900)")
     parser.add_argument("--max-in-flight", type=int, default=20_000, help="jobs pending at once (default 20000)")
     parser.add_argument("--no-cache", action="store_true", help="bypass the fleet's result cache")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    parser.add_argument(
+        "--strict", action="store_true",
+        help="a bad job line, or a bad record of --problems, is an error (default: skip it with a warning and count it)",
+    )  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
     from cpfleet.producer.client import BrokerFull, BrokerUnavailable, FleetClient
 
     try:
-        jobs = read_jobs(args.jobs)
+        read = read_jobs(args.jobs, strict=args.strict)
     except InputFileError as exc:
         print(f"cpfleet submit: {exc}", file=sys.stderr)
+        return 2
+    print_skipped(read, "submit")
+    jobs = read.jobs
+    if read.skipped and not jobs:
+        print(f"cpfleet submit: no usable job in {args.jobs}: {read.summary()}", file=sys.stderr)
         return 2
     try:
         client = FleetClient(
@@ -56,25 +65,29 @@ def run(args: argparse.Namespace) -> int:
         print(f"cpfleet submit: {exc}", file=sys.stderr)
         return 3
     with client:
+        skipped_ids: dict[str, str] = {}
         if args.problems:
-            rc = _register(client, args.problems)
+            rc = _register(client, args.problems, args.strict, skipped_ids)
             if rc:
                 return rc
         try:
-            return _submit(client, jobs, progress=not args.no_progress)
+            return _submit(client, jobs, progress=not args.no_progress, skipped_ids=skipped_ids)
         except (BrokerUnavailable, BrokerFull) as exc:
             print(f"cpfleet submit: {exc}", file=sys.stderr)
             return 3
 
 
-def _register(client: Any, path: str) -> int:
+def _register(client: Any, path: str, strict: bool, skipped_ids: dict[str, str]) -> int:
     from cpfleet.loading import ProblemFileError, load_problems
 
     try:
-        loaded = load_problems(path)
+        loaded = load_problems(path, strict=strict, log_warnings=False)
     except (ProblemFileError, ValueError) as exc:
         print(f"cpfleet submit: {exc}", file=sys.stderr)
         return 2
+    for warning in loaded.stats.warnings:
+        print(f"cpfleet submit: warning: {warning}", file=sys.stderr)
+    skipped_ids.update(loaded.stats.skipped_ids)
     stats = client.register_problems(loaded.problems)
     print(
         f"problems: {stats.written} written, {stats.updated} updated, {stats.unchanged} unchanged", file=sys.stderr
@@ -82,11 +95,13 @@ def _register(client: Any, path: str) -> int:
     return 0
 
 
-def _submit(client: Any, jobs: list[dict[str, Any]], progress: bool) -> int:
+def _submit(client: Any, jobs: list[dict[str, Any]], progress: bool, skipped_ids: dict[str, str]) -> int:
     from tqdm import tqdm
 
+    from cpfleet.core.verdict import Verdict
+
     # The result carries the job_id given at submit (ids need not be unique: one future per job).
-    user_ids = [str(j["job_id"]) if j["job_id"] is not None else str(i) for i, j in enumerate(jobs)]
+    user_ids = [str(j["job_id"]) for j in jobs]
     try:
         futures = client.submit_many(
             [{"problem_id": j["problem_id"], "completion": j["completion"], "job_id": u} for j, u in zip(jobs, user_ids, strict=True)]
@@ -100,25 +115,38 @@ def _submit(client: Any, jobs: list[dict[str, Any]], progress: bool) -> int:
     position = {f: i for i, f in enumerate(futures)}
     done: dict[int, Any] = {}
     next_out = 0
-    with tqdm(total=len(futures), disable=not progress, file=sys.stderr, unit="job", dynamic_ncols=True) as bar:
-        for future in cf.as_completed(futures):
-            bar.update(1)
-            done[position[future]] = future.result()
-            while next_out in done:  # stream out in input order as soon as possible
-                r = done.pop(next_out)
-                sys.stdout.write(json.dumps(r.to_dict(), ensure_ascii=False) + "\n")
-                next_out += 1
+    try:
+        with tqdm(total=len(futures), disable=not progress, file=sys.stderr, unit="job", dynamic_ncols=True) as bar:
+            for future in cf.as_completed(futures):
+                bar.update(1)
+                r = future.result()
+                # counted when received, before it is printed: an interrupt in the middle of a
+                # write never leaves a printed result out of the summary
                 verdicts[str(r.verdict)] += 1
                 if r.reward is None:
                     infra += 1
                 else:
                     rewards.append(r.reward)
+                done[position[future]] = r
+                while next_out in done:  # stream out in input order as soon as possible
+                    r = done.pop(next_out)
+                    if r.verdict == Verdict.UNKNOWN_PROBLEM and r.problem_id in skipped_ids:
+                        r.infra_message = skipped_ids[r.problem_id]  # why it is not in the store
+                    next_out += 1
+                    sys.stdout.write(json.dumps(r.to_dict(), ensure_ascii=False) + "\n")
+                sys.stdout.flush()  # results stream out as they come, as judge's do
+    except KeyboardInterrupt:
+        sys.stdout.flush()
+        client.cancel_many(futures)  # the fleet drops what it has not started
+        print(f"\ncpfleet submit: interrupted: {sum(verdicts.values())} of {len(jobs)} judged ({_summary(verdicts, rewards, infra)}); "
+              "the rest were withdrawn", file=sys.stderr)
+        return 130
     sys.stdout.flush()
-    mean = sum(rewards) / len(rewards) if rewards else 0.0
-    summary = ", ".join(f"{k} {v}" for k, v in verdicts.most_common())
-    print(
-        f"submitted {len(jobs)} jobs: mean reward {mean:.3f} over {len(rewards)}, "
-        f"infrastructure errors {infra}; {summary}",
-        file=sys.stderr,
-    )
+    print(f"submitted {len(jobs)} jobs: {_summary(verdicts, rewards, infra)}", file=sys.stderr)
     return 0
+
+
+def _summary(verdicts: Counter[str], rewards: list[float], infra: int) -> str:
+    mean = sum(rewards) / len(rewards) if rewards else 0.0
+    counts = ", ".join(f"{k} {v}" for k, v in verdicts.most_common())
+    return f"mean reward {mean:.3f} over {len(rewards)}, infrastructure errors {infra}" + (f"; {counts}" if counts else "")

@@ -235,10 +235,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument("problems", metavar="PROBLEMS", help="problem file with correct_/incorrect_solutions")
     parser.add_argument("--workers", type=int, default=default_workers(), help="judging processes (default: CPUs)")
-    parser.add_argument("--json", dest="json_out", metavar="OUT", default=None, help="also write the report as JSON")
+    parser.add_argument("--json", dest="json_out", metavar="OUT", default=None, help="also write the report as JSON to OUT (default: no JSON file)")
     parser.add_argument("--runner", choices=RUNNER_KINDS, default="forkserver", help="execution backend")
     parser.add_argument("--kinds", default="correct,incorrect", help="which solutions to judge (comma list)")
-    parser.add_argument("--max-solutions", type=int, default=None, help="judge at most N solutions of each kind")
+    parser.add_argument("--max-solutions", type=int, default=None, help="judge at most N solutions of each kind (default: all)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     add_loading_arguments(parser, STRICT_HELP + "; also exit 1 when anything is found")
 

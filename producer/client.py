@@ -477,8 +477,9 @@ class FleetClient:
                 size = len(completion)
         else:
             raise TypeError(f"completion must be str or bytes, got {type(completion).__name__}")
-        if size > protocol.MAX_COMPLETION_BYTES:
-            raise ValueError(f"completion of {size} bytes exceeds {protocol.MAX_COMPLETION_BYTES}")
+        too_large = protocol.completion_size_error(job_id, size)
+        if too_large is not None:
+            raise ValueError(too_large)
         t = float(timeout or self.timeout)
         if t <= 0:
             raise ValueError(f"timeout must be > 0, got {t}")

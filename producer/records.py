@@ -5,7 +5,7 @@ The shared record (docs/problems.md): ``id``, ``public_tests`` / ``hidden_tests`
 optional ``fn_name`` (tests are then JSON text of the argument list / return value),
 ``starter_code``, ``languages``, ``time_limit_multipliers``, ``correct_solutions`` /
 ``incorrect_solutions`` (Python 3 sources) and ``submissions`` (every jury submission with its
-``language`` and ``expected`` verdict, the shape of ../shared/data/icpc-kattis-31.jsonl.gz).
+``language`` and ``expected`` verdict, the shape of $CPFLEET_SHARED_DATA/icpc-kattis-31.jsonl.gz).
 
 :func:`record_errors` checks exactly that, independently of which checker types the running
 build has registered, so converters can validate records whose checker (``kattis_validator``,

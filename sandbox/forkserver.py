@@ -111,6 +111,9 @@ class ZygoteRunner(CodeRunner):
             self._proc = subprocess.Popen(
                 [*zygote_command(self._solution_python), str(theirs.fileno()), str(os.getpid())],
                 pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                # its own process group: a terminal's Ctrl-C is for the command that owns the
+                # runner, which closes it; the zygote dies with its runner (PDEATHSIG) anyway
+                process_group=0,
                 env=CHILD_ENV,  # never the worker's: it holds the broker URL and its password
             )
         except BaseException:

@@ -196,10 +196,13 @@ def test_a_problem_file_that_loads_nothing_exits_2(tmp_path: Path, capsys: pytes
     "row",
     [[1, 2], {"completion": "x"}, {"problem_id": "add"}, {"problem_id": "add", "completion": "x", "job_id": [1]}],
 )
-def test_bad_job_lines_are_errors(tmp_path: Path, row: Any) -> None:
+def test_bad_job_lines_are_skipped_and_counted_or_strict_errors(tmp_path: Path, row: Any) -> None:
     path = _write_jsonl(tmp_path / "j.jsonl", [{"problem_id": "add", "completion": "x"}, row])
     with pytest.raises(InputError, match="j.jsonl:2"):
-        read_jobs(path)
+        read_jobs(path, strict=True)
+    read = read_jobs(path)
+    assert [j["problem_id"] for j in read.jobs] == ["add"] and read.skipped == 1
+    assert read.warnings[0].startswith(f"{path}:2: skipped job line:")
 
 
 def test_bad_input_makes_the_command_exit_2_before_judging(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

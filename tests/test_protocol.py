@@ -52,7 +52,7 @@ def test_non_map_job_is_refused() -> None:
 
 
 def test_oversized_completion_is_refused() -> None:
-    with pytest.raises(ProtocolError, match="larger"):
+    with pytest.raises(ProtocolError, match="completion of .* bytes exceeds the limit"):
         JobMessage.from_wire(_job(completion="x" * (protocol.MAX_COMPLETION_BYTES + 1)))
 
 

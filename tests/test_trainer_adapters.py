@@ -189,12 +189,12 @@ def trl_batch() -> dict[str, Any]:
             [{"role": "assistant", "content": [{"type": "text", "text": GOOD}]}],
         ],
         "completion_ids": [[1, 2]] * 4,
-        "problem_id": ["t/add", "t/add", "t/unknown-problem", "t/add"],
+        "problem_id": ["t/add", "t/add", "t/add", "t/add"],
         "trainer_state": object(),
     }
 
 
-def test_trl_reward_masks_unknown_problems_and_logs_verdict_counts(fleet: FleetClient) -> None:
+def test_trl_reward_logs_verdict_counts(fleet: FleetClient) -> None:
     logged: dict[str, float] = {}
     extra: dict[str, list[Any]] = {}
     fn = TRLReward(fleet.redis_url, timeout_s=60, name="judge")
@@ -206,13 +206,12 @@ def test_trl_reward_masks_unknown_problems_and_logs_verdict_counts(fleet: FleetC
         )
     finally:
         fn.close()
-    assert rewards == [1.0, 0.0, None, 1.0]
-    assert extra == {"judge_verdict": ["OK", "WRONG_ANSWER", "UNKNOWN_PROBLEM", "OK"]}
+    assert rewards == [1.0, 0.0, 1.0, 1.0]
+    assert extra == {"judge_verdict": ["OK", "WRONG_ANSWER", "OK", "OK"]}
     assert fn.__name__ == "judge"
-    assert logged["judge/verdict/OK"] == 0.5
+    assert logged["judge/verdict/OK"] == 0.75
     assert logged["judge/verdict/WRONG_ANSWER"] == 0.25
-    assert logged["judge/verdict/UNKNOWN_PROBLEM"] == 0.25
-    assert logged["judge/masked"] == 0.25
+    assert logged["judge/masked"] == 0.0
 
 
 def test_trl_reward_pickles_before_first_use_and_connects_in_the_new_process_copy(fleet: FleetClient) -> None:
@@ -239,7 +238,7 @@ def test_async_trl_reward_is_a_coroutine_function_bound_to_the_loop_that_runs_it
         second = asyncio.run(clone(**trl_batch()))
     finally:
         clone.close()
-    assert first == second == [1.0, 0.0, None, 1.0]
+    assert first == second == [1.0, 0.0, 1.0, 1.0]
 
 
 def test_trl_reward_returns_none_for_every_row_when_redis_is_down() -> None:
@@ -261,16 +260,13 @@ def test_verl_compute_score_always_returns_the_same_keys(fleet: FleetClient) -> 
     try:
         ok = compute_score("codecontests", GOOD, "t/add", {"index": 0}, redis_url=url, timeout_s=60)
         half = compute_score("taco", HALF, json.dumps(ADD_TESTS), None, redis_url=url, reward_shape="fraction")
-        unknown = compute_score("x", GOOD, "t/nope", redis_url=url, retries=3, infra_score=-1.0)
         no_code = compute_score("x", "I do not know.", ADD_TESTS, redis_url=url)
     finally:
         close_verl_connections()
-    for d in (ok, half, unknown, no_code):
+    for d in (ok, half, no_code):
         assert tuple(d) == VERL_KEYS
     assert ok == {"score": 1.0, "acc": 1.0, "verdict": 0, "infra_error": 0, "pass_rate": 1.0, "num_tests": 4}
     assert half["score"] == 0.5 and half["acc"] == 0.0 and half["pass_rate"] == 0.5
-    assert unknown["infra_error"] == 1 and unknown["score"] == -1.0
-    assert unknown["verdict"] == VERDICT_CODES["UNKNOWN_PROBLEM"]
     assert no_code["verdict"] == VERDICT_CODES["NO_CODE"] and no_code["score"] == 0.0
 
 

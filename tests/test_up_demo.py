@@ -104,6 +104,14 @@ def test_cpfleet_demo_gets_every_expected_verdict_and_leaves_nothing_running() -
     assert re.search(r"^throughput: [\d.]+ jobs/s, [\d.]+ tests/s", out, re.M)
     assert re.search(r"^latency submit->result: p50 \d+ ms, p99 \d+ ms", out, re.M)
     assert "sandbox isolation:" in out
+    # one example of the feedback text a model would see, after the counts
+    m = re.search(r"^the feedback a model sees \(JobResult.observation\) for one WRONG_ANSWER job on \S+:$", out, re.M)
+    assert m, out
+    feedback = [ln[4:] for ln in out[m.end():].splitlines() if ln.startswith("  | ")]
+    assert 3 <= len(feedback) <= 25 and any("expected" in ln for ln in feedback), feedback
+    # every folder the demo names still exists when it ends (a temporary one is not named)
+    for folder in re.findall(r"logs(?: in|:) (/[^\s)]+)", out + err):
+        assert Path(folder).is_dir(), folder
 
 
 @pytest.mark.slow
@@ -158,7 +166,7 @@ def _group(pattern: str, text: str) -> str:
 
 def _start_up(tmp_path: Path) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [*CPFLEET, "up", "--flower-port", "0", "--metrics-port", "0", "--workers", "2", "--logs", str(tmp_path)],
+        [*CPFLEET, "up", "--flower-port", "0", "--metrics-port", "0", "--workers", "2", "--logs", str(tmp_path), "--ephemeral"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
     )  # fmt: skip
 

@@ -168,25 +168,43 @@ def _record(result: JobResult) -> None:
     default_retry_delay=0,
     ignore_result=True,
 )
-def evaluate_task(self: Any, job: Any = None, *args: Any, **kwargs: Any) -> None:
-    """The Celery entry point: validate the message, evaluate, push the one reply."""
+def evaluate_task(self: Any, job: Any = None, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    """The Celery entry point: validate the message, evaluate, push the one reply.
+
+    The return value is a small summary of the job (``flower_summary``): with no result backend
+    it is stored nowhere, but Celery puts its repr in the task-succeeded event, which is what
+    Flower shows as the task's Result, so an operator sees verdicts and rewards there."""
     hostname = str(self.request.hostname or "")
     try:
         msg = JobMessage.from_wire(job)
     except ProtocolError as exc:
         _reject(self.request.id, job, str(exc), hostname)
-        return
+        return {"verdict": "REJECTED", "reason": str(exc)[:200]}
     admission = admit(resources.redis, msg)
     if admission.withdrawn is not None:
         joblog.log_event("job_withdrawn", job_id=msg.job_id, problem_id=msg.problem_id, reason=admission.withdrawn,
                          worker=hostname)
-        return
+        return {"verdict": "WITHDRAWN", "job_id": msg.job_id, "reason": admission.withdrawn}
     result = run_job(msg, hostname, admission)
     try:
         push_reply(resources.redis, msg.reply_to, result, msg.reply_ttl, settings.reply_retry_s, keep_until=msg.deadline)
     finally:
         _record(result)  # after the reply: the client need not wait for metrics and the job log line
         resources.prepare_next()  # the next job's sandbox is set up while this process waits for it
+    return flower_summary(result)
+
+
+def flower_summary(result: JobResult) -> dict[str, Any]:
+    """What Flower shows as a task's Result: verdict first (a WRONG_ANSWER job is a task that
+    succeeded, so the verdict is where a failure shows), the reward (None: infrastructure
+    error, never a score), and the rewarded tests passed. A few dozen bytes per event."""
+    summary: dict[str, Any] = {"verdict": str(result.verdict), "reward": result.reward}
+    summary["tests"] = f"hidden {result.hidden.passed}/{result.hidden.total}, public {result.public.passed}/{result.public.total}"
+    summary["problem"] = result.problem_id
+    summary["job"] = result.job_id
+    if result.infra_error and result.infra_message:
+        summary["error"] = result.infra_message[:160]
+    return summary
 
 
 # --- run jobs ------------------------------------------------------------------------------------
@@ -248,26 +266,39 @@ def _record_run(result: RunJobResult) -> None:
     default_retry_delay=0,
     ignore_result=True,
 )
-def run_task(self: Any, job: Any = None, *args: Any, **kwargs: Any) -> None:
+def run_task(self: Any, job: Any = None, *args: Any, **kwargs: Any) -> dict[str, Any]:
     """The Celery entry point of run jobs: validate, withdraw-check, execute, push the one reply
-    (the same reply list, dedupe and withdrawal as evaluate jobs)."""
+    (the same reply list, dedupe and withdrawal as evaluate jobs). Returns a small summary for
+    Flower's Result column, as evaluate_task does (``flower_run_summary``)."""
     hostname = str(self.request.hostname or "")
     try:
         msg = RunMessage.from_wire(job)
     except ProtocolError as exc:
         _reject(self.request.id, job, str(exc), hostname)
-        return
+        return {"status": "REJECTED", "reason": str(exc)[:200]}
     admission = admit_run(resources.redis, msg)
     if admission.withdrawn is not None:
         joblog.log_event("job_withdrawn", job_id=msg.job_id, problem_id="", reason=admission.withdrawn,
                          worker=hostname)
-        return
+        return {"status": "WITHDRAWN", "job": msg.job_id, "reason": admission.withdrawn}
     result = run_run_job(msg, hostname)
     try:
         push_reply(resources.redis, msg.reply_to, result, msg.reply_ttl, settings.reply_retry_s, keep_until=msg.deadline)
     finally:
         _record_run(result)
         resources.prepare_next()
+    return flower_run_summary(result)
+
+
+def flower_run_summary(result: RunJobResult) -> dict[str, Any]:
+    """What Flower shows for a run job: its status and each run's status (no output: it can be
+    megabytes, and Flower keeps every event in memory)."""
+    summary: dict[str, Any] = {"status": str(result.status), "language": result.language}
+    summary["runs"] = ", ".join(str(r.status) for r in result.runs[:8]) + (" ..." if len(result.runs) > 8 else "")
+    summary["job"] = result.job_id
+    if result.infra_error and result.infra_message:
+        summary["error"] = result.infra_message[:160]
+    return summary
 
 
 def _reject(task_id: str, job: Any, reason: str, hostname: str) -> None:

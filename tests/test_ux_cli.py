@@ -1,0 +1,86 @@
+"""What a new user meets first: one version, every option's help naming its default, the
+verdict codes documented as the code has them, a float mismatch that says how close was close
+enough. Real CLI through subprocess where it is a CLI behaviour."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cpfleet import __version__
+from cpfleet.cli import SUBCOMMANDS, build_parser
+from cpfleet.core.checkers import get_checker
+from cpfleet.core.verdict import Verdict
+from cpfleet.rewards import VERDICT_CODES
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_version_is_one_and_printed_by_the_cli() -> None:
+    out = subprocess.run([sys.executable, "-m", "cpfleet", "--version"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == f"cpfleet {__version__}"
+    # the installed distribution's metadata is read from the same attribute (pyproject: dynamic)
+    assert importlib.metadata.version("cpfleet") == __version__
+    assert 'version = "' not in (REPO / "pyproject.toml").read_text().split("[project]")[1].split("[")[0]
+
+
+def _subparser(name: str) -> argparse.ArgumentParser:
+    parser, _ = build_parser([name])
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    sub: argparse.ArgumentParser = action.choices[name]
+    return sub
+
+
+@pytest.mark.parametrize("command", sorted(SUBCOMMANDS))
+def test_every_option_has_help_that_names_its_default(command: str) -> None:
+    sub = _subparser(command)
+    formatter = sub._get_formatter()
+    missing = []
+    for action in sub._actions:
+        if isinstance(action, argparse._HelpAction):
+            continue
+        text = formatter._expand_help(action) if action.help else ""
+        takes_value = action.nargs != 0
+        if not text or (action.option_strings and takes_value and "default" not in text.lower()):
+            missing.append(f"{'/'.join(action.option_strings) or action.dest}: {text!r}")
+    assert not missing, f"cpfleet {command}: options without help or default: {missing}"
+
+
+def test_help_of_the_options_the_issue_named() -> None:
+    prepare = subprocess.run([sys.executable, "-m", "cpfleet", "prepare", "--help"], capture_output=True, text=True, timeout=60)
+    assert re.search(r"--split SPLIT\s+dataset split .*\(default: test\)", " ".join(prepare.stdout.split())), prepare.stdout
+    serve = subprocess.run([sys.executable, "-m", "cpfleet", "serve", "--help"], capture_output=True, text=True, timeout=60)
+    flat = " ".join(serve.stdout.split())
+    assert "--port PORT TCP port (default: 8080)" in flat
+    assert re.search(r"--redis \S+ .*\(default: redis://", flat)
+
+
+def test_verdict_table_in_the_docs_matches_the_code() -> None:
+    text = (REPO / "docs" / "verdicts.md").read_text()
+    rows = dict(re.findall(r"^\| `([A-Z_]+)` \| (\d+) \|", text, re.M))
+    assert {k: int(v) for k, v in rows.items()} == VERDICT_CODES
+    assert set(VERDICT_CODES) == {str(v) for v in Verdict}
+    for verdict in Verdict:
+        row = next(line for line in text.splitlines() if line.startswith(f"| `{verdict}` |"))
+        assert ("| true |" in row) == verdict.is_infra
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected", "got", "words"),
+    [
+        ({"type": "float", "abs": 1e-4, "rel": 1e-9}, "0.5\n", "0.51\n", "within absolute 0.0001 or relative 1e-09"),
+        ({"type": "float"}, "1 2.5\n", "1 2.6\n", "within absolute 1e-06 or relative 1e-06"),
+        ({"type": "float", "float_tolerance": 1e-3}, "3.0\n", "3.5\n", "allowed: absolute 0.001 or relative 0.001"),
+    ],
+)
+def test_float_mismatch_names_the_tolerance(spec: dict, expected: str, got: str, words: str) -> None:
+    result = get_checker(spec).check(expected, got)
+    assert not result.ok
+    assert words in result.detail, result.detail

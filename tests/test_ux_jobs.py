@@ -1,0 +1,191 @@
+"""`cpfleet judge` / `submit` read JOBS by the problems' rule (skip, count, --strict), refuse an
+oversized completion by the one limit naming the job, tell a job of a skipped problem why, and
+stop on Ctrl-C with an "N of M judged" summary and no traceback. Real CLI in subprocesses; the
+Ctrl-C test sends SIGINT to the real process group, as a terminal does."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cpfleet.core import protocol
+from cpfleet.jobs_file import read_jobs
+
+REPO = Path(__file__).resolve().parents[1]
+
+ADD = {
+    "id": "add",
+    "public_tests": [{"input": "1 2\n", "output": "3\n"}],
+    "hidden_tests": [{"input": f"{i} {i}\n", "output": f"{2 * i}\n"} for i in range(1, 4)],
+    "time_limit_s": 1,
+}
+NO_HIDDEN = {"id": "lonely", "public_tests": [{"input": "1\n", "output": "1\n"}], "hidden_tests": []}
+CORRECT_ADD = "```python\na, b = map(int, input().split())\nprint(a + b)\n```"
+
+
+def _write(path: Path, rows: list[Any]) -> Path:
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows))
+    return path
+
+
+def _cli(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "cpfleet", *args], capture_output=True, text=True, timeout=timeout, cwd=REPO)
+
+
+def test_judge_skips_bad_job_lines_counts_them_and_judges_the_rest(tmp_path: Path) -> None:
+    problems = _write(tmp_path / "p.jsonl", [ADD])
+    jobs = _write(tmp_path / "j.jsonl", [
+        {"problem_id": "add", "completion": CORRECT_ADD, "job_id": "good"},
+        '{"problem_id": "add", "completion": ',  # cut short
+        {"problem_id": "add", "completion": 7, "job_id": "bad-type"},
+        {"problem_id": "add", "completion": CORRECT_ADD},
+    ])
+    out = _cli("judge", str(problems), str(jobs), "--workers", "1", "--no-progress")
+    assert out.returncode == 0, out.stderr
+    results = [json.loads(line) for line in out.stdout.splitlines()]
+    assert [(r["job_id"], r["reward"]) for r in results] == [("good", 1.0), ("3", 1.0)]
+    assert f"{jobs}:2: skipped job line: invalid JSON" in out.stderr
+    assert f"{jobs}:3: skipped job line: job 'bad-type': 'completion' must be a string" in out.stderr
+    assert "jobs: 2 jobs read from 4 lines, 2 skipped" in out.stderr
+    assert "Traceback" not in out.stderr
+
+    strict = _cli("judge", str(problems), str(jobs), "--workers", "1", "--no-progress", "--strict")
+    assert strict.returncode == 2 and strict.stdout == ""
+    assert f"{jobs}:2: invalid JSON" in strict.stderr and "--strict" in strict.stderr
+
+
+def test_the_completion_size_limit_is_one_rule_naming_the_job(tmp_path: Path, redis_url: str) -> None:
+    big = "x" * (protocol.MAX_COMPLETION_BYTES + 1)
+    path = _write(tmp_path / "j.jsonl", [{"problem_id": "add", "completion": big, "job_id": "huge"}, {"problem_id": "add", "completion": "y"}])
+    read = read_jobs(path)
+    assert [j["completion"] for j in read.jobs] == ["y"]
+    limit = f"job 'huge': completion of {len(big)} bytes exceeds the limit of {protocol.MAX_COMPLETION_BYTES} bytes (32 MiB)"
+    assert read.warnings == [f"{path}:1: skipped job line: {limit}"]
+
+    from cpfleet.producer.client import FleetClient
+
+    with FleetClient(redis_url) as client, pytest.raises(ValueError) as err:
+        client.submit("add", big, job_id="huge")
+    assert str(err.value) == limit
+
+    submit = _cli("submit", str(path), "--redis", redis_url, "--strict", "--no-progress")
+    assert submit.returncode == 2 and limit in submit.stderr and "Traceback" not in submit.stderr
+
+
+def test_a_job_of_a_skipped_problem_says_why_it_was_skipped(tmp_path: Path) -> None:
+    problems = _write(tmp_path / "p.jsonl", [ADD, NO_HIDDEN])
+    jobs = _write(tmp_path / "j.jsonl", [
+        {"problem_id": "lonely", "completion": CORRECT_ADD, "job_id": "l"},
+        {"problem_id": "typo", "completion": CORRECT_ADD, "job_id": "t"},
+    ])
+    out = _cli("judge", str(problems), str(jobs), "--workers", "1", "--no-progress")
+    assert out.returncode == 0, out.stderr
+    by = {r["job_id"]: r for r in map(json.loads, out.stdout.splitlines())}
+    assert by["l"]["verdict"] == "UNKNOWN_PROBLEM" and by["l"]["reward"] is None
+    assert by["l"]["infra_message"].startswith(f"problem 'lonely' was skipped when loading {problems}:2: unjudgeable problem:")
+    assert "no hidden tests" in by["l"]["infra_message"]
+    assert by["t"]["infra_message"] == "unknown problem 'typo'"
+
+
+def _descendants(root: int) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_bytes()
+            except OSError:
+                continue
+            children.setdefault(int(stat[stat.rfind(b")") + 2 :].split()[1]), []).append(int(entry.name))
+    found, todo = set(), [root]
+    while todo:
+        for kid in children.get(todo.pop(), []):
+            found.add(kid)
+            todo.append(kid)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return False
+    return stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] not in (b"Z", b"X")
+
+
+@pytest.mark.parametrize("workers", ["2", "1"])
+def test_ctrl_c_on_judge_stops_promptly_with_a_summary_and_no_traceback(tmp_path: Path, workers: str) -> None:
+    slow = "```python\nimport time\ntime.sleep(8)\na, b = map(int, input().split())\nprint(a + b)\n```"
+    problems = _write(tmp_path / "p.jsonl", [{**ADD, "time_limit_s": 30}])
+    jobs = _write(tmp_path / "j.jsonl", [{"problem_id": "add", "completion": CORRECT_ADD, "job_id": "fast"}]
+                  + [{"problem_id": "add", "completion": slow, "job_id": f"s{i}"} for i in range(6)])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cpfleet", "judge", str(problems), str(jobs), "--workers", workers, "--no-progress"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, start_new_session=True,
+    )
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()  # the fast job's result: judging is under way
+        assert json.loads(first)["job_id"] == "fast"
+        time.sleep(1.0)  # the slow jobs' programs are running now
+        started = _descendants(proc.pid)
+        assert started, "no pool process or sandbox found"
+        os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+        t0 = time.monotonic()
+        rest, err = proc.communicate(timeout=60)
+        took = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert "cpfleet judge: interrupted: 1 of 7 judged (mean reward 1.000 over 1" in err
+    assert rest == ""
+    # generous: without the fix the pool finished its 8 s tests first (and the zygotes printed tracebacks)
+    assert took < 7.5, f"took {took:.1f}s to stop"
+    deadline = time.monotonic() + 20  # liveness wait for exits, not a timing assertion
+    while any(_alive(p) for p in started) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [p for p in started if _alive(p)], "processes of the judge run outlived it"
+
+
+@pytest.mark.slow
+def test_ctrl_c_on_submit_withdraws_the_rest_with_a_summary_and_no_traceback(tmp_path: Path, redis_url: str) -> None:
+    from fleet_helpers import FleetWorker
+
+    problems = _write(tmp_path / "p.jsonl", [{**ADD, "time_limit_s": 30}])
+    slow = "```python\nimport time  # {i}\ntime.sleep(3)\na, b = map(int, input().split())\nprint(a + b)\n```"
+    jobs = _write(tmp_path / "j.jsonl", [{"problem_id": "add", "completion": CORRECT_ADD, "job_id": "fast"}]
+                  + [{"problem_id": "add", "completion": slow.format(i=i), "job_id": f"s{i}"} for i in range(8)])
+    with FleetWorker(redis_url, tmp_path, concurrency=1):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "cpfleet", "submit", str(jobs), "--redis", redis_url, "--problems", str(problems),
+             "--no-progress"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, start_new_session=True,
+        )  # fmt: skip
+        try:
+            assert proc.stdout is not None
+            assert json.loads(proc.stdout.readline())["job_id"] == "fast"
+            os.killpg(proc.pid, signal.SIGINT)
+            t0 = time.monotonic()
+            rest, err = proc.communicate(timeout=60)
+            took = time.monotonic() - t0
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    m = re.search(r"cpfleet submit: interrupted: (\d) of 9 judged \(mean reward 1\.000 over \1", err)
+    assert m and 1 <= int(m.group(1)) < 9, err
+    assert "the rest were withdrawn" in err
+    assert took < 7.5, f"took {took:.1f}s to stop"  # generous; each remaining job would take 3+ s

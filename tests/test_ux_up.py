@@ -1,0 +1,159 @@
+"""`cpfleet up` as an operator runs it: it keeps its queue and problems in a data folder by
+default (Redis AOF) and says on Ctrl-C how many jobs were still queued; its terminal shows a
+status block and progress lines, while Celery's and Flower's own output and the per-job log go
+to files. Real processes, a real SIGINT."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import redis
+
+from cpfleet.core import protocol
+from cpfleet.local_fleet import queued_jobs
+from cpfleet.processes import alive, descendants
+from cpfleet.redis_server import RedisServer, free_port
+
+REPO = Path(__file__).resolve().parents[1]
+SLOW = {
+    "id": "ux/slow",
+    "public_tests": [{"input": "1\n", "output": "1\n"}],
+    "hidden_tests": [{"input": "2\n", "output": "2\n"}],
+    "time_limit_s": 20,
+}
+SLEEPY = "```python\nimport time  # job {i}\ntime.sleep(1.5)\nprint(input())\n```"  # distinct: no dedupe
+
+
+def _start(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "cpfleet", "up", *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+    )  # fmt: skip
+
+
+def _status_block(proc: subprocess.Popen[str], timeout: float = 180) -> str:
+    assert proc.stdout is not None
+    lines: list[str] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        if line.startswith("  stop"):
+            return "".join(lines)
+    proc.kill()
+    raise AssertionError(f"cpfleet up did not come up: {''.join(lines)}\n{proc.stderr.read() if proc.stderr else ''}")
+
+
+@pytest.mark.slow
+def test_up_keeps_queue_and_problems_says_what_was_queued_and_keeps_its_noise_in_files(tmp_path: Path) -> None:
+    from cpfleet.producer.client import FleetClient
+
+    data = tmp_path / "data"
+    proc = _start("--data-dir", str(data), "--workers", "1", "--flower-port", "-1", "--metrics-port", "0",
+                  "--redis-port", str(free_port()))
+    client = None
+    try:
+        block = _status_block(proc)
+        url = re.search(r"redis\s+(redis://\S+)", block).group(1)  # type: ignore[union-attr]
+        assert f"queue and problems kept in {data / 'redis'}" in block
+        assert re.search(rf"logs\s+{re.escape(str(data / 'logs'))}\s+\(worker.log: one JSON line per job", block)
+        loaded = subprocess.run([sys.executable, "-m", "cpfleet", "load", "-", "--redis", url], input="",
+                                capture_output=True, text=True, timeout=60)  # `-` is no file: exit 2, no traceback
+        assert "Traceback" not in loaded.stderr
+        problems = tmp_path / "p.jsonl"
+        problems.write_text(json.dumps(SLOW) + "\n")
+        loaded = subprocess.run([sys.executable, "-m", "cpfleet", "load", str(problems), "--redis", url],
+                                capture_output=True, text=True, timeout=60)
+        assert loaded.returncode == 0, loaded.stderr
+        client = FleetClient(url, timeout=600)
+        futures = client.submit_many([{"problem_id": SLOW["id"], "completion": SLEEPY.format(i=i)} for i in range(12)])
+        futures[0].result(timeout=120)  # one judged: a progress line is due, the rest still queued
+        assert proc.stdout is not None
+        progress: list[str] = []
+        pattern = re.compile(r"\d\d:\d\d:\d\d\s+[\d.]+ jobs/s\s+queue \d+\s+done [1-9]\d*\s+OK [1-9]")
+        deadline = time.monotonic() + 60
+        while not (progress and pattern.match(progress[-1])) and time.monotonic() < deadline:
+            progress.append(proc.stdout.readline())
+        assert pattern.match(progress[-1]), progress
+        started = descendants(proc.pid)
+        proc.send_signal(2)  # SIGINT, as Ctrl-C
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    m = re.search(rf"cpfleet up: (\d+) jobs still queued, kept with the problem store in {re.escape(str(data / 'redis'))}", err)
+    assert m, err
+    left = int(m.group(1))
+    assert 1 <= left <= 11
+    deadline = time.monotonic() + 20
+    while alive(started) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert alive(started) == {}
+    # the terminal stays quiet: no Celery banner or superuser warning, no per-job JSON lines
+    terminal = out + err
+    for noise in ("-------------- ", "superuser", "Inspect method", '"job_id"', "Traceback"):
+        assert noise not in terminal, noise
+    worker_log = (data / "logs" / "worker.log").read_text()
+    assert '"job_id"' in worker_log and "ready." in worker_log
+
+    # the AOF holds the queue and the problem store: a Redis started on that folder has both
+    with RedisServer(data_dir=str(data / "redis"), appendonly=True) as server:
+        assert queued_jobs(server.url) == left
+        r = redis.Redis.from_url(server.url)
+        try:
+            assert SLOW["id"].encode() in r.smembers(protocol.problem_index_key())
+        finally:
+            r.close()
+    if client is not None:
+        client.close()
+
+
+def test_a_second_up_on_the_same_data_folder_is_refused(tmp_path: Path) -> None:
+    import fcntl
+    import os
+
+    lock_dir = tmp_path / "data" / "redis"
+    lock_dir.mkdir(parents=True)
+    fd = os.open(lock_dir / "cpfleet-up.lock", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # as a running `cpfleet up` holds it
+    try:
+        out = subprocess.run([sys.executable, "-m", "cpfleet", "up", "--data-dir", str(tmp_path / "data")],
+                             capture_output=True, text=True, timeout=60, cwd=REPO)
+    finally:
+        os.close(fd)
+    assert out.returncode == 2
+    assert f"cpfleet up: another cpfleet up is using {lock_dir}; stop it, or pass --data-dir DIR or --ephemeral" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_a_data_folder_that_cannot_be_made_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    out = subprocess.run([sys.executable, "-m", "cpfleet", "up", "--data-dir", str(blocker / "data")],
+                         capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert out.returncode == 2
+    assert "Traceback" not in out.stderr and f"cpfleet up: {blocker / 'data'}: Not a directory" in out.stderr
+
+
+def test_the_stop_line_says_where_queued_jobs_went() -> None:
+    from cpfleet.local_fleet import LocalFleet
+    from cpfleet.up import Places, left_in_queue_line
+
+    own = LocalFleet(flower_port=None, metrics_port=None)  # never started: redis_url None, as after stop()
+    external = LocalFleet("redis://127.0.0.1:6390/0", flower_port=None, metrics_port=None)
+    kept, memory = Places("/data/redis", "/data/logs"), Places(None, "/tmp/logs")
+    assert left_in_queue_line(3, kept, own).startswith("3 jobs still queued, kept with the problem store in /data/redis")
+    assert left_in_queue_line(3, memory, own) == "3 jobs still queued, dropped with the in-memory Redis (--ephemeral)"
+    assert left_in_queue_line(3, memory, external) == "3 jobs still queued in redis://127.0.0.1:6390/0"
+    assert left_in_queue_line(0, memory, own) == "no job was still queued"
+    assert left_in_queue_line(None, kept, own).startswith("could not count")
