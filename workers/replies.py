@@ -1,4 +1,4 @@
-"""Pushing one result to its job's reply list: LPUSH + EXPIRE in one pipeline, retried while
+"""Pushing one result to its job's reply list: LPUSH + EXPIRE in one round trip, retried while
 Redis is briefly away (a restart mid-batch) or full (``maxmemory`` with ``noeviction`` refuses
 writes with an OOM error until readers or workers drain it), so a finished job's work is not
 thrown away."""
@@ -41,7 +41,9 @@ def push_reply(
     full_logged = False
     while True:
         try:
-            pipe = client.pipeline(transaction=True)
+            # not a transaction (MULTI/EXEC would be 2 more commands per job): if only the LPUSH
+            # lands, the retry pushes a duplicate, which the client drops by job id
+            pipe = client.pipeline(transaction=False)
             pipe.lpush(reply_to, data)
             pipe.expire(reply_to, ttl_s)
             if count_failure is not None:
