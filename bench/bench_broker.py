@@ -29,6 +29,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -100,8 +101,36 @@ def measure(r: redis.Redis, client: FleetClient, completion: str, n: int) -> dic
     return out
 
 
+def requests_per_job(url: str, client: FleetClient, completion: str, n: int) -> tuple[float, float]:
+    """(top-level commands per job, commands run by Lua scripts per job), from MONITOR on a
+    separate sample: INFO commandstats counts both kinds together."""
+    stop = threading.Event()
+    counts = {"top": 0, "lua": 0}
+
+    def watch(ready: threading.Event) -> None:
+        with redis.Redis.from_url(url).monitor() as m:
+            ready.set()
+            while not stop.is_set():
+                cmd = m.next_command()
+                if cmd["command"].startswith("PING") or cmd["command"] == "MONITOR":
+                    continue
+                counts["lua" if cmd.get("client_type") == "lua" else "top"] += 1
+
+    ready = threading.Event()
+    t = threading.Thread(target=watch, args=(ready,), daemon=True)
+    t.start()
+    ready.wait(10)
+    client.gather(client.submit_many([(ONE["id"], completion)] * n), timeout=3600)
+    time.sleep(0.5)
+    stop.set()
+    redis.Redis.from_url(url).ping()  # wakes the monitor so it sees the stop
+    t.join(10)
+    return counts["top"] / n, counts["lua"] / n
+
+
 def show(name: str, m: dict[str, Any]) -> None:
-    print(f"  {name}: {m['jobs_per_s']:.0f} jobs/s, {m['total']:.2f} Redis commands/job, "
+    print(f"  {name}: {m['jobs_per_s']:.0f} jobs/s, {m['total']:.2f} Redis commands/job "
+          f"({m['top']:.2f} sent by clients + {m['lua']:.2f} run by scripts, MONITOR sample), "
           f"{m['in']:.0f} B in + {m['out']:.0f} B out per job, Redis CPU {m['cpu_ms_per_1k']:.0f} ms per 1k jobs"
           f" ({m['cache_hits']} cache hits)")
     for cmd, per in sorted(m["calls"].items(), key=lambda kv: -kv[1]):
@@ -112,6 +141,7 @@ def show(name: str, m: dict[str, Any]) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--jobs", type=int, default=3000)
+    ap.add_argument("--sample", type=int, default=300, help="jobs watched with MONITOR")
     ap.add_argument("--concurrency", type=int, default=len(os.sched_getaffinity(0)))
     args = ap.parse_args()
     results: dict[str, dict[str, Any]] = {}
@@ -126,8 +156,10 @@ def main() -> int:
                             FleetClient(server.url, queue="bench-broker", use_cache=False, timeout=3600,
                                         max_in_flight=10**6) as fresh:
                         cached.register_problems([ONE])
-                        results[f"{label}: cache hit"] = measure(r, cached, ECHO, args.jobs)
-                        results[f"{label}: trivial program"] = measure(r, fresh, ECHO, args.jobs)
+                        for kind, client in (("cache hit", cached), ("trivial program", fresh)):
+                            m = measure(r, client, ECHO, args.jobs)
+                            m["top"], m["lua"] = requests_per_job(server.url, client, ECHO, args.sample)
+                            results[f"{label}: {kind}"] = m
                 finally:
                     w.stop()
     print(f"cpfleet broker benchmark: {args.jobs} jobs per kind, worker concurrency {args.concurrency}, "
@@ -138,6 +170,7 @@ def main() -> int:
         before = results[f"before (CPFLEET_BROKER_LEAN=0): {kind}"]
         now = results[f"now: {kind}"]
         print(f"  {kind}: commands/job {before['total']:.2f} -> {now['total']:.2f} "
+              f"(sent by clients {before['top']:.2f} -> {now['top']:.2f}) "
               f"(ratio {before['total'] / now['total']:.2f}x), jobs/s {before['jobs_per_s']:.0f} -> "
               f"{now['jobs_per_s']:.0f} ({now['jobs_per_s'] / before['jobs_per_s']:.2f}x), Redis CPU/1k jobs "
               f"{before['cpu_ms_per_1k']:.0f} -> {now['cpu_ms_per_1k']:.0f} ms   goal <= 6 commands/job")
