@@ -5,9 +5,10 @@ Two real workers on one Redis judge the same wrong completions at the same time:
 (most-often-failed hidden tests first, learnt from the fleet's own results). The completions are
 LLM-style mutants of real correct programs (``bench/wrong_completions.py``: off-by-one bounds,
 flipped comparisons, a wrong special case, too slow on the large test) plus the problems' own
-wrong solutions where a set has them. Per problem the mutants are split in two halves: the
-first warms the counts (judged by the fail-fast worker only), the second is measured on both
-workers, so the order is learnt from other completions than the ones it is measured on.
+wrong solutions where a set has them. Per problem and kind the wrong completions alternate between
+two halves: the first warms the counts (judged by the fail-fast worker only), the second is
+measured on both workers, so the order is learnt from other completions than the ones it is
+measured on (as in training, where a group's completions share blind spots).
 
 Reported per set and per mutant kind, for the completions that are wrong (reward 0):
   * the test programs' CPU per wrong completion (sum of ``timings.cpu_ms``), file vs learnt order;
@@ -116,7 +117,8 @@ def fence(code: str, language: str = "python3") -> str:
 
 
 def jobs_for(records: list[dict[str, Any]], per_kind: int, kinds: tuple[str, ...]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(warm-up jobs, measured jobs): each problem's wrong completions alternate between the two."""
+    """(warm-up jobs, measured jobs): each problem's wrong completions of each kind alternate
+    between the two, so the order is learnt from other programs than those measured."""
     warm: list[dict[str, Any]] = []
     measured: list[dict[str, Any]] = []
     for r in records:
@@ -127,9 +129,11 @@ def jobs_for(records: list[dict[str, Any]], per_kind: int, kinds: tuple[str, ...
                       wrong_completions.completions(r["correct_solutions"][0], largest, per_kind, kinds)]
         found += [("own-wrong", "python3", fence(code)) for code in r.get("incorrect_solutions") or []]
         found += [(kind, lang, fence(code, lang)) for kind, lang, code in r.get("wrong") or []]
-        for i, (kind, lang, comp) in enumerate(found):
-            (warm if i % 2 == 0 else measured).append({"problem_id": r["id"], "completion": comp, "kind": kind,
-                                                       "language": lang})
+        seen: dict[str, int] = defaultdict(int)
+        for kind, lang, comp in found:  # alternate within each kind: both halves have every kind
+            (warm if seen[kind] % 2 == 0 else measured).append({"problem_id": r["id"], "completion": comp,
+                                                                "kind": kind, "language": lang})
+            seen[kind] += 1
     return warm, measured
 
 

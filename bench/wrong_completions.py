@@ -10,10 +10,13 @@ seed: same program), so a benchmark and a test can judge exactly the same comple
 * ``const``: one integer literal moved by one (off-by-one in a bound or an initial value);
 * ``range``: one ``range(...)`` loses its last iteration;
 * ``edge``: a wrong answer for a degenerate input (first input token ``1``), the special case a
-  model "handles" with a made-up answer; the input is peeked with ``os.pread`` so the program
-  itself reads it unchanged;
+  model "handles" with a made-up answer (the seed picks which); the input is peeked with
+  ``os.pread`` so the program itself reads it unchanged;
 * ``slow``: right answers, but spins until the time limit on the problem's largest input (a
   quadratic algorithm where the large test needs n log n).
+
+The seed gives distinct programs of one kind: a GRPO group's completions share blind spots, so
+the same failure comes back in several programs.
 
 Not every mutant is wrong (a flipped comparison can be equivalent); callers judge them and keep
 the wrong ones.
@@ -83,14 +86,18 @@ except OSError:
 """
 
 
-def _edge_mutant(source: str) -> str:
-    return (_PEEK.format(n=64) + "if _fc_head.split()[:1] == [b'1']:\n    print(0)\n    raise SystemExit(0)\n"
+_EDGE_ANSWERS = ("0", "-1", "1", "'NO'", "''")
+
+
+def _edge_mutant(source: str, seed: int) -> str:
+    answer = _EDGE_ANSWERS[seed % len(_EDGE_ANSWERS)]
+    return (_PEEK.format(n=64) + f"if _fc_head.split()[:1] == [b'1']:\n    print({answer})\n    raise SystemExit(0)\n"
             + source)
 
 
-def _slow_mutant(source: str, largest_input: int) -> str:
-    return (_PEEK.format(n=largest_input + 1) + f"if len(_fc_head) >= {largest_input}:\n    while True:\n        pass\n"
-            + source)
+def _slow_mutant(source: str, largest_input: int, seed: int) -> str:
+    spin = "while True:\n        pass" if seed % 2 == 0 else "_fc_x = 0\n    while _fc_x >= 0:\n        _fc_x += 1"
+    return (_PEEK.format(n=largest_input + 1) + f"if len(_fc_head) >= {largest_input}:\n    {spin}\n" + source)
 
 
 def mutant(source: str, kind: str, seed: int, largest_input: int = 0) -> str | None:
@@ -98,9 +105,9 @@ def mutant(source: str, kind: str, seed: int, largest_input: int = 0) -> str | N
     no site for it (or, for ``slow``, no input to be slow on)."""
     rng = random.Random(f"{kind}:{seed}:{len(source)}")
     if kind == "edge":
-        return _edge_mutant(source)
+        return _edge_mutant(source, seed)
     if kind == "slow":
-        return _slow_mutant(source, largest_input) if largest_input > 0 else None
+        return _slow_mutant(source, largest_input, seed) if largest_input > 0 else None
     out = _ast_mutant(source, kind, rng)
     return None if out is None or out == source else out
 
@@ -115,8 +122,6 @@ def completions(source: str, largest_input: int, per_kind: int = 2,
                 break
             code = mutant(source, kind, seed, largest_input)
             if code is None or code in seen:
-                if kind in ("edge", "slow") and code is not None:
-                    break  # one program per kind: the seed does not change it
                 continue
             seen.add(code)
             yield kind, seed, f"```python\n{code}\n```"
