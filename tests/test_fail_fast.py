@@ -94,6 +94,11 @@ def test_counts_order_most_failed_first_ties_in_file_order() -> None:
     assert order_from_counts(counts, 2) == [1, 0]  # counts of tests that no longer exist are ignored
     assert order_from_counts({}, 5) is None and order_from_counts({9: 3}, 5) is None
     assert parse_counts(None) == {}
+    # per unit of cost: a test of 1 MB needs ~17x the failures of a tiny one to go first
+    big = 1024 * 1024
+    assert order_from_counts({0: 10, 1: 2}, 3, [big, 10, 10]) == [1, 0, 2]
+    assert order_from_counts({0: 40, 1: 2}, 3, [big, 10, 10]) == [0, 1, 2]
+    assert order_from_counts({2: 1}, 3, [big, big, 10]) == [2, 0, 1]  # never-failed: file order
 
 
 def test_evaluate_refuses_an_order_that_is_not_a_permutation(runner: CodeRunner) -> None:

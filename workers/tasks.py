@@ -132,7 +132,8 @@ def _judge_job(msg: JobMessage, admission: Admission) -> JobResult:
         problem_version=version,  # the store's version: no re-hashing every test per job
         language=msg.language,
         time_budget_s=settings.job_time_budget_s,  # ends before the soft limit: see config.job_time_budget
-        hidden_order=order_from_counts(admission.fail_counts, len(problem.hidden_tests)),
+        hidden_order=order_from_counts(admission.fail_counts, len(problem.hidden_tests),
+                                       [len(t.input) + len(t.output) for t in problem.hidden_tests]),
     )
     result.cache_hit = False
     if result.infra_error:
