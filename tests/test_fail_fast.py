@@ -132,6 +132,7 @@ def test_order_names_the_failing_test_and_leaves_fraction_and_public_alone(runne
     assert (a.reward, a.verdict, a.hidden.first_failure_index) == (0.0, Verdict.WRONG_ANSWER, 1)
     assert (b.reward, b.verdict, b.hidden.first_failure_index) == (0.0, Verdict.TIME_LIMIT, 5)
     assert "hidden test 6" in b.stopped  # named by its place in the file
+    assert failed_test(a) == 1 and failed_test(b) is None  # limit failures are not counted
     assert JobResult.from_dict(b.to_dict()).hidden.first_failure_index == 5  # survives the wire
 
 
