@@ -20,7 +20,7 @@ differ (a different failing test found first, e.g. TIME_LIMIT instead of WRONG_A
 counted. Goal: >= 2x less CPU per wrong completion once the counts have warmed, 0 reward changes.
 
 Sets: the shipped demo problems (always), the shared CodeContests problems
-(``codecontests-300.jsonl``: ``CPFLEET_SHARED_DATA`` or ``../shared/data``; skipped, saying
+(``codecontests-300.jsonl``, ``icpc-kattis-31.jsonl.gz``: ``CPFLEET_SHARED_DATA`` or a ``shared/data`` folder above the repository; skipped, saying
 so, when absent). The result cache is off: every job really runs.
 
     .venv/bin/python bench/bench_failfast.py [--limit 300] [--per-kind 2] [--no-slow]
