@@ -19,9 +19,9 @@ Rewards must be identical job for job (the run fails loudly if one differs); ver
 differ (a different failing test found first, e.g. TIME_LIMIT instead of WRONG_ANSWER) are
 counted. Goal: >= 2x less CPU per wrong completion once the counts have warmed, 0 reward changes.
 
-Sets: the shipped demo problems (always), the shared CodeContests problems
-(``codecontests-300.jsonl``, ``icpc-kattis-31.jsonl.gz``: ``CPFLEET_SHARED_DATA`` or a ``shared/data`` folder above the repository; skipped, saying
-so, when absent). The result cache is off: every job really runs.
+Sets: the shipped demo problems (always), the shared ICPC/Kattis and CodeContests problems
+(``icpc-kattis-31.jsonl.gz``, ``codecontests-300.jsonl`` in ``CPFLEET_SHARED_DATA`` or a
+``shared/data`` folder above the repository; each skipped, saying so, when absent). The result cache is off: every job really runs.
 
     .venv/bin/python bench/bench_failfast.py [--limit 300] [--per-kind 2] [--no-slow]
 """
