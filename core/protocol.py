@@ -39,6 +39,14 @@ def problem_index_key() -> str:
     return f"{KEY_PREFIX}:problems"
 
 
+def fail_counts_key(problem_id: str) -> str:
+    """A hash of how often each hidden test of the problem's stored version was the failure that
+    ended an all-or-nothing job: field = the test's 0-based index, value = the count. Workers run
+    the most-failed tests first; the store deletes the hash when it writes a changed problem, so
+    its fields are at most the hidden tests of one version."""
+    return f"{KEY_PREFIX}:fails:{problem_id}"
+
+
 # --- the evaluate task -------------------------------------------------------------------------
 
 TASK_NAME = "cpfleet.evaluate"
@@ -453,7 +461,7 @@ def decode_reply(data: bytes) -> dict[str, Any]:
 
 # --- result cache ------------------------------------------------------------------------------
 
-RESULT_CACHE_FORMAT = 3  # bump when the cached result's meaning (or the key's layout) changes
+RESULT_CACHE_FORMAT = 4  # bump when the cached result's meaning (or the key's layout) changes
 
 
 def code_hash(code: str | None) -> str:

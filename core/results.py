@@ -26,6 +26,9 @@ class TestSetSummary:
     total: int = 0  # tests in the set (for all-or-nothing, also those not run after a failure)
     run: int = 0  # tests actually executed
     first_failure: Verdict | None = None
+    # which test gave ``first_failure``: its 0-based index in the set as stored (hidden tests may
+    # run in another order, see ``sandbox.env.evaluate``'s ``hidden_order``); None: no failure
+    first_failure_index: int | None = None
     tests: list[TestReport] = field(default_factory=list)  # public tests only, those run, in order
 
 
@@ -77,11 +80,13 @@ class JobResult:
         def summary(s: dict[str, Any] | None) -> TestSetSummary:
             s = s or {}
             ff = s.get("first_failure")
+            ffi = s.get("first_failure_index")
             return TestSetSummary(
                 passed=int(s.get("passed", 0)),
                 total=int(s.get("total", 0)),
                 run=int(s.get("run", 0)),
                 first_failure=None if ff is None else Verdict(ff),
+                first_failure_index=None if ffi is None else int(ffi),
                 tests=[
                     TestReport(
                         Verdict(t["verdict"]),

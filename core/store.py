@@ -24,7 +24,13 @@ import msgpack
 
 from cpfleet.core.errors import ProblemStoreError
 from cpfleet.core.problem import Problem, ProblemFormatError, validate_for_judging
-from cpfleet.core.protocol import PROBLEM_FIELD_DATA, PROBLEM_FIELD_VERSION, problem_index_key, problem_key
+from cpfleet.core.protocol import (
+    PROBLEM_FIELD_DATA,
+    PROBLEM_FIELD_VERSION,
+    fail_counts_key,
+    problem_index_key,
+    problem_key,
+)
 
 if TYPE_CHECKING:
     import redis  # annotations only: the core imports no client library
@@ -153,8 +159,9 @@ def remove_problems(client: redis.Redis, problem_ids: Iterable[str]) -> int:
     pipe = client.pipeline(transaction=False)
     for pid in ids:
         pipe.delete(problem_key(pid))
+        pipe.delete(fail_counts_key(pid))
     pipe.srem(problem_index_key(), *ids)
-    return int(sum(pipe.execute()[:-1]))
+    return int(sum(pipe.execute()[:-1:2]))
 
 
 def _register_batch(client: redis.Redis, batch: list[Problem], batch_bytes: int, stats: RegisterStats) -> None:
@@ -178,6 +185,7 @@ def _register_batch(client: redis.Redis, batch: list[Problem], batch_bytes: int,
             continue
         blob = encode_problem(latest[pid])
         pipe.hset(problem_key(pid), mapping={PROBLEM_FIELD_VERSION: new, PROBLEM_FIELD_DATA: blob})
+        pipe.delete(fail_counts_key(pid))  # the counts were of the old tests (workers.failorder)
         pipe.sadd(problem_index_key(), pid)
         pending += len(blob)
         stats.bytes_written += len(blob)

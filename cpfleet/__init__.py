@@ -22,6 +22,7 @@ _EXPORTS: dict[str, str] = {
     # the trainer's client
     "FleetClient": "cpfleet.producer.client",
     "FleetStats": "cpfleet.producer.client",
+    "ShardedFleetClient": "cpfleet.producer.sharded",
     "RunRequest": "cpfleet.producer.client",
     # run jobs: execute a program on the fleet, no judging
     "RunJobResult": "cpfleet.core.results",
@@ -92,6 +93,7 @@ __all__ = [
     "RunOutput",
     "CompileOutput",
     "RunStatus",
+    "ShardedFleetClient",
     "JobResult",
     "TestReport",
     "TestSetSummary",
@@ -189,6 +191,7 @@ if TYPE_CHECKING:
     from cpfleet.core.verdict import Verdict
     from cpfleet.producer.client import FleetClient, FleetStats, RunRequest
     from cpfleet.producer.inline import problem_from_tests
+    from cpfleet.producer.sharded import ShardedFleetClient
     from cpfleet.sandbox.env import evaluate
 
 

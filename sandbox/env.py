@@ -36,6 +36,7 @@ test with ``judge_test`` (run, exit status, checker) and feed its ``TestOutcome`
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from cpfleet.core.checkers import Checker, CheckerSpecError, ProgramSpec, get_checker
@@ -264,7 +265,7 @@ class _Tally:
     cpu_ms: float = 0.0
     deterministic: bool = True
 
-    def add(self, out: TestOutcome, *, keep_report: bool) -> None:
+    def add(self, out: TestOutcome, index: int, *, keep_report: bool) -> None:
         s = self.summary
         s.run += 1
         self.cpu_ms += out.cpu_ms
@@ -272,7 +273,7 @@ class _Tally:
         if out.verdict == Verdict.OK:
             s.passed += 1
         elif s.first_failure is None:
-            s.first_failure = out.verdict
+            s.first_failure, s.first_failure_index = out.verdict, index
         if keep_report:
             s.tests.append(out.report())
 
@@ -289,6 +290,7 @@ def evaluate(
     problem_version: str | None = None,
     time_budget_s: float | None = DEFAULT_JOB_TIME_BUDGET_S,
     language: str | None = None,
+    hidden_order: Sequence[int] | None = None,
 ) -> JobResult:
     """Judge one completion. Never raises for anything the program or the sandbox does; a bug
     in the judge itself raises.
@@ -298,8 +300,17 @@ def evaluate(
     (the job's) fixes the language the completion is judged in; else the problem's
     ``languages`` allow several (sandbox/extract.py says which block wins).
     ``time_budget_s`` bounds the wall-clock time spent running tests (None: unbounded).
+
+    ``hidden_order``: a permutation of the hidden tests' indices to run them in, in full mode
+    with the all-or-nothing shape only (the fleet passes the most-often-failed first, see
+    ``cpfleet.workers.failorder``). Any failure there is reward 0 and a pass needs every test,
+    so the reward cannot depend on the order; what can is which failing test is found (the
+    verdict, ``hidden.first_failure_index``, ``hidden.passed`` and ``hidden.run``). Fraction
+    jobs run every test in file order, so their verdict stays the first failure in file order.
+    Public tests always run first and in file order: they are the feedback.
     """
     check_options(reward_shape, mode)
+    order = _hidden_order(problem, hidden_order) if mode == "full" and reward_shape == "all_or_nothing" else None
     started = time.perf_counter()
     version = problem.content_version() if problem_version is None else problem_version
 
@@ -361,14 +372,14 @@ def evaluate(
                 views.append(_view(test, None, f"the job stopped at its first {budget.stop}"))
                 continue
             out = run_one(test, f"public test {i + 1}")
-            public.add(out, keep_report=True)
+            public.add(out, i, keep_report=True)
             views.append(_view(test, out, call=fncall.call_text(problem.fn_name, test.input) if problem.fn_name else ""))
         if mode == "full":
-            for i, test in enumerate(problem.hidden_tests):
+            for i in range(len(problem.hidden_tests)) if order is None else order:
                 if budget.exhausted:
                     break
-                out = run_one(test, f"hidden test {i + 1}")
-                hidden.add(out, keep_report=False)
+                out = run_one(problem.hidden_tests[i], f"hidden test {i + 1}")
+                hidden.add(out, i, keep_report=False)
                 if out.verdict != Verdict.OK and reward_shape == "all_or_nothing":
                     break
     except (SandboxFailure, BrokenProblem, CheckerSpecError) as e:
@@ -419,6 +430,19 @@ def evaluate(
     result = finish(result, public.cpu_ms + hidden.cpu_ms)
     result.timings.compile_ms = compile_ms
     return result
+
+
+def _hidden_order(problem: Problem, order: Sequence[int] | None) -> list[int] | None:
+    """``order`` checked to be a permutation of the hidden tests' indices (None: file order).
+    Anything else is the caller's bug: running a test twice or skipping one could pay an
+    unearned reward, so it raises instead of being repaired."""
+    if order is None:
+        return None
+    seq = list(order)
+    if sorted(seq) != list(range(len(problem.hidden_tests))):
+        raise ValueError(f"hidden_order is not a permutation of the {len(problem.hidden_tests)} hidden tests "
+                         f"of problem {problem.id}")
+    return seq
 
 
 def program_identity(problem: Problem, completion: str, language: str | None) -> str | None:

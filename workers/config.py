@@ -77,6 +77,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("CPFLEET_MAX_RETRIES", "2", "re-runs of a job whose pool process died, then an INTERNAL reply"),
     Setting("CPFLEET_RESULT_CACHE", "1", "cache results by (problem version, extracted code, options)"),
     Setting("CPFLEET_RESULT_CACHE_TTL", "86400", "seconds a cached result lives"),
+    Setting("CPFLEET_BROKER_LEAN", "1", "kombu's per-job reserve/ack bookkeeping as plain pipelines (workers/broker.py); 0: stock kombu"),
+    Setting("CPFLEET_FAIL_FAST", "1", "run hidden tests most-often-failed first in all-or-nothing jobs (same rewards)"),
     Setting("CPFLEET_PROBLEM_CACHE_MB", "256", "per-process LRU of problems, bounded in bytes"),
     Setting("CPFLEET_TASK_EVENTS", "1", "send task events (Flower); costs a little on tiny jobs"),
     Setting("CPFLEET_REDIS_SOCKET_TIMEOUT", "15", "seconds; a silent broker connection is dropped and reconnected"),
@@ -106,6 +108,8 @@ class Settings:
     reply_retry_s: float
     debug_hooks: bool
     job_time_budget_s: float = 480.0
+    fail_fast: bool = True
+    broker_lean: bool = True
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -154,6 +158,8 @@ class Settings:
             reply_retry_s=float(get("CPFLEET_REPLY_RETRY_S")),
             debug_hooks=_bool(get("CPFLEET_DEBUG_HOOKS")),
             job_time_budget_s=job_time_budget(soft, get("CPFLEET_JOB_TIME_BUDGET")),
+            fail_fast=_bool(get("CPFLEET_FAIL_FAST")),
+            broker_lean=_bool(get("CPFLEET_BROKER_LEAN")),
         )
 
     def transport_options(self) -> dict[str, Any]:
@@ -176,8 +182,11 @@ class Settings:
         from kombu import Queue
 
         transport = self.transport_options()
+        lean = self.broker_lean and self.redis_url.split("://", 1)[0] == "redis"
         return {
             "broker_url": self.redis_url,
+            # plain redis:// only: Sentinel and TLS URLs keep kombu's own transport for their scheme
+            **({"broker_transport": "cpfleet.workers.broker:Transport"} if lean else {}),
             "broker_transport_options": transport,
             # No result backend: results go to reply lists. Celery still reads this mapping
             # for the visibility timeout in some code paths, so keep it equal.

@@ -1,4 +1,4 @@
-"""Pushing one result to its job's reply list: LPUSH + EXPIRE in one pipeline, retried while
+"""Pushing one result to its job's reply list: LPUSH + EXPIRE in one round trip, retried while
 Redis is briefly away (a restart mid-batch) or full (``maxmemory`` with ``noeviction`` refuses
 writes with an OOM error until readers or workers drain it), so a finished job's work is not
 thrown away."""
@@ -24,8 +24,10 @@ def push_reply(
     ttl_s: int,
     retry_for_s: float = 30.0,
     keep_until: float | None = None,
+    count_failure: tuple[str, int] | None = None,
 ) -> None:
-    """Deliver ``result``.
+    """Deliver ``result``; ``count_failure`` (fail-count hash, test index) adds one to that
+    test's count in the same round trip (``workers.failorder``).
 
     Redis unreachable: retried for ``retry_for_s``, then the last error is raised. Redis full:
     retried for ``retry_for_s`` or until ``keep_until`` (epoch seconds, the job's deadline: after
@@ -39,9 +41,13 @@ def push_reply(
     full_logged = False
     while True:
         try:
-            pipe = client.pipeline(transaction=True)
+            # not a transaction (MULTI/EXEC would be 2 more commands per job): if only the LPUSH
+            # lands, the retry pushes a duplicate, which the client drops by job id
+            pipe = client.pipeline(transaction=False)
             pipe.lpush(reply_to, data)
             pipe.expire(reply_to, ttl_s)
+            if count_failure is not None:
+                pipe.hincrby(count_failure[0], str(count_failure[1]), 1)
             pipe.execute()
             if full_logged:
                 log.warning("reply for job %s delivered once Redis had room", result.job_id)

@@ -31,6 +31,7 @@ from cpfleet.core.results import JobResult, RunJobResult
 from cpfleet.core.verdict import Verdict
 from cpfleet.workers import joblog
 from cpfleet.workers.app import app, resources, settings
+from cpfleet.workers.failorder import failed_test, order_from_counts
 from cpfleet.workers.replies import push_reply
 from cpfleet.workers.withdrawal import Admission, admit, admit_run
 
@@ -131,6 +132,8 @@ def _judge_job(msg: JobMessage, admission: Admission) -> JobResult:
         problem_version=version,  # the store's version: no re-hashing every test per job
         language=msg.language,
         time_budget_s=settings.job_time_budget_s,  # ends before the soft limit: see config.job_time_budget
+        hidden_order=order_from_counts(admission.fail_counts, len(problem.hidden_tests),
+                                       [len(t.input) + len(t.output) for t in problem.hidden_tests]),
     )
     result.cache_hit = False
     if result.infra_error:
@@ -180,14 +183,17 @@ def evaluate_task(self: Any, job: Any = None, *args: Any, **kwargs: Any) -> dict
     except ProtocolError as exc:
         _reject(self.request.id, job, str(exc), hostname)
         return {"verdict": "REJECTED", "reason": str(exc)[:200]}
-    admission = admit(resources.redis, msg)
+    fail_fast = settings.fail_fast and msg.mode == "full" and msg.reward_shape == "all_or_nothing"
+    admission = admit(resources.redis, msg, read_fail_counts=fail_fast)
     if admission.withdrawn is not None:
         joblog.log_event("job_withdrawn", job_id=msg.job_id, problem_id=msg.problem_id, reason=admission.withdrawn,
                          worker=hostname)
         return {"verdict": "WITHDRAWN", "job_id": msg.job_id, "reason": admission.withdrawn}
     result = run_job(msg, hostname, admission)
     try:
-        push_reply(resources.redis, msg.reply_to, result, msg.reply_ttl, settings.reply_retry_s, keep_until=msg.deadline)
+        failed = failed_test(result) if fail_fast else None
+        push_reply(resources.redis, msg.reply_to, result, msg.reply_ttl, settings.reply_retry_s, keep_until=msg.deadline,
+                   count_failure=None if failed is None else (protocol.fail_counts_key(msg.problem_id), failed))
     finally:
         _record(result)  # after the reply: the client need not wait for metrics and the job log line
         resources.prepare_next()  # the next job's sandbox is set up while this process waits for it

@@ -1,0 +1,72 @@
+"""Two shards, each a real redis-server with its own real worker: one ShardedFleetClient sends each
+job to its problem's shard, results come back in order, and a shard whose Redis is gone fails
+only its own jobs."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+import redis
+from fleet_helpers import FleetWorker
+
+from cpfleet.core import protocol
+from cpfleet.producer.client import BrokerUnavailable
+from cpfleet.producer.sharded import ShardedFleetClient, shard_of
+from cpfleet.redis_server import RedisServer
+
+PROBLEMS = [
+    {"id": f"shard/add-{k}", "hidden_tests": [{"input": f"{i} {k}\n", "output": f"{i + k}\n"} for i in range(3)]}
+    for k in range(12)
+]
+GOOD = "```python\na, b = map(int, input().split())\nprint(a + b)\n```"
+BAD = "```python\nprint(0)\n```"
+
+
+def test_shard_of_is_stable_and_spreads() -> None:
+    assert [shard_of(p["id"], 2) for p in PROBLEMS] == [shard_of(p["id"], 2) for p in PROBLEMS]
+    assert shard_of("shard/add-0", 2) == shard_of("shard/add-0", 2)
+    assert {shard_of(p["id"], 2) for p in PROBLEMS} == {0, 1}
+
+
+def test_two_redis_servers_each_with_its_workers(tmp_path: Path) -> None:
+    with RedisServer() as a, RedisServer() as b, \
+            FleetWorker(a.url, tmp_path, concurrency=1), FleetWorker(b.url, tmp_path, concurrency=1):
+        with ShardedFleetClient([a.url, b.url], timeout=120) as fleet:
+            fleet.register_problems(PROBLEMS)
+            # each problem is stored on its shard only
+            stores = [redis.Redis.from_url(u) for u in (a.url, b.url)]
+            for p in PROBLEMS:
+                home = shard_of(p["id"], 2)
+                assert stores[home].exists(protocol.problem_key(p["id"]))
+                assert not stores[1 - home].exists(protocol.problem_key(p["id"]))
+            jobs = [(p["id"], GOOD if i % 3 else BAD) for i, p in enumerate(PROBLEMS)] * 2
+            results = fleet.evaluate_many(jobs)
+            assert [r.problem_id for r in results] == [pid for pid, _ in jobs]
+            assert [r.reward for r in results] == [1.0 if c == GOOD else 0.0 for _, c in jobs]
+            workers = {r.worker for r in results}
+            assert len(workers) == 2  # both shards' workers judged
+
+            async def one() -> float | None:
+                return (await fleet.evaluate(PROBLEMS[1]["id"], GOOD)).reward
+
+            assert asyncio.run(one()) == 1.0
+            # inline tests go to one shard too, and are judged there
+            inline = fleet.evaluate_many([{"tests": {"inputs": ["2 3\n"], "outputs": ["5\n"]}, "completion": GOOD}])
+            assert inline[0].reward == 1.0
+
+            # one shard's Redis goes away: its jobs fail loudly, the other shard keeps judging
+            down = shard_of(PROBLEMS[0]["id"], 2)
+            (a if down == 0 else b).stop(kill=True)
+            alive = next(p["id"] for p in PROBLEMS if shard_of(p["id"], 2) != down)
+            assert fleet.submit(alive, GOOD).result(timeout=120).reward == 1.0
+            with pytest.raises(BrokerUnavailable):
+                fleet.submit(PROBLEMS[0]["id"], GOOD).result(timeout=120)
+
+
+def test_needs_distinct_urls() -> None:
+    with pytest.raises(ValueError):
+        ShardedFleetClient([])
+    with pytest.raises(ValueError):
+        ShardedFleetClient(["redis://127.0.0.1:1/0", "redis://127.0.0.1:1/0"])
