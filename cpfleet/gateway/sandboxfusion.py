@@ -92,6 +92,10 @@ def run_spec(body: dict[str, Any], output_cap: int) -> tuple[RunSpec, bytes, flo
         placed.append((name, data))
     if len(placed) > wire.MAX_RUN_FILES:
         raise HTTPError(422, f"at most {wire.MAX_RUN_FILES} files")
+    try:
+        wire.check_run_file_layout(name for name, _ in placed)
+    except ValueError as e:
+        raise HTTPError(422, f"files: {e}") from None
     fetch = body.get("fetch_files") or []
     if not isinstance(fetch, list) or not all(isinstance(f, str) for f in fetch):
         raise HTTPError(422, "'fetch_files' must be a list of paths")
