@@ -11,14 +11,17 @@ import json
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
 from fleet_helpers import FleetWorker
 from gateway_helpers import http, start_server, verl_payload
 
+from cpfleet import RunStatus
 from cpfleet.core import protocol
 from cpfleet.gateway import ServeConfig
+from cpfleet.producer.client import FleetClient
 from cpfleet.redis_server import RedisServer
 
 # a job's wall-clock budget of 4 s, so an input that starts late in a job is cut by it
@@ -69,3 +72,34 @@ def test_files_the_sandbox_cannot_place_are_the_callers_422_not_a_fleet_failure(
         protocol.RunMessage.from_wire(protocol.RunMessage(
             job_id="j", reply_to="r", code="print(1)", language="python3",
             files={k: v.encode() for k, v in files.items()}).to_wire())
+
+
+def test_an_input_cut_by_its_jobs_time_budget_is_not_run_never_the_programs_time_limit(node: FleetWorker) -> None:
+    # alone, each input finishes (a 2.5 s sleep is far within the 10 s limit); in one job the
+    # second one starts with at most 1.5 s of the job's 4 s budget left
+    with FleetClient(node.redis_url, timeout=120) as fleet:
+        r = fleet.run(SLEEPER, ["2.5", "2.5"])
+    first, second = r.runs
+    assert (first.status, first.stdout) == (RunStatus.FINISHED, "slept\n")
+    assert second.status == RunStatus.NOT_RUN, second
+    assert "time budget" in second.detail
+
+
+def test_coalesced_calls_each_get_their_own_answer_on_the_gateway(url: str) -> None:
+    code = "import sys\nprint(sys.stdin.read().strip()[::-1])\n"
+    stdins = [f"in{i}" for i in range(24)] * 2  # every stdin twice: shared inputs
+    with ThreadPoolExecutor(len(stdins)) as pool:
+        answers = list(pool.map(lambda s: http(url + "/run_code", verl_payload(code, s)), stdins))
+    for stdin, (status, body, _) in zip(stdins, answers, strict=True):
+        assert status == 200 and body["status"] == "Success", body
+        assert body["run_result"]["stdout"] == stdin[::-1] + "\n"
+
+
+def test_a_budget_cut_run_on_the_gateway_is_run_again_not_scored_as_a_timeout(url: str) -> None:
+    # two callers' inputs share one job; the later one is cut by the job's budget and must be
+    # run again, not answered TimeLimitExceeded (verl's -3)
+    with ThreadPoolExecutor(2) as pool:
+        answers = list(pool.map(lambda s: http(url + "/run_code", verl_payload(SLEEPER, s)), ["2.5", "2.5\n"]))
+    for status, body, _ in answers:
+        assert status == 200 and body["status"] == "Success", body
+        assert body["run_result"]["stdout"] == "slept\n"

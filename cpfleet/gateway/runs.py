@@ -10,8 +10,8 @@ limits (``RunSpec``); a group is published as one multi-input run job when it ha
 Identical calls (same program, limits and stdin) share one input, including a client's retry
 of a call whose answer it gave up on: it finds the input still in flight and waits for it.
 
-An input the job did not start (NOT_RUN: the job's time budget ran out before it, which
-coalescing makes more likely) is run again in a later group: it says nothing about the program.
+An input the job did not run to its end (NOT_RUN: the job's time budget ran out before it or
+cut it short, which coalescing makes more likely) is run again in a later group: it says nothing about the program.
 A run job that failed in the fleet (INTERNAL) raises Refused: the caller answers in the form
 its client retries, never with an output.
 """
