@@ -103,3 +103,14 @@ def test_a_budget_cut_run_on_the_gateway_is_run_again_not_scored_as_a_timeout(ur
     for status, body, _ in answers:
         assert status == 200 and body["status"] == "Success", body
         assert body["run_result"]["stdout"] == "slept\n"
+
+
+@pytest.mark.parametrize("body", [
+    b'{"code": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",  # nesting past the JSON parser's recursion
+    b'{"code": "print(1)", "memory_limit_MB": 1e999}',  # infinity
+    b'{"code": "print(1)", "language": ["python"]}',  # unhashable language
+    b'{"code": "print(1)", "language": {"a": 1}}',
+], ids=["deep", "infinite", "list-language", "object-language"])
+def test_malformed_run_code_bodies_are_4xx_never_a_500(url: str, body: bytes) -> None:
+    status, answer = raw_post(url + "/run_code", body)
+    assert 400 <= status < 500, (status, answer)

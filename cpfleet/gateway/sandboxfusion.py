@@ -65,7 +65,7 @@ def run_spec(body: dict[str, Any], output_cap: int) -> tuple[RunSpec, bytes, flo
     if not isinstance(code, str):
         raise HTTPError(422, "'code' must be a string")
     language = body.get("language", "python")
-    if language not in LANGUAGES:
+    if not isinstance(language, str) or language not in LANGUAGES:
         raise HTTPError(400, f"language {language!r} is not supported here (supported: {', '.join(LANGUAGES)})")
     stdin = body.get("stdin")
     if stdin is None:
