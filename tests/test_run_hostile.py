@@ -114,3 +114,19 @@ def test_a_budget_cut_run_on_the_gateway_is_run_again_not_scored_as_a_timeout(ur
 def test_malformed_run_code_bodies_are_4xx_never_a_500(url: str, body: bytes) -> None:
     status, answer = raw_post(url + "/run_code", body)
     assert 400 <= status < 500, (status, answer)
+
+
+def test_fetching_the_most_files_under_the_longest_names_fits_the_sandboxs_reply(node: FleetWorker) -> None:
+    # four files of the fetch bound under names of the most bytes a name may have: the reply
+    # that carries them back from the sandbox is one 64 KiB message, which they must fit
+    name = lambda i: "/".join([str(i) * 255] * 4)[: protocol.MAX_RUN_FILE_NAME_BYTES]  # noqa: E731
+    names = [name(i) for i in range(protocol.MAX_FETCH_FILES)]
+    code = ("import os, sys\nfor n in sys.stdin.read().split():\n    os.makedirs(os.path.dirname(n), exist_ok=True)\n"
+            f"    open(n, 'wb').write(b'\\x00' * {protocol.FETCH_FILE_BYTES - 1})\nprint('ok')\n")
+    with FleetClient(node.redis_url, timeout=120) as fleet:
+        r = fleet.run(code, " ".join(names), fetch_files=names)
+        (run,) = r.runs
+        assert (r.infra_error, run.status, run.stdout) == (False, RunStatus.FINISHED, "ok\n"), r
+        assert run.files == {n: b"\x00" * (protocol.FETCH_FILE_BYTES - 1) for n in names}
+        with pytest.raises(ValueError):
+            fleet.run(code, "", fetch_files=["d/" * 600 + "x"])
