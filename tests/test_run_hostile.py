@@ -95,6 +95,20 @@ def test_coalesced_calls_each_get_their_own_answer_on_the_gateway(url: str) -> N
         assert body["run_result"]["stdout"] == stdin[::-1] + "\n"
 
 
+def test_calls_with_different_limits_never_share_a_run(url: str) -> None:
+    # the same program and stdin at once under three time limits: each call runs under its own
+    # (the CPU rlimit the program sees follows the limit), none takes another's output
+    code = "import resource, sys\nprint(resource.getrlimit(resource.RLIMIT_CPU)[0], sys.stdin.read())\n"
+    limits = [1, 2, 3] * 4
+    with ThreadPoolExecutor(len(limits)) as pool:
+        answers = list(pool.map(lambda t: http(url + "/run_code", verl_payload(code, "x", timeout=t)), limits))
+    seen: dict[int, set[str]] = {}
+    for t, (status, body, _) in zip(limits, answers, strict=True):
+        assert status == 200 and body["status"] == "Success", body
+        seen.setdefault(t, set()).add(body["run_result"]["stdout"])
+    assert all(len(v) == 1 for v in seen.values()) and len({next(iter(v)) for v in seen.values()}) == 3, seen
+
+
 def test_a_budget_cut_run_on_the_gateway_is_run_again_not_scored_as_a_timeout(url: str) -> None:
     # two callers' inputs share one job; the later one is cut by the job's budget and must be
     # run again, not answered TimeLimitExceeded (verl's -3)
