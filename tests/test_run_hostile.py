@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
-from fleet_helpers import FleetWorker
+from fleet_helpers import FleetWorker, wait_until
 from gateway_helpers import http, start_server, verl_payload
 
 from cpfleet import RunStatus
@@ -144,3 +144,25 @@ def test_fetching_the_most_files_under_the_longest_names_fits_the_sandboxs_reply
         assert run.files == {n: b"\x00" * (protocol.FETCH_FILE_BYTES - 1) for n in names}
         with pytest.raises(ValueError):
             fleet.run(code, "", fetch_files=["d/" * 600 + "x"])
+
+
+def test_an_answer_kept_for_a_refused_callers_retry_holds_only_its_own_run(node: FleetWorker) -> None:
+    # two callers' inputs in one job, both refused (504) before it answers: what is kept for
+    # each retry is that caller's run, never the job's other runs (a job may carry up to the
+    # reply bound, 64 MiB, and KEEP_MAX answers are kept)
+    config = ServeConfig(redis_url=node.redis_url, timeout_s=120, wait_s=1.0, coalesce_ms=300)
+    srv, thread, port = start_server(config)
+    try:
+        runs = srv.config.app.state.gateway.runs
+        code = "import sys, time\ns = sys.stdin.read()\ntime.sleep(1.2)\nprint(s)\n"
+        with ThreadPoolExecutor(2) as pool:
+            first = list(pool.map(lambda s: http(f"http://127.0.0.1:{port}/run_code", verl_payload(code, s)), "ab"))
+        assert [status for status, _, _ in first] == [504, 504]
+        assert wait_until(lambda: len(runs._kept) == 2, timeout=60)
+        assert all(answer.job.runs == () for answer, _ in runs._kept.values())
+        for stdin in "ab":
+            status, body, _ = http(f"http://127.0.0.1:{port}/run_code", verl_payload(code, stdin))
+            assert status == 200 and body["run_result"]["stdout"] == stdin + "\n", body
+    finally:
+        srv.should_exit = True
+        thread.join(timeout=30)
