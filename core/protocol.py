@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -215,6 +215,9 @@ DEFAULT_RUN_MEMORY_MB = 1024
 MAX_RUN_TIME_LIMIT_S = 60.0
 MAX_RUN_MEMORY_MB = 16384
 MIN_RUN_MEMORY_MB = 16
+# a placed or fetched file's name: bytes in all, and per part (Linux's NAME_MAX)
+MAX_RUN_FILE_NAME_BYTES = 1024
+NAME_MAX = 255
 
 
 def check_run_file_name(name: object) -> str:
@@ -228,10 +231,26 @@ def check_run_file_name(name: object) -> str:
     if any(p in ("", ".", "..") for p in name.split("/")):
         raise ProtocolError(f"file name {name!r} has an empty, '.' or '..' part")
     try:
-        name.encode("utf-8")
+        encoded = name.encode("utf-8")
     except UnicodeEncodeError:
         raise ProtocolError(f"file name {name!r} is not valid UTF-8") from None
+    # what the file system refuses would fail the placing in the sandbox, the caller's mistake
+    # answered as the fleet's INTERNAL: refused here instead
+    if len(encoded) > MAX_RUN_FILE_NAME_BYTES or any(len(p.encode("utf-8")) > NAME_MAX for p in name.split("/")):
+        raise ProtocolError(f"file name {name[:64]!r}... is too long (at most {MAX_RUN_FILE_NAME_BYTES} bytes, "
+                            f"{NAME_MAX} per part)")
     return name
+
+
+def check_run_file_layout(names: Iterable[str]) -> None:
+    """Placed files must make one tree: a name that is also another's directory ("a" and "a/b")
+    cannot be placed, so it is refused as the caller's mistake, never a sandbox failure."""
+    files = set(names)
+    for name in files:
+        parts = name.split("/")
+        for i in range(1, len(parts)):
+            if "/".join(parts[:i]) in files:
+                raise ProtocolError(f"file name {'/'.join(parts[:i])!r} is also the directory of {name!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -350,6 +369,7 @@ class RunMessage:
             if not isinstance(data, bytes):
                 raise ProtocolError(f"file {name!r}: content must be bytes or a string")
             placed[name] = data
+        check_run_file_layout(placed)
         fetch = d.get("fetch_files") or []
         if not isinstance(fetch, list | tuple) or len(fetch) > MAX_FETCH_FILES:
             raise ProtocolError(f"run field 'fetch_files' must be a list of at most {MAX_FETCH_FILES} names")

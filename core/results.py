@@ -155,7 +155,7 @@ class RunStatus(StrEnum):
     RUNTIME_ERROR = "RUNTIME_ERROR"  # killed by a signal of its own making (``signal``)
     COMPILE_ERROR = "COMPILE_ERROR"  # job: the program did not compile; nothing ran
     NO_CODE = "NO_CODE"  # job: a completion without a usable fenced block; nothing ran
-    NOT_RUN = "NOT_RUN"  # this input was not started: the job's time budget ran out before it
+    NOT_RUN = "NOT_RUN"  # not run to its end: the job's time budget ran out before it or cut it short
     INTERNAL = "INTERNAL"  # the sandbox or the fleet failed: says nothing about the program
 
 

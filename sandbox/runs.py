@@ -36,6 +36,8 @@ from cpfleet.sandbox.extract import Extracted, extract_program
 from cpfleet.sandbox.runner import CodeRunner, Limits, RunResult
 
 NO_CODE_MESSAGE = "no fenced code block found in the completion: nothing was run"
+# how the runner says a run was killed at what was left of the job's time budget
+BUDGET_CUT = "the job's time budget ran out"
 
 
 def run_limits(language: str, time_limit_s: float | None, memory_limit_mb: int | None) -> Limits:
@@ -110,12 +112,19 @@ def execute(
         if budget.exhausted:
             runs.append(RunOutput(RunStatus.NOT_RUN, detail=f"not run: {budget.where}"))
             continue
+        capped = budget.limits_for(limits)
         try:
-            rr = _run_one(runner, stdin, budget.limits_for(limits), files, fetch_files)
+            rr = _run_one(runner, stdin, capped, files, fetch_files)
         except SandboxFailure as e:
             runs.append(RunOutput(RunStatus.INTERNAL, detail=str(e)))
             return done(replace(base, status=RunStatus.INTERNAL, runs=tuple(runs), infra_error=True,
                                 infra_message=str(e)))
+        if capped.wall_cap_s is not None and rr.status == Verdict.TIME_LIMIT and rr.error.startswith(BUDGET_CUT):
+            # cut below its own limits because earlier inputs of this job used the budget: that
+            # is where the job put it, not what the program did (alone it may well finish)
+            runs.append(RunOutput(RunStatus.NOT_RUN, detail=f"not run to its end: {rr.error}",
+                                  cpu_ms=rr.cpu_s * 1000.0, wall_ms=rr.wall_s * 1000.0, deterministic=False))
+            continue
         runs.append(_output(rr, output_cap, fetch_files))
     return done(replace(base, runs=tuple(runs)))
 

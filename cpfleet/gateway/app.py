@@ -288,6 +288,8 @@ class Gateway:
             return json.loads(b"".join(chunks))
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise HTTPError(400, f"body is not JSON: {e}") from None
+        except RecursionError:  # nesting deeper than the parser's stack: no payload needs it
+            raise HTTPError(400, "body is not JSON this gateway reads: nested too deeply") from None
 
     def endpoint(
         self, name: str, fn: Handler, *, refuse: Callable[[str], Response] | None = None, auth: bool = True

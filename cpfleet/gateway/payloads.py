@@ -3,6 +3,7 @@ what is wrong."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -51,6 +52,9 @@ def number(body: Mapping[str, Any], key: str, default: float) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise HTTPError(422, f"{key!r} must be a number")
     try:
-        return float(value)
+        number = float(value)
     except ValueError:
         raise HTTPError(422, f"{key!r} must be a number") from None
+    if not math.isfinite(number):  # JSON's 1e999, NaN, Infinity: no limit, no timeout is one
+        raise HTTPError(422, f"{key!r} must be a finite number")
+    return number

@@ -10,8 +10,8 @@ limits (``RunSpec``); a group is published as one multi-input run job when it ha
 Identical calls (same program, limits and stdin) share one input, including a client's retry
 of a call whose answer it gave up on: it finds the input still in flight and waits for it.
 
-An input the job did not start (NOT_RUN: the job's time budget ran out before it, which
-coalescing makes more likely) is run again in a later group: it says nothing about the program.
+An input the job did not run to its end (NOT_RUN: the job's time budget ran out before it or
+cut it short, which coalescing makes more likely) is run again in a later group: it says nothing about the program.
 A run job that failed in the fleet (INTERNAL) raises Refused: the caller answers in the form
 its client retries, never with an output.
 """
@@ -22,7 +22,7 @@ import asyncio
 import collections
 import hashlib
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from cpfleet.core import protocol as wire
@@ -41,9 +41,10 @@ QUEUE_WAIT_SHARE = 0.5
 MAX_WINDOW_MS = 100.0
 QUEUE_WAIT_WEIGHT = 0.2  # of each new job in the moving average
 # answers of refused calls are kept this long for the client's retry (verl's come 1 s and 2 s
-# later), and at most this many (an answer holds up to the output cap)
+# later), at most this many and this many bytes of output (an answer holds up to the output cap)
 KEEP_S = 60.0
 KEEP_MAX = 1024
+KEEP_MAX_BYTES = 256 * 1024 * 1024
 # how often one input is sent again after the job left it NOT_RUN before the call gives up
 MAX_NOT_RUN_RETRIES = 3
 
@@ -97,12 +98,15 @@ class RunCoalescer:
         # they came (for KEEP_S seconds, at most KEEP_MAX of them): the client's retry takes it
         self._abandoned: set[tuple[RunSpec, bytes]] = set()
         self._kept: collections.OrderedDict[tuple[RunSpec, bytes], tuple[RunAnswer, float]] = collections.OrderedDict()
+        self._kept_bytes = 0  # outputs held in _kept
 
     async def run(self, spec: RunSpec, stdin: bytes, wait_s: float | None) -> RunAnswer:
         """The run of ``spec`` on ``stdin`` (admitted against the backlog; Refused past ``wait_s``).
         A call whose input is already in flight (a retry after a refusal) joins it at no cost."""
         key = self._key(spec, stdin)
         kept = self._kept.pop(key, None)
+        if kept is not None:
+            self._kept_bytes -= _size(kept[0])
         if kept is not None and kept[1] > time.monotonic():
             self.shared += 1
             return kept[0]
@@ -147,9 +151,14 @@ class RunCoalescer:
         if key in self._abandoned:
             self._abandoned.discard(key)
             if not fut.cancelled() and fut.exception() is None:
-                self._kept[key] = (fut.result(), time.monotonic() + KEEP_S)
-                while len(self._kept) > KEEP_MAX:
-                    self._kept.popitem(last=False)
+                answer = fut.result()
+                # this input's run only: the job's other runs are other calls' (a job may carry
+                # up to the protocol's reply bound), and the kept answers fit KEEP_MAX_BYTES
+                kept = replace(answer, job=replace(answer.job, runs=()))
+                self._kept[key] = (kept, time.monotonic() + KEEP_S)
+                self._kept_bytes += _size(kept)
+                while len(self._kept) > KEEP_MAX or self._kept_bytes > KEEP_MAX_BYTES:
+                    self._kept_bytes -= _size(self._kept.popitem(last=False)[1][0])
 
     async def _until_run(self, spec: RunSpec, stdin: bytes) -> RunAnswer:
         for _ in range(MAX_NOT_RUN_RETRIES + 1):
@@ -289,3 +298,10 @@ class RunCoalescer:
                 clipped = capped and run is not None and (run.stdout_truncated or run.stderr_truncated)
                 f.set_result(RunAnswer(job, run, clipped_by_group=clipped))
 
+
+def _size(answer: RunAnswer) -> int:
+    """Bytes of output a kept answer holds (its run's stdout, stderr and fetched files)."""
+    run = answer.run
+    if run is None:
+        return len(answer.job.compile.stderr) if answer.job.compile is not None else 0
+    return len(run.stdout) + len(run.stderr) + sum(map(len, run.files.values()))

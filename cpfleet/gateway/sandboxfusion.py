@@ -65,7 +65,7 @@ def run_spec(body: dict[str, Any], output_cap: int) -> tuple[RunSpec, bytes, flo
     if not isinstance(code, str):
         raise HTTPError(422, "'code' must be a string")
     language = body.get("language", "python")
-    if language not in LANGUAGES:
+    if not isinstance(language, str) or language not in LANGUAGES:
         raise HTTPError(400, f"language {language!r} is not supported here (supported: {', '.join(LANGUAGES)})")
     stdin = body.get("stdin")
     if stdin is None:
@@ -92,6 +92,10 @@ def run_spec(body: dict[str, Any], output_cap: int) -> tuple[RunSpec, bytes, flo
         placed.append((name, data))
     if len(placed) > wire.MAX_RUN_FILES:
         raise HTTPError(422, f"at most {wire.MAX_RUN_FILES} files")
+    try:
+        wire.check_run_file_layout(name for name, _ in placed)
+    except ValueError as e:
+        raise HTTPError(422, f"files: {e}") from None
     fetch = body.get("fetch_files") or []
     if not isinstance(fetch, list) or not all(isinstance(f, str) for f in fetch):
         raise HTTPError(422, "'fetch_files' must be a list of paths")
