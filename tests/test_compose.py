@@ -34,7 +34,7 @@ COMPOSE = REPO / "docker-compose.yml"
 SECCOMP = REPO / "docker" / "seccomp.json"
 ENTRYPOINT = REPO / "docker" / "entrypoint.sh"
 DEPLOY_DOC = REPO / "docs" / "deploy.md"
-WORKER_CAPS = {"SYS_ADMIN", "SETUID", "SETGID", "KILL"}
+WORKER_CAPS = {"SYS_ADMIN", "SETUID", "SETGID", "KILL", "DAC_OVERRIDE", "CHOWN"}
 
 
 @pytest.fixture(scope="module")
