@@ -48,12 +48,13 @@ RUN set -eu; \
     python3 -m venv /opt/cpfleet/venv
 ENV PATH=/opt/cpfleet/venv/bin:$PATH
 WORKDIR /src
-# Dependencies first (cached while only the code changes): the project's declared dependencies
-# from pyproject.toml, then the code itself, installed (not editable) into the venv.
-COPY pyproject.toml README.md ./
+# Dependencies first (cached while only the code or the README changes): the project's declared
+# dependencies from pyproject.toml, then the code itself, installed (not editable) into the venv.
+COPY pyproject.toml ./
 RUN python -c "import tomllib; print(chr(10).join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" \
         > /tmp/requirements.txt \
     && pip install -r /tmp/requirements.txt
+COPY README.md ./
 COPY cpfleet ./cpfleet
 COPY core ./core
 COPY sandbox ./sandbox

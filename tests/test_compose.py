@@ -407,3 +407,24 @@ def test_docker_compose_config_accepts_the_file_and_requires_the_flower_password
     )
     assert missing.returncode != 0
     assert "FLOWER_BASIC_AUTH" in missing.stderr
+
+
+def test_the_container_test_changes_only_networking_and_timers_of_the_compose_file() -> None:
+    """scripts/test-containers runs docker-compose.yml with docker/compose.test.yml on top: the
+    override may move the services to host networking and shorten timers, never loosen the
+    worker's confinement or its isolation requirement."""
+    override = yaml.safe_load((REPO / "docker" / "compose.test.yml").read_text())
+    worker = override["services"]["worker"]
+    for key in ("cap_add", "cap_drop", "security_opt", "read_only", "privileged", "tmpfs", "entrypoint"):
+        assert key not in worker, key
+    assert set(worker["environment"]) <= {
+        "CPFLEET_REDIS_URL", "CPFLEET_METRICS_PORT", "CPFLEET_SOFT_TIME_LIMIT", "CPFLEET_HARD_TIME_LIMIT",
+        "CPFLEET_VISIBILITY_TIMEOUT", "CPFLEET_UNACKED_RESTORE_INTERVAL",
+    }  # fmt: skip
+    assert all(s["network_mode"] == "host" for s in override["services"].values())
+    script = REPO / "scripts" / "test-containers"
+    assert os.access(script, os.X_OK)
+    text = script.read_text()
+    for flag in ("--iptables=false", "--ip-masq=false", "--bridge=none", "--network host", "debootstrap"):
+        assert flag in text, flag
+    assert "scripts/test-containers" in DEPLOY_DOC.read_text()
