@@ -254,6 +254,8 @@ def run_run_job(msg: RunMessage, hostname: str) -> RunJobResult:
             )
             if result.infra_error:
                 resources.reset_runner()  # the sandbox failed: do not trust it with the next job
+    except IsolationRequirementError:
+        raise  # not this job's failure: run_task puts the job back
     except SoftTimeLimitExceeded:
         resources.reset_runner()
         result = RunJobResult.infra(msg.job_id, f"job exceeded the soft time limit ({settings.soft_time_limit_s:g}s)")
@@ -296,7 +298,11 @@ def run_task(self: Any, job: Any = None, *args: Any, **kwargs: Any) -> dict[str,
         joblog.log_event("job_withdrawn", job_id=msg.job_id, problem_id="", reason=admission.withdrawn,
                          worker=hostname)
         return {"status": "WITHDRAWN", "job": msg.job_id, "reason": admission.withdrawn}
-    result = run_run_job(msg, hostname)
+    try:
+        result = run_run_job(msg, hostname)
+    except IsolationRequirementError as exc:
+        stop_node_for_isolation(exc)  # as evaluate_task: the job waits, unjudged, for a node that can run it
+        raise Reject(str(exc), requeue=True) from exc
     try:
         push_reply(resources.redis, msg.reply_to, result, msg.reply_ttl, settings.reply_retry_s, keep_until=msg.deadline)
     finally:
