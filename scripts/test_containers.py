@@ -42,7 +42,7 @@ import yaml
 from cpfleet import demo_problems as dp
 from cpfleet.core.results import JobResult
 from cpfleet.core.store import stored_ids
-from cpfleet.demo import build_batch
+from cpfleet.demo import DemoJob, build_batch
 from cpfleet.producer.client import FleetClient
 
 REPO = Path(__file__).resolve().parents[1]
@@ -60,6 +60,8 @@ AB_PROGRAMS = {
     ),
     "pypy3": "```python\na, b = map(int, input().split())\nprint(a + b)\n```",
 }
+
+SLEEPY_AB = "```python\nimport time\ntime.sleep(0.4)\na, b = map(int, input().split())\nprint(a + b)\n```"
 
 
 def attack_programs(redis_port: int) -> dict[str, str]:
@@ -327,8 +329,12 @@ def _unique(completion: str, n: int) -> str:
 @step("a replica killed and Redis restarted mid-batch: no result lost, none twice")
 def check_faults(stack: Stack, cids: Sequence[str]) -> None:
     problems = dp.load_shipped()
-    base = build_batch(problems, dp.demo_completions(), True)
-    batch = [(f"fault-{n}", j, _unique(j.completion, n)) for n, j in enumerate(base * 2)]
+    base = build_batch(problems, dp.demo_completions(), True) * 2
+    # every fifth job a correct a+b that sleeps 0.4 s per test (wall time, no CPU): the batch
+    # lasts long enough on any machine for the faults to land in its middle
+    sleepy = DemoJob(AB, "correct", SLEEPY_AB, str(dp.KINDS["correct"]))
+    mixed = [x for i, j in enumerate(base) for x in ([j, sleepy] if i % 4 == 3 else [j])]
+    batch = [(f"fault-{n}", j, _unique(j.completion, n)) for n, j in enumerate(mixed)]
     with FleetClient(stack.redis_url, timeout=900) as client:
         client.register_problems(problems)
         futures = client.submit_many([{"job_id": jid, "problem_id": j.problem_id, "completion": c} for jid, j, c in batch])
@@ -336,12 +342,14 @@ def check_faults(stack: Stack, cids: Sequence[str]) -> None:
         def done() -> int:
             return sum(f.done() for f in futures)
 
-        wait_for(lambda: done() >= len(futures) // 5, 600, "a fifth of the batch")
+        wait_for(lambda: done() >= len(futures) // 5, 600, "a fifth of the batch", interval=0.2)
+        check(done() < len(futures) // 2, "the batch went too fast for a fault in its middle")
         victim = cids[0]
         killed = stack.run_docker("kill", victim)
         check(killed.returncode == 0, f"docker kill: {killed.stderr}")
         print(f"    killed {stack.node_name(victim)} at {done()}/{len(futures)} results")
-        wait_for(lambda: done() >= len(futures) // 2, 600, "half of the batch")
+        wait_for(lambda: done() >= len(futures) // 2, 600, "half of the batch", interval=0.2)
+        check(done() < len(futures), "the batch ended before Redis could be restarted in its middle")
         (redis_cid,) = stack.containers("redis")
         restarted = stack.run_docker("restart", "-t", "20", redis_cid)
         check(restarted.returncode == 0, f"docker restart redis: {restarted.stderr}")
@@ -356,7 +364,8 @@ def check_faults(stack: Stack, cids: Sequence[str]) -> None:
     wrong = [(r.job_id, str(r.verdict), j.expected) for r, (_, j, _) in zip(results, batch, strict=True)
              if str(r.verdict) != j.expected]
     check(not wrong, f"verdicts other than expected: {wrong[:10]}")
-    print(f"    {len(results)} jobs, {len(ids)} distinct ids, 0 lost, 0 twice, every verdict as expected")
+    print(f"    {len(results)} jobs, {len(ids)} distinct ids, 0 lost, 0 twice, every verdict as expected; "
+          f"by node {dict(Counter(r.worker for r in results))}")
 
 
 @step("a third replica (--scale worker=3) takes work")
