@@ -1,7 +1,7 @@
 # The cpfleet worker image (also runs Flower: same code, same Celery app).
 #
 #   docker build -t cpfleet-worker .
-#   docker compose up -d --scale worker=4          # see docker-compose.yml, docs/deploy.md
+#   docker compose up -d --scale worker=4          # see docker-compose.yml, docs/deployment.md
 #
 # Build arguments (all optional):
 #   BASE_IMAGE      any Debian-based image with apt (default python:3.11-slim-bookworm). A plain

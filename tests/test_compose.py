@@ -33,7 +33,7 @@ REPO = Path(__file__).resolve().parents[1]
 COMPOSE = REPO / "docker-compose.yml"
 SECCOMP = REPO / "docker" / "seccomp.json"
 ENTRYPOINT = REPO / "docker" / "entrypoint.sh"
-DEPLOY_DOC = REPO / "docs" / "deploy.md"
+DEPLOY_DOC = REPO / "docs" / "deployment.md"
 WORKER_CAPS = {"SYS_ADMIN", "SETUID", "SETGID", "KILL", "DAC_OVERRIDE", "CHOWN"}
 
 
@@ -123,7 +123,7 @@ def test_workers_require_full_isolation_and_raise_open_files_without_a_hard_ulim
     raw = worker["environment"]
     assert raw["CPFLEET_REQUIRE_ISOLATION"] == "${CPFLEET_REQUIRE_ISOLATION:-full}"
     env = _env(worker)
-    assert Settings.from_env(env).require_isolation == "full"  # what README and docs/deploy.md promise
+    assert Settings.from_env(env).require_isolation == "full"  # what README and docs/deployment.md promise
     assert raw["CPFLEET_NOFILE"].startswith("${CPFLEET_NOFILE:-") and int(env["CPFLEET_NOFILE"]) >= 65536
     # a hard limit above the host's stops the container from starting: the entrypoint raises
     # the soft limit instead (tested below)

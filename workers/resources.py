@@ -49,7 +49,7 @@ def _shortfall(report: Any, required: str) -> str:
     return (
         f"sandbox {report.summary()} but CPFLEET_REQUIRE_ISOLATION={required}"
         + (f" ({'; '.join(report.notes)})" if report.notes else "")
-        + ": fix the host or container (docs/deploy.md) or lower the requirement"
+        + ": fix the host or container (docs/deployment.md) or lower the requirement"
     )
 
 
