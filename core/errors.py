@@ -115,6 +115,12 @@ class SandboxBroken(SandboxFailure):
     """The zygote or a job init stopped answering: an infrastructure failure, not a verdict."""
 
 
+class IsolationRequirementError(CpfleetError, RuntimeError):
+    """The sandbox's isolation self-test gave less than the node requires
+    (``CPFLEET_REQUIRE_ISOLATION``), or no runner started at all: the node must not judge
+    anything, since a completion outside the sandbox could reach the expected outputs."""
+
+
 class UnknownLanguage(CpfleetError, ValueError):
     """A language name outside cpfleet.core.languages.LANGUAGES (named in the message)."""
 

@@ -32,8 +32,17 @@ TEST_ENV = {
 class FleetWorker:
     """One worker node (main process + prefork pool) with its log in a file."""
 
-    def __init__(self, redis_url: str, log_dir: Path, concurrency: int = 2, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        redis_url: str,
+        log_dir: Path,
+        concurrency: int = 2,
+        env: dict[str, str] | None = None,
+        argv_prefix: list[str] | None = None,
+    ) -> None:
+        """``argv_prefix``: a command the node runs under (e.g. setpriv dropping a capability)."""
         self.redis_url = redis_url
+        self.argv_prefix = list(argv_prefix or [])
         self.concurrency = concurrency
         self.hostname = f"test-{uuid.uuid4().hex[:8]}@localhost"
         self.log_path = log_dir / f"worker-{self.hostname.split('@')[0]}.log"
@@ -43,7 +52,7 @@ class FleetWorker:
 
     def start(self, wait: bool = True, timeout: float = 90.0) -> FleetWorker:
         argv = [
-            sys.executable, "-m", "celery", "-A", "cpfleet.workers.app", "worker",
+            *self.argv_prefix, sys.executable, "-m", "celery", "-A", "cpfleet.workers.app", "worker",
             "-P", "prefork", "-c", str(self.concurrency), "-n", self.hostname, "-l", "INFO",
             "--without-gossip", "--without-mingle", "--without-heartbeat",
         ]

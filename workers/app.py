@@ -9,16 +9,20 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
+import signal
+import sys
 from typing import Any
 
 from celery import Celery, signals
 from celery.exceptions import TimeLimitExceeded, WorkerLostError
 
 from cpfleet.core import protocol
+from cpfleet.core.errors import IsolationRequirementError
 from cpfleet.core.results import JobResult, RunJobResult
 from cpfleet.workers import joblog
 from cpfleet.workers.config import Settings
-from cpfleet.workers.resources import ProcessResources, redis_client
+from cpfleet.workers.resources import ISOLATION_EXIT_CODE, ProcessResources, isolation_refusal, redis_client
 
 log = logging.getLogger("cpfleet.worker")
 
@@ -29,11 +33,37 @@ app.conf.update(settings.celery_config())
 resources = ProcessResources(settings)
 
 
+@signals.worker_init.connect(weak=False)
+def _require_isolation(**_: Any) -> None:
+    """A node whose sandbox cannot give the isolation the operator requires
+    (CPFLEET_REQUIRE_ISOLATION) exits with ISOLATION_EXIT_CODE here, in the main process before
+    the pool forks and before the consumer connects: it takes no job, and the queue keeps every
+    job for a node that can judge it. (Celery logs and swallows an Exception from a signal
+    handler; SystemExit goes through.)"""
+    refusal = isolation_refusal(settings)
+    if refusal is None:
+        return
+    log.critical("cpfleet worker refuses to start: %s", refusal)
+    print(f"cpfleet worker refuses to start: {refusal}", file=sys.stderr, flush=True)
+    raise SystemExit(ISOLATION_EXIT_CODE)
+
+
+def stop_node_for_isolation(exc: IsolationRequirementError) -> None:
+    """A pool process found its runner below the requirement after the node's start-up check
+    passed (the host changed under it): the whole node stops taking jobs (warm shutdown of the
+    main process; under a supervisor it restarts and meets the start-up check)."""
+    log.critical("stopping this node: %s", exc)
+    os.kill(os.getppid(), signal.SIGTERM)
+
+
 @signals.worker_process_init.connect(weak=False)
 def _pool_process_init(**_: Any) -> None:
     """Start this pool process's sandbox runner now, so the first job does not pay for it."""
     try:
         resources.runner  # noqa: B018 - built for its side effect
+    except IsolationRequirementError as exc:
+        stop_node_for_isolation(exc)
+        return
     except Exception:
         # Not fatal here: the first job retries and, failing again, answers INTERNAL.
         log.exception("could not start the sandbox runner in this pool process")

@@ -21,6 +21,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-c", "--concurrency", help="pool processes (default: auto = CPUs, respecting a CPU quota)")
     parser.add_argument("--queues", "-Q", help="comma-separated queues to consume (default: cpfleet)")
     parser.add_argument("--runner", choices=("forkserver", "subprocess"), help="sandbox runner (default: forkserver)")
+    parser.add_argument(
+        "--require-isolation", choices=("full", "partial", "any"),
+        help="the sandbox isolation this node needs, else it exits (code 3) before taking a job "
+        "(default: full; env CPFLEET_REQUIRE_ISOLATION)",
+    )
     parser.add_argument("-n", "--hostname", help="node name (default: cpfleet@<host>.<pid>)")
     parser.add_argument("-l", "--loglevel", default="INFO", help="log level (default: INFO)")
     parser.add_argument("--no-events", action="store_true", help="do not send task events (Flower sees no tasks)")
@@ -38,6 +43,8 @@ def build_command(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
         env["CPFLEET_QUEUES"] = args.queues
     if args.runner:
         env["CPFLEET_RUNNER"] = args.runner
+    if args.require_isolation:
+        env["CPFLEET_REQUIRE_ISOLATION"] = args.require_isolation
     if args.no_events:
         env["CPFLEET_TASK_EVENTS"] = "0"
     settings = Settings.from_env(env)  # raises ValueError with the reason on a bad value

@@ -41,6 +41,20 @@ def job_time_budget(soft_time_limit_s: float, configured: str = "") -> float:
     return 0.9 * soft_time_limit_s
 
 
+# CPFLEET_REQUIRE_ISOLATION: the least isolation level (IsolationReport.level) each accepts.
+# `any` lets a node with no working layer judge: only for code one trusts.
+ISOLATION_REQUIREMENTS: dict[str, tuple[str, ...]] = {
+    "full": ("full",),
+    "partial": ("full", "partial"),
+    "any": ("full", "partial", "none"),
+}
+
+
+def isolation_meets(level: str, required: str) -> bool:
+    """Whether a runner's isolation ``level`` (full, partial, none) satisfies ``required``."""
+    return level in ISOLATION_REQUIREMENTS[required]
+
+
 def _bool(value: str) -> bool:
     v = value.strip().lower()
     if v in ("1", "true", "yes", "on"):
@@ -84,6 +98,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("CPFLEET_REDIS_SOCKET_TIMEOUT", "15", "seconds; a silent broker connection is dropped and reconnected"),
     Setting("CPFLEET_HEALTH_CHECK_INTERVAL", "10", "seconds between broker connection health checks"),
     Setting("CPFLEET_REPLY_RETRY_S", "30", "how long a finished job retries pushing its reply while Redis is down"),
+    Setting(
+        "CPFLEET_REQUIRE_ISOLATION",
+        "full",
+        "`full`, `partial` or `any`: the sandbox isolation this node needs; a node whose self-test gets less "
+        "exits (code 3) before it consumes a job",
+    ),
     Setting("CPFLEET_DEBUG_HOOKS", "0", "TEST ONLY: honour a job's `debug` field (e.g. `exit` kills the pool process)"),
 )
 
@@ -110,6 +130,7 @@ class Settings:
     job_time_budget_s: float = 480.0
     fail_fast: bool = True
     broker_lean: bool = True
+    require_isolation: str = "full"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -136,6 +157,11 @@ class Settings:
         queues = tuple(q.strip() for q in get("CPFLEET_QUEUES").split(",") if q.strip())
         if not queues:
             raise ValueError("CPFLEET_QUEUES names no queue")
+        require_isolation = get("CPFLEET_REQUIRE_ISOLATION").lower()
+        if require_isolation not in ISOLATION_REQUIREMENTS:
+            raise ValueError(
+                f"CPFLEET_REQUIRE_ISOLATION must be one of {', '.join(ISOLATION_REQUIREMENTS)}, got {require_isolation!r}"
+            )
         max_retries = int(get("CPFLEET_MAX_RETRIES"))
         if max_retries < 0:
             raise ValueError("CPFLEET_MAX_RETRIES must be >= 0")
@@ -160,6 +186,7 @@ class Settings:
             job_time_budget_s=job_time_budget(soft, get("CPFLEET_JOB_TIME_BUDGET")),
             fail_fast=_bool(get("CPFLEET_FAIL_FAST")),
             broker_lean=_bool(get("CPFLEET_BROKER_LEAN")),
+            require_isolation=require_isolation,
         )
 
     def transport_options(self) -> dict[str, Any]:

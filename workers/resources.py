@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from cpfleet.workers.config import Settings
+from cpfleet.core.errors import IsolationRequirementError
+from cpfleet.workers.config import Settings, isolation_meets
 
 if TYPE_CHECKING:  # pragma: no cover
     from cpfleet.sandbox.runner import CodeRunner
@@ -20,6 +21,36 @@ if TYPE_CHECKING:  # pragma: no cover
     from cpfleet.workers.result_cache import ResultCache
 
 log = logging.getLogger("cpfleet.worker")
+
+# The exit status of a node refused by its isolation self-test (CPFLEET_REQUIRE_ISOLATION).
+ISOLATION_EXIT_CODE = 3
+
+
+def isolation_refusal(settings: Settings) -> str | None:
+    """Start a sandbox runner as a pool process would, read its self-test and close it: None
+    when its isolation meets ``settings.require_isolation``, else the reason this node must not
+    judge. A runner that does not start at all is always a refusal (every job would fail)."""
+    from cpfleet.sandbox.runners import make_runner
+
+    try:
+        runner = make_runner(settings.runner)
+    except Exception as exc:
+        return f"the sandbox runner ({settings.runner}) does not start: {type(exc).__name__}: {exc}"
+    try:
+        report = runner.isolation
+    finally:
+        runner.close()
+    if isolation_meets(report.level, settings.require_isolation):
+        return None
+    return _shortfall(report, settings.require_isolation)
+
+
+def _shortfall(report: Any, required: str) -> str:
+    return (
+        f"sandbox {report.summary()} but CPFLEET_REQUIRE_ISOLATION={required}"
+        + (f" ({'; '.join(report.notes)})" if report.notes else "")
+        + ": fix the host or container (docs/deployment.md) or lower the requirement"
+    )
 
 
 def redis_client(settings: Settings) -> redis.Redis:
@@ -95,6 +126,10 @@ class ProcessResources:
                 if report.level != "full":
                     log.warning("sandbox isolation is %s: %s", report.level, "; ".join(report.notes) or report.summary())
                 _record_isolation(report)
+                if not isolation_meets(report.level, self.settings.require_isolation):
+                    # the node's start-up check passed, this process's runner did not: judge nothing
+                    runner.close()
+                    raise IsolationRequirementError(_shortfall(report, self.settings.require_isolation))
                 self._runner = runner
             return self._runner
 

@@ -22,15 +22,16 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from celery.exceptions import SoftTimeLimitExceeded
+from celery.exceptions import Reject, SoftTimeLimitExceeded
 
 from cpfleet.core import protocol
+from cpfleet.core.errors import IsolationRequirementError
 from cpfleet.core.problem import judging_refusal
 from cpfleet.core.protocol import JobMessage, ProtocolError, RunMessage
 from cpfleet.core.results import JobResult, RunJobResult
 from cpfleet.core.verdict import Verdict
 from cpfleet.workers import joblog
-from cpfleet.workers.app import app, resources, settings
+from cpfleet.workers.app import app, resources, settings, stop_node_for_isolation
 from cpfleet.workers.failorder import failed_test, order_from_counts
 from cpfleet.workers.replies import push_reply
 from cpfleet.workers.withdrawal import Admission, admit, admit_run
@@ -77,6 +78,8 @@ def run_job(msg: JobMessage, hostname: str, admission: Admission | None = None) 
             result = JobResult.infra(msg.job_id, msg.problem_id, "deadline passed before a worker picked the job up")
         else:
             result = _judge_job(msg, admission or Admission(None))
+    except IsolationRequirementError:
+        raise  # not this job's failure: evaluate_task puts the job back
     except SoftTimeLimitExceeded:
         resources.reset_runner()  # interrupted mid-test: never reuse that runner
         result = JobResult.infra(
@@ -189,7 +192,13 @@ def evaluate_task(self: Any, job: Any = None, *args: Any, **kwargs: Any) -> dict
         joblog.log_event("job_withdrawn", job_id=msg.job_id, problem_id=msg.problem_id, reason=admission.withdrawn,
                          worker=hostname)
         return {"verdict": "WITHDRAWN", "job_id": msg.job_id, "reason": admission.withdrawn}
-    result = run_job(msg, hostname, admission)
+    try:
+        result = run_job(msg, hostname, admission)
+    except IsolationRequirementError as exc:
+        # this process's sandbox is below the node's requirement: the job goes back to the
+        # queue unjudged, for a node that can judge it, and this node stops taking jobs
+        stop_node_for_isolation(exc)
+        raise Reject(str(exc), requeue=True) from exc
     try:
         failed = failed_test(result) if fail_fast else None
         push_reply(resources.redis, msg.reply_to, result, msg.reply_ttl, settings.reply_retry_s, keep_until=msg.deadline,
@@ -245,6 +254,8 @@ def run_run_job(msg: RunMessage, hostname: str) -> RunJobResult:
             )
             if result.infra_error:
                 resources.reset_runner()  # the sandbox failed: do not trust it with the next job
+    except IsolationRequirementError:
+        raise  # not this job's failure: run_task puts the job back
     except SoftTimeLimitExceeded:
         resources.reset_runner()
         result = RunJobResult.infra(msg.job_id, f"job exceeded the soft time limit ({settings.soft_time_limit_s:g}s)")
@@ -287,7 +298,11 @@ def run_task(self: Any, job: Any = None, *args: Any, **kwargs: Any) -> dict[str,
         joblog.log_event("job_withdrawn", job_id=msg.job_id, problem_id="", reason=admission.withdrawn,
                          worker=hostname)
         return {"status": "WITHDRAWN", "job": msg.job_id, "reason": admission.withdrawn}
-    result = run_run_job(msg, hostname)
+    try:
+        result = run_run_job(msg, hostname)
+    except IsolationRequirementError as exc:
+        stop_node_for_isolation(exc)  # as evaluate_task: the job waits, unjudged, for a node that can run it
+        raise Reject(str(exc), requeue=True) from exc
     try:
         push_reply(resources.redis, msg.reply_to, result, msg.reply_ttl, settings.reply_retry_s, keep_until=msg.deadline)
     finally:
