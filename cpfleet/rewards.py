@@ -167,6 +167,7 @@ class _Connection:
     """A FleetClient made on first use in this process; never pickled (a new process makes its own)."""
 
     def __init__(self, redis_url: str | None, client_options: Mapping[str, Any] | None = None) -> None:
+        defaults.redis_target(redis_url)  # a bad URL raises RedisUrlError now, not a None reward per sample later
         self.redis_url = redis_url
         self.client_options = dict(client_options or {})
         self._lock = threading.Lock()

@@ -19,8 +19,9 @@ publishes on the client's thread, so a Redis outage never stalls the loop.
 
 This connection only ever sends AUTH, SELECT and LPUSH, so it reads only the three reply kinds
 those have (``+OK``, ``:<n>``, ``-<error>``) and treats anything else as a broken connection.
-It speaks plain TCP and Unix sockets; for ``rediss://`` (TLS) the batcher uses the client's
-publishing thread instead.
+It speaks plain TCP and Unix sockets, and finds the primary through Sentinel for
+``sentinel://`` (asked again on every connection, so a failover costs one dropped connection);
+for ``rediss://`` (TLS) the batcher uses the client's publishing thread instead.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ import redis
 from redis.connection import UnixDomainSocketConnection, parse_url
 
 from cpfleet.core.errors import BrokerFull, BrokerUnavailable, ClientClosed
+from cpfleet.core.redis_url import parse_redis_url
+from cpfleet.producer.connection import discover_primary
 
 Done = Callable[[BaseException | None], None]
 log = logging.getLogger("cpfleet.client")
@@ -48,7 +51,7 @@ _SNDBUF = 4 << 20  # bytes: a chunk of ordinary completions is well under this
 
 def supported(redis_url: str) -> bool:
     """Whether this URL's scheme is one the pusher speaks (TCP or Unix socket, no TLS)."""
-    return redis_url.split("://", 1)[0].lower() in ("redis", "unix")
+    return redis_url.split("://", 1)[0].lower() in ("redis", "unix", "sentinel")
 
 
 # redis-py's own RESP encoder; the connection object is only used to pack commands, never opened.
@@ -164,7 +167,19 @@ class AsyncPusher:
 
     def _connect_blocking(self) -> socket.socket:
         """A connected socket, authenticated and on the URL's database (blocking, bounded)."""
-        params: dict[str, Any] = parse_url(self.redis_url)
+        target = parse_redis_url(self.redis_url)
+        params: dict[str, Any]
+        if target.is_sentinel:
+            # the Sentinels' current primary, asked afresh on every (re)connection: after a
+            # failover the old one answers READONLY or not at all, and the socket is dropped
+            try:
+                host, port = discover_primary(target, self._connect_timeout)
+            except redis.RedisError as exc:
+                raise BrokerUnavailable(f"cannot find the Redis primary through Sentinel: {exc}") from exc
+            params = {"host": host, "port": port, "db": target.db, "password": target.password,
+                      "username": target.username}
+        else:
+            params = parse_url(self.redis_url)
         try:
             if params.get("connection_class") is UnixDomainSocketConnection:
                 sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -293,6 +308,10 @@ class AsyncPusher:
                 return
             _, done = self._waiting.popleft()
             _finish(done, None if kind != b"-" else _error(line[1:].decode("utf-8", "replace")))
+            if line.startswith(b"-READONLY"):
+                # a primary demoted by a failover: find the new one on the next connection
+                self._drop("Redis is a read-only replica now (a failover)")
+                return
 
     def _check_timeout(self) -> None:
         self._timer = None

@@ -29,7 +29,9 @@ from redis.retry import Retry
 
 from cpfleet.core.errors import BrokerFull, BrokerUnavailable, MessageEncodeError, PublisherClosed
 from cpfleet.core.protocol import RUN_TASK_NAME, TASK_NAME, JobMessage, RunMessage
+from cpfleet.core.redis_url import mask_password, parse_redis_url
 from cpfleet.producer import orphans
+from cpfleet.producer.connection import connect
 
 _EMBED: dict[str, Any] = {"callbacks": None, "errbacks": None, "chain": None, "chord": None}
 
@@ -162,6 +164,7 @@ class Publisher:
     """One Redis connection that pushes encoded task messages, shared by a client's threads under a lock."""
 
     def __init__(self, redis_url: str, queue: str, batch_size: int = 500, socket_timeout: float = 10.0) -> None:
+        self._target = parse_redis_url(redis_url)
         self.redis_url = redis_url
         self.queue = queue
         self.batch_size = batch_size
@@ -240,8 +243,8 @@ class Publisher:
     def _connection(self) -> redis.Redis:
         if self._redis is None:
             # No silent retry: a push that failed half-way is the caller's to see, never to repeat.
-            self._redis = redis.Redis.from_url(
-                self.redis_url,
+            self._redis = connect(
+                self._target,
                 socket_timeout=self._socket_timeout,
                 socket_connect_timeout=5,
                 socket_keepalive=True,
@@ -266,7 +269,4 @@ class Publisher:
 
 def _safe_url(url: str) -> str:
     """The URL without its password, for error messages."""
-    if "@" in url and "://" in url:
-        scheme, rest = url.split("://", 1)
-        return f"{scheme}://***@{rest.split('@', 1)[1]}"
-    return url
+    return mask_password(url)

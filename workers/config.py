@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cpfleet.core import defaults, protocol
+from cpfleet.core.redis_url import parse_redis_url
 
 # What one job can spend outside its tests' wall-clock budget, at worst: the program's load
 # answer (the runner waits up to 60 s), the end report of the test that ran into the budget
@@ -139,8 +140,10 @@ class Settings:
         max_retries = int(get("CPFLEET_MAX_RETRIES"))
         if max_retries < 0:
             raise ValueError("CPFLEET_MAX_RETRIES must be >= 0")
+        url_raw = env.get(defaults.REDIS_URL_ENV, "").strip()
+        redis_url = parse_redis_url(url_raw, source=f"${defaults.REDIS_URL_ENV}").url if url_raw else defaults.DEFAULT_REDIS_URL
         return cls(
-            redis_url=get(defaults.REDIS_URL_ENV),
+            redis_url=redis_url,
             queues=queues,
             concurrency=get("CPFLEET_CONCURRENCY"),
             runner=runner,
@@ -181,13 +184,15 @@ class Settings:
         """The Celery configuration: msgpack only, at-least-once, prefetch off, bounded retries."""
         from kombu import Queue
 
-        transport = self.transport_options()
-        lean = self.broker_lean and self.redis_url.split("://", 1)[0] == "redis"
+        target = parse_redis_url(self.redis_url)
+        transport = {**self.transport_options(), **target.broker_transport_options()}
+        lean = self.broker_lean and target.scheme == "redis"
         return {
-            "broker_url": self.redis_url,
+            "broker_url": target.broker_url(),  # kombu's spelling (differs for Sentinel)
             # plain redis:// only: Sentinel and TLS URLs keep kombu's own transport for their scheme
             **({"broker_transport": "cpfleet.workers.broker:Transport"} if lean else {}),
             "broker_transport_options": transport,
+            "cpfleet_redis_url": self.redis_url,  # the URL as the operator wrote it (metrics read it)
             # No result backend: results go to reply lists. Celery still reads this mapping
             # for the visibility timeout in some code paths, so keep it equal.
             "result_backend": None,
