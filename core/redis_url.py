@@ -85,6 +85,12 @@ class RedisTarget:
         return options
 
 
+# With Sentinel, every job push and every reply push waits (WAIT 1, at most this long) until a
+# replica has it: Redis replicates asynchronously, and Sentinel promotes the replica with the
+# largest replication offset, so a write one replica acknowledged survives the primary's loss.
+REPLICA_WAIT_MS = 1000
+
+
 def _netloc(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
 

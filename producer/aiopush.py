@@ -40,7 +40,7 @@ import redis
 from redis.connection import UnixDomainSocketConnection, parse_url
 
 from cpfleet.core.errors import BrokerFull, BrokerUnavailable, ClientClosed
-from cpfleet.core.redis_url import parse_redis_url
+from cpfleet.core.redis_url import REPLICA_WAIT_MS, parse_redis_url
 from cpfleet.producer.connection import discover_primary
 
 Done = Callable[[BaseException | None], None]
@@ -65,6 +65,27 @@ def lpush_command(key: bytes, values: Sequence[bytes]) -> bytes:
 
 def _command(*args: bytes) -> bytes:
     return b"".join(_PACKER.pack_command(*args))
+
+
+_WAIT = _command(b"WAIT", b"1", str(REPLICA_WAIT_MS).encode())
+
+
+def _pair(done: Done) -> tuple[Done, Done]:
+    """Callbacks for an LPUSH's reply and its WAIT's: ``done`` runs once, with the LPUSH's error
+    if it failed, else when the WAIT answers (a dropped connection fails both)."""
+    state = {"called": False}
+
+    def first(error: BaseException | None) -> None:
+        if error is not None and not state["called"]:
+            state["called"] = True
+            done(error)
+
+    def second(error: BaseException | None) -> None:
+        if not state["called"]:
+            state["called"] = True
+            done(error)
+
+    return first, second
 
 
 def _error(reply: str) -> BaseException:
@@ -94,6 +115,7 @@ class AsyncPusher:
         retry_after: float = 1.0,
     ) -> None:
         self.redis_url = redis_url
+        self._replicated = parse_redis_url(redis_url).is_sentinel
         self._queue = queue.encode()
         self._reply_timeout = reply_timeout
         self._connect_timeout = connect_timeout
@@ -245,10 +267,18 @@ class AsyncPusher:
             done(BrokerUnavailable("not connected to Redis"))
             return
         self.pushes += 1
-        self._waiting.append((self._loop.time(), done))
+        data = lpush_command(self._queue, values)
+        if self._replicated:
+            # LPUSH then WAIT for a replica (core.redis_url.REPLICA_WAIT_MS): two replies, and
+            # the push is done at the second unless the first was an error
+            first, second = _pair(done)
+            self._waiting.append((self._loop.time(), first))
+            self._waiting.append((self._loop.time(), second))
+            data += _WAIT
+        else:
+            self._waiting.append((self._loop.time(), done))
         if self._timer is None:
             self._timer = self._loop.call_later(self._reply_timeout, self._check_timeout)
-        data = lpush_command(self._queue, values)
         if self._outbuf:
             self._outbuf += data
             self.buffered += 1

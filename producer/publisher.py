@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import os
 import socket
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,9 +31,11 @@ from redis.retry import Retry
 
 from cpfleet.core.errors import BrokerFull, BrokerUnavailable, MessageEncodeError, PublisherClosed
 from cpfleet.core.protocol import RUN_TASK_NAME, TASK_NAME, JobMessage, RunMessage
-from cpfleet.core.redis_url import mask_password, parse_redis_url
+from cpfleet.core.redis_url import REPLICA_WAIT_MS, mask_password, parse_redis_url
 from cpfleet.producer import orphans
 from cpfleet.producer.connection import connect
+
+log = logging.getLogger("cpfleet.client")
 
 _EMBED: dict[str, Any] = {"callbacks": None, "errbacks": None, "chain": None, "chord": None}
 
@@ -175,6 +179,7 @@ class Publisher:
         self._lock = threading.Lock()
         self._redis: redis.Redis | None = None
         self._closed = False
+        self._unreplicated_warned = -float("inf")
 
     def encode(self, msg: JobMessage | RunMessage, task_id: str) -> bytes:
         """The queue entry for one job, as kombu's Redis transport would write it; thread-safe.
@@ -231,7 +236,9 @@ class Publisher:
                 pipe = client.pipeline(transaction=False)
                 for start in range(0, len(payloads), self.batch_size):
                     pipe.lpush(self.queue, *payloads[start : start + self.batch_size])
-                pipe.execute()
+                if self._target.is_sentinel:
+                    pipe.execute_command("WAIT", 1, REPLICA_WAIT_MS)  # see core.redis_url.REPLICA_WAIT_MS
+                replies = pipe.execute()
             except Exception as exc:
                 self._reset()
                 if is_out_of_memory(exc):
@@ -239,6 +246,17 @@ class Publisher:
                         f"Redis at {_safe_url(self.redis_url)} is full (maxmemory reached, noeviction): {exc}"
                     ) from exc
                 raise BrokerUnavailable(f"cannot publish to Redis at {_safe_url(self.redis_url)}: {exc}") from exc
+            if self._target.is_sentinel and not replies[-1]:
+                self._warn_unreplicated()
+
+    def _warn_unreplicated(self) -> None:
+        """A push no replica confirmed within REPLICA_WAIT_MS: a failover now could lose it (the
+        client's deadline, with ``resubmit_on_timeout``, still answers it). Logged once a minute."""
+        now = time.monotonic()
+        if now - self._unreplicated_warned > 60:
+            self._unreplicated_warned = now
+            log.warning("no Redis replica confirmed a push within %d ms: a failover now could lose those jobs "
+                        "(their deadline still answers them)", REPLICA_WAIT_MS)
 
     def _connection(self) -> redis.Redis:
         if self._redis is None:

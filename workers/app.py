@@ -55,6 +55,22 @@ def _report_languages(**_: Any) -> None:
     log.warning("cpfleet worker %s", line)
 
 
+_liveness: Any = None
+
+
+@signals.worker_ready.connect(weak=False)
+def _start_liveness(sender: Any = None, **_: Any) -> None:
+    """Heartbeats of this node, and the sweep that requeues a lost node's jobs within seconds
+    (``cpfleet.workers.liveness``). Main process only: it holds the unacked messages."""
+    global _liveness
+    if settings.node_ttl_s <= 0 or _liveness is not None:
+        return
+    from cpfleet.workers.liveness import Liveness, node_name
+
+    hostname = str(getattr(sender, "hostname", "") or "cpfleet")
+    _liveness = Liveness(lambda: redis_client(settings), node_name(hostname), ttl=settings.node_ttl_s).start()
+
+
 @signals.worker_process_shutdown.connect(weak=False)
 def _pool_process_shutdown(**_: Any) -> None:
     resources.close()

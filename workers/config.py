@@ -74,7 +74,13 @@ SETTINGS: tuple[Setting, ...] = (
         "default soft limit - 90 (90% of a soft limit under 180)",
     ),
     Setting("CPFLEET_VISIBILITY_TIMEOUT", "", "seconds before an unacked job is redelivered; default hard limit + 60"),
-    Setting("CPFLEET_UNACKED_RESTORE_INTERVAL", "10", "seconds between sweeps that requeue a dead worker's jobs"),
+    Setting("CPFLEET_UNACKED_RESTORE_INTERVAL", "10", "seconds between kombu's sweeps for jobs past the visibility timeout"),
+    Setting(
+        "CPFLEET_NODE_TTL",
+        "10",
+        "seconds without a heartbeat after which a node is lost and its jobs are requeued "
+        "(beat every TTL/5; 0 = off, on every node alike; docs/reliability.md)",
+    ),
     Setting("CPFLEET_MAX_RETRIES", "2", "re-runs of a job whose pool process died, then an INTERNAL reply"),
     Setting("CPFLEET_RESULT_CACHE", "1", "cache results by (problem version, extracted code, options)"),
     Setting("CPFLEET_RESULT_CACHE_TTL", "86400", "seconds a cached result lives"),
@@ -111,6 +117,7 @@ class Settings:
     job_time_budget_s: float = 480.0
     fail_fast: bool = True
     broker_lean: bool = True
+    node_ttl_s: float = 10.0  # 0: no heartbeats, no liveness sweep (workers.liveness)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -137,6 +144,9 @@ class Settings:
         queues = tuple(q.strip() for q in get("CPFLEET_QUEUES").split(",") if q.strip())
         if not queues:
             raise ValueError("CPFLEET_QUEUES names no queue")
+        node_ttl = float(get("CPFLEET_NODE_TTL"))
+        if node_ttl < 0 or (0 < node_ttl < 1):
+            raise ValueError(f"CPFLEET_NODE_TTL must be 0 (off) or at least 1 second, got {node_ttl:g}")
         max_retries = int(get("CPFLEET_MAX_RETRIES"))
         if max_retries < 0:
             raise ValueError("CPFLEET_MAX_RETRIES must be >= 0")
@@ -163,6 +173,7 @@ class Settings:
             job_time_budget_s=job_time_budget(soft, get("CPFLEET_JOB_TIME_BUDGET")),
             fail_fast=_bool(get("CPFLEET_FAIL_FAST")),
             broker_lean=_bool(get("CPFLEET_BROKER_LEAN")),
+            node_ttl_s=node_ttl,
         )
 
     def transport_options(self) -> dict[str, Any]:
