@@ -89,6 +89,32 @@ class RedisTarget:
 # replica has it: Redis replicates asynchronously, and Sentinel promotes the replica with the
 # largest replication offset, so a write one replica acknowledged survives the primary's loss.
 REPLICA_WAIT_MS = 1000
+# After a WAIT that no replica answered (none is left, e.g. after a failover until the old
+# primary comes back as a replica), pushes go out without waiting for this long, then one
+# WAIT probes again: a fleet without a replica is not slowed by a second per push.
+REPLICA_PROBE_S = 5.0
+
+
+class ReplicaWait:
+    """When to follow a push with ``WAIT 1 REPLICA_WAIT_MS`` (Sentinel URLs only): always
+    while replicas confirm, and once per REPLICA_PROBE_S while none does. Not thread-safe by
+    itself: each user keeps its own (a race only costs one extra or one skipped WAIT)."""
+
+    __slots__ = ("enabled", "_skip_until")
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self._skip_until = 0.0
+
+    def due(self, now: float) -> bool:
+        """Whether the push made at ``now`` (monotonic seconds) should WAIT."""
+        return self.enabled and now >= self._skip_until
+
+    def record(self, acked: object, now: float) -> bool:
+        """The WAIT's answer (replicas that confirmed); returns whether one did."""
+        ok = isinstance(acked, int) and acked >= 1
+        self._skip_until = 0.0 if ok else now + REPLICA_PROBE_S
+        return ok
 
 
 def _netloc(host: str, port: int) -> str:

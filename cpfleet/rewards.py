@@ -483,6 +483,8 @@ def score_dict(result: JobResult | None, *, infra_score: float = 0.0) -> dict[st
 
 
 def _verl_options(kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    # a bad URL is the caller's mistake: RedisUrlError now, never an infra score per sample
+    defaults.redis_target(kwargs.get("redis_url"))
     return {
         "redis_url": kwargs.get("redis_url"),
         "queue": kwargs.get("queue"),

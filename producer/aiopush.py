@@ -40,7 +40,7 @@ import redis
 from redis.connection import UnixDomainSocketConnection, parse_url
 
 from cpfleet.core.errors import BrokerFull, BrokerUnavailable, ClientClosed
-from cpfleet.core.redis_url import REPLICA_WAIT_MS, parse_redis_url
+from cpfleet.core.redis_url import REPLICA_WAIT_MS, ReplicaWait, parse_redis_url
 from cpfleet.producer.connection import discover_primary
 
 Done = Callable[[BaseException | None], None]
@@ -70,9 +70,10 @@ def _command(*args: bytes) -> bytes:
 _WAIT = _command(b"WAIT", b"1", str(REPLICA_WAIT_MS).encode())
 
 
-def _pair(done: Done) -> tuple[Done, Done]:
-    """Callbacks for an LPUSH's reply and its WAIT's: ``done`` runs once, with the LPUSH's error
-    if it failed, else when the WAIT answers (a dropped connection fails both)."""
+def _pair(done: Done, replica_wait: ReplicaWait) -> tuple[Done, Done, Callable[[int], None]]:
+    """Callbacks for an LPUSH's reply and its WAIT's, and the taker of the WAIT's count:
+    ``done`` runs once, with the LPUSH's error if it failed, else when the WAIT answers (a
+    dropped connection fails both)."""
     state = {"called": False}
 
     def first(error: BaseException | None) -> None:
@@ -85,7 +86,10 @@ def _pair(done: Done) -> tuple[Done, Done]:
             state["called"] = True
             done(error)
 
-    return first, second
+    def count(acked: int) -> None:
+        replica_wait.record(acked, time.monotonic())
+
+    return first, second, count
 
 
 def _error(reply: str) -> BaseException:
@@ -115,7 +119,7 @@ class AsyncPusher:
         retry_after: float = 1.0,
     ) -> None:
         self.redis_url = redis_url
-        self._replicated = parse_redis_url(redis_url).is_sentinel
+        self._replica_wait = ReplicaWait(parse_redis_url(redis_url).is_sentinel)
         self._queue = queue.encode()
         self._reply_timeout = reply_timeout
         self._connect_timeout = connect_timeout
@@ -124,7 +128,8 @@ class AsyncPusher:
         self._sock: socket.socket | None = None
         self._inbuf = bytearray()
         self._outbuf = bytearray()  # bytes the kernel did not take yet
-        self._waiting: collections.deque[tuple[float, Done]] = collections.deque()  # (sent at, callback)
+        # (sent at, callback, taker of an integer reply's value or None)
+        self._waiting: collections.deque[tuple[float, Done, Callable[[int], None] | None]] = collections.deque()
         self._timer: asyncio.TimerHandle | None = None
         self._failed_at = -float("inf")
         self._ever_connected = False
@@ -268,15 +273,15 @@ class AsyncPusher:
             return
         self.pushes += 1
         data = lpush_command(self._queue, values)
-        if self._replicated:
-            # LPUSH then WAIT for a replica (core.redis_url.REPLICA_WAIT_MS): two replies, and
+        if self._replica_wait.due(time.monotonic()):
+            # LPUSH then WAIT for a replica (core.redis_url.ReplicaWait): two replies, and
             # the push is done at the second unless the first was an error
-            first, second = _pair(done)
-            self._waiting.append((self._loop.time(), first))
-            self._waiting.append((self._loop.time(), second))
+            first, second, count = _pair(done, self._replica_wait)
+            self._waiting.append((self._loop.time(), first, None))
+            self._waiting.append((self._loop.time(), second, count))
             data += _WAIT
         else:
-            self._waiting.append((self._loop.time(), done))
+            self._waiting.append((self._loop.time(), done, None))
         if self._timer is None:
             self._timer = self._loop.call_later(self._reply_timeout, self._check_timeout)
         if self._outbuf:
@@ -336,7 +341,9 @@ class AsyncPusher:
             if not self._waiting:
                 self._drop("a reply from Redis that nothing waited for")
                 return
-            _, done = self._waiting.popleft()
+            _, done, count = self._waiting.popleft()
+            if count is not None and kind == b":":
+                count(int(line[1:]))
             _finish(done, None if kind != b"-" else _error(line[1:].decode("utf-8", "replace")))
             if line.startswith(b"-READONLY"):
                 # a primary demoted by a failover: find the new one on the next connection
@@ -373,7 +380,7 @@ class AsyncPusher:
             ClientClosed("FleetClient closed while submitting") if closing else BrokerUnavailable(f"cannot publish to Redis: {why}")
         )
         self.last_error = error
-        for _, done in waiting:
+        for _, done, _count in waiting:
             _finish(done, error)
 
     def close(self) -> None:

@@ -28,10 +28,11 @@ import msgpack
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
+from redis.sentinel import MasterNotFoundError
 
 from cpfleet.core.errors import BrokerFull, BrokerUnavailable, MessageEncodeError, PublisherClosed
 from cpfleet.core.protocol import RUN_TASK_NAME, TASK_NAME, JobMessage, RunMessage
-from cpfleet.core.redis_url import REPLICA_WAIT_MS, mask_password, parse_redis_url
+from cpfleet.core.redis_url import REPLICA_WAIT_MS, ReplicaWait, mask_password, parse_redis_url
 from cpfleet.producer import orphans
 from cpfleet.producer.connection import connect
 
@@ -180,6 +181,7 @@ class Publisher:
         self._redis: redis.Redis | None = None
         self._closed = False
         self._unreplicated_warned = -float("inf")
+        self._replica_wait = ReplicaWait(self._target.is_sentinel)
 
     def encode(self, msg: JobMessage | RunMessage, task_id: str) -> bytes:
         """The queue entry for one job, as kombu's Redis transport would write it; thread-safe.
@@ -231,27 +233,40 @@ class Publisher:
         with self._lock:
             if self._closed:
                 raise PublisherClosed("the publisher is closed")
-            try:
-                client = self._connection()
-                pipe = client.pipeline(transaction=False)
-                for start in range(0, len(payloads), self.batch_size):
-                    pipe.lpush(self.queue, *payloads[start : start + self.batch_size])
-                if self._target.is_sentinel:
-                    pipe.execute_command("WAIT", 1, REPLICA_WAIT_MS)  # see core.redis_url.REPLICA_WAIT_MS
-                replies = pipe.execute()
-            except Exception as exc:
-                self._reset()
-                if is_out_of_memory(exc):
-                    raise BrokerFull(
-                        f"Redis at {_safe_url(self.redis_url)} is full (maxmemory reached, noeviction): {exc}"
-                    ) from exc
-                raise BrokerUnavailable(f"cannot publish to Redis at {_safe_url(self.redis_url)}: {exc}") from exc
-            if self._target.is_sentinel and not replies[-1]:
-                self._warn_unreplicated()
+            # With Sentinel, while a failover elects the new primary no connection can be made;
+            # an error raised before anything was sent is retried for up to the socket timeout.
+            end = time.monotonic() + (self._socket_timeout if self._target.is_sentinel else 0.0)
+            while True:
+                try:
+                    self._push_once(payloads)
+                    return
+                except Exception as exc:
+                    self._reset()
+                    if _nothing_sent(exc) and time.monotonic() < end:
+                        time.sleep(0.2)
+                        continue
+                    if is_out_of_memory(exc):
+                        raise BrokerFull(
+                            f"Redis at {_safe_url(self.redis_url)} is full (maxmemory reached, noeviction): {exc}"
+                        ) from exc
+                    raise BrokerUnavailable(f"cannot publish to Redis at {_safe_url(self.redis_url)}: {exc}") from exc
+
+    def _push_once(self, payloads: Sequence[bytes]) -> None:
+        client = self._connection()
+        pipe = client.pipeline(transaction=False)
+        for start in range(0, len(payloads), self.batch_size):
+            pipe.lpush(self.queue, *payloads[start : start + self.batch_size])
+        waited = self._replica_wait.due(time.monotonic())
+        if waited:
+            pipe.execute_command("WAIT", 1, REPLICA_WAIT_MS)  # see core.redis_url.ReplicaWait
+        replies = pipe.execute()
+        if waited and not self._replica_wait.record(replies[-1], time.monotonic()):
+            self._warn_unreplicated()
 
     def _warn_unreplicated(self) -> None:
         """A push no replica confirmed within REPLICA_WAIT_MS: a failover now could lose it (the
-        client's deadline, with ``resubmit_on_timeout``, still answers it). Logged once a minute."""
+        client's deadline, with ``resubmit_on_timeout``, still answers it). Logged once a minute;
+        pushes then skip the WAIT for REPLICA_PROBE_S (``core.redis_url.ReplicaWait``)."""
         now = time.monotonic()
         if now - self._unreplicated_warned > 60:
             self._unreplicated_warned = now
@@ -283,6 +298,14 @@ class Publisher:
         with self._lock:
             self._closed = True
             self._reset()
+
+
+def _nothing_sent(exc: BaseException) -> bool:
+    """Whether ``exc`` came before a command left: no primary known to Sentinel, or a connection
+    that could not be opened (redis-py words those "Error N connecting to ...")."""
+    return isinstance(exc, MasterNotFoundError) or (
+        isinstance(exc, redis.ConnectionError) and " connecting to " in str(exc)
+    )
 
 
 def _safe_url(url: str) -> str:

@@ -79,8 +79,8 @@ class SentinelGroup:
         except (redis.RedisError, OSError):
             return False
 
-    def primary_address(self) -> tuple[str, int]:
-        s = redis.Redis(port=self.sentinel_ports[0], socket_timeout=1, decode_responses=True)
+    def primary_address(self, sentinel: int = 0) -> tuple[str, int]:
+        s = redis.Redis(port=self.sentinel_ports[sentinel], socket_timeout=1, decode_responses=True)
         try:
             host, port = s.sentinel_get_master_addr_by_name(MASTER)
             return str(host), int(port)
@@ -97,8 +97,9 @@ class SentinelGroup:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
-                addr = self.primary_address()
-                if addr[1] != old_port and _is_primary(addr):
+                seen = {self.primary_address(i) for i in range(len(self.sentinel_ports))}
+                (addr,) = seen if len(seen) == 1 else (("", old_port),)
+                if addr[1] != old_port and _is_primary(addr):  # every Sentinel names the new primary
                     return addr
             except (redis.RedisError, OSError):
                 pass

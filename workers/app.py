@@ -22,6 +22,31 @@ from cpfleet.workers.resources import ProcessResources, redis_client
 
 log = logging.getLogger("cpfleet.worker")
 
+def _guard_kombu_closed_channel() -> None:
+    """kombu 5.7: when a broker connection is lost, Celery closes it, and closing the channel
+    restores its unacked messages through a new client, built from ``channel.connection.client``.
+    After a Sentinel failover that is already None, so the close raised AttributeError, which
+    Celery does not expect there: the consumer stopped for good ("Error on stopping Hub") and the
+    node took no more jobs. Raising the transport's own connection error instead lets the close
+    finish and the consumer reconnect (to the new primary); the messages it could not restore
+    stay unacked and come back through the liveness sweep (``cpfleet.workers.liveness``)."""
+    import redis as redis_lib
+    from kombu.transport import redis as kombu_redis
+
+    original = kombu_redis.Channel._connparams
+    if getattr(original, "_cpfleet_guard", False):
+        return
+
+    def _connparams(self: Any, asynchronous: bool = False) -> Any:
+        if self.connection.client is None:
+            raise redis_lib.ConnectionError("the broker connection is closed")
+        return original(self, asynchronous)
+
+    _connparams._cpfleet_guard = True  # type: ignore[attr-defined]
+    setattr(kombu_redis.Channel, "_connparams", _connparams)  # noqa: B010 - a method, replaced on purpose
+
+
+_guard_kombu_closed_channel()
 joblog.configure()  # before the pool forks: every pool process writes bare JSON job lines
 settings = Settings.from_env()
 app = Celery("cpfleet", set_as_current=True)
