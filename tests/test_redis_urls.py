@@ -147,3 +147,14 @@ def test_an_unreachable_redis_is_one_line_for_a_command(files: dict[str, Path]) 
         assert out.returncode not in (0, None) and "Traceback" not in out.stderr, out.stderr
         lines = [line for line in out.stderr.splitlines() if line.strip()]
         assert len(lines) == 1 and "Redis" in lines[0] and url.split("//")[1].split("/")[0] in lines[0], out.stderr
+
+
+def test_celery_and_flower_started_on_the_app_refuse_a_bad_url_in_one_line() -> None:
+    url = "127.0.0.1:6379"
+    for argv in (["-m", "celery", "-A", "cpfleet.workers.app", "worker"],
+                 ["-m", "cpfleet.flower_launch", "-A", "cpfleet.workers.app", "flower"]):
+        out = subprocess.run([sys.executable, *argv], cwd=REPO, capture_output=True, text=True, timeout=120,
+                             env={**os.environ, "CPFLEET_REDIS_URL": url})
+        assert out.returncode != 0 and "Traceback" not in out.stderr, out.stderr
+        lines = [line for line in out.stderr.splitlines() if line.strip()]
+        assert len(lines) == 1 and "no scheme; write redis://127.0.0.1:6379/0" in lines[0], out.stderr

@@ -48,7 +48,10 @@ def _guard_kombu_closed_channel() -> None:
 
 _guard_kombu_closed_channel()
 joblog.configure()  # before the pool forks: every pool process writes bare JSON job lines
-settings = Settings.from_env()
+try:
+    settings = Settings.from_env()
+except ValueError as exc:  # a bad setting (a Redis URL without a scheme...): one line, for celery -A and Flower too
+    raise SystemExit(f"cpfleet worker: {exc}") from None
 app = Celery("cpfleet", set_as_current=True)
 app.conf.update(settings.celery_config())
 resources = ProcessResources(settings)
