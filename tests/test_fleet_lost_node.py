@@ -33,7 +33,7 @@ PRODUCTION_TIMERS = {
     "CPFLEET_VISIBILITY_TIMEOUT": "690",
     "CPFLEET_UNACKED_RESTORE_INTERVAL": "10",
     "CPFLEET_DEBUG_HOOKS": "1",  # jobs sleep in the pool process, so a node is caught holding one
-    "CPFLEET_NODE_TTL": "3",
+    "CPFLEET_NODE_TTL": "5",  # the default is 10; shorter keeps the test short, long enough for a loaded machine
 }
 VISIBILITY_S = 690.0
 
@@ -112,12 +112,12 @@ def test_a_frozen_node_jobs_come_back_and_its_late_reply_and_ack_harm_nothing(
 
 
 def test_a_slow_job_on_a_live_node_is_never_given_back(redis_url: str, start_worker) -> None:  # noqa: F811
-    env = {**PRODUCTION_TIMERS, "CPFLEET_NODE_TTL": "1"}  # beats every 0.2 s, grace 1 s: the job outlives both by far
+    env = {**PRODUCTION_TIMERS, "CPFLEET_NODE_TTL": "3"}  # beats every 0.6 s, grace 3 s: the job outlives both by far
     node = start_worker(redis_url, concurrency=1, env=env)
     spare = start_worker(redis_url, concurrency=1, env=env)  # idle, and sweeping: it would take a requeued job
     with FleetClient(redis_url, timeout=300, use_cache=False) as client:
         client.register_problems([ECHO])
-        results = client.gather(client.submit_many(_jobs(2, "slow", 8.0)), timeout=240)
+        results = client.gather(client.submit_many(_jobs(2, "slow", 12.0)), timeout=240)
         time.sleep(2)  # a duplicate reply would have arrived by now
         duplicates = client.stats.duplicates
     _check_all_answered_once(results, "slow", 2)
