@@ -17,8 +17,9 @@ burst on a loop publishes as it is made. After an error the connection is opened
 short-lived thread (at most one attempt per ``retry_after`` seconds) while the batcher
 publishes on the client's thread, so a Redis outage never stalls the loop.
 
-This connection only ever sends AUTH, SELECT and LPUSH, so it reads only the three reply kinds
-those have (``+OK``, ``:<n>``, ``-<error>``) and treats anything else as a broken connection.
+This connection only ever sends AUTH, SELECT, LPUSH and (with Sentinel: wait until a replica
+has the push, ``core.redis_url.ReplicaWait``) WAIT, so it reads only the three reply kinds those
+have (``+OK``, ``:<n>``, ``-<error>``) and treats anything else as a broken connection.
 It speaks plain TCP and Unix sockets, and finds the primary through Sentinel for
 ``sentinel://`` (asked again on every connection, so a failover costs one dropped connection);
 for ``rediss://`` (TLS) the batcher uses the client's publishing thread instead.

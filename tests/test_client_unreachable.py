@@ -47,3 +47,28 @@ def test_an_outage_shorter_than_the_grace_fails_nothing() -> None:
 def test_the_grace_must_be_positive_or_none() -> None:
     with pytest.raises(ValueError, match="unreachable_grace"):
         FleetClient("redis://127.0.0.1:1/0", unreachable_grace=0)
+
+
+def test_serve_answers_503_with_retry_after_when_redis_is_gone() -> None:
+    import json
+    import urllib.error
+    import urllib.request
+
+    from test_serve import start_server
+
+    from cpfleet.serve import ServeConfig
+
+    with RedisServer() as server:
+        srv, thread, port = start_server(ServeConfig(redis_url=server.url, timeout_s=60))
+        try:
+            server.stop(kill=True)
+            payload = {"query": ["print(1)"], "prompts": [""], "labels": ["t/none"]}
+            req = urllib.request.Request(f"http://127.0.0.1:{port}/get_reward", data=json.dumps(payload).encode(),
+                                         method="POST", headers={"Content-Type": "application/json"})
+            with pytest.raises(urllib.error.HTTPError) as info:
+                urllib.request.urlopen(req, timeout=120)
+            assert info.value.code == 503 and info.value.headers["Retry-After"]
+            assert "Redis" in json.loads(info.value.read())["error"]
+        finally:
+            srv.should_exit = True
+            thread.join(timeout=30)
