@@ -2,12 +2,15 @@
 (real redis-server processes), a real prefork worker, the client (threads and the event loop's
 own pusher) and ``cpfleet serve`` all on a ``sentinel://`` URL. The primary is SIGKILLed in the
 middle of a batch; Sentinel promotes the replica; every job is still answered, with its real
-verdict, and work submitted after the failover reaches the new primary."""
+verdict, and work submitted after the failover reaches the new primary. The problems are loaded
+with ``cpfleet load --redis sentinel://...``."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 import urllib.request
 from collections import Counter
 from pathlib import Path
@@ -61,8 +64,12 @@ def test_a_primary_killed_mid_batch_loses_no_job_and_no_reply(tmp_path: Path) ->
         with FleetWorker(group.url, tmp_path, concurrency=2, env=env) as worker:
             # resubmit_on_timeout: what async replication may still lose at the failover (a
             # push the replica had not confirmed) is published again at its deadline
+            problems = tmp_path / "problems.jsonl"
+            problems.write_text(json.dumps(ECHO) + "\n")
+            load = subprocess.run([sys.executable, "-m", "cpfleet", "load", str(problems), "--redis", group.url],
+                                  capture_output=True, text=True, timeout=120)
+            assert load.returncode == 0 and "written 1" in load.stdout, load.stderr
             with FleetClient(group.url, timeout=60, resubmit_on_timeout=True, use_cache=False) as client:
-                client.register_problems([ECHO])
                 srv, thread, port = start_server(ServeConfig(redis_url=group.url, timeout_s=120))
                 try:
                     assert _reward(port) == [1.0]
