@@ -430,6 +430,8 @@ class RunMessage:
         if msg.payload_bytes() > MAX_RUN_PAYLOAD_BYTES:
             raise ProtocolError(f"run job of {msg.payload_bytes()} bytes (code, stdins, files) exceeds {MAX_RUN_PAYLOAD_BYTES}")
         return msg
+
+
 # --- worker liveness (workers.liveness) --------------------------------------------------------
 
 # kombu's Redis transport keeps every message a consumer took and has not acked yet in the hash

@@ -192,11 +192,15 @@ class LocalFleet:
     def _check_redis(self, url: str) -> None:
         import redis
 
-        client = redis.Redis.from_url(url, socket_connect_timeout=3, socket_timeout=3)
+        from cpfleet.core.redis_url import parse_redis_url
+        from cpfleet.producer.connection import connect
+
+        target = parse_redis_url(url)
+        client = connect(target, socket_connect_timeout=3, socket_timeout=3)
         try:
             client.ping()
         except redis.RedisError as e:
-            raise FleetError(f"cannot reach Redis at {url}: {e}") from e
+            raise FleetError(f"cannot reach Redis at {target.safe}: {e}") from e
         finally:
             client.close()
 
