@@ -99,8 +99,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 # Commands that use $CPFLEET_REDIS_URL (else the default) when --redis is not given; `up`
-# starts a Redis of its own instead.
-USES_REDIS_ENV = frozenset({"load", "submit", "worker", "serve"})
+# starts a Redis of its own instead, `run --local` uses none.
+USES_REDIS_ENV = frozenset({"load", "submit", "worker", "serve", "run"})
 
 
 def check_redis_url(args: argparse.Namespace) -> None:
@@ -111,7 +111,7 @@ def check_redis_url(args: argparse.Namespace) -> None:
     explicit = getattr(args, "redis", None)
     if explicit is not None:
         parse_redis_url(explicit, source="--redis")
-    elif args.command in USES_REDIS_ENV:
+    elif args.command in USES_REDIS_ENV and not getattr(args, "local", False):  # `run --local` needs no Redis
         defaults.redis_target(None)
 
 

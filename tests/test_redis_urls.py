@@ -46,7 +46,9 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     )
     jobs = d / "jobs.jsonl"
     jobs.write_text('{"problem_id": "t/echo", "completion": "print(input())", "job_id": "j"}\n')
-    return {"problems": problems, "jobs": jobs}
+    program = d / "hello.py"
+    program.write_text("print('hello')\n")
+    return {"problems": problems, "jobs": jobs, "program": program}
 
 
 def _commands(url: str, files: dict[str, Path]) -> dict[str, list[str]]:
@@ -56,6 +58,7 @@ def _commands(url: str, files: dict[str, Path]) -> dict[str, list[str]]:
         "worker": ["worker", "--redis", url],
         "serve": ["serve", "--redis", url, "--port", "1"],
         "up": ["up", "--redis", url],
+        "run": ["run", str(files["program"]), "--redis", url],
     }
 
 
@@ -83,9 +86,10 @@ def test_every_command_refuses_each_mistake_in_one_line(url: str, needle: str, f
 
 @pytest.mark.parametrize(("url", "needle"), MISTAKES[:3], ids=IDS[:3])
 def test_a_mistake_in_cpfleet_redis_url_is_named_with_its_source(url: str, needle: str, files: dict[str, Path]) -> None:
-    for command in ("load", "submit", "worker", "serve"):
+    for command in ("load", "submit", "worker", "serve", "run"):
         argv = [command] + ([str(files["problems"])] if command == "load" else [])
         argv += [str(files["jobs"])] if command == "submit" else []
+        argv += [str(files["program"])] if command == "run" else []
         out = _run(argv, env={"CPFLEET_REDIS_URL": url})
         _one_clear_line(out, url, needle, command)
         assert "(from $CPFLEET_REDIS_URL)" in out.stderr
