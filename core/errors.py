@@ -142,6 +142,11 @@ class BrokenProblem(CpfleetError):
 # -- broker and client --------------------------------------------------------------------------
 
 
+class RedisUrlError(CpfleetError, ValueError):
+    """A Redis URL that cannot be used (no scheme, unknown scheme, bad port or database, a
+    Sentinel URL without its master's name): the message is one line naming the URL and the fix."""
+
+
 class BrokerUnavailable(CpfleetError, ConnectionError):
     """Redis (the broker) cannot be reached: nothing after the failing batch was published.
 

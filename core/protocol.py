@@ -431,6 +431,33 @@ class RunMessage:
             raise ProtocolError(f"run job of {msg.payload_bytes()} bytes (code, stdins, files) exceeds {MAX_RUN_PAYLOAD_BYTES}")
         return msg
 
+
+# --- worker liveness (workers.liveness) --------------------------------------------------------
+
+# kombu's Redis transport keeps every message a consumer took and has not acked yet in the hash
+# ``unacked`` (delivery tag -> [message, exchange, routing key]) and the sorted set
+# ``unacked_index`` (delivery tag -> when it was taken): its default names, which cpfleet keeps.
+KOMBU_UNACKED_KEY = "unacked"
+KOMBU_UNACKED_INDEX_KEY = "unacked_index"
+# Task names whose messages the liveness sweep may requeue: cpfleet's own, never another app's.
+TASK_NAME_PREFIX = f"{KEY_PREFIX}."
+
+
+def nodes_key() -> str:
+    """A hash: worker node -> ``"<alive-until epoch s> <delivery tag> ..."`` (its heartbeat)."""
+    return f"{KEY_PREFIX}:nodes"
+
+
+def unheld_key() -> str:
+    """A hash: delivery tag of an unacked message no live node lists -> since when (epoch s)."""
+    return f"{KEY_PREFIX}:unheld"
+
+
+def sweep_lock_key() -> str:
+    """Held for one sweep interval by the node that sweeps (one sweep per interval, fleet-wide)."""
+    return f"{KEY_PREFIX}:sweep-lock"
+
+
 # --- replies -----------------------------------------------------------------------------------
 
 

@@ -82,11 +82,37 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "command", None):
         parser.print_help()
         return 2
+    from cpfleet.core.errors import BrokerFull, BrokerUnavailable, RedisUrlError
+
     try:
+        check_redis_url(args)
         return int(args._module.run(args) or 0)
+    except RedisUrlError as exc:  # the user's typo: one line, never a traceback
+        print(f"cpfleet {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except (BrokerUnavailable, BrokerFull) as exc:  # a Redis that is not there (or full): one line
+        print(f"cpfleet {args.command}: {exc}", file=sys.stderr)
+        return 3
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+
+
+# Commands that use $CPFLEET_REDIS_URL (else the default) when --redis is not given; `up`
+# starts a Redis of its own instead, `run --local` uses none.
+USES_REDIS_ENV = frozenset({"load", "submit", "worker", "serve", "run"})
+
+
+def check_redis_url(args: argparse.Namespace) -> None:
+    """Check the command's Redis URL before it does anything else (raises RedisUrlError): a
+    command must not read a large file, or a worker start retrying forever, on a URL it misread."""
+    from cpfleet.core.redis_url import parse_redis_url
+
+    explicit = getattr(args, "redis", None)
+    if explicit is not None:
+        parse_redis_url(explicit, source="--redis")
+    elif args.command in USES_REDIS_ENV and not getattr(args, "local", False):  # `run --local` needs no Redis
+        defaults.redis_target(None)
 
 
 if __name__ == "__main__":

@@ -192,11 +192,15 @@ class LocalFleet:
     def _check_redis(self, url: str) -> None:
         import redis
 
-        client = redis.Redis.from_url(url, socket_connect_timeout=3, socket_timeout=3)
+        from cpfleet.core.redis_url import parse_redis_url
+        from cpfleet.producer.connection import connect
+
+        target = parse_redis_url(url)
+        client = connect(target, socket_connect_timeout=3, socket_timeout=3)
         try:
             client.ping()
         except redis.RedisError as e:
-            raise FleetError(f"cannot reach Redis at {url}: {e}") from e
+            raise FleetError(f"cannot reach Redis at {target.safe}: {e}") from e
         finally:
             client.close()
 
@@ -305,7 +309,10 @@ def queued_jobs(redis_url: str, timeout: float = 2.0) -> int | None:
     from cpfleet.workers.metrics import queue_lists
 
     queues = Settings.from_env({**os.environ, "CPFLEET_REDIS_URL": redis_url}).queues
-    client = redis.Redis.from_url(redis_url, socket_connect_timeout=timeout, socket_timeout=timeout)
+    from cpfleet.core.redis_url import parse_redis_url
+    from cpfleet.producer.connection import connect
+
+    client = connect(parse_redis_url(redis_url), socket_connect_timeout=timeout, socket_timeout=timeout)
     try:
         pipe = client.pipeline(transaction=False)
         for queue in queues:

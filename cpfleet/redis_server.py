@@ -53,10 +53,13 @@ class RedisServer:
         data_dir: str | None = None,
         appendonly: bool = False,
         launch: Callable[[list[str]], list[str]] | None = None,
+        extra_args: tuple[str, ...] = (),
     ) -> None:
         """``launch`` may wrap the command line (``cpfleet up`` uses it for its own session and
-        PR_SET_PDEATHSIG, so the server does not outlive a killed ``up``)."""
+        PR_SET_PDEATHSIG, so the server does not outlive a killed ``up``); ``extra_args`` are
+        more redis-server options (``--replicaof HOST PORT`` makes a replica)."""
         self.launch = launch
+        self.extra_args = tuple(extra_args)
         self.port = port or free_port()
         self.data_dir = data_dir
         self.appendonly = appendonly
@@ -82,6 +85,7 @@ class RedisServer:
             "--maxmemory-policy", "noeviction",
             "--protected-mode", "yes",
             "--loglevel", "warning",
+            *self.extra_args,
         ]
         argv = self.launch(args) if self.launch is not None else args
         self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

@@ -167,6 +167,7 @@ class _Connection:
     """A FleetClient made on first use in this process; never pickled (a new process makes its own)."""
 
     def __init__(self, redis_url: str | None, client_options: Mapping[str, Any] | None = None) -> None:
+        defaults.redis_target(redis_url)  # a bad URL raises RedisUrlError now, not a None reward per sample later
         self.redis_url = redis_url
         self.client_options = dict(client_options or {})
         self._lock = threading.Lock()
@@ -482,6 +483,8 @@ def score_dict(result: JobResult | None, *, infra_score: float = 0.0) -> dict[st
 
 
 def _verl_options(kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    # a bad URL is the caller's mistake: RedisUrlError now, never an infra score per sample
+    defaults.redis_target(kwargs.get("redis_url"))
     return {
         "redis_url": kwargs.get("redis_url"),
         "queue": kwargs.get("queue"),

@@ -14,6 +14,8 @@ import logging
 import socket
 import sys
 
+from cpfleet.core import defaults
+from cpfleet.core.errors import RedisUrlError
 from cpfleet.gateway.app import (
     DEFAULT_COALESCE_MS,
     DEFAULT_JOB_TIMEOUT_S,
@@ -28,7 +30,7 @@ DEFAULT_PORT = 8080
 
 
 def configure(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--redis", default="redis://127.0.0.1:6379/0", help="the fleet's Redis URL (default: %(default)s)")
+    p.add_argument("--redis", metavar="URL", help="the fleet's " + defaults.REDIS_URL_HELP)
     p.add_argument("--host", default="127.0.0.1", help="bind address; a non-loopback one needs --token (default: %(default)s)")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help="TCP port (default: %(default)s)")
     p.add_argument("--token", default=None, help="require 'Authorization: Bearer TOKEN' on every endpoint but /healthz (default: no token, loopback only)")
@@ -59,8 +61,12 @@ def config_from_args(args: argparse.Namespace) -> ServeConfig:
         raise SystemExit(f"cpfleet serve: refusing to listen on {args.host} without --token (anyone could submit code)")
     if args.max_body_mb <= 0 or args.max_backlog < 1 or args.timeout <= 0 or args.wait <= 0 or args.coalesce_ms < 0:
         raise SystemExit("cpfleet serve: --max-body-mb, --max-backlog, --timeout, --wait must be positive, --coalesce-ms >= 0")
+    try:
+        redis_url = defaults.redis_url(args.redis)
+    except RedisUrlError as exc:
+        raise SystemExit(f"cpfleet serve: {exc}") from None
     return ServeConfig(
-        redis_url=args.redis,
+        redis_url=redis_url,
         token=args.token,
         max_body_bytes=int(args.max_body_mb * 1024 * 1024),
         max_backlog=args.max_backlog,
@@ -69,6 +75,25 @@ def config_from_args(args: argparse.Namespace) -> ServeConfig:
         queue=args.queue,
         coalesce_ms=args.coalesce_ms,
     )
+
+
+def redis_unreachable(redis_url: str) -> str | None:
+    """Why the fleet's Redis cannot be used right now (None: it answers a PING)."""
+    import redis
+
+    from cpfleet.core.redis_url import parse_redis_url
+    from cpfleet.producer.connection import connect
+
+    target = parse_redis_url(redis_url)
+    try:
+        client = connect(target, socket_timeout=5, socket_connect_timeout=5)
+        try:
+            client.ping()
+        finally:
+            client.close()
+    except redis.RedisError as exc:
+        return f"cannot reach Redis at {target.safe}: {exc}"
+    return None
 
 
 def listen(host: str, port: int) -> socket.socket:
@@ -129,6 +154,10 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     config = config_from_args(args)
+    reason = redis_unreachable(config.redis_url)
+    if reason is not None:  # a wrong port or host: one line now, not a startup traceback from uvicorn
+        print(f"cpfleet serve: {reason}", file=sys.stderr)
+        return 3
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(name)s: %(message)s")
     sock = listen(args.host, args.port)
     print(f"cpfleet serve: http://{args.host}:{args.port} -> {config.redis_url}", file=sys.stderr)

@@ -89,7 +89,9 @@ def load_for_command(args: argparse.Namespace, command: str) -> LoadResult | Non
 def run(args: argparse.Namespace) -> int:
     import redis
 
+    from cpfleet.core.redis_url import parse_redis_url
     from cpfleet.core.store import register_problems
+    from cpfleet.producer.connection import connect
 
     t0 = time.perf_counter()
     loaded = load_for_command(args, "load")
@@ -97,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     # Large problems take a while on a slow link: wait for Redis longer than redis-py's 5 s default.
     args.redis = defaults.redis_url(args.redis)
-    client = redis.Redis.from_url(args.redis, socket_timeout=120, socket_connect_timeout=10)
+    client = connect(parse_redis_url(args.redis), socket_timeout=120, socket_connect_timeout=10)
     try:
         stats = register_problems(client, loaded.problems)
     except redis.RedisError as e:

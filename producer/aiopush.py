@@ -17,10 +17,12 @@ burst on a loop publishes as it is made. After an error the connection is opened
 short-lived thread (at most one attempt per ``retry_after`` seconds) while the batcher
 publishes on the client's thread, so a Redis outage never stalls the loop.
 
-This connection only ever sends AUTH, SELECT and LPUSH, so it reads only the three reply kinds
-those have (``+OK``, ``:<n>``, ``-<error>``) and treats anything else as a broken connection.
-It speaks plain TCP and Unix sockets; for ``rediss://`` (TLS) the batcher uses the client's
-publishing thread instead.
+This connection only ever sends AUTH, SELECT, LPUSH and (with Sentinel: wait until a replica
+has the push, ``core.redis_url.ReplicaWait``) WAIT, so it reads only the three reply kinds those
+have (``+OK``, ``:<n>``, ``-<error>``) and treats anything else as a broken connection.
+It speaks plain TCP and Unix sockets, and finds the primary through Sentinel for
+``sentinel://`` (asked again on every connection, so a failover costs one dropped connection);
+for ``rediss://`` (TLS) the batcher uses the client's publishing thread instead.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ import redis
 from redis.connection import UnixDomainSocketConnection, parse_url
 
 from cpfleet.core.errors import BrokerFull, BrokerUnavailable, ClientClosed
+from cpfleet.core.redis_url import REPLICA_WAIT_MS, ReplicaWait, parse_redis_url
+from cpfleet.producer.connection import discover_primary
 
 Done = Callable[[BaseException | None], None]
 log = logging.getLogger("cpfleet.client")
@@ -48,7 +52,7 @@ _SNDBUF = 4 << 20  # bytes: a chunk of ordinary completions is well under this
 
 def supported(redis_url: str) -> bool:
     """Whether this URL's scheme is one the pusher speaks (TCP or Unix socket, no TLS)."""
-    return redis_url.split("://", 1)[0].lower() in ("redis", "unix")
+    return redis_url.split("://", 1)[0].lower() in ("redis", "unix", "sentinel")
 
 
 # redis-py's own RESP encoder; the connection object is only used to pack commands, never opened.
@@ -62,6 +66,31 @@ def lpush_command(key: bytes, values: Sequence[bytes]) -> bytes:
 
 def _command(*args: bytes) -> bytes:
     return b"".join(_PACKER.pack_command(*args))
+
+
+_WAIT = _command(b"WAIT", b"1", str(REPLICA_WAIT_MS).encode())
+
+
+def _pair(done: Done, replica_wait: ReplicaWait) -> tuple[Done, Done, Callable[[int], None]]:
+    """Callbacks for an LPUSH's reply and its WAIT's, and the taker of the WAIT's count:
+    ``done`` runs once, with the LPUSH's error if it failed, else when the WAIT answers (a
+    dropped connection fails both)."""
+    state = {"called": False}
+
+    def first(error: BaseException | None) -> None:
+        if error is not None and not state["called"]:
+            state["called"] = True
+            done(error)
+
+    def second(error: BaseException | None) -> None:
+        if not state["called"]:
+            state["called"] = True
+            done(error)
+
+    def count(acked: int) -> None:
+        replica_wait.record(acked, time.monotonic())
+
+    return first, second, count
 
 
 def _error(reply: str) -> BaseException:
@@ -91,6 +120,7 @@ class AsyncPusher:
         retry_after: float = 1.0,
     ) -> None:
         self.redis_url = redis_url
+        self._replica_wait = ReplicaWait(parse_redis_url(redis_url).is_sentinel)
         self._queue = queue.encode()
         self._reply_timeout = reply_timeout
         self._connect_timeout = connect_timeout
@@ -99,7 +129,8 @@ class AsyncPusher:
         self._sock: socket.socket | None = None
         self._inbuf = bytearray()
         self._outbuf = bytearray()  # bytes the kernel did not take yet
-        self._waiting: collections.deque[tuple[float, Done]] = collections.deque()  # (sent at, callback)
+        # (sent at, callback, taker of an integer reply's value or None)
+        self._waiting: collections.deque[tuple[float, Done, Callable[[int], None] | None]] = collections.deque()
         self._timer: asyncio.TimerHandle | None = None
         self._failed_at = -float("inf")
         self._ever_connected = False
@@ -164,7 +195,19 @@ class AsyncPusher:
 
     def _connect_blocking(self) -> socket.socket:
         """A connected socket, authenticated and on the URL's database (blocking, bounded)."""
-        params: dict[str, Any] = parse_url(self.redis_url)
+        target = parse_redis_url(self.redis_url)
+        params: dict[str, Any]
+        if target.is_sentinel:
+            # the Sentinels' current primary, asked afresh on every (re)connection: after a
+            # failover the old one answers READONLY or not at all, and the socket is dropped
+            try:
+                host, port = discover_primary(target, self._connect_timeout)
+            except redis.RedisError as exc:
+                raise BrokerUnavailable(f"cannot find the Redis primary through Sentinel: {exc}") from exc
+            params = {"host": host, "port": port, "db": target.db, "password": target.password,
+                      "username": target.username}
+        else:
+            params = parse_url(self.redis_url)
         try:
             if params.get("connection_class") is UnixDomainSocketConnection:
                 sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -230,10 +273,18 @@ class AsyncPusher:
             done(BrokerUnavailable("not connected to Redis"))
             return
         self.pushes += 1
-        self._waiting.append((self._loop.time(), done))
+        data = lpush_command(self._queue, values)
+        if self._replica_wait.due(time.monotonic()):
+            # LPUSH then WAIT for a replica (core.redis_url.ReplicaWait): two replies, and
+            # the push is done at the second unless the first was an error
+            first, second, count = _pair(done, self._replica_wait)
+            self._waiting.append((self._loop.time(), first, None))
+            self._waiting.append((self._loop.time(), second, count))
+            data += _WAIT
+        else:
+            self._waiting.append((self._loop.time(), done, None))
         if self._timer is None:
             self._timer = self._loop.call_later(self._reply_timeout, self._check_timeout)
-        data = lpush_command(self._queue, values)
         if self._outbuf:
             self._outbuf += data
             self.buffered += 1
@@ -291,8 +342,14 @@ class AsyncPusher:
             if not self._waiting:
                 self._drop("a reply from Redis that nothing waited for")
                 return
-            _, done = self._waiting.popleft()
+            _, done, count = self._waiting.popleft()
+            if count is not None and kind == b":":
+                count(int(line[1:]))
             _finish(done, None if kind != b"-" else _error(line[1:].decode("utf-8", "replace")))
+            if line.startswith(b"-READONLY"):
+                # a primary demoted by a failover: find the new one on the next connection
+                self._drop("Redis is a read-only replica now (a failover)")
+                return
 
     def _check_timeout(self) -> None:
         self._timer = None
@@ -324,7 +381,7 @@ class AsyncPusher:
             ClientClosed("FleetClient closed while submitting") if closing else BrokerUnavailable(f"cannot publish to Redis: {why}")
         )
         self.last_error = error
-        for _, done in waiting:
+        for _, done, _count in waiting:
             _finish(done, error)
 
     def close(self) -> None:

@@ -39,6 +39,7 @@ from cpfleet.core.languages import FENCE_TAGS, LANGUAGES
 from cpfleet.core.protocol import JobMessage, RunMessage
 from cpfleet.core.results import JobResult, RunJobResult
 from cpfleet.producer.batcher import AsyncEvaluator
+from cpfleet.producer.connection import connect
 from cpfleet.producer.inline_registry import InlineRegistry
 from cpfleet.producer.orphans import purge_orphans
 from cpfleet.producer.pending import (
@@ -71,7 +72,10 @@ class FleetClient:
     ``job_id`` is the caller's). A ``client_id`` is claimed exclusively in Redis while the client
     is open: a second client with the same id raises ValueError. ``redis_url`` defaults to
     ``$CPFLEET_REDIS_URL``, else ``redis://127.0.0.1:6379/0`` (``cpfleet.core.defaults``), as
-    for every ``cpfleet`` command.
+    for every ``cpfleet`` command; a malformed URL raises ``RedisUrlError`` (a ValueError) here.
+    ``unreachable_grace``: once Redis has been unreachable that many seconds in a row (default
+    30; None: never), every pending future fails with ``BrokerUnavailable`` instead of waiting
+    for its job's deadline (with Sentinel, set it above the failover time).
     """
 
     def __init__(
@@ -91,11 +95,15 @@ class FleetClient:
         pop_batch: int = 1000,
         sweep_orphans: bool = True,
         code_key: Callable[[str], str | None] | None = None,
+        unreachable_grace: float | None = 30.0,
     ) -> None:
         protocol.check_options(reward_shape, mode)
         if timeout <= 0 or max_in_flight < 1:
             raise ValueError("timeout must be > 0 and max_in_flight >= 1")
-        redis_url = defaults.redis_url(redis_url)
+        if unreachable_grace is not None and not unreachable_grace > 0:
+            raise ValueError(f"unreachable_grace must be > 0 seconds or None, got {unreachable_grace!r}")
+        target = defaults.redis_target(redis_url)  # a bad URL is one clear RedisUrlError, before anything starts
+        redis_url = target.url
         self.redis_url = redis_url
         self.queue = queue
         self.timeout = timeout
@@ -123,17 +131,15 @@ class FleetClient:
         )
         self.stats = self._jobs.stats
         self._claim_ttl_s = protocol.CLIENT_CLAIM_TTL_S
-        self._redis = redis.Redis.from_url(
-            redis_url, socket_timeout=10, socket_connect_timeout=5, socket_keepalive=True
-        )
+        self._redis = connect(target, socket_timeout=10, socket_connect_timeout=5, socket_keepalive=True)
         try:
             claimed = self._redis.set(self.claim_key, self._claim_token, nx=True, ex=self._claim_ttl_s)
         except redis.exceptions.OutOfMemoryError as exc:
             self._redis.close()
-            raise BrokerFull(f"Redis at {redis_url} is full (maxmemory reached, noeviction): {exc}") from exc
+            raise BrokerFull(f"Redis at {target.safe} is full (maxmemory reached, noeviction): {exc}") from exc
         except redis.RedisError as exc:
             self._redis.close()
-            raise BrokerUnavailable(f"cannot reach Redis at {redis_url}: {exc}") from exc
+            raise BrokerUnavailable(f"cannot reach Redis at {target.safe}: {exc}") from exc
         if not claimed:
             self._redis.close()
             raise ValueError(
@@ -161,6 +167,7 @@ class FleetClient:
             jobs=self._jobs,
             commands=self._redis,
             sweep=functools.partial(self.purge_orphans, budget_s=5.0),
+            unreachable_grace_s=unreachable_grace,
         )
         self._replies.start()
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cpfleet.core import protocol
-from cpfleet.core.errors import ClientClosed, FleetBusy
+from cpfleet.core.errors import BrokerUnavailable, ClientClosed, FleetBusy
 from cpfleet.core.protocol import JobMessage, RunMessage
 from cpfleet.core.results import JobResult, RunJobResult
 
@@ -45,6 +45,7 @@ class FleetStats:
     resubmitted: int = 0
     reader_errors: int = 0  # Redis errors seen by the reader (it keeps trying)
     cancelled: int = 0  # jobs withdrawn by Future.cancel() / cancel_many()
+    broker_lost: int = 0  # jobs failed with BrokerUnavailable: Redis unreachable for the client's grace
 
 
 @dataclass(slots=True)
@@ -369,6 +370,25 @@ class JobRegistry:
             self.closed = True
             self.lock.notify_all()
             return True
+
+    def fail_unreachable(self, why: str) -> int:
+        """Fail every pending future with BrokerUnavailable(``why``): Redis has been unreachable
+        for longer than the caller agreed to wait, so waiting for each job's deadline would only
+        stall the caller. Returns how many."""
+        with self.lock:
+            left = list({id(e): e for e in self.pending.values() if not e.done}.values())
+            for entry in left:
+                entry.done = True
+                for wire_id in entry.attempts:
+                    self.pending.pop(wire_id, None)
+                self.live -= 1
+                self.stats.broker_lost += 1
+            if left:
+                self._compact_deadlines()
+                self.lock.notify_all()
+        for entry in left:
+            entry.future.set_exception(BrokerUnavailable(why))
+        return len(left)
 
     def fail_all(self, why: str) -> int:
         """Resolve every job still pending INTERNAL with ``why``; returns how many there were."""

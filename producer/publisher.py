@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import os
 import socket
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,10 +28,15 @@ import msgpack
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
+from redis.sentinel import MasterNotFoundError
 
 from cpfleet.core.errors import BrokerFull, BrokerUnavailable, MessageEncodeError, PublisherClosed
 from cpfleet.core.protocol import RUN_TASK_NAME, TASK_NAME, JobMessage, RunMessage
+from cpfleet.core.redis_url import REPLICA_WAIT_MS, ReplicaWait, mask_password, parse_redis_url
 from cpfleet.producer import orphans
+from cpfleet.producer.connection import connect
+
+log = logging.getLogger("cpfleet.client")
 
 _EMBED: dict[str, Any] = {"callbacks": None, "errbacks": None, "chain": None, "chord": None}
 
@@ -162,6 +169,7 @@ class Publisher:
     """One Redis connection that pushes encoded task messages, shared by a client's threads under a lock."""
 
     def __init__(self, redis_url: str, queue: str, batch_size: int = 500, socket_timeout: float = 10.0) -> None:
+        self._target = parse_redis_url(redis_url)
         self.redis_url = redis_url
         self.queue = queue
         self.batch_size = batch_size
@@ -172,6 +180,8 @@ class Publisher:
         self._lock = threading.Lock()
         self._redis: redis.Redis | None = None
         self._closed = False
+        self._unreplicated_warned = -float("inf")
+        self._replica_wait = ReplicaWait(self._target.is_sentinel)
 
     def encode(self, msg: JobMessage | RunMessage, task_id: str) -> bytes:
         """The queue entry for one job, as kombu's Redis transport would write it; thread-safe.
@@ -223,25 +233,51 @@ class Publisher:
         with self._lock:
             if self._closed:
                 raise PublisherClosed("the publisher is closed")
-            try:
-                client = self._connection()
-                pipe = client.pipeline(transaction=False)
-                for start in range(0, len(payloads), self.batch_size):
-                    pipe.lpush(self.queue, *payloads[start : start + self.batch_size])
-                pipe.execute()
-            except Exception as exc:
-                self._reset()
-                if is_out_of_memory(exc):
-                    raise BrokerFull(
-                        f"Redis at {_safe_url(self.redis_url)} is full (maxmemory reached, noeviction): {exc}"
-                    ) from exc
-                raise BrokerUnavailable(f"cannot publish to Redis at {_safe_url(self.redis_url)}: {exc}") from exc
+            # With Sentinel, while a failover elects the new primary no connection can be made;
+            # an error raised before anything was sent is retried for up to the socket timeout.
+            end = time.monotonic() + (self._socket_timeout if self._target.is_sentinel else 0.0)
+            while True:
+                try:
+                    self._push_once(payloads)
+                    return
+                except Exception as exc:
+                    self._reset()
+                    if _nothing_sent(exc) and time.monotonic() < end:
+                        time.sleep(0.2)
+                        continue
+                    if is_out_of_memory(exc):
+                        raise BrokerFull(
+                            f"Redis at {_safe_url(self.redis_url)} is full (maxmemory reached, noeviction): {exc}"
+                        ) from exc
+                    raise BrokerUnavailable(f"cannot publish to Redis at {_safe_url(self.redis_url)}: {exc}") from exc
+
+    def _push_once(self, payloads: Sequence[bytes]) -> None:
+        client = self._connection()
+        pipe = client.pipeline(transaction=False)
+        for start in range(0, len(payloads), self.batch_size):
+            pipe.lpush(self.queue, *payloads[start : start + self.batch_size])
+        waited = self._replica_wait.due(time.monotonic())
+        if waited:
+            pipe.execute_command("WAIT", 1, REPLICA_WAIT_MS)  # see core.redis_url.ReplicaWait
+        replies = pipe.execute()
+        if waited and not self._replica_wait.record(replies[-1], time.monotonic()):
+            self._warn_unreplicated()
+
+    def _warn_unreplicated(self) -> None:
+        """A push no replica confirmed within REPLICA_WAIT_MS: a failover now could lose it (the
+        client's deadline, with ``resubmit_on_timeout``, still answers it). Logged once a minute;
+        pushes then skip the WAIT for REPLICA_PROBE_S (``core.redis_url.ReplicaWait``)."""
+        now = time.monotonic()
+        if now - self._unreplicated_warned > 60:
+            self._unreplicated_warned = now
+            log.warning("no Redis replica confirmed a push within %d ms: a failover now could lose those jobs "
+                        "(their deadline still answers them)", REPLICA_WAIT_MS)
 
     def _connection(self) -> redis.Redis:
         if self._redis is None:
             # No silent retry: a push that failed half-way is the caller's to see, never to repeat.
-            self._redis = redis.Redis.from_url(
-                self.redis_url,
+            self._redis = connect(
+                self._target,
                 socket_timeout=self._socket_timeout,
                 socket_connect_timeout=5,
                 socket_keepalive=True,
@@ -264,9 +300,14 @@ class Publisher:
             self._reset()
 
 
+def _nothing_sent(exc: BaseException) -> bool:
+    """Whether ``exc`` came before a command left: no primary known to Sentinel, or a connection
+    that could not be opened (redis-py words those "Error N connecting to ...")."""
+    return isinstance(exc, MasterNotFoundError) or (
+        isinstance(exc, redis.ConnectionError) and " connecting to " in str(exc)
+    )
+
+
 def _safe_url(url: str) -> str:
     """The URL without its password, for error messages."""
-    if "@" in url and "://" in url:
-        scheme, rest = url.split("://", 1)
-        return f"{scheme}://***@{rest.split('@', 1)[1]}"
-    return url
+    return mask_password(url)

@@ -24,7 +24,9 @@ from redis.retry import Retry
 
 from cpfleet.core import protocol
 from cpfleet.core.protocol import ProtocolError
+from cpfleet.core.redis_url import mask_password, parse_redis_url
 from cpfleet.core.results import result_from_dict
+from cpfleet.producer.connection import connect
 from cpfleet.producer.pending import JobRegistry
 
 log = logging.getLogger("cpfleet.client")
@@ -74,6 +76,7 @@ class ReplyReader:
         jobs: JobRegistry,
         commands: redis.Redis,
         sweep: Callable[[], object],
+        unreachable_grace_s: float | None = None,
     ) -> None:
         self.client_id = client_id
         self.reply_key = protocol.reply_key(client_id)
@@ -86,12 +89,14 @@ class ReplyReader:
         self._jobs = jobs
         self._commands = commands
         self._sweep = sweep
+        self.unreachable_grace_s = unreachable_grace_s
+        self._redis_url = redis_url
         self._block_s = 0.25
         # The reader blocks in BLMOVE; its socket timeout must outlast the block time. redis-py
         # must not retry its commands silently: after a dropped connection the reader first reads
         # the processing list back (see _read_loop), so it has to see every error.
-        self._redis = redis.Redis.from_url(
-            redis_url,
+        self._redis = connect(
+            parse_redis_url(redis_url),
             socket_timeout=self._block_s + 10,
             socket_connect_timeout=5,
             socket_keepalive=True,
@@ -124,6 +129,7 @@ class ReplyReader:
         renew_every = self._claim_ttl_s / 4
         next_renew = time.monotonic() + renew_every
         recover = True  # the processing list may hold replies of a previous connection
+        unreachable_since: float | None = None  # first failed round of the current outage
         while not self._stop.is_set():
             try:
                 self._jobs.expire()
@@ -151,6 +157,12 @@ class ReplyReader:
                     self._redis.delete(self.processing_key)
                 except redis.RedisError as exc:
                     error = exc
+            if error is None or not isinstance(error, (redis.ConnectionError, redis.TimeoutError)):
+                unreachable_since = None
+            elif unreachable_since is None:
+                unreachable_since = time.monotonic()
+            elif self._give_up(unreachable_since, error):
+                unreachable_since = time.monotonic()  # jobs submitted from now on get a grace of their own
             if error is not None:
                 recover = True  # whatever was moved but not acknowledged is read again (duplicates are dropped)
                 # Renew the claim first thing after a reconnect: a Redis that restarted without
@@ -166,6 +178,20 @@ class ReplyReader:
                 backoff = min(backoff * 2, 2.0)
             elif self.broker_full and batch:
                 self.broker_full = False  # memory was freed by draining: try blocking again
+
+    def _give_up(self, since: float, error: redis.RedisError) -> bool:
+        """Fail the pending futures with BrokerUnavailable once Redis has been unreachable for
+        the grace (None: never; each job then waits for its deadline). True if the grace ran out."""
+        grace = self.unreachable_grace_s
+        if grace is None or time.monotonic() - since < grace:
+            return False
+        failed = self._jobs.fail_unreachable(
+            f"Redis at {mask_password(self._redis_url)} unreachable for {grace:g}s: {error}"
+        )
+        if failed:
+            log.error("reply reader: Redis unreachable for %gs: failed %d pending job(s) with BrokerUnavailable",
+                      grace, failed)
+        return True
 
     def _drain_processing(self) -> list[Any]:
         """Everything this client moved to its processing list and may not have delivered yet
@@ -186,9 +212,8 @@ class ReplyReader:
             self.broker_full = False  # memory may have been freed elsewhere: try blocking again
         if not self.broker_full:
             try:
-                # Redis takes a fractional timeout; redis-py's annotation says int.
                 first = self._redis.blmove(
-                    self.reply_key, self.processing_key, self._block_s, src="RIGHT", dest="LEFT"  # type: ignore[arg-type]
+                    self.reply_key, self.processing_key, self._block_s, src="RIGHT", dest="LEFT"
                 )
             except redis.exceptions.OutOfMemoryError:
                 self.broker_full, self._broker_full_since = True, time.monotonic()

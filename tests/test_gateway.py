@@ -393,4 +393,6 @@ def test_serve_options_have_help_and_defaults(capsys: pytest.CaptureFixture[str]
     out = " ".join(capsys.readouterr().out.split())
     for option in ("--redis", "--port", "--max-backlog", "--wait", "--coalesce-ms"):
         assert option in out
-    assert "default: 8080" in out and "default: redis://127.0.0.1:6379/0" in out
+    assert "default: 8080" in out
+    # the same Redis default as every command: $CPFLEET_REDIS_URL, else the local one
+    assert "default: $CPFLEET_REDIS_URL, else redis://127.0.0.1:6379/0" in out

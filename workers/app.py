@@ -26,8 +26,36 @@ from cpfleet.workers.resources import ISOLATION_EXIT_CODE, ProcessResources, iso
 
 log = logging.getLogger("cpfleet.worker")
 
+def _guard_kombu_closed_channel() -> None:
+    """kombu 5.7: when a broker connection is lost, Celery closes it, and closing the channel
+    restores its unacked messages through a new client, built from ``channel.connection.client``.
+    After a Sentinel failover that is already None, so the close raised AttributeError, which
+    Celery does not expect there: the consumer stopped for good ("Error on stopping Hub") and the
+    node took no more jobs. Raising the transport's own connection error instead lets the close
+    finish and the consumer reconnect (to the new primary); the messages it could not restore
+    stay unacked and come back through the liveness sweep (``cpfleet.workers.liveness``)."""
+    import redis as redis_lib
+    from kombu.transport import redis as kombu_redis
+
+    original = kombu_redis.Channel._connparams
+    if getattr(original, "_cpfleet_guard", False):
+        return
+
+    def _connparams(self: Any, asynchronous: bool = False) -> Any:
+        if self.connection.client is None:
+            raise redis_lib.ConnectionError("the broker connection is closed")
+        return original(self, asynchronous)
+
+    _connparams._cpfleet_guard = True  # type: ignore[attr-defined]
+    setattr(kombu_redis.Channel, "_connparams", _connparams)  # noqa: B010 - a method, replaced on purpose
+
+
+_guard_kombu_closed_channel()
 joblog.configure()  # before the pool forks: every pool process writes bare JSON job lines
-settings = Settings.from_env()
+try:
+    settings = Settings.from_env()
+except ValueError as exc:  # a bad setting (a Redis URL without a scheme...): one line, for celery -A and Flower too
+    raise SystemExit(f"cpfleet worker: {exc}") from None
 app = Celery("cpfleet", set_as_current=True)
 app.conf.update(settings.celery_config())
 resources = ProcessResources(settings)
@@ -83,6 +111,22 @@ def _report_languages(**_: Any) -> None:
         log.exception("could not check the language toolchains")
         return
     log.warning("cpfleet worker %s", line)
+
+
+_liveness: Any = None
+
+
+@signals.worker_ready.connect(weak=False)
+def _start_liveness(sender: Any = None, **_: Any) -> None:
+    """Heartbeats of this node, and the sweep that requeues a lost node's jobs within seconds
+    (``cpfleet.workers.liveness``). Main process only: it holds the unacked messages."""
+    global _liveness
+    if settings.node_ttl_s <= 0 or _liveness is not None:
+        return
+    from cpfleet.workers.liveness import Liveness, node_name
+
+    hostname = str(getattr(sender, "hostname", "") or "cpfleet")
+    _liveness = Liveness(lambda: redis_client(settings), node_name(hostname), ttl=settings.node_ttl_s).start()
 
 
 @signals.worker_process_shutdown.connect(weak=False)

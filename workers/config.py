@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cpfleet.core import defaults, protocol
+from cpfleet.core.redis_url import parse_redis_url
 
 # What one job can spend outside its tests' wall-clock budget, at worst: the program's load
 # answer (the runner waits up to 60 s), the end report of the test that ran into the budget
@@ -87,7 +88,13 @@ SETTINGS: tuple[Setting, ...] = (
         "default soft limit - 90 (90% of a soft limit under 180)",
     ),
     Setting("CPFLEET_VISIBILITY_TIMEOUT", "", "seconds before an unacked job is redelivered; default hard limit + 60"),
-    Setting("CPFLEET_UNACKED_RESTORE_INTERVAL", "10", "seconds between sweeps that requeue a dead worker's jobs"),
+    Setting("CPFLEET_UNACKED_RESTORE_INTERVAL", "10", "seconds between kombu's sweeps for jobs past the visibility timeout"),
+    Setting(
+        "CPFLEET_NODE_TTL",
+        "10",
+        "seconds without a heartbeat after which a node is lost and its jobs are requeued "
+        "(beat every TTL/5; 0 = off, on every node alike; docs/reliability.md)",
+    ),
     Setting("CPFLEET_MAX_RETRIES", "2", "re-runs of a job whose pool process died, then an INTERNAL reply"),
     Setting("CPFLEET_RESULT_CACHE", "1", "cache results by (problem version, extracted code, options)"),
     Setting("CPFLEET_RESULT_CACHE_TTL", "86400", "seconds a cached result lives"),
@@ -131,6 +138,7 @@ class Settings:
     fail_fast: bool = True
     broker_lean: bool = True
     require_isolation: str = "full"
+    node_ttl_s: float = 10.0  # 0: no heartbeats, no liveness sweep (workers.liveness)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -162,11 +170,16 @@ class Settings:
             raise ValueError(
                 f"CPFLEET_REQUIRE_ISOLATION must be one of {', '.join(ISOLATION_REQUIREMENTS)}, got {require_isolation!r}"
             )
+        node_ttl = float(get("CPFLEET_NODE_TTL"))
+        if node_ttl < 0 or (0 < node_ttl < 1):
+            raise ValueError(f"CPFLEET_NODE_TTL must be 0 (off) or at least 1 second, got {node_ttl:g}")
         max_retries = int(get("CPFLEET_MAX_RETRIES"))
         if max_retries < 0:
             raise ValueError("CPFLEET_MAX_RETRIES must be >= 0")
+        url_raw = env.get(defaults.REDIS_URL_ENV, "").strip()
+        redis_url = parse_redis_url(url_raw, source=f"${defaults.REDIS_URL_ENV}").url if url_raw else defaults.DEFAULT_REDIS_URL
         return cls(
-            redis_url=get(defaults.REDIS_URL_ENV),
+            redis_url=redis_url,
             queues=queues,
             concurrency=get("CPFLEET_CONCURRENCY"),
             runner=runner,
@@ -187,6 +200,7 @@ class Settings:
             fail_fast=_bool(get("CPFLEET_FAIL_FAST")),
             broker_lean=_bool(get("CPFLEET_BROKER_LEAN")),
             require_isolation=require_isolation,
+            node_ttl_s=node_ttl,
         )
 
     def transport_options(self) -> dict[str, Any]:
@@ -208,13 +222,15 @@ class Settings:
         """The Celery configuration: msgpack only, at-least-once, prefetch off, bounded retries."""
         from kombu import Queue
 
-        transport = self.transport_options()
-        lean = self.broker_lean and self.redis_url.split("://", 1)[0] == "redis"
+        target = parse_redis_url(self.redis_url)
+        transport = {**self.transport_options(), **target.broker_transport_options()}
+        lean = self.broker_lean and target.scheme == "redis"
         return {
-            "broker_url": self.redis_url,
+            "broker_url": target.broker_url(),  # kombu's spelling (differs for Sentinel)
             # plain redis:// only: Sentinel and TLS URLs keep kombu's own transport for their scheme
             **({"broker_transport": "cpfleet.workers.broker:Transport"} if lean else {}),
             "broker_transport_options": transport,
+            "cpfleet_redis_url": self.redis_url,  # the URL as the operator wrote it (metrics read it)
             # No result backend: results go to reply lists. Celery still reads this mapping
             # for the visibility timeout in some code paths, so keep it equal.
             "result_backend": None,

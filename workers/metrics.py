@@ -284,9 +284,9 @@ class QueueDepthCollector:
 
     def _redis(self) -> Any:
         if self._client is None:
-            import redis
+            from cpfleet.workers.resources import connect
 
-            self._client = redis.Redis.from_url(self.redis_url, socket_timeout=2.0, socket_connect_timeout=2.0)
+            self._client = connect(self.redis_url, socket_timeout=2.0, socket_connect_timeout=2.0)
         return self._client
 
     def collect(self) -> Iterator[Any]:
@@ -404,10 +404,10 @@ def connect_celery_signals() -> None:
         redis_url: str | None = None
         queues: list[str] = []
         if app is not None:
-            redis_url = str(app.conf.broker_url or "") or None
+            redis_url = str(app.conf.get("cpfleet_redis_url") or app.conf.broker_url or "") or None
             queues = [str(app.conf.task_default_queue or "celery")]
             queues += [str(q) for q in (app.amqp.queues or {}).keys()]
-        if redis_url and not redis_url.startswith(("redis://", "rediss://", "unix://")):
+        if redis_url and not redis_url.startswith(("redis://", "rediss://", "unix://", "sentinel://")):
             redis_url = None
         try:
             start_worker_metrics(redis_url, queues)

@@ -10,11 +10,16 @@ import time
 
 import redis
 from celery.exceptions import SoftTimeLimitExceeded
+from redis.sentinel import SentinelConnectionPool
 
 from cpfleet.core import protocol
+from cpfleet.core.redis_url import REPLICA_WAIT_MS, ReplicaWait
 from cpfleet.core.results import JobResult, RunJobResult
 
 log = logging.getLogger("cpfleet.replies")
+
+
+_replica_wait = ReplicaWait(True)  # per process: its pushes go to one Redis
 
 
 def push_reply(
@@ -35,6 +40,7 @@ def push_reply(
     that fires meanwhile (the reply is the job's whole point; only the hard limit ends the wait).
     """
     data = protocol.encode_reply(result.to_dict())
+    replicated = isinstance(client.connection_pool, SentinelConnectionPool)
     deadline = time.monotonic() + retry_for_s
     full_deadline = max(deadline, time.monotonic() + (keep_until - protocol.now() if keep_until is not None else 0.0))
     delay = 0.05
@@ -49,6 +55,12 @@ def push_reply(
             if count_failure is not None:
                 pipe.hincrby(count_failure[0], str(count_failure[1]), 1)
             pipe.execute()
+            if replicated and _replica_wait.due(time.monotonic()):
+                # until a replica has it (core.redis_url.ReplicaWait): a failover keeps it
+                acked = client.execute_command("WAIT", 1, REPLICA_WAIT_MS)
+                if not _replica_wait.record(acked, time.monotonic()):
+                    log.warning("reply for job %s: no Redis replica confirmed it within %d ms", result.job_id,
+                                REPLICA_WAIT_MS)
             if full_logged:
                 log.warning("reply for job %s delivered once Redis had room", result.job_id)
             return

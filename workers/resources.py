@@ -11,8 +11,10 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 import redis
+from redis.sentinel import Sentinel
 
 from cpfleet.core.errors import IsolationRequirementError
+from cpfleet.core.redis_url import parse_redis_url
 from cpfleet.workers.config import Settings, isolation_meets
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -53,9 +55,24 @@ def _shortfall(report: Any, required: str) -> str:
     )
 
 
+def connect(url: str, **options: Any) -> redis.Redis:
+    """A redis-py client for a Redis URL (``core.redis_url``'s forms): for ``sentinel://``, bound
+    to the Sentinels' current primary (each new connection asks them; one that finds itself on a
+    demoted primary is dropped, so after a failover the next command reaches the new one)."""
+    target = parse_redis_url(url)
+    if not target.is_sentinel:
+        return redis.Redis.from_url(target.url, **options)
+    sentinel_kwargs: dict[str, Any] = {k: options[k] for k in ("socket_timeout", "socket_connect_timeout") if k in options}
+    if target.sentinel_password is not None:
+        sentinel_kwargs["password"] = target.sentinel_password
+    sentinel = Sentinel(list(target.sentinels), sentinel_kwargs=sentinel_kwargs)
+    auth = {k: v for k, v in (("password", target.password), ("username", target.username)) if v is not None}
+    return sentinel.master_for(target.master, redis_class=redis.Redis, db=target.db, **auth, **options)
+
+
 def redis_client(settings: Settings) -> redis.Redis:
     """A bytes client with timeouts, so a dead Redis is an error, not a hang."""
-    return redis.Redis.from_url(
+    return connect(
         settings.redis_url,
         socket_timeout=settings.socket_timeout_s,
         socket_connect_timeout=5,

@@ -177,10 +177,13 @@ def count_workers(redis_url: str) -> int:
     """Fleet nodes answering a Celery ping within 2 s (0 when none does)."""
     from celery import Celery
 
-    app = Celery("cpfleet-gateway-status", broker=redis_url, set_as_current=False)
+    from cpfleet.core.redis_url import parse_redis_url
+
+    target = parse_redis_url(redis_url)  # kombu spells a Sentinel URL its own way
+    app = Celery("cpfleet-gateway-status", broker=target.broker_url(), set_as_current=False)
     # the workers accept msgpack only (cpfleet.workers.config), control messages included
     app.conf.update(task_serializer="msgpack", result_serializer="msgpack", accept_content=["msgpack"],
-                    result_accept_content=["msgpack"])
+                    result_accept_content=["msgpack"], broker_transport_options=target.broker_transport_options())
     try:
         return len(app.control.ping(timeout=2.0) or [])
     except Exception:
