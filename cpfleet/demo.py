@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures as cf
 import math
+import os
 import shutil
 import sys
 import time
@@ -354,6 +355,10 @@ def run(args: argparse.Namespace) -> int:
         return 2
     # A temporary log folder is removed when the demo succeeds: it is named only when kept.
     log_dir = args.logs or default_log_dir()
+    # The demo judges only the completions shipped with it, never a model's: on a host that cannot
+    # give full isolation (no root) it runs with what it gets and its summary names the level,
+    # where a worker for real completions (`cpfleet up`, `cpfleet worker`) refuses to start.
+    os.environ.setdefault("CPFLEET_REQUIRE_ISOLATION", "any")
     status = 1
     fleet: LocalFleet | None = None
     try:
