@@ -62,10 +62,18 @@ def zygote_command(python: str | None = None) -> list[str]:
     Without site there is no editable-install finder either, and ``cpfleet/__init__.py`` is
     not wanted in the zygote, so the boot line registers bare ``cpfleet`` and
     ``cpfleet.sandbox`` package objects whose ``__path__`` is this folder: the zygote's own
-    imports resolve there and nothing else of the project is loaded or on ``sys.path``."""
+    imports resolve there and nothing else of the project is loaded or on ``sys.path``.
+
+    The boot line first raises its stack rlimit to the hard limit and execs itself again when it
+    was lower: the kernel lays out a process's memory at exec by that limit (a small one leaves
+    the stack ~128 MB below the shared libraries), and every forked Python test inherits this
+    layout, so only then can a test's stack grow to its memory limit (isolation.confine_to_test).
+    """
     sandbox_dir = os.path.dirname(os.path.abspath(zygote.__file__))
     boot = (
-        "import sys; M = type(sys); top = M('cpfleet'); top.__path__ = []; "
+        "import sys, os, resource as R; s, h = R.getrlimit(R.RLIMIT_STACK); "
+        "s != h and (R.setrlimit(R.RLIMIT_STACK, (h, h)), os.execv(sys.executable, sys.orig_argv)); "
+        "M = type(sys); top = M('cpfleet'); top.__path__ = []; "
         f"sub = M('cpfleet.sandbox'); sub.__path__ = [{sandbox_dir!r}]; top.sandbox = sub; "
         "sys.modules.update({'cpfleet': top, 'cpfleet.sandbox': sub}); "
         "import cpfleet.sandbox.zygote as z; z.main()"
@@ -389,7 +397,9 @@ class ZygoteRunner(CodeRunner):
         """The rlimits of one test of ``job``, and its CPU rlimit."""
         mem = limits.memory_mb << 20
         if job.memory_model == "cgroup":
-            as_bytes = -1 if cgroup_ok else mem + (JVM_AS_FALLBACK_MB << 20)
+            # no cgroup: a loose bound on the address space, where the heap and the main
+            # thread's stack (languages.py: -Xss) may each reserve the memory limit
+            as_bytes = -1 if cgroup_ok else 2 * mem + (JVM_AS_FALLBACK_MB << 20)
         else:
             as_bytes = mem
         cpu_rlimit = cpu_rlimit_s(limits)

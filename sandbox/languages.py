@@ -24,7 +24,9 @@ Memory models: ``address_space`` (C, C++, CPython: RLIMIT_AS = the memory limit,
 cgroup) and ``cgroup`` (the JVM and PyPy reserve far more address space than they use, so
 RLIMIT_AS would kill correct programs: only the slot's cgroup bounds them; where no cgroup is
 available a loose RLIMIT_AS of the limit + ``JVM_AS_FALLBACK_MB`` still bounds them). The JVM
-gets ``-Xmx`` = the memory limit and ``-Xss64m`` (deep recursion is common, as on Kattis), and
+gets ``-Xmx`` = the memory limit and a main thread whose stack is the memory limit too (the
+launcher sizes the main thread from ``-Xss``; the later ``-XX:ThreadStackSize``, which the
+launcher does not read, gives every other thread 64 MB, as DOMjudge and Kattis give all of them), and
 its cgroup allowance is the limit plus ``JVM_OVERHEAD_MB`` for what lives outside the heap
 (metaspace, code cache, thread stacks).
 
@@ -54,6 +56,7 @@ COMPILED = frozenset({"cpp", "c", "java", "pypy3"})  # those whose programs go t
 
 JVM_OVERHEAD_MB = 256
 JVM_AS_FALLBACK_MB = 4096
+JVM_THREAD_STACK_KB = 64 << 10  # the stack of a Java thread other than main
 SOURCES = "{sources}"  # placeholder for the entry points' paths in a compile argv
 PROG_DIR = "{prog}"  # placeholder for the directory the artifact's files are placed in (read-only)
 
@@ -170,7 +173,7 @@ def build_table(env: Mapping[str, str] | None = None) -> dict[str, Language]:
             CompileStep((javac, "-J-Xmx768m", "-J-XX:+UseSerialGC", "-J-XX:-UsePerfData", "-J-Xss64m",
                          "-J-XX:TieredStopAtLevel=1", "-encoding", "UTF-8", "-nowarn", "-d", "out",
                          SOURCES), (javac, "-version")),
-            (java, "-Xmx{mem}m", "-Xss64m", "-XX:+UseSerialGC", "-XX:-UsePerfData", "-XX:CICompilerCount=2",
+            (java, "-Xmx{mem}m", "-Xss{mem}m", f"-XX:ThreadStackSize={JVM_THREAD_STACK_KB}", "-XX:+UseSerialGC", "-XX:-UsePerfData", "-XX:CICompilerCount=2",
              "-XX:ActiveProcessorCount=1", "-Dfile.encoding=UTF-8", "-cp", PROG_DIR, "{main}"),
             "cgroup", extra_cgroup_mb=JVM_OVERHEAD_MB, tools=(javac, java), compile_memory_model="cgroup",
         ),
