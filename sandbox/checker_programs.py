@@ -26,6 +26,8 @@ sandbox/programs.py, the one primitive for every non-Python program:
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import logging
 import os
 import threading
@@ -101,6 +103,29 @@ def source_set(spec: ProgramSpec) -> dict[str, str]:
         if uses and tl is not None:
             files["testlib.h"] = Path(tl, "testlib.h").read_text(encoding="utf-8", errors="surrogateescape")
     return files
+
+
+def toolchain_identity(spec: ProgramSpec) -> str:
+    """What besides its own files decides how a checker program judges, for the result cache:
+    its language's toolchain (``languages.fingerprint``) and the testlib.h it is built with
+    when it brings none of its own (``source_set``)."""
+    parts = [spec.language, languages.fingerprint(spec.language)]
+    if spec.language == "cpp" and "testlib.h" not in {Path(p).name for p, _ in spec.files}:
+        tl = testlib_dir()
+        if tl is not None:
+            path = os.path.join(tl, "testlib.h")
+            try:
+                st = os.stat(path)
+                parts.append(_file_digest(path, st.st_mtime_ns, st.st_size))
+            except OSError:
+                parts.append("testlib.h unreadable")
+    return " ".join(parts)
+
+
+@functools.lru_cache(maxsize=16)
+def _file_digest(path: str, mtime_ns: int, size: int) -> str:
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()[:16]
 
 
 def image_for(runner: CodeRunner, spec: ProgramSpec) -> ProgramImage:

@@ -40,6 +40,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -86,6 +87,9 @@ class Language:
     time_multiplier: float = 1.0
     flags: tuple[str, ...] = field(default=())  # the flags that change the artifact (cache key)
     compile_memory_model: str = "address_space"  # javac is a JVM too
+    # an interpreter whose installed packages a program may import: their listing is part of
+    # the fingerprint (a worker whose venv gained numpy judges `import numpy` otherwise)
+    packages_of: str = ""
 
     def run_argv_for(self, main: str = "") -> tuple[str, ...]:
         """The run argv with the main class filled in ({prog} and {mem} stay placeholders)."""
@@ -148,6 +152,7 @@ def build_table(env: Mapping[str, str] | None = None) -> dict[str, Language]:
     table = {
         "python3": Language(
             "python3", "solution.py", None, (python, f"{PROG_DIR}/solution.py"), "address_space", tools=(python,),
+            packages_of=python,
         ),
         "pypy3": Language(
             "pypy3", "solution.py",
@@ -156,7 +161,7 @@ def build_table(env: Mapping[str, str] | None = None) -> dict[str, Language]:
                          "compile(s, 'solution.py', 'exec'); open('out/solution.py', 'wb').write(s)",
                          SOURCES), (pypy, "--version")),
             (pypy, f"{PROG_DIR}/solution.py"), "cgroup", extra_cgroup_mb=64, tools=(pypy,),
-            compile_memory_model="cgroup",
+            compile_memory_model="cgroup", packages_of=pypy,
         ),
         "cpp": Language(
             "cpp", "solution.cpp",
@@ -210,13 +215,37 @@ def toolchain_version(name: str) -> str:
     return text.splitlines()[0] if text and out.returncode == 0 else ""
 
 
+@functools.cache
+def installed_packages(python: str) -> str:
+    """A digest of what ``python``'s site-packages directories hold: the sorted names of their
+    entries (a ``*.dist-info`` name carries its version), asked of the interpreter itself.
+    Computed once per process: a worker sees a changed venv when it restarts."""
+    try:
+        out = subprocess.run([python, "-c", "import json, site; print(json.dumps(site.getsitepackages()))"],
+                             capture_output=True, timeout=60, check=False)
+        dirs = json.loads(out.stdout) if out.returncode == 0 else []
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        dirs = []
+    h = hashlib.sha256()
+    for d in dirs if isinstance(dirs, list) else []:
+        try:
+            names = sorted(os.listdir(d))
+        except (OSError, TypeError):
+            names = []
+        h.update("\0".join([str(d), *names]).encode(errors="surrogateescape") + b"\n")
+    return h.hexdigest()[:16]
+
+
 def fingerprint(name: str) -> str:
     """A short digest of how this process judges a ``name`` program: its table entry (compile and
-    run argv, flags, memory model, default time multiplier) and its toolchain's version line.
-    The result cache keys by it, so workers that would judge one program differently (another
-    compiler or interpreter, C++ standard, linking or multiplier) never serve each other's
-    results, and a fleet upgraded mid-run does not hand out verdicts of the old toolchain."""
-    return hashlib.sha256(f"{get(name)!r}\n{toolchain_version(name)}".encode()).hexdigest()[:16]
+    run argv, flags, memory model, default time multiplier), its toolchain's version line and,
+    for an interpreter, the listing of its installed packages. The result cache keys by it, so
+    workers that would judge one program differently (another compiler or interpreter, C++
+    standard, linking, multiplier or set of packages) never serve each other's results, and a
+    fleet upgraded mid-run does not hand out verdicts of the old toolchain."""
+    lang = get(name)
+    packages = installed_packages(lang.packages_of) if lang.packages_of else ""
+    return hashlib.sha256(f"{lang!r}\n{toolchain_version(name)}\n{packages}".encode()).hexdigest()[:16]
 
 
 def missing_tools(name: str) -> list[str]:
