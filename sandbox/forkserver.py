@@ -55,6 +55,14 @@ OOM_MESSAGES = (b"java.lang.OutOfMemoryError", b"std::bad_alloc", b"\nMemoryErro
 CHILD_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "HOME": "/box"}
 
 
+def wall_fields(limits: Limits) -> dict[str, float]:
+    """The wall-clock backstop of one test, as the job init polices it (zygote's ``_police``):
+    it fires at ``wall_s`` unless the test waited for a CPU by then, and moves by that wait, up
+    to ``wall_max_s``. One rule for every run, single or one side of an interactive pair, so
+    machine load turns neither into a TIME_LIMIT."""
+    return {"wall_s": min(limits.wall_backstop_s, limits.wall_max_s), "wall_max_s": limits.wall_max_s}
+
+
 def zygote_command(python: str | None = None) -> list[str]:
     """``python -I -S``: no site, so no .pth hooks (editable installs, setuptools' shims)
     import dozens of modules into the process that every test forks from.
@@ -416,7 +424,6 @@ class ZygoteRunner(CodeRunner):
                              f"({job.image_bytes >> 20} MB) exceed the memory limit {limits.memory_mb} MB")
         cgroup_ok = self._set_cgroup((limits.memory_mb << 20) + job.extra_cgroup_bytes, limits.nproc)
         child_limits, cpu_rlimit = self.child_limits(job, limits, cgroup_ok)
-        wall = min(limits.wall_backstop_s, limits.wall_max_s)
         stdio = TestStdio(stdin)
         files_fd = -1
         try:
@@ -424,10 +431,9 @@ class ZygoteRunner(CodeRunner):
             if files:
                 files_fd = _files_memfd(files)
                 fds.append(files_fd)
-            zygote.send(job.sock, {"op": "run", "limits": child_limits, "wall_s": wall, "argv": list(argv),
+            zygote.send(job.sock, {"op": "run", "limits": child_limits, **wall_fields(limits), "argv": list(argv),
                                    "mem_mb": limits.memory_mb, "collect": list(collect),
-                                   "wall_max_s": limits.wall_max_s, "cpu_limit_s": limits.time_s,
-                                   "more": job.next_run()}, fds)
+                                   "cpu_limit_s": limits.time_s, "more": job.next_run()}, fds)
             stdio.sent()
             res, done = self._drain(job, stdio, limits, limits.wall_max_s + REPLY_GRACE_S)
         finally:
@@ -474,22 +480,20 @@ class ZygoteRunner(CodeRunner):
                 files_fd = _files_memfd(files)
                 own.append(files_fd)
                 fds_b.append(files_fd)
-            # the pair waits on each other, so no CPU-wait credit here: each backstop is fixed
-            # (and capped by the job's budget); the CPU limits are enforced on exact runtime
-            wall_a = min(limits_a.wall_backstop_s, limits_a.wall_max_s)
-            wall_b = min(limits_b.wall_backstop_s, limits_b.wall_max_s)
-            zygote.send(job_b.sock, {"op": "run", "limits": rl_b, "wall_s": wall_b, "cpu_limit_s": limits_b.time_s,
-                                     "argv": argv, "mem_mb": limits_b.memory_mb, "collect": list(collect),
-                                     "more": job_b.next_run()}, fds_b)
-            zygote.send(job_a.sock, {"op": "run", "limits": rl_a, "wall_s": wall_a, "cpu_limit_s": limits_a.time_s,
-                                     "argv": [], "mem_mb": limits_a.memory_mb, "more": job_a.next_run()},
-                        [b2a_r, a2b_w, err_a_w])
+            # each side's backstop as a single test's (wall_fields): moved by the time that
+            # side waited for a CPU; the CPU limits are enforced on exact runtime
+            zygote.send(job_b.sock, {"op": "run", "limits": rl_b, **wall_fields(limits_b),
+                                     "cpu_limit_s": limits_b.time_s, "argv": argv, "mem_mb": limits_b.memory_mb,
+                                     "collect": list(collect), "more": job_b.next_run()}, fds_b)
+            zygote.send(job_a.sock, {"op": "run", "limits": rl_a, **wall_fields(limits_a),
+                                     "cpu_limit_s": limits_a.time_s, "argv": [], "mem_mb": limits_a.memory_mb,
+                                     "more": job_a.next_run()}, [b2a_r, a2b_w, err_a_w])
             for fd in (a2b_r, a2b_w, b2a_r, b2a_w, err_a_w, err_b_w, *fds_b[3:]):
                 own.remove(fd)
                 os.close(fd)
             for fd in (err_a_r, err_b_r):
                 os.set_blocking(fd, False)
-            timeout = max(wall_a, wall_b) + REPLY_GRACE_S
+            timeout = max(limits_a.wall_max_s, limits_b.wall_max_s) + REPLY_GRACE_S
             done, errs, a_first = self._drain_pair(job_a, job_b, err_a_r, err_b_r, limits_a, limits_b, timeout)
         finally:
             for fd in own:
