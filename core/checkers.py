@@ -585,7 +585,10 @@ def _float_or_kattis_factory(params: Mapping[str, Any]) -> Checker:
 # Checker programs: the spec is validated here, the program is run by sandbox/checker_programs.py
 
 PROGRAM_CHECKERS = ("testlib", "kattis_validator", "python", "interactive")
-PROGRAM_LANGUAGES = ("cpp", "c", "python3")
+# A Kattis program folder with its own ``build`` and/or ``run`` script (problemtools' BuildRun):
+# ``build`` is run in a copy of the folder, then ``run`` is the program.
+BUILD_RUN = "build_run"
+PROGRAM_LANGUAGES = ("cpp", "c", "python3", BUILD_RUN)
 _MAX_PROGRAM_FILES = 64
 _MAX_PROGRAM_BYTES = 8 << 20
 
@@ -640,6 +643,16 @@ def _safe_path(path: Any) -> str:
     return path
 
 
+def _build_run_script(files: Mapping[str, str]) -> str | None:
+    """The program folder's ``build`` script (else its ``run`` script): the shallowest file of
+    that name, so a folder's own script wins over one in a subfolder; None when neither exists."""
+    for name in ("build", "run"):
+        found = sorted((p for p in files if p.rsplit("/", 1)[-1] == name), key=lambda p: (p.count("/"), p))
+        if found:
+            return found[0]
+    return None
+
+
 def _program_factory(kind: str) -> CheckerFactory:
     def factory(params: Mapping[str, Any]) -> Checker:
         allowed = {"files", "entry_points", "language", "source", "validator_flags", "protocol",
@@ -661,6 +674,13 @@ def _program_factory(kind: str) -> CheckerFactory:
                 raise CheckerSpecError(f"checker {kind!r}: 'files' must map paths to source text")
             files = {_safe_path(p): v for p, v in raw_files.items()}
         entry = params.get("entry_points")
+        script = _build_run_script(files)
+        if script is not None and source is None and (language == BUILD_RUN or script.endswith("build")):
+            # problemtools' rule: a program folder with a build script is built by it, whatever
+            # its sources' languages; one with only a run script (language build_run) is run as is
+            language, entry = BUILD_RUN, [script]
+        elif language == BUILD_RUN:
+            raise CheckerSpecError(f"checker {kind!r}: language build_run needs a 'build' or 'run' script in 'files'")
         if source is not None:
             if not isinstance(source, str) or not source.strip():
                 raise CheckerSpecError(f"checker {kind!r}: 'source' must be non-empty source text")
