@@ -46,7 +46,6 @@ SOURCE_LANGUAGES = {
     ".cpp": "cpp", ".cc": "cpp", ".cxx": "cpp", ".c++": "cpp", ".C": "cpp",
     ".c": "c", ".java": "java", ".py": "python3", ".py3": "python3",
 }
-HEADER_SUFFIXES = (".h", ".hpp", ".hh", ".hxx")
 VERDICT_DIRS = {
     "accepted": "accepted", "slow_accepted": "accepted", "wrong_answer": "wrong_answer",
     "time_limit_exceeded": "time_limit_exceeded", "run_time_error": "run_time_error",

@@ -53,8 +53,6 @@ from cpfleet.core.languages import FENCE_TAGS, LANGUAGES
 __all__ = ["FENCE_TAGS", "LANGUAGES", "UnknownLanguage", "Language", "CompileStep", "build_table", "table", "get",
            "availability", "availability_line", "fingerprint", "missing_tools", "time_multiplier", "toolchain_version"]
 
-COMPILED = frozenset({"cpp", "c", "java", "pypy3"})  # those whose programs go through a compile step
-
 JVM_OVERHEAD_MB = 256
 JVM_AS_FALLBACK_MB = 4096
 JVM_THREAD_STACK_KB = 64 << 10  # the stack of a Java thread other than main

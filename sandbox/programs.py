@@ -597,15 +597,3 @@ def run_interactive(runner: CodeRunner, solution: ProgramSession, solution_limit
     sol, inter, sol_first = zr.run_pair(solution.job, solution_limits, interactor.job, interactor_limits,
                                         argv=list(argv), files=files, collect=collect)
     return InteractiveResult(sol, inter, sol_first)
-
-
-@contextlib.contextmanager
-def compiled_session(runner: CodeRunner, language: str, files: Mapping[str, str | bytes],
-                     entry_points: Sequence[str]) -> Iterator[tuple[Compiled, ProgramSession | None]]:
-    """Compile and, when that worked, open a session for the result (closed on exit)."""
-    built = compile_program(runner, language, files, entry_points)
-    if not built.ok or built.image is None:
-        yield built, None
-        return
-    with open_session(runner, built.image) as session:
-        yield built, session
