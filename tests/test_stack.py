@@ -2,9 +2,12 @@
 Kattis, DOMjudge and Codeforces (a flood fill 500,000 frames deep is an accepted solution), in
 every language, and the threads it starts get stacks of a sane default size, so a correct
 program starting a few threads is not refused them by the memory limit (glibc sizes default
-thread stacks from the stack rlimit, and each one counts against RLIMIT_AS)."""
+thread stacks from the stack rlimit, and each one counts against RLIMIT_AS). The C++ cases
+(500,000 frames at 1024 MB, four threads at 256 MB) are in tests/judge_cases/."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -31,39 +34,10 @@ def _needs(language: str) -> None:
 
 # Each frame holds a 256-byte buffer the optimiser cannot drop: 500,000 frames need ~150-200 MB
 # of stack, well past the 64 MB a stack rlimit of the usual kind gives, well within 1024 MB.
-CPP_DEEP = r"""
-#include <cstdio>
-#include <cstring>
-static int depth(int left, volatile char *sink) {
-    volatile char frame[256];
-    frame[left & 255] = (char)left;
-    *sink += frame[(left * 7) & 255];
-    return left == 0 ? 0 : 1 + depth(left - 1, frame);
-}
-int main() {
-    int n; if (scanf("%d", &n) != 1) return 1;
-    char sink = 0;
-    printf("%d\n", depth(n, &sink));
-    return 0;
-}
-"""
-
-CPP_THREADS = r"""
-#include <cstdio>
-#include <thread>
-#include <vector>
-#include <atomic>
-int main() {
-    int n; if (scanf("%d", &n) != 1) return 1;
-    std::atomic<long long> total{0};
-    std::vector<std::thread> pool;
-    for (int t = 0; t < 4; t++)
-        pool.emplace_back([&total, n, t] { total += (t == 0) ? n : 0; });
-    for (auto &th : pool) th.join();
-    printf("%lld\n", total.load());
-    return 0;
-}
-"""
+# The C++ program lives in the data-driven suite (tests/judge_cases/deep_stack: accepted at 1024
+# MB; threads: four std::threads accepted at 256 MB); here it must still fail at 64 MB.
+CASES = Path(__file__).resolve().parent / "judge_cases"
+CPP_DEEP = (CASES / "deep_stack" / "submissions" / "dfs.cpp").read_text()
 
 JAVA_DEEP = """
 import java.util.*;
@@ -91,18 +65,6 @@ def depth(left):
 n = int(input())
 print(depth(n))
 """
-
-
-def test_cpp_main_thread_gets_a_stack_as_large_as_the_memory_limit(runner: CodeRunner) -> None:
-    _needs("cpp")
-    result = evaluate(_problem(1024, 500_000), f"```cpp\n{CPP_DEEP}```\n", runner, job_id="cpp-deep")
-    assert (result.verdict, result.reward, result.infra_error) == (Verdict.OK, 1.0, False), result.observation
-
-
-def test_cpp_program_starting_four_threads_at_256_mb_is_accepted(runner: CodeRunner) -> None:
-    _needs("cpp")
-    result = evaluate(_problem(256, 7), f"```cpp\n{CPP_THREADS}```\n", runner, job_id="cpp-threads")
-    assert (result.verdict, result.reward, result.infra_error) == (Verdict.OK, 1.0, False), result.observation
 
 
 def test_cpp_recursion_past_the_memory_limit_is_still_refused(runner: CodeRunner) -> None:
