@@ -103,3 +103,43 @@ def test_a_long_line_of_tokens_is_judged_exactly(spec: dict[str, object], monkey
     monkeypatch.setattr(checkers, "_SPLIT_BLOCK", 7)
     monkeypatch.setattr(checkers, "_STRIP_CHUNK", 5)
     assert [checker.check(expected, g) for g in cases] == whole
+
+
+def test_a_huge_returned_value_is_judged_without_building_it() -> None:
+    # a function-call test whose program returns 8 MiB of ["ab", "ab", ...]: parsing it would
+    # build ~1.4M strings (~100 MB); it holds far more values than the expected one, so it is a
+    # wrong answer told from a count
+    import json
+
+    from cpfleet.core.verdict import Verdict
+    from cpfleet.sandbox import fncall
+    from cpfleet.sandbox.runner import RunResult
+
+    got = json.dumps(["ab"] * (_SHAPE_BYTES // 6)).encode()
+    rr = RunResult(Verdict.OK, exit_code=0, stdout=got)
+    tracemalloc.start()
+    try:
+        out = fncall.judge(rr, '["ab"]', None)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert out.verdict == Verdict.WRONG_ANSWER and "holds 1398102 values, the expected one 2" in out.detail
+    assert peak < 3 * len(got), f"peak {peak >> 20} MiB for a {len(got) >> 20} MiB value"
+
+
+def test_a_large_correct_returned_value_is_still_parsed_and_accepted() -> None:
+    import json
+
+    from cpfleet.core.fncall import text_value_count, value_count
+    from cpfleet.core.verdict import Verdict
+    from cpfleet.sandbox import fncall
+    from cpfleet.sandbox.runner import RunResult
+
+    rng = random.Random(5)
+    value = [{"k,[": [rng.random(), "x]\"{", None, True], str(i): {}} for i in range(20000)]
+    expected = json.dumps(value, separators=(",", ":"))
+    assert text_value_count(json.dumps(value)) == value_count(value) == text_value_count(expected)
+    ok = fncall.judge(RunResult(Verdict.OK, exit_code=0, stdout=json.dumps(value).encode()), expected, None)
+    assert ok.verdict == Verdict.OK, ok.detail
+    wrong = fncall.judge(RunResult(Verdict.OK, exit_code=0, stdout=json.dumps(value + [1]).encode()), expected, None)
+    assert wrong.verdict == Verdict.WRONG_ANSWER and "expected 20000 elements, got 20001" in wrong.detail
