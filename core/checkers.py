@@ -44,8 +44,9 @@ import json
 import math
 import re
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from itertools import zip_longest
 from typing import Any, Protocol
 
 from cpfleet.core.errors import CheckerSpecError
@@ -87,60 +88,89 @@ def _clip(s: str, n: int = _CLIP_LINE) -> str:
     return s if len(s) <= n else s[:n] + "..."
 
 
+# A program's output can be as large as the stdout cap (64 MiB) and be one line or one token;
+# its token list would be ~10x that, and one 'ab ab ...' line split at once ~20x. Everything
+# here reads an output one block at a time, keeping only the tokens a comparison needs and
+# copying at most a block or a clipped line, so the judge's memory is O(output), whatever its
+# shape.
+_SPLIT_BLOCK = 1 << 18
+_BLOCK_END = re.compile("[ \n]")
+_STRIP_CHUNK = 1 << 16
+
+
+def _blocks(text: str) -> Iterator[tuple[int, int]]:
+    """(start, end) of consecutive blocks of ``text`` of about ``_SPLIT_BLOCK`` characters, each
+    ending at a space or a newline (or the end), which every tokeniser here treats as a
+    separator: no token is cut."""
+    start, n = 0, len(text)
+    while start < n:
+        cut = start + _SPLIT_BLOCK
+        if cut >= n:
+            cut = n
+        else:
+            sep = _BLOCK_END.search(text, cut)
+            cut = n if sep is None else sep.start()
+        yield start, cut
+        start = cut
+
+
+def _rstrip_end(text: str, start: int, end: int, chars: str | None = None) -> int:
+    """``start + len(text[start:end].rstrip(chars))``, copying at most a small chunk at a time."""
+    while end > start:
+        lo = max(start, end - _STRIP_CHUNK)
+        kept = len(text[lo:end].rstrip(chars))
+        if kept:
+            return lo + kept
+        end = lo
+    return start
+
+
 def _line_of(text: str, pos: int) -> tuple[int, str]:
-    """1-based line number and text of the line holding ``pos``."""
+    """1-based line number of the line holding ``pos``, and that line (without trailing
+    carriage returns) cut one character past the clip width: ``_clip`` of it is ``_clip`` of the
+    whole line, and a 60 MB line is never copied."""
     start = text.rfind("\n", 0, pos) + 1
     end = text.find("\n", pos)
-    line = text[start : len(text) if end < 0 else end]
-    return text.count("\n", 0, pos) + 1, line.rstrip("\r")
+    end = _rstrip_end(text, start, len(text) if end < 0 else end, "\r")
+    return text.count("\n", 0, pos) + 1, text[start : min(end, start + _CLIP_LINE + 1)]
 
 
 def _nth_token_pos(text: str, pattern: re.Pattern[str], index: int) -> int | None:
-    """Offset of the ``index``-th token, counting tokens line by line (fast on big outputs) and
-    stopping there: only one line is ever copied, whatever the size of ``text``."""
-    seen, offset = 0, 0
+    """Offset of the ``index``-th token, counting tokens block by block (fast on big outputs)
+    and stopping there: only one block is ever copied, whatever the size of ``text``."""
+    seen = 0
     fast = pattern is _NON_SPACE or _PY_ONLY_SPACE.search(text) is None  # then str.split counts alike
-    while offset <= len(text):
-        end = text.find("\n", offset)
-        end = len(text) if end < 0 else end
-        line = text[offset:end]
-        n = len(line.split()) if fast else len(pattern.findall(line))
+    for start, end in _blocks(text):
+        block = text[start:end]
+        n = len(block.split()) if fast else len(pattern.findall(block))
         if seen + n > index:
-            for i, m in enumerate(pattern.finditer(line)):
+            for i, m in enumerate(pattern.finditer(block)):
                 if seen + i == index:
-                    return offset + m.start()
+                    return start + m.start()
         seen += n
-        offset = end + 1
     return None
 
 
-# A program's output can be as large as the stdout cap (64 MiB); its token list would be ~10x
-# that. Outputs are tokenised one block at a time, keeping only the tokens a comparison needs.
-_SPLIT_BLOCK = 1 << 20
-_BLOCK_END = re.compile("[ \n]")
+def _token_at(text: str, pattern: re.Pattern[str], pos: int, width: int = 40) -> str:
+    """The token starting at ``pos``, cut one character past ``width`` (for ``_clip``)."""
+    m = pattern.match(text, pos, min(len(text), pos + width + 1))
+    assert m is not None
+    return m.group()
 
 
 def _split_bounded(text: str, keep: int, tokens: Callable[[str], list[str]] = str.split) -> tuple[list[str], int]:
     """The first ``keep`` tokens of ``text`` (all of them when fewer) and its total token count,
-    holding one block's tokens at a time. Blocks end at a space or newline, which every
-    tokeniser here treats as a separator, so no token is cut."""
+    holding one block's tokens at a time."""
     if len(text) <= _SPLIT_BLOCK:
         toks = tokens(text)
         return toks[:keep] if len(toks) > keep else toks, len(toks)
     kept: list[str] = []
-    count, start = 0, 0
-    while start < len(text):
-        cut = start + _SPLIT_BLOCK
-        if cut >= len(text):
-            cut = len(text)
-        else:
-            sep = _BLOCK_END.search(text, cut)
-            cut = len(text) if sep is None else sep.start()
-        toks = tokens(text[start:cut])
+    count = 0
+    for start, end in _blocks(text):
+        toks = tokens(text[start:end])
         if len(kept) < keep:
             kept.extend(toks[: keep - len(kept)])
         count += len(toks)
-        start = cut
     return kept, count
 
 
@@ -163,9 +193,13 @@ def _first_mismatch(e: list[str], g: list[str], same: Callable[[str, str], bool]
 
 def _may_hold_non_finite(text: str) -> bool:
     """False when no token can be NaN or an infinity (identical tokens then always match).
-    A substring test on the lowercased text: conservative and far faster than a regex."""
-    low = text.lower()
-    return "nan" in low or "inf" in low
+    A substring test on the lowercased text, one block at a time (blocks overlap by two
+    characters, so no occurrence is cut): conservative and far faster than a regex."""
+    for start in range(0, max(len(text), 1), _SPLIT_BLOCK):
+        low = text[start : start + _SPLIT_BLOCK + 2].lower()
+        if "nan" in low or "inf" in low:
+            return True
+    return False
 
 
 def _difference(
@@ -178,7 +212,8 @@ def _difference(
         g_no, g_line = _line_of(got, g_pos)
         got_s = repr(_clip(g_line))
     else:
-        g_no = got.rstrip().count("\n") + 2 if got.strip() else 1
+        last = _rstrip_end(got, 0, len(got))  # the end of got.rstrip(), without the copy
+        g_no = got.count("\n", 0, last) + 2 if last else 1
         got_s = "end of output"
     if e_pos is not None:
         e_no, e_line = _line_of(expected, e_pos)
@@ -189,13 +224,9 @@ def _difference(
         exp_s = "end of output"
     head = f"first difference at line {g_no}: expected {exp_s}, got {got_s}"
     if e_pos is not None and g_pos is not None:
-        e_tok = pattern.match(expected, e_pos)
-        g_tok = pattern.match(got, g_pos)
-        assert e_tok is not None and g_tok is not None
-        return (
-            f"{head} (token {index + 1}: expected {_clip(e_tok.group(), 40)!r}, "
-            f"got {_clip(g_tok.group(), 40)!r})"
-        )
+        e_tok = _token_at(expected, pattern, e_pos)
+        g_tok = _token_at(got, pattern, g_pos)
+        return f"{head} (token {index + 1}: expected {_clip(e_tok, 40)!r}, got {_clip(g_tok, 40)!r})"
     return f"{head} (output has {n_got} tokens, expected {n_expected})"
 
 
@@ -375,8 +406,8 @@ def _float_factory(params: Mapping[str, Any]) -> Checker:
 # Kattis default validator semantics (validator_flags)
 
 _C_SPACE = " \t\n\v\f\r"  # C isspace in the "C" locale
-_C_SPLIT = re.compile(f"([{re.escape(_C_SPACE)}]+)")
 _C_TOKEN = re.compile(f"[^{re.escape(_C_SPACE)}]+")
+_C_SPACE_RUN = re.compile(f"[{re.escape(_C_SPACE)}]+")
 _DEC_FLOAT = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 KATTIS_FLAG_KEYS = ("float_tolerance", "float_absolute_tolerance", "float_relative_tolerance",
                     "case_sensitive", "space_change_sensitive")
@@ -483,26 +514,42 @@ class KattisTokensChecker:
         return f"expected {_clip(judge, 40)!r}, got {_clip(team, 40)!r}"
 
     def check(self, expected: str, got: str) -> CheckResult:
+        # Both texts are walked lazily (whitespace runs one match at a time, tokens one block at
+        # a time), so an output of millions of tokens costs no list of them.
         if self.space_change_sensitive:
-            # split with the separators kept: even positions are tokens (empty at the ends),
-            # odd ones the whitespace runs, which must be the answer's exactly
-            e_parts, g_parts = _C_SPLIT.split(expected), _C_SPLIT.split(got)
-            for i, (a, b) in enumerate(zip(e_parts, g_parts, strict=False)):
-                if i % 2 == 1 and a != b:
-                    return CheckResult(False, f"whitespace differs from the answer's at run {i // 2 + 1} (space_change_sensitive)")
-        e_tok = _C_TOKEN.findall(expected)
-        g_tok = _C_TOKEN.findall(got)
-        for i, (a, b) in enumerate(zip(e_tok, g_tok, strict=False)):
+            # the whitespace runs, in order, must be the answer's exactly (leading and trailing
+            # ones included); the first differing one in the common prefix is named
+            runs = zip_longest(_C_SPACE_RUN.finditer(expected), _C_SPACE_RUN.finditer(got))
+            runs_differ = False
+            for i, (a, b) in enumerate(runs):
+                if a is None or b is None:
+                    runs_differ = True
+                    break
+                if a.group() != b.group():
+                    return CheckResult(False, f"whitespace differs from the answer's at run {i + 1} (space_change_sensitive)")
+        e_toks = _iter_tokens(expected, _C_TOKEN.findall)
+        g_toks = _iter_tokens(got, _C_TOKEN.findall)
+        n = 0
+        for a, b in zip_longest(e_toks, g_toks):
+            if a is None:
+                assert b is not None
+                return CheckResult(False, f"trailing output: {_clip(b, 40)!r}")
+            if b is None:
+                n_expected = n + 1 + sum(1 for _ in e_toks)
+                return CheckResult(False, f"output ends after {n} tokens, expected {n_expected}")
             why = self._same(a, b)
             if why is not None:
-                return CheckResult(False, f"token {i + 1}: {why}")
-        if len(g_tok) < len(e_tok):
-            return CheckResult(False, f"output ends after {len(g_tok)} tokens, expected {len(e_tok)}")
-        if len(g_tok) > len(e_tok):
-            return CheckResult(False, f"trailing output: {_clip(g_tok[len(e_tok)], 40)!r}")
-        if self.space_change_sensitive and _C_SPLIT.split(expected)[1::2] != _C_SPLIT.split(got)[1::2]:
+                return CheckResult(False, f"token {n + 1}: {why}")
+            n += 1
+        if self.space_change_sensitive and runs_differ:
             return CheckResult(False, "whitespace differs from the answer's (space_change_sensitive)")
         return CheckResult(True)
+
+
+def _iter_tokens(text: str, tokens: Callable[[str], list[str]]) -> Iterator[str]:
+    """The tokens of ``text``, holding one block's tokens at a time."""
+    for start, end in _blocks(text):
+        yield from tokens(text[start:end])
 
 
 _DESCRIPTIVE = frozenset({"validation", "protocol", "description"})  # data only, never behaviour
@@ -538,7 +585,10 @@ def _float_or_kattis_factory(params: Mapping[str, Any]) -> Checker:
 # Checker programs: the spec is validated here, the program is run by sandbox/checker_programs.py
 
 PROGRAM_CHECKERS = ("testlib", "kattis_validator", "python", "interactive")
-PROGRAM_LANGUAGES = ("cpp", "c", "python3")
+# A Kattis program folder with its own ``build`` and/or ``run`` script (problemtools' BuildRun):
+# ``build`` is run in a copy of the folder, then ``run`` is the program.
+BUILD_RUN = "build_run"
+PROGRAM_LANGUAGES = ("cpp", "c", "python3", BUILD_RUN)
 _MAX_PROGRAM_FILES = 64
 _MAX_PROGRAM_BYTES = 8 << 20
 
@@ -593,6 +643,16 @@ def _safe_path(path: Any) -> str:
     return path
 
 
+def _build_run_script(files: Mapping[str, str]) -> str | None:
+    """The program folder's ``build`` script (else its ``run`` script): the shallowest file of
+    that name, so a folder's own script wins over one in a subfolder; None when neither exists."""
+    for name in ("build", "run"):
+        found = sorted((p for p in files if p.rsplit("/", 1)[-1] == name), key=lambda p: (p.count("/"), p))
+        if found:
+            return found[0]
+    return None
+
+
 def _program_factory(kind: str) -> CheckerFactory:
     def factory(params: Mapping[str, Any]) -> Checker:
         allowed = {"files", "entry_points", "language", "source", "validator_flags", "protocol",
@@ -614,6 +674,13 @@ def _program_factory(kind: str) -> CheckerFactory:
                 raise CheckerSpecError(f"checker {kind!r}: 'files' must map paths to source text")
             files = {_safe_path(p): v for p, v in raw_files.items()}
         entry = params.get("entry_points")
+        script = _build_run_script(files)
+        if script is not None and source is None and (language == BUILD_RUN or script.endswith("build")):
+            # problemtools' rule: a program folder with a build script is built by it, whatever
+            # its sources' languages; one with only a run script (language build_run) is run as is
+            language, entry = BUILD_RUN, [script]
+        elif language == BUILD_RUN:
+            raise CheckerSpecError(f"checker {kind!r}: language build_run needs a 'build' or 'run' script in 'files'")
         if source is not None:
             if not isinstance(source, str) or not source.strip():
                 raise CheckerSpecError(f"checker {kind!r}: 'source' must be non-empty source text")

@@ -74,6 +74,44 @@ def decode(text: str) -> Any:
     return json.loads(text, parse_int=_parse_int)
 
 
+_EMPTY_CONTAINER = re.compile(r"[\[{]\s*[\]}]")
+_COUNT_BLOCK = 1 << 18
+
+
+def text_value_count(text: str) -> int:
+    """How many values (scalars and containers; object keys not counted) the JSON ``text``
+    holds, without building them: 1 for the root, one per comma and one per non-empty
+    container outside strings. Read a block at a time with C-speed string operations (the
+    quotes split a block into what is outside and inside strings, escapes removed first), so
+    the memory is a block's pieces however many values there are; a container cut by a block
+    boundary may be miscounted by one. Meaningless for text that is not JSON (the parse says so)."""
+    bare = text.replace("\\\\", "").replace('\\"', "")
+    commas = opens = empties = 0
+    inside = False  # whether the block starts inside a string
+    for start in range(0, len(bare), _COUNT_BLOCK):
+        pieces = bare[start : start + _COUNT_BLOCK].split('"')
+        outside = "0".join(pieces[1 if inside else 0 :: 2])  # "0" stands for each string
+        if len(pieces) % 2 == 0:
+            inside = not inside
+        commas += outside.count(",")
+        opens += outside.count("[") + outside.count("{")
+        empties += _EMPTY_CONTAINER.subn("", outside)[1]
+    return 1 + commas + opens - empties
+
+
+def value_count(value: Any) -> int:
+    """``text_value_count`` of ``value``'s JSON text, counted on the value."""
+    n, todo = 0, [value]
+    while todo:
+        v = todo.pop()
+        n += 1
+        if isinstance(v, list):
+            todo.extend(v)
+        elif isinstance(v, dict):
+            todo.extend(v.values())
+    return n
+
+
 def show(value: Any) -> str:
     """A value as the feedback shows it (JSON, clipped)."""
     try:

@@ -14,13 +14,14 @@ A package (problemarchive.org problem format, legacy and 2023-07) is a folder wi
   validator (``validation: custom`` or an ``output_validators/`` folder) ->
   ``kattis_validator`` with every file of the validator's folder in ``files``, its sources in
   ``entry_points``, ``language`` from their suffix; interactive (``validation: custom
-  interactive`` or ``type: interactive``) -> ``interactive``, same fields.
+  interactive`` or ``type: interactive``) -> ``interactive``, same fields. A validator folder
+  with its own ``build`` (or only a ``run``) script has ``language: build_run`` and that
+  script as its entry point: it is built by ``build`` and run by ``run``, as problemtools does.
 - ``--with-solutions``: ``submissions/<verdict>/<file>`` -> ``submissions``
   ``[{language, file, dir, expected, source}]`` (C, C++, Java, Python 3; Python 2 and other
   languages counted and dropped), and Python 3 ``accepted`` / ``wrong_answer`` ones also as
   ``correct_solutions`` / ``incorrect_solutions``.
-- skipped: scoring and multi-pass problems, packages without tests, validators built by a
-  ``build`` / ``run`` script, each with its reason.
+- skipped: scoring and multi-pass problems, packages without tests, each with its reason.
 """
 
 from __future__ import annotations
@@ -45,7 +46,6 @@ SOURCE_LANGUAGES = {
     ".cpp": "cpp", ".cc": "cpp", ".cxx": "cpp", ".c++": "cpp", ".C": "cpp",
     ".c": "c", ".java": "java", ".py": "python3", ".py3": "python3",
 }
-HEADER_SUFFIXES = (".h", ".hpp", ".hh", ".hxx")
 VERDICT_DIRS = {
     "accepted": "accepted", "slow_accepted": "accepted", "wrong_answer": "wrong_answer",
     "time_limit_exceeded": "time_limit_exceeded", "run_time_error": "run_time_error",
@@ -209,8 +209,12 @@ def program_checker(pkg: Path, kind: str, validation: str, flags: str | None,
         counts["several output validators: the first one taken"] += 1
     files = {p.relative_to(pkg).as_posix(): _read_text(p)
              for p in sorted(vdir.rglob("*")) if p.is_file()}
-    if any(Path(f).name in ("build", "run") for f in files):
-        return "validator built or run by its own build/run script"
+    top = vdir.relative_to(pkg).as_posix()
+    for script in ("build", "run"):
+        if f"{top}/{script}" in files:
+            # problemtools' BuildRun: built by its build script, then run by its run script
+            return {"type": kind, "validation": validation, "files": files, "language": "build_run",
+                    "entry_points": [f"{top}/{script}"], "validator_flags": flags}
     entry = [f for f in files if Path(f).suffix in SOURCE_LANGUAGES]
     languages = {SOURCE_LANGUAGES[Path(f).suffix] for f in entry}
     if not entry:

@@ -94,9 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
+    from cpfleet import AsyncTRLReward, FleetClient, TRLReward
     from cpfleet.demo_problems import SPECS, load_shipped, problem_id
-    from cpfleet.producer.client import FleetClient
-    from cpfleet.rewards import AsyncTRLReward, TRLReward
 
     specs = [s for s in SPECS if s.name in DEMO_PROBLEMS]
     tokenizer = build_tokenizer(specs)

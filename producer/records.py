@@ -20,7 +20,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from cpfleet.core.checkers import get_checker, registered_checkers
+from cpfleet.core.checkers import BUILD_RUN, get_checker, registered_checkers
 from cpfleet.core.errors import CheckerSpecError, ProblemFormatError
 from cpfleet.core.problem import Problem
 from cpfleet.producer.testshapes import Test, TestSet, as_records
@@ -133,8 +133,8 @@ def _files_errors(chk: Mapping[str, Any], kind: str) -> list[str]:
     entry = chk.get("entry_points")
     if not isinstance(entry, list) or not entry or not all(isinstance(e, str) and e in files for e in entry):
         errors.append(f"checker {kind}: 'entry_points' must list files present in 'files'")
-    if chk.get("language") not in LANGUAGES:
-        errors.append(f"checker {kind}: 'language' must be one of {', '.join(LANGUAGES)}")
+    if chk.get("language") not in (*LANGUAGES, BUILD_RUN):  # build_run: a folder with build/run scripts
+        errors.append(f"checker {kind}: 'language' must be one of {', '.join((*LANGUAGES, BUILD_RUN))}")
     flags = chk.get("validator_flags")
     if flags is not None and not isinstance(flags, str):
         errors.append(f"checker {kind}: 'validator_flags' must be a string or null")

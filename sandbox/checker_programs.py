@@ -26,13 +26,15 @@ sandbox/programs.py, the one primitive for every non-Python program:
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import logging
 import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from cpfleet.core.checkers import ProgramSpec
+from cpfleet.core.checkers import BUILD_RUN, ProgramSpec
 from cpfleet.core.errors import CheckerBroken, ProgramError, SandboxFailure
 from cpfleet.core.verdict import Verdict
 from cpfleet.sandbox import languages, programs
@@ -103,6 +105,39 @@ def source_set(spec: ProgramSpec) -> dict[str, str]:
     return files
 
 
+def toolchain_identity(spec: ProgramSpec) -> str:
+    """What besides its own files decides how a checker program judges, for the result cache:
+    its language's toolchain (``languages.fingerprint``) and the testlib.h it is built with
+    when it brings none of its own (``source_set``)."""
+    # a build script's tools are its own choice; the C++ toolchain stands for them, as in
+    # the build's compile-cache key (programs.build_run_program)
+    parts = [spec.language, languages.fingerprint("cpp" if spec.language == BUILD_RUN else spec.language)]
+    if spec.language == "cpp" and "testlib.h" not in {Path(p).name for p, _ in spec.files}:
+        tl = testlib_dir()
+        if tl is not None:
+            path = os.path.join(tl, "testlib.h")
+            try:
+                st = os.stat(path)
+                parts.append(_file_digest(path, st.st_mtime_ns, st.st_size))
+            except OSError:
+                parts.append("testlib.h unreadable")
+    return " ".join(parts)
+
+
+@functools.lru_cache(maxsize=16)
+def _file_digest(path: str, mtime_ns: int, size: int) -> str:
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()[:16]
+
+
+def program_folder(spec: ProgramSpec) -> dict[str, str]:
+    """A build/run checker's folder (the one holding its ``build`` or ``run`` script, its entry
+    point): its files, by their path inside it."""
+    top = spec.entry_points[0].rpartition("/")[0]
+    prefix = top + "/" if top else ""
+    return {p[len(prefix):]: text for p, text in spec.files if p.startswith(prefix)}
+
+
 def image_for(runner: CodeRunner, spec: ProgramSpec) -> ProgramImage:
     """The runnable checker (compiled on first use); CheckerBroken when it cannot be built."""
     if spec.language == "python3":
@@ -117,8 +152,11 @@ def image_for(runner: CodeRunner, spec: ProgramSpec) -> ProgramImage:
         raise known
     files = source_set(spec)
     try:
-        built = programs.compile_program(runner, spec.language, files, list(spec.entry_points),
-                                         defines=CHECKER_DEFINES if spec.language == "cpp" else ())
+        if spec.language == BUILD_RUN:
+            built = programs.build_run_program(runner, program_folder(spec))
+        else:
+            built = programs.compile_program(runner, spec.language, files, list(spec.entry_points),
+                                             defines=CHECKER_DEFINES if spec.language == "cpp" else ())
     except ProgramError as e:
         broken = CheckerBroken(f"the {spec.kind} checker cannot be compiled: {e}")
         with _lock:

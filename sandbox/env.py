@@ -447,8 +447,9 @@ def _hidden_order(problem: Problem, order: Sequence[int] | None) -> list[int] | 
 
 def program_identity(problem: Problem, completion: str, language: str | None) -> str | None:
     """What a result cache keys a job's program by: the extracted code, prefixed by its language
-    and that language's ``languages.fingerprint`` (the toolchain and settings this worker judges
-    it with); None when no program was found or the job's language is refused (both judged
+    and that language's ``languages.fingerprint`` (the toolchain, settings and installed
+    packages this worker judges it with) and, for a problem judged by a checker program, that
+    program's toolchain (its own sources are in the problem's version); None when no program was found or the job's language is refused (both judged
     without running anything)."""
     try:
         allowed, default = allowed_languages(problem, language)
@@ -457,7 +458,16 @@ def program_identity(problem: Problem, completion: str, language: str | None) ->
     found = extract_program(completion, allowed=allowed, default=default)
     if found is None:
         return None
-    return f"{found.language} {languages.fingerprint(found.language)}\n{found.code}"
+    identity = f"{found.language} {languages.fingerprint(found.language)}\n{found.code}"
+    try:
+        checker = get_checker(problem.checker)
+    except CheckerSpecError:  # broken problem data: judged INTERNAL, never cached
+        return identity
+    if isinstance(checker, ProgramSpec):
+        from cpfleet.sandbox.checker_programs import toolchain_identity
+
+        identity = f"checker {toolchain_identity(checker)}\n{identity}"
+    return identity
 
 
 def allowed_languages(problem: Problem, language: str | None) -> tuple[tuple[str, ...] | None, str]:

@@ -24,8 +24,6 @@ from dataclasses import dataclass
 
 from cpfleet.core.languages import FENCE_TAGS, LANGUAGES
 
-PYTHON_TAGS = frozenset({"python", "py", "python3"})
-
 # indentation, the fence run (``` or ~~~, 3 or more), the info string
 _OPEN = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
 _LINE_SPLIT = re.compile(r"\r?\n")

@@ -8,10 +8,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cpfleet.core.fncall import SHOW, Tolerance, call_text, decode, difference, show, tolerance_for
+from cpfleet.core.fncall import (
+    SHOW,
+    Tolerance,
+    call_text,
+    decode,
+    difference,
+    show,
+    text_value_count,
+    tolerance_for,
+    value_count,
+)
 from cpfleet.core.verdict import Verdict
 from cpfleet.sandbox.callharness import NO_FUNCTION, UNREPRESENTABLE
 from cpfleet.sandbox.runner import RunResult
+
+MAX_EXTRA_VALUES = 1000  # values a returned value may hold past twice the expected one's before it is not parsed
 
 __all__ = ["NO_FUNCTION", "UNREPRESENTABLE", "CallOutcome", "call_text", "judge", "tolerance_for"]
 
@@ -40,11 +52,24 @@ def judge(rr: RunResult, expected_json: str, tol: Tolerance | None) -> CallOutco
     text = rr.stdout.decode("utf-8", errors="replace")
     if not text:
         return CallOutcome(Verdict.RUNTIME_ERROR, "(no value)", "the process ended before the function returned")
+    expected = decode(expected_json)
+    # A value equal to the expected one holds as many values; parsing one that holds far more
+    # (up to the output cap: millions of strings or lists) would cost the judge ~30 bytes of
+    # objects per byte of text. It is a wrong answer, told without building it. The slack
+    # leaves room for object keys that collide in JSON (1 and "1"), which one parse then merges.
+    n_expected = value_count(expected)
+    most = 2 * n_expected + MAX_EXTRA_VALUES
+    # the punctuation, strings' included, bounds the count from above at C speed: the exact
+    # count (seconds for tens of MB) runs only for a value that may be too large
+    upper = 1 + text.count(",") + text.count("[") + text.count("{")
+    n_got = text_value_count(text) if upper > most else 0
+    if n_got > most:
+        return CallOutcome(Verdict.WRONG_ANSWER, text[:SHOW] + "...",
+                           f"the returned value holds {n_got} values, the expected one {n_expected}")
     try:
         got = decode(text)
     except (ValueError, RecursionError):
         return CallOutcome(Verdict.WRONG_ANSWER, "(unreadable value)", "the result channel held no single JSON value")
-    expected = decode(expected_json)
     diff = difference(expected, got, tol)
     if diff is None:
         return CallOutcome(Verdict.OK, show(got))

@@ -55,6 +55,14 @@ OOM_MESSAGES = (b"java.lang.OutOfMemoryError", b"std::bad_alloc", b"\nMemoryErro
 CHILD_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "HOME": "/box"}
 
 
+def wall_fields(limits: Limits) -> dict[str, float]:
+    """The wall-clock backstop of one test, as the job init polices it (zygote's ``_police``):
+    it fires at ``wall_s`` unless the test waited for a CPU by then, and moves by that wait, up
+    to ``wall_max_s``. One rule for every run, single or one side of an interactive pair, so
+    machine load turns neither into a TIME_LIMIT."""
+    return {"wall_s": min(limits.wall_backstop_s, limits.wall_max_s), "wall_max_s": limits.wall_max_s}
+
+
 def zygote_command(python: str | None = None) -> list[str]:
     """``python -I -S``: no site, so no .pth hooks (editable installs, setuptools' shims)
     import dozens of modules into the process that every test forks from.
@@ -62,10 +70,18 @@ def zygote_command(python: str | None = None) -> list[str]:
     Without site there is no editable-install finder either, and ``cpfleet/__init__.py`` is
     not wanted in the zygote, so the boot line registers bare ``cpfleet`` and
     ``cpfleet.sandbox`` package objects whose ``__path__`` is this folder: the zygote's own
-    imports resolve there and nothing else of the project is loaded or on ``sys.path``."""
+    imports resolve there and nothing else of the project is loaded or on ``sys.path``.
+
+    The boot line first raises its stack rlimit to the hard limit and execs itself again when it
+    was lower: the kernel lays out a process's memory at exec by that limit (a small one leaves
+    the stack ~128 MB below the shared libraries), and every forked Python test inherits this
+    layout, so only then can a test's stack grow to its memory limit (isolation.confine_to_test).
+    """
     sandbox_dir = os.path.dirname(os.path.abspath(zygote.__file__))
     boot = (
-        "import sys; M = type(sys); top = M('cpfleet'); top.__path__ = []; "
+        "import sys, os, resource as R; s, h = R.getrlimit(R.RLIMIT_STACK); "
+        "s != h and (R.setrlimit(R.RLIMIT_STACK, (h, h)), os.execv(sys.executable, sys.orig_argv)); "
+        "M = type(sys); top = M('cpfleet'); top.__path__ = []; "
         f"sub = M('cpfleet.sandbox'); sub.__path__ = [{sandbox_dir!r}]; top.sandbox = sub; "
         "sys.modules.update({'cpfleet': top, 'cpfleet.sandbox': sub}); "
         "import cpfleet.sandbox.zygote as z; z.main()"
@@ -389,7 +405,9 @@ class ZygoteRunner(CodeRunner):
         """The rlimits of one test of ``job``, and its CPU rlimit."""
         mem = limits.memory_mb << 20
         if job.memory_model == "cgroup":
-            as_bytes = -1 if cgroup_ok else mem + (JVM_AS_FALLBACK_MB << 20)
+            # no cgroup: a loose bound on the address space, where the heap and the main
+            # thread's stack (languages.py: -Xss) may each reserve the memory limit
+            as_bytes = -1 if cgroup_ok else 2 * mem + (JVM_AS_FALLBACK_MB << 20)
         else:
             as_bytes = mem
         cpu_rlimit = cpu_rlimit_s(limits)
@@ -406,7 +424,6 @@ class ZygoteRunner(CodeRunner):
                              f"({job.image_bytes >> 20} MB) exceed the memory limit {limits.memory_mb} MB")
         cgroup_ok = self._set_cgroup((limits.memory_mb << 20) + job.extra_cgroup_bytes, limits.nproc)
         child_limits, cpu_rlimit = self.child_limits(job, limits, cgroup_ok)
-        wall = min(limits.wall_backstop_s, limits.wall_max_s)
         stdio = TestStdio(stdin)
         files_fd = -1
         try:
@@ -414,10 +431,9 @@ class ZygoteRunner(CodeRunner):
             if files:
                 files_fd = _files_memfd(files)
                 fds.append(files_fd)
-            zygote.send(job.sock, {"op": "run", "limits": child_limits, "wall_s": wall, "argv": list(argv),
+            zygote.send(job.sock, {"op": "run", "limits": child_limits, **wall_fields(limits), "argv": list(argv),
                                    "mem_mb": limits.memory_mb, "collect": list(collect),
-                                   "wall_max_s": limits.wall_max_s, "cpu_limit_s": limits.time_s,
-                                   "more": job.next_run()}, fds)
+                                   "cpu_limit_s": limits.time_s, "more": job.next_run()}, fds)
             stdio.sent()
             res, done = self._drain(job, stdio, limits, limits.wall_max_s + REPLY_GRACE_S)
         finally:
@@ -464,22 +480,20 @@ class ZygoteRunner(CodeRunner):
                 files_fd = _files_memfd(files)
                 own.append(files_fd)
                 fds_b.append(files_fd)
-            # the pair waits on each other, so no CPU-wait credit here: each backstop is fixed
-            # (and capped by the job's budget); the CPU limits are enforced on exact runtime
-            wall_a = min(limits_a.wall_backstop_s, limits_a.wall_max_s)
-            wall_b = min(limits_b.wall_backstop_s, limits_b.wall_max_s)
-            zygote.send(job_b.sock, {"op": "run", "limits": rl_b, "wall_s": wall_b, "cpu_limit_s": limits_b.time_s,
-                                     "argv": argv, "mem_mb": limits_b.memory_mb, "collect": list(collect),
-                                     "more": job_b.next_run()}, fds_b)
-            zygote.send(job_a.sock, {"op": "run", "limits": rl_a, "wall_s": wall_a, "cpu_limit_s": limits_a.time_s,
-                                     "argv": [], "mem_mb": limits_a.memory_mb, "more": job_a.next_run()},
-                        [b2a_r, a2b_w, err_a_w])
+            # each side's backstop as a single test's (wall_fields): moved by the time that
+            # side waited for a CPU; the CPU limits are enforced on exact runtime
+            zygote.send(job_b.sock, {"op": "run", "limits": rl_b, **wall_fields(limits_b),
+                                     "cpu_limit_s": limits_b.time_s, "argv": argv, "mem_mb": limits_b.memory_mb,
+                                     "collect": list(collect), "more": job_b.next_run()}, fds_b)
+            zygote.send(job_a.sock, {"op": "run", "limits": rl_a, **wall_fields(limits_a),
+                                     "cpu_limit_s": limits_a.time_s, "argv": [], "mem_mb": limits_a.memory_mb,
+                                     "more": job_a.next_run()}, [b2a_r, a2b_w, err_a_w])
             for fd in (a2b_r, a2b_w, b2a_r, b2a_w, err_a_w, err_b_w, *fds_b[3:]):
                 own.remove(fd)
                 os.close(fd)
             for fd in (err_a_r, err_b_r):
                 os.set_blocking(fd, False)
-            timeout = max(wall_a, wall_b) + REPLY_GRACE_S
+            timeout = max(limits_a.wall_max_s, limits_b.wall_max_s) + REPLY_GRACE_S
             done, errs, a_first = self._drain_pair(job_a, job_b, err_a_r, err_b_r, limits_a, limits_b, timeout)
         finally:
             for fd in own:

@@ -63,9 +63,10 @@ def run_interactive(runner: CodeRunner, spec: ProgramSpec, test_input: str, answ
     solution = programs.loaded_session(runner)
     inp, ans = test_input.encode("utf-8"), answer.encode("utf-8")
     base = checker_limits(spec)
-    # the interactor outlives the program's backstop, so a deadlock ends on the program's side
+    # the interactor outlives the program's backstop however far its CPU-wait credit moves it
+    # (``limits.wall_max_s``), so a deadlock ends on the program's side
     ilimits = Limits(time_s=base.time_s, memory_mb=base.memory_mb,
-                     wall_s=max(base.wall_backstop_s, limits.wall_backstop_s + 5.0))
+                     wall_s=max(base.wall_backstop_s, limits.wall_max_s + 5.0))
     collect: tuple[str, ...] = ()
     if spec.protocol == "testlib":
         argv, files = ["input", "tout/out", "answer"], {"input": inp, "answer": ans, "tout/": b""}

@@ -36,7 +36,6 @@ BOX = "/box"  # the test directory (cwd, /tmp, /dev/shm, /run), a tmpfs kept fre
 # host paths bound read-only into the sandbox root (symlinks are recreated as symlinks)
 SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 DEVICES = ("null", "zero", "full", "random", "urandom")
-STACK_SOFT_BYTES = 64 << 20
 
 
 class ZygoteSetup:
@@ -301,13 +300,17 @@ def confine_to_test(
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits.fsize_bytes, limits.fsize_bytes))
     resource.setrlimit(resource.RLIMIT_NOFILE, (limits.nofile, limits.nofile))
     resource.setrlimit(resource.RLIMIT_NPROC, (limits.nproc, limits.nproc))
-    # The hard limit stays as inherited (usually unlimited) so the common CP line
-    # setrlimit(RLIMIT_STACK, (RLIM_INFINITY, RLIM_INFINITY)) succeeds. The soft limit is
-    # not the memory limit: glibc sizes every default thread stack from it, and one thread
-    # would then need the whole address-space budget.
+    # The stack, as isolate (IOI, CMS) has it: no stack rlimit of its own (soft = the inherited
+    # hard limit, usually unlimited), so the main thread's stack may grow as far as the memory
+    # limit allows (RLIMIT_AS and the cgroup count it), as Kattis, DOMjudge and Codeforces give
+    # it; a flood fill 500,000 frames deep needs ~100-200 MB. Threads are another matter: glibc
+    # sizes every default thread stack from the soft limit read at start, and each counts
+    # against RLIMIT_AS, so a soft limit of the memory limit would refuse a program its second
+    # thread. With no limit glibc takes its architecture default (2 MB on x86-64) instead. The
+    # zygote runs with the same limit since its exec (forkserver.zygote_command): a forked
+    # Python test's stack is the zygote's, laid out at that exec.
     _, stack_hard = resource.getrlimit(resource.RLIMIT_STACK)
-    stack_soft = STACK_SOFT_BYTES if stack_hard == resource.RLIM_INFINITY else min(stack_hard, STACK_SOFT_BYTES)
-    resource.setrlimit(resource.RLIMIT_STACK, (stack_soft, stack_hard))
+    resource.setrlimit(resource.RLIMIT_STACK, (stack_hard, stack_hard))
     if layers.get("uid_drop"):
         os.setgroups([])
         os.setresgid(gid, gid, gid)

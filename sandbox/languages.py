@@ -24,7 +24,9 @@ Memory models: ``address_space`` (C, C++, CPython: RLIMIT_AS = the memory limit,
 cgroup) and ``cgroup`` (the JVM and PyPy reserve far more address space than they use, so
 RLIMIT_AS would kill correct programs: only the slot's cgroup bounds them; where no cgroup is
 available a loose RLIMIT_AS of the limit + ``JVM_AS_FALLBACK_MB`` still bounds them). The JVM
-gets ``-Xmx`` = the memory limit and ``-Xss64m`` (deep recursion is common, as on Kattis), and
+gets ``-Xmx`` = the memory limit and a main thread whose stack is the memory limit too (the
+launcher sizes the main thread from ``-Xss``; the later ``-XX:ThreadStackSize``, which the
+launcher does not read, gives every other thread 64 MB, as DOMjudge and Kattis give all of them), and
 its cgroup allowance is the limit plus ``JVM_OVERHEAD_MB`` for what lives outside the heap
 (metaspace, code cache, thread stacks).
 
@@ -38,6 +40,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -50,10 +53,9 @@ from cpfleet.core.languages import FENCE_TAGS, LANGUAGES
 __all__ = ["FENCE_TAGS", "LANGUAGES", "UnknownLanguage", "Language", "CompileStep", "build_table", "table", "get",
            "availability", "availability_line", "fingerprint", "missing_tools", "time_multiplier", "toolchain_version"]
 
-COMPILED = frozenset({"cpp", "c", "java", "pypy3"})  # those whose programs go through a compile step
-
 JVM_OVERHEAD_MB = 256
 JVM_AS_FALLBACK_MB = 4096
+JVM_THREAD_STACK_KB = 64 << 10  # the stack of a Java thread other than main
 SOURCES = "{sources}"  # placeholder for the entry points' paths in a compile argv
 PROG_DIR = "{prog}"  # placeholder for the directory the artifact's files are placed in (read-only)
 
@@ -83,6 +85,9 @@ class Language:
     time_multiplier: float = 1.0
     flags: tuple[str, ...] = field(default=())  # the flags that change the artifact (cache key)
     compile_memory_model: str = "address_space"  # javac is a JVM too
+    # an interpreter whose installed packages a program may import: their listing is part of
+    # the fingerprint (a worker whose venv gained numpy judges `import numpy` otherwise)
+    packages_of: str = ""
 
     def run_argv_for(self, main: str = "") -> tuple[str, ...]:
         """The run argv with the main class filled in ({prog} and {mem} stay placeholders)."""
@@ -145,6 +150,7 @@ def build_table(env: Mapping[str, str] | None = None) -> dict[str, Language]:
     table = {
         "python3": Language(
             "python3", "solution.py", None, (python, f"{PROG_DIR}/solution.py"), "address_space", tools=(python,),
+            packages_of=python,
         ),
         "pypy3": Language(
             "pypy3", "solution.py",
@@ -153,7 +159,7 @@ def build_table(env: Mapping[str, str] | None = None) -> dict[str, Language]:
                          "compile(s, 'solution.py', 'exec'); open('out/solution.py', 'wb').write(s)",
                          SOURCES), (pypy, "--version")),
             (pypy, f"{PROG_DIR}/solution.py"), "cgroup", extra_cgroup_mb=64, tools=(pypy,),
-            compile_memory_model="cgroup",
+            compile_memory_model="cgroup", packages_of=pypy,
         ),
         "cpp": Language(
             "cpp", "solution.cpp",
@@ -170,7 +176,7 @@ def build_table(env: Mapping[str, str] | None = None) -> dict[str, Language]:
             CompileStep((javac, "-J-Xmx768m", "-J-XX:+UseSerialGC", "-J-XX:-UsePerfData", "-J-Xss64m",
                          "-J-XX:TieredStopAtLevel=1", "-encoding", "UTF-8", "-nowarn", "-d", "out",
                          SOURCES), (javac, "-version")),
-            (java, "-Xmx{mem}m", "-Xss64m", "-XX:+UseSerialGC", "-XX:-UsePerfData", "-XX:CICompilerCount=2",
+            (java, "-Xmx{mem}m", "-Xss{mem}m", f"-XX:ThreadStackSize={JVM_THREAD_STACK_KB}", "-XX:+UseSerialGC", "-XX:-UsePerfData", "-XX:CICompilerCount=2",
              "-XX:ActiveProcessorCount=1", "-Dfile.encoding=UTF-8", "-cp", PROG_DIR, "{main}"),
             "cgroup", extra_cgroup_mb=JVM_OVERHEAD_MB, tools=(javac, java), compile_memory_model="cgroup",
         ),
@@ -207,13 +213,37 @@ def toolchain_version(name: str) -> str:
     return text.splitlines()[0] if text and out.returncode == 0 else ""
 
 
+@functools.cache
+def installed_packages(python: str) -> str:
+    """A digest of what ``python``'s site-packages directories hold: the sorted names of their
+    entries (a ``*.dist-info`` name carries its version), asked of the interpreter itself.
+    Computed once per process: a worker sees a changed venv when it restarts."""
+    try:
+        out = subprocess.run([python, "-c", "import json, site; print(json.dumps(site.getsitepackages()))"],
+                             capture_output=True, timeout=60, check=False)
+        dirs = json.loads(out.stdout) if out.returncode == 0 else []
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        dirs = []
+    h = hashlib.sha256()
+    for d in dirs if isinstance(dirs, list) else []:
+        try:
+            names = sorted(os.listdir(d))
+        except (OSError, TypeError):
+            names = []
+        h.update("\0".join([str(d), *names]).encode(errors="surrogateescape") + b"\n")
+    return h.hexdigest()[:16]
+
+
 def fingerprint(name: str) -> str:
     """A short digest of how this process judges a ``name`` program: its table entry (compile and
-    run argv, flags, memory model, default time multiplier) and its toolchain's version line.
-    The result cache keys by it, so workers that would judge one program differently (another
-    compiler or interpreter, C++ standard, linking or multiplier) never serve each other's
-    results, and a fleet upgraded mid-run does not hand out verdicts of the old toolchain."""
-    return hashlib.sha256(f"{get(name)!r}\n{toolchain_version(name)}".encode()).hexdigest()[:16]
+    run argv, flags, memory model, default time multiplier), its toolchain's version line and,
+    for an interpreter, the listing of its installed packages. The result cache keys by it, so
+    workers that would judge one program differently (another compiler or interpreter, C++
+    standard, linking, multiplier or set of packages) never serve each other's results, and a
+    fleet upgraded mid-run does not hand out verdicts of the old toolchain."""
+    lang = get(name)
+    packages = installed_packages(lang.packages_of) if lang.packages_of else ""
+    return hashlib.sha256(f"{lang!r}\n{toolchain_version(name)}\n{packages}".encode()).hexdigest()[:16]
 
 
 def missing_tools(name: str) -> list[str]:

@@ -63,6 +63,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgpack
 
+from cpfleet.core.checkers import BUILD_RUN
 from cpfleet.core.errors import ProgramError, SandboxBroken
 from cpfleet.core.verdict import Verdict
 from cpfleet.sandbox import languages
@@ -371,6 +372,63 @@ def compile_program(
     return _from_entry(lang, entry, key, main, cache_hit=False, seconds=seconds)
 
 
+# A program folder built by its own ``build`` script and run by its ``run`` script, as problemtools'
+# BuildRun: ``build`` runs in a writable copy of the folder (its output goes to the diagnostics,
+# as problemtools discards it), must leave an executable ``run`` there, and the whole folder is the
+# artifact; ``run`` is then the program. A folder with only ``run`` is run as it is. Like
+# problemtools (which applies no memory rlimit to such programs, since ``run`` may start a JVM),
+# the runs are bounded by the cgroup, with the JVM's allowance.
+_BUILD_SCRIPT = (
+    'mkdir out && cp -R "$1"/. out/ && cd out && if [ -e build ]; then ./build >&2 || exit $?; fi && '
+    '{ [ -f run ] && [ -x run ] || { echo \'the build script did not produce an executable called "run"\' >&2; '
+    'exit 1; }; } && exec tar -cf - .'
+)
+
+
+def build_run_program(runner: CodeRunner, files: Mapping[str, str | bytes], *, cache: CompileCache | None = None,
+                      limits: Limits = COMPILE_LIMITS) -> Compiled:
+    """Build a program folder (``files``: path inside the folder -> content) with its ``build``
+    script, confined and cached like a compile (the key: the folder's files, the script and the
+    C++ toolchain's version line, the usual tool of a build script); or take it as it is when it
+    has only a ``run`` script. ``ok`` False with the script's messages when the build fails."""
+    blobs = {_check_name(k): (v.encode("utf-8", errors="surrogatepass") if isinstance(v, str) else bytes(v))
+             for k, v in files.items()}
+    if "build" not in blobs and "run" not in blobs:
+        raise ProgramError(f"a build/run program folder needs a 'build' or 'run' script, got {sorted(blobs)}")
+    modes = {k: 0o755 if k in ("build", "run") else 0o644 for k in blobs}
+    run_limits = languages.JVM_OVERHEAD_MB
+    if "build" not in blobs:
+        image = ProgramImage(files={k: (v, modes[k]) for k, v in blobs.items()}, argv=(f"{languages.PROG_DIR}/run",),
+                             memory_model="cgroup", extra_cgroup_mb=run_limits)
+        return Compiled(True, BUILD_RUN, image)
+    version = languages.toolchain_version("cpp")
+    argv = [SHELL, "-c", _BUILD_SCRIPT, "build", languages.PROG_DIR]
+    key = cache_key(BUILD_RUN, argv, version, blobs, ["build"])
+    cache = cache if cache is not None else default_cache()
+    entry = cache.get(key)
+    cache_hit = entry is not None
+    seconds = 0.0
+    if entry is None:
+        with cache.compiling(key):
+            entry = cache.get(key, count_miss=False)
+            cache_hit = entry is not None
+            if entry is None:
+                t0 = time.perf_counter()
+                image = ProgramImage(files={k: (v, modes[k]) for k, v in blobs.items()}, argv=tuple(argv),
+                                     memory_model="cgroup", extra_cgroup_mb=0)
+                entry, cacheable = _run_build(runner, image, limits)
+                seconds = time.perf_counter() - t0
+                if cacheable:
+                    cache.put(key, entry)
+    if not entry.get("ok"):
+        return Compiled(False, BUILD_RUN, None, str(entry.get("diagnostics", "")), str(entry.get("limit", "")),
+                        seconds, cache_hit, key)
+    built = {str(k): (bytes(v[0]), int(v[1])) for k, v in entry["files"].items()}
+    image = ProgramImage(files=built, argv=(f"{languages.PROG_DIR}/run",), memory_model="cgroup",
+                         extra_cgroup_mb=run_limits)
+    return Compiled(True, BUILD_RUN, image, str(entry.get("diagnostics", "")), "", seconds, cache_hit, key)
+
+
 def _from_entry(lang: languages.Language, entry: Mapping[str, Any], key: str, main: str, *, cache_hit: bool,
                 seconds: float = 0.0) -> Compiled:
     if not entry.get("ok"):
@@ -396,6 +454,12 @@ def _compile_confined(runner: CodeRunner, lang: languages.Language, blobs: Mappi
     image = ProgramImage(files={k: (v, 0o644) for k, v in blobs.items()},
                          argv=(SHELL, "-c", script, "compile", *argv), memory_model=lang.compile_memory_model,
                          extra_cgroup_mb=0)
+    return _run_build(runner, image, limits)
+
+
+def _run_build(runner: CodeRunner, image: ProgramImage, limits: Limits) -> tuple[dict[str, Any], bool]:
+    """Run a build (a compiler, a build script) as a program job whose stdout is the tar stream
+    of its output; returns (cache entry, whether to cache it)."""
     rr = run_program(runner, image, stdin=b"", limits=limits)
     diagnostics = _clip_diagnostics(rr.stderr.decode("utf-8", errors="replace"))
     if rr.status == Verdict.INTERNAL:
@@ -533,15 +597,3 @@ def run_interactive(runner: CodeRunner, solution: ProgramSession, solution_limit
     sol, inter, sol_first = zr.run_pair(solution.job, solution_limits, interactor.job, interactor_limits,
                                         argv=list(argv), files=files, collect=collect)
     return InteractiveResult(sol, inter, sol_first)
-
-
-@contextlib.contextmanager
-def compiled_session(runner: CodeRunner, language: str, files: Mapping[str, str | bytes],
-                     entry_points: Sequence[str]) -> Iterator[tuple[Compiled, ProgramSession | None]]:
-    """Compile and, when that worked, open a session for the result (closed on exit)."""
-    built = compile_program(runner, language, files, entry_points)
-    if not built.ok or built.image is None:
-        yield built, None
-        return
-    with open_session(runner, built.image) as session:
-        yield built, session

@@ -3,6 +3,7 @@ message says, which verdicts depend on machine load, and a job's judging memory.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -117,11 +118,9 @@ def test_a_wall_backstop_kill_says_so_and_is_marked_load_dependent(runner: CodeR
     assert "CPU time limit 0.2s not reached" in r.error
 
 
-@pytest.mark.slow
-def test_a_program_starved_of_cpu_is_not_killed_by_the_wall_backstop() -> None:
-    # Machine load must not turn a program within its CPU limit into TIME_LIMIT: the runner and
-    # six CPU hogs share one CPU, so the program (0.8 s of CPU, limit 1 s) needs ~5.6 s of wall
-    # clock, past the 4 s backstop; the time it waited for the CPU is credited to it.
+@contextlib.contextmanager
+def _starved_runner() -> Iterator[CodeRunner]:
+    """A fork-server runner whose zygote, and every test, share one CPU with six CPU hogs."""
     cpu = min(os.sched_getaffinity(0))
     before = os.sched_getaffinity(0)
     os.sched_setaffinity(0, {cpu})
@@ -139,14 +138,41 @@ def test_a_program_starved_of_cpu_is_not_killed_by_the_wall_backstop() -> None:
         for _ in range(6)
     ]
     try:
-        assert starved.load("import time\nwhile time.process_time() < 0.8:\n    pass\nprint('done')") is None
-        r = starved.run(b"", Limits(time_s=1.0))
+        yield starved
     finally:
         for h in hogs:
             h.kill()
             h.wait()
         starved.close()
+
+
+@pytest.mark.slow
+def test_a_program_starved_of_cpu_is_not_killed_by_the_wall_backstop() -> None:
+    # Machine load must not turn a program within its CPU limit into TIME_LIMIT: the runner and
+    # six CPU hogs share one CPU, so the program (0.8 s of CPU, limit 1 s) needs ~5.6 s of wall
+    # clock, past the 4 s backstop; the time it waited for the CPU is credited to it.
+    with _starved_runner() as starved:
+        assert starved.load("import time\nwhile time.process_time() < 0.8:\n    pass\nprint('done')") is None
+        r = starved.run(b"", Limits(time_s=1.0))
     assert (r.status, r.stdout, r.deterministic) == (Verdict.OK, b"done\n", True), r.error
+
+
+INTERACTOR = "import sys\nsys.exit(42 if sys.stdin.readline().strip() == 'done' else 43)\n"
+
+
+@pytest.mark.slow
+def test_an_interactive_program_starved_of_cpu_gets_the_same_credit_as_a_single_test() -> None:
+    # The same program, talking to an interactor: each side's backstop moves by the time it
+    # waited for a CPU, by the rule of a single test (forkserver.wall_fields).
+    problem = Problem.from_dict({
+        "id": "starved-pair", "time_limit_s": 1.0,
+        "public_tests": [{"input": "1\n", "output": ""}], "hidden_tests": [{"input": "1\n", "output": ""}],
+        "checker": {"type": "interactive", "language": "python3", "source": INTERACTOR},
+    })
+    code = "import time\nwhile time.process_time() < 0.8:\n    pass\nprint('done', flush=True)"
+    with _starved_runner() as starved:
+        result = evaluate(problem, py(code), starved, mode="public")
+    assert (result.verdict, result.reward, result.deterministic) == (Verdict.OK, 1.0, True), result.observation
 
 
 def test_memory_judged_near_the_limit_is_marked_load_dependent(runner: CodeRunner) -> None:

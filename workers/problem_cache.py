@@ -110,10 +110,6 @@ class ProblemCache:
                 self._evict()
             return CacheLookup(problem, stored_version, False, outcome)
 
-    def invalidate(self, problem_id: str) -> None:
-        with self._lock:
-            self._drop(problem_id)
-
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()

@@ -1,0 +1,1 @@
+bool same(long long a, long long b) { return a == b; }

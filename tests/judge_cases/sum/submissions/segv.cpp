@@ -1,0 +1,1 @@
+int main() { volatile int *p = 0; return *p; }
