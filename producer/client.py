@@ -218,7 +218,13 @@ class FleetClient:
         if self._jobs.closed:
             raise ClientClosed("FleetClient is closed")
         specs = [self._make(self._resolve_inline(job), reward_shape, mode, timeout) for job in jobs]
-        futures: list[cf.Future[JobResult]] = []
+        return self._publish_specs(specs, wait_for_room)
+
+    def _publish_specs(self, specs: Sequence[JobSpec], wait_for_room: float | None) -> list[cf.Future[Any]]:
+        """Register and publish validated jobs (judge or run) batch by batch; their futures in order.
+        An error stops at a batch, and the exception's ``submitted`` holds the futures published
+        before it (see ``submit_many``)."""
+        futures: list[cf.Future[Any]] = []
         chunk = max(1, min(self._publisher.batch_size, self.max_in_flight))
         for start in range(0, len(specs), chunk):
             try:
@@ -361,21 +367,7 @@ class FleetClient:
         if self._jobs.closed:
             raise ClientClosed("FleetClient is closed")
         specs = [self._make_run(r if isinstance(r, RunRequest) else RunRequest(**r)) for r in requests]
-        futures: list[cf.Future[RunJobResult]] = []
-        chunk = max(1, min(self._publisher.batch_size, self.max_in_flight))
-        for start in range(0, len(specs), chunk):
-            try:
-                entries = self._register(specs[start : start + chunk], wait_for_room)
-            except (FleetBusy, ClientClosed) as exc:
-                exc.submitted = futures
-                raise
-            try:
-                self._push_registered(entries, self._encode_registered(entries))
-            except (BrokerUnavailable, BrokerFull, ClientClosed) as exc:
-                exc.submitted = futures
-                raise
-            futures.extend(e.future for e in entries)
-        return futures
+        return self._publish_specs(specs, wait_for_room)
 
     async def arun(
         self,
