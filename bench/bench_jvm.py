@@ -43,7 +43,7 @@ public class Main { public static void main(String[] a) {
 
 def baseline_argv(java: str) -> tuple[str, ...]:
     """The run line before the start-up work (the baseline), with {main} = Main."""
-    return (java, "-Xmx{mem}m", "-Xss{mem}m", f"-XX:ThreadStackSize={JVM_THREAD_STACK_KB}", "-XX:+UseSerialGC",
+    return (java, "-Xmx{mem}m", "-Xss{stack}m", f"-XX:ThreadStackSize={JVM_THREAD_STACK_KB}", "-XX:+UseSerialGC",
             "-XX:-UsePerfData", "-XX:CICompilerCount=2", "-XX:ActiveProcessorCount=1", "-Dfile.encoding=UTF-8",
             "-cp", PROG_DIR, "Main")
 

@@ -24,7 +24,8 @@ Memory models: ``address_space`` (C, C++, CPython: RLIMIT_AS = the memory limit,
 cgroup) and ``cgroup`` (the JVM and PyPy reserve far more address space than they use, so
 RLIMIT_AS would kill correct programs: only the slot's cgroup bounds them; where no cgroup is
 available a loose RLIMIT_AS of the limit + ``JVM_AS_FALLBACK_MB`` still bounds them). The JVM
-gets ``-Xmx`` = the memory limit and a main thread whose stack is the memory limit too (the
+gets ``-Xmx`` = the memory limit and a main thread whose stack is the memory limit too, at most
+1 GB, the largest ``-Xss`` a JVM accepts (the
 launcher sizes the main thread from ``-Xss``; the later ``-XX:ThreadStackSize``, which the
 launcher does not read, gives every other thread 64 MB, as DOMjudge and Kattis give all of them), and
 its cgroup allowance is the limit plus ``JVM_OVERHEAD_MB`` for what lives outside the heap
@@ -92,7 +93,8 @@ class Language:
     name: str
     source_name: str  # file the single-file solution is saved as (Java: the public class's name)
     compile: CompileStep | None
-    run_argv: tuple[str, ...]  # how a test starts the artifact; {prog} = its directory, {mem} = MB
+    run_argv: tuple[str, ...]  # how a test starts the artifact; {prog} = its directory, {mem} = MB,
+    # {stack} = the main thread's stack in MB: the memory limit, at most 1024 (the JVM's -Xss maximum)
     memory_model: str  # "address_space" or "cgroup"
     extra_cgroup_mb: int = 0  # allowance beyond the memory limit for the runtime itself
     tools: tuple[str, ...] = ()  # executables that must exist for this language to be available
@@ -198,7 +200,7 @@ def build_table(env: Mapping[str, str] | None = None) -> dict[str, Language]:
             CompileStep((javac, "-J-Xmx768m", "-J-XX:+UseSerialGC", "-J-XX:-UsePerfData", "-J-Xss64m",
                          "-J-XX:TieredStopAtLevel=1", "-encoding", "UTF-8", "-nowarn", "-d", "out",
                          SOURCES), (javac, "-version")),
-            (java, "-Xmx{mem}m", "-Xss{mem}m", f"-XX:ThreadStackSize={JVM_THREAD_STACK_KB}", *java_gc_flags(env),
+            (java, "-Xmx{mem}m", "-Xss{stack}m", f"-XX:ThreadStackSize={JVM_THREAD_STACK_KB}", *java_gc_flags(env),
              *JVM_START_FLAGS, "-XX:CICompilerCount=2", "-XX:ActiveProcessorCount=1", "-Dfile.encoding=UTF-8",
              "-cp", PROG_DIR, "{main}"),
             "cgroup", extra_cgroup_mb=JVM_OVERHEAD_MB, tools=(javac, java), compile_memory_model="cgroup",
@@ -288,7 +290,7 @@ def jvm_class_sharing(run_argv: tuple[str, ...] | None = None) -> str:
     fails where ``-Xshare:auto`` silently starts without the archive: a worker whose JDK lost
     or corrupted it still judges correctly, only slower, and its start-up line says so."""
     argv = run_argv if run_argv is not None else get("java").run_argv
-    flags = [a.replace("{mem}", "256") for a in argv[1:] if a.startswith("-X") and not a.startswith("-Xshare")]
+    flags = [a.replace("{mem}", "256").replace("{stack}", "256") for a in argv[1:] if a.startswith("-X") and not a.startswith("-Xshare")]
     try:
         out = subprocess.run([argv[0], *flags, "-Xshare:on", "-version"], capture_output=True, timeout=60,
                              check=False)

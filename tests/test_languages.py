@@ -287,3 +287,12 @@ def test_a_corrupt_class_sharing_archive_is_named_and_the_program_still_judged(r
     runner.load_program(image)
     result = runner.run(b"5 7\n", Limits(time_s=5, memory_mb=256))
     assert result.status == Verdict.OK and result.stdout == b"12\n", result
+
+
+def test_java_under_a_memory_limit_above_1gb_runs(runner: CodeRunner) -> None:
+    # the main thread's stack is the memory limit capped at the JVM's largest -Xss (1 GB): an
+    # uncapped -Xss2048m stops the JVM before the program runs, a RUNTIME_ERROR not of its making
+    _needs("java")
+    big = Problem.from_dict({**SUM.to_dict(), "id": "sum-2g", "memory_limit_mb": 2048})
+    result = evaluate(big, f"```java\n{JAVA_OK}```", runner)
+    assert result.reward == 1.0, result.observation
