@@ -239,12 +239,12 @@ def test_java_collector_setting_changes_the_programs_result_cache_identity(monke
     completion = f"```java\n{JAVA_OK}```"
     languages.table.cache_clear()
     try:
+        serial = program_identity(SUM, completion, None)
+        assert "-XX:+UseSerialGC" in languages.get("java").run_argv  # the default
+        monkeypatch.setenv("CPFLEET_JAVA_GC", "g1")
+        languages.table.cache_clear()
         g1 = program_identity(SUM, completion, None)
         assert "-XX:+UseG1GC" in languages.get("java").run_argv
-        monkeypatch.setenv("CPFLEET_JAVA_GC", "serial")
-        languages.table.cache_clear()
-        serial = program_identity(SUM, completion, None)
-        assert "-XX:+UseSerialGC" in languages.get("java").run_argv
         monkeypatch.setenv("CPFLEET_JAVA_GC", "parallel")
         with pytest.raises(ValueError, match="CPFLEET_JAVA_GC"):
             languages.build_table()
