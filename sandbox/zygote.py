@@ -57,6 +57,9 @@ PRELOAD = ("bisect", "collections", "functools", "heapq", "io", "itertools", "ma
 MAX_FDS = 8
 MSG_CMSG_CLOEXEC = 0x40000000
 CONFINE_FAILED = 125
+# {stack} in a program's argv: its main thread's stack, the memory limit but at most 1 GB, the
+# largest -Xss a JVM accepts (a larger one stops the JVM before the program runs)
+MAX_MAIN_STACK_MB = 1024
 CPU_POLL_MS = 50  # how often a running test's CPU time is compared with its limit
 GOT_TEST = "+"  # a child forked ahead writes it on its status pipe when its test reaches it
 
@@ -706,6 +709,7 @@ class JobInit:
             assert self.program is not None
             prog_dir = self.program["dir"]
             argv = [a.replace("{prog}", prog_dir).replace("{mem}", str(mem_mb))
+                    .replace("{stack}", str(min(mem_mb, MAX_MAIN_STACK_MB)))
                     for a in self.program["argv"]] + list(extra_argv)
             child.exec_program(argv, self.program.get("env") or {}, status_w)
         os.close(status_w)  # kept only by a program exec, to report its failure

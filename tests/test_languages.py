@@ -3,6 +3,9 @@ the same verdicts as Python, compile errors without a test run, hostile sources,
 
 from __future__ import annotations
 
+import dataclasses
+import os
+import pathlib
 import shutil
 
 import pytest
@@ -228,3 +231,68 @@ def test_a_toolchain_setting_changes_the_programs_result_cache_identity(setting:
     assert before is not None and after is not None and before != after
     assert before.endswith(CPP_OK) and after.endswith(CPP_OK)
     assert python_before == python_after  # a C++ setting leaves Python's results shared
+
+
+def test_java_collector_setting_changes_the_programs_result_cache_identity(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cpfleet.sandbox.env import program_identity
+
+    completion = f"```java\n{JAVA_OK}```"
+    languages.table.cache_clear()
+    try:
+        serial = program_identity(SUM, completion, None)
+        assert "-XX:+UseSerialGC" in languages.get("java").run_argv  # the default
+        monkeypatch.setenv("CPFLEET_JAVA_GC", "g1")
+        languages.table.cache_clear()
+        g1 = program_identity(SUM, completion, None)
+        assert "-XX:+UseG1GC" in languages.get("java").run_argv
+        monkeypatch.setenv("CPFLEET_JAVA_GC", "parallel")
+        with pytest.raises(ValueError, match="CPFLEET_JAVA_GC"):
+            languages.build_table()
+    finally:
+        monkeypatch.undo()
+        languages.table.cache_clear()
+    assert g1 is not None and serial is not None and g1 != serial
+
+
+def test_jvm_maps_the_jdks_class_sharing_archive_here() -> None:
+    _needs("java")
+    java = languages.get("java").run_argv[0]
+    home = os.path.dirname(os.path.dirname(os.path.realpath(java)))
+    if not os.path.exists(os.path.join(home, "lib", "server", "classes.jsa")):
+        pytest.skip(f"this JDK ({home}) ships no class-data sharing archive")
+    assert languages.jvm_class_sharing() == ""
+    assert languages.availability_line().count("java") == 1  # no warning on the start-up line
+
+
+def test_a_corrupt_class_sharing_archive_is_named_and_the_program_still_judged(runner: CodeRunner,
+                                                                               tmp_path: pathlib.Path) -> None:
+    from cpfleet.sandbox import programs
+    from cpfleet.sandbox.runner import Limits
+
+    _needs("java")
+    bad = tmp_path / "classes.jsa"
+    bad.write_bytes(b"not an archive" * 4096)
+    bad.chmod(0o644)
+    tmp_path.chmod(0o755)
+    argv = languages.get("java").run_argv
+    broken = (argv[0], f"-XX:SharedArchiveFile={bad}", *argv[1:])
+    why = languages.jvm_class_sharing(broken)
+    assert "shared archive" in why, why
+    built = programs.compile_program(runner, "java", {"Adder.java": JAVA_OK}, ["Adder.java"],
+                                     cache=programs.CompileCache(str(tmp_path / "cache")))
+    assert built.ok and built.image is not None, built.diagnostics
+    # the archive is the JVM's first option, so a run cannot start without meeting it
+    image = dataclasses.replace(built.image, argv=(built.image.argv[0], f"-XX:SharedArchiveFile={bad}",
+                                                   *built.image.argv[1:]))
+    runner.load_program(image)
+    result = runner.run(b"5 7\n", Limits(time_s=5, memory_mb=256))
+    assert result.status == Verdict.OK and result.stdout == b"12\n", result
+
+
+def test_java_under_a_memory_limit_above_1gb_runs(runner: CodeRunner) -> None:
+    # the main thread's stack is the memory limit capped at the JVM's largest -Xss (1 GB): an
+    # uncapped -Xss2048m stops the JVM before the program runs, a RUNTIME_ERROR not of its making
+    _needs("java")
+    big = Problem.from_dict({**SUM.to_dict(), "id": "sum-2g", "memory_limit_mb": 2048})
+    result = evaluate(big, f"```java\n{JAVA_OK}```", runner)
+    assert result.reward == 1.0, result.observation

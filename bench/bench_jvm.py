@@ -1,0 +1,95 @@
+"""Java per-test start: the baseline JVM run line (Serial) against CPFLEET_JAVA_GC=g1's, same run.
+
+A trivial Java program (prints one line) and a+b (reads two numbers with a Scanner, the
+usual contest idiom) are compiled once through the real compile path, then each test is one
+``runner.run`` of the forkserver runner with full isolation (pid namespace, seccomp, cgroup,
+uid drop, fresh tmpfs), the baseline argv and the current table's argv alternating test by
+test so load drifts hit both alike. Prints the median wall and CPU (the child's, as the runner
+accounts it) per test and the ratios. Goal: >= 2x faster per test. Not a test: no assertions
+beyond the outputs being right.
+
+    nice .venv/bin/python bench/bench_jvm.py [--tests 40]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import statistics
+import tempfile
+import time
+
+from cpfleet.sandbox import languages, programs
+from cpfleet.sandbox.languages import JVM_THREAD_STACK_KB, PROG_DIR
+from cpfleet.sandbox.runner import Limits
+from cpfleet.sandbox.runners import make_runner
+
+TRIVIAL = 'public class Main { public static void main(String[] a) { System.out.println("hi"); } }\n'
+APLUSB = """import java.util.*;
+public class Main { public static void main(String[] a) {
+  Scanner s = new Scanner(System.in); long x = s.nextLong(), y = s.nextLong(); System.out.println(x + y); } }
+"""
+# the price side: an allocation-heavy run (sorts, a TreeMap, many short-lived arrays), where the
+# collector's own CPU shows
+HEAVY = """import java.util.*;
+public class Main { public static void main(String[] a) {
+  long s = 0; for (int r = 0; r < 30; r++) { int n = 200000; long[] v = new long[n];
+    for (int i = 0; i < n; i++) v[i] = (i * 2654435761L) % 1000003; Arrays.sort(v); for (long x : v) s += x; }
+  TreeMap<Integer, Integer> m = new TreeMap<>(); for (int i = 0; i < 1000000; i++) m.merge(i * 7919 % 100003, 1, Integer::sum);
+  ArrayList<int[]> l = new ArrayList<>(); for (int i = 0; i < 2000000; i++) { l.add(new int[]{i, i}); if (l.size() > 100000) l.clear(); }
+  System.out.println(s + " " + m.size()); } }
+"""
+
+
+def baseline_argv(java: str) -> tuple[str, ...]:
+    """The run line before the start-up work (the baseline), with {main} = Main."""
+    return (java, "-Xmx{mem}m", "-Xss{stack}m", f"-XX:ThreadStackSize={JVM_THREAD_STACK_KB}", "-XX:+UseSerialGC",
+            "-XX:-UsePerfData", "-XX:CICompilerCount=2", "-XX:ActiveProcessorCount=1", "-Dfile.encoding=UTF-8",
+            "-cp", PROG_DIR, "Main")
+
+
+def bench(name: str, source: str, stdin: bytes, want: bytes, tests: int) -> None:
+    with make_runner("forkserver") as runner:
+        built = programs.compile_program(runner, "java", {"Main.java": source}, ["Main.java"],
+                                         cache=programs.CompileCache(tempfile.mkdtemp(prefix="cpfleet-bench-")))
+        assert built.ok and built.image is not None, built.diagnostics
+        g1 = languages.build_table({**os.environ, "CPFLEET_JAVA_GC": "g1"})["java"].run_argv_for("Main")
+        new_image = dataclasses.replace(built.image, argv=g1)
+        old_image = dataclasses.replace(built.image, argv=baseline_argv(built.image.argv[0]))
+        limits = Limits(time_s=20, memory_mb=256)
+        wall: dict[str, list[float]] = {"old": [], "new": []}
+        cpu: dict[str, list[float]] = {"old": [], "new": []}
+        for i in range(tests + 2):
+            for which, image in (("old", old_image), ("new", new_image)) if i % 2 else \
+                    (("new", new_image), ("old", old_image)):
+                runner.load_program(image)
+                t0 = time.perf_counter()
+                rr = runner.run(stdin, limits)
+                dt = time.perf_counter() - t0
+                assert rr.stdout == want, (which, rr)
+                if i >= 2:  # the first two rounds warm the page cache
+                    wall[which].append(dt)
+                    cpu[which].append(rr.cpu_s)
+    mw = {k: statistics.median(v) * 1000 for k, v in wall.items()}
+    mc = {k: statistics.median(v) * 1000 for k, v in cpu.items()}
+    print(f"{name}: {tests} isolated tests each, median per test")
+    print(f"  baseline flags   wall {mw['old']:7.1f} ms   cpu {mc['old']:7.1f} ms")
+    print(f"  g1 flags         wall {mw['new']:7.1f} ms   cpu {mc['new']:7.1f} ms")
+    print(f"  speedup          wall {mw['old'] / mw['new']:5.2f}x      cpu {mc['old'] / mc['new']:5.2f}x  (goal >= 2x)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tests", type=int, default=40)
+    parser.add_argument("--heavy-tests", type=int, default=4)
+    args = parser.parse_args()
+    print("this worker's run argv:", " ".join(languages.get("java").run_argv))
+    print("measured: baseline (Serial, before) vs CPFLEET_JAVA_GC=g1 (the JDK's archive mapped whole)")
+    bench("trivial", TRIVIAL, b"", b"hi\n", args.tests)
+    bench("a+b", APLUSB, b"3 4\n", b"7\n", args.tests)
+    bench("allocation-heavy (the collector's price)", HEAVY, b"", b"3000019960320 200005\n", args.heavy_tests)
+
+
+if __name__ == "__main__":
+    main()
