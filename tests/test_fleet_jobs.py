@@ -21,6 +21,7 @@ from fleet_helpers import REPO, FleetWorker, wait_until
 from kombu import Connection, Producer
 
 from cpfleet.core import protocol
+from cpfleet.core.errors import UnknownProblemError
 from cpfleet.core.verdict import Verdict
 from cpfleet.producer.client import BrokerUnavailable, FleetBusy, FleetClient
 from cpfleet.producer.publisher import task_message
@@ -66,10 +67,10 @@ def test_correct_job_earns_reward_one_with_public_feedback(fleet: FleetClient) -
     assert "sample test 1/2" in r.observation and r.worker.startswith("test-")
 
 
-def test_unknown_problem_is_an_explicit_infra_result_not_a_zero(fleet: FleetClient) -> None:
-    r = fleet.submit("no/such/problem", GOOD).result(timeout=90)
-    assert r.verdict == Verdict.UNKNOWN_PROBLEM and r.infra_error and r.reward is None
-    assert "no/such/problem" in r.infra_message
+def test_unknown_problem_is_refused_at_submit_not_a_zero(fleet: FleetClient) -> None:
+    with pytest.raises(UnknownProblemError, match="'no/such/problem'.*cpfleet load") as err:
+        fleet.submit("no/such/problem", GOOD)
+    assert err.value.problem_ids == ["no/such/problem"]
 
 
 def test_empty_completion_is_no_code_with_reward_zero(fleet: FleetClient) -> None:
