@@ -72,7 +72,7 @@ class KnownProblems:
                 for pid, found in zip(chunk, pipe.execute(), strict=True):
                     (present if found else absent).append(pid)
         except redis.RedisError as exc:
-            raise BrokerUnavailable(f"cannot check problem ids in the store: {exc}") from exc
+            raise BrokerUnavailable(f"cannot reach Redis to check problem ids in the store: {exc}") from exc
         self.add(present)
         return absent
 

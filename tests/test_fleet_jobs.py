@@ -17,7 +17,7 @@ from typing import Any
 import msgpack
 import pytest
 import redis
-from fleet_helpers import REPO, FleetWorker, wait_until
+from fleet_helpers import REPO, FleetWorker, store_problems, wait_until
 from kombu import Connection, Producer
 
 from cpfleet.core import protocol
@@ -187,6 +187,7 @@ def test_as_completed_yields_every_result_once(fleet: FleetClient) -> None:
 
 
 def test_missed_deadline_is_an_internal_result_never_a_zero(redis_url: str) -> None:
+    store_problems(redis_url, "test/add")
     with FleetClient(redis_url, queue="nobody-listens", timeout=0.5) as client:
         r = client.submit("test/add", GOOD).result(timeout=30)
         assert r.verdict == Verdict.INTERNAL and r.infra_error and r.reward is None
@@ -195,6 +196,7 @@ def test_missed_deadline_is_an_internal_result_never_a_zero(redis_url: str) -> N
 
 
 def test_missed_deadline_resubmits_once_before_giving_up(redis_url: str) -> None:
+    store_problems(redis_url, "test/add")
     with FleetClient(redis_url, queue="nobody-listens-2", timeout=0.4, resubmit_on_timeout=True) as client:
         r = client.submit("test/add", GOOD).result(timeout=30)
         assert r.infra_error and "after one resubmit" in r.infra_message
@@ -203,6 +205,7 @@ def test_missed_deadline_resubmits_once_before_giving_up(redis_url: str) -> None
 
 
 def test_in_flight_bound_blocks_then_raises_fleet_busy(redis_url: str) -> None:
+    store_problems(redis_url, "test/add")
     with FleetClient(redis_url, queue="nobody-listens-3", max_in_flight=3, timeout=30) as client:
         client.submit_many([("test/add", GOOD)] * 3)
         with pytest.raises(FleetBusy):
