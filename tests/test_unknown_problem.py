@@ -70,3 +70,30 @@ def test_unknown_id_raises_at_submit_known_id_checked_once_deleted_one_answered_
         assert (late.verdict, late.infra_error, late.reward) == (Verdict.UNKNOWN_PROBLEM, True, None)
         assert late.job_id == "late"
     r.close()
+
+
+def test_cpfleet_submit_answers_each_job_of_an_unknown_problem_and_runs_the_others(redis_url: str, tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    from fleet_helpers import REPO
+
+    with FleetClient(redis_url) as loader:
+        loader.register_problems([ADD])
+    jobs = tmp_path / "jobs.jsonl"
+    jobs.write_text("".join(json.dumps(j) + "\n" for j in [
+        {"problem_id": "k/typo", "completion": GOOD, "job_id": "t1"},
+        {"problem_id": "k/add", "completion": GOOD, "job_id": "a"},
+        {"problem_id": "k/typo", "completion": GOOD, "job_id": "t2"},
+    ]))
+    with FleetWorker(redis_url, tmp_path, concurrency=1):
+        out = subprocess.run([sys.executable, "-m", "cpfleet", "submit", str(jobs), "--redis", redis_url, "--no-progress"],
+                             cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
+    lines = [json.loads(line) for line in out.stdout.splitlines()]
+    assert [x["job_id"] for x in lines] == ["t1", "a", "t2"]  # input order, one line per job
+    assert [(x["verdict"], x["reward"], x["infra_error"]) for x in lines] == [
+        ("UNKNOWN_PROBLEM", None, True), ("OK", 1.0, False), ("UNKNOWN_PROBLEM", None, True)
+    ]
+    assert "k/typo" in lines[0]["infra_message"]
