@@ -173,6 +173,7 @@ def main() -> int:
 
         # 2. enqueue rate, no consumer on the queue
         with FleetClient(url, queue="bench-enqueue", use_cache=False, max_in_flight=10**7, timeout=3600) as client:
+            client.register_problems([TRIVIAL])  # the client refuses ids the store lacks
             jobs = [(TRIVIAL["id"], ECHO)] * args.enqueue_jobs
             t0 = time.perf_counter()
             client.submit_many(jobs)

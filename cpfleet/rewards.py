@@ -336,7 +336,7 @@ class TRLReward:
                     results[i] = fut.result(timeout=core.timeout_s + 30)
                 except Exception as e:  # the client's own deadline should have answered first
                     log.error("%s: no result for completion %d: %s", core.name, i, e)
-        except InlineProblemError:
+        except (InlineProblemError, UnknownProblemError):
             raise  # broken data in the dataset column: the caller's to fix, never a masked sample
         except Exception as e:  # Redis unreachable, client closed: infrastructure, masked
             log.exception("%s: the fleet could not judge this batch; its rewards are None", core.name)
@@ -377,7 +377,7 @@ async def _trl_reward_async(
                 mode=core.mode,
                 timeout=core.timeout_s,
             )
-        except InlineProblemError:
+        except (InlineProblemError, UnknownProblemError):
             raise  # broken data in the dataset column: the caller's to fix
         except Exception as e:  # Redis unreachable, client closed: masked
             log.error("%s: could not judge a completion (reward None): %s", core.name, e)
@@ -533,7 +533,7 @@ def compute_score_batch(
                     results[i] = fut.result(timeout=opts["timeout_s"] + 30)
                 except Exception as e:
                     log.error("compute_score: no result for sample %d: %s", i, e)
-        except InlineProblemError:
+        except (InlineProblemError, UnknownProblemError):
             raise
         except Exception as e:
             log.exception("compute_score: the fleet could not judge this batch")
@@ -571,6 +571,8 @@ async def compute_score_async(
             )
         except InlineProblemError as e:  # broken data, not the model: the caller's to fix
             raise InlineProblemError(f"compute_score_async: unusable inline tests in ground_truth: {e}") from e
+        except UnknownProblemError:
+            raise  # refused at submit: the caller's to fix, never a masked sample
         except Exception as e:
             log.exception("compute_score_async: the fleet could not judge this sample")
             last_error = f"{type(e).__name__}: {e}"

@@ -98,17 +98,37 @@ def _register(client: Any, path: str, strict: bool, skipped_ids: dict[str, str])
 def _submit(client: Any, jobs: list[dict[str, Any]], progress: bool, skipped_ids: dict[str, str]) -> int:
     from tqdm import tqdm
 
+    from cpfleet.core.errors import UnknownProblemError
+    from cpfleet.core.results import JobResult
     from cpfleet.core.verdict import Verdict
 
     # The result carries the job_id given at submit (ids need not be unique: one future per job).
     user_ids = [str(j["job_id"]) for j in jobs]
-    try:
-        futures = client.submit_many(
-            [{"problem_id": j["problem_id"], "completion": j["completion"], "job_id": u} for j, u in zip(jobs, user_ids, strict=True)]
-        )
-    except (ValueError, TypeError) as exc:  # a job the fleet cannot take: nothing was submitted
-        print(f"cpfleet submit: {exc}", file=sys.stderr)
-        return 2
+    # The client refuses a batch naming problems the store does not have (UnknownProblemError,
+    # nothing sent); each such job still gets its explicit UNKNOWN_PROBLEM line, the others run.
+    unknown: set[str] = set()
+    while True:
+        try:
+            sent = client.submit_many(
+                [{"problem_id": j["problem_id"], "completion": j["completion"], "job_id": u}
+                 for j, u in zip(jobs, user_ids, strict=True) if j["problem_id"] not in unknown]
+            )
+            break
+        except UnknownProblemError as exc:  # names at least one id not yet set aside: this ends
+            unknown.update(exc.problem_ids)
+        except (ValueError, TypeError) as exc:  # a job the fleet cannot take: nothing was submitted
+            print(f"cpfleet submit: {exc}", file=sys.stderr)
+            return 2
+    published = iter(sent)
+    futures: list[cf.Future[Any]] = []
+    for j, u in zip(jobs, user_ids, strict=True):
+        if j["problem_id"] in unknown:
+            refused: cf.Future[Any] = cf.Future()
+            refused.set_result(JobResult.infra(u, j["problem_id"], f"unknown problem id {j['problem_id']!r}",
+                                               verdict=Verdict.UNKNOWN_PROBLEM))
+            futures.append(refused)
+        else:
+            futures.append(next(published))
     verdicts: Counter[str] = Counter()
     rewards: list[float] = []
     infra = 0

@@ -46,6 +46,7 @@ from cpfleet.core.results import JobResult
 from cpfleet.producer import aiopush
 from cpfleet.producer.aiopush import AsyncPusher
 from cpfleet.producer.inline_registry import tests_digest
+from cpfleet.producer.known_problems import unknown_problems_error
 
 if TYPE_CHECKING:
     from cpfleet.producer.client import FleetClient, Job
@@ -185,6 +186,15 @@ class AsyncEvaluator:
             valid.append(call)
         if not valid:
             return
+        # a problem id this client has not yet seen in the store needs a round trip: off the loop
+        unchecked = set(fleet.known_problems.unchecked(s.problem_id for s in specs))
+        if unchecked:
+            self._blocking.extend(c for c, s in zip(valid, specs, strict=True) if s.problem_id in unchecked)
+            self._flush_blocking()
+            pairs = [(c, s) for c, s in zip(valid, specs, strict=True) if s.problem_id not in unchecked]
+            if not pairs:
+                return
+            valid, specs = [c for c, _ in pairs], [s for _, s in pairs]
         try:
             entries = fleet._register(specs, 0.0)
         except FleetBusy:  # at max_in_flight: wait for room off the loop
@@ -248,18 +258,33 @@ class AsyncEvaluator:
         task.add_done_callback(lambda t: self._published_blocking(batch, t, started))
 
     def _submit_blocking(self, jobs: list[dict[str, Any]]) -> list[cf.Future[JobResult] | Exception]:
-        """Validate each job on its own (a bad one fails only its own call), publish the rest."""
+        """Validate each job on its own (a bad one, or one naming a problem the store does not
+        have, fails only its own call), publish the rest."""
         good: list[Job] = []
+        ids: list[str] = []
         out: list[cf.Future[JobResult] | Exception | None] = []
         for job in jobs:
             try:
                 resolved = self._fleet._resolve_inline(job)
-                self._fleet._make(resolved, None, None, None)
+                ids.append(self._fleet._make(resolved, None, None, None).problem_id)
             except (ValueError, TypeError) as e:  # InlineProblemError is a ValueError
                 out.append(e)
                 continue
             good.append(resolved)
             out.append(None)
+        absent = set(self._fleet.known_problems.missing(ids))  # one round trip for unseen ids
+        if absent:
+            kept: list[Job] = []
+            at = iter(range(len(good)))
+            for i, item in enumerate(out):
+                if item is not None:
+                    continue
+                k = next(at)
+                if ids[k] in absent:
+                    out[i] = unknown_problems_error([ids[k]])
+                else:
+                    kept.append(good[k])
+            good = kept
         futures = iter(self._fleet.submit_many(good)) if good else iter(())
         return [next(futures) if item is None else item for item in out]
 

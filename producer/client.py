@@ -41,6 +41,7 @@ from cpfleet.core.results import JobResult, RunJobResult
 from cpfleet.producer.batcher import AsyncEvaluator
 from cpfleet.producer.connection import connect
 from cpfleet.producer.inline_registry import InlineRegistry
+from cpfleet.producer.known_problems import KnownProblems
 from cpfleet.producer.orphans import purge_orphans
 from cpfleet.producer.pending import (
     FleetStats,
@@ -152,6 +153,8 @@ class FleetClient:
             # otherwise sit in the queue ahead of this client's jobs until workers drop them.
             self.purge_orphans(budget_s=10.0)
         self._publisher = Publisher(redis_url, queue, batch_size=publish_batch)
+        # problem ids seen in the store: a job naming another is refused at submit (see producer.known_problems)
+        self.known_problems = KnownProblems(self._redis)
         self._lock = threading.Lock()  # guards the three attributes below
         self._inline: InlineRegistry | None = None  # created on the first job with inline tests
         self._publish_thread: cf.ThreadPoolExecutor | None = None  # created by the first evaluate()
@@ -185,7 +188,8 @@ class FleetClient:
         wait_for_room: float | None = None,
         language: str | None = None,
     ) -> cf.Future[JobResult]:
-        """Publish one job; the future resolves with its JobResult (never raises for the job).
+        """Publish one job; the future resolves with its JobResult (an unknown problem id raises
+        ``UnknownProblemError`` here, see ``submit_many``).
         ``language`` (python3, pypy3, cpp, c, java) fixes the solution's language; None: the
         problem's languages and the completion's fence tag decide."""
         job = {"problem_id": problem_id, "completion": completion, "job_id": job_id, "language": language}
@@ -206,6 +210,11 @@ class FleetClient:
         optional ``job_id``, ``reward_shape``, ``mode``, ``timeout``. ``job_id`` is only a label for the
         caller (the result carries it back); it need not be unique. Every job is validated before
         anything is published: an invalid one raises ValueError/TypeError and nothing is sent.
+        Likewise a job naming a problem the store does not have raises ``UnknownProblemError``
+        (its ``problem_ids`` name them all) and nothing is sent: the problem ids this client has
+        not seen in the store yet are checked with one pipelined round trip, and ids found (or
+        stored by this client: inline tests, ``register_problems``) are remembered, so known ids
+        cost nothing. A problem deleted after that check is answered UNKNOWN_PROBLEM by the worker.
 
         When ``max_in_flight`` jobs are pending, this blocks until results free room (at most
         ``wait_for_room`` seconds, then FleetBusy); a job's deadline counts from its publication,
@@ -218,6 +227,7 @@ class FleetClient:
         if self._jobs.closed:
             raise ClientClosed("FleetClient is closed")
         specs = [self._make(self._resolve_inline(job), reward_shape, mode, timeout) for job in jobs]
+        self.known_problems.require(s.problem_id for s in specs)
         return self._publish_specs(specs, wait_for_room)
 
     def _publish_specs(self, specs: Sequence[JobSpec], wait_for_room: float | None) -> list[cf.Future[Any]]:
@@ -437,7 +447,7 @@ class FleetClient:
         """The registry of inline test sets this client has stored (see producer.inline_registry)."""
         with self._lock:
             if self._inline is None:
-                self._inline = InlineRegistry(self._redis)
+                self._inline = InlineRegistry(self._redis, on_stored=self.known_problems.add)
             return self._inline
 
     def _make(self, job: Job, reward_shape: str | None, mode: str | None, timeout: float | None) -> JobSpec:
@@ -634,10 +644,13 @@ class FleetClient:
     # --- problems and lifecycle ------------------------------------------------------------
 
     def register_problems(self, problems: Iterable[Any]) -> Any:
-        """Upload problems (``Problem`` objects or problem-format dicts) to the fleet's store."""
+        """Upload problems (``Problem`` objects or problem-format dicts) to the fleet's store;
+        their ids count as known to this client's submit check from then on."""
         from cpfleet.core.store import register_problems
 
-        return register_problems(self._redis, problems)
+        stats = register_problems(self._redis, problems)
+        self.known_problems.add(stats.versions)
+        return stats
 
     def purge_orphans(self, budget_s: float = 30.0) -> int:
         """Remove from this client's queue the jobs of clients that are gone (closed, or crashed

@@ -22,7 +22,7 @@ import hashlib
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import redis
@@ -97,8 +97,15 @@ class InlineRegistry:
     costs a version check (one round trip, nothing written) the next time it is used.
     """
 
-    def __init__(self, client: redis.Redis, *, max_remembered: int = 100_000) -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        *,
+        max_remembered: int = 100_000,
+        on_stored: Callable[[list[str]], None] | None = None,
+    ) -> None:
         self._redis = client
+        self._on_stored = on_stored  # told each id stored (FleetClient's known-problem set)
         self._max = max_remembered
         self._lock = threading.Lock()
         self._known: OrderedDict[str, str] = OrderedDict()  # raw digest -> stored id
@@ -130,6 +137,8 @@ class InlineRegistry:
             except ProblemFormatError as e:
                 raise InlineProblemError(f"inline tests do not make a valid problem: {e}") from None
             pid = str(record["id"])
+            if self._on_stored is not None:
+                self._on_stored([pid])
             with self._lock:
                 self._known[digest] = pid
                 self.registered += 1

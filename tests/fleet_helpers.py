@@ -165,3 +165,22 @@ def wait_until(predicate: Callable[[], bool], timeout: float, interval: float = 
             return True
         time.sleep(interval)
     return predicate()
+
+
+def store_problems(redis_url: str, *problem_ids: str) -> None:
+    """Store a small valid problem (a + b) under each id: a FleetClient refuses at submit a job
+    naming a problem the store does not have, so tests about the queue, deadlines or Redis
+    itself store the problems their jobs name first."""
+    import redis
+
+    from cpfleet.core.store import register_problems
+
+    client = redis.Redis.from_url(redis_url)
+    try:
+        register_problems(client, [
+            {"id": pid, "public_tests": [{"input": "1 2\n", "output": "3\n"}],
+             "hidden_tests": [{"input": "2 5\n", "output": "7\n"}]}
+            for pid in problem_ids
+        ])
+    finally:
+        client.close()

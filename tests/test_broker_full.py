@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 import redis
-from fleet_helpers import wait_until
+from fleet_helpers import store_problems, wait_until
 
 from cpfleet.core import protocol
 from cpfleet.core.results import JobResult
@@ -51,6 +51,7 @@ def _oom_errors(r: redis.Redis) -> int:
 
 
 def test_submitting_to_a_full_redis_raises_broker_full_not_broker_unavailable(small_redis: RedisServer) -> None:
+    store_problems(small_redis.url, "t/echo")
     r = redis.Redis.from_url(small_redis.url)
     with FleetClient(small_redis.url, queue="nobody-listens-full", timeout=60) as client:
         n = _fill(r)
@@ -96,6 +97,7 @@ def test_a_reply_push_that_meets_a_full_redis_is_kept_until_it_fits(small_redis:
 
 def test_the_reader_still_drains_replies_while_redis_is_full(small_redis: RedisServer) -> None:
     """Moving a reply to the processing list needs no new memory; a full Redis must not stop it."""
+    store_problems(small_redis.url, "t/echo")
     r = redis.Redis.from_url(small_redis.url)
     with FleetClient(small_redis.url, queue="nobody-listens-full-2", timeout=120) as client:
         futures = client.submit_many([("t/echo", ECHO_OK)] * 2)

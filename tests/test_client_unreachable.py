@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from fleet_helpers import wait_until
+from fleet_helpers import store_problems, wait_until
 
 from cpfleet.core.errors import BrokerUnavailable
 from cpfleet.producer.client import FleetClient
@@ -18,6 +18,7 @@ JOB = {"problem_id": "t/none", "completion": "print(1)"}
 
 def test_pending_futures_fail_with_broker_unavailable_after_the_grace() -> None:
     with RedisServer() as server:
+        store_problems(server.url, "t/none")
         client = FleetClient(server.url, queue="nobody-listens", timeout=900, unreachable_grace=2)
         try:
             futures = client.submit_many([JOB] * 5)
@@ -35,6 +36,7 @@ def test_pending_futures_fail_with_broker_unavailable_after_the_grace() -> None:
 
 def test_an_outage_shorter_than_the_grace_fails_nothing() -> None:
     with RedisServer() as server:
+        store_problems(server.url, "t/none")
         with FleetClient(server.url, queue="nobody-listens", timeout=900, unreachable_grace=60) as client:
             futures = client.submit_many([JOB] * 3)
             server.restart(down_s=1.0)

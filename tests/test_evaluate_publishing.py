@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 import redis
-from fleet_helpers import FleetWorker, wait_until
+from fleet_helpers import FleetWorker, store_problems, wait_until
 
 from cpfleet.core.errors import BrokerFull, BrokerUnavailable, ClientClosed
 from cpfleet.core.verdict import Verdict
@@ -136,6 +136,7 @@ def test_a_redis_that_never_answers_fails_every_waiting_push_after_the_reply_tim
 
 
 def test_evaluate_calls_get_broker_unavailable_when_redis_goes_away_and_work_again_after(own_redis: RedisServer) -> None:
+    store_problems(own_redis.url, "t/echo")
     with FleetClient(own_redis.url, queue="nobody-listens-aio", timeout=600) as fleet:
 
         async def main() -> tuple[Any, int]:

@@ -167,6 +167,7 @@ def test_a_crashed_trainers_queued_jobs_are_dropped_by_workers_once_its_claim_la
 
 
 def test_the_next_client_sweeps_a_crashed_trainers_jobs_out_of_the_queue_and_keeps_live_ones(redis_url: str) -> None:
+    register_problems(redis.Redis.from_url(redis_url), [ECHO])
     queue = f"sweep-{uuid.uuid4().hex[:6]}"
     _crash_with_queued_jobs(redis_url, queue, 15)
     r = redis.Redis.from_url(redis_url)
@@ -183,6 +184,7 @@ def test_a_cancel_made_while_redis_is_down_reaches_the_workers_once_it_is_back()
     from cpfleet.redis_server import RedisServer
 
     with RedisServer() as server:
+        register_problems(redis.Redis.from_url(server.url), [ECHO])
         client = FleetClient(server.url, queue="nobody-listens-down", timeout=300, sweep_orphans=False)
         try:
             future = client.submit("t/echo", ECHO_OK)
@@ -199,6 +201,7 @@ def test_a_cancel_made_while_redis_is_down_reaches_the_workers_once_it_is_back()
 
 
 def test_cancelling_many_queued_jobs_takes_them_out_of_the_queue_and_keeps_the_others(redis_url: str) -> None:
+    register_problems(redis.Redis.from_url(redis_url), [ECHO])
     r = redis.Redis.from_url(redis_url)
     with FleetClient(redis_url, queue="nobody-listens-cancel-many", timeout=300) as client:
         futures = client.submit_many([("t/echo", ECHO_OK)] * 80)

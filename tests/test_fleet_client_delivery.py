@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 import redis
-from fleet_helpers import FleetWorker, wait_until
+from fleet_helpers import FleetWorker, store_problems, wait_until
 from net_helpers import CuttingProxy
 
 from cpfleet.core import protocol
@@ -120,6 +120,7 @@ def test_jobs_waiting_for_room_are_stamped_when_published_and_all_run(fleet_url:
 
 
 def test_close_during_submit_many_raises_and_strands_no_future(redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    store_problems(redis_url, "t/echo")
     client = FleetClient(redis_url, queue="nobody-listens-close", publish_batch=10, timeout=600)
     real = client._publisher.push
     calls = []
@@ -146,6 +147,7 @@ def test_close_during_submit_many_raises_and_strands_no_future(redis_url: str, m
 def test_close_from_another_thread_while_submitting_leaves_every_future_resolved(
     redis_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    store_problems(redis_url, "t/echo")
     client = FleetClient(redis_url, queue="nobody-listens-close-2", publish_batch=5, timeout=600)
     real = client._publisher.push
     published = threading.Event()
@@ -189,6 +191,7 @@ def test_a_closed_publisher_never_reconnects(redis_url: str) -> None:
 
 
 def test_a_script_error_after_blmove_loses_no_reply(redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    store_problems(redis_url, "t/echo")
     with FleetClient(redis_url, queue="nobody-listens-rpop", timeout=600) as client:
         real = client._replies._move_script
         failures = []
@@ -213,6 +216,7 @@ def test_a_reply_whose_pop_answer_dies_on_the_wire_still_resolves_its_job(
 ) -> None:
     """Redis executes the reader's pop, then the connection dies before the client reads the
     answer: the reply must still reach its future (it waits in the processing list)."""
+    store_problems(redis_url, "t/echo")
     with CuttingProxy(redis_server.port) as proxy, FleetClient(proxy.url, queue="nobody-listens-cut", timeout=20) as client:
         future = client.submit("t/echo", ECHO_OK, job_id="mine")
         (wire_id,) = list(client._jobs.pending)
@@ -238,6 +242,7 @@ def test_a_lone_surrogate_completion_is_judged_not_a_broker_error(fleet_url: str
 
 
 def test_the_completion_size_limit_counts_utf8_bytes(redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    store_problems(redis_url, "t/echo")
     monkeypatch.setattr(protocol, "MAX_COMPLETION_BYTES", 10)
     with FleetClient(redis_url, queue="nobody-listens-size") as client:
         client.submit("t/echo", "a" * 10)
@@ -268,6 +273,7 @@ def test_a_second_client_with_the_same_client_id_is_refused(redis_url: str) -> N
 
 
 def test_the_deadline_heap_stays_bounded_as_jobs_resolve(redis_url: str) -> None:
+    store_problems(redis_url, "t/echo")
     r = redis.Redis.from_url(redis_url)
     with FleetClient(redis_url, queue="nobody-listens-heap", timeout=900) as client:
         for _ in range(3):
@@ -317,6 +323,7 @@ def test_concurrent_submitters_never_exceed_max_in_flight(fleet_url: str, monkey
 
 
 def test_after_a_resubmit_the_first_reply_of_either_attempt_wins(redis_url: str) -> None:
+    store_problems(redis_url, "t/echo")
     r = redis.Redis.from_url(redis_url)
     with FleetClient(redis_url, queue="nobody-listens-resubmit", timeout=2, resubmit_on_timeout=True) as client:
         future = client.submit("t/echo", ECHO_OK, job_id="again")

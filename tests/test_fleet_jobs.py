@@ -17,10 +17,11 @@ from typing import Any
 import msgpack
 import pytest
 import redis
-from fleet_helpers import REPO, FleetWorker, wait_until
+from fleet_helpers import REPO, FleetWorker, store_problems, wait_until
 from kombu import Connection, Producer
 
 from cpfleet.core import protocol
+from cpfleet.core.errors import UnknownProblemError
 from cpfleet.core.verdict import Verdict
 from cpfleet.producer.client import BrokerUnavailable, FleetBusy, FleetClient
 from cpfleet.producer.publisher import task_message
@@ -66,10 +67,10 @@ def test_correct_job_earns_reward_one_with_public_feedback(fleet: FleetClient) -
     assert "sample test 1/2" in r.observation and r.worker.startswith("test-")
 
 
-def test_unknown_problem_is_an_explicit_infra_result_not_a_zero(fleet: FleetClient) -> None:
-    r = fleet.submit("no/such/problem", GOOD).result(timeout=90)
-    assert r.verdict == Verdict.UNKNOWN_PROBLEM and r.infra_error and r.reward is None
-    assert "no/such/problem" in r.infra_message
+def test_unknown_problem_is_refused_at_submit_not_a_zero(fleet: FleetClient) -> None:
+    with pytest.raises(UnknownProblemError, match="'no/such/problem'.*cpfleet load") as err:
+        fleet.submit("no/such/problem", GOOD)
+    assert err.value.problem_ids == ["no/such/problem"]
 
 
 def test_empty_completion_is_no_code_with_reward_zero(fleet: FleetClient) -> None:
@@ -186,6 +187,7 @@ def test_as_completed_yields_every_result_once(fleet: FleetClient) -> None:
 
 
 def test_missed_deadline_is_an_internal_result_never_a_zero(redis_url: str) -> None:
+    store_problems(redis_url, "test/add")
     with FleetClient(redis_url, queue="nobody-listens", timeout=0.5) as client:
         r = client.submit("test/add", GOOD).result(timeout=30)
         assert r.verdict == Verdict.INTERNAL and r.infra_error and r.reward is None
@@ -194,6 +196,7 @@ def test_missed_deadline_is_an_internal_result_never_a_zero(redis_url: str) -> N
 
 
 def test_missed_deadline_resubmits_once_before_giving_up(redis_url: str) -> None:
+    store_problems(redis_url, "test/add")
     with FleetClient(redis_url, queue="nobody-listens-2", timeout=0.4, resubmit_on_timeout=True) as client:
         r = client.submit("test/add", GOOD).result(timeout=30)
         assert r.infra_error and "after one resubmit" in r.infra_message
@@ -202,6 +205,7 @@ def test_missed_deadline_resubmits_once_before_giving_up(redis_url: str) -> None
 
 
 def test_in_flight_bound_blocks_then_raises_fleet_busy(redis_url: str) -> None:
+    store_problems(redis_url, "test/add")
     with FleetClient(redis_url, queue="nobody-listens-3", max_in_flight=3, timeout=30) as client:
         client.submit_many([("test/add", GOOD)] * 3)
         with pytest.raises(FleetBusy):

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import redis
+from fleet_helpers import store_problems
 
 from cpfleet import demo_problems as dp
 from cpfleet.core.problem import Problem
@@ -104,6 +105,7 @@ def test_the_demo_helpers_load_from_a_script_next_to_a_checkout_named_cpfleet(tm
 
 def test_fleet_client_without_a_url_reads_cpfleet_redis_url(redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CPFLEET_REDIS_URL", redis_url)
+    store_problems(redis_url, "t/echo")
     with FleetClient(queue="nobody-listens-env") as client:
         assert client.redis_url == redis_url
         client.submit("t/echo", "print(1)")
@@ -113,6 +115,7 @@ def test_fleet_client_without_a_url_reads_cpfleet_redis_url(redis_url: str, monk
 def test_cpfleet_submit_without_redis_reads_cpfleet_redis_url(redis_url: str, tmp_path: Path) -> None:
     jobs = tmp_path / "jobs.jsonl"
     jobs.write_text(json.dumps({"problem_id": "t/none", "completion": "print(1)", "job_id": "j1"}) + "\n")
+    store_problems(redis_url, "t/none")
     env = {**os.environ, "CPFLEET_REDIS_URL": redis_url}
     out = subprocess.run(
         [sys.executable, "-m", "cpfleet", "submit", str(jobs), "--queue", "nobody-listens-cli", "--timeout", "1", "--no-progress"],

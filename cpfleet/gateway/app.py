@@ -40,7 +40,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from cpfleet.core.errors import BrokerFull, ClientClosed, CpfleetError, FleetBusy, InlineProblemError
+from cpfleet.core.errors import (
+    BrokerFull,
+    ClientClosed,
+    CpfleetError,
+    FleetBusy,
+    InlineProblemError,
+    UnknownProblemError,
+)
 from cpfleet.core.results import JobResult
 from cpfleet.core.verdict import Verdict
 
@@ -249,9 +256,12 @@ class Gateway:
 
             registry = fleet.inline_registry
             problem = registry.known(tests_digest(problem)) or await asyncio.to_thread(registry.problem_id, problem)
-        result: JobResult = await self.wait(
-            fleet.evaluate(problem, completion, reward_shape=reward_shape, mode=mode), wait_s
-        )
+        try:
+            result: JobResult = await self.wait(
+                fleet.evaluate(problem, completion, reward_shape=reward_shape, mode=mode), wait_s
+            )
+        except UnknownProblemError as e:  # refused at submit: the same answer as the worker's verdict
+            result = JobResult.infra("", problem, str(e), verdict=Verdict.UNKNOWN_PROBLEM)
         self.metrics.jobs.labels(str(result.verdict), str(result.infra_error).lower()).inc()
         return result
 
