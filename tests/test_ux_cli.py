@@ -59,7 +59,7 @@ def test_help_of_the_options_the_issue_named() -> None:
     serve = subprocess.run([sys.executable, "-m", "cpfleet", "serve", "--help"], capture_output=True, text=True, timeout=60)
     flat = " ".join(serve.stdout.split())
     assert "--port PORT TCP port (default: 8080)" in flat
-    assert re.search(r"--redis \S+ .*\(default: redis://", flat)
+    assert re.search(r"--redis URL .*\(default: \$CPFLEET_REDIS_URL, else redis://", flat), flat
 
 
 def test_verdict_table_in_the_docs_matches_the_code() -> None:
