@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -36,8 +35,10 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
 
 import redis  # noqa: E402
+from procs import stop_process_group  # noqa: E402
 
 from cpfleet.producer.client import FleetClient  # noqa: E402
 from cpfleet.redis_server import RedisServer  # noqa: E402
@@ -58,16 +59,7 @@ class Worker:
         )
 
     def stop(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            pass
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        self.proc.wait()
+        stop_process_group(self.proc)
 
 
 def snapshot(r: redis.Redis) -> dict[str, Any]:

@@ -32,7 +32,6 @@ import argparse
 import gzip
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -47,6 +46,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 import redis  # noqa: E402
 import wrong_completions  # noqa: E402
+from procs import stop_process_group  # noqa: E402
 
 from cpfleet.core.results import JobResult  # noqa: E402
 from cpfleet.core.store import register_problems  # noqa: E402
@@ -174,16 +174,7 @@ class Worker:
         return total
 
     def stop(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            pass
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        self.proc.wait()
+        stop_process_group(self.proc)
 
 
 def tests_run(r: JobResult) -> int:

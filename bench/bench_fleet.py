@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import statistics
 import subprocess
 import sys
@@ -28,6 +27,9 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+from procs import children, stop_process_group  # noqa: E402
 
 from cpfleet.producer.client import FleetClient  # noqa: E402
 from cpfleet.redis_server import RedisServer  # noqa: E402
@@ -79,16 +81,7 @@ class Worker:
         )
 
     def stop(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            pass
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        self.proc.wait()
+        stop_process_group(self.proc)
 
 
 def warm(client: FleetClient, n: int) -> None:
@@ -122,17 +115,6 @@ def busy_cores(seconds: float) -> float:
     return total_cores * (b1 - b0) / max(1, t1 - t0)
 
 
-def _children(pid: int) -> list[int]:
-    out: list[int] = []
-    try:
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{tid}/children") as f:
-                out += [int(x) for x in f.read().split()]
-    except OSError:
-        pass
-    return out
-
-
 def tree_self_cpu(root: int) -> dict[int, float]:
     """CPU seconds each live process of the tree used itself (children it reaped excluded)."""
     tick = os.sysconf("SC_CLK_TCK")
@@ -146,7 +128,7 @@ def tree_self_cpu(root: int) -> dict[int, float]:
         except OSError:
             continue
         seen[pid] = (int(fields[11]) + int(fields[12])) / tick  # utime, stime
-        todo += _children(pid)
+        todo += children(pid)
     return seen
 
 

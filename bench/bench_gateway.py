@@ -39,6 +39,9 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+from procs import children  # noqa: E402
 
 from cpfleet.producer.client import FleetClient  # noqa: E402
 from cpfleet.redis_server import RedisServer, free_port  # noqa: E402
@@ -82,17 +85,6 @@ def tests_of(rec: dict[str, Any]) -> list[tuple[str, str]]:
 # --- processes and their CPU -----------------------------------------------------------------
 
 
-def _children(pid: int) -> list[int]:
-    out: list[int] = []
-    try:
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{tid}/children") as f:
-                out += [int(x) for x in f.read().split()]
-    except OSError:
-        pass
-    return out
-
-
 def tree_cpu(root: int) -> float:
     """CPU seconds of a process tree: each live process's own time plus what it reaped (so
     test processes that already exited count, through their parents)."""
@@ -106,7 +98,7 @@ def tree_cpu(root: int) -> float:
         except OSError:
             continue
         total += sum(int(x) for x in fields[11:15]) / tick  # utime stime cutime cstime
-        todo += _children(pid)
+        todo += children(pid)
     return total
 
 
