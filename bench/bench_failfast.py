@@ -251,8 +251,11 @@ def report(name: str, measured: list[dict[str, Any]], off: list[JobResult], on: 
               f"{t_off / max(t_best, 1e-9):>5.2f}x{hr_off:>12.2f}{hr_on:>7.2f}{hr_off / max(hr_on, 1e-9):>6.2f}x"
               f"{hr_off / max(hr_best, 1e-9):>5.2f}x")
     n = len(measured)
-    print(f"   worker tree CPU per measured job (all {n}): file {1000 * cpu_off / n:.1f} ms, "
-          f"learnt {1000 * cpu_on / n:.1f} ms, ratio {cpu_off / max(cpu_on, 1e-9):.2f}x")
+    if n:
+        print(f"   worker tree CPU per measured job (all {n}): file {1000 * cpu_off / n:.1f} ms, "
+              f"learnt {1000 * cpu_on / n:.1f} ms, ratio {cpu_off / max(cpu_on, 1e-9):.2f}x")
+    else:
+        print("   no wrong completion was measured: raise --limit or --per-kind")
     if changed:
         raise SystemExit(f"{name}: {len(changed)} rewards changed with the order")
 
