@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import threading
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -15,11 +13,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-import uvicorn
 from fleet_helpers import FleetWorker
+from gateway_helpers import start_server
 
 from cpfleet.cli import main as cli_main
-from cpfleet.gateway import ServeConfig, create_app
+from cpfleet.gateway import ServeConfig
 from cpfleet.producer.client import FleetClient
 from cpfleet.redis_server import RedisServer, free_port
 
@@ -39,19 +37,6 @@ ADD_TESTS = {"inputs": [f"{i} {i * 7}\n" for i in range(4)], "outputs": [f"{i * 
 class Server:
     url: str
     port: int
-
-
-def start_server(config: ServeConfig) -> tuple[uvicorn.Server, threading.Thread, int]:
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(config), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    end = time.monotonic() + 30
-    while not server.started:
-        if time.monotonic() > end or not thread.is_alive():
-            raise RuntimeError("server did not start")
-        time.sleep(0.05)
-    return server, thread, port
 
 
 @pytest.fixture(scope="module")
