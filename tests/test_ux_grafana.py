@@ -1,12 +1,16 @@
 """docs/grafana/cpfleet-dashboard.json loads: a well-formed Grafana dashboard whose every PromQL
 metric name, and every label it groups or filters by, is one a real worker's /metrics endpoint
-exposes after judging a few jobs (real Redis, real prefork worker, real HTTP scrape). Grafana
-itself is not in Debian's archive, so the dashboard is not loaded into a running Grafana here."""
+exposes after judging a few jobs (real Redis, real prefork worker, real HTTP scrape), and the whole
+dashboard type-checks against the schema Grafana publishes (`@grafana/schema` from npm, through
+scripts/check_grafana_dashboard.py). Grafana itself is not in Debian's archive and no image registry
+is reachable, so no running Grafana loads it here."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -26,6 +30,14 @@ PROBLEM = {
 ECHO = "```python\nprint(input())\n```"
 WRONG = "```python\nprint(0)\n```"
 PROMQL_WORDS = {"sum", "min", "max", "by", "rate", "increase", "ignoring", "group_left", "histogram_quantile"}
+
+
+def _schema_checker():  # the script, imported as a module
+    spec = importlib.util.spec_from_file_location("check_grafana_dashboard", REPO / "scripts" / "check_grafana_dashboard.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _dashboard() -> dict:
@@ -92,3 +104,38 @@ def test_every_metric_and_label_of_the_dashboard_is_exposed_by_a_real_worker(tmp
         words = set(re.findall(r"\b([a-z_]+)\s*\(", expr)) - set(names)
         assert words <= PROMQL_WORDS, words
     assert not missing, missing
+
+
+@pytest.fixture(scope="module")
+def schema_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if shutil.which("npm") is None or shutil.which("node") is None:
+        pytest.skip("node and npm are needed to type-check against @grafana/schema (.ci/run installs them)")
+    cache = Path.home() / ".cache" / "cpfleet" / "grafana-schema"
+    try:
+        _schema_checker().ensure_packages(cache)
+    except Exception as e:  # no registry reachable: say so rather than fail on a network outage
+        pytest.skip(f"@grafana/schema could not be installed from npm: {e}")
+    return cache
+
+
+@pytest.mark.slow
+def test_the_dashboard_matches_grafanas_published_schema(schema_cache: Path) -> None:
+    checker = _schema_checker()
+    checker.check(DASHBOARD, schema_cache)  # raises CheckError with tsc's lines on any mismatch
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mutation", [
+    ("\"schemaVersion\"", "\"schemaVersoin\""),       # a misspelt dashboard field
+    ("\"gridPos\": {", "\"gridPos\": {\"static\": \"yes\", "),  # a string where Grafana wants a boolean
+    ("\"displayMode\": \"basic\"", "\"displayMode\": \"fancy\""),  # a value outside a bar gauge's enum
+])
+def test_the_schema_check_rejects_a_broken_dashboard(schema_cache: Path, tmp_path: Path,
+                                                     mutation: tuple[str, str]) -> None:
+    checker = _schema_checker()
+    text = DASHBOARD.read_text()
+    assert mutation[0] in text
+    broken = tmp_path / "broken.json"
+    broken.write_text(text.replace(mutation[0], mutation[1], 1))
+    with pytest.raises(checker.CheckError, match="does not match Grafana's schema"):
+        checker.check(broken, schema_cache)
