@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 from typing import Any
 
 from cpfleet import demo_problems as dp
@@ -39,9 +40,12 @@ def chromium() -> str | None:
     return os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
 
 
-def flower_results(flower_url: str, node: str, taskname: str = protocol.TASK_NAME) -> list[dict[str, Any]]:
-    """The tasks of ``taskname`` that ``node`` ran and Flower has a Result for."""
-    status, body = http_get(f"{flower_url}/api/tasks?taskname={taskname}&limit=1000", timeout=10.0)
+def flower_results(flower_url: str, node: str, taskname: str = protocol.TASK_NAME,
+                   search: str | None = None) -> list[dict[str, Any]]:
+    """The tasks of ``taskname`` that ``node`` ran and Flower has a Result for; ``search``: a
+    query in Flower's task-filter syntax (``result:WRONG_ANSWER``), as typed in its search box."""
+    query = f"taskname={taskname}&limit=1000" + (f"&search={urllib.parse.quote(search)}" if search else "")
+    status, body = http_get(f"{flower_url}/api/tasks?{query}", timeout=10.0)
     if status != 200:
         return []
     tasks = json.loads(body)

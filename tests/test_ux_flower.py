@@ -43,6 +43,10 @@ def test_flower_shows_every_jobs_verdict_reward_and_tests(tmp_path: Path) -> Non
             time.sleep(0.5)
             tasks = flower_results(fleet.flower_url, fleet.node_name)
             runs = flower_results(fleet.flower_url, fleet.node_name, protocol.RUN_TASK_NAME)
+        # an operator finds the failures by typing `result:WRONG_ANSWER` in Flower's search box
+        wrong = flower_results(fleet.flower_url, fleet.node_name, search="result:WRONG_ANSWER")
+    expected_wrong = {o.result.job_id for o in outcomes if str(o.result.verdict) == "WRONG_ANSWER"}
+    assert expected_wrong and {ast.literal_eval(t["result"])["job"].rsplit("/", 1)[0] for t in wrong} == expected_wrong
     (run,) = runs
     assert ast.literal_eval(run["result"])["runs"] == f"{ran.runs[0].status}, {ran.runs[1].status}"
     assert ast.literal_eval(run["result"])["status"] == str(ran.status)
