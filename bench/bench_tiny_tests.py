@@ -21,7 +21,11 @@ Then the same on the shared CodeContests human solutions (``codecontests-300.jso
 when absent). Rounds alternate the two sets. Every job must be rewarded 1.0 on the APPS-shaped
 set (the run stops otherwise). Not a test: no assertions.
 
+``--baseline-env CPFLEET_FORK_AHEAD=1`` also judges each set with that environment, interleaved
+with the default, in the same rounds (a before/after of a setting in one run).
+
     .venv/bin/python bench/bench_tiny_tests.py [--workers 2] [--problems 40] [--copies 4] [--rounds 2]
+        [--codecontests 300] [--baseline-env NAME=VALUE]
 """
 
 from __future__ import annotations
@@ -87,11 +91,12 @@ def write_set(d: Path, name: str, records: list[dict[str, Any]], solutions: dict
     return problems, jobs
 
 
-def judge(cpfleet: str, problems: Path, jobs: Path, workers: int) -> tuple[Run, list[dict[str, Any]]]:
+def judge(cpfleet: str, problems: Path, jobs: Path, workers: int,
+          env: dict[str, str] | None = None) -> tuple[Run, list[dict[str, Any]]]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     out = subprocess.run([cpfleet, "judge", str(problems), str(jobs), "--workers", str(workers), "--no-progress"],
-                         capture_output=True, text=True)
+                         capture_output=True, text=True, env={**os.environ, **(env or {})})
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if out.returncode != 0:
@@ -121,14 +126,20 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--problems", type=int, default=40, help="APPS-shaped problems generated")
     ap.add_argument("--copies", type=int, default=4, help="jobs per problem (a GRPO group of correct answers)")
+    ap.add_argument("--min-tests", type=int, default=15, help="fewest tests of a generated problem")
+    ap.add_argument("--max-tests", type=int, default=60, help="most tests of a generated problem")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--codecontests", type=int, default=300, help="first N shared CodeContests problems (0: skip)")
+    ap.add_argument("--baseline-env", action="append", default=[], metavar="NAME=VALUE",
+                    help="also judge each set with this environment (e.g. CPFLEET_FORK_AHEAD=1), interleaved "
+                         "with the default, and report both")
     args = ap.parse_args()
     cpfleet = shutil.which("cpfleet", path=str(Path(sys.executable).parent)) or shutil.which("cpfleet")
     if cpfleet is None:
         sys.exit("cpfleet is not installed in this environment")
-    records, solutions = apps_shaped.build(seed=args.seed, problems=args.problems)
+    records, solutions = apps_shaped.build(seed=args.seed, problems=args.problems, min_tests=args.min_tests,
+                                           max_tests=args.max_tests)
     sets: dict[str, tuple[Path, Path]] = {}
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {args.workers} workers")
     with tempfile.TemporaryDirectory() as tmp:
@@ -142,15 +153,20 @@ def main() -> None:
                 d, "cc", cc_records, {r["id"]: r["correct_solutions"][0] for r in cc_records}, 1)
         elif args.codecontests > 0:
             print("CodeContests half skipped: codecontests-300.jsonl not found (set CPFLEET_SHARED_DATA)")
-        runs: dict[str, list[Run]] = {name: [] for name in sets}
+        baseline = dict(kv.split("=", 1) for kv in args.baseline_env)
+        variants: list[tuple[str, dict[str, str]]] = [("", {})]
+        if baseline:
+            variants.insert(0, (" [" + " ".join(args.baseline_env) + "]", baseline))
+        runs: dict[str, list[Run]] = {name + label: [] for name in sets for label, _ in variants}
         for rnd in range(args.rounds):
             for name, (problems, jobs) in sets.items():
-                run, results = judge(cpfleet, problems, jobs, args.workers)
-                if name.startswith("APPS") and run.rewarded != run.jobs:
-                    bad = [r for r in results if r["reward"] != 1.0][:2]
-                    sys.exit(f"a correct APPS-shaped solution was not rewarded: {bad}")
-                runs[name].append(run)
-                print(f"round {rnd + 1} {name}: tree/own {run.ratio:.3f}x", file=sys.stderr)
+                for label, env in variants:
+                    run, results = judge(cpfleet, problems, jobs, args.workers, env)
+                    if name.startswith("APPS") and run.rewarded != run.jobs:
+                        bad = [r for r in results if r["reward"] != 1.0][:2]
+                        sys.exit(f"a correct APPS-shaped solution was not rewarded: {bad}")
+                    runs[name + label].append(run)
+                    print(f"round {rnd + 1} {name}{label}: tree/own {run.ratio:.3f}x", file=sys.stderr)
     for name, rs in runs.items():
         report(name, rs, args.workers)
     print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
