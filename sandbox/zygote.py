@@ -391,6 +391,7 @@ class JobInit:
         self.box = isolation.TestBoxState(box) if box is not None else None
         self.last_pid_fd = -1
         self.subreaper = False
+        self.ns_init = False  # pid 1 of the job's own pid namespace (set in run)
         # a test child forked ahead and waiting for its test: (pid, socket, status pipe, forked
         # before the program existed: it is sent the program with its first test)
         self.ahead: tuple[int, Any, int, bool] | None = None
@@ -398,7 +399,8 @@ class JobInit:
     def run(self) -> None:
         try:
             linux.prctl(linux.PR_SET_PDEATHSIG, signal.SIGKILL)
-            if os.getpid() != 1:
+            self.ns_init = os.getpid() == 1
+            if not self.ns_init:
                 # no pid namespace: become the subreaper of every process a test starts, so
                 # orphans (double-forked, setsid'd) are re-parented here, where they can be
                 # found, killed and reaped after the test, and their CPU time counted
@@ -557,7 +559,7 @@ class JobInit:
                 os.close(status_w)
             killed, credit = self._police(pid, t0 + wall_s, t0 + max(wall_s, wall_max_s), cpu_limit_s)
             wall = time.monotonic() - t0
-            if os.getpid() == 1:
+            if self.ns_init:
                 # kill the rest BEFORE reaping the main process: a zombie held by a ptrace tracer
                 # cannot be reaped until the tracer is gone (a program could hang us otherwise)
                 _kill_all_but_init()
@@ -785,13 +787,17 @@ class JobInit:
 
     def _kill_everything_left(self, pid: int) -> None:
         """Nothing a test started may outlive it (double-forked, setsid'd orphans included)."""
-        if os.getpid() == 1:  # init of our own pid namespace: kill(-1) reaches only this job's processes
+        if self.ns_init:  # init of our own pid namespace: kill(-1) reaches only this job's processes
+            # _run_test SIGKILLed every process of the job but us just before reaping the test's
+            # main process, and a process with SIGKILL pending cannot complete a fork: reap what
+            # is left, killing again after each reap all the same (one kill(-1) walks every
+            # process of the host, so none is made when nothing is left, the common case)
             while True:
-                _kill_all_but_init()
                 try:
                     os.waitpid(-1, 0)
                 except ChildProcessError:
                     return
+                _kill_all_but_init()
         if self.subreaper and self._kill_descendants():
             return
         if self.z.layers.get("uid_drop"):  # no pid namespace: kill every process of the slot's uid

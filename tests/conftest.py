@@ -79,8 +79,10 @@ def runner(request: pytest.FixtureRequest) -> Iterator[CodeRunner]:
 @pytest.fixture(scope="module")
 def fork_runner() -> Iterator[ForkServerRunner]:
     """The fork server alone, one per test module, for tests of its own machinery (spare jobs,
-    children forked ahead) that look at its processes."""
-    r = ForkServerRunner()
+    children forked ahead) that look at its processes. It always forks ahead: by default a
+    runner does so only while the machine has a CPU to spare, which a loaded test machine may
+    not have."""
+    r = ForkServerRunner(fork_ahead="1")
     yield r
     r.close()
 

@@ -8,11 +8,13 @@ from __future__ import annotations
 import os
 import signal
 
+import pytest
 from fleet_helpers import wait_until
 from runner_helpers import children
 
+from cpfleet.core.errors import SandboxBroken
 from cpfleet.core.verdict import Verdict
-from cpfleet.sandbox.forkserver import ForkServerRunner
+from cpfleet.sandbox.forkserver import FORK_AHEAD_ENV, ForkServerRunner, fork_ahead_setting
 from cpfleet.sandbox.runner import Limits
 
 # what a test can see of how it was started: pid, session and group, fds, rlimits, identity,
@@ -139,3 +141,41 @@ def test_a_spare_jobs_child_prints_tracebacks_with_the_programs_source(fork_runn
     assert res.status == Verdict.RUNTIME_ERROR
     assert b"return d['k']" in res.stderr and b"print(f({}))" in res.stderr, res.stderr
 
+
+
+def test_a_runner_that_never_forks_ahead_leaves_no_child_waiting_and_shows_the_same() -> None:
+    """CPFLEET_FORK_AHEAD=0 (and ``auto`` on a machine with no CPU to spare): every test's
+    child is forked on demand; the program sees exactly what it sees from a child forked ahead."""
+    ahead = ForkServerRunner(fork_ahead="1")
+    try:
+        assert ahead.load(PROBE) is None
+        seen_ahead = [ahead.run(b"x\n", Limits(time_s=5)) for _ in range(3)]
+    finally:
+        ahead.close()
+    runner = ForkServerRunner(fork_ahead="0")
+    try:
+        assert runner.load(PROBE) is None
+        seen = []
+        for _ in range(3):
+            seen.append(runner.run(b"x\n", Limits(time_s=5)))
+            assert _none_waits_for_a_while(runner)
+    finally:
+        runner.close()
+    assert [r.status for r in seen] == [r.status for r in seen_ahead] == [Verdict.OK] * 3
+    assert [_but_the_slot(r.stdout) for r in seen] == [_but_the_slot(r.stdout) for r in seen_ahead]
+
+
+def _but_the_slot(probe_output: bytes) -> list[str]:
+    """PROBE's lines without what names the runner's slot (its uid and gid, its cgroup): two
+    runners may hold different slots."""
+    lines = probe_output.decode().splitlines()
+    return lines[:2] + [lines[2].split(" ", 2)[2]] + lines[4:]
+
+
+def test_the_fork_ahead_setting_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert [fork_ahead_setting(v) for v in ("auto", "1", "0", " AUTO ", "")] == ["auto", "1", "0", "auto", "auto"]
+    monkeypatch.setenv(FORK_AHEAD_ENV, "0")
+    assert fork_ahead_setting() == "0"
+    monkeypatch.setenv(FORK_AHEAD_ENV, "sometimes")
+    with pytest.raises(SandboxBroken, match=FORK_AHEAD_ENV):
+        ForkServerRunner()
