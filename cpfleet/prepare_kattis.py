@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from cpfleet.core.checkers import checker_language
 from cpfleet.core.errors import PrepareError
 from cpfleet.core.languages import LANGUAGES, by_extension, checker_languages
+from cpfleet.dataset_formats import DatasetFormat, register_format
 from cpfleet.producer.records import make_record
 from cpfleet.producer.testshapes import Test, TestSet
 
@@ -354,3 +355,14 @@ def package_id(pkg: Path) -> str:
     (the package, its contest, a folder of contests) was given."""
     pkg = pkg.resolve()
     return f"{pkg.parent.name}/{pkg.name}"
+
+
+def _packages(root: Path) -> Iterator[tuple[str, Path]]:
+    for pkg in iter_packages(root):
+        yield package_id(pkg), pkg
+
+
+register_format(DatasetFormat(
+    "kattis", "Kattis problem package (problem.yaml), or a folder of them",
+    detect_path=is_package_folder, items=_packages, convert_item=lambda pkg, pid, opts, counts: convert_package(pkg, pid, opts, counts),
+    priority=10))
