@@ -32,12 +32,16 @@ class Prepared:
     cache_hit: bool = False
 
 
-@functools.cache
 def missing_toolchain(language: str) -> str:
     """'' when ``language`` can be judged here, else which tools are missing (checked once per
-    process: installing a toolchain means restarting the worker, which reports it at start)."""
-    missing = languages.missing_tools(language)
-    return ", ".join(missing)
+    process and toolchain: installing a toolchain means restarting the worker, which reports it
+    at start; registering one in this process is seen at once)."""
+    return _missing(language, languages.table().get(language))
+
+
+@functools.cache
+def _missing(language: str, toolchain: languages.Language | None) -> str:
+    return ", ".join(languages.missing_tools(language))
 
 
 def prepare(runner: CodeRunner, found: Extracted, fn_name: str | None = None) -> Prepared:
