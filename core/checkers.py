@@ -33,8 +33,12 @@ detail names the first differing line and token, because that is what the model 
   by sandbox/checker_programs.py: ``testlib``, ``kattis_validator``, ``python`` (open-r1
   ``generated_checker``) and ``interactive`` (sandbox/interactive.py). See ``ProgramSpec``.
 
+Every kind is one ``CheckerKind`` in the registry at the end of this module (``BUILTIN_KINDS``),
+read by the loader, the record check of the converters (producer/records.py) and the sandbox.
 Custom checkers: ``register_checker("mine", factory)`` where ``factory(params) -> Checker`` gets
-the spec without its ``type``; problems then say ``{"type": "mine", ...}``.
+the spec without its ``type``; problems then say ``{"type": "mine", ...}``. A checker program
+kind: ``register_checker("mine", program_factory("mine"), role=PROGRAM)`` plus its protocol in
+sandbox/checker_programs.py (``register_protocol``); docs/ARCHITECTURE.md has the recipe.
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from cpfleet.core.errors import TestShapeError
+from cpfleet.core.languages import dataset_languages
 from cpfleet.dataset_formats import DatasetFormat, register_format
 from cpfleet.producer.records import languages_for, make_record
 from cpfleet.producer.testshapes import (
@@ -199,7 +200,7 @@ def convert_primeintellect(row: Mapping[str, Any], index: int, opts: PrepareOpti
         kept: list[str] = []
         if isinstance(gold, str) and gold.strip():
             tag, code = _fenced_code(gold)
-            if (tag or language or "").lower() in ("python", "python3", "py"):
+            if "python3" in (dataset_languages(tag or language or "") or ()):
                 kept.append(code)
                 counts["correct python3 kept"] += 1
             else:

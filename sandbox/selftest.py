@@ -6,7 +6,8 @@ a PyPy that crashes. Without this check every job in such a language would come 
 COMPILE_ERROR (reward 0, the model punished for the host) or RUNTIME_ERROR. As DMOJ's judge
 does for its executors, a worker runs each language's :data:`PROGRAMS` entry through the very
 compile and run lines of cpfleet.sandbox.languages at start (``run_all``, the languages in
-parallel threads) and remembers the result in this process (``record``); pool processes forked
+parallel threads; a toolchain that passed on this host before, same fingerprint, is not compiled
+again) and remembers the result in this process (``record``); pool processes forked
 after that inherit it. A job in a language whose self-test failed is answered INTERNAL naming it
 (sandbox/compiled.py: ``unavailable``), never judged.
 
@@ -18,6 +19,8 @@ report). A language without an entry in PROGRAMS (a toy one) is checked for its 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
+import hashlib
 import os
 import subprocess
 import tempfile
@@ -25,7 +28,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from cpfleet.sandbox import languages
+from cpfleet.sandbox import languages, programs
 
 EXPECTED = "cpfleet-self-test-ok"
 TIMEOUT_S = 120.0  # a cold javac on a loaded host takes seconds; a hang is a failure
@@ -103,16 +106,44 @@ def check(name: str, program: str | None = None) -> SelfTest:
     return SelfTest(name, True)
 
 
+def _passed_marker(name: str) -> str | None:
+    """The file that says ``name``'s self-test passed with exactly this toolchain (its
+    fingerprint: table entry, version line, installed packages) and program; None when the
+    language is not available (nothing to remember)."""
+    if languages.missing_tools(name):
+        return None
+    digest = hashlib.sha256(f"{languages.fingerprint(name)}\n{PROGRAMS.get(name, '')}".encode()).hexdigest()[:24]
+    return os.path.join(programs.default_cache_dir(), "selftest", f"{name}-{digest}")
+
+
+def check_cached(name: str) -> SelfTest:
+    """``check``, skipped when this host's cache says the same toolchain passed before (a
+    worker restart, a second worker on the host). Only passes are remembered: a failure is
+    checked again at the next start, so a repaired toolchain is seen."""
+    marker = _passed_marker(name)
+    if marker is not None and os.path.exists(marker):
+        return SelfTest(name, True, "passed before with this toolchain")
+    found = check(name)
+    if found.ok and marker is not None:
+        with contextlib.suppress(OSError):
+            os.makedirs(os.path.dirname(marker), mode=0o700, exist_ok=True)
+            with open(marker, "w") as f:
+                f.write(f"{name} self-test passed\n")
+    return found
+
+
 _lock = threading.Lock()
 _RESULTS: dict[str, SelfTest] = {}
 
 
-def run_all(names: Iterable[str] | None = None) -> dict[str, SelfTest]:
+def run_all(names: Iterable[str] | None = None, *, cached: bool = True) -> dict[str, SelfTest]:
     """Self-test ``names`` (default: every language) in parallel and remember the results in
-    this process (the pool processes forked later inherit them)."""
+    this process (the pool processes forked later inherit them). ``cached``: a language whose
+    toolchain passed on this host before is not compiled again (``check_cached``)."""
     todo = list(languages.LANGUAGES if names is None else names)
+    one = check_cached if cached else check
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(todo))) as pool:
-        results = dict(zip(todo, pool.map(check, todo), strict=True))
+        results = dict(zip(todo, pool.map(one, todo), strict=True))
     record(results)
     return results
 

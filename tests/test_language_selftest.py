@@ -24,7 +24,7 @@ PY = "```python\nprint(sum(map(int, input().split())))\n```"
 def test_every_available_language_passes_its_self_test() -> None:
     available = [n for n in languages.LANGUAGES if not languages.missing_tools(n)]
     assert "python3" in available
-    found = selftest.run_all(available)
+    found = selftest.run_all(available, cached=False)
     try:
         assert {n: r.ok for n, r in found.items()} == {n: True for n in available}, found
         assert selftest.failure("python3") == ""
@@ -64,3 +64,21 @@ def test_a_broken_compiler_setting_is_internal_through_the_fleet_never_a_compile
     assert cpp.verdict == Verdict.INTERNAL and cpp.infra_error and cpp.reward is None
     assert "self-test" in cpp.infra_message and "gnu++99" in cpp.infra_message
     assert (py.verdict, py.reward) == (Verdict.OK, 1.0)
+
+
+def test_a_pass_is_remembered_per_toolchain_and_a_failure_never(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    monkeypatch.setenv("CPFLEET_COMPILE_CACHE_DIR", str(tmp_path))
+    first = selftest.check_cached("python3")
+    again = selftest.check_cached("python3")
+    assert first.ok and first.detail == "" and again.ok and "passed before" in again.detail
+    if languages.missing_tools("cpp"):
+        return
+    monkeypatch.setenv("CPFLEET_CPP_STD", "gnu++99")  # another compile line: another toolchain identity
+    languages.table.cache_clear()
+    try:
+        for _ in range(2):
+            broken = selftest.check_cached("cpp")
+            assert not broken.ok and "gnu++99" in broken.detail
+    finally:
+        monkeypatch.undo()
+        languages.table.cache_clear()

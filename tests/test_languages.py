@@ -162,14 +162,12 @@ def test_unavailable_toolchain_is_internal_naming_it_never_a_zero(runner: CodeRu
     monkeypatch.setenv("CPFLEET_PYPY", "/nonexistent/pypy3")
     languages.table.cache_clear()
     languages.toolchain_version.cache_clear()
-    compiled.missing_toolchain.cache_clear()
     try:
         result = evaluate(SUM, "```pypy\nprint(3)\n```", runner, language="pypy3")
     finally:
         monkeypatch.undo()
         languages.table.cache_clear()
         languages.toolchain_version.cache_clear()
-        compiled.missing_toolchain.cache_clear()
     assert result.verdict == Verdict.INTERNAL and result.infra_error and result.reward is None
     assert "/nonexistent/pypy3" in result.infra_message and "pypy3" in result.infra_message
 
