@@ -157,7 +157,6 @@ def test_job_language_not_allowed_by_the_problem_is_an_infrastructure_error(runn
 
 def test_unavailable_toolchain_is_internal_naming_it_never_a_zero(runner: CodeRunner, monkeypatch: pytest.MonkeyPatch,
                                                                   tmp_path: object) -> None:
-    from cpfleet.sandbox import compiled
 
     monkeypatch.setenv("CPFLEET_PYPY", "/nonexistent/pypy3")
     languages.table.cache_clear()
