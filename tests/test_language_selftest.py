@@ -4,12 +4,15 @@ never COMPILE_ERROR with reward 0; the worker says at start which languages pass
 
 from __future__ import annotations
 
+import urllib.request
+
 import pytest
 from fleet_helpers import start_worker  # noqa: F401  (fixture)
 
 from cpfleet.core.problem import Problem
 from cpfleet.core.verdict import Verdict
 from cpfleet.producer.client import FleetClient
+from cpfleet.redis_server import free_port
 from cpfleet.sandbox import languages, selftest
 
 SUM = Problem.from_dict({
@@ -54,7 +57,8 @@ def test_a_broken_compiler_setting_is_internal_through_the_fleet_never_a_compile
     every C++ job would be COMPILE_ERROR (reward 0) for the host's fault."""
     if languages.missing_tools("cpp"):
         pytest.skip("g++ not installed here")
-    worker = start_worker(redis_url, concurrency=1, env={"CPFLEET_CPP_STD": "gnu++99"})
+    port = free_port()
+    worker = start_worker(redis_url, concurrency=1, env={"CPFLEET_CPP_STD": "gnu++99", "CPFLEET_METRICS_PORT": str(port)})
     log = worker.log_text()
     assert "self-test: python3 ok" in log and "cpp FAILED" in log and "gnu++99" in log
     with FleetClient(redis_url, timeout=120, use_cache=False) as fleet:
@@ -64,6 +68,12 @@ def test_a_broken_compiler_setting_is_internal_through_the_fleet_never_a_compile
     assert cpp.verdict == Verdict.INTERNAL and cpp.infra_error and cpp.reward is None
     assert "self-test" in cpp.infra_message and "gnu++99" in cpp.infra_message
     assert (py.verdict, py.reward) == (Verdict.OK, 1.0)
+    # each pool process publishes what it inherited: the failed language is 0 on /metrics
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as resp:
+        text = resp.read().decode()
+    gauges = {ln.split('language="')[1].split('"')[0]: float(ln.rsplit(" ", 1)[1])
+              for ln in text.splitlines() if ln.startswith("cpfleet_language_ok{")}
+    assert gauges["cpp"] == 0.0 and gauges["python3"] == 1.0, gauges
 
 
 def test_a_pass_is_remembered_per_toolchain_and_a_failure_never(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
