@@ -33,8 +33,12 @@ detail names the first differing line and token, because that is what the model 
   by sandbox/checker_programs.py: ``testlib``, ``kattis_validator``, ``python`` (open-r1
   ``generated_checker``) and ``interactive`` (sandbox/interactive.py). See ``ProgramSpec``.
 
+Every kind is one ``CheckerKind`` in the registry at the end of this module (``BUILTIN_KINDS``),
+read by the loader, the record check of the converters (producer/records.py) and the sandbox.
 Custom checkers: ``register_checker("mine", factory)`` where ``factory(params) -> Checker`` gets
-the spec without its ``type``; problems then say ``{"type": "mine", ...}``.
+the spec without its ``type``; problems then say ``{"type": "mine", ...}``. A checker program
+kind: ``register_checker("mine", program_factory("mine"), role=PROGRAM)`` plus its protocol in
+sandbox/checker_programs.py (``register_protocol``); docs/ARCHITECTURE.md has the recipe.
 """
 
 from __future__ import annotations
@@ -50,6 +54,8 @@ from itertools import zip_longest
 from typing import Any, Protocol
 
 from cpfleet.core.errors import CheckerSpecError
+from cpfleet.core.languages import FENCE_TAGS, checker_languages
+from cpfleet.core.languages import info as language_info
 
 DEFAULT_CHECKER = "tokens"
 CODE_CONTESTS_TOLERANCE = 1e-5
@@ -584,11 +590,24 @@ def _float_or_kattis_factory(params: Mapping[str, Any]) -> Checker:
 # ---------------------------------------------------------------------------------------------
 # Checker programs: the spec is validated here, the program is run by sandbox/checker_programs.py
 
-PROGRAM_CHECKERS = ("testlib", "kattis_validator", "python", "interactive")
 # A Kattis program folder with its own ``build`` and/or ``run`` script (problemtools' BuildRun):
 # ``build`` is run in a copy of the folder, then ``run`` is the program.
 BUILD_RUN = "build_run"
-PROGRAM_LANGUAGES = ("cpp", "c", "python3", BUILD_RUN)
+
+
+def program_languages() -> tuple[str, ...]:
+    """The ``language`` values a checker program may have: the languages core.languages marks
+    for checker programs (``checker_source``), and ``build_run``."""
+    return (*checker_languages(), BUILD_RUN)
+
+
+def checker_language(stated: Any) -> str | None:
+    """A checker spec's ``language`` as a program language (a fence tag such as ``python`` or
+    ``c++`` names its language); None when checker programs cannot be in it."""
+    if not isinstance(stated, str):
+        return None
+    name = FENCE_TAGS.get(stated.lower(), stated)
+    return name if name in program_languages() else None
 _MAX_PROGRAM_FILES = 64
 _MAX_PROGRAM_BYTES = 8 << 20
 
@@ -653,7 +672,10 @@ def _build_run_script(files: Mapping[str, str]) -> str | None:
     return None
 
 
-def _program_factory(kind: str) -> CheckerFactory:
+def program_factory(kind: str) -> CheckerFactory:
+    """The factory of a checker program kind: validates the spec (files, entry points, language,
+    limits) and returns the ProgramSpec the sandbox runs by ``kind``'s protocol."""
+
     def factory(params: Mapping[str, Any]) -> Checker:
         allowed = {"files", "entry_points", "language", "source", "validator_flags", "protocol",
                    "time_limit_s", "memory_limit_mb"} | _DESCRIPTIVE
@@ -661,11 +683,10 @@ def _program_factory(kind: str) -> CheckerFactory:
         if unknown:
             raise CheckerSpecError(f"checker {kind!r}: unknown parameters {sorted(unknown)}")
         default_lang = "python3" if kind == "python" else "cpp"
-        language = params.get("language") or default_lang
-        if language in ("python", "py"):
-            language = "python3"
-        if language not in PROGRAM_LANGUAGES:
-            raise CheckerSpecError(f"checker {kind!r}: language must be one of {PROGRAM_LANGUAGES}, got {language!r}")
+        stated = params.get("language") or default_lang
+        language = checker_language(stated) or ""
+        if not language:
+            raise CheckerSpecError(f"checker {kind!r}: language must be one of {program_languages()}, got {stated!r}")
         raw_files = params.get("files")
         source = params.get("source")
         files: dict[str, str] = {}
@@ -684,7 +705,7 @@ def _program_factory(kind: str) -> CheckerFactory:
         if source is not None:
             if not isinstance(source, str) or not source.strip():
                 raise CheckerSpecError(f"checker {kind!r}: 'source' must be non-empty source text")
-            main = {"python3": "checker.py", "c": "checker.c"}.get(language, "checker.cpp")
+            main = lang_info.checker_source if (lang_info := language_info(language)) else "checker.cpp"
             files[main] = source
             entry = entry or [main]
         if not files:
@@ -692,7 +713,7 @@ def _program_factory(kind: str) -> CheckerFactory:
         if len(files) > _MAX_PROGRAM_FILES or sum(len(v) for v in files.values()) > _MAX_PROGRAM_BYTES:
             raise CheckerSpecError(f"checker {kind!r}: too many or too large files")
         if entry is None:
-            exts = (".py",) if language == "python3" else (".c",) if language == "c" else (".cpp", ".cc", ".cxx", ".c++")
+            exts = lang_info.extensions if (lang_info := language_info(language)) else ()
             entry = [p for p in files if p.endswith(exts)]
             if len(entry) != 1:
                 raise CheckerSpecError(f"checker {kind!r}: say which file is the entry point ('entry_points')")
@@ -725,32 +746,142 @@ def _program_factory(kind: str) -> CheckerFactory:
     return factory
 
 
+# ---------------------------------------------------------------------------------------------
+# The registry: one declaration per checker kind, read by the loader (get_checker), the record
+# shape check (producer/records.py: checker_errors), the converters and the sandbox (which kinds
+# are programs, which one is an interactor).
+
+COMPARE, PROGRAM, INTERACTOR = "compare", "program", "interactor"
+ShapeCheck = Callable[[Mapping[str, Any]], list[str]]
+
+
+@dataclass(frozen=True, slots=True)
+class CheckerKind:
+    """A checker type a problem's ``checker`` may name.
+
+    ``role``: ``compare`` (the factory's Checker compares in this process), ``program`` (the
+    factory returns a ProgramSpec that sandbox/checker_programs.py runs confined after each
+    test, by the protocol registered there under the same name) or ``interactor`` (a
+    ProgramSpec that talks to the program, sandbox/interactive.py). ``shape``: the shape errors
+    of a record's spec (``{"type": ..., ...}``) that the shared schema defines, without
+    building it; None: only building it (the factory) tells."""
+
+    name: str
+    factory: CheckerFactory
+    role: str = COMPARE
+    shape: ShapeCheck | None = None
+
+
+def _is_num(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _files_shape(kind: str) -> ShapeCheck:
+    def shape(chk: Mapping[str, Any]) -> list[str]:
+        if kind == "testlib" and isinstance(chk.get("source"), str) and chk["source"]:
+            return []
+        errors: list[str] = []
+        files = chk.get("files")
+        if not isinstance(files, Mapping) or not files or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in files.items()
+        ):
+            return [f"checker {kind}: 'files' must be a non-empty {{path: source}}"]
+        for path in files:
+            if path.startswith("/") or ".." in path.split("/"):
+                errors.append(f"checker {kind}: file path {path!r} escapes its folder")
+        entry = chk.get("entry_points")
+        if not isinstance(entry, list) or not entry or not all(isinstance(e, str) and e in files for e in entry):
+            errors.append(f"checker {kind}: 'entry_points' must list files present in 'files'")
+        if checker_language(chk.get("language")) is None:  # build_run: a folder with build/run scripts
+            errors.append(f"checker {kind}: 'language' must be one of {', '.join(program_languages())}")
+        flags = chk.get("validator_flags")
+        if flags is not None and not isinstance(flags, str):
+            errors.append(f"checker {kind}: 'validator_flags' must be a string or null")
+        return errors
+
+    return shape
+
+
+def _python_shape(chk: Mapping[str, Any]) -> list[str]:
+    src = chk.get("source")
+    return [] if isinstance(src, str) and src.strip() else ["checker python: 'source' must be Python source"]
+
+
+def _float_shape(chk: Mapping[str, Any]) -> list[str]:
+    errors = [f"checker float: {k!r} must be a finite number"
+              for k in ("abs", "rel", "float_tolerance", "float_absolute_tolerance", "float_relative_tolerance")
+              if k in chk and not _is_num(chk[k])]
+    flags = chk.get("validator_flags")
+    if flags is not None and not isinstance(flags, str):
+        errors.append("checker float: 'validator_flags' must be a string")
+    return errors
+
+
+def _no_shape(chk: Mapping[str, Any]) -> list[str]:
+    return []
+
+
+BUILTIN_KINDS: tuple[CheckerKind, ...] = (
+    CheckerKind("tokens", _no_params("tokens", TokensChecker), shape=_no_shape),
+    CheckerKind("code_contests", _no_params("code_contests", CodeContestsChecker), shape=_no_shape),
+    CheckerKind("float", _float_or_kattis_factory, shape=_float_shape),
+    CheckerKind("exact_tokens", _exact_factory, shape=_no_shape),
+    CheckerKind("testlib", program_factory("testlib"), PROGRAM, _files_shape("testlib")),
+    CheckerKind("kattis_validator", program_factory("kattis_validator"), PROGRAM, _files_shape("kattis_validator")),
+    CheckerKind("python", program_factory("python"), PROGRAM, _python_shape),
+    CheckerKind("interactive", program_factory("interactive"), INTERACTOR, _files_shape("interactive")),
+)
+
 _lock = threading.Lock()
-_FACTORIES: dict[str, CheckerFactory] = {
-    "tokens": _no_params("tokens", TokensChecker),
-    "code_contests": _no_params("code_contests", CodeContestsChecker),
-    "float": _float_or_kattis_factory,
-    "exact_tokens": _exact_factory,
-    **{kind: _program_factory(kind) for kind in PROGRAM_CHECKERS},
-}
+_KINDS: dict[str, CheckerKind] = {k.name: k for k in BUILTIN_KINDS}
 _CACHE: dict[str, Checker] = {}
 
 
-def register_checker(name: str, factory: CheckerFactory, *, replace: bool = False) -> None:
-    """Make ``{"type": name, ...}`` usable in problems. ``factory`` validates its params (raise
-    CheckerSpecError) and returns a stateless Checker, which is cached per distinct spec."""
+def register_checker(name: str, factory: CheckerFactory, *, replace: bool = False, role: str = COMPARE,
+                     shape: ShapeCheck | None = None) -> None:
+    """Make ``{"type": name, ...}`` usable in problems, everywhere a problem is read (the
+    loader, ``cpfleet prepare``'s and the inline problems' record check). ``factory`` validates
+    its params (raise CheckerSpecError) and returns a stateless Checker, which is cached per
+    distinct spec; with ``role="program"`` it returns a ProgramSpec of kind ``name``, run by the
+    protocol ``cpfleet.sandbox.checker_programs.register_protocol`` binds to ``name``."""
     if not name or not isinstance(name, str):
         raise ValueError("a checker needs a non-empty name")
+    if role not in (COMPARE, PROGRAM, INTERACTOR):
+        raise ValueError(f"a checker's role is {COMPARE}, {PROGRAM} or {INTERACTOR}, got {role!r}")
     with _lock:
-        if name in _FACTORIES and not replace:
+        if name in _KINDS and not replace:
             raise ValueError(f"checker {name!r} is already registered (pass replace=True)")
-        _FACTORIES[name] = factory
+        _KINDS[name] = CheckerKind(name, factory, role, shape)
+        for key in [k for k in _CACHE if json.loads(k)[0] == name]:
+            del _CACHE[key]
+
+
+def unregister_checker(name: str) -> None:
+    """Remove a registered checker kind (tests register toy ones and take them back)."""
+    with _lock:
+        if name in {k.name for k in BUILTIN_KINDS}:
+            raise ValueError(f"{name!r} is a built-in checker")
+        _KINDS.pop(name, None)
         for key in [k for k in _CACHE if json.loads(k)[0] == name]:
             del _CACHE[key]
 
 
 def registered_checkers() -> list[str]:
-    return sorted(_FACTORIES)
+    return sorted(_KINDS)
+
+
+def checker_kind(name: str) -> CheckerKind | None:
+    return _KINDS.get(name)
+
+
+def program_checkers() -> tuple[str, ...]:
+    """The kinds that are programs run in the sandbox (output checkers and interactors)."""
+    return tuple(n for n, k in _KINDS.items() if k.role != COMPARE)
+
+
+def is_interactor(kind: str) -> bool:
+    k = _KINDS.get(kind)
+    return k is not None and k.role == INTERACTOR
 
 
 def get_checker(spec: Mapping[str, Any] | None) -> Checker:
@@ -768,10 +899,10 @@ def get_checker(spec: Mapping[str, Any] | None) -> Checker:
     cached = _CACHE.get(key)
     if cached is not None:
         return cached
-    factory = _FACTORIES.get(kind) if isinstance(kind, str) else None
-    if factory is None:
+    declared = _KINDS.get(kind) if isinstance(kind, str) else None
+    if declared is None:
         raise CheckerSpecError(f"unknown checker type {kind!r} (known: {', '.join(registered_checkers())})")
-    checker = factory(params)
+    checker = declared.factory(params)
     with _lock:
         _CACHE[key] = checker
     return checker

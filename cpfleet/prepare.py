@@ -37,7 +37,6 @@ stderr at the end, with a progress bar while it works.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import gzip
 import json
 import os
@@ -48,19 +47,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from cpfleet import dataset_formats
 from cpfleet.core.errors import DatasetUnavailableError, PrepareError
-from cpfleet.prepare_codeforces import convert_codeforces
-from cpfleet.prepare_formats import (
-    convert_deepcoder,
-    convert_livecodebench,
-    convert_primeintellect,
-    convert_taco,
-    detect_inline_format,
-)
-from cpfleet.prepare_kattis import convert_package, is_package_folder, iter_packages, package_id
+from cpfleet.dataset_formats import DatasetFormat, register_format
 from cpfleet.producer.records import loader_check, record_errors
 
-FORMATS = ("code_contests", "taco", "apps", "livecodebench", "deepcoder", "primeintellect", "codeforces", "kattis")
+# the modules of the other built-in formats register them on import (cpfleet/dataset_formats.py)
+from cpfleet import prepare_codeforces, prepare_formats, prepare_kattis  # noqa: F401  isort: skip
+
 CODE_CONTESTS_CHECKER = {"type": "code_contests"}
 # code_contests Language enum
 LANG_PYTHON2 = 1
@@ -193,19 +187,12 @@ def _local_files(path: Path, split: str) -> tuple[str, list[str]]:
 
 
 def detect_format(columns: Iterable[str]) -> str:
-    """The dataset format from its column names; PrepareError when they do not tell."""
+    """The dataset format from its column names (each format's ``detect``, cpfleet/dataset_formats.py);
+    PrepareError when they do not tell."""
     cols = set(columns)
-    if {"public_tests", "private_tests"} <= cols or {"public_tests", "generated_tests"} <= cols:
-        return "code_contests"
-    if "official_tests" in cols:
-        return "codeforces"
-    inline = detect_inline_format(cols)
-    if inline is not None:
-        return inline
-    if "input_output" in cols:
-        if "problem_id" in cols and not cols & {"raw_tags", "skill_types", "tags"}:
-            return "apps"
-        return "taco"
+    found = dataset_formats.detect_columns(cols)
+    if found is not None:
+        return found
     raise PrepareError(f"cannot tell the dataset format from its columns {sorted(cols)}: pass --format")
 
 
@@ -286,6 +273,15 @@ def convert_code_contests(row: Mapping[str, Any], opts: PrepareOptions, counts: 
     return rec
 
 
+register_format(DatasetFormat(
+    "code_contests", "deepmind/code_contests (public/private/generated tests, the official tester's comparison)",
+    convert=lambda row, index, opts, counts: convert_code_contests(row, opts, counts),
+    detect=lambda cols: {"public_tests", "private_tests"} <= cols or {"public_tests", "generated_tests"} <= cols,
+    priority=10,
+    drop_columns=lambda opts, cols: [] if opts.with_solutions else [c for c in ("solutions", "incorrect_solutions")
+                                                                    if c in cols]))
+
+
 def _difficulty_rank(value: Any) -> int | None:
     if isinstance(value, bool):
         return None
@@ -321,19 +317,10 @@ def _filter(rec: dict[str, Any], opts: PrepareOptions, summary: PrepareSummary) 
 def convert_row(row: Mapping[str, Any], index: int, fmt: str, opts: PrepareOptions,
                 counts: Counter[str]) -> dict[str, Any] | str:
     """One dataset row in format ``fmt`` -> a record, or the reason it is skipped."""
-    if fmt == "code_contests":
-        return convert_code_contests(row, opts, counts)
-    if fmt in ("taco", "apps"):
-        return convert_taco(row, index, opts, fmt, counts)
-    if fmt == "livecodebench":
-        return convert_livecodebench(row, index, opts, counts)
-    if fmt == "deepcoder":
-        return convert_deepcoder(row, index, opts, counts)
-    if fmt == "primeintellect":
-        return convert_primeintellect(row, index, opts, counts)
-    if fmt == "codeforces":
-        return convert_codeforces(row, index, opts, counts)
-    raise PrepareError(f"format {fmt!r} is not read row by row")
+    declared = dataset_formats.get(fmt)
+    if declared is None or declared.convert is None:
+        raise PrepareError(f"format {fmt!r} is not read row by row")
+    return declared.convert(row, index, opts, counts)
 
 
 def _row_name(row: Mapping[str, Any], index: int) -> str:
@@ -372,8 +359,10 @@ def admit(rec: dict[str, Any] | str, opts: PrepareOptions, summary: PrepareSumma
 def convert_rows(rows: Iterable[Mapping[str, Any]], fmt: str, opts: PrepareOptions,
                  summary: PrepareSummary) -> Iterator[dict[str, Any]]:
     """Yield converted, filtered, validated records; every row lands in ``summary``."""
-    if fmt not in FORMATS or fmt == "kattis":
-        raise PrepareError(f"unknown format {fmt!r} for dataset rows (known: {', '.join(FORMATS[:-1])})")
+    declared = dataset_formats.get(fmt)
+    if declared is None or declared.convert is None:
+        rows_formats = [n for n, f in dataset_formats.formats().items() if f.convert is not None]
+        raise PrepareError(f"unknown format {fmt!r} for dataset rows (known: {', '.join(rows_formats)})")
     seen: set[str] = set()
     for index, row in enumerate(rows):
         if opts.max_samples is not None and summary.kept >= opts.max_samples:
@@ -403,17 +392,20 @@ def _merge_counts(summary: PrepareSummary, counts: Counter[str]) -> None:
             summary.notes[key] += n
 
 
-def convert_packages(root: Path, opts: PrepareOptions, summary: PrepareSummary) -> Iterator[dict[str, Any]]:
-    """A folder of Kattis problem packages (or one package) -> validated records."""
+def convert_packages(root: Path, opts: PrepareOptions, summary: PrepareSummary,
+                     fmt: str = "kattis") -> Iterator[dict[str, Any]]:
+    """A folder in a folder format (default: Kattis problem packages) -> validated records."""
+    declared = dataset_formats.get(fmt)
+    if declared is None or declared.items is None or declared.convert_item is None:
+        raise PrepareError(f"format {fmt!r} is not a folder format")
     seen: set[str] = set()
-    for pkg in iter_packages(root):
+    for pid, item in declared.items(root):
         if opts.max_samples is not None and summary.kept >= opts.max_samples:
             break
         summary.read += 1
         counts: Counter[str] = Counter()
-        pid = package_id(pkg)
         try:
-            rec = convert_package(pkg, pid, opts, counts)
+            rec = declared.convert_item(item, pid, opts, counts)
         except (PrepareError, OSError) as e:
             rec = f"unreadable package ({_first_line(str(e))[:120]})"
         reason = admit(rec, opts, summary, seen)
@@ -447,11 +439,17 @@ def prepare(
     from tqdm import tqdm
 
     root = Path(dataset)
-    if opts.fmt == "kattis" or (opts.fmt is None and is_package_folder(root)):
-        if not is_package_folder(root):
-            raise PrepareError(f"{dataset}: no Kattis problem package (problem.yaml) here or one or two levels down")
-        summary = PrepareSummary(dataset=dataset, format="kattis")
-        _write_jsonl(out, convert_packages(root, opts, summary))
+    chosen = dataset_formats.get(opts.fmt) if opts.fmt else None
+    folder_fmt = chosen.name if chosen is not None and chosen.folder else None
+    if opts.fmt is None:
+        folder_fmt = dataset_formats.detect_path(root)
+    if folder_fmt is not None:
+        declared = dataset_formats.get(folder_fmt)
+        assert declared is not None
+        if declared.detect_path is not None and not declared.detect_path(root):
+            raise PrepareError(f"{dataset}: no {declared.summary} here or one or two levels down")
+        summary = PrepareSummary(dataset=dataset, format=folder_fmt)
+        _write_jsonl(out, convert_packages(root, opts, summary, folder_fmt))
         return summary
     try:
         ds = open_dataset(dataset, opts.split, streaming=streaming, cache_dir=cache_dir,
@@ -462,10 +460,11 @@ def prepare(
         raise DatasetUnavailableError(f"cannot load {dataset!r} split {opts.split!r}: {e}") from e
     columns = _columns(ds)
     fmt = opts.fmt or detect_format(columns)
-    if fmt == "deepcoder" and opts.subset is None and opts.config:
-        opts = dataclasses.replace(opts, subset=opts.config)
-    if fmt == "code_contests" and not opts.with_solutions:
-        heavy = [c for c in ("solutions", "incorrect_solutions") if c in columns]
+    declared = dataset_formats.get(fmt)
+    if declared is not None and declared.options is not None:
+        opts = declared.options(opts)
+    if declared is not None and declared.drop_columns is not None:
+        heavy = declared.drop_columns(opts, columns)
         if heavy:  # most of the dataset's bytes: do not even decode them
             ds = ds.remove_columns(heavy)
     summary = PrepareSummary(dataset=dataset, format=fmt)
@@ -544,8 +543,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="hub name, or a local file/folder (parquet, json, jsonl, arrow) in that schema")
     parser.add_argument("--split", default="test", help="dataset split to convert, e.g. train, valid, test (default: test)")
     parser.add_argument("--out", required=True, help="output problem JSONL ('-': stdout; .gz: compressed); required, no default")
-    parser.add_argument("--format", dest="fmt", choices=FORMATS, default=None,
-                        help="dataset schema when the columns do not tell (default: detected from the columns)")
+    parser.add_argument("--format", dest="fmt", choices=dataset_formats.names(), default=None,
+                        help="dataset schema when the columns do not tell (default: detected from the columns "
+                             "or the folder): " + dataset_formats.help_text())
     parser.add_argument("--max-hidden", type=_non_negative, default=None,
                         help="keep at most N hidden tests per problem (default: all)")
     parser.add_argument("--min-public", type=_non_negative, default=1, help="skip problems with fewer public tests")

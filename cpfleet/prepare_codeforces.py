@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cpfleet.core.errors import TestShapeError
+from cpfleet.dataset_formats import DatasetFormat, register_format
 from cpfleet.producer.records import languages_for, make_record
 from cpfleet.producer.testshapes import Test, TestSet, stdio_text
 
@@ -148,3 +149,8 @@ def convert_codeforces(row: Mapping[str, Any], index: int, opts: PrepareOptions,
         languages=languages,
         extra={"difficulty": row.get("rating"), "tags": list(row.get("tags") or [])},
     )
+
+
+register_format(DatasetFormat(
+    "codeforces", "open-r1 codeforces (official_tests; generated tests from --generated-tests)",
+    convert=convert_codeforces, detect=lambda cols: "official_tests" in cols, priority=20))

@@ -11,12 +11,15 @@ into the summary when the row is kept.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections import Counter
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from cpfleet.core.errors import TestShapeError
+from cpfleet.core.languages import dataset_languages
+from cpfleet.dataset_formats import DatasetFormat, register_format
 from cpfleet.producer.records import languages_for, make_record
 from cpfleet.producer.testshapes import (
     TestSet,
@@ -197,7 +200,7 @@ def convert_primeintellect(row: Mapping[str, Any], index: int, opts: PrepareOpti
         kept: list[str] = []
         if isinstance(gold, str) and gold.strip():
             tag, code = _fenced_code(gold)
-            if (tag or language or "").lower() in ("python", "python3", "py"):
+            if "python3" in (dataset_languages(tag or language or "") or ()):
                 kept.append(code)
                 counts["correct python3 kept"] += 1
             else:
@@ -216,3 +219,24 @@ def detect_inline_format(cols: set[str]) -> str | None:
         return "deepcoder"
     return None
 
+
+
+register_format(DatasetFormat(
+    "taco", "TACO rows (input_output JSON; call-based problems carry fn_name)",
+    convert=lambda row, index, opts, counts: convert_taco(row, index, opts, "taco", counts),
+    detect=lambda cols: "input_output" in cols, priority=60))
+register_format(DatasetFormat(
+    "apps", "APPS rows (as TACO, told apart by problem_id and no tags)",
+    convert=lambda row, index, opts, counts: convert_taco(row, index, opts, "apps", counts),
+    detect=lambda cols: "input_output" in cols and "problem_id" in cols and not cols & {"raw_tags", "skill_types", "tags"},
+    priority=50))
+register_format(DatasetFormat(
+    "livecodebench", "LiveCodeBench code_generation_lite (public/private test cases)", convert=convert_livecodebench,
+    detect=lambda cols: {"public_test_cases", "private_test_cases"} <= cols, priority=30))
+register_format(DatasetFormat(
+    "primeintellect", "PrimeIntellect verifiable-coding-problems (verification_info)", convert=convert_primeintellect,
+    detect=lambda cols: "verification_info" in cols, priority=31))
+register_format(DatasetFormat(
+    "deepcoder", "DeepCoder (configs primeintellect, taco, lcbv5, codeforces; --config picks the subset)",
+    convert=convert_deepcoder, detect=lambda cols: {"tests", "problem"} <= cols, priority=32,
+    options=lambda opts: dataclasses.replace(opts, subset=opts.config) if opts.subset is None and opts.config else opts))

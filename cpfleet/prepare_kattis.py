@@ -33,7 +33,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cpfleet.core.checkers import checker_language
 from cpfleet.core.errors import PrepareError
+from cpfleet.core.languages import LANGUAGES, by_extension, checker_languages
+from cpfleet.dataset_formats import DatasetFormat, register_format
 from cpfleet.producer.records import make_record
 from cpfleet.producer.testshapes import Test, TestSet
 
@@ -42,10 +45,6 @@ if TYPE_CHECKING:
 
 Converted = dict[str, Any] | str
 
-SOURCE_LANGUAGES = {
-    ".cpp": "cpp", ".cc": "cpp", ".cxx": "cpp", ".c++": "cpp", ".C": "cpp",
-    ".c": "c", ".java": "java", ".py": "python3", ".py3": "python3",
-}
 VERDICT_DIRS = {
     "accepted": "accepted", "slow_accepted": "accepted", "wrong_answer": "wrong_answer",
     "time_limit_exceeded": "time_limit_exceeded", "run_time_error": "run_time_error",
@@ -215,12 +214,14 @@ def program_checker(pkg: Path, kind: str, validation: str, flags: str | None,
             # problemtools' BuildRun: built by its build script, then run by its run script
             return {"type": kind, "validation": validation, "files": files, "language": "build_run",
                     "entry_points": [f"{top}/{script}"], "validator_flags": flags}
-    entry = [f for f in files if Path(f).suffix in SOURCE_LANGUAGES]
-    languages = {SOURCE_LANGUAGES[Path(f).suffix] for f in entry}
+    entry = [f for f in files if by_extension(Path(f).suffix)]
+    languages = {by_extension(Path(f).suffix) for f in entry}
     if not entry:
-        return "validator folder has no C, C++, Java or Python source"
+        return f"validator folder has no source in {', '.join(LANGUAGES)}"
     if len(languages) > 1:
         return "validator sources in several languages"
+    if checker_language(next(iter(languages))) is None:
+        return f"validator in {next(iter(languages))}: checker programs are in {', '.join(checker_languages())}"
     return {
         "type": kind,
         "validation": validation,
@@ -232,7 +233,7 @@ def program_checker(pkg: Path, kind: str, validation: str, flags: str | None,
 
 
 def _submission_language(path: Path, source: str) -> str | None:
-    lang = SOURCE_LANGUAGES.get(path.suffix)
+    lang = by_extension(path.suffix)
     if lang == "python3":
         first = source.split("\n", 1)[0]
         if first.startswith("#!") and "python2" in first:
@@ -354,3 +355,14 @@ def package_id(pkg: Path) -> str:
     (the package, its contest, a folder of contests) was given."""
     pkg = pkg.resolve()
     return f"{pkg.parent.name}/{pkg.name}"
+
+
+def _packages(root: Path) -> Iterator[tuple[str, Path]]:
+    for pkg in iter_packages(root):
+        yield package_id(pkg), pkg
+
+
+register_format(DatasetFormat(
+    "kattis", "Kattis problem package (problem.yaml), or a folder of them",
+    detect_path=is_package_folder, items=_packages, convert_item=lambda pkg, pid, opts, counts: convert_package(pkg, pid, opts, counts),
+    priority=10))

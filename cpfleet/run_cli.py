@@ -36,15 +36,15 @@ from typing import Any
 
 from cpfleet.core import defaults, protocol
 from cpfleet.core.errors import ProtocolError
+from cpfleet.core.languages import LANGUAGES, by_extension
 from cpfleet.core.results import RunJobResult, RunStatus
 
 CLI_OUTPUT_CAP = 1024 * 1024  # a person at a terminal wants the output, not a 4 KiB preview
-EXTENSIONS = {".py": "python3", ".cpp": "cpp", ".cc": "cpp", ".cxx": "cpp", ".c": "c", ".java": "java"}
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("source", metavar="FILE", nargs="?", help="the program (or a completion with --completion)")
-    parser.add_argument("--language", "-l", help="python3, pypy3, cpp, c, java (default: from FILE's extension)")
+    parser.add_argument("--language", "-l", help=f"{', '.join(LANGUAGES)} (default: from FILE's extension)")
     parser.add_argument("--completion", action="store_true",
                         help="FILE is model output: run its first fenced code block, as judging would")
     parser.add_argument("--stdin", "-i", action="append", default=[], metavar="PATH",
@@ -102,7 +102,7 @@ def _single(args: argparse.Namespace) -> dict[str, Any]:
         req["completion"] = text
         req["language"] = args.language
     else:
-        language = args.language or EXTENSIONS.get(Path(args.source).suffix.lower())
+        language = args.language or by_extension(Path(args.source).suffix.lower())
         if language is None:
             raise ValueError(f"cannot tell the language of {args.source}: pass --language")
         req["code"], req["language"] = text, language

@@ -7,10 +7,10 @@ optional ``fn_name`` (tests are then JSON text of the argument list / return val
 ``incorrect_solutions`` (Python 3 sources) and ``submissions`` (every jury submission with its
 ``language`` and ``expected`` verdict, the shape of $CPFLEET_SHARED_DATA/icpc-kattis-31.jsonl.gz).
 
-:func:`record_errors` checks exactly that, independently of which checker types the running
-build has registered, so converters can validate records whose checker (``kattis_validator``,
-``python``, ...) the loader of this build does not know yet. :func:`loader_check` then runs
-``Problem.from_dict`` whenever the checker type is registered here, and says so when it is not.
+:func:`record_errors` checks exactly that; the languages and checker kinds it accepts are the
+registries' (core/languages.py, core/checkers.py: a kind registered with ``register_checker`` is
+accepted here too, its spec shape checked as its declaration says). :func:`loader_check` then
+runs ``Problem.from_dict`` whenever this build can build the record's checker.
 """
 
 from __future__ import annotations
@@ -20,22 +20,12 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from cpfleet.core.checkers import BUILD_RUN, get_checker, registered_checkers
+from cpfleet.core.checkers import checker_kind, get_checker, registered_checkers
 from cpfleet.core.errors import CheckerSpecError, ProblemFormatError
+from cpfleet.core.languages import LANGUAGES, dataset_languages, family_of
 from cpfleet.core.problem import Problem
 from cpfleet.producer.testshapes import Test, TestSet, as_records
 
-LANGUAGES = ("python3", "pypy3", "cpp", "c", "java")
-PYTHON_LANGUAGES = ["python3", "pypy3"]  # a function-call harness is Python
-CHECKER_TYPES = (
-    "tokens", "code_contests", "float", "exact_tokens", "testlib", "kattis_validator", "python", "interactive",
-)
-PROGRAM_CHECKERS = ("testlib", "kattis_validator", "interactive")
-# a dataset's language name -> the project's languages for it (None: not judged here)
-DATASET_LANGUAGES: dict[str, list[str]] = {
-    "python": ["python3", "pypy3"], "python3": ["python3", "pypy3"], "py": ["python3", "pypy3"],
-    "pypy": ["pypy3"], "pypy3": ["pypy3"], "cpp": ["cpp"], "c++": ["cpp"], "c": ["c"], "java": ["java"],
-}
 SUBMISSION_VERDICTS = (
     "accepted", "wrong_answer", "time_limit_exceeded", "run_time_error", "partially_accepted",
     "memory_limit_exceeded", "output_limit_exceeded", "compile_error",
@@ -46,7 +36,7 @@ def languages_for(stated: str | None) -> list[str] | None:
     """The project's languages for a dataset's stated language; ValueError when none judges it."""
     if stated is None:
         return None
-    langs = DATASET_LANGUAGES.get(stated.strip().lower())
+    langs = dataset_languages(stated)  # core.languages: each language's ``dataset_names``
     if langs is None:
         raise ValueError(f"language {stated[:20]!r} is not judged by cpfleet")
     return list(langs)
@@ -83,7 +73,7 @@ def make_record(
     if tests.fn_name:
         rec["fn_name"] = tests.fn_name
         if languages is None:
-            languages = list(PYTHON_LANGUAGES)
+            languages = list(family_of("python3"))  # the function-call harness is Python
     if starter_code:
         rec["starter_code"] = starter_code
     if languages is not None:
@@ -120,54 +110,19 @@ def _tests_errors(rec: Mapping[str, Any], key: str, call: bool) -> list[str]:
     return errors
 
 
-def _files_errors(chk: Mapping[str, Any], kind: str) -> list[str]:
-    errors: list[str] = []
-    files = chk.get("files")
-    if not isinstance(files, Mapping) or not files or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in files.items()
-    ):
-        return [f"checker {kind}: 'files' must be a non-empty {{path: source}}"]
-    for path in files:
-        if path.startswith("/") or ".." in path.split("/"):
-            errors.append(f"checker {kind}: file path {path!r} escapes its folder")
-    entry = chk.get("entry_points")
-    if not isinstance(entry, list) or not entry or not all(isinstance(e, str) and e in files for e in entry):
-        errors.append(f"checker {kind}: 'entry_points' must list files present in 'files'")
-    if chk.get("language") not in (*LANGUAGES, BUILD_RUN):  # build_run: a folder with build/run scripts
-        errors.append(f"checker {kind}: 'language' must be one of {', '.join((*LANGUAGES, BUILD_RUN))}")
-    flags = chk.get("validator_flags")
-    if flags is not None and not isinstance(flags, str):
-        errors.append(f"checker {kind}: 'validator_flags' must be a string or null")
-    return errors
-
-
 def checker_errors(chk: Any) -> list[str]:
-    """Shape errors of a ``checker`` object (not whether this build can run it)."""
+    """Shape errors of a ``checker`` object (not whether this build can run it): the shape its
+    kind declares (core/checkers.py: ``CheckerKind.shape``; a kind registered without one is
+    checked by building it, :func:`loader_check`)."""
     if chk is None:
         return []
     if not isinstance(chk, Mapping) or not isinstance(chk.get("type"), str):
         return ["checker must be an object with a 'type'"]
-    kind = chk["type"]
-    if kind not in CHECKER_TYPES:
-        return [f"checker type {kind!r} is not in the shared schema"]
-    if kind in ("kattis_validator", "interactive"):
-        return _files_errors(chk, kind)
-    if kind == "testlib":
-        if isinstance(chk.get("source"), str) and chk["source"]:
-            return []
-        return _files_errors(chk, kind)
-    if kind == "python":
-        src = chk.get("source")
-        return [] if isinstance(src, str) and src.strip() else ["checker python: 'source' must be Python source"]
-    if kind == "float":
-        errors = [f"checker float: {k!r} must be a finite number"
-                  for k in ("abs", "rel", "float_tolerance", "float_absolute_tolerance", "float_relative_tolerance")
-                  if k in chk and not _is_num(chk[k])]
-        flags = chk.get("validator_flags")
-        if flags is not None and not isinstance(flags, str):
-            errors.append("checker float: 'validator_flags' must be a string")
-        return errors
-    return []
+    kind = checker_kind(chk["type"])
+    if kind is None:
+        return [f"checker type {chk['type']!r} is not in the shared schema nor registered here "
+                f"(known: {', '.join(registered_checkers())})"]
+    return kind.shape(chk) if kind.shape is not None else []
 
 
 def record_errors(rec: Any) -> list[str]:

@@ -31,6 +31,7 @@ import hashlib
 import logging
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -140,11 +141,11 @@ def program_folder(spec: ProgramSpec) -> dict[str, str]:
 
 def image_for(runner: CodeRunner, spec: ProgramSpec) -> ProgramImage:
     """The runnable checker (compiled on first use); CheckerBroken when it cannot be built."""
-    if spec.language == "python3":
+    lang = None if spec.language == BUILD_RUN else languages.get(spec.language)
+    if lang is not None and lang.compile is None:  # an interpreted checker runs its source as is
         source = dict(spec.files)[spec.entry_points[0]].encode("utf-8", errors="surrogatepass")
-        py = languages.get("python3")
-        return ProgramImage(files={"solution.py": (source, 0o444)}, argv=py.run_argv_for(),
-                            memory_model=py.memory_model, extra_cgroup_mb=py.extra_cgroup_mb)
+        return ProgramImage(files={lang.source_name: (source, 0o444)}, argv=lang.run_argv_for(),
+                            memory_model=lang.memory_model, extra_cgroup_mb=lang.extra_cgroup_mb)
     key = spec.key()
     with _lock:
         known = _broken.get(key)
@@ -258,46 +259,90 @@ def run_checker(runner: CodeRunner, spec: ProgramSpec, test_input: str, answer: 
                                      f"answer): {failure}", deterministic=failure.deterministic)
 
 
+# --- the protocols: how each checker program kind is called and what its exit says --------------
+# One function per kind declared with role "program" in core/checkers.py, bound by its name.
+
+Protocol = Callable[[CodeRunner, ProgramSpec, bytes, bytes, bytes], CheckerVerdict]
+
+
+def _testlib(runner: CodeRunner, spec: ProgramSpec, inp: bytes, ans: bytes, output: bytes) -> CheckerVerdict:
+    rr = _run(runner, spec, b"", ["input", "output", "answer"], {"input": inp, "output": output, "answer": ans})
+    why = failed_run(spec, rr)
+    if why:
+        raise _CannotJudge(why, rr)
+    msg = detail_of(rr.stderr, rr.stdout)
+    if rr.exit_code == TESTLIB_OK:
+        return CheckerVerdict(True, msg)
+    if rr.exit_code in TESTLIB_REJECTS:
+        return CheckerVerdict(False, msg or TESTLIB_REJECTS[rr.exit_code])
+    if testlib_partial(rr.exit_code):
+        return CheckerVerdict(False, f"partially correct (not a full pass): {msg}")
+    if rr.exit_code == TESTLIB_FAIL:
+        raise CheckerBroken(f"the testlib checker reported a judge failure (FAIL): {msg[:500]}")
+    raise _CannotJudge(f"the testlib checker failed (exit {rr.exit_code}): {msg[:500]}", rr)
+
+
+def _kattis_validator(runner: CodeRunner, spec: ProgramSpec, inp: bytes, ans: bytes, output: bytes) -> CheckerVerdict:
+    rr = _run(runner, spec, output, ["input", "answer", "feedback/", *spec.flags],
+              {"input": inp, "answer": ans, "feedback/": b""}, (JUDGEMESSAGE,))
+    why = failed_run(spec, rr)
+    if why:
+        raise _CannotJudge(why, rr)
+    msg = detail_of(rr.files.get(JUDGEMESSAGE, b""), rr.stderr, rr.stdout)
+    if rr.exit_code == KATTIS_AC:
+        return CheckerVerdict(True, msg)
+    if rr.exit_code == KATTIS_WA:
+        return CheckerVerdict(False, msg or "wrong answer")
+    raise _CannotJudge(f"the output validator failed (exit {rr.exit_code}, expected 42 or 43): {msg[:500]}", rr)
+
+
+def _open_r1(runner: CodeRunner, spec: ProgramSpec, inp: bytes, ans: bytes, output: bytes) -> CheckerVerdict:
+    rr = _run(runner, spec, b"", ["input.txt", "correct_output.txt", "solution_output.txt"],
+              {"input.txt": inp, "correct_output.txt": ans, "solution_output.txt": output})
+    why = failed_run(spec, rr)
+    if why:
+        raise _CannotJudge(why, rr)
+    said = rr.stdout.decode("utf-8", errors="replace").strip()
+    if rr.exit_code != 0:
+        raise _CannotJudge(f"the python checker exited {rr.exit_code}: {detail_of(rr.stderr)[:500]}", rr)
+    if said == "1":
+        return CheckerVerdict(True)
+    if said == "0":
+        return CheckerVerdict(False, detail_of(rr.stderr) or "the checker rejected the output")
+    raise _CannotJudge(f"the python checker printed {said[:80]!r}, not 1 or 0", rr)
+
+
+_protocols_lock = threading.Lock()
+PROTOCOLS: dict[str, Protocol] = {"testlib": _testlib, "kattis_validator": _kattis_validator, "python": _open_r1}
+
+
+def register_protocol(kind: str, protocol: Protocol, *, replace: bool = False) -> None:
+    """Bind how a checker program of ``kind`` (declared in core/checkers.py with role
+    ``program``) is called and judged: ``protocol(runner, spec, input, answer, output)`` runs it
+    (``run_program``) and returns its verdict, raising CheckerBroken when it cannot judge."""
+    with _protocols_lock:
+        if kind in PROTOCOLS and not replace:
+            raise ValueError(f"checker protocol {kind!r} is already registered (pass replace=True)")
+        PROTOCOLS[kind] = protocol
+
+
+def unregister_protocol(kind: str) -> None:
+    with _protocols_lock:
+        PROTOCOLS.pop(kind, None)
+
+
+CannotJudge = _CannotJudge  # a protocol's "this run says nothing" (the expected answer is tried next)
+
+
+def run_program(runner: CodeRunner, spec: ProgramSpec, stdin: bytes, argv: list[str], files: dict[str, bytes],
+                collect: tuple[str, ...] = ()) -> RunResult:
+    """Run the checker program once, confined, with ``files`` placed read-only in its working
+    directory; a sandbox failure raises SandboxFailure. For protocols registered from outside."""
+    return _run(runner, spec, stdin, argv, files, collect)
+
+
 def _check(runner: CodeRunner, spec: ProgramSpec, inp: bytes, ans: bytes, output: bytes) -> CheckerVerdict:
-    if spec.kind == "testlib":
-        rr = _run(runner, spec, b"", ["input", "output", "answer"], {"input": inp, "output": output, "answer": ans})
-        why = failed_run(spec, rr)
-        if why:
-            raise _CannotJudge(why, rr)
-        msg = detail_of(rr.stderr, rr.stdout)
-        if rr.exit_code == TESTLIB_OK:
-            return CheckerVerdict(True, msg)
-        if rr.exit_code in TESTLIB_REJECTS:
-            return CheckerVerdict(False, msg or TESTLIB_REJECTS[rr.exit_code])
-        if testlib_partial(rr.exit_code):
-            return CheckerVerdict(False, f"partially correct (not a full pass): {msg}")
-        if rr.exit_code == TESTLIB_FAIL:
-            raise CheckerBroken(f"the testlib checker reported a judge failure (FAIL): {msg[:500]}")
-        raise _CannotJudge(f"the testlib checker failed (exit {rr.exit_code}): {msg[:500]}", rr)
-    if spec.kind == "kattis_validator":
-        rr = _run(runner, spec, output, ["input", "answer", "feedback/", *spec.flags],
-                  {"input": inp, "answer": ans, "feedback/": b""}, (JUDGEMESSAGE,))
-        why = failed_run(spec, rr)
-        if why:
-            raise _CannotJudge(why, rr)
-        msg = detail_of(rr.files.get(JUDGEMESSAGE, b""), rr.stderr, rr.stdout)
-        if rr.exit_code == KATTIS_AC:
-            return CheckerVerdict(True, msg)
-        if rr.exit_code == KATTIS_WA:
-            return CheckerVerdict(False, msg or "wrong answer")
-        raise _CannotJudge(f"the output validator failed (exit {rr.exit_code}, expected 42 or 43): {msg[:500]}", rr)
-    if spec.kind == "python":
-        rr = _run(runner, spec, b"", ["input.txt", "correct_output.txt", "solution_output.txt"],
-                  {"input.txt": inp, "correct_output.txt": ans, "solution_output.txt": output})
-        why = failed_run(spec, rr)
-        if why:
-            raise _CannotJudge(why, rr)
-        said = rr.stdout.decode("utf-8", errors="replace").strip()
-        if rr.exit_code != 0:
-            raise _CannotJudge(f"the python checker exited {rr.exit_code}: {detail_of(rr.stderr)[:500]}", rr)
-        if said == "1":
-            return CheckerVerdict(True)
-        if said == "0":
-            return CheckerVerdict(False, detail_of(rr.stderr) or "the checker rejected the output")
-        raise _CannotJudge(f"the python checker printed {said[:80]!r}, not 1 or 0", rr)
-    raise CheckerBroken(f"checker kind {spec.kind!r} is not an output checker")
+    protocol = PROTOCOLS.get(spec.kind)
+    if protocol is None:
+        raise CheckerBroken(f"checker kind {spec.kind!r} is not an output checker")
+    return protocol(runner, spec, inp, ans, output)

@@ -4,8 +4,9 @@ CPython solutions are compiled by the fork server itself (``runner.load``: a syn
 COMPILE_ERROR). Every other language (C, C++, Java, PyPy) is compiled once per job by
 ``cpfleet.sandbox.programs.compile_program`` (confined, cached) and loaded as a program image whose
 tests exec the binary or the runtime under the same confinement. A language whose toolchain this
-host lacks is an infrastructure error naming the missing tool (the trainer can route the job to
-a worker that has it), never a zero.
+host lacks, or whose self-test at worker start failed (sandbox/selftest.py), is an
+infrastructure error naming why (the trainer can route the job to a worker that has it), never
+a zero.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import time
 from dataclasses import dataclass
 
 from cpfleet.core.errors import SandboxFailure
-from cpfleet.sandbox import languages, programs
+from cpfleet.sandbox import languages, programs, selftest
 from cpfleet.sandbox.extract import Extracted
 from cpfleet.sandbox.runner import CodeRunner
 
@@ -31,12 +32,16 @@ class Prepared:
     cache_hit: bool = False
 
 
-@functools.cache
 def missing_toolchain(language: str) -> str:
     """'' when ``language`` can be judged here, else which tools are missing (checked once per
-    process: installing a toolchain means restarting the worker, which reports it at start)."""
-    missing = languages.missing_tools(language)
-    return ", ".join(missing)
+    process and toolchain: installing a toolchain means restarting the worker, which reports it
+    at start; registering one in this process is seen at once)."""
+    return _missing(language, languages.table().get(language))
+
+
+@functools.cache
+def _missing(language: str, toolchain: languages.Language | None) -> str:
+    return ", ".join(languages.missing_tools(language))
 
 
 def prepare(runner: CodeRunner, found: Extracted, fn_name: str | None = None) -> Prepared:
@@ -44,7 +49,11 @@ def prepare(runner: CodeRunner, found: Extracted, fn_name: str | None = None) ->
     missing = missing_toolchain(lang)
     if missing:
         return Prepared(infra_message=f"language {lang} is not available on this worker: missing {missing}")
-    if lang == "python3":
+    failed = selftest.failure(lang)
+    if failed:  # the host's toolchain is broken: never a COMPILE_ERROR the program did not earn
+        return Prepared(infra_message=f"language {lang} is not available on this worker: its self-test "
+                                      f"at start failed: {failed}")
+    if languages.get(lang).in_process:
         try:
             error = runner.load(found.code) if fn_name is None else runner.load(found.code, fn_name=fn_name)
         except SandboxFailure as e:  # a runner that cannot load is infrastructure

@@ -39,7 +39,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from cpfleet.core.checkers import Checker, CheckerSpecError, ProgramSpec, get_checker
+from cpfleet.core import languages as core_languages
+from cpfleet.core.checkers import Checker, CheckerSpecError, ProgramSpec, get_checker, is_interactor
 from cpfleet.core.errors import BrokenProblem, ProgramError, SandboxFailure, UnknownLanguage
 from cpfleet.core.languages import LANGUAGES
 from cpfleet.core.problem import Problem, TestCase, judging_refusal
@@ -73,8 +74,8 @@ def no_code_message(allowed: tuple[str, ...] | None) -> str:
     """NO_CODE's feedback, naming the languages that were looked for."""
     if allowed == ("python3",):
         return NO_CODE_MESSAGE
-    tag = {"python3": "python", "pypy3": "python", "cpp": "cpp", "c": "c", "java": "java"}
-    example = tag.get((allowed or ("python3",))[0], "python")
+    first = core_languages.info((allowed or ("python3",))[0])
+    example = first.example_tag() if first is not None else "python"
     return (f"No code found in {looked_for(allowed)}: put the whole program in one fenced block "
             f"(```{example} ... ```). No test was run.")
 
@@ -193,7 +194,7 @@ def judge_any(runner: CodeRunner, checker: Checker, problem: Problem, test: Test
     if not isinstance(checker, ProgramSpec):
         return judge_test(runner, checker, test, limits)
     try:
-        if checker.kind == "interactive":
+        if is_interactor(checker.kind):
             return _judge_interactive(runner, checker, test, limits)
         return _judge_with_program(runner, checker, test, limits)
     except ProgramError as e:  # a runner that cannot run programs: the worker's setup, not the model

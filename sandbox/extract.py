@@ -2,7 +2,7 @@
 
 Models answer in Markdown, so the code is whatever sits in the first fenced block whose language
 the job allows (``extract_program``): the fence tag names the language (```cpp/c++/cc/cxx,
-```c, ```java, ```python/py/python3, ```pypy; sandbox/languages.py has the table), an untagged
+```c, ```java, ```python/py/python3, ```pypy; core/languages.py declares them), an untagged
 block is the default language (the job's ``language``, else the problem's first ``languages``
 entry, else python3), blocks in other languages (```text, a ```java block on a C++-only
 problem) are skipped, never run. Python-family tags are one language family: a ```python block
@@ -22,7 +22,7 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from cpfleet.core.languages import FENCE_TAGS, LANGUAGES
+from cpfleet.core.languages import FENCE_TAGS, LANGUAGES, family_of
 
 # indentation, the fence run (``` or ~~~, 3 or more), the info string
 _OPEN = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
@@ -60,17 +60,14 @@ class Extracted:
     code: str
 
 
-_PYTHONS = ("python3", "pypy3")
-
-
 def _language_of(tag: str, allowed: Sequence[str], python_family: bool) -> str | None:
     lang = FENCE_TAGS.get(tag)
     if lang is None:
         return None
     if lang in allowed:
         return lang
-    if python_family and lang in _PYTHONS:
-        for other in _PYTHONS:
+    if python_family:  # a language family shares its code (core.languages: ``family``)
+        for other in family_of(lang):
             if other in allowed:
                 return other
     return None

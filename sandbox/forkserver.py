@@ -27,7 +27,7 @@ from typing import Any
 
 from cpfleet.core.errors import SandboxBroken
 from cpfleet.core.verdict import Verdict
-from cpfleet.sandbox import zygote
+from cpfleet.sandbox import languages, zygote
 from cpfleet.sandbox.cgroups import SlotCgroup
 from cpfleet.sandbox.languages import JVM_AS_FALLBACK_MB
 from cpfleet.sandbox.runner import CodeRunner, IsolationReport, Limits, ProgramImage, RunResult
@@ -48,9 +48,6 @@ PEER_GRACE_S = 1.0  # interactive: how long the solution may run on after the in
 REPLY_GRACE_S = 10.0  # how long past its own deadline we wait for the job init before declaring it broken
 
 
-# what runtimes print when an allocation fails inside the memory limit: the JVM's heap (-Xmx),
-# libstdc++'s operator new, PyPy's MemoryError
-OOM_MESSAGES = (b"java.lang.OutOfMemoryError", b"std::bad_alloc", b"\nMemoryError")
 
 # CPFLEET_FORK_AHEAD: whether a job's init forks each next test's child while the runner judges
 # the last test ("1"), never ("0"), or only while the machine has a CPU to spare ("auto")
@@ -927,7 +924,7 @@ def _judge_run(res: RunResult, done: dict[str, Any], limits: Limits, cpu_rlimit:
         res.error = f"CPU rlimit {cpu_rlimit}s fired ({used}; the kernel's tick-sampled CPU time ran ahead)"
     elif res.exit_code == 0:
         res.status = Verdict.OK
-    elif tail.startswith(b"MemoryError") or any(m in res.stderr for m in OOM_MESSAGES):
+    elif tail.startswith(b"MemoryError") or any(m in res.stderr for m in languages.oom_markers()):
         res.status, res.error = Verdict.MEMORY_LIMIT, f"memory limit {limits.memory_mb} MB: an allocation failed"
     elif near_memory_limit:
         res.status, res.deterministic = Verdict.MEMORY_LIMIT, False

@@ -1,12 +1,15 @@
-"""The languages a solution may be written in: one table of per-language settings.
+"""How each language is compiled and run: one toolchain builder per language, bound by name.
 
-Every language-specific decision lives here, so that adding a language or changing a flag is one
-edit: which fence tags name it, how a source set is compiled (compiler, flags, output), how the
-compiled program is started (argv), which memory model fits its runtime, and its default time
-multiplier. Everything else (extraction, the compile cache, the confined compile, the per-test
-exec) reads this table.
+A language is declared once in cpfleet.core.languages (name, fence tags, dataset names,
+extensions: what the layers above the sandbox need); its toolchain is one builder here
+(``TOOLCHAINS``, or ``register_toolchain``) that returns its :class:`Language` settings from the
+environment: how a source set is compiled (compiler, flags, output), how the compiled program is
+started (argv), which memory model fits its runtime, its default time multiplier, what its
+runtime prints when an allocation fails, and how it names its source file. Everything else
+(the compile cache, the confined compile, the per-test exec, the verdict mapping) reads the
+table built from these builders. docs/ARCHITECTURE.md has the recipe for adding a language.
 
-Names are exactly ``python3``, ``pypy3``, ``cpp``, ``c``, ``java`` (the shared problem schema).
+The built-in names are ``python3``, ``pypy3``, ``cpp``, ``c``, ``java`` (the shared problem schema).
 
 Settings that an operator may change, read from the environment when a table is built:
 
@@ -43,15 +46,19 @@ import functools
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from cpfleet.core import languages as core_languages
 from cpfleet.core.errors import UnknownLanguage
 from cpfleet.core.languages import FENCE_TAGS, LANGUAGES
 
-__all__ = ["FENCE_TAGS", "LANGUAGES", "UnknownLanguage", "Language", "CompileStep", "build_table", "table", "get",
+__all__ = ["FENCE_TAGS", "LANGUAGES", "UnknownLanguage", "Language", "CompileStep", "Toolchain", "TOOLCHAINS",
+           "register_toolchain", "unregister_toolchain", "oom_markers", "java_main_class", "build_table", "table", "get",
            "availability", "availability_line", "fingerprint", "jvm_class_sharing", "missing_tools", "time_multiplier", "toolchain_version"]
 
 JVM_OVERHEAD_MB = 256
@@ -105,10 +112,30 @@ class Language:
     # an interpreter whose installed packages a program may import: their listing is part of
     # the fingerprint (a worker whose venv gained numpy judges `import numpy` otherwise)
     packages_of: str = ""
+    # Below: how the sandbox treats the language's programs; none of them changes an artifact or
+    # a verdict's meaning, so they stay out of the fingerprint (repr=False).
+    # loaded into the fork server's own interpreter (CPython), not compiled and exec'd
+    in_process: bool = field(default=False, repr=False)
+    # the source set's C preprocessor takes -D defines (checker programs: testlib's partial base)
+    preprocessor: bool = field(default=False, repr=False)
+    # a program including <bits/stdc++.h> is compiled against the precompiled header
+    precompiled_header: bool = field(default=False, repr=False)
+    # what the runtime prints on stderr when an allocation fails inside the memory limit
+    oom_markers: tuple[bytes, ...] = field(default=(), repr=False)
+    # source text -> the name the program is started by ({main}), and its file is named after
+    # (Java: the public class); None: the file is ``source_name``
+    main_class: Callable[[str], str] | None = field(default=None, repr=False, compare=False)
 
     def run_argv_for(self, main: str = "") -> tuple[str, ...]:
         """The run argv with the main class filled in ({prog} and {mem} stay placeholders)."""
         return tuple(a.replace("{main}", main) for a in self.run_argv)
+
+    def source_file(self, code: str) -> str:
+        """The file a single-file solution ``code`` is saved as."""
+        if self.main_class is None:
+            return self.source_name
+        suffix = os.path.splitext(self.source_name)[1]
+        return self.main_class(code).rsplit(".", 1)[-1] + suffix
 
 
 def _which(name: str) -> str:
@@ -156,61 +183,141 @@ def java_gc_flags(env: Mapping[str, str]) -> tuple[str, ...]:
     return JAVA_GCS[gc]
 
 
-def build_table(env: Mapping[str, str] | None = None) -> dict[str, Language]:
-    """The per-language settings, from the environment (see the module docstring)."""
-    env = os.environ if env is None else env
+# --- the toolchains: one builder per language, bound to core.languages' entry by its name ------
+
+Toolchain = Callable[[Mapping[str, str]], Language]
+
+
+_JAVA_PUBLIC = re.compile(r"\bpublic\s+(?:(?:final|abstract|strictfp)\s+)*(?:class|interface|enum|record)\s+([A-Za-z_$][\w$]*)")
+_JAVA_CLASS = re.compile(r"\b(?:class|interface|enum|record)\s+([A-Za-z_$][\w$]*)")
+_JAVA_MAIN = re.compile(r"\bstatic\s+(?:final\s+)?(?:public\s+)?void\s+main\s*\(")
+_JAVA_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+_JAVA_PACKAGE = re.compile(r"^\s*package\s+([\w.]+)\s*;", re.M)
+
+
+def java_main_class(source: str) -> str:
+    """The class a Java solution is started by: its public class, else the class declared last
+    before the first ``static void main`` (a package-qualified name when it declares a package)."""
+    text = _JAVA_COMMENTS.sub(" ", source)
+    m = _JAVA_PUBLIC.search(text)
+    name = m.group(1) if m else ""
+    if not name:
+        main = _JAVA_MAIN.search(text)
+        before = [c.group(1) for c in _JAVA_CLASS.finditer(text[: main.start() if main else len(text)])]
+        name = before[-1] if before else "Main"
+    pkg = _JAVA_PACKAGE.search(text)
+    return f"{pkg.group(1)}.{name}" if pkg else name
+
+
+def _python3(env: Mapping[str, str]) -> Language:
+    python = env.get("CPFLEET_SOLUTION_PYTHON") or solution_python()
+    return Language(
+        "python3", "solution.py", None, (python, f"{PROG_DIR}/solution.py"), "address_space", tools=(python,),
+        packages_of=python, in_process=True, oom_markers=(b"\nMemoryError",),
+    )
+
+
+def _pypy3(env: Mapping[str, str]) -> Language:
+    pypy = env.get("CPFLEET_PYPY") or _which("pypy3")
+    return Language(
+        "pypy3", "solution.py",
+        # a syntax check by PyPy itself, so a SyntaxError is COMPILE_ERROR as for CPython
+        CompileStep((pypy, "-c", "import sys; s = open(sys.argv[1], 'rb').read(); "
+                     "compile(s, 'solution.py', 'exec'); open('out/solution.py', 'wb').write(s)",
+                     SOURCES), (pypy, "--version")),
+        (pypy, f"{PROG_DIR}/solution.py"), "cgroup", extra_cgroup_mb=64, tools=(pypy,),
+        compile_memory_model="cgroup", packages_of=pypy, oom_markers=(b"\nMemoryError",),
+    )
+
+
+def _static_link(env: Mapping[str, str]) -> tuple[str, ...]:
+    # static linking, as Codeforces and Kattis do: no dynamic loader and relocation of libstdc++
+    # at every test's exec (~1 ms of CPU per test for an iostream program here)
+    return ("-static",) if env.get("CPFLEET_STATIC_LINK", "1") != "0" else ()
+
+
+def _cpp(env: Mapping[str, str]) -> Language:
     std = env.get("CPFLEET_CPP_STD", "gnu++17")
     if not std.replace("+", "").replace("c", "").replace("gnu", "").isdigit():
         raise ValueError(f"CPFLEET_CPP_STD must look like gnu++17 or c++20, got {std!r}")
-    multipliers = parse_multipliers(env.get("CPFLEET_TIME_MULTIPLIERS", ""))
-    gxx, gcc = _which("g++"), _which("gcc")
+    gxx = _which("g++")
     cpp_flags = (f"-std={std}", "-O2", "-DONLINE_JUDGE", "-pipe")
+    return Language(
+        "cpp", "solution.cpp",
+        CompileStep((gxx, *cpp_flags, "{pch}", "-o", "out/a.out", SOURCES, *_static_link(env)), (gxx, "--version")),
+        (f"{PROG_DIR}/a.out",), "address_space", tools=(gxx,), flags=cpp_flags,
+        preprocessor=True, precompiled_header=True, oom_markers=(b"std::bad_alloc",),
+    )
+
+
+def _c(env: Mapping[str, str]) -> Language:
+    gcc = _which("gcc")
     c_flags = ("-std=gnu11", "-O2", "-DONLINE_JUDGE", "-pipe")
-    # static linking, as Codeforces and Kattis do: no dynamic loader and relocation of libstdc++
-    # at every test's exec (~1 ms of CPU per test for an iostream program here)
-    link = ("-static",) if env.get("CPFLEET_STATIC_LINK", "1") != "0" else ()
+    return Language(
+        "c", "solution.c",
+        CompileStep((gcc, *c_flags, "-o", "out/a.out", SOURCES, "-lm", *_static_link(env)), (gcc, "--version")),
+        (f"{PROG_DIR}/a.out",), "address_space", tools=(gcc,), flags=(*c_flags, "-lm"), preprocessor=True,
+    )
+
+
+def _java(env: Mapping[str, str]) -> Language:
     javac, java = _java_tool("javac"), _java_tool("java")
-    pypy = env.get("CPFLEET_PYPY") or _which("pypy3")
-    python = env.get("CPFLEET_SOLUTION_PYTHON") or solution_python()
-    table = {
-        "python3": Language(
-            "python3", "solution.py", None, (python, f"{PROG_DIR}/solution.py"), "address_space", tools=(python,),
-            packages_of=python,
-        ),
-        "pypy3": Language(
-            "pypy3", "solution.py",
-            # a syntax check by PyPy itself, so a SyntaxError is COMPILE_ERROR as for CPython
-            CompileStep((pypy, "-c", "import sys; s = open(sys.argv[1], 'rb').read(); "
-                         "compile(s, 'solution.py', 'exec'); open('out/solution.py', 'wb').write(s)",
-                         SOURCES), (pypy, "--version")),
-            (pypy, f"{PROG_DIR}/solution.py"), "cgroup", extra_cgroup_mb=64, tools=(pypy,),
-            compile_memory_model="cgroup", packages_of=pypy,
-        ),
-        "cpp": Language(
-            "cpp", "solution.cpp",
-            CompileStep((gxx, *cpp_flags, "{pch}", "-o", "out/a.out", SOURCES, *link), (gxx, "--version")),
-            (f"{PROG_DIR}/a.out",), "address_space", tools=(gxx,), flags=cpp_flags,
-        ),
-        "c": Language(
-            "c", "solution.c",
-            CompileStep((gcc, *c_flags, "-o", "out/a.out", SOURCES, "-lm", *link), (gcc, "--version")),
-            (f"{PROG_DIR}/a.out",), "address_space", tools=(gcc,), flags=(*c_flags, "-lm"),
-        ),
-        "java": Language(
-            "java", "Main.java",
-            CompileStep((javac, "-J-Xmx768m", "-J-XX:+UseSerialGC", "-J-XX:-UsePerfData", "-J-Xss64m",
-                         "-J-XX:TieredStopAtLevel=1", "-encoding", "UTF-8", "-nowarn", "-d", "out",
-                         SOURCES), (javac, "-version")),
-            (java, "-Xmx{mem}m", "-Xss{stack}m", f"-XX:ThreadStackSize={JVM_THREAD_STACK_KB}", *java_gc_flags(env),
-             *JVM_START_FLAGS, "-XX:CICompilerCount=2", "-XX:ActiveProcessorCount=1", "-Dfile.encoding=UTF-8",
-             "-cp", PROG_DIR, "{main}"),
-            "cgroup", extra_cgroup_mb=JVM_OVERHEAD_MB, tools=(javac, java), compile_memory_model="cgroup",
-        ),
-    }
+    return Language(
+        "java", "Main.java",
+        CompileStep((javac, "-J-Xmx768m", "-J-XX:+UseSerialGC", "-J-XX:-UsePerfData", "-J-Xss64m",
+                     "-J-XX:TieredStopAtLevel=1", "-encoding", "UTF-8", "-nowarn", "-d", "out",
+                     SOURCES), (javac, "-version")),
+        (java, "-Xmx{mem}m", "-Xss{stack}m", f"-XX:ThreadStackSize={JVM_THREAD_STACK_KB}", *java_gc_flags(env),
+         *JVM_START_FLAGS, "-XX:CICompilerCount=2", "-XX:ActiveProcessorCount=1", "-Dfile.encoding=UTF-8",
+         "-cp", PROG_DIR, "{main}"),
+        "cgroup", extra_cgroup_mb=JVM_OVERHEAD_MB, tools=(javac, java), compile_memory_model="cgroup",
+        oom_markers=(b"java.lang.OutOfMemoryError",), main_class=java_main_class,
+    )
+
+
+_toolchains_lock = threading.Lock()
+TOOLCHAINS: dict[str, Toolchain] = {"python3": _python3, "pypy3": _pypy3, "cpp": _cpp, "c": _c, "java": _java}
+
+
+def register_toolchain(name: str, builder: Toolchain, *, replace: bool = False) -> None:
+    """Bind how ``name`` (declared in cpfleet.core.languages) is compiled and run. The builder
+    gets the environment and returns the language's settings; this process's table is rebuilt."""
+    if core_languages.info(name) is None:
+        raise UnknownLanguage(f"declare {name!r} in cpfleet.core.languages (register_language) first")
+    with _toolchains_lock:
+        if name in TOOLCHAINS and not replace:
+            raise ValueError(f"toolchain {name!r} is already registered (pass replace=True)")
+        TOOLCHAINS[name] = builder
+    _forget()
+
+
+def unregister_toolchain(name: str) -> None:
+    with _toolchains_lock:
+        TOOLCHAINS.pop(name, None)
+    _forget()
+
+
+def _forget() -> None:
+    """Drop what this process computed from the old set of toolchains."""
+    table.cache_clear()
+    toolchain_version.cache_clear()
+
+
+def build_table(env: Mapping[str, str] | None = None) -> dict[str, Language]:
+    """The per-language settings of every declared language with a toolchain, from the
+    environment (see the module docstring)."""
+    env = os.environ if env is None else env
+    multipliers = parse_multipliers(env.get("CPFLEET_TIME_MULTIPLIERS", ""))
+    table = {name: TOOLCHAINS[name](env) for name in LANGUAGES if name in TOOLCHAINS}
     for name, factor in multipliers.items():
-        lang = table[name]
-        table[name] = dataclasses.replace(lang, time_multiplier=factor)
+        if name in table:
+            table[name] = dataclasses.replace(table[name], time_multiplier=factor)
     return table
+
+
+def oom_markers() -> tuple[bytes, ...]:
+    """What any of this process's runtimes prints when an allocation fails in the memory limit."""
+    return tuple(m for lang in table().values() for m in lang.oom_markers)
 
 
 @functools.lru_cache(maxsize=1)
@@ -223,6 +330,9 @@ def get(name: str) -> Language:
     try:
         return table()[name]
     except KeyError:
+        if name in LANGUAGES:
+            raise UnknownLanguage(f"language {name!r} has no toolchain on this worker "
+                                  f"(cpfleet.sandbox.languages.register_toolchain)") from None
         raise UnknownLanguage(f"unknown language {name!r}; known: {', '.join(LANGUAGES)}") from None
 
 
@@ -274,6 +384,8 @@ def fingerprint(name: str) -> str:
 
 def missing_tools(name: str) -> list[str]:
     """The executables this language needs that this host lacks (empty: available)."""
+    if name in LANGUAGES and name not in table():
+        return ["its toolchain (none registered on this worker)"]
     lang = get(name)
     missing = []
     for tool in lang.tools:

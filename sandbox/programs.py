@@ -51,7 +51,6 @@ import fcntl
 import hashlib
 import io
 import os
-import re
 import subprocess
 import tarfile
 import tempfile
@@ -257,33 +256,9 @@ _pch = PchCache()
 
 
 # --- compiling -----------------------------------------------------------------------------------
-_JAVA_PUBLIC = re.compile(r"\bpublic\s+(?:(?:final|abstract|strictfp)\s+)*(?:class|interface|enum|record)\s+([A-Za-z_$][\w$]*)")
-_JAVA_CLASS = re.compile(r"\b(?:class|interface|enum|record)\s+([A-Za-z_$][\w$]*)")
-_JAVA_MAIN = re.compile(r"\bstatic\s+(?:final\s+)?(?:public\s+)?void\s+main\s*\(")
-_JAVA_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
-_JAVA_PACKAGE = re.compile(r"^\s*package\s+([\w.]+)\s*;", re.M)
-
-
-def java_main_class(source: str) -> str:
-    """The class a Java solution is started by: its public class, else the class declared last
-    before the first ``static void main`` (a package-qualified name when it declares a package)."""
-    text = _JAVA_COMMENTS.sub(" ", source)
-    m = _JAVA_PUBLIC.search(text)
-    name = m.group(1) if m else ""
-    if not name:
-        main = _JAVA_MAIN.search(text)
-        before = [c.group(1) for c in _JAVA_CLASS.finditer(text[: main.start() if main else len(text)])]
-        name = before[-1] if before else "Main"
-    pkg = _JAVA_PACKAGE.search(text)
-    return f"{pkg.group(1)}.{name}" if pkg else name
-
-
 def solution_sources(language: str, code: str) -> tuple[dict[str, bytes], list[str]]:
     """A single-file solution as a source set: its file name (Java: the public class's) and entry."""
-    lang = languages.get(language)
-    name = lang.source_name
-    if language == "java":
-        name = java_main_class(code).rsplit(".", 1)[-1] + ".java"
+    name = languages.get(language).source_file(code)
     return {name: code.encode("utf-8", errors="surrogatepass")}, [name]
 
 
@@ -343,18 +318,18 @@ def compile_program(
         raise ProgramError(f"entry points {entries} must name files of the source set {sorted(blobs)}")
     version = languages.toolchain_version(language)
     pch_dir = None
-    if use_pch and language == "cpp" and any(b"bits/stdc++.h" in blobs[e] for e in entries):
+    if use_pch and lang.precompiled_header and any(b"bits/stdc++.h" in blobs[e] for e in entries):
         pch_dir = _pch.include_dir(lang.compile.argv[0], lang.flags, version)
     if pch_dir is not None:
         pch_dir = _sandbox_path(runner, pch_dir)
     argv = _compile_argv(lang, entries, pch_dir)
     if defines:
-        if language not in ("c", "cpp"):
+        if not lang.preprocessor:
             raise ProgramError(f"preprocessor defines apply to C and C++, not {language}")
         argv[1:1] = [f"-D{d}" for d in defines]
     main = ""
-    if language == "java":
-        main = java_main_class(blobs[entries[0]].decode("utf-8", errors="replace"))
+    if lang.main_class is not None:
+        main = lang.main_class(blobs[entries[0]].decode("utf-8", errors="replace"))
     key = cache_key(language, argv, version, blobs, entries)
     cache = cache if cache is not None else default_cache()
     entry = cache.get(key)

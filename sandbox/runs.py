@@ -30,7 +30,7 @@ from cpfleet.core.errors import ProgramError, SandboxFailure
 from cpfleet.core.languages import LANGUAGES
 from cpfleet.core.results import CompileOutput, RunJobResult, RunOutput, RunStatus
 from cpfleet.core.verdict import Verdict
-from cpfleet.sandbox import compiled
+from cpfleet.sandbox import compiled, languages
 from cpfleet.sandbox.env import JobBudget
 from cpfleet.sandbox.extract import Extracted, extract_program
 from cpfleet.sandbox.runner import CodeRunner, Limits, RunResult
@@ -101,7 +101,7 @@ def execute(
         comp = CompileOutput(RunStatus.COMPILE_ERROR, stderr=_clip(raw, output_cap), stderr_bytes=len(raw),
                              wall_ms=prepared.compile_ms, cache_hit=prepared.cache_hit)
         return done(replace(base, status=RunStatus.COMPILE_ERROR, compile=comp))
-    comp_ok = None if found.language == "python3" else CompileOutput(
+    comp_ok = None if languages.get(found.language).in_process else CompileOutput(
         RunStatus.FINISHED, wall_ms=prepared.compile_ms, cache_hit=prepared.cache_hit)
     base = replace(base, compile=comp_ok)
 

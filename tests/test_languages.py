@@ -157,19 +157,16 @@ def test_job_language_not_allowed_by_the_problem_is_an_infrastructure_error(runn
 
 def test_unavailable_toolchain_is_internal_naming_it_never_a_zero(runner: CodeRunner, monkeypatch: pytest.MonkeyPatch,
                                                                   tmp_path: object) -> None:
-    from cpfleet.sandbox import compiled
 
     monkeypatch.setenv("CPFLEET_PYPY", "/nonexistent/pypy3")
     languages.table.cache_clear()
     languages.toolchain_version.cache_clear()
-    compiled.missing_toolchain.cache_clear()
     try:
         result = evaluate(SUM, "```pypy\nprint(3)\n```", runner, language="pypy3")
     finally:
         monkeypatch.undo()
         languages.table.cache_clear()
         languages.toolchain_version.cache_clear()
-        compiled.missing_toolchain.cache_clear()
     assert result.verdict == Verdict.INTERNAL and result.infra_error and result.reward is None
     assert "/nonexistent/pypy3" in result.infra_message and "pypy3" in result.infra_message
 

@@ -237,6 +237,7 @@ def test_a_real_worker_exposes_job_counts_and_isolation_on_its_endpoint(tmp_path
     for verdict in want:
         assert f'verdict="{verdict}"' in text
     assert "cpfleet_sandbox_isolation{" in text  # every pool process reported its level
+    assert 'cpfleet_language_ok{language="python3"' in text  # and its languages' self-tests
     assert 'cpfleet_queue_depth{queue="' in text
     assert _value(text, "cpfleet_broker_up") == 1
     # one structured log line per job, findable by the job id the trainer holds

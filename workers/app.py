@@ -97,20 +97,37 @@ def _pool_process_init(**_: Any) -> None:
         log.exception("could not start the sandbox runner in this pool process")
         return
     resources.prepare_next()
+    _publish_self_tests()
+
+
+def _publish_self_tests() -> None:
+    """This pool process's inherited language self-tests, as the ``cpfleet_language_ok`` gauge."""
+    try:
+        from cpfleet.sandbox import selftest
+        from cpfleet.workers import metrics
+
+        metrics.record_languages({name: r.ok for name, r in selftest.results().items()})
+    except Exception:  # metrics must never stop a pool process
+        log.exception("could not publish the language self-tests")
 
 
 @signals.worker_init.connect(weak=False)
 def _report_languages(**_: Any) -> None:
-    """Say at start which solution languages this host can judge (a job in a missing one is
-    answered INTERNAL naming the missing toolchain)."""
+    """Say at start which solution languages this host can judge, and self-test each one
+    (compile and run a tiny program, sandbox/selftest.py) before the pool processes fork, so
+    they inherit the results: a job in a missing or failed language is answered INTERNAL naming
+    why, never COMPILE_ERROR. Each pool process publishes them (``cpfleet_language_ok``)."""
     try:
+        from cpfleet.sandbox import selftest
         from cpfleet.sandbox.languages import availability_line
 
         line = availability_line()
+        found = selftest.run_all()
     except Exception:  # reporting must never stop a worker from starting
         log.exception("could not check the language toolchains")
         return
     log.warning("cpfleet worker %s", line)
+    log.warning("cpfleet worker %s", selftest.summary_line(found))
 
 
 _liveness: Any = None

@@ -31,7 +31,7 @@ import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -81,6 +81,7 @@ class _Metrics:
     problem_cache: Any
     isolation_level: Any
     isolation_layer: Any
+    language_ok: Any
     run_jobs: Any
     runs: Any
 
@@ -123,6 +124,13 @@ def _build() -> _Metrics:
             "1 for the isolation level this worker process got (full, partial, none)",
             ["level"],
             multiprocess_mode="liveall",
+        ),
+        # 1 if the language's self-test at worker start passed (sandbox/selftest.py)
+        language_ok=Gauge(
+            "cpfleet_language_ok",
+            "1 if the language's toolchain passed its self-test at worker start (min over live processes)",
+            ["language"],
+            multiprocess_mode="livemin",
         ),
         # Fleet-wide: 1 only if every live process has the layer (min over processes).
         isolation_layer=Gauge(
@@ -226,6 +234,13 @@ def job_log_line(result: JobResult) -> str:
     if result.infra_error:
         rec["infra_message"] = result.infra_message
     return json.dumps(rec, separators=(",", ":"))
+
+
+def record_languages(ok: Mapping[str, bool]) -> None:
+    """Publish which languages passed their self-test (call in each pool process)."""
+    m = _get()
+    for language, passed in ok.items():
+        m.language_ok.labels(language=language).set(1.0 if passed else 0.0)
 
 
 def record_isolation(report: IsolationReport) -> None:
