@@ -229,6 +229,7 @@ def main() -> int:
 
                 def verl_phase(conc: int) -> dict[str, Any]:
                     j0 = metric(base, "cpfleet_http_run_jobs_total")
+                    h0 = metric(base, "cpfleet_http_run_groups_held_total")
                     s0, w0, t0 = tree_cpu(serve.pid), tree_cpu(worker.pid), time.perf_counter()
                     p0 = time.process_time()
                     with ThreadPoolExecutor(conc) as pool:
@@ -240,6 +241,7 @@ def main() -> int:
                     passed = sum(1 for body, w in answered if body["status"] == "Success"
                                  and body["run_result"]["stdout"].rstrip("\n") == w[3].rstrip("\n"))
                     return {"run_jobs": metric(base, "cpfleet_http_run_jobs_total") - j0, "wall_s": wall,
+                            "held": metric(base, "cpfleet_http_run_groups_held_total") - h0,
                             "tests_per_s": len(work) / wall, "serve_cpu_s": serve_cpu, "fleet_cpu_s": fleet_cpu,
                             "client_cpu_s": client_cpu,
                             "refused_scored": len(refused), "refusal_kinds": sorted(set(refused)),
@@ -282,7 +284,9 @@ def main() -> int:
                     rounds.append(rd)
                     print(f"  round {i + 1}: native " + ", ".join(f"{n['tests_per_s']:.0f}" for n in natives)
                           + " tests/s; " + "; ".join(f"{name} {rd[name]['tests_per_s']:.0f} tests/s "
-                                                      f"({rd[name]['run_jobs']:.0f} run jobs) = {rd[name]['ratio']:.2f}x"
+                                                      f"({rd[name]['run_jobs']:.0f} run jobs"
+                                                      + (f", {rd[name]['held']:.0f} held" if "held" in rd[name] else "")
+                                                      + f") = {rd[name]['ratio']:.2f}x"
                                                       for name, _ in http_phases), flush=True)
             out["rounds"] = rounds
             out["phases"] = {}

@@ -132,6 +132,10 @@ class Metrics:
         self.run_inputs = Counter(
             "cpfleet_http_run_inputs_total", "inputs run for HTTP callers", registry=self.registry
         )
+        self.run_held = Counter(
+            "cpfleet_http_run_groups_held_total",
+            "run-job groups held past their window while the fleet's queue had jobs waiting", registry=self.registry
+        )
         self.in_flight = Gauge("cpfleet_http_backlog", "jobs and run inputs admitted and not answered", registry=self.registry)
         self.refused = Counter(
             "cpfleet_http_refused_total", "requests refused (backlog, deadline, Redis)", ["endpoint"], registry=self.registry
