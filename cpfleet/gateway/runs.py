@@ -299,6 +299,7 @@ class RunCoalescer:
         fleet = self.gw.fleet
         try:
             while self._open:
+                self._read_soon.clear()  # a job answered from here on asks for the next reading
                 self._queued = int(await asyncio.to_thread(fleet._redis.llen, fleet.queue))
                 self._queued_at = loop.time()
                 # an empty queue at consecutive readings may mean idle workers, as many as the
@@ -306,11 +307,13 @@ class RunCoalescer:
                 self._dry = self._dry + 1 if self._queued == 0 else 0
                 self._wanted = max(0, (self.queue_depth() << min(max(self._dry - 1, 0), 10)) - self._queued)
                 self._let_go()
-                self._read_soon.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._read_soon.wait(), QUEUE_POLL_S)
         except Exception:  # Redis away or the client closing: hold nothing on a guess
-            self._queued, self._queued_at, self._wanted = 0, float("-inf"), 0
+            self._queued, self._queued_at = 0, float("-inf")
+            self._wanted = len(self._open)
+            self._let_go()
+            self._wanted = 0
         finally:
             self._poller = None
 

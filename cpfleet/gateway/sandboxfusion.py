@@ -10,6 +10,9 @@ only change their URL.
   ``message``: a prefix would be a wrong file).
 - ``POST /submit``: a completion judged on the fleet: ``id`` a problem id, or
   ``config.provided_data.test`` CommonOJ tests (``[{input: {stdin}, output: {stdout}}]``).
+  The tests stop at the first failure unless ``config.extra.run_all_cases`` is true: then every
+  provided test runs and is listed with its own result (a stored problem's hidden tests report
+  only a count, so with an ``id`` that is a 422).
 
 Refusals: verl's ``call_sandbox_api`` retries only HTTP 504 (3 attempts, 1 s then 2 s apart)
 and gives up at ``compile_timeout + run_timeout + 10`` seconds, so ``/run_code`` answers a 504
