@@ -164,7 +164,7 @@ def test_a_group_is_held_while_the_fleets_queue_has_jobs_waiting(node: FleetWork
     # a hold as long as the test may take on a loaded machine: only the queue decides here
     monkeypatch.setattr(runs, "MAX_HOLD_MS", 600_000.0)
     config = ServeConfig(redis_url=node.redis_url, timeout_s=120, coalesce_ms=1)
-    blocker = "import time\ntime.sleep(4)\n"
+    blocker = "import time\ntime.sleep(6)\n"
     with contextlib.contextmanager(serve)(config) as served, FleetClient(node.redis_url) as fleet, \
             ThreadPoolExecutor(3) as blockers, ThreadPoolExecutor(2) as callers:
         # both pool processes busy and a third job waiting in the queue
