@@ -185,6 +185,15 @@ def test_a_group_is_held_while_the_fleets_queue_has_jobs_waiting(node: FleetWork
         assert all(f.result().runs[0].status == "FINISHED" for f in blocked)
 
 
+def test_an_idle_fleet_holds_no_group(gw_fast: Served, node: FleetWorker) -> None:
+    with FleetClient(node.redis_url) as fleet:
+        assert fleet._redis.llen(fleet.queue) == 0  # nothing waits for a worker
+    held = gw_fast.gateway.runs.held
+    body, err = verl_call(gw_fast.url + "/run_code", verl_payload(ADD_CODE, "5 6\n"))
+    assert err is None and body is not None and body["run_result"]["stdout"] == "11\n"
+    assert gw_fast.gateway.runs.held == held
+
+
 def test_run_code_outcomes_keep_sandbox_fusions_meaning(gw_fast: Served) -> None:
     url = gw_fast.url + "/run_code"
     crash = verl_call(url, verl_payload("raise SystemExit(3)\n", ""))[0]

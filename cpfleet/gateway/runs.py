@@ -296,8 +296,8 @@ class RunCoalescer:
 
     async def _read_queue(self) -> None:
         loop = asyncio.get_running_loop()
-        fleet = self.gw.fleet
         try:
+            fleet = self.gw.fleet
             while self._open:
                 self._read_soon.clear()  # a job answered from here on asks for the next reading
                 self._queued = int(await asyncio.to_thread(fleet._redis.llen, fleet.queue))
