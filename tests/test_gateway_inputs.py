@@ -69,6 +69,8 @@ ECHOED = [
     ("/judge/long-batch", {"type": "batch", "submissions": [{"sub_id": f"c{LONE}", "type": "python",
                                                             "solution": "print(1)"}]},
      lambda b: b["results"][0]["sub_id"]),
+    # cpfleet's own NDJSON batch (one job: one line, itself a JSON object)
+    ("/v1/judge", {"jobs": [{"problem_id": "s/add", "completion": GOOD, "job_id": f"j{LONE}"}]}, lambda b: b["job_id"]),
 ]
 
 
