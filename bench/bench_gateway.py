@@ -14,7 +14,9 @@ problems. Every test of every problem is executed in each phase:
   judge    code-judge-shaped ``POST /judge/long-batch`` batches (judge_client.py: submissions of
            {type, solution, input, expected_output}, 4 batches at a time)
 
-Rounds interleave the phases; each phase reports its fastest round. Printed, with goals:
+Each round runs every HTTP phase between two native phases (odd rounds in reverse order) and
+compares it with the mean rate of those two: the machine may be shared, and load from elsewhere
+then hits the pair alike. Every round's ratios are printed, then their medians, with goals:
   refused calls a client turns into a score  (verl: an error after its retries -> -1 -> a
       failed test; code-judge: internal_error; queue_timeout is resubmitted, not a score)  goal 0
   serve's own CPU / the fleet's CPU over the HTTP phases                                    goal <= 0.10
@@ -24,15 +26,18 @@ Rounds interleave the phases; each phase reports its fastest round. Printed, wit
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -224,6 +229,7 @@ def main() -> int:
 
                 def verl_phase(conc: int) -> dict[str, Any]:
                     j0 = metric(base, "cpfleet_http_run_jobs_total")
+                    h0 = metric(base, "cpfleet_http_run_groups_held_total")
                     s0, w0, t0 = tree_cpu(serve.pid), tree_cpu(worker.pid), time.perf_counter()
                     p0 = time.process_time()
                     with ThreadPoolExecutor(conc) as pool:
@@ -235,6 +241,7 @@ def main() -> int:
                     passed = sum(1 for body, w in answered if body["status"] == "Success"
                                  and body["run_result"]["stdout"].rstrip("\n") == w[3].rstrip("\n"))
                     return {"run_jobs": metric(base, "cpfleet_http_run_jobs_total") - j0, "wall_s": wall,
+                            "held": metric(base, "cpfleet_http_run_groups_held_total") - h0,
                             "tests_per_s": len(work) / wall, "serve_cpu_s": serve_cpu, "fleet_cpu_s": fleet_cpu,
                             "client_cpu_s": client_cpu,
                             "refused_scored": len(refused), "refusal_kinds": sorted(set(refused)),
@@ -256,50 +263,71 @@ def main() -> int:
                             "refused_scored": sum(r["reason"] == "internal_error" for r in results_cj),
                             "queue_timeout": sum(r["reason"] == "queue_timeout" for r in results_cj)}
 
-                # rounds interleave the phases, so a burst of load from elsewhere on the machine
-                # hits all of them alike; each phase keeps its fastest round, CPU sums all rounds
-                rounds: list[dict[str, dict[str, Any]]] = []
-                for _ in range(args.rounds):
-                    r: dict[str, dict[str, Any]] = {"native": native_phase()}
-                    for conc in concurrencies:
-                        r[f"verl_{conc}"] = verl_phase(conc)
-                    r["codejudge"] = codejudge_phase()
-                    rounds.append(r)
+                # Each HTTP phase runs between two native phases and is compared with their mean
+                # rate: a burst of load from elsewhere on the machine (it is shared) hits the pair
+                # alike. Odd rounds run the HTTP phases in reverse order, so neither drift nor a
+                # phase's position favours one of them. The ratio reported is the median over
+                # rounds; every round's is printed.
+                http_phases: list[tuple[str, Callable[[], dict[str, Any]]]] = [
+                    (f"verl_{c}", functools.partial(verl_phase, c)) for c in concurrencies]
+                http_phases.append(("codejudge", codejudge_phase))
+                rounds: list[dict[str, Any]] = []
+                for i in range(args.rounds):
+                    natives = [native_phase()]
+                    rd: dict[str, Any] = {"natives": natives}
+                    for name, phase in http_phases if i % 2 == 0 else http_phases[::-1]:
+                        ph = phase()
+                        natives.append(native_phase())
+                        ph["native_tests_per_s"] = (natives[-2]["tests_per_s"] + natives[-1]["tests_per_s"]) / 2
+                        ph["ratio"] = ph["tests_per_s"] / ph["native_tests_per_s"]
+                        rd[name] = ph
+                    rounds.append(rd)
+                    print(f"  round {i + 1}: native " + ", ".join(f"{n['tests_per_s']:.0f}" for n in natives)
+                          + " tests/s; " + "; ".join(f"{name} {rd[name]['tests_per_s']:.0f} tests/s "
+                                                      f"({rd[name]['run_jobs']:.0f} run jobs"
+                                                      + (f", {rd[name]['held']:.0f} held" if "held" in rd[name] else "")
+                                                      + f") = {rd[name]['ratio']:.2f}x"
+                                                      for name, _ in http_phases), flush=True)
             out["rounds"] = rounds
-            best = {name: min((rd[name] for rd in rounds), key=lambda ph: ph["wall_s"]) for name in rounds[0]}
-            out["native"] = best.pop("native")
-            out["phases"] = best
-            for name in best:
-                for key in ("serve_cpu_s", "fleet_cpu_s", "refused_scored"):
-                    best[name][key + "_all_rounds"] = sum(rd[name][key] for rd in rounds)
+            out["phases"] = {}
+            for name, _ in http_phases:
+                ratios = [rd[name]["ratio"] for rd in rounds]
+                out["phases"][name] = {
+                    "ratio_median": statistics.median(ratios), "ratios": ratios,
+                    "tests_per_s_median": statistics.median(rd[name]["tests_per_s"] for rd in rounds),
+                    "run_jobs": [rd[name]["run_jobs"] for rd in rounds],
+                    **{key: sum(rd[name][key] for rd in rounds)
+                       for key in ("serve_cpu_s", "fleet_cpu_s", "refused_scored")},
+                }
+            natives_all = [n for rd in rounds for n in rd["natives"]]
+            out["native"] = {"tests_per_s_median": statistics.median(n["tests_per_s"] for n in natives_all),
+                             "tests_per_s_range": [min(n["tests_per_s"] for n in natives_all),
+                                                   max(n["tests_per_s"] for n in natives_all)],
+                             "tests_run": natives_all[0]["tests_run"],
+                             "infra_errors": sum(n["infra_errors"] for n in natives_all)}
         finally:
             stop(serve)
             stop(worker)
 
     native = out["native"]
-    print(f"  native jobs            {native['tests_run']} tests in {native['wall_s']:.2f} s = "
-          f"{native['tests_per_s']:.0f} tests/s (fleet CPU {native['fleet_cpu_s']:.1f} s)")
+    lo, hi = native["tests_per_s_range"]
+    print(f"  native jobs            {native['tests_run']} tests per phase: median {native['tests_per_s_median']:.0f} "
+          f"tests/s (range {lo:.0f} to {hi:.0f} over {len(out['rounds']) * len(out['phases']) + len(out['rounds'])} phases)")
     for name, ph in out["phases"].items():
-        print(f"  {name:<22} {out['tests']} tests in {ph['wall_s']:.2f} s = {ph['tests_per_s']:.0f} tests/s "
-              f"({ph['run_jobs']:.0f} run jobs); "
-              f"serve CPU {ph['serve_cpu_s']:.2f} s, fleet CPU {ph['fleet_cpu_s']:.2f} s"
-              + (f", this client's CPU {ph['client_cpu_s']:.2f} s" if "client_cpu_s" in ph else "") + "; "
-              f"refused->score {ph['refused_scored']}"
-              + (f" {ph['refusal_kinds']}" if ph.get("refusal_kinds") else "")
-              + (f"; passed {ph['passed_verl_compare']}" if "passed_verl_compare" in ph else f"; success {ph['success']}"))
-    http_phases = list(out["phases"].values())
-    refused = sum(ph["refused_scored_all_rounds"] for ph in http_phases)
-    serve_share = sum(ph["serve_cpu_s_all_rounds"] for ph in http_phases) / max(
-        1e-9, sum(ph["fleet_cpu_s_all_rounds"] for ph in http_phases))
+        print(f"  {name:<22} median {ph['tests_per_s_median']:.0f} tests/s, run jobs per round "
+              f"{', '.join(f'{j:.0f}' for j in ph['run_jobs'])}; serve CPU {ph['serve_cpu_s']:.2f} s, "
+              f"fleet CPU {ph['fleet_cpu_s']:.2f} s (all rounds); refused->score {ph['refused_scored']}")
+    phases = list(out["phases"].values())
+    refused = sum(ph["refused_scored"] for ph in phases)
+    serve_share = sum(ph["serve_cpu_s"] for ph in phases) / max(1e-9, sum(ph["fleet_cpu_s"] for ph in phases))
     print(f"refused calls a client turns into a score (all rounds): {refused}  (goal 0)")
     print(f"serve CPU / fleet CPU over the HTTP phases (all rounds): {serve_share:.3f}  (goal <= 0.10)")
-    for conc in concurrencies:
-        ph = out["phases"][f"verl_{conc}"]
-        print(f"per-test throughput /run_code ({conc} concurrent) / native jobs: "
-              f"{ph['tests_per_s'] / native['tests_per_s']:.2f}x  (goal >= 0.8x)")
+    for name, ph in out["phases"].items():
+        goal = "  (goal >= 0.8x)" if name.startswith("verl_") else ""
+        print(f"per-test throughput {name} / native jobs beside it: median {ph['ratio_median']:.2f}x, rounds "
+              + ", ".join(f"{r:.2f}" for r in ph["ratios"]) + goal)
     out["summary"] = {"refused_scored": refused, "serve_cpu_share": serve_share,
-                      "throughput_ratio": {c: out["phases"][f"verl_{c}"]["tests_per_s"] / native["tests_per_s"]
-                                           for c in concurrencies}}
+                      "throughput_ratio_median": {name: ph["ratio_median"] for name, ph in out["phases"].items()}}
     if args.json:
         print(json.dumps(out))
     return 0

@@ -157,6 +157,43 @@ def test_an_output_clipped_by_its_groups_reply_bound_is_run_again_alone(
         assert served.gateway.runs.jobs == 2  # the group, then the clipped input alone
 
 
+def test_a_group_is_held_while_the_fleets_queue_has_jobs_waiting(node: FleetWorker,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from cpfleet.gateway import runs
+
+    # a hold as long as the test may take on a loaded machine: only the queue decides here
+    monkeypatch.setattr(runs, "MAX_HOLD_MS", 600_000.0)
+    config = ServeConfig(redis_url=node.redis_url, timeout_s=120, coalesce_ms=1)
+    blocker = "import time\ntime.sleep(6)\n"
+    with contextlib.contextmanager(serve)(config) as served, FleetClient(node.redis_url) as fleet, \
+            ThreadPoolExecutor(3) as blockers, ThreadPoolExecutor(2) as callers:
+        # both pool processes busy and a third job waiting in the queue
+        blocked = [blockers.submit(fleet.run, blocker, "", language="python3", time_limit_s=10) for _ in range(3)]
+        deadline = time.monotonic() + 60
+        while fleet._redis.llen(fleet.queue) < 1:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        url = served.url + "/run_code"
+        first = callers.submit(verl_call, url, verl_payload(ADD_CODE, "1 2\n"))
+        while served.gateway.runs.held < 1:  # its window (1 ms) ran out and the queue held it
+            assert time.monotonic() < deadline and not first.done()
+            time.sleep(0.02)
+        second = callers.submit(verl_call, url, verl_payload(ADD_CODE, "3 4\n"))
+        answers = [first.result(), second.result()]
+        assert [b["run_result"]["stdout"] for b, _ in answers] == ["3\n", "7\n"]  # type: ignore[index]
+        assert served.gateway.runs.jobs == 1  # the held group took the later call in
+        assert all(f.result().runs[0].status == "FINISHED" for f in blocked)
+
+
+def test_an_idle_fleet_holds_no_group(gw_fast: Served, node: FleetWorker) -> None:
+    with FleetClient(node.redis_url) as fleet:
+        assert fleet._redis.llen(fleet.queue) == 0  # nothing waits for a worker
+    held = gw_fast.gateway.runs.held
+    body, err = verl_call(gw_fast.url + "/run_code", verl_payload(ADD_CODE, "5 6\n"))
+    assert err is None and body is not None and body["run_result"]["stdout"] == "11\n"
+    assert gw_fast.gateway.runs.held == held
+
+
 def test_run_code_outcomes_keep_sandbox_fusions_meaning(gw_fast: Served) -> None:
     url = gw_fast.url + "/run_code"
     crash = verl_call(url, verl_payload("raise SystemExit(3)\n", ""))[0]
@@ -224,8 +261,12 @@ def test_codejudge_single_endpoints_answer_in_its_shapes(gw_fast: Served) -> Non
     assert status == 200 and judged["success"] is True and "stdout" not in judged
     wrong = http(gw_fast.url + "/judge", codejudge_submission(ADD_CODE, "4 5\n", "10"))[1]
     assert wrong["success"] is False and wrong["run_success"] is True and wrong["reason"] == ""
-    slow = http(gw_fast.url + "/judge", {**codejudge_submission("while True: pass\n", ""), "sub_id": "s1"})[1]
-    assert slow["sub_id"] == "s1" and slow["success"] is False and slow["reason"] == "worker_timeout"
+    # a time limit is worker_timeout; asked through the long batch, which waits as long as the
+    # run takes: 10 s of CPU can take longer than /judge's 60 s on a loaded machine, and that
+    # answer would rightly be queue_timeout
+    slow_sub = {**codejudge_submission("while True: pass\n", ""), "sub_id": "s1"}
+    slow = http(gw_fast.url + "/judge/long-batch", codejudge_batch([slow_sub]), timeout=3600)[1]["results"][0]
+    assert slow["sub_id"] == "s1" and slow["success"] is False and slow["reason"] == "worker_timeout", slow
 
 
 @pytest.mark.parametrize("path", ["/judge/batch", "/judge/long-batch", "/run/batch", "/run/long-batch"])
@@ -383,6 +424,60 @@ def test_a_rolling_restart_mid_burst_loses_no_answer(node: FleetWorker, tmp_path
         _stop(old)
         if new is not None:
             _stop(new)
+
+
+@pytest.mark.slow
+def test_a_hard_killed_replica_costs_only_the_calls_it_held(node: FleetWorker, tmp_path: Path) -> None:
+    # two replicas on one port (SO_REUSEPORT); one is SIGKILLed in the middle of verl-shaped
+    # traffic. The calls it held (accepted or in its accept queue) are lost: verl retries no
+    # connection error, so each is a failed test. Every call made after its socket closed goes
+    # to the other replica and gets its answer: the kernel takes the dead socket out of the group.
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/run_code"
+    a = _serve_process(node.redis_url, port, tmp_path / "a.log")
+    b: subprocess.Popen[bytes] | None = None
+    try:
+        _wait_for(tmp_path / "a.log", "ready", a)
+        b = _serve_process(node.redis_url, port, tmp_path / "b.log")
+        _wait_for(tmp_path / "b.log", "ready", b)
+        calls: list[tuple[float, int, dict[str, Any] | None, str | None]] = []
+        stop = threading.Event()
+
+        def client(k: int) -> None:
+            i = 0
+            while not stop.is_set():
+                i += 1
+                started = time.monotonic()
+                code = f"import time\ntime.sleep(0.1)\nprint(int(input()) + {k})\n"
+                body, err = verl_call(url, verl_payload(code, f"{i}\n"), sleep=False)
+                calls.append((started, i + k, body, err))
+
+        threads = [threading.Thread(target=client, args=(k,)) for k in range(12)]
+        for t in threads:
+            t.start()
+        while sum(1 for c in calls if c[3] is None) < 24:  # both replicas are answering
+            assert all(t.is_alive() for t in threads)
+            time.sleep(0.05)
+        os.killpg(a.pid, signal.SIGKILL)
+        a.wait(timeout=30)  # reaped: its listening socket is closed
+        dead_at = time.monotonic()
+        while sum(1 for c in calls if c[0] > dead_at) < 36:
+            assert time.monotonic() < dead_at + 120 and all(t.is_alive() for t in threads)
+            time.sleep(0.05)
+        stop.set()
+        for t in threads:
+            t.join(timeout=120)
+        after = [c for c in calls if c[0] > dead_at]
+        assert after and all(err is None and body is not None for _, _, body, err in after), after[:3]
+        assert all(body["run_result"]["stdout"] == f"{want}\n" for _, want, body, _ in after)  # type: ignore[index]
+        lost = [c for c in calls if c[3] is not None]
+        assert all(c[0] <= dead_at for c in lost)  # only calls made before the kill were lost
+        print(f"hard kill of 1 of 2 replicas: {len(lost)} of {len(calls)} calls lost (all made before it), "
+              f"{len(after)} made after it all answered")
+    finally:
+        _stop(a)
+        if b is not None:
+            _stop(b)
 
 
 def test_serve_options_have_help_and_defaults(capsys: pytest.CaptureFixture[str]) -> None:

@@ -35,9 +35,10 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from starlette import responses
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
 from cpfleet.core.errors import (
@@ -71,6 +72,20 @@ class HTTPError(CpfleetError):
         self.status = status
         self.message = message
         self.headers = dict(headers or {})
+
+
+class JSONResponse(responses.JSONResponse):
+    """Starlette's JSONResponse, except that a string holding a lone UTF-16 surrogate (a client's
+    ``"\\ud800"`` escape echoed back: an id, a submission's code, a program's output decoded with
+    surrogateescape) renders as the same ``\\u`` escape instead of failing the answer with a 500.
+    JSON allows that escape and the client's parser reads back exactly the string it sent; text
+    that UTF-8 carries renders as before, unescaped. Every endpoint answers with this class."""
+
+    def render(self, content: Any) -> bytes:
+        try:
+            return super().render(content)
+        except UnicodeEncodeError:
+            return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode("ascii")
 
 
 class Refused(CpfleetError):
@@ -116,6 +131,10 @@ class Metrics:
         )
         self.run_inputs = Counter(
             "cpfleet_http_run_inputs_total", "inputs run for HTTP callers", registry=self.registry
+        )
+        self.run_held = Counter(
+            "cpfleet_http_run_groups_held_total",
+            "run-job groups held past their window while the fleet's queue had jobs waiting", registry=self.registry
         )
         self.in_flight = Gauge("cpfleet_http_backlog", "jobs and run inputs admitted and not answered", registry=self.registry)
         self.refused = Counter(

@@ -32,13 +32,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
 from cpfleet.core import protocol as wire
 from cpfleet.core.checkers import get_checker
 from cpfleet.core.results import RunStatus
-from cpfleet.gateway.app import FleetFailed, Gateway, HTTPError, Refused
+from cpfleet.gateway.app import FleetFailed, Gateway, HTTPError, JSONResponse, Refused
 from cpfleet.gateway.payloads import json_object
 from cpfleet.gateway.registry import protocol
 from cpfleet.gateway.runs import RunAnswer, RunSpec

@@ -35,11 +35,25 @@ def str_list(body: Mapping[str, Any], key: str, n: int | None = None, *, require
     return value
 
 
-def label(value: Any) -> Any:
+def utf8_text(value: str, field: str) -> str:
+    """``value``, or a 422 naming ``field`` when UTF-8 cannot carry it: JSON's ``"\\ud800"``
+    escape parses into a lone UTF-16 surrogate, which names no problem the store can hold (its
+    keys are UTF-8) and which Redis cannot be sent."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise HTTPError(422, f"{field!r} is not Unicode text: it holds a lone UTF-16 surrogate "
+                             f"({value[e.start:e.end]!r} at {e.start})") from None
+    return value
+
+
+def label(value: Any, field: str = "label") -> Any:
     """A reward label: a problem id, or inline tests (as an object or its JSON text)."""
     ref = problem_ref(value)
     if isinstance(ref, str) and not ref:
         raise HTTPError(422, "a label is empty: it must be a problem id or inline tests")
+    if isinstance(ref, str):
+        utf8_text(ref, field)
     if not isinstance(ref, str | dict | list):
         raise HTTPError(422, f"a label must be a problem id or inline tests, got {type(value).__name__}")
     return ref

@@ -19,11 +19,11 @@ import re
 from collections.abc import Sequence
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
 from cpfleet.core.results import JobResult
-from cpfleet.gateway.app import Gateway, HTTPError, raise_on_failure
+from cpfleet.gateway.app import Gateway, HTTPError, JSONResponse, raise_on_failure
 from cpfleet.gateway.payloads import json_list, json_object, label, str_list
 from cpfleet.gateway.registry import protocol
 
@@ -62,7 +62,7 @@ def routes(gw: Gateway) -> Sequence[Route]:
         body = json_object(await gw.body_json(request))
         queries = str_list(body, "query")
         prompts = str_list(body, "prompts", len(queries), required=False)
-        labels = [label(lb) for lb in json_list(body, "labels", len(queries))]
+        labels = [label(lb, f"labels[{i}]") for i, lb in enumerate(json_list(body, "labels", len(queries)))]
         completions = [strip_prompt(q, p) for q, p in zip(queries, prompts or [""] * len(queries), strict=True)]
         results = list(
             await asyncio.gather(

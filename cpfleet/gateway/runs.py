@@ -7,6 +7,18 @@ limits (``RunSpec``); a group is published as one multi-input run job when it ha
 ``coalesce_max_inputs`` inputs or when ``coalesce_ms`` pass without a new call (at most
 ``WINDOW_CAP`` windows after its first), so the job's fixed cost
 (queue round trip, compile, sandbox set-up) is paid once for the completion, not once per test.
+
+A client that holds a bounded number of calls in flight (verl's ``max_concurrent``) sends a
+completion's tests a few at a time: each waits for a thread that an earlier answer frees. While
+the fleet's queue holds jobs no worker has taken, a job published now would only wait there, so
+a group whose window ran out is *held* (at most ``MAX_HOLD_MS`` after its first call) and takes
+in the calls that arrive meanwhile. The queue's length is read as this replica's jobs are
+answered (a worker just freed takes the next queued job) and every ``QUEUE_POLL_S``; after each
+reading the longest-held groups are published, as many as keep ``queue_depth()`` jobs queued, so
+a freed worker finds one waiting. The fleet stays as busy as before (a group is held only while
+the queue already has the jobs the workers will take next), and a call waits at most MAX_HOLD_MS
+longer, only while the fleet is saturated. An idle fleet holds nothing, nor does a queue that
+cannot be read or a reading older than ``FRESH_S``.
 Identical calls (same program, limits and stdin) share one input, including a client's retry
 of a call whose answer it gave up on: it finds the input still in flight and waits for it.
 
@@ -20,7 +32,9 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import hashlib
+import math
 import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
@@ -39,6 +53,19 @@ WINDOW_CAP = 4
 # while run jobs wait in the fleet's queue, the window is this share of that wait, up to a cap
 QUEUE_WAIT_SHARE = 0.5
 MAX_WINDOW_MS = 100.0
+# a group is held while the fleet's queue is not empty, up to this long after its first call
+# (a client throttled to N calls in flight sends a completion's last tests one job's answer later)
+MAX_HOLD_MS = 1000.0
+# the queue's length (one LLEN, shared by all groups) is read while groups are open: at once when
+# one of this replica's jobs is answered (a worker just freed took the next queued job) or a
+# window runs out on a stale reading, else every QUEUE_POLL_S (other clients' jobs end too);
+# a reading older than FRESH_S holds nothing
+QUEUE_POLL_S = 0.1
+FRESH_S = 0.05
+# a reading's round trip: the queue should hold the jobs that workers take meanwhile
+READ_LATENCY_S = 0.005
+# a window that ran out on a stale reading waits for a fresh one at most this many round trips
+STALE_WAITS = 4
 QUEUE_WAIT_WEIGHT = 0.2  # of each new job in the moving average
 # answers of refused calls are kept this long for the client's retry (verl's come 1 s and 2 s
 # later), at most this many and this many bytes of output (an answer holds up to the output cap)
@@ -75,11 +102,15 @@ class RunAnswer:
 
 @dataclass(slots=True)
 class _Group:
-    cap_at: float  # loop time by which the group is published whatever arrives
+    cap_at: float  # loop time by which the group is published whatever arrives, unless held
+    opened: float = 0.0  # loop time of its first call
+    hold_until: float = 0.0  # loop time up to which a backed-up queue holds it
     size: int = 0  # bytes of its stdins
     stdins: list[bytes] = field(default_factory=list)
     futures: list[asyncio.Future[RunAnswer]] = field(default_factory=list)
     launched: bool = False
+    held: bool = False
+    stale_waits: int = 0  # times its window ran out on a stale reading and it waited for one
     timer: asyncio.TimerHandle | None = None
 
 
@@ -99,6 +130,15 @@ class RunCoalescer:
         self._abandoned: set[tuple[RunSpec, bytes]] = set()
         self._kept: collections.OrderedDict[tuple[RunSpec, bytes], tuple[RunAnswer, float]] = collections.OrderedDict()
         self._kept_bytes = 0  # outputs held in _kept
+        # the fleet queue's length as last read, and when (loop time); read while groups are held
+        self._queued = 0
+        self._queued_at = float("-inf")
+        self._poller: asyncio.Task[None] | None = None
+        self._read_soon = asyncio.Event()  # set: read the queue now, not at the next poll
+        self._wanted = 0  # jobs the queue may take until the next reading (queue_depth() - length)
+        self._dry = 0  # consecutive readings of an empty queue
+        self._finished: collections.deque[float] = collections.deque(maxlen=32)  # loop times of answers
+        self.held = 0  # groups held past their window while the queue was backed up
 
     async def run(self, spec: RunSpec, stdin: bytes, wait_s: float | None) -> RunAnswer:
         """The run of ``spec`` on ``stdin`` (admitted against the backlog; Refused past ``wait_s``).
@@ -182,8 +222,12 @@ class RunCoalescer:
             self._launch(spec, group)  # one job carries at most protocol.MAX_RUN_PAYLOAD_BYTES
             group = None
         if group is None:
-            group = _Group(cap_at=loop.time() + WINDOW_CAP * window)
+            now = loop.time()
+            hold = MAX_HOLD_MS / 1000.0 if self.gw.config.coalesce_ms > 0 else 0.0
+            group = _Group(cap_at=now + WINDOW_CAP * window, opened=now, hold_until=now + hold)
             self._open[spec] = group
+            if hold:
+                self._poll()  # the queue's length is fresh by the time the window runs out
         fut: asyncio.Future[RunAnswer] = loop.create_future()
         group.size += len(stdin)
         group.stdins.append(stdin)
@@ -195,8 +239,83 @@ class RunCoalescer:
             # loaded client spreads out), up to WINDOW_CAP windows after the group's first call
             if group.timer is not None:
                 group.timer.cancel()
-            group.timer = loop.call_at(min(loop.time() + window, group.cap_at), self._launch, spec, group)
+            group.timer = loop.call_at(min(loop.time() + window, group.cap_at), self._expire, spec, group)
         return fut
+
+    def _expire(self, spec: RunSpec, group: _Group) -> None:
+        """A group's window ran out: published, or held while the fleet's queue already has the
+        jobs it needs until the next reading (``_wanted``). Held groups are let go, the longest
+        held first, by the reader of the queue as it wants jobs, or at their ``hold_until``."""
+        if group.launched:
+            return
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        if now < group.hold_until:
+            self._poll()
+            if now - self._queued_at < FRESH_S:
+                if self._wanted > 0:
+                    self._wanted -= 1
+                    self._launch(spec, group)
+                    return
+                if not group.held:
+                    group.held = True
+                    self.held += 1
+                    self.gw.metrics.run_held.inc()
+                group.timer = loop.call_at(group.hold_until, self._launch, spec, group)
+                return
+            if self._poller is not None and group.stale_waits < STALE_WAITS:
+                # read the queue now and look again once that round trip is done
+                group.stale_waits += 1
+                self._read_soon.set()
+                group.timer = loop.call_at(now + READ_LATENCY_S, self._expire, spec, group)
+                return
+        self._launch(spec, group)
+
+    def _let_go(self) -> None:
+        """After a reading: publish the held groups the queue wants, the longest held first."""
+        if self._wanted <= 0:
+            return
+        held = sorted(((g.opened, sp) for sp, g in self._open.items() if g.held), key=lambda item: item[0])
+        for _, sp in held[: self._wanted]:
+            self._wanted -= 1
+            self._launch(sp, self._open[sp])
+
+    def queue_depth(self) -> int:
+        """Jobs the fleet's queue should hold so that no worker finds it empty before the next
+        reading: one, plus twice the jobs this replica's answers say finish in one reading's round trip."""
+        done = self._finished
+        if len(done) < 2 or done[-1] <= done[0]:
+            return 1
+        rate = (len(done) - 1) / (done[-1] - done[0])
+        return 1 + math.ceil(2 * rate * READ_LATENCY_S)
+
+    def _poll(self) -> None:
+        """Keep the fleet queue's length fresh while groups are open (one reader at a time)."""
+        if self._poller is None:
+            self._poller = asyncio.ensure_future(self._read_queue())
+
+    async def _read_queue(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            fleet = self.gw.fleet
+            while self._open:
+                self._read_soon.clear()  # a job answered from here on asks for the next reading
+                self._queued = int(await asyncio.to_thread(fleet._redis.llen, fleet.queue))
+                self._queued_at = loop.time()
+                # an empty queue at consecutive readings may mean idle workers, as many as the
+                # fleet has: the jobs let go double at each such reading (a slow start)
+                self._dry = self._dry + 1 if self._queued == 0 else 0
+                self._wanted = max(0, (self.queue_depth() << min(max(self._dry - 1, 0), 10)) - self._queued)
+                self._let_go()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._read_soon.wait(), QUEUE_POLL_S)
+        except Exception:  # Redis away or the client closing: hold nothing on a guess
+            self._queued, self._queued_at = 0, float("-inf")
+            self._wanted = len(self._open)
+            self._let_go()
+            self._wanted = 0
+        finally:
+            self._poller = None
 
     def _max_inputs(self, spec: RunSpec) -> int:
         """Inputs one group takes: the configured most, within the protocol's bounds on inputs
@@ -263,6 +382,9 @@ class RunCoalescer:
 
     def _deliver(self, group: _Group, task: asyncio.Future[RunJobResult], capped: bool) -> None:
         self.running -= 1
+        self._finished.append(asyncio.get_running_loop().time())
+        if self._poller is not None:
+            self._read_soon.set()
         if task.cancelled():
             exc: BaseException | None = Refused("the run job was cancelled (the gateway is shutting down)")
         else:

@@ -10,6 +10,9 @@ only change their URL.
   ``message``: a prefix would be a wrong file).
 - ``POST /submit``: a completion judged on the fleet: ``id`` a problem id, or
   ``config.provided_data.test`` CommonOJ tests (``[{input: {stdin}, output: {stdout}}]``).
+  The tests stop at the first failure unless ``config.extra.run_all_cases`` is true: then every
+  provided test runs and is listed with its own result (a stored problem's hidden tests report
+  only a count, so with an ``id`` that is a 422).
 
 Refusals: verl's ``call_sandbox_api`` retries only HTTP 504 (3 attempts, 1 s then 2 s apart)
 and gives up at ``compile_timeout + run_timeout + 10`` seconds, so ``/run_code`` answers a 504
@@ -28,13 +31,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
 from cpfleet.core import protocol as wire
 from cpfleet.core.results import JobResult, RunStatus
-from cpfleet.gateway.app import Gateway, HTTPError, raise_on_failure
-from cpfleet.gateway.payloads import json_object, number
+from cpfleet.gateway.app import Gateway, HTTPError, JSONResponse, raise_on_failure
+from cpfleet.gateway.payloads import json_object, number, utf8_text
 from cpfleet.gateway.registry import protocol
 from cpfleet.gateway.runs import RunAnswer, RunSpec
 
@@ -199,36 +202,72 @@ def common_oj_tests(provided: Any) -> dict[str, list[str]]:
     return {"inputs": inputs, "outputs": outputs}
 
 
+def run_all_cases(config: dict[str, Any]) -> bool:
+    """SandboxFusion's ``config.extra.run_all_cases`` (the SDK's TestConfig has no field of its
+    own for it): False, its default, stops at the first failed test; True runs every test and
+    lists each one's result, so a caller can score the share that passed."""
+    extra = config.get("extra")
+    if extra is None:
+        return False
+    if not isinstance(extra, dict):
+        raise HTTPError(422, "'config.extra' must be an object")
+    value = extra.get("run_all_cases", False)
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise HTTPError(422, "'config.extra.run_all_cases' must be true or false")
+    return value
+
+
+def every_test(tests: dict[str, list[str]]) -> dict[str, Any]:
+    """CommonOJ tests as a problem whose public tests are all of them: judged in public mode,
+    every test runs and reports its own verdict (hidden tests report only a count)."""
+    pairs = [{"input": i, "output": o} for i, o in zip(tests["inputs"], tests["outputs"], strict=True)]
+    return {"public_tests": pairs, "hidden_tests": pairs}
+
+
+def _entry(passed: bool, verdict: str, ran: bool = True) -> dict[str, Any]:
+    return {
+        "passed": passed,
+        "exec_info": {
+            "status": "Success" if passed else "Failed",
+            "message": verdict if ran else "not run: the job stopped at an earlier test's limit",
+            "compile_result": None,
+            "run_result": None,
+            "executor_pod_name": None,
+            "files": {},
+        },
+        "test_info": {"verdict": verdict if ran else None},
+    }
+
+
 def submit_tests(result: JobResult) -> list[dict[str, Any]]:
     """SandboxFusion's per-test list, for the tests that decide acceptance: the hidden tests in
     run order (judged all-or-nothing: those before the first failure passed, then the failure,
     then the tests not run), or the public tests when the problem has no hidden ones."""
-
-    def entry(passed: bool, verdict: str, ran: bool = True) -> dict[str, Any]:
-        return {
-            "passed": passed,
-            "exec_info": {
-                "status": "Success" if passed else "Failed",
-                "message": verdict if ran else "not run: an earlier test failed",
-                "compile_result": None,
-                "run_result": None,
-                "executor_pod_name": None,
-                "files": {},
-            },
-            "test_info": {"verdict": verdict if ran else None},
-        }
-
     h = result.hidden
     if result.mode != "full" or not h.total:
-        return [entry(str(t.verdict) == "OK", str(t.verdict)) for t in result.public.tests]
+        return all_tests(result)
     out = []
     for i in range(h.total):
         if i < h.passed:
-            out.append(entry(True, "OK"))
+            out.append(_entry(True, "OK"))
         elif i == h.passed and h.run > h.passed:
-            out.append(entry(False, str(h.first_failure or "WRONG_ANSWER")))
+            out.append(_entry(False, str(h.first_failure or "WRONG_ANSWER")))
         else:
-            out.append(entry(False, "NOT_RUN", ran=False))
+            entry = _entry(False, "NOT_RUN", ran=False)
+            entry["exec_info"]["message"] = "not run: an earlier test failed"
+            out.append(entry)
+    return out
+
+
+def all_tests(result: JobResult) -> list[dict[str, Any]]:
+    """Every public test's own result, in order (``run_all_cases``); the tests after a stop the
+    judge's per-job budget made (the first time, memory or output limit ends a job) are listed
+    as not run, and failed."""
+    p = result.public
+    out = [_entry(str(t.verdict) == "OK", str(t.verdict)) for t in p.tests]
+    out += [_entry(False, "NOT_RUN", ran=False) for _ in range(p.total - len(p.tests))]
     return out
 
 
@@ -253,15 +292,24 @@ def routes(gw: Gateway) -> Sequence[Route]:
         config_ = body.get("config") or {}
         if not isinstance(config_, dict):
             raise HTTPError(422, "'config' must be an object")
+        every = run_all_cases(config_)
         provided = config_.get("provided_data")
         if provided:
-            problem: Any = common_oj_tests(provided)
+            tests = common_oj_tests(provided)
+            problem: Any = every_test(tests) if every else tests
         elif body.get("id") not in (None, ""):
-            problem = str(body["id"])
+            problem = utf8_text(str(body["id"]), "id")
+            if every:
+                raise HTTPError(422, "config.extra.run_all_cases lists each test's result, which a stored problem's "
+                                     "hidden tests do not report (only how many passed): send the tests in "
+                                     "config.provided_data, or leave run_all_cases false")
         else:
             raise HTTPError(422, "'id' (a problem id) or config.provided_data (tests) is required")
         try:
-            result = await gw.judge(problem, completion, reward_shape="all_or_nothing")
+            if every:
+                result = await gw.judge(problem, completion, reward_shape="fraction", mode="public")
+            else:
+                result = await gw.judge(problem, completion, reward_shape="all_or_nothing")
         except ValueError as e:
             raise HTTPError(422, str(e)) from None
         raise_on_failure([result])
@@ -272,7 +320,7 @@ def routes(gw: Gateway) -> Sequence[Route]:
                 "accepted": result.reward == 1.0 and result.verdict == "OK",
                 "extracted_code": code or "",
                 "extracted_type": "fenced" if code else "empty",
-                "tests": submit_tests(result),
+                "tests": all_tests(result) if every else submit_tests(result),
                 "extra": {"verdict": str(result.verdict), "reward": result.reward},
             }
         )

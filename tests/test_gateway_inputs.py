@@ -1,0 +1,162 @@
+"""What the gateway does with unusual but valid JSON, against a real fleet (redis-server + a
+Celery prefork worker): strings holding a lone UTF-16 surrogate (JSON's ``"\\ud800"`` escape)
+are echoed back as the client sent them or refused with a 4xx naming their field, never a 500;
+and SandboxFusion's ``/submit`` honours ``config.extra.run_all_cases``."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fleet_helpers import FleetWorker
+from gateway_helpers import start_server
+
+from cpfleet.gateway import ServeConfig
+from cpfleet.producer.client import FleetClient
+from cpfleet.redis_server import RedisServer
+
+ADD = {
+    "id": "s/add",
+    "public_tests": [{"input": "1 2\n", "output": "3\n"}],
+    "hidden_tests": [{"input": f"{i} {i}\n", "output": f"{2 * i}\n"} for i in range(3)],
+}
+ADD_CODE = "a, b = map(int, input().split())\nprint(a + b)\n"
+GOOD = f"```python\n{ADD_CODE}```"
+LONE = "\ud800"  # what json.loads makes of the escape "\ud800": no UTF-8 encodes it
+
+
+@pytest.fixture(scope="module")
+def url(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with FleetWorker(redis_server.url, tmp_path_factory.mktemp("fleet"), concurrency=2):
+        with FleetClient(redis_server.url) as c:
+            c.register_problems([ADD])
+        server, thread, port = start_server(ServeConfig(redis_url=redis_server.url, timeout_s=120))
+        try:
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            server.should_exit = True
+            thread.join(timeout=30)
+
+
+def post(url: str, payload: Any) -> tuple[int, Any]:
+    """POST ``payload`` as JSON with ASCII escapes (as json.dumps writes a lone surrogate: the
+    same bytes any client sends for one), the answer parsed back."""
+    req = urllib.request.Request(url, data=json.dumps(payload).encode("ascii"), method="POST",
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=120) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"null")
+
+
+COMMON_OJ = {"provided_data": {"test": [{"input": {"stdin": "1 2\n"}, "output": {"stdout": "3\n"}}]}}
+
+
+# (path, payload, how the answer carries the string back: a function of the parsed body)
+ECHOED = [
+    ("/submit", {"id": f"x{LONE}", "completion": GOOD, "config": COMMON_OJ}, lambda b: b["id"]),
+    ("/submit", {"id": 1, "completion": f"```python\nprint('{LONE}')\n```", "config": COMMON_OJ},
+     lambda b: b["extracted_code"]),
+    ("/run", {"sub_id": f"a{LONE}", "type": "python", "solution": "print(1)"}, lambda b: b["sub_id"]),
+    ("/judge", {"sub_id": f"a{LONE}", "type": "python", "solution": "print(1)"}, lambda b: b["sub_id"]),
+    ("/run/batch", {"type": "batch", "sub_id": f"b{LONE}",
+                    "submissions": [{"type": "python", "solution": "print(1)"}]}, lambda b: b["sub_id"]),
+    ("/judge/long-batch", {"type": "batch", "submissions": [{"sub_id": f"c{LONE}", "type": "python",
+                                                            "solution": "print(1)"}]},
+     lambda b: b["results"][0]["sub_id"]),
+    # cpfleet's own NDJSON batch (one job: one line, itself a JSON object)
+    ("/v1/judge", {"jobs": [{"problem_id": "s/add", "completion": GOOD, "job_id": f"j{LONE}"}]}, lambda b: b["job_id"]),
+]
+
+
+@pytest.mark.parametrize(("path", "payload", "echo"), ECHOED, ids=[f"{p}-{i}" for i, (p, _, _) in enumerate(ECHOED)])
+def test_a_lone_surrogate_the_gateway_echoes_comes_back_as_sent(url: str, path: str, payload: Any, echo: Any) -> None:
+    status, body = post(url + path, payload)
+    assert status == 200, body
+    assert LONE in echo(body)  # the same \ud800 escape, parsed back into the string the client sent
+
+
+REFUSED = [
+    ("/submit", {"id": f"s/add{LONE}", "completion": GOOD, "config": {}}, "'id'"),
+    ("/slime", {"prompt": "", "response": GOOD, "label": f"s/add{LONE}"}, "'label'"),
+    ("/get_reward", {"query": [GOOD], "prompts": [""], "labels": ["s/add", f"s/{LONE}"]}, "'labels[1]'"),
+]
+
+
+@pytest.mark.parametrize(("path", "payload", "field"), REFUSED, ids=[p for p, _, _ in REFUSED])
+def test_a_lone_surrogate_in_a_problem_id_is_a_422_naming_the_field(url: str, path: str, payload: Any,
+                                                                     field: str) -> None:
+    if path == "/get_reward":
+        payload = {**payload, "query": payload["query"] * 2, "prompts": [""] * 2}
+    status, body = post(url + path, payload)
+    assert status == 422, body
+    assert field in body["error"] and "surrogate" in body["error"]
+
+
+@pytest.mark.parametrize("path", ["/run_code", "/run"])
+def test_a_lone_surrogate_in_a_programs_stdin_or_code_reaches_the_program_as_bytes(url: str, path: str) -> None:
+    code = f"import sys\nprint(sys.stdin.buffer.read().hex(), {LONE!r}.encode('utf-8', 'surrogatepass').hex())\n"
+    if path == "/run_code":
+        status, body = post(url + path, {"code": code, "stdin": LONE, "language": "python"})
+        stdout = body["run_result"]["stdout"] if status == 200 else None
+    else:
+        status, body = post(url + path, {"type": "python", "solution": "print(input().encode('utf-8','surrogateescape').hex())",
+                                         "input": LONE})
+        stdout = body.get("stdout")
+    assert status == 200, body
+    # the fleet sends a lone surrogate on as its UTF-8-style bytes (ED A0 80), as it does a
+    # completion's: the program reads what the client encoded, nothing is dropped
+    assert stdout is not None and "eda080" in stdout, body
+
+
+# --- SandboxFusion /submit: config.extra.run_all_cases -----------------------------------------
+
+
+def _common_oj(pairs: list[tuple[str, str]]) -> dict[str, Any]:
+    return {"test": [{"input": {"stdin": i}, "output": {"stdout": o}} for i, o in pairs]}
+
+
+# the second test expects a wrong sum: only it fails
+PAIRS = [("1 2\n", "3\n"), ("2 2\n", "5\n"), ("3 4\n", "7\n")]
+
+
+def test_submit_stops_at_the_first_failed_test_by_default(url: str) -> None:
+    sdk = pytest.importorskip("sandbox_fusion", reason="pip install sandbox-fusion did not work here")
+    cfg = sdk.TestConfig(dataset_type="CommonOJDataset", language="python", provided_data=_common_oj(PAIRS))
+    res = sdk.submit(sdk.SubmitRequest(dataset="mine", id=1, completion=GOOD, config=cfg), endpoint=url)
+    assert not res.accepted
+    assert [t.passed for t in res.tests] == [True, False, False]
+    assert res.tests[2].test_info == {"verdict": None}  # the third was not run
+
+
+def test_submit_with_run_all_cases_runs_and_lists_every_test(url: str) -> None:
+    sdk = pytest.importorskip("sandbox_fusion", reason="pip install sandbox-fusion did not work here")
+    cfg = sdk.TestConfig(dataset_type="CommonOJDataset", language="python", provided_data=_common_oj(PAIRS),
+                         extra={"run_all_cases": True})
+    res = sdk.submit(sdk.SubmitRequest(dataset="mine", id=1, completion=GOOD, config=cfg), endpoint=url)
+    assert not res.accepted
+    assert [t.passed for t in res.tests] == [True, False, True]  # the third ran after the failure
+    assert [t.test_info["verdict"] for t in res.tests if t.test_info] == ["OK", "WRONG_ANSWER", "OK"]
+    all_pass = sdk.TestConfig(dataset_type="CommonOJDataset", language="python",
+                              provided_data=_common_oj([PAIRS[0], PAIRS[2]]), extra={"run_all_cases": True})
+    ok = sdk.submit(sdk.SubmitRequest(dataset="mine", id=2, completion=GOOD, config=all_pass), endpoint=url)
+    assert ok.accepted and [t.passed for t in ok.tests] == [True, True]
+
+
+@pytest.mark.parametrize(
+    ("config", "needle"),
+    [
+        ({"extra": {"run_all_cases": True}}, "run_all_cases"),  # a stored problem: counts only
+        ({"provided_data": _common_oj(PAIRS), "extra": {"run_all_cases": "yes"}}, "true or false"),
+        ({"provided_data": _common_oj(PAIRS), "extra": [1]}, "'config.extra'"),
+    ],
+)
+def test_submit_refuses_a_run_all_cases_it_cannot_honour_with_a_422(url: str, config: dict[str, Any],
+                                                                    needle: str) -> None:
+    status, body = post(url + "/submit", {"id": "s/add", "completion": GOOD, "config": config})
+    assert status == 422 and needle in body["error"], body
