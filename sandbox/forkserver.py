@@ -23,7 +23,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cpfleet.core.errors import SandboxBroken
 from cpfleet.core.verdict import Verdict
@@ -32,6 +32,9 @@ from cpfleet.sandbox.cgroups import SlotCgroup
 from cpfleet.sandbox.languages import JVM_AS_FALLBACK_MB
 from cpfleet.sandbox.runner import CodeRunner, IsolationReport, Limits, ProgramImage, RunResult
 from cpfleet.sandbox.slots import Slot, claim_slot
+
+if TYPE_CHECKING:
+    from cpfleet.sandbox.pypy_zygote import PyPyZygote
 
 log = logging.getLogger("cpfleet.sandbox")
 
@@ -109,13 +112,95 @@ def zygote_command(python: str | None = None) -> list[str]:
     sandbox_dir = os.path.dirname(os.path.abspath(zygote.__file__))
     boot = (
         "import sys, os, resource as R; s, h = R.getrlimit(R.RLIMIT_STACK); "
-        "s != h and (R.setrlimit(R.RLIMIT_STACK, (h, h)), os.execv(sys.executable, sys.orig_argv)); "
+        "s != h and (R.setrlimit(R.RLIMIT_STACK, (h, h)), "
+        "os.execv(sys.executable, open('/proc/self/cmdline', 'rb').read().split(b'\\0')[:-1])); "
         "M = type(sys); top = M('cpfleet'); top.__path__ = []; "
         f"sub = M('cpfleet.sandbox'); sub.__path__ = [{sandbox_dir!r}]; top.sandbox = sub; "
         "sys.modules.update({'cpfleet': top, 'cpfleet.sandbox': sub}); "
         "import cpfleet.sandbox.zygote as z; z.main()"
     )
     return [python or sys.executable, "-I", "-S", "-c", boot]
+
+
+def spawn_zygote(python: str | None, config: dict[str, Any], cgroup_fds: list[int]) -> tuple[subprocess.Popen[bytes], socket.socket]:
+    """Start a zygote under ``python`` (None: this interpreter) and send it its ``config`` and
+    the slot's cgroup fds: the process and our end of its control channel (the caller reads
+    its setup reply)."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        proc = subprocess.Popen(
+            [*zygote_command(python), str(theirs.fileno()), str(os.getpid())],
+            pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            # its own process group: a terminal's Ctrl-C is for the command that owns the
+            # runner, which closes it; the zygote dies with its runner (PDEATHSIG) anyway
+            process_group=0,
+            env=CHILD_ENV,  # never the worker's: it holds the broker URL and its password
+        )
+    except BaseException:
+        ours.close()
+        raise
+    finally:
+        theirs.close()
+    try:
+        zygote.send(ours, config, cgroup_fds)
+    except BaseException:
+        ours.close()
+        proc.kill()
+        proc.wait()
+        raise
+    return proc, ours
+
+
+def recv_within(sock: socket.socket, timeout: float) -> Any:
+    """The next message from a zygote or job init; SandboxBroken when none comes in time or
+    the process exited."""
+    r, _, _ = select.select([sock], [], [], timeout)
+    if not r:
+        raise SandboxBroken(f"no answer from the sandbox within {timeout:.0f}s")
+    msg, fds = zygote.recv(sock)
+    for fd in fds:
+        os.close(fd)
+    if msg is None:
+        raise SandboxBroken("the sandbox process exited")
+    return msg
+
+
+def self_test_probe(port: int) -> str:
+    """A program that reports what a test child sees: whether it reaches a loopback listener
+    of ours on ``port`` (a self-test must never send traffic off the machine, even when the
+    network namespace is missing), its uid, its pid and its seccomp mode."""
+    return (
+        "import os, socket\n"
+        "r = []\n"
+        f"try:\n    socket.create_connection(('127.0.0.1', {port}), timeout=1); r.append('net-open')\n"
+        "except OSError: pass\n"
+        "r.append('uid=%d' % os.getuid())\n"
+        "r.append('pid=%d' % os.getpid())\n"
+        "try:\n    r += ['seccomp=' + l.split()[1] for l in open('/proc/self/status') if l.startswith('Seccomp:')]\n"
+        "except OSError: pass\n"
+        "print(' '.join(r))\n"
+    )
+
+
+def check_self_test(err: str | None, res: RunResult, layers: dict[str, bool], notes: list[str], uid: int) -> None:
+    """Mark in ``layers`` (with a note) each layer the probe's run shows missing."""
+    out = res.stdout.decode(errors="replace").split()
+    if err or res.status != Verdict.OK:
+        layers["self_test"] = False
+        notes.append(f"self-test failed: {err or res.status} {res.error} {res.stderr[-300:]!r}")
+        return
+    layers["self_test"] = True
+    if "net-open" in out:
+        layers["netns"] = False
+        notes.append("self-test reached a loopback port: no network isolation")
+    if layers.get("uid_drop") and f"uid={uid}" not in out:
+        layers["uid_drop"] = False
+        notes.append(f"self-test ran as {out}, not uid {uid}")
+    if layers.get("pidns") and not any(o.startswith("pid=") and int(o[4:]) < 10 for o in out):
+        layers["pidns"] = False
+    if layers.get("seccomp") and "seccomp=2" not in out:
+        layers["seccomp"] = False
+        notes.append("self-test ran without its seccomp filter")
 
 
 class ZygoteRunner(CodeRunner):
@@ -135,6 +220,10 @@ class ZygoteRunner(CodeRunner):
         self._ctrl: socket.socket | None = None
         self._job: Job | None = None
         self._spare: Job | None = None  # the next job's processes, made ahead (see prepare_next)
+        # PyPy programs' fork server (sandbox/pypy_zygote.py): started by the first PyPy job;
+        # why it could not be, once it could not (PyPy programs then take the exec path)
+        self._pypy: PyPyZygote | None = None
+        self._pypy_refused = ""
         self._report = IsolationReport()
         self._cgroup: SlotCgroup | None = None
         self._slot: Slot = claim_slot()
@@ -152,31 +241,17 @@ class ZygoteRunner(CodeRunner):
 
     # -- zygote lifecycle -------------------------------------------------------------
     def _start_zygote(self) -> None:
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        try:
-            self._proc = subprocess.Popen(
-                [*zygote_command(self._solution_python), str(theirs.fileno()), str(os.getpid())],
-                pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                # its own process group: a terminal's Ctrl-C is for the command that owns the
-                # runner, which closes it; the zygote dies with its runner (PDEATHSIG) anyway
-                process_group=0,
-                env=CHILD_ENV,  # never the worker's: it holds the broker URL and its password
-            )
-        except BaseException:
-            ours.close()
-            raise
-        finally:
-            theirs.close()
-        self._ctrl = ours
         cgroup_fds = self._cgroup.open_join_fds() if self._cgroup is not None else []
         try:
-            zygote.send(ours, {"uid": self._slot.uid, "gid": self._slot.gid, "python": self._python,
-                               "site_packages": _site_packages(self._solution_python),
-                               "python_dirs": _solution_python_dirs(self._solution_python),
-                               "isolate": self._isolate, "pch_dir": self._pch_host_dir}, cgroup_fds)
+            self._proc, ours = spawn_zygote(self._solution_python, {
+                "uid": self._slot.uid, "gid": self._slot.gid, "python": self._python,
+                "site_packages": _site_packages(self._solution_python),
+                "python_dirs": _solution_python_dirs(self._solution_python),
+                "isolate": self._isolate, "pch_dir": self._pch_host_dir}, cgroup_fds)
         finally:
             for fd in cgroup_fds:
                 os.close(fd)
+        self._ctrl = ours
         reply = self._recv_within(ours, 30.0)
         layers = dict(reply["layers"])
         notes = list(reply["notes"])
@@ -209,58 +284,21 @@ class ZygoteRunner(CodeRunner):
         self._start_zygote()
 
     def _recv_within(self, sock: socket.socket, timeout: float) -> Any:
-        r, _, _ = select.select([sock], [], [], timeout)
-        if not r:
-            raise SandboxBroken(f"no answer from the sandbox within {timeout:.0f}s")
-        msg, fds = zygote.recv(sock)
-        for fd in fds:
-            os.close(fd)
-        if msg is None:
-            raise SandboxBroken("the sandbox process exited")
-        return msg
+        return recv_within(sock, timeout)
 
     def _self_test(self) -> None:
-        """Run a probe through the whole path and record which layers really hold. The network
-        probe only targets a loopback listener of our own: a self-test must never send traffic
-        off the machine, even when the network namespace is missing."""
+        """Run a probe through the whole path and record which layers really hold (see
+        ``self_test_probe``)."""
         listener = socket.socket()
         listener.bind(("127.0.0.1", 0))
         listener.listen()
-        port = listener.getsockname()[1]
-        probe = (
-            "import os, socket\n"
-            "r = []\n"
-            f"try:\n    socket.create_connection(('127.0.0.1', {port}), timeout=1); r.append('net-open')\n"
-            "except OSError: pass\n"
-            "r.append('uid=%d' % os.getuid())\n"
-            "r.append('pid=%d' % os.getpid())\n"
-            "try:\n    r += ['seccomp=' + l.split()[1] for l in open('/proc/self/status') if l.startswith('Seccomp:')]\n"
-            "except OSError: pass\n"
-            "print(' '.join(r))\n"
-        )
         try:
-            err = self.load(probe)
+            err = self.load(self_test_probe(listener.getsockname()[1]))
             res = self.run(b"", Limits(time_s=5))
         finally:
             listener.close()
-        out = res.stdout.decode(errors="replace").split()
         layers = self._report.layers
-        if err or res.status != Verdict.OK:
-            layers["self_test"] = False
-            self._report.notes.append(f"self-test failed: {err or res.status} {res.error} {res.stderr[-300:]!r}")
-        else:
-            layers["self_test"] = True
-            if "net-open" in out:
-                layers["netns"] = False
-                self._report.notes.append("self-test reached a loopback port: no network isolation")
-            if layers.get("uid_drop") and f"uid={self._slot.uid}" not in out:
-                layers["uid_drop"] = False
-                self._report.notes.append(f"self-test ran as {out}, not uid {self._slot.uid}")
-            if layers.get("pidns") and not any(o.startswith("pid=") and int(o[4:]) < 10 for o in out):
-                layers["pidns"] = False
-            if layers.get("seccomp") and "seccomp=2" not in out:
-                layers["seccomp"] = False
-                self._report.notes.append("self-test ran without its seccomp filter")
+        check_self_test(err, res, layers, self._report.notes, self._slot.uid)
         self._end_job()
         missing = [k for k, v in layers.items() if not v]
         if missing:
@@ -301,6 +339,61 @@ class ZygoteRunner(CodeRunner):
         # surrogatepass: a lone surrogate becomes invalid UTF-8, i.e. a compile error, not INTERNAL
         job, error = self._open_job(self.mode, source.encode("utf-8", errors="surrogatepass"), fn_name)
         self._job = job
+        return error
+
+    def forks_pypy(self) -> bool:
+        """Whether PyPy programs run in this runner's PyPy fork server (``load_pypy``), started
+        here on the first ask. False for the subprocess runner (its reference semantics are a
+        fresh interpreter per test), with CPFLEET_PYPY_FORK=0, and where the PyPy zygote
+        cannot start or lacks a layer this runner has (said once, loudly): the caller then runs
+        PyPy programs on the exec path (sandbox/programs.py), with the same isolation."""
+        if self.mode != "fork" or os.environ.get("CPFLEET_PYPY_FORK", "1") == "0" or self._pypy_refused:
+            return False
+        if self._pypy is None:
+            self._start_pypy()
+        return self._pypy is not None
+
+    def _start_pypy(self) -> None:
+        from cpfleet.sandbox.pypy_zygote import PyPyZygote, pypy_executable
+
+        pypy = pypy_executable()
+        try:
+            if self._isolate:
+                _refuse_interpreter_under_tmp(pypy)
+            self._pypy = PyPyZygote(pypy, self._slot, self._cgroup, self._isolate)
+            listener = socket.socket()
+            listener.bind(("127.0.0.1", 0))
+            listener.listen()
+            try:
+                err = self.load_pypy(self_test_probe(listener.getsockname()[1]))
+                res = self.run(b"", Limits(time_s=5))
+            finally:
+                listener.close()
+                self._end_job()
+            layers, notes = self._pypy.layers, self._pypy.notes
+            check_self_test(err, res, layers, notes, self._slot.uid)
+            missing = [k for k, v in self._report.layers.items() if v and not layers.get(k)]
+            if missing:
+                raise SandboxBroken(f"it lacks {missing} ({'; '.join(notes)})")
+        except (OSError, SandboxBroken) as e:
+            self._pypy_refused = f"{type(e).__name__}: {e}"
+            if self._pypy is not None:
+                self._pypy.stop()
+                self._pypy = None
+            msg = f"no PyPy fork server ({self._pypy_refused}): PyPy programs start a fresh PyPy per test"
+            log.warning(msg)
+            print(f"cpfleet: WARNING: {msg}", file=sys.stderr)
+
+    def load_pypy(self, source: str) -> str | None:
+        """Compile ``source`` with PyPy in the PyPy fork server for the following runs (see
+        ``forks_pypy``, which must have said True): None, or the syntax error text."""
+        self._end_job()
+        if self._pypy is None:
+            raise SandboxBroken("no PyPy fork server on this runner")
+        job, reply = self._pypy.open_job(source.encode("utf-8", errors="surrogatepass"))
+        if "pidns" in reply.get("layers", {}):  # known once a job init tried
+            self._pypy.layers.setdefault("pidns", bool(reply["layers"]["pidns"]))
+        self._job, error = self._opened(job, reply)
         return error
 
     def load_program(self, image: ProgramImage) -> None:
@@ -698,6 +791,9 @@ class ZygoteRunner(CodeRunner):
 
     def close(self) -> None:
         self._stop_zygote()
+        if self._pypy is not None:
+            self._pypy.stop()
+            self._pypy = None
         if self._cgroup is not None:
             self._cgroup.close()
         self._slot.release()

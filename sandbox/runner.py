@@ -133,6 +133,16 @@ class CodeRunner(ABC):
         cannot be placed: an infrastructure failure, never the program's."""
         raise NotImplementedError(f"runner {self.name} cannot run compiled programs")
 
+    def forks_pypy(self) -> bool:
+        """Whether ``load_pypy`` runs PyPy programs in a fork server here (else they are
+        compiled and run as programs, ``load_program``: a fresh PyPy per test)."""
+        return False
+
+    def load_pypy(self, source: str) -> str | None:
+        """Compile ``source`` with PyPy for the following runs, where ``forks_pypy``: None, or
+        the syntax error text."""
+        raise NotImplementedError(f"runner {self.name} has no PyPy fork server")
+
     def expect_runs(self, n: int) -> None:  # noqa: B027 - optional hook
         """A hint after ``load``: the caller means to make at most ``n`` runs of the loaded
         program. A runner that prepares each next run ahead (the fork server forks its test

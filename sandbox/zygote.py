@@ -122,6 +122,14 @@ if __name__ == "__main__":
 """
 
 
+def _gc_freeze() -> None:
+    """CPython's gc.freeze (moves every tracked object to a generation no collection walks);
+    PyPy has none: its generational GC is a different design (see docs/pypy.md)."""
+    freeze = getattr(gc, "freeze", None)
+    if freeze is not None:
+        freeze()
+
+
 def send(sock: socket.socket, obj: Any, fds: list[int] | None = None) -> None:
     data = marshal.dumps(obj)
     if fds:
@@ -218,7 +226,7 @@ class Zygote:
         child.preload_threading()
         compile(WARM_SOURCE, child.SCRIPT_NAME, "exec", dont_inherit=True)  # see WARM_SOURCE
         gc.collect()
-        gc.freeze()  # children never traverse (and so never copy) the zygote's own objects
+        _gc_freeze()  # children never traverse (and so never copy) the zygote's own objects
 
     def serve(self) -> None:
         while True:
@@ -493,7 +501,7 @@ class JobInit:
         if self.fn_name is not None and self.mode == "fork":
             # the function-call harness's globals, imported once per job instead of per test
             self.call_globals = callharness.base_globals()
-        gc.freeze()  # the tests' shutdown collections need not walk (and copy) the job's objects
+        _gc_freeze()  # the tests' shutdown collections need not walk (and copy) the job's objects
         return None
 
     def _serve(self) -> None:
@@ -597,7 +605,9 @@ class JobInit:
     def _before_fork(self) -> None:
         # Empty the free lists and young generations here, where the pages are our own: the
         # child's full collection at exit would otherwise clear them in copied-on-write pages.
-        gc.collect()
+        # (PyPy: no collection at a child's exit, and gc.collect is a full major one)
+        if not child.PYPY:
+            gc.collect()
         if self.last_pid_fd >= 0:
             # every test is pid 2, as in a fresh namespace: the pid counter would otherwise
             # tell a test how many processes the earlier tests of its job started
@@ -735,7 +745,7 @@ class JobInit:
         when it comes, the time the test's main process spent runnable but waiting for a CPU
         (the scheduler's run delay) is credited and the backstop moves that far, never past
         ``hard_deadline``. Returns why it was killed ("" if it was not) and the credit given."""
-        pidfd = os.pidfd_open(pid)
+        pidfd = linux.pidfd_open(pid)
         poller = select.poll()
         poller.register(pidfd, select.POLLIN)
         poller.register(self.sock.fileno(), select.POLLIN)
