@@ -75,7 +75,10 @@ class _Cffi:
         self._mount = fn("mount", (p, p, p, self.c_ulong, p), c_int)
         self._umount2 = fn("umount2", (p, c_int), c_int)
         self._prctl = fn("prctl", (c_int, self.c_ulong, self.c_ulong, self.c_ulong, self.c_ulong), c_int)
-        self._syscall = fn("syscall", (c_long,), c_long, True)
+        # syscall(2) declared with a fixed prototype: a variadic call through _cffi_backend
+        # builds its call description on every call (~0.3 ms in a fresh fork). glibc's
+        # syscall only moves registers, where a fixed and a variadic call put the same values.
+        self._syscall = fn("syscall", (c_long, *(self.c_ulong,) * 5), c_long)
         self.null = b.cast(p, 0)
         self.keep: list[Any] = []
 
@@ -98,8 +101,9 @@ class _Cffi:
         return int(self._prctl(option, arg2, arg3, 0, 0))
 
     def syscall(self, number: int, *args: int | bytes) -> int:
-        conv = [self._str(a) if isinstance(a, bytes) else self.b.cast(self.c_ulong, a) for a in args]
-        return int(self._syscall(number, *conv))
+        keep = [self._str(a) if isinstance(a, bytes) else a for a in args]  # alive during the call
+        conv = [int(self.b.cast(self.c_ulong, a)) if not isinstance(a, int) else a for a in keep]
+        return int(self._syscall(number, *conv, *(0,) * (5 - len(conv))))
 
     def pin(self, data: bytes) -> int:
         buf = self.b.newp(self.c_chars, data)
