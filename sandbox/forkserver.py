@@ -384,6 +384,13 @@ class ZygoteRunner(CodeRunner):
             log.warning(msg)
             print(f"cpfleet: WARNING: {msg}", file=sys.stderr)
 
+    @property
+    def pypy_isolation(self) -> IsolationReport | None:
+        """The PyPy fork server's layers, as its self-test found them (None: none is running)."""
+        if self._pypy is None:
+            return None
+        return IsolationReport(layers=dict(self._pypy.layers), notes=list(self._pypy.notes))
+
     def load_pypy(self, source: str) -> str | None:
         """Compile ``source`` with PyPy in the PyPy fork server for the following runs (see
         ``forks_pypy``, which must have said True): None, or the syntax error text."""
