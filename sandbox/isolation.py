@@ -308,7 +308,7 @@ def confine_to_test(
     # sizes every default thread stack from the soft limit read at start, and each counts
     # against RLIMIT_AS, so a soft limit of the memory limit would refuse a program its second
     # thread. With no limit glibc takes its architecture default (2 MB on x86-64) instead. The
-    # zygote runs with the same limit since its exec (forkserver.zygote_command): a forked
+    # zygote runs with the same limit since its exec (zygote_process.zygote_command): a forked
     # Python test's stack is the zygote's, laid out at that exec.
     _, stack_hard = resource.getrlimit(resource.RLIMIT_STACK)
     resource.setrlimit(resource.RLIMIT_STACK, (stack_hard, stack_hard))

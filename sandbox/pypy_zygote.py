@@ -5,7 +5,7 @@ program's first line). Here a PyPy zygote, started by the runner the first time 
 comes, forks the job init (which compiles the source once, with PyPy's own compiler) and each
 test child from a warm PyPy, exactly as the CPython zygote does: the same namespaces, seccomp
 filter, rlimits, slot uid and cgroup, the same messages, the same verdict mapping on the
-runner side (``ZygoteRunner.run_job``). The runner checks its layers with the same probe as
+runner side (``ZygoteRunner.run_job``, sandbox/verdicts.py). The runner checks its layers with the same probe as
 its own and refuses it (the exec path then runs PyPy programs) when any layer the CPython
 zygote has is missing here.
 
@@ -33,8 +33,9 @@ from typing import Any
 from cpfleet.core.errors import SandboxBroken
 from cpfleet.sandbox import languages
 from cpfleet.sandbox.cgroups import SlotCgroup
-from cpfleet.sandbox.forkserver import Job, _send_source, _site_packages, recv_within, spawn_zygote
+from cpfleet.sandbox.jobs import Job, send_source
 from cpfleet.sandbox.slots import Slot
+from cpfleet.sandbox.zygote_process import recv_within, site_packages, spawn_zygote
 
 log = logging.getLogger("cpfleet.sandbox")
 
@@ -68,12 +69,16 @@ class PyPyZygote:
                 "uid": self._slot.uid, "gid": self._slot.gid, "python": self.pypy,
                 # the directories `pypy3 solution.py` has on sys.path (its site, which the
                 # zygote does not run: -S)
-                "site_packages": _site_packages(self.pypy), "python_dirs": _site_packages(self.pypy),
+                "site_packages": site_packages(self.pypy), "python_dirs": site_packages(self.pypy),
                 "isolate": self._isolate, "pch_dir": ""}, cgroup_fds)
         finally:
             for fd in cgroup_fds:
                 os.close(fd)
-        reply = recv_within(self._ctrl, SETUP_TIMEOUT_S)
+        try:
+            reply = recv_within(self._ctrl, SETUP_TIMEOUT_S)
+        except BaseException:
+            self.stop()  # a zygote that never answered is not left behind
+            raise
         self.layers = dict(reply["layers"])
         self.notes = list(reply["notes"])
         if self._cgroup is None:
@@ -91,7 +96,7 @@ class PyPyZygote:
         assert self._ctrl is not None
         job = Job()
         try:
-            _send_source(self._ctrl, {"op": "job", "mode": "fork"}, [job.theirs.fileno()], payload, None)
+            send_source(self._ctrl, {"op": "job", "mode": "fork"}, [job.theirs.fileno()], payload, None)
             job.theirs.close()  # the init holds it now: its death alone is our EOF
             reply = recv_within(job.sock, JOB_TIMEOUT_S)
         except (OSError, SandboxBroken) as e:
