@@ -35,7 +35,7 @@ class Limits:
     nofile: int = 256
 
     # the default backstop is moved by the time the test waited for a CPU (machine load), up
-    # to this many times itself; see zygote's _police
+    # to this many times itself; see sandbox/police.py
     wall_max_factor: float = 3.0
     # a hard cap from outside (what is left of the job's time budget): no test runs past it
     wall_cap_s: float | None = None
