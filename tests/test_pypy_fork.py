@@ -10,6 +10,7 @@ import tempfile
 
 import pytest
 
+from cpfleet.core.errors import SandboxBroken
 from cpfleet.core.verdict import Verdict
 from cpfleet.sandbox import languages, programs
 from cpfleet.sandbox.forkserver import ForkServerRunner, self_test_probe
@@ -135,3 +136,26 @@ def test_the_linux_calls_work_under_pypy_without_ctypes() -> None:
                          capture_output=True, text=True, timeout=120, check=False)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split("\n")[:6] == ["_Cffi False", "closed", "pidfd True False", "errno 2", "refused 1", "['2']"]
+
+
+def test_a_pypy_zygote_that_cannot_start_leaves_pypy_programs_to_the_exec_path(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: object, capsys: pytest.CaptureFixture[str]) -> None:
+    # a PyPy under /tmp cannot be shown in the sandbox at its path: the runner refuses to start
+    # a zygote under it, says so once, and answers False from then on (no restart per job)
+    wrapper = os.path.join(str(tmp_path), "pypy3")
+    with open(wrapper, "w") as f:
+        f.write(f"#!/bin/sh\nexec {languages.get('pypy3').tools[0]} \"$@\"\n")
+    os.chmod(wrapper, 0o755)
+    monkeypatch.setenv("CPFLEET_PYPY", wrapper)
+    languages.table.cache_clear()
+    try:
+        with ForkServerRunner() as runner:
+            assert not runner.forks_pypy() and runner.pypy_isolation is None
+            assert not runner.forks_pypy()
+            with pytest.raises(SandboxBroken, match="no PyPy fork server"):
+                runner.load_pypy("print(1)\n")
+    finally:
+        monkeypatch.undo()
+        languages.table.cache_clear()
+    said = capsys.readouterr().err
+    assert said.count("no PyPy fork server") == 1 and "/tmp" in said
