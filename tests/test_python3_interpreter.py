@@ -13,7 +13,7 @@ import pytest
 from cpfleet.core.errors import ProblemFormatError
 from cpfleet.core.problem import Problem
 from cpfleet.core.verdict import Verdict
-from cpfleet.sandbox import compiled, languages
+from cpfleet.sandbox import languages
 from cpfleet.sandbox.env import evaluate, program_identity
 from cpfleet.sandbox.runner import CodeRunner
 
@@ -81,11 +81,11 @@ def test_a_python3_program_runs_under_pypy_where_the_problem_says_so(runner: Cod
 def no_pypy(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """This process's language table as on a worker whose PyPy is gone."""
     monkeypatch.setenv("CPFLEET_PYPY", "/nonexistent/pypy3")
-    for cache in (languages.table, languages.toolchain_version, compiled.missing_toolchain):
+    for cache in (languages.table, languages.toolchain_version):
         cache.cache_clear()
     yield
     monkeypatch.undo()
-    for cache in (languages.table, languages.toolchain_version, compiled.missing_toolchain):
+    for cache in (languages.table, languages.toolchain_version):
         cache.cache_clear()
 
 
