@@ -40,6 +40,9 @@ class Problem:
     starter_code: str = ""  # shown in feedback when the function is missing; never prepended
     languages: tuple[str, ...] | None = None  # allowed solution languages (None: any)
     time_limit_multipliers: dict[str, float] = field(default_factory=dict)  # per language, default 1.0
+    # what a python3 program is judged with: None (CPython) or "pypy3" (Kattis judges Python 3
+    # with PyPy, and ICPC juries size their time limits for that; see ``judged_language``)
+    python3_interpreter: str | None = None
 
     @classmethod
     def from_dict(cls, d: Any) -> Problem:
@@ -83,6 +86,7 @@ class Problem:
         if not isinstance(starter, str):
             raise ProblemFormatError(f"{pid}: starter_code must be a string")
         langs, multipliers = _parse_languages(pid, d.get("languages"), d.get("time_limit_multipliers"))
+        interpreter = _parse_python3_interpreter(pid, d.get("python3_interpreter"), fn_name)
         return cls(
             id=pid,
             public_tests=public,
@@ -99,6 +103,7 @@ class Problem:
             or _jury_solutions(d.get("submissions"), "wrong_answer"),
             languages=langs,
             time_limit_multipliers=multipliers,
+            python3_interpreter=interpreter,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -124,7 +129,16 @@ class Problem:
             d["languages"] = list(self.languages)
         if self.time_limit_multipliers:
             d["time_limit_multipliers"] = dict(self.time_limit_multipliers)
+        if self.python3_interpreter is not None:
+            d["python3_interpreter"] = self.python3_interpreter
         return d
+
+    def judged_language(self, language: str) -> str:
+        """The language a ``language`` program of this problem is judged in: ``python3`` is
+        ``pypy3`` where the problem says so (``python3_interpreter``), every other stays."""
+        if language == "python3" and self.python3_interpreter is not None:
+            return self.python3_interpreter
+        return language
 
     def validate_for_judging(self, mode: str = "full") -> None:
         """See the module function :func:`validate_for_judging` (the one judging rule)."""
@@ -147,6 +161,8 @@ class Problem:
             judged.append(["languages", list(self.languages)])
         if self.time_limit_multipliers:
             judged.append(["time_limit_multipliers", sorted(self.time_limit_multipliers.items())])
+        if self.python3_interpreter is not None:
+            judged.append(["python3_interpreter", self.python3_interpreter])
         return hashlib.blake2b(msgpack.packb(judged, use_bin_type=True), digest_size=12).hexdigest()
 
 
@@ -220,6 +236,22 @@ def _jury_solutions(raw: Any, expected: str) -> tuple[str, ...]:
         if isinstance(s, dict) and s.get("language") in JURY_LANGUAGES and s.get("expected") == expected
         and isinstance(s.get("source"), str)
     )
+PYTHON3_INTERPRETERS = ("python3", "pypy3")  # CPython, the default, or PyPy
+
+
+def _parse_python3_interpreter(pid: str, raw: Any, fn_name: str | None) -> str | None:
+    """``python3_interpreter``: "pypy3", or "python3"/absent (CPython: stored as None, so the
+    versions of problems that name the default stay as they were)."""
+    if raw is None or raw == "python3":
+        return None
+    if raw not in PYTHON3_INTERPRETERS:
+        raise ProblemFormatError(f"{pid}: python3_interpreter must be one of {list(PYTHON3_INTERPRETERS)}, got {raw!r}")
+    if fn_name is not None:
+        raise ProblemFormatError(f"{pid}: a function-call problem is judged with CPython (its harness), "
+                                 f"not python3_interpreter {raw!r}")
+    return str(raw)
+
+
 def _parse_languages(pid: str, raw: Any, raw_mult: Any) -> tuple[tuple[str, ...] | None, dict[str, float]]:
     from cpfleet.core.languages import LANGUAGES
 

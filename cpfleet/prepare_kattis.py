@@ -21,6 +21,8 @@ A package (problemarchive.org problem format, legacy and 2023-07) is a folder wi
   ``[{language, file, dir, expected, source}]`` (C, C++, Java, Python 3; Python 2 and other
   languages counted and dropped), and Python 3 ``accepted`` / ``wrong_answer`` ones also as
   ``correct_solutions`` / ``incorrect_solutions``.
+- ``python3_interpreter: pypy3``: Kattis judges Python 3 submissions with PyPy, and the time
+  limits are sized for that, so a python3 completion is judged under PyPy.
 - skipped: scoring and multi-pass problems, packages without tests, each with its reason.
 """
 
@@ -340,6 +342,9 @@ def convert_package(pkg: Path, pid: str, opts: PrepareOptions, counts: Counter[s
                "problem_type": "interactive" if interactive else "pass-fail",
                "source": meta.get("source"), "license": meta.get("license")},
     )
+    # Kattis judges "Python 3" with PyPy, and juries size their time limits for that: a
+    # python3 completion runs under PyPy here too (Problem.python3_interpreter)
+    rec["python3_interpreter"] = "pypy3"
     if opts.with_solutions:
         subs = _submissions(pkg, opts, counts)
         rec["submissions"] = subs

@@ -26,7 +26,7 @@ INLINE_PREFIX = "inline/"
 
 def content_id(rec: Mapping[str, Any], prefix: str = INLINE_PREFIX) -> str:
     """``prefix`` + 32 hex digits of BLAKE2b over the judged content of ``rec``: its tests,
-    ``fn_name``, limits, checker and languages (not its id, name, statement or starter code)."""
+    ``fn_name``, limits, checker, languages and python3 interpreter (not its id, name, statement or starter code)."""
     judged = {
         "public_tests": rec.get("public_tests") or [],
         "hidden_tests": rec.get("hidden_tests") or [],
@@ -37,6 +37,8 @@ def content_id(rec: Mapping[str, Any], prefix: str = INLINE_PREFIX) -> str:
         "languages": rec.get("languages"),
         "time_limit_multipliers": rec.get("time_limit_multipliers"),
     }
+    if rec.get("python3_interpreter") not in (None, "python3"):  # only when set: other ids stay
+        judged["python3_interpreter"] = rec["python3_interpreter"]
     blob = json.dumps(judged, sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     return prefix + hashlib.blake2b(blob.encode("utf-8"), digest_size=16).hexdigest()
 

@@ -3,7 +3,7 @@
 The shared record (docs/problems.md): ``id``, ``public_tests`` / ``hidden_tests``
 (``[{"input": str, "output": str}]``), ``time_limit_s``, ``memory_limit_mb``, ``checker`` and the
 optional ``fn_name`` (tests are then JSON text of the argument list / return value),
-``starter_code``, ``languages``, ``time_limit_multipliers``, ``correct_solutions`` /
+``starter_code``, ``languages``, ``time_limit_multipliers``, ``python3_interpreter``, ``correct_solutions`` /
 ``incorrect_solutions`` (Python 3 sources) and ``submissions`` (every jury submission with its
 ``language`` and ``expected`` verdict, the shape of $CPFLEET_SHARED_DATA/icpc-kattis-31.jsonl.gz).
 
@@ -151,6 +151,8 @@ def record_errors(rec: Any) -> list[str]:
     if mult is not None and (not isinstance(mult, Mapping)
                              or any(k not in LANGUAGES or not _is_num(v) or v <= 0 for k, v in mult.items())):
         errors.append("time_limit_multipliers must map languages to positive numbers")
+    if rec.get("python3_interpreter") not in (None, "python3", "pypy3"):
+        errors.append("python3_interpreter must be python3 or pypy3 (or absent)")
     if "starter_code" in rec and not isinstance(rec["starter_code"], str):
         errors.append("starter_code must be a string")
     for key in ("correct_solutions", "incorrect_solutions"):

@@ -3,6 +3,7 @@ semantics (fork mode), or a real ``python3 solution.py`` (exec mode)."""
 
 from __future__ import annotations
 
+import _io
 import atexit  # built in (no mapping); imported here, a test's exit need not run the import system
 import io
 import os
@@ -13,8 +14,12 @@ from types import CodeType
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing would grow every fork
 if TYPE_CHECKING:
-    from typing import NoReturn
+    from typing import Any, NoReturn
 
+# PyPy's own start-up and shutdown differ from CPython's in ways a program can observe (its
+# std streams, no collection at exit, the int digit limit): the fork server mirrors the
+# interpreter it runs in (sandbox/zygote.py runs under either; docs/pypy.md)
+PYPY = sys.implementation.name == "pypy"
 SCRIPT_NAME = "solution.py"
 SOURCE = b""  # the program's source, set by the job init; used only to print tracebacks
 _SCRIPT_DIR = ""  # the program's directory, set when it starts
@@ -28,11 +33,38 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[os.pwrite(fd, view, len(data) - len(view)):]
 
 
+def _pypy_std_stream(fd: int, name: str, write: bool) -> io.TextIOWrapper:
+    """One std stream as PyPy 3.9's app_main builds it (``create_stdio``), with the buffering
+    the interpreter gave its own stream over the same fd number: PyPy 7.3.11 writes stdout and
+    stderr unbuffered (a write per ``print``) with line buffering and write-through, which a
+    fork must keep (it decides how much a printing program costs, and what a killed program
+    has already written)."""
+    own = (sys.__stdin__, sys.__stdout__, sys.__stderr__)[fd]
+    buffered = own is None or not isinstance(own.buffer, io.FileIO)
+    if write and not buffered:
+        buf: Any = open(fd, "wb", buffering=0, closefd=False)
+        buf.name = name
+    else:
+        buf = open(fd, "wb" if write else "rb", closefd=False)
+        buf.raw.name = name
+    stream = io.TextIOWrapper(
+        buf,
+        encoding=own.encoding if own is not None else "utf-8",
+        errors=own.errors if own is not None else ("backslashreplace" if fd == 2 else "strict"),
+        newline="\n",
+        line_buffering=own.line_buffering if own is not None else True,
+        write_through=own.write_through if own is not None else True,
+    )
+    stream.mode = "w" if write else "r"  # type: ignore[misc]
+    return stream
+
 def _std_stream(fd: int, name: str, write: bool) -> io.TextIOWrapper:
     """One std stream built as CPython's create_stdio builds it for a non-tty: a buffered
     binary stream whose raw file is named "<stdin>"/"<stdout>"/"<stderr>", wrapped in a
     TextIOWrapper that carries a ``mode`` attribute ("r"/"w"). Common CP templates (FastIO)
-    read ``sys.stdin.mode`` and ``os.fstat(sys.stdin.fileno())``."""
+    read ``sys.stdin.mode`` and ``os.fstat(sys.stdin.fileno())``. Under PyPy, PyPy's layout."""
+    if PYPY:
+        return _pypy_std_stream(fd, name, write)
     buf = open(fd, "wb" if write else "rb", closefd=False)
     buf.raw.name = name  # type: ignore[attr-defined]
     stream = io.TextIOWrapper(
@@ -135,7 +167,8 @@ def _new_main(argv: list[str] | None) -> dict[str, object]:
     _fresh_stdio()
     _reseed()
     sys.argv = [SCRIPT_NAME, *(argv or ())]
-    sys.set_int_max_str_digits(0)
+    if not PYPY:  # PyPy keeps its default limit (4300 digits), as `pypy3 solution.py` has it
+        sys.set_int_max_str_digits(0)
     main = types.ModuleType("__main__")
     sys.modules["__main__"] = main
     main.__dict__.update({"__name__": "__main__", "__doc__": None, "__package__": None, "__spec__": None,
@@ -236,7 +269,7 @@ def _finalize(status: int) -> int:
     std streams and flush them again. A failed
     flush makes the exit status 120, as Py_Exit does."""
     threading = sys.modules.get("threading")
-    if threading is not None:
+    if threading is not None and not (PYPY and _only_main_thread(threading)):
         try:
             threading._shutdown()
         except SystemExit as e:
@@ -248,6 +281,8 @@ def _finalize(status: int) -> int:
     except BaseException:
         pass
     flushed = _flush_std_files()
+    if PYPY:
+        return _finalize_pypy(status, flushed)
     import gc
 
     gc.collect()
@@ -255,6 +290,34 @@ def _finalize(status: int) -> int:
     gc.collect()
     # finalize_modules restores the original streams before its last flush: output written
     # to sys.__stdout__ by an atexit handler while sys.stdout was replaced still comes out
+    sys.stdin, sys.stdout, sys.stderr = sys.__stdin__, sys.__stdout__, sys.__stderr__
+    flushed = _flush_std_files() and flushed
+    return status if flushed else 120
+
+
+def _only_main_thread(threading: Any) -> bool:
+    """No thread but the main one was ever started and nothing asked to run at threading's
+    shutdown: ``threading._shutdown`` would have nothing to do (under PyPy it is Python code,
+    ~0.25 ms in a fresh fork)."""
+    return (len(threading._active) == 1 and not threading._limbo
+            and not getattr(threading, "_threading_atexits", None) and not getattr(threading, "_shutdown_locks", None))
+
+
+def _finalize_pypy(status: int, flushed: bool) -> int:
+    """The rest of PyPy's shutdown (``space.finish``): no garbage collection (PyPy runs no
+    finalizer at exit, and a full collection in a fork would copy the whole zygote heap, ~15 ms
+    a test), but its ``_io`` module flushes every buffered writer still alive. That registry is
+    not reachable from Python; the writers a program keeps in its globals (``out =
+    open(1, "w")``) are flushed here, which covers the idiom (docs/pypy.md)."""
+    main = sys.modules.get("__main__")
+    for value in list(getattr(main, "__dict__", {}).values()):
+        # _io._IOBase, not io.IOBase: an ABC, whose isinstance runs its registry in Python
+        if isinstance(value, _io._IOBase) and value is not sys.stdout and value is not sys.stderr:
+            try:
+                if not value.closed and value.writable():
+                    value.flush()
+            except BaseException:
+                pass
     sys.stdin, sys.stdout, sys.stderr = sys.__stdin__, sys.__stdout__, sys.__stderr__
     flushed = _flush_std_files() and flushed
     return status if flushed else 120

@@ -1,7 +1,8 @@
 """Load a solution into the runner in its language: the step between extraction and the tests.
 
 CPython solutions are compiled by the fork server itself (``runner.load``: a syntax error is
-COMPILE_ERROR). Every other language (C, C++, Java, PyPy) is compiled once per job by
+COMPILE_ERROR), and so are PyPy solutions where the runner has a PyPy fork server
+(sandbox/pypy_zygote.py). Every other language (C, C++, Java, PyPy elsewhere) is compiled once per job by
 ``cpfleet.sandbox.programs.compile_program`` (confined, cached) and loaded as a program image whose
 tests exec the binary or the runtime under the same confinement. A language whose toolchain this
 host lacks, or whose self-test at worker start failed (sandbox/selftest.py), is an
@@ -59,6 +60,11 @@ def prepare(runner: CodeRunner, found: Extracted, fn_name: str | None = None) ->
         except SandboxFailure as e:  # a runner that cannot load is infrastructure
             return Prepared(infra_message=f"runner {runner.name} failed to load the program: {e}")
         return Prepared(compile_error=error)
+    if lang == "pypy3" and fn_name is None and runner.forks_pypy():
+        try:
+            return Prepared(compile_error=runner.load_pypy(found.code))
+        except SandboxFailure as e:
+            return Prepared(infra_message=f"runner {runner.name} failed to load the PyPy program: {e}")
     files, entries = programs.solution_sources(lang, found.code)
     t0 = time.perf_counter()
     try:

@@ -48,7 +48,7 @@ from cpfleet.core.protocol import check_options
 from cpfleet.core.results import JobResult, TestReport, TestSetSummary, Timings
 from cpfleet.core.verdict import Verdict
 from cpfleet.sandbox import fncall, languages
-from cpfleet.sandbox.extract import extract_program, looked_for
+from cpfleet.sandbox.extract import Extracted, extract_program, looked_for
 from cpfleet.sandbox.observation import CLIP_CHARS, PublicTestView, clip, display_prefix, format_observation
 from cpfleet.sandbox.runner import CodeRunner, Limits, RunResult
 
@@ -341,9 +341,15 @@ def evaluate(
         return finish(JobResult(job_id, problem.id, 0.0, Verdict.NO_CODE, observation=no_code_message(allowed)))
     from cpfleet.sandbox import compiled
 
+    written_in = found.language
+    found = judged_program(problem, found)
     prepared = compiled.prepare(runner, found, problem.fn_name)
     if prepared.infra_message:
-        result = infra(prepared.infra_message)
+        message = prepared.infra_message
+        if found.language != written_in:
+            message = (f"problem {problem.id} judges {written_in} programs with {found.language} "
+                       f"(its python3_interpreter): {message}")
+        result = infra(message)
         result.language = found.language
         return result
     if prepared.compile_error is not None:
@@ -459,6 +465,7 @@ def program_identity(problem: Problem, completion: str, language: str | None) ->
     found = extract_program(completion, allowed=allowed, default=default)
     if found is None:
         return None
+    found = judged_program(problem, found)  # the interpreter it runs under, not the one asked for
     identity = f"{found.language} {languages.fingerprint(found.language)}\n{found.code}"
     try:
         checker = get_checker(problem.checker)
@@ -469,6 +476,13 @@ def program_identity(problem: Problem, completion: str, language: str | None) ->
 
         identity = f"checker {toolchain_identity(checker)}\n{identity}"
     return identity
+
+
+def judged_program(problem: Problem, found: Extracted) -> Extracted:
+    """``found`` in the language it is judged in (``Problem.judged_language``: a python3
+    program of a problem whose ``python3_interpreter`` is pypy3 runs under PyPy)."""
+    language = problem.judged_language(found.language)
+    return found if language == found.language else replace(found, language=language)
 
 
 def allowed_languages(problem: Problem, language: str | None) -> tuple[tuple[str, ...] | None, str]:

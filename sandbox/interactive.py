@@ -5,7 +5,7 @@ feedback_dir [flags]``, exit 42 accept, 43 reject; ``protocol: "testlib"``: a te
 interactor, ``interactor input tout answer``, exit 0 accept, 1/2 reject, 7 partial). Both run
 confined, each as a test of its own job in the runner's zygote (``programs.run_interactive``:
 the solution's stdout is the interactor's stdin and the interactor's stdout the solution's
-stdin; when the interactor exits, the solution has ``forkserver.PEER_GRACE_S`` to end on its
+stdin; when the interactor exits, the solution has ``pairs.PEER_GRACE_S`` to end on its
 own, then it is stopped).
 
 Verdict: the program's time limit applies to the program (CPU time), its wall-clock backstop

@@ -36,6 +36,7 @@ BOX = "/box"  # the test directory (cwd, /tmp, /dev/shm, /run), a tmpfs kept fre
 # host paths bound read-only into the sandbox root (symlinks are recreated as symlinks)
 SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 DEVICES = ("null", "zero", "full", "random", "urandom")
+O_PATH = getattr(os, "O_PATH", 0o10000000)  # PyPy 3.9's os lacks the name (the value is Linux's)
 
 
 class ZygoteSetup:
@@ -78,7 +79,7 @@ def isolate_zygote(python_dirs: list[str], binds: dict[str, str] | None = None) 
 def _pivot_to_minimal_root(python_dirs: list[str], binds: dict[str, str]) -> None:
     new_root = "/tmp"  # mounted over in this private namespace only; the host's /tmp is untouched
     # the binds' host directories are opened before /tmp is covered (they may live under it)
-    bind_fds = {inside: os.open(host, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC) for inside, host in binds.items()
+    bind_fds = {inside: os.open(host, O_PATH | os.O_DIRECTORY | os.O_CLOEXEC) for inside, host in binds.items()
                 if os.path.isdir(host)}
     linux.mount("tmpfs", new_root, "tmpfs", linux.MS_NOSUID | linux.MS_NODEV, "size=1m,mode=0755")
     for path in SYSTEM_PATHS:
@@ -307,7 +308,7 @@ def confine_to_test(
     # sizes every default thread stack from the soft limit read at start, and each counts
     # against RLIMIT_AS, so a soft limit of the memory limit would refuse a program its second
     # thread. With no limit glibc takes its architecture default (2 MB on x86-64) instead. The
-    # zygote runs with the same limit since its exec (forkserver.zygote_command): a forked
+    # zygote runs with the same limit since its exec (zygote_process.zygote_command): a forked
     # Python test's stack is the zygote's, laid out at that exec.
     _, stack_hard = resource.getrlimit(resource.RLIMIT_STACK)
     resource.setrlimit(resource.RLIMIT_STACK, (stack_hard, stack_hard))

@@ -69,7 +69,8 @@ from cpfleet.sandbox import languages
 from cpfleet.sandbox.runner import CodeRunner, Limits, ProgramImage, RunResult
 
 if TYPE_CHECKING:
-    from cpfleet.sandbox.forkserver import Job, ZygoteRunner
+    from cpfleet.sandbox.forkserver import ZygoteRunner
+    from cpfleet.sandbox.jobs import Job
 
 MiB = 1024 * 1024
 DIAGNOSTICS_CHARS = 2000  # compiler output kept for feedback (the first lines matter most)

@@ -35,7 +35,7 @@ class Limits:
     nofile: int = 256
 
     # the default backstop is moved by the time the test waited for a CPU (machine load), up
-    # to this many times itself; see zygote's _police
+    # to this many times itself; see sandbox/police.py
     wall_max_factor: float = 3.0
     # a hard cap from outside (what is left of the job's time budget): no test runs past it
     wall_cap_s: float | None = None
@@ -132,6 +132,16 @@ class CodeRunner(ABC):
         """Load a compiled program (its files and argv) for the following runs. Raises when it
         cannot be placed: an infrastructure failure, never the program's."""
         raise NotImplementedError(f"runner {self.name} cannot run compiled programs")
+
+    def forks_pypy(self) -> bool:
+        """Whether ``load_pypy`` runs PyPy programs in a fork server here (else they are
+        compiled and run as programs, ``load_program``: a fresh PyPy per test)."""
+        return False
+
+    def load_pypy(self, source: str) -> str | None:
+        """Compile ``source`` with PyPy for the following runs, where ``forks_pypy``: None, or
+        the syntax error text."""
+        raise NotImplementedError(f"runner {self.name} has no PyPy fork server")
 
     def expect_runs(self, n: int) -> None:  # noqa: B027 - optional hook
         """A hint after ``load``: the caller means to make at most ``n`` runs of the loaded

@@ -9,7 +9,8 @@ RUNNER_KINDS = ("forkserver", "subprocess")
 
 def make_runner(kind: str = "forkserver", *, isolate: bool = True) -> CodeRunner:
     """A ready runner (its zygote started and self-tested). One per process; close() it."""
-    from cpfleet.sandbox.forkserver import ForkServerRunner, SubprocessRunner
+    from cpfleet.sandbox.forkserver import ForkServerRunner
+    from cpfleet.sandbox.subprocess_runner import SubprocessRunner
 
     if kind == "forkserver":
         return ForkServerRunner(isolate=isolate)

@@ -27,9 +27,9 @@ missing.
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import os
+import sys
 
 from cpfleet.sandbox import linux
 
@@ -150,10 +150,6 @@ def build_filter() -> bytes | None:
     return b"".join(p)
 
 
-class _SockFprog(ctypes.Structure):
-    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
-
-
 SYS_seccomp = 317  # x86_64
 SECCOMP_SET_MODE_FILTER = 1
 SECCOMP_FILTER_FLAG_SPEC_ALLOW = 4
@@ -163,9 +159,10 @@ class Filter:
     """A filter program laid out in memory once (in the zygote), ready for each job to install."""
 
     def __init__(self, program: bytes) -> None:
-        self._buf = ctypes.create_string_buffer(program, len(program))
-        self._prog = _SockFprog(len(program) // 8, ctypes.addressof(self._buf))
-        self._address = ctypes.addressof(self._prog)
+        # struct sock_fprog {unsigned short len; struct sock_filter *filter;}: the pointer at
+        # offset 8 on 64-bit Linux (the only layout encoded here, see build_filter)
+        fprog = (len(program) // 8).to_bytes(2, sys.byteorder) + bytes(6) + linux.pinned(program).to_bytes(8, sys.byteorder)
+        self._address = linux.pinned(fprog)
 
     def install(self) -> None:
         """Install the filter (no_new_privs must already be set).

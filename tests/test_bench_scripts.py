@@ -56,3 +56,12 @@ def test_languages_benchmark_runs_on_a_tiny_size() -> None:
     out = subprocess.run([sys.executable, str(BENCH / "bench_languages.py"), *args], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
     assert "outputs identical" in out.stdout and "rewards [1.0]" in out.stdout, out.stdout[-2000:]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("pypy3") is None, reason="pypy3 is not installed (the PyPy benchmark runs it)")
+def test_pypy_benchmark_runs_on_a_tiny_size() -> None:
+    out = subprocess.run([sys.executable, str(BENCH / "bench_pypy.py"), "--jobs", "1", "--tests", "2"],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
+    assert "goal <= 5 ms per test on the fork server" in out.stdout, out.stdout[-2000:]

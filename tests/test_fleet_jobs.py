@@ -287,6 +287,7 @@ def test_importing_the_producer_loads_no_runner_and_no_worker_code() -> None:
     code = (
         "import sys, cpfleet.producer.client, cpfleet.submit_cli\n"
         "bad = [m for m in sys.modules if m.startswith(('workers', 'cpfleet.sandbox.forkserver', 'cpfleet.sandbox.zygote',"
+        " 'cpfleet.sandbox.jobinit', 'cpfleet.sandbox.jobs', 'cpfleet.sandbox.pairs', 'cpfleet.sandbox.police',"
         " 'cpfleet.sandbox.runners', 'cpfleet.sandbox.env', 'cpfleet.sandbox.isolation', 'celery.worker'))]\n"
         "assert not bad, bad\n"
     )

@@ -17,10 +17,10 @@ from cpfleet.core.problem import Problem
 from cpfleet.core.problem import TestCase as Case
 from cpfleet.core.verdict import Verdict
 from cpfleet.sandbox.env import evaluate, judge_test
-from cpfleet.sandbox.forkserver import cpu_rlimit_s
 from cpfleet.sandbox.observation import CLIP_CHARS, PublicTestView, display_prefix, format_public_test
 from cpfleet.sandbox.runner import CodeRunner, Limits
 from cpfleet.sandbox.runners import make_runner
+from cpfleet.sandbox.verdicts import cpu_rlimit_s
 
 
 @pytest.fixture(scope="module")
@@ -163,7 +163,7 @@ INTERACTOR = "import sys\nsys.exit(42 if sys.stdin.readline().strip() == 'done' 
 @pytest.mark.slow
 def test_an_interactive_program_starved_of_cpu_gets_the_same_credit_as_a_single_test() -> None:
     # The same program, talking to an interactor: each side's backstop moves by the time it
-    # waited for a CPU, by the rule of a single test (forkserver.wall_fields).
+    # waited for a CPU, by the rule of a single test (verdicts.wall_fields).
     problem = Problem.from_dict({
         "id": "starved-pair", "time_limit_s": 1.0,
         "public_tests": [{"input": "1\n", "output": ""}], "hidden_tests": [{"input": "1\n", "output": ""}],

@@ -20,8 +20,8 @@ from cpfleet.sandbox.env import evaluate
 from cpfleet.sandbox.runner import CodeRunner
 
 CASES = Path(__file__).resolve().parent / "judge_cases"
-LANGUAGE_OF = {".py": "python3", ".cpp": "cpp", ".c": "c", ".java": "java"}
-FENCE_TAG = {"python3": "python", "cpp": "cpp", "c": "c", "java": "java"}
+LANGUAGE_OF = {".py": "python3", ".pypy": "pypy3", ".cpp": "cpp", ".c": "c", ".java": "java"}
+FENCE_TAG = {"python3": "python", "pypy3": "pypy", "cpp": "cpp", "c": "c", "java": "java"}
 
 
 @dataclass(frozen=True)

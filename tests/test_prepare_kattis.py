@@ -22,6 +22,7 @@ from conftest import SHARED_DATA_ENV, find_shared_data
 
 from cpfleet.core.checkers import get_checker
 from cpfleet.core.errors import CheckerSpecError
+from cpfleet.core.problem import Problem
 from cpfleet.prepare import PrepareOptions, PrepareSummary, prepare
 from cpfleet.producer.records import loader_check, record_errors
 
@@ -131,6 +132,9 @@ def test_kattis_packages_tests_limits_checkers_and_skips(contest: Path, tmp_path
     assert (floaty["time_limit_s"], floaty["time_limit_source"], floaty["memory_limit_mb"]) == (2.0, ".timelimit", 1024)
     assert floaty["checker"] == {"type": "float", "validator_flags": "float_tolerance 1e-4", "float_tolerance": 1e-4}
     assert "submissions" not in floaty and "correct_solutions" not in floaty  # only with --with-solutions
+    # Kattis judges Python 3 with PyPy: so does a prepared package
+    assert all(rec["python3_interpreter"] == "pypy3" for rec in recs.values())
+    assert Problem.from_dict(floaty).judged_language("python3") == "pypy3"
 
     anyanswer = recs["mycontest/anyanswer"]
     assert anyanswer["name"] == "Any Answer"

@@ -137,14 +137,14 @@ def test_failed_runner_starts_release_the_slot_lock_and_cgroup_fds(
     """Fault injection: the zygote command is a real process that exits at once (as a broken
     interpreter would). Each failed start must give back its slot lock, cgroup fds and process,
     since a worker retries the start on every job."""
-    from cpfleet.sandbox import forkserver
+    from cpfleet.sandbox import forkserver, zygote_process
     from cpfleet.sandbox.slots import MAX_SLOTS, claim_slot, uid_base
 
     monkeypatch.setenv("CPFLEET_SLOT_DIR", str(tmp_path / "slots"))
     # slots of a private directory need their own uids (and so cgroups): a failed start kills
     # what its slot's cgroup holds, which must never be a test of a runner outside this test
     monkeypatch.setenv("CPFLEET_SANDBOX_UID_BASE", str(uid_base() + MAX_SLOTS))
-    monkeypatch.setattr(forkserver, "zygote_command", lambda python=None: [sys.executable, "-c", "import sys; sys.exit(3)"])
+    monkeypatch.setattr(zygote_process, "zygote_command", lambda python=None: [sys.executable, "-c", "import sys; sys.exit(3)"])
     for _ in range(2):  # warm up whatever the first attempt imports or caches
         with pytest.raises((forkserver.SandboxBroken, OSError)):
             forkserver.ForkServerRunner()

@@ -1,0 +1,511 @@
+"""One job's processes, below the zygote (sandbox/zygote.py): the job process (new pid, mount
+and IPC namespaces; places a program's files, mounts a fresh test directory whenever the init
+asks) and the job init, ``JobInit``: pid 1 of the job's pid namespace, which compiles the
+program once, installs the seccomp filter, and per test forks a child (ahead of the test where
+it can), confines it and runs the program, then reports the test's end. Watching and killing the
+running test is sandbox/police.py's.
+"""
+
+from __future__ import annotations
+
+import _signal as signal  # the C module: `signal` would import enum into every fork
+import _socket as socket  # the C module: `socket` would import array, selectors and enum
+import gc
+import marshal
+import os
+import resource
+import time
+
+from cpfleet.sandbox import callharness, child, isolation, linux, police
+from cpfleet.sandbox.channel import memfd_holding, read_all, recv, send
+from cpfleet.sandbox.isolation import ChildLimits
+
+TYPE_CHECKING = False  # typing is not imported at run time (see sandbox/zygote.py)
+if TYPE_CHECKING:
+    from typing import Any, NoReturn
+
+    from cpfleet.sandbox.zygote import Zygote
+
+CONFINE_FAILED = 125
+# {stack} in a program's argv: its main thread's stack, the memory limit but at most 1 GB, the
+# largest -Xss a JVM accepts (a larger one stops the JVM before the program runs)
+MAX_MAIN_STACK_MB = 1024
+GOT_TEST = "+"  # a child forked ahead writes it on its status pipe when its test reaches it
+
+
+def gc_freeze() -> None:
+    """CPython's gc.freeze (moves every tracked object to a generation no collection walks);
+    PyPy has none: its generational GC is a different design (see docs/pypy.md)."""
+    freeze = getattr(gc, "freeze", None)
+    if freeze is not None:
+        freeze()
+
+
+def _safe_relpath(name: str) -> str:
+    """A relative path with no '..', no empty or absolute part: the files of a program come
+    from datasets (checkers, interactors) and are written here by root, unfiltered."""
+    if not isinstance(name, str) or not name or name.startswith("/") or "\0" in name:
+        raise ValueError(f"bad file name {name!r}")
+    parts = name.split("/")
+    if any(p in ("", ".", "..") for p in parts):
+        raise ValueError(f"bad file name {name!r}")
+    return name
+
+
+def write_files(root: str, files: dict[str, Any], owner: tuple[int, int] | None = None) -> None:
+    """Write {relative path: (bytes, mode)} under ``root`` (as root; modes are kept as given,
+    without write permission for anyone but the owner). A name ending in "/" is a directory
+    the program may write in (owned by ``owner``, the test's uid/gid)."""
+    for name, (data, mode) in files.items():
+        if name.endswith("/"):
+            path = root + "/" + _safe_relpath(name.rstrip("/"))
+            os.makedirs(path, mode=0o700, exist_ok=True)
+            if owner is not None:
+                os.chown(path, owner[0], owner[1])
+            continue
+        path = root + "/" + _safe_relpath(name)
+        parent = os.path.dirname(path)
+        if parent != root:
+            os.makedirs(parent, mode=0o755, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, int(mode) & 0o755)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
+
+
+def place_program(files: dict[str, Any], mounted: bool) -> str:
+    """Put a program's files where its tests can read (not write) them: a read-only tmpfs at
+    isolation.PROG in the job's mount namespace, or a fresh host directory without one."""
+    total = sum(len(data) + 4096 for data, _ in files.values())
+    if mounted and os.path.isdir(isolation.PROG):
+        linux.mount("tmpfs", isolation.PROG, "tmpfs", linux.MS_NOSUID | linux.MS_NODEV,
+                    f"size={total + (1 << 20)},nr_inodes={len(files) * 2 + 64},mode=0755")
+        write_files(isolation.PROG, files)
+        linux.mount("none", isolation.PROG, None,
+                    linux.MS_REMOUNT | linux.MS_RDONLY | linux.MS_NOSUID | linux.MS_NODEV)
+        return isolation.PROG
+    import tempfile
+
+    root = tempfile.mkdtemp(prefix="cpfleet-prog-")
+    os.chmod(root, 0o755)
+    write_files(root, files)
+    return root
+
+
+def serve_box(sock: socket.socket, box: isolation.TestBox) -> None:
+    """Mount a fresh test directory whenever the init asks (it cannot: its seccomp filter
+    refuses mounts, which is what lets every test child inherit the filter instead of
+    installing it). Runs outside the job's pid namespace, out of reach of its processes."""
+    while True:
+        size, _ = recv(sock)
+        if size is None:
+            return
+        try:
+            send(sock, box.mount_fresh(size))
+        except OSError as e:
+            send(sock, str(e))
+
+
+class JobInit:
+    """pid 1 of one job's pid namespace: compiles once, forks and polices one child per test.
+
+    Each test's fds 0/1/2 (a memfd holding its input, and two pipes the runner drains) arrive
+    with its "run" message and are closed when it ends; the runner treats our "done" message
+    (sent after every process of the test is dead) as the end of its output.
+    """
+
+    def __init__(self, z: Zygote, msg: dict[str, Any], fds: list[int], box: socket.socket | None,
+                 program: dict[str, Any] | None = None, program_error: str = "") -> None:
+        self.z = z
+        self.mode: str = msg["mode"]
+        self.fn_name: str | None = msg.get("fn_name") or None  # a function-call problem's entry point
+        self.call_globals: dict[str, Any] | None = None
+        self.sock = socket.socket(fileno=fds[0])
+        self.program = program  # program mode: {"dir", "argv", "env"}
+        self.program_error = program_error
+        # A spare job is started before its program exists: the runner's "load" message brings
+        # the source (see _await_source); its test directory size is known ahead (box_bytes).
+        self.spare = bool(msg.get("spare")) and self.mode != "program"
+        self.box_bytes = int(msg.get("box_bytes") or 0)
+        self.source = b"" if self.mode == "program" or self.spare else read_all(fds[1])
+        if len(fds) > 1:
+            os.close(fds[1])
+        self.code: Any = None
+        self.box = isolation.TestBoxState(box) if box is not None else None
+        self.last_pid_fd = -1
+        self.subreaper = False
+        self.ns_init = False  # pid 1 of the job's own pid namespace (set in run)
+        # a test child forked ahead and waiting for its test: (pid, socket, status pipe, forked
+        # before the program existed: it is sent the program with its first test)
+        self.ahead: tuple[int, Any, int, bool] | None = None
+
+    def run(self) -> None:
+        try:
+            linux.prctl(linux.PR_SET_PDEATHSIG, signal.SIGKILL)
+            self.ns_init = os.getpid() == 1
+            if not self.ns_init:
+                # no pid namespace: become the subreaper of every process a test starts, so
+                # orphans (double-forked, setsid'd) are re-parented here, where they can be
+                # found, killed and reaped after the test, and their CPU time counted
+                try:
+                    linux.prctl(linux.PR_SET_CHILD_SUBREAPER, 1)
+                    self.subreaper = True
+                except OSError as e:
+                    self.z.notes.append(f"child subreaper refused ({e}): orphans may outlive their test")
+            if self.box is not None and self.z.layers.get("pidns"):
+                try:
+                    linux.mount("proc", "/proc", "proc", linux.MS_NOSUID | linux.MS_NODEV | linux.MS_NOEXEC)
+                except OSError as e:
+                    self.z.notes.append(f"private /proc failed: {e}")
+                else:
+                    self._open_pid_counter()
+            self._restrict_self()
+            if self.spare and not self._await_source():
+                return
+            error = self._compile()
+            if self.ahead is not None and (error is not None or self.fn_name is not None):
+                self._drop_ahead()  # no test follows, or one the child was not prepared for
+            send(self.sock, {"ok": error is None, "error": error or "", "layers": self.z.layers,
+                             "notes": self.z.notes, "infra": bool(self.program_error)})
+            if error is None:
+                self._serve()
+        finally:
+            os._exit(0)
+
+    def _open_pid_counter(self) -> None:
+        """ns_last_pid of the job's namespace, reset before every test (see _run_test)."""
+        fd = -1
+        try:
+            fd = os.open("/proc/sys/kernel/ns_last_pid", os.O_WRONLY | os.O_CLOEXEC)
+            os.pwrite(fd, b"1", 0)
+        except OSError as e:
+            if fd >= 0:
+                os.close(fd)
+            self.z.notes.append(f"pid counter not resettable ({e}): a test's pid reveals earlier tests' forks")
+            return
+        self.last_pid_fd = fd
+
+    def _restrict_self(self) -> None:
+        """no_new_privs and the seccomp filter, once: every test child inherits both (installing
+        the filter per child cost ~0.1 ms of each test). Nothing the init does later needs a
+        refused call; mounting a fresh test directory is the job process's work."""
+        linux.prctl(linux.PR_SET_NO_NEW_PRIVS, 1)
+        if self.z.seccomp_filter is not None:
+            try:
+                self.z.seccomp_filter.install()
+            except OSError as e:
+                self.z.layers["seccomp"] = False
+                self.z.notes.append(f"seccomp filter refused ({e})")
+
+    def _await_source(self) -> bool:
+        """A spare job: everything that does not depend on the program (namespaces, /proc, the
+        filter, a fresh test directory of the usual size) is done while the runner is idle;
+        then wait for the "load" message carrying the source (a memfd) and the fn_name.
+        False: the runner dropped the spare (EOF) or sent something else, and the job ends
+        unused."""
+        if self.box is not None and self.box_bytes > 0:
+            try:
+                self.box.ensure_fresh(self.box_bytes)
+            except OSError:
+                pass  # not clean: the first test asks again and reports the failure
+        if self.mode == "fork":
+            # the first test's child too, before the program exists: it gets the compiled code
+            # with its test (a function-call job, told only by the load, drops it)
+            self._fork_ahead()
+        msg, fds = recv(self.sock)
+        try:
+            if msg is None or msg.get("op") != "load" or len(fds) != 1:
+                return False
+            self.fn_name = msg.get("fn_name") or None
+            self.source = read_all(fds[0])
+            return True
+        finally:
+            for fd in fds:
+                os.close(fd)
+
+    def _compile(self) -> str | None:
+        if self.mode == "program":
+            return self.program_error or None  # compiled already (sandbox/programs.py)
+        try:
+            self.code = compile(self.source, child.SCRIPT_NAME, "exec", dont_inherit=True)
+        except (SyntaxError, ValueError, OverflowError, RecursionError, MemoryError) as e:
+            import traceback
+
+            return "".join(traceback.format_exception_only(type(e), e))
+        child.SOURCE = self.source  # for tracebacks (linecache is filled only if one is printed)
+        if self.fn_name is not None and self.mode == "fork":
+            # the function-call harness's globals, imported once per job instead of per test
+            self.call_globals = callharness.base_globals()
+        gc_freeze()  # the tests' shutdown collections need not walk (and copy) the job's objects
+        return None
+
+    def _serve(self) -> None:
+        while True:
+            msg, fds = recv(self.sock)
+            if msg is None:
+                return
+            try:
+                if msg.get("op") == "run":
+                    files_fd = fds.pop() if len(fds) == 4 else -1
+                    try:
+                        send(self.sock, self._run_test(msg, fds, files_fd))
+                    finally:
+                        if files_fd >= 0:
+                            os.close(files_fd)
+            finally:
+                for fd in fds:
+                    os.close(fd)
+            if msg.get("more"):  # the runner expects another test of this job
+                self._fork_ahead()
+
+    def _run_test(self, msg: dict[str, Any], fds: list[int], files_fd: int = -1) -> dict[str, Any]:
+        if len(fds) != 3:
+            return _not_run(f"a test needs 3 standard fds, got {len(fds)}")
+        stdio = (fds[0], fds[1], fds[2])
+        limits = ChildLimits(**msg["limits"])
+        wall_s: float = msg["wall_s"]
+        wall_max_s: float = float(msg.get("wall_max_s", wall_s))
+        cpu_limit_s: float | None = msg.get("cpu_limit_s")
+        fallback_cwd = None
+        if not self.z.layers.get("mountns"):
+            import tempfile
+
+            fallback_cwd = tempfile.mkdtemp(prefix="cpfleet-test-")
+            if self.z.layers.get("uid_drop"):
+                os.chown(fallback_cwd, self.z.uid, self.z.gid)
+        if self.box is not None:
+            try:
+                self.box.ensure_fresh(limits.fsize_bytes)
+            except OSError as e:
+                return _not_run(str(e))
+        if files_fd >= 0:
+            # the test's own read-only inputs (a checker's input, answer and output files)
+            try:
+                owner = (self.z.uid, self.z.gid) if self.z.layers.get("uid_drop") else None
+                write_files(fallback_cwd or isolation.BOX, marshal.loads(read_all(files_fd)), owner)
+            except (OSError, ValueError, TypeError, EOFError) as e:
+                return _not_run(f"placing the test's files failed: {type(e).__name__}: {e}")
+        test = {"limits": msg["limits"], "cwd": fallback_cwd, "argv": msg.get("argv") or (),
+                "mem_mb": msg.get("mem_mb", 0)}
+        while True:
+            started = self._start_ahead(test, stdio)
+            if started is not None:
+                pid, status_r, before, t0 = started
+            else:
+                status_r, status_w = os.pipe2(os.O_CLOEXEC)
+                self._before_fork()
+                before = resource.getrusage(resource.RUSAGE_CHILDREN)
+                t0 = time.monotonic()
+                pid = os.fork()
+                if pid == 0:
+                    self._become_test(stdio, status_w, limits, fallback_cwd, test["argv"], test["mem_mb"])
+                os.close(status_w)
+            killed, credit = police.police(pid, self.sock, t0 + wall_s, t0 + max(wall_s, wall_max_s), cpu_limit_s)
+            wall = time.monotonic() - t0
+            if self.ns_init:
+                # kill the rest BEFORE reaping the main process: a zombie held by a ptrace tracer
+                # cannot be reaped until the tracer is gone (a program could hang us otherwise)
+                police.kill_all_but_init()
+            _, status, ru = os.wait4(pid, 0)
+            police.kill_everything_left(pid, self.ns_init, self.subreaper, bool(self.z.layers.get("uid_drop")), self.z.uid)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            # CPU of every process of the test, reaped by anyone (orphans reaped by this init too):
+            # a program must not escape the time limit by burning CPU in children it never waits for
+            cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+            failure = os.read(status_r, 4096).decode(errors="replace")
+            os.close(status_r)
+            if started is None:
+                break
+            if failure.startswith(GOT_TEST):
+                failure = failure[len(GOT_TEST):]
+                break
+            # The child forked ahead died (killed from outside) before its test reached it:
+            # nothing of the program ran, so the test runs on a child forked now instead of
+            # being judged on a death that was not the program's.
+        exec_errno = 0
+        if failure.startswith(child.EXEC_FAILED):  # "exec:<errno>:<message>" from exec_program
+            _, errno_text, message = failure.split(":", 2)
+            exec_errno, failure = int(errno_text), ""
+            if exec_errno not in child.PROGRAM_EXEC_ERRNOS:
+                failure = f"cannot start the program: {message}"
+        collected = _collect(fallback_cwd or isolation.BOX, msg.get("collect") or ())
+        if fallback_cwd:
+            import shutil
+
+            shutil.rmtree(fallback_cwd, ignore_errors=True)
+        return {"status": status, "cpu": max(cpu, ru.ru_utime + ru.ru_stime), "maxrss": ru.ru_maxrss,
+                "files": collected, "wall_credit": credit,
+                "wall": wall, "killed": killed, "internal": failure, "exec_errno": exec_errno}
+
+    def _before_fork(self) -> None:
+        # Empty the free lists and young generations here, where the pages are our own: the
+        # child's full collection at exit would otherwise clear them in copied-on-write pages.
+        # (PyPy: no collection at a child's exit, and gc.collect is a full major one)
+        if not child.PYPY:
+            gc.collect()
+        if self.last_pid_fd >= 0:
+            # every test is pid 2, as in a fresh namespace: the pid counter would otherwise
+            # tell a test how many processes the earlier tests of its job started
+            os.pwrite(self.last_pid_fd, b"1", 0)
+
+    def _fork_ahead(self) -> None:
+        """Fork the next test's child now, between tests, while the runner judges the last test
+        and sends the next. The fork (it copies the page tables of this whole interpreter), the
+        child's detaching (its session, the fd cleanup) and its ``__main__`` then leave the
+        test's path when the machine has a CPU to spare. A spare job forks its first test's
+        child this way before its program exists (``_start_ahead`` sends it the code); a job
+        started on demand does not: the runner sends its first test right after the compile,
+        before a fork could finish, and waking a waiting child then cost more than forking one
+        (measured: ~0.5 ms slower per 1-test job). The child waits on a socket pair;
+        everything bound to the test (the cgroups, fds 0/1/2, rlimits, uid, directory) it
+        applies once its test arrives, exactly as a child forked on demand. Unused, it ends
+        with the job (EOF on its socket; the init's death)."""
+        if self.ahead is not None:
+            return
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        status_r, status_w = os.pipe2(os.O_CLOEXEC)
+        self._before_fork()
+        pid = os.fork()
+        if pid == 0:
+            mine.close()
+            self._await_test(theirs, status_w)
+        theirs.close()
+        os.close(status_w)
+        self.ahead = (pid, mine, status_r, self.code is None and self.mode != "program")
+
+    def _drop_ahead(self) -> None:
+        if self.ahead is not None:
+            pid, go, status_r, _ = self.ahead
+            self.ahead = None
+            go.close()  # EOF: it exits
+            os.close(status_r)
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+
+    def _start_ahead(self, test: dict[str, Any], stdio: tuple[int, int, int]) -> tuple[int, int, Any, float] | None:
+        """Hand ``test`` and its fds to the child forked ahead: (pid, status pipe, the
+        children's rusage before it, start time), or None when there is none or it is gone
+        (reaped here, before the rusage snapshot, so its CPU is no test's)."""
+        if self.ahead is None:
+            return None
+        pid, go, status_r, needs_program = self.ahead
+        self.ahead = None
+        program_fd = -1
+        try:
+            fds = list(stdio)
+            if needs_program:
+                # forked in a spare job before its program came: the compiled code and the
+                # source (for tracebacks), as marshal writes a .pyc's code
+                program_fd = memfd_holding("program", marshal.dumps((self.code, self.source)))
+                fds.append(program_fd)
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            t0 = time.monotonic()
+            send(go, test, fds)
+            return pid, status_r, before, t0
+        except OSError:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            except OSError:
+                pass
+            os.close(status_r)
+            return None
+        finally:
+            go.close()
+            if program_fd >= 0:
+                os.close(program_fd)
+
+    def _await_test(self, go: Any, status_w: int) -> None:
+        """A child forked ahead: detach, wait for the test, confine to it, run the program."""
+        try:
+            isolation.detach_test_child(self.z.layers, go.fileno(), status_w, *self.z.cgroup_fds)
+            if self.mode == "fork" and self.fn_name is None:
+                child.prepare_main()
+            test, fds = recv(go)
+            if test is None or len(fds) not in (3, 4):  # the job ended before another test came
+                os._exit(0)
+            os.write(status_w, GOT_TEST.encode())  # from here on, what happens to this child is the test's
+            go.detach()  # its fd is closed below with the others; the object must not close it later
+            if len(fds) == 4:  # forked before the program existed (see _start_ahead)
+                self.code, self.source = marshal.loads(read_all(fds[3]))
+                child.SOURCE = self.source
+            stdio = (fds[0], fds[1], fds[2])
+            limits = ChildLimits(**test["limits"])
+            isolation.confine_to_test(stdio, self.z.uid, self.z.gid, self.z.cgroup_fds, limits, self.z.layers,
+                                      keep_fd=status_w, fallback_cwd=test["cwd"])
+        except BaseException as e:
+            _confinement_failed(status_w, e)
+        self._start_program(status_w, test["argv"], test["mem_mb"])
+
+    def _become_test(self, stdio: tuple[int, int, int], status_w: int, limits: ChildLimits,
+                     fallback_cwd: str | None, extra_argv: list[str] | tuple[str, ...] = (), mem_mb: int = 0) -> None:
+        try:
+            isolation.confine_test_child(
+                stdio, self.z.uid, self.z.gid, self.z.cgroup_fds, limits, self.z.layers,
+                keep_fd=status_w, fallback_cwd=fallback_cwd,
+            )
+        except BaseException as e:
+            _confinement_failed(status_w, e)
+        self._start_program(status_w, extra_argv, mem_mb)
+
+    def _start_program(self, status_w: int, extra_argv: list[str] | tuple[str, ...], mem_mb: int) -> None:
+        """In the confined child: become the program (exec it, or run the compiled code)."""
+        if self.mode == "program":
+            assert self.program is not None
+            prog_dir = self.program["dir"]
+            argv = [a.replace("{prog}", prog_dir).replace("{mem}", str(mem_mb))
+                    .replace("{stack}", str(min(mem_mb, MAX_MAIN_STACK_MB)))
+                    for a in self.program["argv"]] + list(extra_argv)
+            child.exec_program(argv, self.program.get("env") or {}, status_w)
+        os.close(status_w)  # kept only by a program exec, to report its failure
+        if self.mode == "exec":
+            child.exec_python(self.source, self.z.python, None, self.fn_name)
+        if self.fn_name is not None:
+            callharness.run_call(self.code, self.fn_name, self.call_globals or {})
+        child.run_compiled(self.code)
+
+
+def _confinement_failed(status_w: int, e: BaseException) -> NoReturn:
+    """In a test child whose confinement failed: say why on the status pipe (the runner answers
+    INTERNAL) and exit without running the program."""
+    try:
+        os.write(status_w, f"test confinement failed: {type(e).__name__}: {e}".encode())
+    finally:
+        os._exit(CONFINE_FAILED)
+
+
+COLLECT_BYTES = 12 * 1024  # per file; at most COLLECT_FILES: the reply is one 64 KiB message
+COLLECT_FILES = 4
+
+
+def _collect(root: str, names: list[str] | tuple[str, ...]) -> dict[str, bytes]:
+    """Files a finished test left that the runner asked for (a validator's feedback), read as
+    root, component by component without following any link (the test owned the directory and
+    may have planted one), regular files only, at most COLLECT_BYTES each."""
+    out: dict[str, bytes] = {}
+    for name in names[:COLLECT_FILES]:
+        fds: list[int] = []
+        try:
+            parts = _safe_relpath(name).split("/")
+            fds.append(os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
+            for part in parts[:-1]:
+                fds.append(os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fds[-1]))
+            fds.append(os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=fds[-1]))
+            if os.fstat(fds[-1]).st_mode & 0o170000 == 0o100000:  # no fifo or device to block on
+                out[name] = os.read(fds[-1], COLLECT_BYTES)
+        except (OSError, ValueError):
+            pass
+        finally:
+            for fd in fds:
+                os.close(fd)
+    return out
+
+
+def _not_run(why: str) -> dict[str, Any]:
+    """The "done" reply for a test that could not be started (the runner reports INTERNAL)."""
+    return {"status": 0, "cpu": 0.0, "maxrss": 0, "wall": 0.0, "killed": "", "internal": why, "exec_errno": 0}

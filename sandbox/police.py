@@ -1,0 +1,179 @@
+"""Watching and killing a running test, in the job init (sandbox/jobinit.py): its CPU time
+against the limit, the wall-clock backstop (moved by the time it waited for a CPU), the runner's
+kill requests; and, once it ended, every process it left (double-forked, setsid'd orphans)."""
+
+from __future__ import annotations
+
+import _signal as signal  # the C module: `signal` would import enum into every fork
+import _socket as socket  # the C module: `socket` would import array, selectors and enum
+import os
+import select
+import time
+
+from cpfleet.sandbox import linux
+from cpfleet.sandbox.channel import recv
+
+CPU_POLL_MS = 50  # how often a running test's CPU time is compared with its limit
+
+
+def police(pid: int, sock: socket.socket, deadline: float, hard_deadline: float,
+           cpu_limit_s: float | None = None) -> tuple[str, float]:
+    """Wait for the test to exit; kill it at its CPU time limit, at the wall-clock backstop or
+    on the runner's request.
+
+    The CPU time limit is enforced here, every CPU_POLL_S, on the scheduler's exact runtime
+    of the main process's threads (the same count the verdict is judged on), not by
+    RLIMIT_CPU: the kernel checks that against tick-sampled time, which under load runs
+    ahead of the exact count by tens of percent. RLIMIT_CPU stays as a backstop above.
+
+    The backstop is for programs that sleep or block, and machine load must not move it:
+    when it comes, the time the test's main process spent runnable but waiting for a CPU
+    (the scheduler's run delay) is credited and the backstop moves that far, never past
+    ``hard_deadline``. Returns why it was killed ("" if it was not) and the credit given."""
+    pidfd = linux.pidfd_open(pid)
+    poller = select.poll()
+    poller.register(pidfd, select.POLLIN)
+    poller.register(sock.fileno(), select.POLLIN)
+    killed = ""
+    credit = 0.0
+    try:
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                waited = run_delay_s(pid)
+                if waited > credit + 0.001 and deadline < hard_deadline:
+                    deadline = min(hard_deadline, deadline + (waited - credit))
+                    credit = waited
+                    continue
+                kill_test(pid)
+                return killed or "wall", credit
+            wait_ms = max(1, int(remaining * 1000) + 1)
+            if cpu_limit_s is not None and not killed:
+                wait_ms = min(wait_ms, CPU_POLL_MS)
+            events = poller.poll(wait_ms)
+            if not events and cpu_limit_s is not None and not killed and runtime_s(pid) > cpu_limit_s:
+                killed = "cpu"
+                kill_test(pid)
+                continue
+            for fd, _ in events:
+                if fd == pidfd:
+                    return killed, credit
+                msg, extra = recv(sock)
+                for x in extra:
+                    os.close(x)
+                if msg is None:  # the runner is gone: end the job
+                    kill_test(pid)
+                    os._exit(0)
+                if msg.get("op") == "kill":
+                    killed = killed or str(msg.get("reason", "request"))
+                    kill_test(pid)
+    finally:
+        os.close(pidfd)
+
+def kill_test(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)  # the test's own session/group, stopped members included
+    except OSError:
+        pass
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
+
+def kill_everything_left(pid: int, ns_init: bool, subreaper: bool, uid_drop: bool, uid: int) -> None:
+    """Nothing a test started may outlive it (double-forked, setsid'd orphans included).
+    ``ns_init``: the caller is pid 1 of the job's own pid namespace."""
+    if ns_init:  # init of our own pid namespace: kill(-1) reaches only this job's processes
+        # _run_test SIGKILLed every process of the job but us just before reaping the test's
+        # main process, and a process with SIGKILL pending cannot complete a fork: reap what
+        # is left, killing again after each reap all the same (one kill(-1) walks every
+        # process of the host, so none is made when nothing is left, the common case)
+        while True:
+            try:
+                os.waitpid(-1, 0)
+            except ChildProcessError:
+                return
+            kill_all_but_init()
+    if subreaper and _kill_descendants():
+        return
+    if uid_drop:  # no pid namespace: kill every process of the slot's uid
+        killer = os.fork()
+        if killer == 0:
+            try:
+                os.setresuid(uid, uid, uid)
+                os.kill(-1, signal.SIGKILL)
+            finally:
+                os._exit(0)
+        os.waitpid(killer, 0)
+    else:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+def _kill_descendants() -> bool:
+    """Without a pid namespace (degraded mode): kill and reap every process the test left.
+
+    As the subreaper, this init becomes the parent of every orphan of the test, so the
+    processes still alive are exactly our children and their descendants: kill our
+    children, reap, and repeat until none is left (a killed process's own children are
+    re-parented to us in turn). No process can leave this subtree (ptrace is refused by the
+    filter; CLONE_PARENT keeps it under us), whereas a test with the worker's uid could move
+    itself out of the slot's cgroup, and a kill by uid needs a uid of its own. False when
+    /proc cannot list our children (a hidden root without /proc): the caller falls back."""
+    me = os.getpid()
+    path = f"/proc/{me}/task/{me}/children"
+    while True:
+        try:
+            with open(path, "rb") as f:
+                kids = [int(x) for x in f.read().split()]
+        except (OSError, ValueError):
+            return False
+        if not kids:
+            return True
+        for kid in kids:
+            try:
+                os.kill(kid, signal.SIGKILL)
+            except OSError:
+                pass
+        try:
+            os.waitpid(-1, 0)  # every child was just SIGKILLed: one exits promptly
+            while os.waitpid(-1, os.WNOHANG)[0] > 0:
+                pass
+        except ChildProcessError:
+            return True
+
+
+def _schedstat(pid: int) -> list[list[int]]:
+    """The schedstat fields (runtime ns, run delay ns, timeslices) of each thread of ``pid``."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    stats = []
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:
+                stats.append([int(x) for x in f.read().split()[:3]])
+        except (OSError, ValueError):
+            continue
+    return stats
+
+
+def runtime_s(pid: int) -> float:
+    """Exact CPU time of the threads of ``pid`` alive now (the scheduler's sum_exec_runtime)."""
+    return sum(s[0] for s in _schedstat(pid) if s) / 1e9
+
+
+def run_delay_s(pid: int) -> float:
+    """Seconds the most delayed thread of ``pid`` spent runnable but waiting for a CPU (the
+    second schedstat field); 0 when the kernel does not say."""
+    return max((s[1] for s in _schedstat(pid) if len(s) > 1), default=0) / 1e9
+
+
+def kill_all_but_init() -> None:
+    """As pid 1 of the job's namespace, kill(-1) reaches every process of the job but us."""
+    try:
+        os.kill(-1, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
