@@ -4,6 +4,9 @@ it cannot make the judge do."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from cpfleet.core.verdict import Verdict
@@ -38,3 +41,23 @@ def test_a_huge_pypy_source_is_not_compiled_unconfined_in_the_fork_server(fork_r
     pad = "x = (" + "1," * (compiled.PYPY_FORK_MAX_SOURCE_CHARS // 2) + ")\n"
     assert len(pad) > compiled.PYPY_FORK_MAX_SOURCE_CHARS
     assert _argv0(fork_runner, pad + print_argv) == b"/prog/solution.py\n"  # exec'd
+
+
+
+def test_the_compile_data_budget_refuses_a_larger_allocation_and_is_lifted_after() -> None:
+    # the job init's compile runs under it: PyPy's compiler tries to fold `"a" * 10**9` (a 1 GB
+    # string it then drops) in the init, which no test limit covers; under the budget the
+    # attempt is a MemoryError PyPy swallows, leaving the product to run time
+    probe = ("from cpfleet.sandbox import jobinit\n"
+             "limit = jobinit._limit_data(64 << 20)\n"
+             "assert limit is not None\n"
+             "try:\n    bytearray(512 << 20)\nexcept MemoryError:\n    print('refused')\n"
+             "import resource\nresource.setrlimit(resource.RLIMIT_DATA, limit)\n"
+             "print(len(bytearray(512 << 20)) >> 20)\n")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert (out.returncode, out.stdout) == (0, "refused\n512\n"), out.stderr
+
+def test_a_compile_past_the_budget_is_the_programs_compile_error(fork_runner: ForkServerRunner) -> None:
+    # a 4 MB constant tuple needs ~2 GB to compile: a MemoryError of the compile, not INTERNAL
+    code = "x = (" + "1," * 2_000_000 + ")\n"
+    assert fork_runner.load(code) is not None  # CPython's fork server: the same job init
