@@ -264,7 +264,9 @@ class JobInit:
         limit = _limit_data(COMPILE_DATA_BUDGET)
         try:
             self.code = compile(self.source, child.SCRIPT_NAME, "exec", dont_inherit=True)
-        except (SyntaxError, ValueError, OverflowError, RecursionError, MemoryError) as e:
+        except MemoryError:
+            return f"MemoryError: compiling the program needs more than {COMPILE_DATA_BUDGET >> 20} MB\n"
+        except (SyntaxError, ValueError, OverflowError, RecursionError) as e:
             import traceback
 
             return "".join(traceback.format_exception_only(type(e), e))
