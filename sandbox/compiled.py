@@ -21,6 +21,13 @@ from cpfleet.sandbox import languages, programs, selftest
 from cpfleet.sandbox.extract import Extracted
 from cpfleet.sandbox.runner import CodeRunner
 
+# The largest PyPy source (in characters) compiled in the PyPy fork server. Its job init
+# compiles with no CPU or memory limit of its own, charged to the worker: PyPy's compiler takes
+# ~17 s and ~2.2 GB for a 4 MB `x = (1,1,...)`. A larger source takes the exec path, whose
+# compile step runs confined (programs.COMPILE_LIMITS) and whose every test compiles again
+# under the test's own limits, as `pypy3 solution.py` does. Solutions are far smaller.
+PYPY_FORK_MAX_SOURCE_CHARS = 256 * 1024
+
 
 @dataclass(frozen=True, slots=True)
 class Prepared:
@@ -60,7 +67,7 @@ def prepare(runner: CodeRunner, found: Extracted, fn_name: str | None = None) ->
         except SandboxFailure as e:  # a runner that cannot load is infrastructure
             return Prepared(infra_message=f"runner {runner.name} failed to load the program: {e}")
         return Prepared(compile_error=error)
-    if lang == "pypy3" and fn_name is None and runner.forks_pypy():
+    if lang == "pypy3" and fn_name is None and len(found.code) <= PYPY_FORK_MAX_SOURCE_CHARS and runner.forks_pypy():
         try:
             return Prepared(compile_error=runner.load_pypy(found.code))
         except SandboxFailure as e:

@@ -31,6 +31,13 @@ CONFINE_FAILED = 125
 # largest -Xss a JVM accepts (a larger one stops the JVM before the program runs)
 MAX_MAIN_STACK_MB = 1024
 GOT_TEST = "+"  # a child forked ahead writes it on its status pipe when its test reaches it
+# What compiling a program may add to the init's data segment (RLIMIT_DATA, for the compile
+# only): the init is in the worker's cgroup, not a test's. PyPy's compiler folds `"a" * 10**9`
+# into a 1 GB constant (CPython stops at 4096 items), and compiling a 4 MB constant tuple takes
+# ~1.5-2.2 GB under either interpreter. Past the budget PyPy leaves the product unfolded (it is
+# then computed, under the test's own limits, when the program runs) and a compile that needs
+# more is a MemoryError, the program's COMPILE_ERROR.
+COMPILE_DATA_BUDGET = 512 << 20
 
 
 def gc_freeze() -> None:
@@ -39,6 +46,31 @@ def gc_freeze() -> None:
     freeze = getattr(gc, "freeze", None)
     if freeze is not None:
         freeze()
+
+
+def _limit_data(budget: int) -> tuple[int, int] | None:
+    """Lower RLIMIT_DATA's soft limit to the data segment now plus ``budget``: the limit it
+    had, to restore, or None when the segment's size is unknown (/proc unreadable) and
+    nothing was changed."""
+    used = -1
+    try:
+        with open("/proc/self/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"VmData:"):
+                    used = int(line.split()[1]) * 1024
+                    break
+    except (OSError, ValueError):
+        return None
+    if used < 0:
+        return None
+    soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    want = used + budget
+    if hard != resource.RLIM_INFINITY:
+        want = min(want, hard)
+    if soft != resource.RLIM_INFINITY and soft <= want:
+        return None  # already as low
+    resource.setrlimit(resource.RLIMIT_DATA, (want, hard))
+    return soft, hard
 
 
 def _safe_relpath(name: str) -> str:
@@ -229,12 +261,18 @@ class JobInit:
     def _compile(self) -> str | None:
         if self.mode == "program":
             return self.program_error or None  # compiled already (sandbox/programs.py)
+        limit = _limit_data(COMPILE_DATA_BUDGET)
         try:
             self.code = compile(self.source, child.SCRIPT_NAME, "exec", dont_inherit=True)
-        except (SyntaxError, ValueError, OverflowError, RecursionError, MemoryError) as e:
+        except MemoryError:
+            return f"MemoryError: compiling the program needs more than {COMPILE_DATA_BUDGET >> 20} MB\n"
+        except (SyntaxError, ValueError, OverflowError, RecursionError) as e:
             import traceback
 
             return "".join(traceback.format_exception_only(type(e), e))
+        finally:
+            if limit is not None:
+                resource.setrlimit(resource.RLIMIT_DATA, limit)
         child.SOURCE = self.source  # for tracebacks (linecache is filled only if one is printed)
         if self.fn_name is not None and self.mode == "fork":
             # the function-call harness's globals, imported once per job instead of per test

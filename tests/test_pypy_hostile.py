@@ -1,0 +1,64 @@
+"""Hostile PyPy programs against the PyPy fork server (sandbox/pypy_zygote.py), through the path
+a job takes (``compiled.prepare``, then the runner's runs): what a program cannot reach and what
+it cannot make the judge do."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from cpfleet.core.verdict import Verdict
+from cpfleet.sandbox import compiled, languages
+from cpfleet.sandbox.extract import Extracted
+from cpfleet.sandbox.forkserver import ForkServerRunner
+from cpfleet.sandbox.runner import Limits
+
+
+@pytest.fixture(autouse=True)
+def _needs_pypy() -> None:
+    missing = languages.missing_tools("pypy3")
+    if missing:
+        pytest.skip(f"pypy3 not installed here: {missing}")
+
+
+def _argv0(runner: ForkServerRunner, code: str) -> bytes:
+    prepared = compiled.prepare(runner, Extracted("pypy3", code))
+    assert prepared.compile_error is None and not prepared.infra_message, prepared
+    rr = runner.run(b"", Limits(time_s=10, memory_mb=256))
+    assert rr.status == Verdict.OK, rr
+    return rr.stdout
+
+
+def test_a_huge_pypy_source_is_not_compiled_unconfined_in_the_fork_server(fork_runner: ForkServerRunner) -> None:
+    # the job init's compile has no limit of its own (a 4 MB constant tuple costs PyPy's
+    # compiler ~17 s and ~2.2 GB, charged to the worker): past the bound the exec path
+    # compiles it confined and runs `pypy3 /prog/solution.py`, a fresh PyPy under the test's limits
+    print_argv = "import sys\nprint(sys.argv[0])\n"
+    assert fork_runner.forks_pypy()
+    assert _argv0(fork_runner, print_argv) == b"solution.py\n"  # forked
+    pad = "x = (" + "1," * (compiled.PYPY_FORK_MAX_SOURCE_CHARS // 2) + ")\n"
+    assert len(pad) > compiled.PYPY_FORK_MAX_SOURCE_CHARS
+    assert _argv0(fork_runner, pad + print_argv) == b"/prog/solution.py\n"  # exec'd
+
+
+
+def test_the_compile_data_budget_refuses_a_larger_allocation_and_is_lifted_after() -> None:
+    # the job init's compile runs under it: PyPy's compiler tries to fold `"a" * 10**9` (a 1 GB
+    # string it then drops) in the init, which no test limit covers; under the budget the
+    # attempt is a MemoryError PyPy swallows, leaving the product to run time
+    probe = ("from cpfleet.sandbox import jobinit\n"
+             "limit = jobinit._limit_data(64 << 20)\n"
+             "assert limit is not None\n"
+             "try:\n    bytearray(512 << 20)\nexcept MemoryError:\n    print('refused')\n"
+             "import resource\nresource.setrlimit(resource.RLIMIT_DATA, limit)\n"
+             "print(len(bytearray(512 << 20)) >> 20)\n")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert (out.returncode, out.stdout) == (0, "refused\n512\n"), out.stderr
+
+def test_a_compile_past_the_budget_is_the_programs_compile_error(fork_runner: ForkServerRunner) -> None:
+    # a 4 MB constant tuple needs ~2 GB to compile: a MemoryError of the compile, not INTERNAL
+    code = "x = (" + "1," * 2_000_000 + ")\n"
+    error = fork_runner.load(code)  # CPython's fork server: the same job init
+    assert error is not None and error.startswith("MemoryError: compiling the program needs more than"), error
