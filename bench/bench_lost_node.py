@@ -57,11 +57,16 @@ def held_jobs(r: redis.Redis, name: str) -> set[str]:
     for field, value in r.hgetall(protocol.nodes_key()).items():
         if not field.decode().startswith(name + "/"):
             continue
-        for tag in value.decode().split()[1:]:
+        tags = set(value.decode().split()[1:])
+        for tag in tags:  # kombu's unacked hash: the stock transport
             raw = r.hget(protocol.KOMBU_UNACKED_KEY, tag)
             if raw:
                 wire_id = json.loads(raw)[0]["headers"]["id"]
                 jobs.add(wire_id.split("/", 1)[0])
+        for raw in r.lrange(protocol.inflight_key(field.decode()), 0, -1):  # the lean transport
+            message = json.loads(raw)
+            if message["properties"]["delivery_tag"] in tags:
+                jobs.add(message["headers"]["id"].split("/", 1)[0])
     return jobs
 
 

@@ -444,13 +444,21 @@ TASK_NAME_PREFIX = f"{KEY_PREFIX}."
 
 
 def nodes_key() -> str:
-    """A hash: worker node -> ``"<alive-until epoch s> <delivery tag> ..."`` (its heartbeat)."""
+    """A hash: worker node -> ``"<alive-until epoch s> <delivery tag> ..."`` (its heartbeat). A
+    lost node's field stays a while after its jobs were requeued (``workers.liveness``)."""
     return f"{KEY_PREFIX}:nodes"
 
 
 def unheld_key() -> str:
     """A hash: delivery tag of an unacked message no live node lists -> since when (epoch s)."""
     return f"{KEY_PREFIX}:unheld"
+
+
+def inflight_key(node: str) -> str:
+    """A list: the messages worker ``node`` has taken off its queues and not yet acked, exactly as
+    they were queued. The lean transport's pop moves a message here atomically (BLMOVE), so a
+    node killed at any instant leaves each job it took in a key the liveness sweep reads."""
+    return f"{KEY_PREFIX}:inflight:{node}"
 
 
 def sweep_lock_key() -> str:

@@ -12,6 +12,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -184,3 +185,13 @@ def store_problems(redis_url: str, *problem_ids: str) -> None:
         ])
     finally:
         client.close()
+
+
+def taken_unacked(client: Any) -> int:
+    """Messages workers have taken off the queues and not acked: the lean transport's in-flight
+    lists (``cpfleet:inflight:<node>``) plus kombu's ``unacked`` hash (stock transport, and the
+    lean one with liveness off)."""
+    from cpfleet.core import protocol
+
+    lists = client.scan_iter(match=protocol.inflight_key("*"), count=1000)
+    return int(client.hlen(protocol.KOMBU_UNACKED_KEY)) + sum(int(client.llen(k)) for k in lists)

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fleet_helpers import start_worker, wait_until  # noqa: F401  (fixture)
+from fleet_helpers import start_worker, taken_unacked, wait_until  # noqa: F401  (fixture)
 
 from cpfleet.core.verdict import Verdict
 from cpfleet.producer.client import FleetClient
@@ -206,6 +206,6 @@ def test_prefetch_is_off_so_the_backlog_stays_in_redis(redis_url: str, start_wor
     with FleetClient(redis_url, queue="pf-q", timeout=120, use_cache=False) as client:
         futures = _batch(client, 8, "pf")
         assert wait_until(lambda: _done(futures) >= 1, timeout=60)
-        reserved, queued = r.hlen("unacked"), r.llen("pf-q")
+        reserved, queued = taken_unacked(r), r.llen("pf-q")
         client.gather(futures, timeout=120)
     assert reserved <= 2 and queued >= 8 - 1 - 2, (reserved, queued)

@@ -15,7 +15,7 @@ from collections import Counter
 from typing import Any
 
 import redis
-from fleet_helpers import FleetWorker, start_worker, wait_until  # noqa: F401  (fixture)
+from fleet_helpers import FleetWorker, start_worker, taken_unacked, wait_until  # noqa: F401  (fixture)
 
 from cpfleet.core import protocol
 from cpfleet.producer.client import FleetClient
@@ -79,7 +79,7 @@ def test_a_killed_node_jobs_come_back_through_the_sweep_not_the_visibility_timeo
     assert "requeued" in survivor.log_text()  # and it was the sweep that did
     assert duplicates == 0  # the dead node could not answer: each job was answered once
     # the last ack follows the last reply: nothing stays stranded or queued
-    assert wait_until(lambda: r.hlen(protocol.KOMBU_UNACKED_KEY) == 0, timeout=30)
+    assert wait_until(lambda: taken_unacked(r) == 0, timeout=30)
     assert r.llen(protocol.DEFAULT_QUEUE) == 0
 
 
@@ -107,7 +107,7 @@ def test_a_frozen_node_jobs_come_back_and_its_late_reply_and_ack_harm_nothing(
         assert [f.result().job_id for f in futures] == [f"stop-{i}" for i in range(8)]
         more = client.submit_many(_jobs(4, "after", 0.1))
         _check_all_answered_once(client.gather(more, timeout=120), "after", 4)
-    assert wait_until(lambda: r.hlen(protocol.KOMBU_UNACKED_KEY) == 0, timeout=30)
+    assert wait_until(lambda: taken_unacked(r) == 0, timeout=30)
     assert r.llen(protocol.DEFAULT_QUEUE) == 0
 
 
