@@ -281,6 +281,13 @@ class Channel(kombu_redis.Channel):
             self._in_poll = None  # type: ignore[assignment]  # kombu declares it bool
             self._flush_brpop_reauth()
 
+    def _poll_error(self, type: Any, **options: Any) -> Any:
+        """An error event on the pop's socket: read the pending reply under its own command's
+        name (a message it carries stays in the in-flight list; the node's check gives it back)."""
+        if type == "BRPOP" and self._lean_mode:
+            return self.client.parse_response(self.client.connection, self._lean_mode)
+        return super()._poll_error(type, **options)
+
     def _lean_deliver(self, raw: bytes, queue: str) -> None:
         tag = message_tag(raw)
         if tag is None:

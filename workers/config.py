@@ -111,7 +111,6 @@ SETTINGS: tuple[Setting, ...] = (
         "`full`, `partial` or `any`: the sandbox isolation this node needs; a node whose self-test gets less "
         "exits (code 3) before it consumes a job",
     ),
-    Setting("CPFLEET_DEBUG_HOOKS", "0", "TEST ONLY: honour a job's `debug` field (e.g. `exit` kills the pool process)"),
 )
 
 
@@ -133,7 +132,6 @@ class Settings:
     socket_timeout_s: float
     health_check_interval_s: int
     reply_retry_s: float
-    debug_hooks: bool
     job_time_budget_s: float = 480.0
     fail_fast: bool = True
     broker_lean: bool = True
@@ -195,7 +193,6 @@ class Settings:
             socket_timeout_s=float(get("CPFLEET_REDIS_SOCKET_TIMEOUT")),
             health_check_interval_s=int(get("CPFLEET_HEALTH_CHECK_INTERVAL")),
             reply_retry_s=float(get("CPFLEET_REPLY_RETRY_S")),
-            debug_hooks=_bool(get("CPFLEET_DEBUG_HOOKS")),
             job_time_budget_s=job_time_budget(soft, get("CPFLEET_JOB_TIME_BUDGET")),
             fail_fast=_bool(get("CPFLEET_FAIL_FAST")),
             broker_lean=_bool(get("CPFLEET_BROKER_LEAN")),

@@ -13,8 +13,11 @@ plus ``ttl``) followed by the delivery tags of the messages it holds (from Celer
 tries the sweep (one node per interval does it, under a lock key), a Lua script that runs
 atomically inside Redis and:
 
-* drops the heartbeats that expired (the node stopped beating for ``ttl`` seconds: dead, frozen
-  or cut off) and requeues at once the unacked messages they listed;
+* takes the nodes whose heartbeat expired (the node stopped beating for ``ttl`` seconds: dead,
+  frozen or cut off) for lost and requeues at once the messages they held: every message of the
+  node's in-flight list (``workers.broker``: the lean transport pops into it) and the unacked
+  messages its heartbeat listed (kombu's own transport). A lost node stays in the hash for
+  ``retention`` seconds, so a move Redis made for a pop it left pending is given back too;
 * requeues any other unacked message that no live node has listed for ``grace`` seconds (a
   node killed between taking a message and its next beat never listed it);
 * never touches a message a live node lists: a slow job is never redelivered while its node
@@ -28,6 +31,11 @@ tag of the node now running the job. Its late reply reaches the client, which ke
 reply per job (delivery is at least once): a job may be judged twice, never answered twice.
 Only cpfleet's own tasks (``protocol.TASK_NAME_PREFIX``) on the default exchange at priority 0
 are swept; anything else stays with kombu's visibility timeout.
+
+Each node also checks its own in-flight list every beat (``check_own``): a message in it that
+the node has not held for ``grace`` seconds (an ack lost with a connection, a pop whose reply
+never arrived) goes back to its queue. At a warm shutdown the node gives back what is left
+(``release``) and drops its heartbeat.
 
 Every node of a fleet must run this (``CPFLEET_NODE_TTL`` > 0, the default): a node that does
 not beat has its jobs requeued by the others after ``grace``, and they run twice.
