@@ -98,7 +98,7 @@ def test_a_missed_deadline_and_a_cancel(redis_url: str, node: FleetWorker) -> No
         assert busy.result(timeout=60).runs[0].stdout == "1\n"
         assert wait_until(lambda: any(i.startswith("withdrawn/") for i in _log_events(node, "job_withdrawn")),
                           timeout=60)
-    assert wait_until(lambda: any(i.startswith("busy/") for i in _log_events(node, "run_done")), timeout=30)
+    assert wait_until(lambda: any(i.startswith("busy#sleep:4/") for i in _log_events(node, "run_done")), timeout=30)
     assert not any(i.startswith("withdrawn/") for i in _log_events(node, "run_done"))
 
 
