@@ -10,12 +10,13 @@ SIGKILLed without ever waking: the reply dies with its socket."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from typing import Any
 
 import redis
-from fleet_helpers import start_worker, wait_until  # noqa: F401  (fixture)
+from fleet_helpers import start_worker, taken_unacked, wait_until  # noqa: F401  (fixture)
 
 from cpfleet.core import protocol
 from cpfleet.producer.client import FleetClient
@@ -84,3 +85,74 @@ def test_a_job_popped_by_a_node_killed_before_it_read_the_reply_is_judged_by_ano
     assert result.worker == survivor.hostname
     assert "requeued" in survivor.log_text()  # the sweep gave it back
     assert wait_until(lambda: r.llen(protocol.inflight_key(node)) == 0, timeout=10)
+
+
+def _queued_message(redis_url: str, queue: str) -> bytes:
+    """A real task message as the client publishes it, taken off ``queue`` (no worker listens)."""
+    r = redis.Redis.from_url(redis_url)
+    with FleetClient(redis_url, queue=queue, timeout=60, use_cache=False) as client:
+        client.register_problems([ECHO])
+        client.submit_many([{"problem_id": ECHO["id"], "completion": ECHO_OK, "job_id": "ghost-job"}])
+        raw = r.rpop(queue)
+    assert isinstance(raw, bytes)
+    return raw
+
+
+def test_the_sweep_gives_a_lost_node_s_in_flight_messages_back_and_forgets_it_after_the_retention(
+    redis_url: str,
+) -> None:
+    from cpfleet.workers.liveness import Liveness
+
+    r = redis.Redis.from_url(redis_url)
+    raw = _queued_message(redis_url, "ghost-q")
+    r.lpush(protocol.inflight_key("ghost/1"), raw)
+    r.hset(protocol.nodes_key(), "ghost/1", "1.000")  # alive until 1970: lost
+    sweeper = Liveness(lambda: redis.Redis.from_url(redis_url), "sweeper/2", ttl=5)
+    assert sweeper.tick() == [json.loads(raw)["properties"]["delivery_tag"]]
+    assert r.lrange("ghost-q", 0, -1) == [raw]  # the same bytes, back on their queue
+    assert r.llen(protocol.inflight_key("ghost/1")) == 0
+    assert r.hexists(protocol.nodes_key(), "sweeper/2")
+    assert not r.hexists(protocol.nodes_key(), "ghost/1")  # lost decades ago: past the retention
+    # a node lost a moment ago stays listed, so a pop it left pending is given back later too
+    r.hset(protocol.nodes_key(), "ghost/3", f"{float(r.time()[0]) - 1:.3f}")
+    r.delete(protocol.sweep_lock_key())
+    sweeper.tick()
+    assert r.hexists(protocol.nodes_key(), "ghost/3")
+
+
+def test_a_live_node_gives_back_what_it_no_longer_holds_after_the_grace_and_keeps_what_it_holds(
+    redis_url: str,
+) -> None:
+    from cpfleet.workers.liveness import Liveness
+
+    r = redis.Redis.from_url(redis_url)
+    raw = _queued_message(redis_url, "self-q")
+    tag = json.loads(raw)["properties"]["delivery_tag"]
+    key = protocol.inflight_key("me/1")
+    r.lpush(key, raw)
+    held: list[str] = [tag]
+    me = Liveness(lambda: redis.Redis.from_url(redis_url), "me/1", ttl=5, grace=0.0, held=lambda: list(held))
+    assert me.tick() == [] and me.tick() == [] and me.given_back == 0  # held: never given back
+    assert r.llen(key) == 1
+    held.clear()  # e.g. its ack was lost with a connection
+    me.tick()  # first sighting unheld
+    me.tick()  # unheld for >= grace: given back
+    assert me.given_back == 1 and r.llen(key) == 0 and r.lrange("self-q", 0, -1) == [raw]
+    # at shutdown, a message still listed and not held goes back, and the node leaves the hash
+    r.lpush(key, r.rpop("self-q") or b"")
+    assert me.release() == 1
+    assert r.lrange("self-q", 0, -1) == [raw] and not r.hexists(protocol.nodes_key(), "me/1")
+
+
+def test_a_node_consuming_two_queues_takes_jobs_from_both_and_leaves_nothing_taken(
+    redis_url: str, start_worker  # noqa: F811
+) -> None:
+    r = redis.Redis.from_url(redis_url)
+    node = start_worker(redis_url, concurrency=2, env={"CPFLEET_QUEUES": "two-a,two-b"})
+    with FleetClient(redis_url, queue="two-a", timeout=120, use_cache=False) as a, \
+            FleetClient(redis_url, queue="two-b", timeout=120, use_cache=False) as b:
+        a.register_problems([ECHO])
+        futures = [c.submit(ECHO["id"], ECHO_OK) for _ in range(6) for c in (a, b)]
+        results = [f.result(timeout=120) for f in futures]
+    assert all(x.reward == 1.0 and x.worker == node.hostname for x in results)
+    assert wait_until(lambda: taken_unacked(r) == 0, timeout=30)
