@@ -87,7 +87,8 @@ SETTINGS: tuple[Setting, ...] = (
         "seconds of wall clock a job may spend running tests (then TIME_LIMIT); "
         "default soft limit - 90 (90% of a soft limit under 180)",
     ),
-    Setting("CPFLEET_VISIBILITY_TIMEOUT", "", "seconds before an unacked job is redelivered; default hard limit + 60"),
+    Setting("CPFLEET_VISIBILITY_TIMEOUT", "", "seconds before a job in kombu's unacked hash is redelivered (stock kombu, or liveness off; "
+        "the in-flight lists are given back by the liveness sweep instead); default hard limit + 60"),
     Setting("CPFLEET_UNACKED_RESTORE_INTERVAL", "10", "seconds between kombu's sweeps for jobs past the visibility timeout"),
     Setting(
         "CPFLEET_NODE_TTL",
@@ -98,7 +99,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("CPFLEET_MAX_RETRIES", "2", "re-runs of a job whose pool process died, then an INTERNAL reply"),
     Setting("CPFLEET_RESULT_CACHE", "1", "cache results by (problem version, extracted code, options)"),
     Setting("CPFLEET_RESULT_CACHE_TTL", "86400", "seconds a cached result lives"),
-    Setting("CPFLEET_BROKER_LEAN", "1", "kombu's per-job reserve/ack bookkeeping as plain pipelines (workers/broker.py); 0: stock kombu"),
+    Setting("CPFLEET_BROKER_LEAN", "1", "the reliable pop: each job moved into its node's in-flight list (BLMOVE) and acked with one LREM, "
+        "so a node lost at any instant leaves its jobs in a key (workers/broker.py; docs/reliability.md, "
+        "docs/scaling.md); 0: stock kombu"),
     Setting("CPFLEET_FAIL_FAST", "1", "run hidden tests most-often-failed first in all-or-nothing jobs (same rewards)"),
     Setting("CPFLEET_PROBLEM_CACHE_MB", "256", "per-process LRU of problems, bounded in bytes"),
     Setting("CPFLEET_TASK_EVENTS", "1", "send task events (Flower); costs a little on tiny jobs"),
