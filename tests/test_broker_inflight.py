@@ -50,9 +50,10 @@ def _blocked(r: redis.Redis) -> int:
     return sum("b" in str(c.get("flags", "")) for c in r.client_list())
 
 
-def _freeze_while_popping(r: redis.Redis, client: FleetClient, node: Any, tries: int = 5) -> Any:
+def _freeze_while_popping(r: redis.Redis, client: FleetClient, node: Any, tries: int = 10) -> Any:
     """Freeze ``node`` and push a job its pending pop takes; returns its future. A node caught
-    between two pops (the queue still holds the job) is woken, judges it, and is tried again."""
+    between two pops, or whose pop timed out at the server (after 1 s) before the push landed
+    (the queue still holds the job), is woken, judges it, and is tried again."""
     for i in range(tries):
         # both the node's pop and the client's reply reader wait in Redis (flag b: blocked)
         assert wait_until(lambda: _blocked(r) >= 2, timeout=60)
