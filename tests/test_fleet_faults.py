@@ -193,7 +193,11 @@ def test_restart_of_a_non_persistent_redis_ends_lost_jobs_internal_by_their_dead
         lost = [r for r in results if r.reward != 1.0]
         assert lost, "a restart of an empty Redis should have dropped queued jobs"
         assert all(r.verdict == Verdict.INTERNAL and r.infra_error and r.reward is None for r in lost)
-        assert all("no result within 12s" in r.infra_message for r in lost)
+        # the queue died with Redis: those jobs end at the deadline; a job that was running when
+        # Redis went away may end on the worker's own Redis error, answered INTERNAL too
+        why = Counter(r.infra_message for r in lost)
+        assert any("no result within 12s" in m for m in why), why
+        assert all("no result within 12s" in m or m.startswith("worker error: ConnectionError") for m in why), why
         with FleetClient(server.url, timeout=90, use_cache=False) as client:
             after = client.gather(_batch(client, 6, "np-after"), timeout=120)
         assert all(r.reward == 1.0 for r in after), Counter(r.infra_message for r in after)
