@@ -19,6 +19,9 @@ sweeps, the client's claim renewals) is included: it is what a real run pays.
 
 The baseline, in the same run, is a worker with the settings this project had before the
 broker's path was cut (``CPFLEET_BROKER_LEAN=0``); the ratio is commands per job before / after.
+Also shown: the lean transport's BRPOP path (liveness off, ``CPFLEET_NODE_TTL=0``: kombu's
+unacked hash written by plain pipelines, and no heartbeats), against the default path that pops
+into the node's in-flight list (``workers/broker.py``).
 """
 
 from __future__ import annotations
@@ -138,7 +141,8 @@ def main() -> int:
     args = ap.parse_args()
     results: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for label, env in (("before (CPFLEET_BROKER_LEAN=0)", {"CPFLEET_BROKER_LEAN": "0"}), ("now", {})):
+        for label, env in (("before (CPFLEET_BROKER_LEAN=0)", {"CPFLEET_BROKER_LEAN": "0"}),
+                           ("BRPOP path (CPFLEET_NODE_TTL=0)", {"CPFLEET_NODE_TTL": "0"}), ("now", {})):
             with RedisServer() as server:  # a Redis of its own: nothing else in its counters
                 r = redis.Redis.from_url(server.url)
                 w = Worker(server.url, "bench-broker", args.concurrency, env, Path(tmp) / f"{len(results)}.log")

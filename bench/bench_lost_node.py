@@ -3,8 +3,8 @@
     .venv/bin/python bench/bench_lost_node.py [--jobs 40] [--sleep 2] [--node-ttl 10] [--concurrency 1]
 
 Two real prefork nodes (``cpfleet worker``, production time limits: visibility timeout 690 s)
-judge ``--jobs`` jobs that each hold their pool process ``--sleep`` seconds (the test-only debug
-hook). Once the first node lists a held job in its heartbeat, its whole process group is
+judge ``--jobs`` jobs that each hold their pool process ``--sleep`` seconds (a program that
+sleeps half of it in each of its two tests). Once the first node lists a held job in its heartbeat, its whole process group is
 SIGKILLed (a crashed host). Printed: when the jobs it held were answered, counted from the kill
 (the liveness sweep, ``cpfleet.workers.liveness``, requeues them once the node's heartbeat
 expired: ``--node-ttl`` seconds), against the 690 s kombu's visibility timeout alone would take;
@@ -32,13 +32,20 @@ from cpfleet.core import protocol  # noqa: E402
 from cpfleet.producer.client import FleetClient  # noqa: E402
 from cpfleet.redis_server import RedisServer  # noqa: E402
 
-ECHO = {"id": "bench/lost-echo", "public_tests": [{"input": "1\n", "output": "1\n"}], "hidden_tests": [{"input": "2\n", "output": "2\n"}]}
-CODE = "```python\nprint(input())\n```"
+
+def echo_problem(sleep_s: float) -> dict[str, object]:
+    """Two tests, and a time limit (CPU seconds) the sleeping program stays far under."""
+    return {"id": "bench/lost-echo", "time_limit_s": sleep_s + 10,
+            "public_tests": [{"input": "1\n", "output": "1\n"}], "hidden_tests": [{"input": "2\n", "output": "2\n"}]}
+
+
+def sleeping_code(sleep_s: float) -> str:
+    return f"```python\nimport time\ntime.sleep({sleep_s / 2!r})\nprint(input())\n```"
 VISIBILITY_S = 690
 
 
 def start_node(url: str, name: str, concurrency: int, ttl: float, log: Path) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "CPFLEET_DEBUG_HOOKS": "1", "CPFLEET_NODE_TTL": str(ttl), "CPFLEET_TASK_EVENTS": "0"}
+    env = {**os.environ, "CPFLEET_NODE_TTL": str(ttl), "CPFLEET_TASK_EVENTS": "0"}
     argv = [sys.executable, "-m", "cpfleet", "worker", "--redis", url, "-c", str(concurrency), "-n", name, "-l", "INFO"]
     return subprocess.Popen(argv, cwd=REPO, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True)
 
@@ -57,11 +64,16 @@ def held_jobs(r: redis.Redis, name: str) -> set[str]:
     for field, value in r.hgetall(protocol.nodes_key()).items():
         if not field.decode().startswith(name + "/"):
             continue
-        for tag in value.decode().split()[1:]:
+        tags = set(value.decode().split()[1:])
+        for tag in tags:  # kombu's unacked hash: the stock transport
             raw = r.hget(protocol.KOMBU_UNACKED_KEY, tag)
             if raw:
                 wire_id = json.loads(raw)[0]["headers"]["id"]
                 jobs.add(wire_id.split("/", 1)[0])
+        for raw in r.lrange(protocol.inflight_key(field.decode()), 0, -1):  # the lean transport
+            message = json.loads(raw)
+            if message["properties"]["delivery_tag"] in tags:
+                jobs.add(message["headers"]["id"].split("/", 1)[0])
     return jobs
 
 
@@ -81,10 +93,10 @@ def main() -> None:
             for name, log in zip(names, logs, strict=True):
                 wait_ready(name, log)
             with FleetClient(server.url, timeout=VISIBILITY_S + 300, use_cache=False) as client:
-                client.register_problems([ECHO])
+                client.register_problems([echo_problem(args.sleep)])
                 answered: dict[str, float] = {}
-                jobs = [{"problem_id": ECHO["id"], "completion": CODE, "job_id": f"j{i}", "debug": f"sleep:{args.sleep}"}
-                        for i in range(args.jobs)]
+                code = sleeping_code(args.sleep)
+                jobs = [{"problem_id": "bench/lost-echo", "completion": code, "job_id": f"j{i}"} for i in range(args.jobs)]
                 futures = client.submit_many(jobs)
                 for f in futures:
                     f.add_done_callback(lambda f: answered.setdefault(f.result().job_id, time.monotonic()))

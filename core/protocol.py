@@ -85,7 +85,6 @@ class JobMessage:
     deadline: float | None = None  # epoch seconds after which the caller no longer waits
     reply_ttl: int = DEFAULT_REPLY_TTL_S
     use_cache: bool = True
-    debug: str | None = None  # test-only hook, honoured only by workers started with CPFLEET_DEBUG_HOOKS=1
     language: str | None = None  # the solution's language (python3, pypy3, cpp, c, java); None: the problem's
     # The submitting client and the token of its claim on that id (``client_claim_key``): a
     # worker drops, unjudged, a job whose client no longer holds that claim (closed or dead) or
@@ -110,8 +109,6 @@ class JobMessage:
             "reply_ttl": self.reply_ttl,
             "use_cache": self.use_cache,
         }
-        if self.debug is not None:
-            d["debug"] = self.debug
         if self.language is not None:
             d["language"] = self.language
         if self.client_id is not None and self.client_token is not None:
@@ -151,7 +148,6 @@ class JobMessage:
         ttl = d.get("reply_ttl", DEFAULT_REPLY_TTL_S)
         if not isinstance(ttl, int) or ttl <= 0:
             raise ProtocolError("job field 'reply_ttl' must be a positive integer")
-        debug = d.get("debug")
         language = d.get("language")
         if language is not None and (not isinstance(language, str) or not language):
             raise ProtocolError("job field 'language' must be a non-empty string or nil")
@@ -172,7 +168,6 @@ class JobMessage:
             deadline=None if deadline is None else float(deadline),
             reply_ttl=ttl,
             use_cache=bool(d.get("use_cache", True)),
-            debug=None if debug is None else str(debug),
             language=language,
             client_id=client_id,
             client_token=client_token,
@@ -279,7 +274,6 @@ class RunMessage:
     submitted_at: float = 0.0
     deadline: float | None = None
     reply_ttl: int = DEFAULT_REPLY_TTL_S
-    debug: str | None = None  # test-only hook, as JobMessage.debug
     client_id: str | None = None
     client_token: str | None = None
     v: int = RUN_PROTOCOL_VERSION
@@ -310,7 +304,7 @@ class RunMessage:
             "deadline": self.deadline,
             "reply_ttl": self.reply_ttl,
         }
-        for name in ("language", "time_limit_s", "memory_limit_mb", "debug"):
+        for name in ("language", "time_limit_s", "memory_limit_mb"):
             value = getattr(self, name)
             if value is not None:
                 d[name] = value
@@ -402,7 +396,6 @@ class RunMessage:
         for name, value in (("client_id", client_id), ("client_token", client_token)):
             if value is not None and (not isinstance(value, str) or not value):
                 raise ProtocolError(f"run field {name!r} must be a non-empty string")
-        debug = d.get("debug")
         msg = cls(
             job_id=d["job_id"],
             reply_to=d["reply_to"],
@@ -418,7 +411,6 @@ class RunMessage:
             submitted_at=float(submitted_at),
             deadline=None if deadline is None else float(deadline),
             reply_ttl=ttl,
-            debug=None if debug is None else str(debug),
             client_id=client_id,
             client_token=client_token,
         )
@@ -444,13 +436,21 @@ TASK_NAME_PREFIX = f"{KEY_PREFIX}."
 
 
 def nodes_key() -> str:
-    """A hash: worker node -> ``"<alive-until epoch s> <delivery tag> ..."`` (its heartbeat)."""
+    """A hash: worker node -> ``"<alive-until epoch s> <delivery tag> ..."`` (its heartbeat). A
+    lost node's field stays a while after its jobs were requeued (``workers.liveness``)."""
     return f"{KEY_PREFIX}:nodes"
 
 
 def unheld_key() -> str:
     """A hash: delivery tag of an unacked message no live node lists -> since when (epoch s)."""
     return f"{KEY_PREFIX}:unheld"
+
+
+def inflight_key(node: str) -> str:
+    """A list: the messages worker ``node`` has taken off its queues and not yet acked, exactly as
+    they were queued. The lean transport's pop moves a message here atomically (BLMOVE), so a
+    node killed at any instant leaves each job it took in a key the liveness sweep reads."""
+    return f"{KEY_PREFIX}:inflight:{node}"
 
 
 def sweep_lock_key() -> str:

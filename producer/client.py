@@ -452,14 +452,12 @@ class FleetClient:
 
     def _make(self, job: Job, reward_shape: str | None, mode: str | None, timeout: float | None) -> JobSpec:
         """Validate one job (nothing is stamped here: that happens when it is registered)."""
-        debug: Any = None
         if isinstance(job, Mapping):
             problem_id, completion = job["problem_id"], job.get("completion", "")
             job_id = job.get("job_id")
             reward_shape = job.get("reward_shape") or reward_shape
             mode = job.get("mode") or mode
             timeout = job.get("timeout") or timeout
-            debug = job.get("debug")
             language = job.get("language")
         else:
             problem_id, completion = job
@@ -474,8 +472,6 @@ class FleetClient:
         job_id = random_hex() if job_id is None or job_id == "" else str(job_id)
         if not _utf8(job_id):
             raise ValueError(f"job_id must be valid UTF-8 text, got {job_id!r}")
-        if debug is not None and (not isinstance(debug, str) or not _utf8(debug)):
-            raise ValueError(f"debug must be a UTF-8 string, got {debug!r}")
         if isinstance(completion, bytes):
             size = len(completion)  # bytes travel as bytes; the worker decodes them (errors replaced)
         elif isinstance(completion, str):
@@ -492,7 +488,7 @@ class FleetClient:
         t = float(timeout or self.timeout)
         if t <= 0:
             raise ValueError(f"timeout must be > 0, got {t}")
-        return JobSpec(job_id, problem_id, completion, reward_shape, mode, t, debug, language)
+        return JobSpec(job_id, problem_id, completion, reward_shape, mode, t, language)
 
     # --- the registry of jobs in flight (producer.pending) -----------------------------------
 
@@ -718,7 +714,6 @@ class RunRequest:
     output_cap: int = protocol.DEFAULT_RUN_OUTPUT_CAP
     timeout: float | None = None
     job_id: str | None = None
-    debug: str | None = None  # test-only hook (workers with CPFLEET_DEBUG_HOOKS=1)
 
 
 def run_message_fields(req: RunRequest) -> dict[str, Any]:
@@ -753,7 +748,7 @@ def run_message_fields(req: RunRequest) -> dict[str, Any]:
         "code": source, "stdins": [s.encode("utf-8", "surrogatepass") if isinstance(s, str) else s for s in stdins],
         "language": language, "extract": extract, "files": dict(req.files or {}),
         "fetch_files": list(req.fetch_files), "time_limit_s": req.time_limit_s,
-        "memory_limit_mb": req.memory_limit_mb, "output_cap": req.output_cap, "debug": req.debug,
+        "memory_limit_mb": req.memory_limit_mb, "output_cap": req.output_cap,
     }
 
 

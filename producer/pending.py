@@ -58,7 +58,6 @@ class JobSpec:
     reward_shape: str
     mode: str
     timeout: float
-    debug: str | None
     language: str | None = None
 
 
@@ -199,7 +198,6 @@ class JobRegistry:
             deadline=now + s.timeout,
             reply_ttl=self._reply_ttl,
             use_cache=self._use_cache,
-            debug=s.debug,
             language=s.language,
             client_id=self._client_id,
             client_token=self._client_token,

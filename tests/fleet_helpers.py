@@ -12,6 +12,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -39,15 +40,18 @@ class FleetWorker:
         concurrency: int = 2,
         env: dict[str, str] | None = None,
         argv_prefix: list[str] | None = None,
+        faults: bool = False,
     ) -> None:
-        """``argv_prefix``: a command the node runs under (e.g. setpriv dropping a capability)."""
+        """``argv_prefix``: a command the node runs under (e.g. setpriv dropping a capability).
+        ``faults``: the node loads tests/fault_jobs.py (jobs that fail the worker on purpose)."""
         self.redis_url = redis_url
         self.argv_prefix = list(argv_prefix or [])
         self.concurrency = concurrency
         self.hostname = f"test-{uuid.uuid4().hex[:8]}@localhost"
         self.log_path = log_dir / f"worker-{self.hostname.split('@')[0]}.log"
         self.env = {**os.environ, **TEST_ENV, "CPFLEET_REDIS_URL": redis_url, **(env or {})}
-        self.env["PYTHONPATH"] = str(REPO) + os.pathsep + self.env.get("PYTHONPATH", "")
+        self.env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(REPO / "tests"), self.env.get("PYTHONPATH", "")])
+        self.faults = faults
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, wait: bool = True, timeout: float = 90.0) -> FleetWorker:
@@ -55,6 +59,7 @@ class FleetWorker:
             *self.argv_prefix, sys.executable, "-m", "celery", "-A", "cpfleet.workers.app", "worker",
             "-P", "prefork", "-c", str(self.concurrency), "-n", self.hostname, "-l", "INFO",
             "--without-gossip", "--without-mingle", "--without-heartbeat",
+            *(["--include", "fault_jobs"] if self.faults else []),
         ]
         self._log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
@@ -145,11 +150,13 @@ class FleetWorker:
 
 @pytest.fixture
 def start_worker(tmp_path: Path) -> Iterator[Callable[..., FleetWorker]]:
-    """A factory: ``start_worker(redis_url, concurrency=2, env={...})``; all are stopped at the end."""
+    """A factory: ``start_worker(redis_url, concurrency=2, env={...}, faults=False)``; all are stopped at the end."""
     started: list[FleetWorker] = []
 
-    def start(redis_url: str, concurrency: int = 2, env: dict[str, str] | None = None, wait: bool = True) -> FleetWorker:
-        w = FleetWorker(redis_url, tmp_path, concurrency, env)
+    def start(
+        redis_url: str, concurrency: int = 2, env: dict[str, str] | None = None, wait: bool = True, faults: bool = False
+    ) -> FleetWorker:
+        w = FleetWorker(redis_url, tmp_path, concurrency, env, faults=faults)
         started.append(w)
         return w.start(wait=wait)
 
@@ -184,3 +191,13 @@ def store_problems(redis_url: str, *problem_ids: str) -> None:
         ])
     finally:
         client.close()
+
+
+def taken_unacked(client: Any) -> int:
+    """Messages workers have taken off the queues and not acked: the lean transport's in-flight
+    lists (``cpfleet:inflight:<node>``) plus kombu's ``unacked`` hash (stock transport, and the
+    lean one with liveness off)."""
+    from cpfleet.core import protocol
+
+    lists = client.scan_iter(match=protocol.inflight_key("*"), count=1000)
+    return int(client.hlen(protocol.KOMBU_UNACKED_KEY)) + sum(int(client.llen(k)) for k in lists)

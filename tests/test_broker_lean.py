@@ -1,13 +1,15 @@
-"""The lean broker path (workers/broker.py): a real worker reserves and acks through plain
-pipelines, leaves no reservation behind, sends no MULTI/EXEC per job, and a job reserved by a
+"""The lean broker path (workers/broker.py): a real worker pops each job into its node's in-flight
+list and acks it with one LREM (with liveness off: BRPOP, and the unacked hash written through
+plain pipelines), leaves nothing taken behind, sends no MULTI/EXEC per job, and a job taken by a
 node that is killed still comes back and is judged."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import redis
-from fleet_helpers import FleetWorker, wait_until
+from fleet_helpers import FleetWorker, taken_unacked, wait_until
 
 from cpfleet.producer.client import FleetClient
 from cpfleet.redis_server import RedisServer
@@ -30,8 +32,10 @@ def test_settings_pick_the_lean_transport_for_plain_redis_only() -> None:
     assert "broker_transport" not in Settings.from_env(tls).celery_config()
 
 
-def test_jobs_leave_no_reservation_and_send_no_transactions(tmp_path: Path) -> None:
-    with RedisServer() as server, FleetWorker(server.url, tmp_path, concurrency=2):
+@pytest.mark.parametrize("liveness", ["on", "off"])
+def test_jobs_leave_nothing_taken_and_send_no_transactions(tmp_path: Path, liveness: str) -> None:
+    env = {} if liveness == "on" else {"CPFLEET_NODE_TTL": "0"}
+    with RedisServer() as server, FleetWorker(server.url, tmp_path, concurrency=2, env=env):
         r = redis.Redis.from_url(server.url)
         with FleetClient(server.url, use_cache=False, timeout=120) as client:
             client.register_problems([ONE])
@@ -39,7 +43,7 @@ def test_jobs_leave_no_reservation_and_send_no_transactions(tmp_path: Path) -> N
             before = _calls(r)
             results = client.evaluate_many([(ONE["id"], ECHO)] * 40)
             # the ack follows the reply (acks_late): the last one may still be on its way
-            assert wait_until(lambda: r.hlen("unacked") == 0 and r.zcard("unacked_index") == 0, timeout=30)
+            assert wait_until(lambda: taken_unacked(r) == 0 and r.zcard("unacked_index") == 0, timeout=30)
             after = _calls(r)
         assert all(x.reward == 1.0 for x in results)
         sent = {k: after.get(k, 0) - before.get(k, 0) for k in after}
@@ -47,10 +51,14 @@ def test_jobs_leave_no_reservation_and_send_no_transactions(tmp_path: Path) -> N
         # window may hold are periodic ones that do not scale with jobs: kombu's throttled
         # visibility-restore mutex and the client's claim renewal.
         assert sent.get("exec", 0) <= len(results) // 8, sent
-        assert sent["zadd"] >= 40 and sent["hdel"] >= 40  # reserved and acked, per job
+        if liveness == "on":
+            assert sent.get("blmove", 0) >= 40 and sent.get("lrem", 0) >= 40, sent  # taken and acked, per job
+            assert sent.get("zadd", 0) <= len(results) // 8 and not r.exists("unacked"), sent  # no kombu bookkeeping
+        else:
+            assert sent["zadd"] >= 40 and sent["hdel"] >= 40  # reserved and acked, per job
 
 
-def test_a_killed_node_s_reserved_job_comes_back(tmp_path: Path) -> None:
+def test_a_killed_node_s_taken_job_comes_back(tmp_path: Path) -> None:
     timers = {"CPFLEET_SOFT_TIME_LIMIT": "8", "CPFLEET_HARD_TIME_LIMIT": "10", "CPFLEET_VISIBILITY_TIMEOUT": "12",
               "CPFLEET_UNACKED_RESTORE_INTERVAL": "1"}
     with RedisServer() as server:
@@ -59,10 +67,10 @@ def test_a_killed_node_s_reserved_job_comes_back(tmp_path: Path) -> None:
             client.register_problems([ONE])
             with FleetWorker(server.url, tmp_path, concurrency=1, env=timers) as first:
                 future = client.submit(ONE["id"], SLEEPY)
-                assert wait_until(lambda: r.hlen("unacked") == 1, timeout=60)  # reserved, running
+                assert wait_until(lambda: taken_unacked(r) == 1, timeout=60)  # taken, running
                 first.kill()
             assert not future.done()
             with FleetWorker(server.url, tmp_path, concurrency=1, env=timers):
                 result = future.result(timeout=150)
         assert result.reward == 1.0 and not result.infra_error
-        assert wait_until(lambda: r.hlen("unacked") == 0 and r.zcard("unacked_index") == 0, timeout=10)
+        assert wait_until(lambda: taken_unacked(r) == 0 and r.zcard("unacked_index") == 0, timeout=10)

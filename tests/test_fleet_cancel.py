@@ -2,7 +2,7 @@
 every withdrawn job it has not started yet, unjudged and unanswered, and the caller never sees a
 reward for it (a cancelled future raises CancelledError).
 
-One real prefork worker with one pool process (debug hooks on): a first job that sleeps a few
+One real prefork worker with one pool process (loading tests/fault_jobs.py): a first job that sleeps a few
 seconds keeps it busy while the jobs behind it wait in the Redis queue and are withdrawn."""
 
 from __future__ import annotations
@@ -56,8 +56,8 @@ def _busy_node(
     redis_url: str, start: Callable[..., FleetWorker], client: FleetClient, queue: str
 ) -> tuple[FleetWorker, cf.Future[Any]]:
     """A one-process node busy with a 4 s job, and nothing else queued."""
-    worker = start(redis_url, concurrency=1, env={"CPFLEET_DEBUG_HOOKS": "1", "CPFLEET_QUEUES": queue})
-    blocker = client.submit_many([{"problem_id": "t/echo", "completion": ECHO_OK, "debug": "sleep:4"}])[0]
+    worker = start(redis_url, concurrency=1, env={"CPFLEET_QUEUES": queue}, faults=True)
+    blocker = client.submit_many([{"problem_id": "t/echo", "completion": ECHO_OK, "job_id": "blocker#sleep:4"}])[0]
     r = redis.Redis.from_url(redis_url)
     assert wait_until(lambda: r.llen(queue) == 0, 60), "the node never took the first job"
     return worker, blocker

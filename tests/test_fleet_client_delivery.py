@@ -3,7 +3,7 @@ future: reused and duplicate job ids, backpressure, close() mid-submit, odd comp
 shared client_id, a Redis error in the reader, concurrent submitters, the deadline heap.
 
 Real redis-server (conftest) and, where a job must run, a real prefork worker node with the
-test-only debug hooks (``sleep:S`` makes the job take S seconds more; see workers/tasks.py)."""
+test-only fault jobs (a job id ending ``#sleep:S`` takes S seconds more; tests/fault_jobs.py)."""
 
 from __future__ import annotations
 
@@ -32,9 +32,9 @@ DOUBLE_OK = "```python\nprint(2 * int(input()))\n```"
 
 @pytest.fixture(scope="module")
 def node(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[FleetWorker]:
-    """One worker node (debug hooks on) for this module, on the session's redis-server."""
+    """One worker node (loading tests/fault_jobs.py) for this module, on the session's redis-server."""
     with FleetWorker(
-        redis_server.url, tmp_path_factory.mktemp("delivery"), concurrency=2, env={"CPFLEET_DEBUG_HOOKS": "1"}
+        redis_server.url, tmp_path_factory.mktemp("delivery"), concurrency=2, faults=True
     ) as worker:
         yield worker
 
@@ -59,14 +59,14 @@ def test_reused_job_id_after_a_deadline_miss_gets_its_own_result(fleet_url: str)
         client.register_problems([ECHO, DOUBLE])
         # The first job misses its deadline; its (right, reward 1) reply comes later.
         first = client.submit_many(
-            [{"problem_id": "t/echo", "completion": ECHO_OK, "job_id": "step-0", "debug": "sleep:2"}], timeout=0.5
+            [{"problem_id": "t/echo", "completion": ECHO_OK, "job_id": "step-0#sleep:3"}], timeout=0.5
         )[0].result(timeout=30)
-        assert first.infra_error and first.job_id == "step-0" and "no result within" in first.infra_message
+        assert first.infra_error and first.job_id == "step-0#sleep:3" and "no result within" in first.infra_message
         # Same job_id, another problem, a WRONG solution: it must earn 0 on its own problem.
         second = client.submit_many(
-            [{"problem_id": "t/double", "completion": ECHO_OK, "job_id": "step-0", "debug": "sleep:3"}]
+            [{"problem_id": "t/double", "completion": ECHO_OK, "job_id": "step-0#sleep:3"}]
         )[0].result(timeout=60)
-        assert (second.job_id, second.problem_id, second.reward) == ("step-0", "t/double", 0.0)
+        assert (second.job_id, second.problem_id, second.reward) == ("step-0#sleep:3", "t/double", 0.0)
         assert second.verdict == Verdict.WRONG_ANSWER and not second.infra_error
         assert wait_until(lambda: client.stats.duplicates == 1, timeout=60)  # the first job's late reply, dropped
 
@@ -110,7 +110,7 @@ def test_jobs_waiting_for_room_are_stamped_when_published_and_all_run(fleet_url:
         client.register_problems([ECHO])
         # 12 one-second jobs, two at a time: the last ones are published ~5 s after the call, past
         # a deadline stamped at the call; stamped at publication, each has 4 s for its ~1 s run.
-        jobs = [{"problem_id": "t/echo", "completion": ECHO_OK, "debug": "sleep:1"} for _ in range(12)]
+        jobs = [{"problem_id": "t/echo", "completion": ECHO_OK, "job_id": f"j{i}#sleep:1"} for i in range(12)]
         results = client.gather(client.submit_many(jobs), timeout=120)
     assert [r.infra_message for r in results if r.infra_error] == []
     assert {r.reward for r in results} == {1.0}

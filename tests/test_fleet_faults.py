@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fleet_helpers import start_worker, wait_until  # noqa: F401  (fixture)
+from fleet_helpers import start_worker, taken_unacked, wait_until  # noqa: F401  (fixture)
 
 from cpfleet.core.verdict import Verdict
 from cpfleet.producer.client import FleetClient
@@ -124,26 +124,26 @@ def test_redis_restart_mid_batch_completes_or_answers_internal_and_the_node_cons
 def test_job_that_kills_its_pool_process_every_time_gets_bounded_retries_then_internal(
     redis_url: str, start_worker  # noqa: F811
 ) -> None:
-    node = start_worker(redis_url, concurrency=2, env={"CPFLEET_DEBUG_HOOKS": "1", "CPFLEET_MAX_RETRIES": "2"})
+    node = start_worker(redis_url, concurrency=2, env={"CPFLEET_MAX_RETRIES": "2"}, faults=True)
     with FleetClient(redis_url, timeout=120, use_cache=False) as client:
         client.register_problems([SLOW])
-        poison = client.submit_many([{"problem_id": SLOW["id"], "completion": SLOW_OK, "job_id": "poison", "debug": "exit"}])
+        poison = client.submit_many([{"problem_id": SLOW["id"], "completion": SLOW_OK, "job_id": "poison#exit"}])
         healthy = _batch(client, 6, "healthy")
         bad = poison[0].result(timeout=120)
         good = client.gather(healthy, timeout=120)
     assert bad.verdict == Verdict.INTERNAL and bad.infra_error and bad.reward is None
     assert "died" in bad.infra_message and "3 attempts, 2 retries allowed" in bad.infra_message
-    assert node.log_text().count("debug hook: job poison/") == 3  # first run + 2 retries (wire id poison/<uuid>)
+    assert node.log_text().count("fault job poison#exit/") == 3  # first run + 2 retries (wire id poison#exit/<uuid>)
     assert all(r.reward == 1.0 for r in good)
     assert wait_until(lambda: len(node.pool_pids()) == 2, timeout=60)  # the pool is refilled and keeps serving
 
 
 def test_job_over_the_soft_time_limit_is_answered_internal(redis_url: str, start_worker) -> None:  # noqa: F811
-    env = {**FAST_TIMERS, "CPFLEET_DEBUG_HOOKS": "1", "CPFLEET_SOFT_TIME_LIMIT": "1", "CPFLEET_HARD_TIME_LIMIT": "4"}
-    start_worker(redis_url, concurrency=1, env=env)
+    env = {**FAST_TIMERS, "CPFLEET_SOFT_TIME_LIMIT": "1", "CPFLEET_HARD_TIME_LIMIT": "4"}
+    start_worker(redis_url, concurrency=1, env=env, faults=True)
     with FleetClient(redis_url, timeout=60, use_cache=False) as client:
         client.register_problems([SLOW])
-        slow = client.submit_many([{"problem_id": SLOW["id"], "completion": SLOW_OK, "job_id": "s", "debug": "sleep:3"}])
+        slow = client.submit_many([{"problem_id": SLOW["id"], "completion": SLOW_OK, "job_id": "s#sleep:3"}])
         r = slow[0].result(timeout=60)
         client.register_problems([ECHO])
         after = client.submit(ECHO["id"], ECHO_OK).result(timeout=60)
@@ -151,23 +151,26 @@ def test_job_over_the_soft_time_limit_is_answered_internal(redis_url: str, start
     assert after.reward == 1.0, after.infra_message  # the runner was rebuilt and works
 
 
-@pytest.mark.parametrize("hook", ["exit", "sleep:0"])
-def test_debug_hooks_are_ignored_unless_the_worker_enables_them(redis_url: str, start_worker, hook: str) -> None:  # noqa: F811
+@pytest.mark.parametrize("fault", ["exit", "sleep:0"])
+def test_a_fault_job_is_judged_normally_by_a_worker_without_the_test_module(
+    redis_url: str, start_worker, fault: str  # noqa: F811
+) -> None:
+    """The faults live in tests/fault_jobs.py only: the shipped job path has no hook to honour."""
     start_worker(redis_url, concurrency=1)
     with FleetClient(redis_url, timeout=60, use_cache=False) as client:
         client.register_problems([SLOW])
-        f = client.submit_many([{"problem_id": SLOW["id"], "completion": SLOW_OK, "debug": hook}])[0]
+        f = client.submit_many([{"problem_id": SLOW["id"], "completion": SLOW_OK, "job_id": f"x#{fault}"}])[0]
         assert f.result(timeout=60).reward == 1.0
 
 
 def test_job_over_the_hard_time_limit_is_answered_internal_by_the_main_process(
     redis_url: str, start_worker  # noqa: F811
 ) -> None:
-    env = {**FAST_TIMERS, "CPFLEET_DEBUG_HOOKS": "1", "CPFLEET_SOFT_TIME_LIMIT": "1", "CPFLEET_HARD_TIME_LIMIT": "2"}
-    node = start_worker(redis_url, concurrency=1, env=env)
+    env = {**FAST_TIMERS, "CPFLEET_SOFT_TIME_LIMIT": "1", "CPFLEET_HARD_TIME_LIMIT": "2"}
+    node = start_worker(redis_url, concurrency=1, env=env, faults=True)
     with FleetClient(redis_url, timeout=60, use_cache=False) as client:
         client.register_problems([SLOW])
-        hung = client.submit_many([{"problem_id": SLOW["id"], "completion": SLOW_OK, "job_id": "h", "debug": "hang:30"}])
+        hung = client.submit_many([{"problem_id": SLOW["id"], "completion": SLOW_OK, "job_id": "h#hang:30"}])
         r = hung[0].result(timeout=60)
         client.register_problems([ECHO])
         after = client.submit(ECHO["id"], ECHO_OK).result(timeout=60)
@@ -190,7 +193,11 @@ def test_restart_of_a_non_persistent_redis_ends_lost_jobs_internal_by_their_dead
         lost = [r for r in results if r.reward != 1.0]
         assert lost, "a restart of an empty Redis should have dropped queued jobs"
         assert all(r.verdict == Verdict.INTERNAL and r.infra_error and r.reward is None for r in lost)
-        assert all("no result within 12s" in r.infra_message for r in lost)
+        # the queue died with Redis: those jobs end at the deadline; a job that was running when
+        # Redis went away may end on the worker's own Redis error, answered INTERNAL too
+        why = Counter(r.infra_message for r in lost)
+        assert any("no result within 12s" in m for m in why), why
+        assert all("no result within 12s" in m or m.startswith("worker error: ConnectionError") for m in why), why
         with FleetClient(server.url, timeout=90, use_cache=False) as client:
             after = client.gather(_batch(client, 6, "np-after"), timeout=120)
         assert all(r.reward == 1.0 for r in after), Counter(r.infra_message for r in after)
@@ -206,6 +213,6 @@ def test_prefetch_is_off_so_the_backlog_stays_in_redis(redis_url: str, start_wor
     with FleetClient(redis_url, queue="pf-q", timeout=120, use_cache=False) as client:
         futures = _batch(client, 8, "pf")
         assert wait_until(lambda: _done(futures) >= 1, timeout=60)
-        reserved, queued = r.hlen("unacked"), r.llen("pf-q")
+        reserved, queued = taken_unacked(r), r.llen("pf-q")
         client.gather(futures, timeout=120)
     assert reserved <= 2 and queued >= 8 - 1 - 2, (reserved, queued)

@@ -15,7 +15,7 @@ from collections import Counter
 from typing import Any
 
 import redis
-from fleet_helpers import FleetWorker, start_worker, wait_until  # noqa: F401  (fixture)
+from fleet_helpers import FleetWorker, start_worker, taken_unacked, wait_until  # noqa: F401  (fixture)
 
 from cpfleet.core import protocol
 from cpfleet.producer.client import FleetClient
@@ -32,7 +32,6 @@ PRODUCTION_TIMERS = {
     "CPFLEET_HARD_TIME_LIMIT": "630",
     "CPFLEET_VISIBILITY_TIMEOUT": "690",
     "CPFLEET_UNACKED_RESTORE_INTERVAL": "10",
-    "CPFLEET_DEBUG_HOOKS": "1",  # jobs sleep in the pool process, so a node is caught holding one
     "CPFLEET_NODE_TTL": "5",  # the default is 10; shorter keeps the test short, long enough for a loaded machine
 }
 VISIBILITY_S = 690.0
@@ -40,7 +39,7 @@ VISIBILITY_S = 690.0
 
 def _jobs(n: int, tag: str, sleep_s: float) -> list[dict[str, Any]]:
     return [
-        {"problem_id": ECHO["id"], "completion": ECHO_OK, "job_id": f"{tag}-{i}", "debug": f"sleep:{sleep_s}"}
+        {"problem_id": ECHO["id"], "completion": ECHO_OK, "job_id": f"{tag}-{i}#sleep:{sleep_s}"}
         for i in range(n)
     ]
 
@@ -54,7 +53,7 @@ def _held(client: redis.Redis, node: FleetWorker) -> list[str]:
 
 
 def _check_all_answered_once(results: list[Any], tag: str, n: int) -> None:
-    assert sorted(r.job_id for r in results) == sorted(f"{tag}-{i}" for i in range(n))
+    assert sorted(r.job_id.split("#")[0] for r in results) == sorted(f"{tag}-{i}" for i in range(n))
     bad = [r for r in results if r.infra_error or r.reward != 1.0]
     assert not bad, Counter(r.infra_message for r in bad)
 
@@ -62,8 +61,8 @@ def _check_all_answered_once(results: list[Any], tag: str, n: int) -> None:
 def test_a_killed_node_jobs_come_back_through_the_sweep_not_the_visibility_timeout(
     redis_url: str, start_worker  # noqa: F811
 ) -> None:
-    victim = start_worker(redis_url, concurrency=1, env=PRODUCTION_TIMERS)
-    survivor = start_worker(redis_url, concurrency=1, env=PRODUCTION_TIMERS)
+    victim = start_worker(redis_url, concurrency=1, env=PRODUCTION_TIMERS, faults=True)
+    survivor = start_worker(redis_url, concurrency=1, env=PRODUCTION_TIMERS, faults=True)
     r = redis.Redis.from_url(redis_url)
     with FleetClient(redis_url, timeout=300, use_cache=False) as client:
         client.register_problems([ECHO])
@@ -79,15 +78,15 @@ def test_a_killed_node_jobs_come_back_through_the_sweep_not_the_visibility_timeo
     assert "requeued" in survivor.log_text()  # and it was the sweep that did
     assert duplicates == 0  # the dead node could not answer: each job was answered once
     # the last ack follows the last reply: nothing stays stranded or queued
-    assert wait_until(lambda: r.hlen(protocol.KOMBU_UNACKED_KEY) == 0, timeout=30)
+    assert wait_until(lambda: taken_unacked(r) == 0, timeout=30)
     assert r.llen(protocol.DEFAULT_QUEUE) == 0
 
 
 def test_a_frozen_node_jobs_come_back_and_its_late_reply_and_ack_harm_nothing(
     redis_url: str, start_worker  # noqa: F811
 ) -> None:
-    frozen = start_worker(redis_url, concurrency=1, env=PRODUCTION_TIMERS)
-    other = start_worker(redis_url, concurrency=1, env=PRODUCTION_TIMERS)
+    frozen = start_worker(redis_url, concurrency=1, env=PRODUCTION_TIMERS, faults=True)
+    other = start_worker(redis_url, concurrency=1, env=PRODUCTION_TIMERS, faults=True)
     r = redis.Redis.from_url(redis_url)
     with FleetClient(redis_url, timeout=300, use_cache=False) as client:
         client.register_problems([ECHO])
@@ -104,17 +103,17 @@ def test_a_frozen_node_jobs_come_back_and_its_late_reply_and_ack_harm_nothing(
         # reply (its job was answered by the other node), and its ack of the old delivery tag
         # removes nothing of the message the other node ran.
         assert wait_until(lambda: client.stats.duplicates >= 1, timeout=120), frozen.log_text()[-3000:]
-        assert [f.result().job_id for f in futures] == [f"stop-{i}" for i in range(8)]
+        assert [f.result().job_id.split("#")[0] for f in futures] == [f"stop-{i}" for i in range(8)]
         more = client.submit_many(_jobs(4, "after", 0.1))
         _check_all_answered_once(client.gather(more, timeout=120), "after", 4)
-    assert wait_until(lambda: r.hlen(protocol.KOMBU_UNACKED_KEY) == 0, timeout=30)
+    assert wait_until(lambda: taken_unacked(r) == 0, timeout=30)
     assert r.llen(protocol.DEFAULT_QUEUE) == 0
 
 
 def test_a_slow_job_on_a_live_node_is_never_given_back(redis_url: str, start_worker) -> None:  # noqa: F811
     env = {**PRODUCTION_TIMERS, "CPFLEET_NODE_TTL": "3"}  # beats every 0.6 s, grace 3 s: the job outlives both by far
-    node = start_worker(redis_url, concurrency=1, env=env)
-    spare = start_worker(redis_url, concurrency=1, env=env)  # idle, and sweeping: it would take a requeued job
+    node = start_worker(redis_url, concurrency=1, env=env, faults=True)
+    spare = start_worker(redis_url, concurrency=1, env=env, faults=True)  # idle, and sweeping: it would take a requeued job
     with FleetClient(redis_url, timeout=300, use_cache=False) as client:
         client.register_problems([ECHO])
         results = client.gather(client.submit_many(_jobs(2, "slow", 12.0)), timeout=240)

@@ -37,7 +37,7 @@ def _kombu_entry(redis_url: str, queue: str, msg: protocol.JobMessage | protocol
         protocol.JobMessage(job_id="j/1", problem_id="p/1", completion="print(1)", reply_to="r"),
         protocol.JobMessage(
             job_id='odd "id" \\ é', problem_id="p\n\u2028'q'", completion=b"\xff\xfe bytes", reply_to="r",
-            client_id="c0ffee", client_token="t0k", language="cpp", debug="x",
+            client_id="c0ffee", client_token="t0k", language="cpp",
         ),
         # a client id the orphan sweep cannot read stays out of the headers (as task_message has it)
         protocol.JobMessage(job_id="j", problem_id="p", completion="x", reply_to="r", client_id="a b", client_token="t"),

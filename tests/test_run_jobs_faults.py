@@ -22,7 +22,6 @@ from cpfleet.producer.client import FleetClient
 from cpfleet.producer.publisher import task_message
 
 ENV = {
-    "CPFLEET_DEBUG_HOOKS": "1",
     "CPFLEET_MAX_RETRIES": "0",
     "CPFLEET_SOFT_TIME_LIMIT": "100",
     "CPFLEET_HARD_TIME_LIMIT": "110",
@@ -33,7 +32,7 @@ ENV = {
 
 @pytest.fixture
 def node(redis_url: str, start_worker) -> FleetWorker:  # noqa: F811
-    return start_worker(redis_url, concurrency=1, env=ENV)
+    return start_worker(redis_url, concurrency=1, env=ENV, faults=True)
 
 
 def _log_events(worker: FleetWorker, event: str) -> list[str]:
@@ -51,9 +50,9 @@ def _log_events(worker: FleetWorker, event: str) -> list[str]:
 
 def test_a_dead_pool_process_is_an_internal_run_result(redis_url: str, node: FleetWorker) -> None:
     with FleetClient(redis_url, timeout=120) as fleet:
-        dead = fleet.run_many([RunRequest(code="print(1)", debug="exit", job_id="dies")])[0].result(timeout=120)
+        dead = fleet.run_many([RunRequest(code="print(1)", job_id="dies#exit")])[0].result(timeout=120)
         assert isinstance(dead, RunJobResult)
-        assert (dead.job_id, dead.status, dead.infra_error) == ("dies", RunStatus.INTERNAL, True)
+        assert (dead.job_id, dead.status, dead.infra_error) == ("dies#exit", RunStatus.INTERNAL, True)
         assert "died" in dead.infra_message and dead.runs == ()
         assert fleet.run("print(2)").runs[0].stdout == "2\n"  # the node serves on
 
@@ -89,7 +88,7 @@ def test_the_job_budget_leaves_later_inputs_not_run(redis_url: str, node: FleetW
 
 def test_a_missed_deadline_and_a_cancel(redis_url: str, node: FleetWorker) -> None:
     with FleetClient(redis_url, timeout=120) as fleet:
-        busy = fleet.run_many([RunRequest(code="print(1)", debug="sleep:4", job_id="busy")])[0]
+        busy = fleet.run_many([RunRequest(code="print(1)", job_id="busy#sleep:4")])[0]
         late = fleet.submit_run("print(2)", timeout=1.0, job_id="late")
         queued = fleet.submit_run("print(3)", job_id="withdrawn")
         assert queued.cancel() and queued.cancelled()
@@ -99,7 +98,7 @@ def test_a_missed_deadline_and_a_cancel(redis_url: str, node: FleetWorker) -> No
         assert busy.result(timeout=60).runs[0].stdout == "1\n"
         assert wait_until(lambda: any(i.startswith("withdrawn/") for i in _log_events(node, "job_withdrawn")),
                           timeout=60)
-    assert wait_until(lambda: any(i.startswith("busy/") for i in _log_events(node, "run_done")), timeout=30)
+    assert wait_until(lambda: any(i.startswith("busy#sleep:4/") for i in _log_events(node, "run_done")), timeout=30)
     assert not any(i.startswith("withdrawn/") for i in _log_events(node, "run_done"))
 
 

@@ -25,7 +25,7 @@ from cpfleet.producer.client import RunRequest, run_message_fields
 GOOD = protocol.RunMessage(
     job_id="j/1", reply_to="r", code=b"print(1)\xff", stdins=(b"", b"\x00\xff"), language="python3",
     files={"d/x.txt": b"\x00"}, fetch_files=("out",), time_limit_s=1.5, memory_limit_mb=64, output_cap=0,
-    submitted_at=1.0, deadline=2.0, reply_ttl=7, debug="x", client_id="c", client_token="t",
+    submitted_at=1.0, deadline=2.0, reply_ttl=7, client_id="c", client_token="t",
 )
 
 

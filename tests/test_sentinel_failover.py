@@ -35,7 +35,7 @@ ECHO_OK = "```python\nprint(input())\n```"
 
 def _jobs(n: int, tag: str) -> list[dict[str, Any]]:
     return [
-        {"problem_id": ECHO["id"], "completion": ECHO_OK, "job_id": f"{tag}-{i}", "debug": "sleep:0.3"}
+        {"problem_id": ECHO["id"], "completion": ECHO_OK, "job_id": f"{tag}-{i}#sleep:0.3"}
         for i in range(n)
     ]
 
@@ -59,9 +59,9 @@ async def _evaluate_all(client: FleetClient, n: int, tag: str) -> list[Any]:
 def test_a_primary_killed_mid_batch_loses_no_job_and_no_reply(tmp_path: Path) -> None:
     with SentinelGroup() as group:
         assert parse_redis_url(group.url).is_sentinel
-        env = {"CPFLEET_DEBUG_HOOKS": "1", "CPFLEET_SOFT_TIME_LIMIT": "60", "CPFLEET_HARD_TIME_LIMIT": "90",
+        env = {"CPFLEET_SOFT_TIME_LIMIT": "60", "CPFLEET_HARD_TIME_LIMIT": "90",
                "CPFLEET_VISIBILITY_TIMEOUT": "120"}
-        with FleetWorker(group.url, tmp_path, concurrency=2, env=env) as worker:
+        with FleetWorker(group.url, tmp_path, concurrency=2, env=env, faults=True) as worker:
             # resubmit_on_timeout: what async replication may still lose at the failover (a
             # push the replica had not confirmed) is published again at its deadline
             problems = tmp_path / "problems.jsonl"
@@ -90,7 +90,7 @@ def test_a_primary_killed_mid_batch_loses_no_job_and_no_reply(tmp_path: Path) ->
         every = results + early + late
         bad = [r for r in every if r.infra_error or r.reward != 1.0]
         assert not bad, (Counter(r.infra_message for r in bad), log[-3000:])
-        assert sorted(r.job_id for r in results) == sorted([f"before-{i}" for i in range(30)] + [f"after-{i}" for i in range(10)])
+        assert sorted(r.job_id.split("#")[0] for r in results) == sorted([f"before-{i}" for i in range(30)] + [f"after-{i}" for i in range(10)])
         assert served == [1.0]
         # the replies came through the new primary: the old one is dead
         assert new_primary[1] != old_port

@@ -131,19 +131,44 @@ def _report_languages(**_: Any) -> None:
 
 
 _liveness: Any = None
+_node: str | None = None
+
+
+@signals.worker_init.connect(weak=False)
+def _name_node(sender: Any = None, **_: Any) -> None:
+    """Name this node before its consumer starts: its broker channel pops each job into the
+    node's in-flight list (``cpfleet.workers.broker``), which the node's heartbeats cover. With
+    liveness off nothing would ever give that list back, so the channel then keeps BRPOP."""
+    global _node
+    if settings.node_ttl_s <= 0:
+        return
+    from cpfleet.workers.broker import consume_as
+    from cpfleet.workers.liveness import node_name
+
+    _node = node_name(str(getattr(sender, "hostname", "") or "cpfleet"))
+    consume_as(_node, settings.node_ttl_s)
 
 
 @signals.worker_ready.connect(weak=False)
 def _start_liveness(sender: Any = None, **_: Any) -> None:
     """Heartbeats of this node, and the sweep that requeues a lost node's jobs within seconds
     (``cpfleet.workers.liveness``). Main process only: it holds the unacked messages."""
-    global _liveness
+    global _liveness, _node
     if settings.node_ttl_s <= 0 or _liveness is not None:
         return
     from cpfleet.workers.liveness import Liveness, node_name
 
-    hostname = str(getattr(sender, "hostname", "") or "cpfleet")
-    _liveness = Liveness(lambda: redis_client(settings), node_name(hostname), ttl=settings.node_ttl_s).start()
+    if _node is None:
+        _node = node_name(str(getattr(sender, "hostname", "") or "cpfleet"))
+    _liveness = Liveness(lambda: redis_client(settings), _node, ttl=settings.node_ttl_s).start()
+
+
+@signals.worker_shutdown.connect(weak=False)
+def _release_node(**_: Any) -> None:
+    """After the pool stopped: give back what is left in this node's in-flight list (a pop the
+    closing consumer never read) now, rather than after ``ttl`` through the sweep."""
+    if _liveness is not None:
+        _liveness.release()
 
 
 @signals.worker_process_shutdown.connect(weak=False)

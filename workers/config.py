@@ -87,7 +87,8 @@ SETTINGS: tuple[Setting, ...] = (
         "seconds of wall clock a job may spend running tests (then TIME_LIMIT); "
         "default soft limit - 90 (90% of a soft limit under 180)",
     ),
-    Setting("CPFLEET_VISIBILITY_TIMEOUT", "", "seconds before an unacked job is redelivered; default hard limit + 60"),
+    Setting("CPFLEET_VISIBILITY_TIMEOUT", "", "seconds before a job in kombu's unacked hash is redelivered (stock kombu, or liveness off; "
+        "the in-flight lists are given back by the liveness sweep instead); default hard limit + 60"),
     Setting("CPFLEET_UNACKED_RESTORE_INTERVAL", "10", "seconds between kombu's sweeps for jobs past the visibility timeout"),
     Setting(
         "CPFLEET_NODE_TTL",
@@ -98,7 +99,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("CPFLEET_MAX_RETRIES", "2", "re-runs of a job whose pool process died, then an INTERNAL reply"),
     Setting("CPFLEET_RESULT_CACHE", "1", "cache results by (problem version, extracted code, options)"),
     Setting("CPFLEET_RESULT_CACHE_TTL", "86400", "seconds a cached result lives"),
-    Setting("CPFLEET_BROKER_LEAN", "1", "kombu's per-job reserve/ack bookkeeping as plain pipelines (workers/broker.py); 0: stock kombu"),
+    Setting("CPFLEET_BROKER_LEAN", "1", "the reliable pop: each job moved into its node's in-flight list (BLMOVE) and acked with one LREM, "
+        "so a node lost at any instant leaves its jobs in a key (workers/broker.py; docs/reliability.md, "
+        "docs/scaling.md); 0: stock kombu"),
     Setting("CPFLEET_FAIL_FAST", "1", "run hidden tests most-often-failed first in all-or-nothing jobs (same rewards)"),
     Setting("CPFLEET_PROBLEM_CACHE_MB", "256", "per-process LRU of problems, bounded in bytes"),
     Setting("CPFLEET_TASK_EVENTS", "1", "send task events (Flower); costs a little on tiny jobs"),
@@ -111,7 +114,6 @@ SETTINGS: tuple[Setting, ...] = (
         "`full`, `partial` or `any`: the sandbox isolation this node needs; a node whose self-test gets less "
         "exits (code 3) before it consumes a job",
     ),
-    Setting("CPFLEET_DEBUG_HOOKS", "0", "TEST ONLY: honour a job's `debug` field (e.g. `exit` kills the pool process)"),
 )
 
 
@@ -133,7 +135,6 @@ class Settings:
     socket_timeout_s: float
     health_check_interval_s: int
     reply_retry_s: float
-    debug_hooks: bool
     job_time_budget_s: float = 480.0
     fail_fast: bool = True
     broker_lean: bool = True
@@ -195,7 +196,6 @@ class Settings:
             socket_timeout_s=float(get("CPFLEET_REDIS_SOCKET_TIMEOUT")),
             health_check_interval_s=int(get("CPFLEET_HEALTH_CHECK_INTERVAL")),
             reply_retry_s=float(get("CPFLEET_REPLY_RETRY_S")),
-            debug_hooks=_bool(get("CPFLEET_DEBUG_HOOKS")),
             job_time_budget_s=job_time_budget(soft, get("CPFLEET_JOB_TIME_BUDGET")),
             fail_fast=_bool(get("CPFLEET_FAIL_FAST")),
             broker_lean=_bool(get("CPFLEET_BROKER_LEAN")),

@@ -13,8 +13,11 @@ plus ``ttl``) followed by the delivery tags of the messages it holds (from Celer
 tries the sweep (one node per interval does it, under a lock key), a Lua script that runs
 atomically inside Redis and:
 
-* drops the heartbeats that expired (the node stopped beating for ``ttl`` seconds: dead, frozen
-  or cut off) and requeues at once the unacked messages they listed;
+* takes the nodes whose heartbeat expired (the node stopped beating for ``ttl`` seconds: dead,
+  frozen or cut off) for lost and requeues at once the messages they held: every message of the
+  node's in-flight list (``workers.broker``: the lean transport pops into it) and the unacked
+  messages its heartbeat listed (kombu's own transport). A lost node stays in the hash for
+  ``retention`` seconds, so a move Redis made for a pop it left pending is given back too;
 * requeues any other unacked message that no live node has listed for ``grace`` seconds (a
   node killed between taking a message and its next beat never listed it);
 * never touches a message a live node lists: a slow job is never redelivered while its node
@@ -29,6 +32,11 @@ reply per job (delivery is at least once): a job may be judged twice, never answ
 Only cpfleet's own tasks (``protocol.TASK_NAME_PREFIX``) on the default exchange at priority 0
 are swept; anything else stays with kombu's visibility timeout.
 
+Each node also checks its own in-flight list every beat (``check_own``): a message in it that
+the node has not held for ``grace`` seconds (an ack lost with a connection, a pop whose reply
+never arrived) goes back to its queue. At a warm shutdown the node gives back what is left
+(``release``) and drops its heartbeat.
+
 Every node of a fleet must run this (``CPFLEET_NODE_TTL`` > 0, the default): a node that does
 not beat has its jobs requeued by the others after ``grace``, and they run twice.
 """
@@ -38,6 +46,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -56,13 +65,15 @@ return 1
 """
 
 # KEYS: nodes hash, unheld hash, kombu unacked hash, kombu unacked index, sweep lock.
-# ARGV: grace s, lock ms, most messages requeued per sweep, task name prefix.
-# Returns {requeued tags..., } or false when another node holds the sweep lock.
+# ARGV: grace s, lock ms, most messages requeued per sweep, task name prefix, retention s (how
+# long a lost node stays listed, its in-flight list swept, before it is forgotten), in-flight
+# list key prefix. Returns {requeued tags..., } or false when another node holds the sweep lock.
 _SWEEP = """
 if not redis.call('SET', KEYS[5], '1', 'NX', 'PX', ARGV[2]) then return false end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local grace, most, prefix = tonumber(ARGV[1]), tonumber(ARGV[3]), ARGV[4]
+local retention, inflight_prefix = tonumber(ARGV[5]), ARGV[6]
 
 local function requeue(tag)
   local raw = redis.call('HGET', KEYS[3], tag)
@@ -98,14 +109,15 @@ local function requeue(tag)
   return true
 end
 
-local held, orphaned = {}, {}
+local held, orphaned, lost = {}, {}, {}
 local nodes = redis.call('HGETALL', KEYS[1])
 for i = 1, #nodes, 2 do
-  local first, dead = true, false
+  local first, dead, until_ = true, false, 0
   for word in string.gmatch(nodes[i + 1], '%S+') do
     if first then
-      local until_ = tonumber(word)
+      until_ = tonumber(word)
       dead = until_ == nil or until_ < now
+      until_ = until_ or 0
       first = false
     elseif dead then
       orphaned[word] = true
@@ -113,10 +125,30 @@ for i = 1, #nodes, 2 do
       held[word] = true
     end
   end
-  if dead then redis.call('HDEL', KEYS[1], nodes[i]) end
+  if dead then table.insert(lost, {nodes[i], until_}) end
 end
 
 local requeued = {}
+-- a lost node's in-flight list (workers.broker): every message goes back to its queue, byte for
+-- byte. The node stays listed for the retention time, so a move Redis made for it after this
+-- sweep (a blocking pop of a frozen or cut-off node still pending) is given back by the next.
+for _, n in ipairs(lost) do
+  local key = inflight_prefix .. n[1]
+  for _, raw in ipairs(redis.call('LRANGE', key, 0, -1)) do
+    if #requeued >= most then break end
+    local ok, payload = pcall(cjson.decode, raw)
+    local props = ok and type(payload) == 'table' and payload['properties']
+    local info = type(props) == 'table' and props['delivery_info']
+    local queue = type(info) == 'table' and info['routing_key']
+    if type(queue) == 'string' and queue ~= '' then
+      redis.call('LREM', key, 1, raw)
+      redis.call('RPUSH', queue, raw)
+      local tag = props['delivery_tag']
+      table.insert(requeued, type(tag) == 'string' and tag or '?')
+    end
+  end
+  if now - n[2] > retention and redis.call('LLEN', key) == 0 then redis.call('HDEL', KEYS[1], n[1]) end
+end
 local tags = redis.call('ZRANGE', KEYS[4], 0, -1)
 for _, tag in ipairs(tags) do
   if held[tag] then
@@ -191,6 +223,8 @@ class Liveness:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.requeued = 0  # messages this node's sweeps requeued (tests and logs read it)
+        self.given_back = 0  # messages of its own in-flight list this node gave back (``check_own``)
+        self._unheld: dict[str, float] = {}  # tag in this node's in-flight list, not held -> since (monotonic)
         self._error_logged = False
 
     def start(self) -> Liveness:
@@ -215,8 +249,10 @@ class Liveness:
             client = self._connection()
             assert self._scripts is not None
             beat, sweep = self._scripts
-            tags = " ".join(self._held())
+            held = self._held()
+            tags = " ".join(held)
             beat(keys=[protocol.nodes_key()], args=[self.node, self.ttl, " " + tags if tags else ""])
+            self.check_own(client, set(held))
             keys = [
                 protocol.nodes_key(),
                 protocol.unheld_key(),
@@ -225,8 +261,8 @@ class Liveness:
                 protocol.sweep_lock_key(),
             ]
             lock_ms = max(100, int(self.beat * 1000) - 50)
-            got = sweep(keys=keys, args=[self.grace, lock_ms, self.max_requeue, protocol.TASK_NAME_PREFIX],
-                        client=client)
+            got = sweep(keys=keys, args=[self.grace, lock_ms, self.max_requeue, protocol.TASK_NAME_PREFIX,
+                                         self.retention, protocol.inflight_key("")], client=client)
             if self._error_logged:
                 log.warning("liveness: Redis answers again")
                 self._error_logged = False
@@ -242,6 +278,68 @@ class Liveness:
             log.warning("liveness: requeued %d job(s) held by lost worker node(s): %s",
                         len(requeued), ", ".join(requeued[:10]))
         return requeued
+
+    @property
+    def retention(self) -> float:
+        """Seconds a lost node stays listed (its in-flight list swept) after it stopped beating:
+        far longer than the 1 s a blocking pop it left pending can still move a message."""
+        return max(60.0, 6 * self.ttl)
+
+    def check_own(self, client: redis.Redis, held: set[str]) -> list[str]:
+        """Give back the messages of this node's in-flight list (``workers.broker``) that it has
+        not held (Celery's worker state) for ``grace`` seconds: ones whose ack was lost with a
+        broker connection, or whose pop reply never arrived. A message on its way from the pop
+        to Celery's worker state is unheld for milliseconds, far below the grace."""
+        from cpfleet.workers.broker import REQUEUE, message_queue, message_tag
+
+        key = protocol.inflight_key(self.node)
+        now = time.monotonic()
+        unheld: dict[str, float] = {}
+        given: list[str] = []
+        for raw in client.lrange(key, 0, -1):
+            tag = message_tag(raw)
+            if tag is None or tag in held:
+                continue
+            since = self._unheld.get(tag, now)
+            queue = message_queue(raw)
+            if now - since >= self.grace and queue is not None:
+                if client.eval(REQUEUE, 2, key, queue, raw, "front"):
+                    given.append(tag)
+                continue
+            unheld[tag] = since
+        self._unheld = unheld
+        if given:
+            self.given_back += len(given)
+            log.warning("liveness: gave back %d job(s) this node took and no longer holds: %s",
+                        len(given), ", ".join(given[:10]))
+        return given
+
+    def release(self) -> int:
+        """At this node's shutdown, after its pool stopped: give back every message left in its
+        in-flight list that it does not hold (a pop whose reply the closing consumer never
+        read) and drop its heartbeat, so nothing waits ``ttl`` for the sweep. Returns how
+        many it gave back; never raises (the sweep does the same later)."""
+        from cpfleet.workers.broker import REQUEUE, message_queue, message_tag
+
+        self.stop()
+        given = 0
+        try:
+            client = self._connection()
+            key = protocol.inflight_key(self.node)
+            held = set(self._held())
+            for raw in client.lrange(key, 0, -1):
+                queue = message_queue(raw)
+                if message_tag(raw) not in held and queue is not None:
+                    given += int(client.eval(REQUEUE, 2, key, queue, raw, "front"))
+            if not held and client.llen(key) == 0:
+                client.hdel(protocol.nodes_key(), self.node)
+        except redis.RedisError as exc:
+            log.warning("liveness: could not give back this node's jobs at shutdown (%s); the sweep will", exc)
+        finally:
+            self._reset()
+        if given:
+            log.warning("liveness: gave back %d job(s) at shutdown", given)
+        return given
 
     def _connection(self) -> redis.Redis:
         if self._client is None:

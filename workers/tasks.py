@@ -17,7 +17,6 @@ result cache.
 from __future__ import annotations
 
 import logging
-import os
 import time
 from dataclasses import replace
 from typing import Any
@@ -45,26 +44,6 @@ def _text(completion: str | bytes) -> str:
     return completion
 
 
-def _debug_hook(msg: JobMessage | RunMessage) -> None:
-    """TEST ONLY (CPFLEET_DEBUG_HOOKS=1): let the fault tests kill this pool process on purpose.
-
-    The sandbox keeps test programs from hurting the worker, so a job that kills its pool
-    process every time cannot be written as a program; this hook stands in for it.
-    """
-    if settings.debug_hooks and msg.debug == "exit":
-        log.warning("debug hook: job %s exits its pool process (pid %d)", msg.job_id, os.getpid())
-        os._exit(70)
-    if settings.debug_hooks and msg.debug is not None and msg.debug.startswith("sleep:"):
-        time.sleep(float(msg.debug.split(":", 1)[1]))
-    if settings.debug_hooks and msg.debug is not None and msg.debug.startswith("hang:"):
-        end = time.monotonic() + float(msg.debug.split(":", 1)[1])
-        while time.monotonic() < end:  # deaf to the soft limit: only the hard limit stops it
-            try:
-                time.sleep(0.05)
-            except SoftTimeLimitExceeded:
-                pass
-
-
 def run_job(msg: JobMessage, hostname: str, admission: Admission | None = None) -> JobResult:
     """Look the problem up, serve from the result cache or run the sandbox; never raises.
     ``admission``: the withdrawal check's answer, which may carry the problem's version."""
@@ -72,7 +51,6 @@ def run_job(msg: JobMessage, hostname: str, admission: Admission | None = None) 
     queued_ms = max(0.0, (started - msg.submitted_at) * 1000.0) if msg.submitted_at else 0.0
     result: JobResult
     try:
-        _debug_hook(msg)
         if msg.deadline is not None and started > msg.deadline:
             # The caller has already given up on this job (and answered it INTERNAL itself).
             result = JobResult.infra(msg.job_id, msg.problem_id, "deadline passed before a worker picked the job up")
@@ -232,7 +210,6 @@ def run_run_job(msg: RunMessage, hostname: str) -> RunJobResult:
     queued_ms = max(0.0, (started - msg.submitted_at) * 1000.0) if msg.submitted_at else 0.0
     result: RunJobResult
     try:
-        _debug_hook(msg)
         if msg.deadline is not None and started > msg.deadline:
             result = RunJobResult.infra(msg.job_id, "deadline passed before a worker picked the job up")
         else:
