@@ -38,9 +38,12 @@ from cpfleet.core.problem import Problem
 from cpfleet.core.protocol import check_options
 from cpfleet.core.results import JobResult, JobStamp
 from cpfleet.core.verdict import Verdict
-from cpfleet.sandbox.env import DEFAULT_MAX_PUBLIC_SHOWN, evaluate
-from cpfleet.sandbox.runner import CodeRunner
-from cpfleet.sandbox.runners import RUNNER_KINDS, make_runner  # the factory starts nothing until called
+from cpfleet.sandbox.env import DEFAULT_MAX_PUBLIC_SHOWN, judge_locally
+from cpfleet.sandbox.runner import (  # the factory starts nothing until called
+    RUNNER_KINDS,
+    CodeRunner,
+    make_runner,
+)
 
 log = logging.getLogger("cpfleet.pool")
 
@@ -109,7 +112,7 @@ class Judge:
                 result = stamp.infra(f"cannot start runner {self.runner_kind!r}: {e}")
             else:
                 try:
-                    result = evaluate(
+                    result = judge_locally(
                         problem,
                         completion,
                         runner,

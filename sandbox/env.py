@@ -100,7 +100,7 @@ class Judge:
     """One job's judging loop: its state (the budget, the two tallies, the feedback's views) and
     its steps as methods: ``judge`` (extract, compile, run, result), ``_test`` (one test run
     against the budget), ``_run_public``/``_run_hidden`` (the hidden loop stops at the first
-    failure under all-or-nothing), ``_feedback`` and ``_result``. ``evaluate`` is the function
+    failure under all-or-nothing), ``_feedback`` and ``_result``. ``judge_locally`` is the function
     form; a Judge judges one completion once."""
 
     def __init__(
@@ -266,7 +266,7 @@ class Judge:
         return (time.perf_counter() - self.started) * 1000.0
 
 
-def evaluate(
+def judge_locally(
     problem: Problem,
     completion: str | bytes,
     runner: CodeRunner,
@@ -282,8 +282,10 @@ def evaluate(
     worker: str = "",
     queued_ms: float = 0.0,
 ) -> JobResult:
-    """Judge one completion (a ``Judge`` judging once). Never raises for anything the program or
-    the sandbox does; a bug in the judge itself raises.
+    """Judge one completion here, on ``runner`` (a ``Judge`` judging once): the function the worker,
+    ``cpfleet judge`` and the local pool call, and ``cpfleet.judge_locally`` for a user. (The
+    fleet's ``FleetClient.evaluate`` sends a job to the workers instead.) Never raises for
+    anything the program or the sandbox does; a bug in the judge itself raises.
 
     ``problem_version`` defaults to ``problem.content_version()``; callers judging many jobs of
     one problem pass it precomputed (hashing every test per job is wasted work). ``language``
@@ -306,6 +308,11 @@ def evaluate(
                   max_public_shown=max_public_shown, problem_version=problem_version, time_budget_s=time_budget_s,
                   language=language, hidden_order=hidden_order, worker=worker, queued_ms=queued_ms)
     return judge.judge(completion)
+
+
+# The old name, kept so that code calling ``cpfleet.evaluate`` / ``cpfleet.sandbox.env.evaluate``
+# keeps working; ``judge_locally`` says what it does (no fleet involved).
+evaluate = judge_locally
 
 
 def _hidden_order(problem: Problem, order: Sequence[int] | None) -> list[int] | None:
@@ -412,7 +419,7 @@ class CodeContestsEnv:
         self.time_budget_s = time_budget_s
 
     def evaluate(self, problem: Problem, completion: str | bytes, *, job_id: str = "") -> JobResult:
-        return evaluate(
+        return judge_locally(
             problem,
             completion,
             self.runner,

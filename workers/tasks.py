@@ -125,9 +125,9 @@ def _judge_job(msg: JobMessage, stamp: JobStamp, admission: Admission) -> JobRes
         cached = resources.results.get(cache_key, msg.job_id)
         if cached is not None:
             return replace(stamp, problem_version=version).cached(cached, (time.perf_counter() - t0) * 1000.0)
-    from cpfleet.sandbox.env import evaluate
+    from cpfleet.sandbox.env import judge_locally
 
-    result = evaluate(
+    result = judge_locally(
         problem,
         msg.completion,
         resources.runner,
