@@ -111,3 +111,18 @@ def test_the_old_names_still_work_as_aliases_of_the_new(fork_runner: CodeRunner)
     right, wrong = "```python\nprint(2 * int(input()))\n```", "```python\nprint(int(input()))\n```"
     for judge in (cpfleet.evaluate, cpfleet.judge_locally):
         assert (judge(problem, right, fork_runner).reward, judge(problem, wrong, fork_runner).reward) == (1.0, 0.0)
+
+
+def test_the_dataset_schema_lives_in_the_core_and_its_old_paths_still_import() -> None:
+    """records.py and testshapes.py are read by the client (inline tests) and by the dataset
+    tools: they are in the core, below both; the old client-layer paths name the same modules."""
+    import cpfleet.core.records
+    import cpfleet.core.testshapes
+    import cpfleet.producer.records
+    import cpfleet.producer.testshapes
+    from cpfleet.producer.records import record_errors
+
+    assert cpfleet.producer.records is cpfleet.core.records
+    assert cpfleet.producer.testshapes is cpfleet.core.testshapes
+    assert record_errors is cpfleet.core.records.record_errors
+    assert record_errors({"id": "x", "time_limit_s": -1}) == ["time_limit_s must be in (0, 600] or null"]
