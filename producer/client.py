@@ -515,6 +515,22 @@ class FleetClient:
         self.known_problems.add(stats.versions)
         return stats
 
+    def broker_reachable(self) -> bool:
+        """Whether Redis answers a PING now (any Redis error: False): a health check's question,
+        asked on this client's command connection."""
+        try:
+            return bool(self._redis.ping())
+        except redis.RedisError:
+            return False
+
+    def queue_depth(self) -> int:
+        """Jobs waiting in this client's queue, not yet taken by a worker (LLEN); an unreachable
+        Redis raises BrokerUnavailable."""
+        try:
+            return int(self._redis.llen(self.queue))
+        except redis.RedisError as exc:
+            raise BrokerUnavailable(f"cannot read the length of queue {self.queue!r}: {exc}") from exc
+
     def purge_orphans(self, budget_s: float = 30.0) -> int:
         """Remove from this client's queue the jobs of clients that are gone (closed, or crashed
         with their claim expired) and cancelled jobs; returns how many. Best effort within ``budget_s`` seconds:

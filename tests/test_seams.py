@@ -9,6 +9,7 @@ from dataclasses import fields
 from pathlib import Path
 
 import msgpack
+import pytest
 
 from cpfleet.core.problem import Problem
 from cpfleet.core.results import JobResult, JobStamp, Timings
@@ -126,3 +127,28 @@ def test_the_dataset_schema_lives_in_the_core_and_its_old_paths_still_import() -
     assert cpfleet.producer.testshapes is cpfleet.core.testshapes
     assert record_errors is cpfleet.core.records.record_errors
     assert record_errors({"id": "x", "time_limit_s": -1}) == ["time_limit_s must be in (0, 600] or null"]
+
+
+def test_a_health_check_asks_the_client_not_its_redis_connection() -> None:
+    """What the gateway's health and status endpoints need (is Redis there, how long is the
+    queue) is the client's public answer, so nothing reads ``fleet._redis``. A real Redis,
+    killed."""
+    from fleet_helpers import store_problems
+
+    from cpfleet.core.errors import BrokerUnavailable
+    from cpfleet.producer.client import FleetClient
+    from cpfleet.redis_server import RedisServer
+
+    with RedisServer() as server:
+        store_problems(server.url, "t/none")
+        client = FleetClient(server.url, queue="nobody-listens", timeout=900, unreachable_grace=None)
+        try:
+            assert client.broker_reachable() and client.queue_depth() == 0
+            client.submit_many([{"problem_id": "t/none", "completion": "print(1)"}] * 3)
+            assert client.queue_depth() == 3  # no worker takes them
+            server.stop(kill=True)
+            assert not client.broker_reachable()
+            with pytest.raises(BrokerUnavailable):
+                client.queue_depth()
+        finally:
+            client.close()
