@@ -22,8 +22,7 @@ import time
 
 from cpfleet.sandbox import languages, programs
 from cpfleet.sandbox.languages import JVM_THREAD_STACK_KB, PROG_DIR
-from cpfleet.sandbox.runner import Limits
-from cpfleet.sandbox.runners import make_runner
+from cpfleet.sandbox.runner import Limits, make_runner
 
 TRIVIAL = 'public class Main { public static void main(String[] a) { System.out.println("hi"); } }\n'
 APLUSB = """import java.util.*;

@@ -28,8 +28,7 @@ import time
 
 from cpfleet.core.problem import Problem
 from cpfleet.sandbox import programs
-from cpfleet.sandbox.runner import Limits
-from cpfleet.sandbox.runners import make_runner
+from cpfleet.sandbox.runner import Limits, make_runner
 
 ECHO_CPP = "#include <cstdio>\nint main(){ char b[64]; if (std::scanf(\"%63s\", b) == 1) std::puts(b); }\n"
 SOLUTION = """#include <bits/stdc++.h>

@@ -25,8 +25,7 @@ import tempfile
 import time
 
 from cpfleet.sandbox import languages, programs
-from cpfleet.sandbox.runner import Limits
-from cpfleet.sandbox.runners import make_runner
+from cpfleet.sandbox.runner import Limits, make_runner
 
 TRIVIAL = 'print("hi")\n'
 REAL = """import sys

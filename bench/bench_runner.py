@@ -20,8 +20,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from cpfleet.sandbox.runner import Limits
-from cpfleet.sandbox.runners import make_runner
+from cpfleet.sandbox.runner import Limits, make_runner
 
 ECHO = "import sys\nsys.stdout.write(sys.stdin.read())\n"
 GOAL_MS = 2.5

@@ -21,8 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from cpfleet.core.problem import Problem
 from cpfleet.pool import default_workers, judge_iter
 from cpfleet.sandbox.env import evaluate
-from cpfleet.sandbox.runner import Limits
-from cpfleet.sandbox.runners import make_runner
+from cpfleet.sandbox.runner import Limits, make_runner
 
 SOURCE = "import sys\nsys.stdout.write(sys.stdin.read())\n"
 

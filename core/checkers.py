@@ -34,7 +34,7 @@ detail names the first differing line and token, because that is what the model 
   ``generated_checker``) and ``interactive`` (sandbox/interactive.py). See ``ProgramSpec``.
 
 Every kind is one ``CheckerKind`` in the registry at the end of this module (``BUILTIN_KINDS``),
-read by the loader, the record check of the converters (producer/records.py) and the sandbox.
+read by the loader, the record check of the converters (core/records.py) and the sandbox.
 Custom checkers: ``register_checker("mine", factory)`` where ``factory(params) -> Checker`` gets
 the spec without its ``type``; problems then say ``{"type": "mine", ...}``. A checker program
 kind: ``register_checker("mine", program_factory("mine"), role=PROGRAM)`` plus its protocol in
@@ -748,7 +748,7 @@ def program_factory(kind: str) -> CheckerFactory:
 
 # ---------------------------------------------------------------------------------------------
 # The registry: one declaration per checker kind, read by the loader (get_checker), the record
-# shape check (producer/records.py: checker_errors), the converters and the sandbox (which kinds
+# shape check (core/records.py: checker_errors), the converters and the sandbox (which kinds
 # are programs, which one is an interactor).
 
 COMPARE, PROGRAM, INTERACTOR = "compare", "program", "interactor"

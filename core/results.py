@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from typing import Any, ClassVar
 
@@ -128,15 +128,92 @@ class JobResult:
 
     @classmethod
     def infra(cls, job_id: str, problem_id: str, message: str, verdict: Verdict = Verdict.INTERNAL) -> JobResult:
-        """An explicit infrastructure failure: the trainer masks it instead of learning from it."""
-        return cls(
-            job_id=job_id,
-            problem_id=problem_id,
-            reward=None,
+        """An explicit infrastructure failure: the trainer masks it instead of learning from it
+        (``JobStamp.infra`` with nothing but the two ids known)."""
+        return JobStamp(job_id, problem_id).infra(message, verdict)
+
+
+@dataclass(frozen=True, slots=True)
+class JobStamp:
+    """What a job's result carries besides its judging: whose job, under which options, judged
+    against which problem version, on which worker, after how long a queue wait. The judge
+    (``sandbox.env.Judge``), the worker's own answers (``workers.tasks``, ``workers.app``) and
+    the client's (``producer.pending``) build every ``JobResult`` from one, so a result is made
+    once with all its fields instead of being patched on its way out."""
+
+    job_id: str
+    problem_id: str
+    mode: str = "full"
+    reward_shape: str = "all_or_nothing"
+    problem_version: str = ""
+    worker: str = ""
+    queued_ms: float = 0.0
+
+    def result(
+        self,
+        reward: float | None,
+        verdict: Verdict,
+        *,
+        observation: str = "",
+        public: TestSetSummary | None = None,
+        hidden: TestSetSummary | None = None,
+        executed_ms: float = 0.0,
+        cpu_ms: float = 0.0,
+        compile_ms: float = 0.0,
+        language: str = "",
+        deterministic: bool = True,
+        stopped: str = "",
+        infra_error: bool = False,
+        infra_message: str = "",
+    ) -> JobResult:
+        """The job's result (``infra`` for an infrastructure error)."""
+        return JobResult(
+            job_id=self.job_id,
+            problem_id=self.problem_id,
+            reward=reward,
             verdict=verdict,
-            infra_error=True,
-            infra_message=message,
-            observation=f"[infrastructure error: {message}]",
+            infra_error=infra_error,
+            infra_message=infra_message,
+            observation=observation,
+            public=TestSetSummary() if public is None else public,
+            hidden=TestSetSummary() if hidden is None else hidden,
+            timings=Timings(queued_ms=self.queued_ms, executed_ms=executed_ms, cpu_ms=cpu_ms, compile_ms=compile_ms),
+            worker=self.worker,
+            problem_version=self.problem_version,
+            mode=self.mode,
+            reward_shape=self.reward_shape,
+            language=language,
+            deterministic=deterministic,
+            stopped=stopped,
+        )
+
+    def infra(
+        self,
+        message: str,
+        verdict: Verdict = Verdict.INTERNAL,
+        *,
+        executed_ms: float = 0.0,
+        cpu_ms: float = 0.0,
+        language: str = "",
+    ) -> JobResult:
+        """An explicit infrastructure failure: the trainer masks it instead of learning from it."""
+        return self.result(None, verdict, observation=f"[infrastructure error: {message}]", executed_ms=executed_ms,
+                           cpu_ms=cpu_ms, language=language, infra_error=True, infra_message=message)
+
+    def cached(self, cached: JobResult, executed_ms: float) -> JobResult:
+        """A result-cache hit answering this job: the cached judging, this job's fields
+        (``cache_hit`` set, no CPU spent; the compile time is the cached job's)."""
+        return replace(
+            cached,
+            job_id=self.job_id,
+            problem_id=self.problem_id,
+            mode=self.mode,
+            reward_shape=self.reward_shape,
+            problem_version=self.problem_version,
+            worker=self.worker,
+            cache_hit=True,
+            timings=Timings(queued_ms=self.queued_ms, executed_ms=executed_ms, cpu_ms=0.0,
+                            compile_ms=cached.timings.compile_ms),
         )
 
 

@@ -39,7 +39,8 @@ _EXPORTS: dict[str, str] = {
     "TestCase": "cpfleet.core.problem",
     "REWARD_SHAPES": "cpfleet.core.protocol",
     "MODES": "cpfleet.core.protocol",
-    # judging without a fleet
+    # judging without a fleet, in this process (``evaluate``: its old name, kept as an alias)
+    "judge_locally": "cpfleet.sandbox.env",
     "evaluate": "cpfleet.sandbox.env",
     # inline tests (any dataset shape) -> a problem record with a content-hash id
     "problem_from_tests": "cpfleet.producer.inline",
@@ -104,6 +105,7 @@ __all__ = [
     "TestCase",
     "REWARD_SHAPES",
     "MODES",
+    "judge_locally",
     "evaluate",
     "problem_from_tests",
     "TRLReward",
@@ -195,7 +197,7 @@ if TYPE_CHECKING:
     from cpfleet.producer.client import FleetClient, FleetStats, RunRequest
     from cpfleet.producer.inline import problem_from_tests
     from cpfleet.producer.sharded import ShardedFleetClient
-    from cpfleet.sandbox.env import evaluate
+    from cpfleet.sandbox.env import evaluate, judge_locally
 
 
 def __getattr__(name: str) -> Any:

@@ -36,11 +36,14 @@ import msgpack
 
 from cpfleet.core.problem import Problem
 from cpfleet.core.protocol import check_options
-from cpfleet.core.results import JobResult
+from cpfleet.core.results import JobResult, JobStamp
 from cpfleet.core.verdict import Verdict
-from cpfleet.sandbox.env import DEFAULT_MAX_PUBLIC_SHOWN, evaluate
-from cpfleet.sandbox.runner import CodeRunner
-from cpfleet.sandbox.runners import RUNNER_KINDS, make_runner  # the factory starts nothing until called
+from cpfleet.sandbox.env import DEFAULT_MAX_PUBLIC_SHOWN, judge_locally
+from cpfleet.sandbox.runner import (  # the factory starts nothing until called
+    RUNNER_KINDS,
+    CodeRunner,
+    make_runner,
+)
 
 log = logging.getLogger("cpfleet.pool")
 
@@ -90,11 +93,14 @@ class Judge:
         job_id = str(job.get("job_id") if job.get("job_id") is not None else index)
         pid = job.get("problem_id")
         completion = job.get("completion")
+        # every answer of this job is built from it, so no result is patched afterwards
+        stamp = JobStamp(job_id, pid if isinstance(pid, str) else str(pid or ""), self.mode, self.reward_shape,
+                         worker=self.worker)
         if not isinstance(pid, str) or not isinstance(completion, str | bytes):
-            result = JobResult.infra(job_id, str(pid or ""), "a job needs 'problem_id' (str) and 'completion' (str)")
+            result = stamp.infra("a job needs 'problem_id' (str) and 'completion' (str)")
         elif pid not in self.problems:
             why = self.unavailable.get(pid) or f"unknown problem {pid!r}"
-            result = JobResult.infra(job_id, pid, why, verdict=Verdict.UNKNOWN_PROBLEM)
+            result = stamp.infra(why, Verdict.UNKNOWN_PROBLEM)
         else:
             problem = self.problems[pid]
             version = self._versions.get(pid)
@@ -103,10 +109,10 @@ class Judge:
             try:
                 runner = self.runner
             except Exception as e:  # a runner that cannot start is infrastructure
-                result = JobResult.infra(job_id, pid, f"cannot start runner {self.runner_kind!r}: {e}")
+                result = stamp.infra(f"cannot start runner {self.runner_kind!r}: {e}")
             else:
                 try:
-                    result = evaluate(
+                    result = judge_locally(
                         problem,
                         completion,
                         runner,
@@ -116,6 +122,7 @@ class Judge:
                         max_public_shown=self.max_public_shown,
                         problem_version=version,
                         language=job.get("language") if isinstance(job.get("language"), str) else None,
+                        worker=self.worker,
                     )
                 except Exception as e:
                     # a bug in the judge itself: this job is INTERNAL (as on the pool and fleet
@@ -123,14 +130,12 @@ class Judge:
                     # mid-test, so it is never reused
                     log.exception("judging job %s of problem %s failed", job_id, pid)
                     self.close()
-                    result = JobResult.infra(job_id, pid, f"judge error: {e!r}")
+                    result = stamp.infra(f"judge error: {e!r}")
                 except BaseException:
                     self.close()  # an interrupt: the runner may be mid-test, never reuse it
                     raise
                 if result.infra_error and result.verdict == Verdict.INTERNAL:
                     self.close()  # start the next job on a fresh runner
-        result.mode, result.reward_shape = self.mode, self.reward_shape
-        result.worker = self.worker
         return result
 
 

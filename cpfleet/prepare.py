@@ -17,7 +17,7 @@ Per problem (output: the project's problem JSONL, what ``cpfleet.loading`` reads
   Problems that read or write named files (``input_file`` / ``output_file``) are skipped.
 - the other row formats: cpfleet.prepare_formats (TACO / APPS incl. call-based, LiveCodeBench,
   DeepCoder, PrimeIntellect) and cpfleet.prepare_codeforces (open-r1); Kattis packages:
-  cpfleet.prepare_kattis. Test shapes are normalised by cpfleet.producer.testshapes, the code
+  cpfleet.prepare_kattis. Test shapes are normalised by cpfleet.core.testshapes, the code
   inline problems use too. Function-call problems carry ``fn_name`` (tests: JSON text of the
   argument list / the plain return value) and ``languages`` Python.
 - ``--with-solutions``: code_contests keeps language 3 (Python 3) solutions as
@@ -26,7 +26,7 @@ Per problem (output: the project's problem JSONL, what ``cpfleet.loading`` reads
   gold answers become ``correct_solutions``; Kattis submissions become ``submissions`` (every
   language, with the expected verdict) and Python 3 ``correct_``/``incorrect_solutions``.
 
-Every record is checked against the shared schema (cpfleet.producer.records) and, where this
+Every record is checked against the shared schema (cpfleet.core.records) and, where this
 build registers its checker type, by ``Problem.from_dict``. Filters: ``--min-public N``,
 ``--difficulty LO:HI`` (inclusive, either side optional; TACO and APPS names map to ranks, see
 DIFFICULTY_RANKS), ``--max-samples`` (stop after N kept), ``--max-hidden N``. A summary (read,
@@ -49,8 +49,8 @@ from typing import IO, Any
 
 from cpfleet import dataset_formats
 from cpfleet.core.errors import DatasetUnavailableError, PrepareError
+from cpfleet.core.records import loader_check, record_errors
 from cpfleet.dataset_formats import DatasetFormat, register_format
-from cpfleet.producer.records import loader_check, record_errors
 
 # the modules of the other built-in formats register them on import (cpfleet/dataset_formats.py)
 from cpfleet import prepare_codeforces, prepare_formats, prepare_kattis  # noqa: F401  isort: skip

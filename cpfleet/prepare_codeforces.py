@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cpfleet.core.errors import TestShapeError
+from cpfleet.core.records import languages_for, make_record
+from cpfleet.core.testshapes import Test, TestSet, stdio_text
 from cpfleet.dataset_formats import DatasetFormat, register_format
-from cpfleet.producer.records import languages_for, make_record
-from cpfleet.producer.testshapes import Test, TestSet, stdio_text
 
 if TYPE_CHECKING:
     from cpfleet.prepare import PrepareOptions

@@ -2,8 +2,8 @@
 LiveCodeBench ``code_generation_lite``, DeepCoder and PrimeIntellect ``verifiable-coding-problems``.
 
 Each converter turns one dataset row into a problem record in the shared schema
-(:mod:`cpfleet.producer.records`) or returns the reason the row is skipped; the test shapes
-themselves are normalised by :mod:`cpfleet.producer.testshapes`, the same code inline problems
+(:mod:`cpfleet.core.records`) or returns the reason the row is skipped; the test shapes
+themselves are normalised by :mod:`cpfleet.core.testshapes`, the same code inline problems
 go through, so a problem prepared from a file and the same tests sent inline judge alike.
 ``counts`` collects per-row notes (solutions kept or dropped, outputs taken as they are), merged
 into the summary when the row is kept.
@@ -19,9 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from cpfleet.core.errors import TestShapeError
 from cpfleet.core.languages import dataset_languages
-from cpfleet.dataset_formats import DatasetFormat, register_format
-from cpfleet.producer.records import languages_for, make_record
-from cpfleet.producer.testshapes import (
+from cpfleet.core.records import languages_for, make_record
+from cpfleet.core.testshapes import (
     TestSet,
     from_cases,
     from_input_output,
@@ -30,6 +29,7 @@ from cpfleet.producer.testshapes import (
     parse_json_field,
     split_public,
 )
+from cpfleet.dataset_formats import DatasetFormat, register_format
 
 if TYPE_CHECKING:
     from cpfleet.prepare import PrepareOptions

@@ -38,9 +38,9 @@ from typing import TYPE_CHECKING, Any
 from cpfleet.core.checkers import checker_language
 from cpfleet.core.errors import PrepareError
 from cpfleet.core.languages import LANGUAGES, by_extension, checker_languages
+from cpfleet.core.records import make_record
+from cpfleet.core.testshapes import Test, TestSet
 from cpfleet.dataset_formats import DatasetFormat, register_format
-from cpfleet.producer.records import make_record
-from cpfleet.producer.testshapes import Test, TestSet
 
 if TYPE_CHECKING:
     from cpfleet.prepare import PrepareOptions

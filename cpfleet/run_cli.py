@@ -200,7 +200,7 @@ def _run_local(requests: list[dict[str, Any]]) -> list[RunJobResult]:
     from cpfleet.core.protocol import RunMessage
     from cpfleet.producer.client import RunRequest, run_message_fields
     from cpfleet.sandbox.env import DEFAULT_JOB_TIME_BUDGET_S
-    from cpfleet.sandbox.runners import make_runner
+    from cpfleet.sandbox.runner import make_runner
     from cpfleet.sandbox.runs import execute
 
     messages = []

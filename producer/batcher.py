@@ -4,8 +4,9 @@ Thousands of episodes on one event loop each await one job at a time. Calls are 
 published in micro-batches: the queue is flushed when it holds ``chunk`` calls, or at the end of
 the loop iteration that queued the first of them (``call_soon``), so an idle loop publishes a
 lone call at once and a burst goes out in chunks while later calls are still being made. A
-chunk is validated, registered with the client (stamped, given its futures and deadlines) and
-encoded on the loop itself, a few microseconds per job, and sent at once on the loop's own
+chunk is validated, registered (stamped, given its futures and deadlines) and
+encoded on the loop itself by the client's ``Submitter`` (``producer.submitter``, the path
+``submit_many`` takes too), a few microseconds per job, and sent at once on the loop's own
 Redis connection (``producer.aiopush``): the LPUSH leaves during the call that completed the
 chunk, and the loop does not wait for Redis's answer. A call whose inline tests this process has not
 stored yet, or a chunk that finds the client at ``max_in_flight``, takes the blocking path
@@ -33,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import concurrent.futures as cf
-import copy
+import dataclasses
 import functools
 import threading
 import time
@@ -122,10 +123,8 @@ class AsyncEvaluator:
             if shared is not None:
                 self.stats.deduped += 1
                 first = await asyncio.shield(shared)
-                twin = copy.copy(first)
-                twin.job_id = job_id if job_id is not None else first.job_id
-                twin.cache_hit = True
-                return twin
+                # each caller its own copy, addressed to its own job_id
+                return dataclasses.replace(first, job_id=first.job_id if job_id is None else job_id, cache_hit=True)
         fut: asyncio.Future[JobResult] = self._loop.create_future()
         if key is not None:
             self._inflight[key] = fut
@@ -174,12 +173,12 @@ class AsyncEvaluator:
         pusher = self._pusher
         if pusher is not None and not pusher.ensure(self._loop):  # unreachable for now: the thread reports it
             pusher = None
-        fleet = self._fleet
+        fleet, submitter = self._fleet, self._fleet.submitter
         specs: list[Any] = []
         valid: list[_Call] = []
         for call in calls:
             try:
-                specs.append(fleet._make(call.job, None, None, None))
+                specs.append(submitter.make(call.job))
             except (ValueError, TypeError) as e:  # a bad job fails only its own call
                 call.future.set_exception(e)
                 continue
@@ -196,7 +195,7 @@ class AsyncEvaluator:
                 return
             valid, specs = [c for c, _ in pairs], [s for _, s in pairs]
         try:
-            entries = fleet._register(specs, 0.0)
+            entries = submitter.register(specs, 0.0)
         except FleetBusy:  # at max_in_flight: wait for room off the loop
             self._blocking.extend(valid)
             self._flush_blocking()
@@ -207,10 +206,10 @@ class AsyncEvaluator:
         done = functools.partial(self._pushed, valid, entries, time.perf_counter())
         try:
             if pusher is None:
-                pushed = fleet._publish_in_background(entries)
+                pushed = submitter.publish_in_background(entries)
             else:
-                payloads = fleet._encode_registered(entries)
-        except Exception as e:  # ClientClosed; MessageEncodeError cannot happen after _make, but never strand a call
+                payloads = submitter.encode(entries)
+        except Exception as e:  # ClientClosed; MessageEncodeError cannot happen after make, but never strand a call
             self._fail(valid, e)
             return
         self._count(len(valid))
@@ -223,7 +222,7 @@ class AsyncEvaluator:
     def _pushed(self, calls: list[_Call], entries: list[Any], started: float, err: BaseException | None) -> None:
         self._note_publish(started)
         if err is not None:  # Redis unreachable or full, or the client closed: the callers get the error
-            self._fleet._unregister(entries)  # (already done where the thread pushed: a no-op then)
+            self._fleet.submitter.unregister(entries)  # (already done where the thread pushed: a no-op then)
             self._fail(calls, err)
             return
         for call, entry in zip(calls, entries, strict=True):
@@ -260,13 +259,14 @@ class AsyncEvaluator:
     def _submit_blocking(self, jobs: list[dict[str, Any]]) -> list[cf.Future[JobResult] | Exception]:
         """Validate each job on its own (a bad one, or one naming a problem the store does not
         have, fails only its own call), publish the rest."""
+        submitter = self._fleet.submitter
         good: list[Job] = []
         ids: list[str] = []
         out: list[cf.Future[JobResult] | Exception | None] = []
         for job in jobs:
             try:
-                resolved = self._fleet._resolve_inline(job)
-                ids.append(self._fleet._make(resolved, None, None, None).problem_id)
+                resolved = submitter.resolve_inline(job)
+                ids.append(submitter.make(resolved).problem_id)
             except (ValueError, TypeError) as e:  # InlineProblemError is a ValueError
                 out.append(e)
                 continue

@@ -15,6 +15,11 @@ in-flight jobs gives backpressure; an unreachable broker is a ``BrokerUnavailabl
 full one (maxmemory with noeviction) a ``BrokerFull`` error.
 
 Importing this module imports neither the sandbox's execution machinery nor the worker's tasks.
+
+Over 500 lines because it is the client's whole public surface (submit, run, wait, asyncio,
+lifecycle) in one class, documented where it is called; the machinery behind it is in its own
+modules: the path to the queue (``submitter``), the jobs in flight (``pending``), the reply
+reader (``replies``), the message encoding (``publisher``) and the asyncio batcher (``batcher``).
 """
 
 from __future__ import annotations
@@ -27,15 +32,13 @@ import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
 import redis
 
 from cpfleet.core import defaults, protocol
-from cpfleet.core.errors import BrokerFull, ClientClosed, FleetBusy, UnknownLanguage
-from cpfleet.core.languages import FENCE_TAGS, LANGUAGES
+from cpfleet.core.errors import BrokerFull, ClientClosed, FleetBusy
 from cpfleet.core.protocol import JobMessage, RunMessage
 from cpfleet.core.results import JobResult, RunJobResult
 from cpfleet.producer.batcher import AsyncEvaluator
@@ -45,22 +48,18 @@ from cpfleet.producer.known_problems import KnownProblems
 from cpfleet.producer.orphans import purge_orphans
 from cpfleet.producer.pending import (
     FleetStats,
-    JobFuture,
     JobRegistry,
-    JobSpec,
-    PendingJob,
-    RunSpec,
-    random_hex,
 )
-from cpfleet.producer.publisher import BrokerUnavailable, Publisher, PublisherClosed
+from cpfleet.producer.publisher import BrokerUnavailable, Publisher
 from cpfleet.producer.replies import ReplyReader
+from cpfleet.producer.submitter import Job, RunRequest, Stdin, Submitter, run_message_fields
 
 log = logging.getLogger("cpfleet.client")
 
-__all__ = ["BrokerFull", "BrokerUnavailable", "ClientClosed", "FleetBusy", "FleetClient", "FleetStats", "Job", "RunRequest"]
-
-Job = tuple[str, str | bytes] | Mapping[str, Any]
-Stdin = str | bytes
+__all__ = [
+    "BrokerFull", "BrokerUnavailable", "ClientClosed", "FleetBusy", "FleetClient", "FleetStats", "Job", "RunRequest",
+    "run_message_fields",
+]
 
 
 class FleetClient:
@@ -153,11 +152,15 @@ class FleetClient:
             # otherwise sit in the queue ahead of this client's jobs until workers drop them.
             self.purge_orphans(budget_s=10.0)
         self._publisher = Publisher(redis_url, queue, batch_size=publish_batch)
+        # the one path from a job to the queue, which the asyncio batcher shares (producer.submitter)
+        self.submitter = Submitter(
+            self._jobs, self._publisher, reward_shape=reward_shape, mode=mode, timeout=timeout,
+            inline=lambda: self.inline_registry, thread_name=f"cpfleet-publish-{self.client_id[:8]}",
+        )
         # problem ids seen in the store: a job naming another is refused at submit (see producer.known_problems)
         self.known_problems = KnownProblems(self._redis)
-        self._lock = threading.Lock()  # guards the three attributes below
+        self._lock = threading.Lock()  # guards the two attributes below
         self._inline: InlineRegistry | None = None  # created on the first job with inline tests
-        self._publish_thread: cf.ThreadPoolExecutor | None = None  # created by the first evaluate()
         # one per event loop; an evaluator holds its loop, so entries are dropped explicitly when
         # their loop has closed (see evaluator()) or the client closes
         self._evaluators: dict[asyncio.AbstractEventLoop, AsyncEvaluator] = {}
@@ -226,75 +229,10 @@ class FleetClient:
         """
         if self._jobs.closed:
             raise ClientClosed("FleetClient is closed")
-        specs = [self._make(self._resolve_inline(job), reward_shape, mode, timeout) for job in jobs]
+        submitter = self.submitter
+        specs = [submitter.make(submitter.resolve_inline(job), reward_shape, mode, timeout) for job in jobs]
         self.known_problems.require(s.problem_id for s in specs)
-        return self._publish_specs(specs, wait_for_room)
-
-    def _publish_specs(self, specs: Sequence[JobSpec], wait_for_room: float | None) -> list[cf.Future[Any]]:
-        """Register and publish validated jobs (judge or run) batch by batch; their futures in order.
-        An error stops at a batch, and the exception's ``submitted`` holds the futures published
-        before it (see ``submit_many``)."""
-        futures: list[cf.Future[Any]] = []
-        chunk = max(1, min(self._publisher.batch_size, self.max_in_flight))
-        for start in range(0, len(specs), chunk):
-            try:
-                entries = self._register(specs[start : start + chunk], wait_for_room)
-            except (FleetBusy, ClientClosed) as exc:
-                exc.submitted = futures
-                raise
-            try:
-                self._push_registered(entries, self._encode_registered(entries))
-            except (BrokerUnavailable, BrokerFull, ClientClosed) as exc:
-                exc.submitted = futures
-                raise
-            futures.extend(e.future for e in entries)
-        return futures
-
-    # --- publishing registered jobs (producer.batcher calls these too) ----------------------
-
-    def _encode_registered(self, entries: Sequence[PendingJob]) -> list[bytes]:
-        """The queue entries of registered jobs (forgotten again if one cannot be encoded:
-        MessageEncodeError cannot happen after ``_make``, but no entry may leak)."""
-        try:
-            return [self._publisher.encode(e.msg, e.msg.job_id) for e in entries]
-        except BaseException:
-            self._unregister(entries)
-            raise
-
-    def _push_registered(self, entries: Sequence[PendingJob], payloads: Sequence[bytes]) -> None:
-        """Push registered jobs' encoded messages; on failure forget the entries (their futures
-        are never handed out) and raise BrokerUnavailable, BrokerFull or ClientClosed."""
-        try:
-            self._publisher.push(payloads)
-        except PublisherClosed as exc:  # close() between registering and publishing
-            self._unregister(entries)
-            raise ClientClosed("FleetClient closed while submitting") from exc
-        except BaseException:
-            self._unregister(entries)
-            raise
-
-    def _stamp_and_push(self, entries: Sequence[PendingJob]) -> None:
-        """Stamp registered jobs afresh and push them (on the publishing thread); a job that
-        close() resolved meanwhile is not stamped, and the push fails with ClientClosed."""
-        self._jobs.restamp(entries)
-        self._push_registered(entries, self._encode_registered(entries))
-
-    def _publish_in_background(self, entries: Sequence[PendingJob]) -> cf.Future[None]:
-        """Stamp, encode and push registered jobs on this client's publishing thread (one
-        thread: batches go out in the order they were handed over, and a trainer's own executor
-        is never taken). The stamp is renewed there, just before the push, so that a job's
-        ``submitted_at`` (its queue wait) and deadline count from its publication."""
-        with self._lock:
-            if not self._jobs.closed and self._publish_thread is None:
-                self._publish_thread = cf.ThreadPoolExecutor(1, thread_name_prefix=f"cpfleet-publish-{self.client_id[:8]}")
-            pool = None if self._jobs.closed else self._publish_thread
-        if pool is not None:
-            try:
-                return pool.submit(self._stamp_and_push, entries)
-            except RuntimeError:  # close() shut the thread down meanwhile
-                pass
-        self._unregister(entries)
-        raise ClientClosed("FleetClient closed while submitting")
+        return self.submitter.publish(specs, wait_for_room)
 
     def _publish_resubmit(self, msg: JobMessage | RunMessage) -> None:
         """Publish one more attempt of a job that missed its deadline (the registry registered it
@@ -376,8 +314,8 @@ class FleetClient:
         are validated before anything is published; errors and backpressure as ``submit_many``."""
         if self._jobs.closed:
             raise ClientClosed("FleetClient is closed")
-        specs = [self._make_run(r if isinstance(r, RunRequest) else RunRequest(**r)) for r in requests]
-        return self._publish_specs(specs, wait_for_room)
+        specs = [self.submitter.make_run(r if isinstance(r, RunRequest) else RunRequest(**r)) for r in requests]
+        return self.submitter.publish(specs, wait_for_room)
 
     async def arun(
         self,
@@ -405,14 +343,14 @@ class FleetClient:
         )
         if self._jobs.closed:
             raise ClientClosed("FleetClient is closed")
-        spec = self._make_run(request)
+        spec = self.submitter.make_run(request)
         try:
-            entries = self._register([spec], 0.0)
+            entries = self.submitter.register([spec], 0.0)
         except FleetBusy:  # full: wait for room on a thread, as submit_run would
             fut = await asyncio.to_thread(lambda: self.run_many([request])[0])
             return await asyncio.wrap_future(fut)
         try:
-            await asyncio.wrap_future(self._publish_in_background(entries))  # BrokerUnavailable etc. raise here
+            await asyncio.wrap_future(self.submitter.publish_in_background(entries))  # BrokerUnavailable etc. raise here
         except asyncio.CancelledError:
             entries[0].future.cancel()  # the caller gave up: withdraw the job (its future, if pushed)
             raise
@@ -420,27 +358,7 @@ class FleetClient:
         result: RunJobResult = await asyncio.wrap_future(entries[0].future)
         return result
 
-    def _make_run(self, req: RunRequest) -> RunSpec:
-        """Validate one run request into a message template (the one rule: RunMessage.from_wire)."""
-        t = float(req.timeout or self.timeout)
-        if t <= 0:
-            raise ValueError(f"timeout must be > 0, got {t}")
-        fields = run_message_fields(req)
-        return RunSpec(fields["job_id"], RunMessage.from_wire(fields), t)  # ProtocolError is a ValueError
-
-    # --- validating -----------------------------------------------------------------------
-
-    def _resolve_inline(self, job: Job) -> Job:
-        """A job carrying ``tests`` (a mapping without ``problem_id``, or a pair whose first item is
-        not a string) gets the id its tests are stored under, registering them the first time."""
-        if isinstance(job, Mapping):
-            if job.get("problem_id") or "tests" not in job:
-                return job
-            return self.inline_registry.resolve_job(job)
-        problem, completion = job
-        if isinstance(problem, str):
-            return job
-        return (self.inline_registry.problem_id(problem), completion)
+    # --- inline test sets -----------------------------------------------------------------
 
     @property
     def inline_registry(self) -> InlineRegistry:
@@ -450,61 +368,10 @@ class FleetClient:
                 self._inline = InlineRegistry(self._redis, on_stored=self.known_problems.add)
             return self._inline
 
-    def _make(self, job: Job, reward_shape: str | None, mode: str | None, timeout: float | None) -> JobSpec:
-        """Validate one job (nothing is stamped here: that happens when it is registered)."""
-        if isinstance(job, Mapping):
-            problem_id, completion = job["problem_id"], job.get("completion", "")
-            job_id = job.get("job_id")
-            reward_shape = job.get("reward_shape") or reward_shape
-            mode = job.get("mode") or mode
-            timeout = job.get("timeout") or timeout
-            language = job.get("language")
-        else:
-            problem_id, completion = job
-            job_id = None
-            language = None
-        if language is not None and (not isinstance(language, str) or not language):
-            raise ValueError(f"language must be a non-empty string, got {language!r}")
-        reward_shape, mode = reward_shape or self.reward_shape, mode or self.mode
-        protocol.check_options(reward_shape, mode)
-        if not isinstance(problem_id, str) or not problem_id or not _utf8(problem_id):
-            raise ValueError(f"problem_id must be a non-empty UTF-8 string, got {problem_id!r}")
-        job_id = random_hex() if job_id is None or job_id == "" else str(job_id)
-        if not _utf8(job_id):
-            raise ValueError(f"job_id must be valid UTF-8 text, got {job_id!r}")
-        if isinstance(completion, bytes):
-            size = len(completion)  # bytes travel as bytes; the worker decodes them (errors replaced)
-        elif isinstance(completion, str):
-            try:
-                size = len(completion.encode("utf-8"))
-            except UnicodeEncodeError:  # lone surrogates: msgpack cannot send that str, send its bytes
-                completion = completion.encode("utf-8", "surrogatepass")
-                size = len(completion)
-        else:
-            raise TypeError(f"completion must be str or bytes, got {type(completion).__name__}")
-        too_large = protocol.completion_size_error(job_id, size)
-        if too_large is not None:
-            raise ValueError(too_large)
-        t = float(timeout or self.timeout)
-        if t <= 0:
-            raise ValueError(f"timeout must be > 0, got {t}")
-        return JobSpec(job_id, problem_id, completion, reward_shape, mode, t, language)
-
-    # --- the registry of jobs in flight (producer.pending) -----------------------------------
-
-    def _register(self, specs: Sequence[JobSpec], wait_for_room: float | None) -> list[PendingJob]:
-        """Register validated jobs with the registry (``JobRegistry.register``); the batcher calls it too."""
-        return self._jobs.register(specs, wait_for_room)
-
-    def _unregister(self, entries: Sequence[PendingJob]) -> None:
-        """Forget registered jobs that were not published (``JobRegistry.unregister``)."""
-        self._jobs.unregister(entries)
-
     def cancel_many(self, futures: Iterable[cf.Future[JobResult]]) -> int:
         """Cancel many jobs with one Redis round trip; returns how many were still unresolved
         (those are now cancelled, see ``Future.cancel``). Futures of other clients are skipped."""
-        entries = [f._entry for f in futures if isinstance(f, JobFuture) and f._jobs is self._jobs and f._entry]
-        return self._jobs.cancel(entries)
+        return self._jobs.cancel_futures(futures)
 
     # --- waiting ---------------------------------------------------------------------------
 
@@ -648,6 +515,22 @@ class FleetClient:
         self.known_problems.add(stats.versions)
         return stats
 
+    def broker_reachable(self) -> bool:
+        """Whether Redis answers a PING now (any Redis error: False): a health check's question,
+        asked on this client's command connection."""
+        try:
+            return bool(self._redis.ping())
+        except redis.RedisError:
+            return False
+
+    def queue_depth(self) -> int:
+        """Jobs waiting in this client's queue, not yet taken by a worker (LLEN); an unreachable
+        Redis raises BrokerUnavailable."""
+        try:
+            return int(self._redis.llen(self.queue))
+        except redis.RedisError as exc:
+            raise BrokerUnavailable(f"cannot read the length of queue {self.queue!r}: {exc}") from exc
+
     def purge_orphans(self, budget_s: float = 30.0) -> int:
         """Remove from this client's queue the jobs of clients that are gone (closed, or crashed
         with their claim expired) and cancelled jobs; returns how many. Best effort within ``budget_s`` seconds:
@@ -675,10 +558,7 @@ class FleetClient:
             evaluators, self._evaluators = list(self._evaluators.values()), {}
         for evaluator in evaluators:
             evaluator.close()
-        with self._lock:
-            pool, self._publish_thread = self._publish_thread, None
-        if pool is not None:
-            pool.shutdown(wait=True)  # its queued pushes fail fast now (the publisher is closed)
+        self.submitter.close()  # its queued pushes fail fast now (the publisher is closed)
         left = self._jobs.fail_all("client closed before the result")
         try:
             self._redis.delete(self.reply_key, self.processing_key)
@@ -699,68 +579,7 @@ class FleetClient:
         self.close()
 
 
-@dataclass(frozen=True)
-class RunRequest:
-    """One run job for ``FleetClient.run_many`` (the arguments of ``FleetClient.run``)."""
-
-    code: str | bytes | None = None
-    stdin: Stdin | Sequence[Stdin] = ""
-    language: str | None = None
-    completion: str | bytes | None = None
-    files: Mapping[str, str | bytes] | None = None
-    fetch_files: Sequence[str] = ()
-    time_limit_s: float | None = None
-    memory_limit_mb: int | None = None
-    output_cap: int = protocol.DEFAULT_RUN_OUTPUT_CAP
-    timeout: float | None = None
-    job_id: str | None = None
-
-
-def run_message_fields(req: RunRequest) -> dict[str, Any]:
-    """The wire fields of a run request, before its publication stamps it (wire id, reply list,
-    claim): what ``RunMessage.from_wire`` validates. Raises ValueError/TypeError for a request
-    no worker could take (both or neither of code/completion, an unknown language, a non-text
-    stdin); the rest (names, limits, sizes) is the wire rule's to refuse."""
-    if (req.code is None) == (req.completion is None):
-        raise ValueError("give exactly one of code (a program) and completion (text with a fenced block)")
-    extract = req.completion is not None
-    source = req.completion if extract else req.code
-    language = req.language if extract else (req.language or "python3")
-    if language is not None and language not in LANGUAGES:
-        language = FENCE_TAGS.get(language.lower(), language)  # "python", "c++", ...: the fence tags' names
-    if not isinstance(source, str | bytes):
-        raise TypeError(f"code/completion must be str or bytes, got {type(source).__name__}")
-    if isinstance(source, str) and not _utf8(source):
-        source = source.encode("utf-8", "surrogatepass")
-    if language is not None and language not in LANGUAGES:
-        raise UnknownLanguage(f"unknown language {language!r}; known: {', '.join(LANGUAGES)}")
-    stdins = [req.stdin or ""] if req.stdin is None or isinstance(req.stdin, str | bytes) else list(req.stdin)
-    for s in stdins:
-        if not isinstance(s, str | bytes):
-            raise TypeError(f"stdin must be str or bytes (or a list of them), got {type(s).__name__}")
-    job_id = random_hex() if not req.job_id else str(req.job_id)
-    if not _utf8(job_id):
-        raise ValueError(f"job_id must be valid UTF-8 text, got {job_id!r}")
-    if isinstance(req.fetch_files, str):
-        raise TypeError("fetch_files must be a list of names, not one string")
-    return {
-        "v": protocol.RUN_PROTOCOL_VERSION, "kind": protocol.RUN_KIND, "job_id": job_id, "reply_to": "-",
-        "code": source, "stdins": [s.encode("utf-8", "surrogatepass") if isinstance(s, str) else s for s in stdins],
-        "language": language, "extract": extract, "files": dict(req.files or {}),
-        "fetch_files": list(req.fetch_files), "time_limit_s": req.time_limit_s,
-        "memory_limit_mb": req.memory_limit_mb, "output_cap": req.output_cap,
-    }
-
-
 _RELEASE_CLAIM = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
 """
-
-
-def _utf8(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True

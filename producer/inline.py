@@ -4,7 +4,7 @@ content-hash id.
 Trainers keep the tests in a dataset column, in whatever shape their dataset uses
 (code_contests, TACO/APPS ``input_output``, LiveCodeBench test lists, PrimeIntellect
 ``verification_info``, verl/PRIME ``{"inputs", "outputs", "fn_name"}``: see
-:mod:`cpfleet.producer.testshapes`). :func:`problem_from_tests` normalises them and names the problem
+:mod:`cpfleet.core.testshapes`). :func:`problem_from_tests` normalises them and names the problem
 by a hash of everything that decides a verdict (tests, fn_name, limits, checker, languages), so
 the 8-16 completions of one GRPO group, which share one test set, map to one problem id and the
 client registers it once; two different test sets never share an id.
@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from cpfleet.core.errors import InlineProblemError, TestShapeError
-from cpfleet.producer.records import languages_for, make_record, record_errors
-from cpfleet.producer.testshapes import TestSet, normalize_tests
+from cpfleet.core.records import languages_for, make_record, record_errors
+from cpfleet.core.testshapes import TestSet, normalize_tests
 
 INLINE_PREFIX = "inline/"
 

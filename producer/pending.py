@@ -23,14 +23,14 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from cpfleet.core import protocol
 from cpfleet.core.errors import BrokerUnavailable, ClientClosed, FleetBusy
 from cpfleet.core.protocol import JobMessage, RunMessage
-from cpfleet.core.results import JobResult, RunJobResult
+from cpfleet.core.results import JobResult, JobStamp, RunJobResult
 
 log = logging.getLogger("cpfleet.client")
 
@@ -267,6 +267,10 @@ class JobRegistry:
             fut._mark_cancelled()
         return len(won)
 
+    def cancel_futures(self, futures: Iterable[cf.Future[Any]]) -> int:
+        """``cancel`` for the jobs behind ``futures``; futures of other registries are skipped."""
+        return self.cancel([f._entry for f in futures if isinstance(f, JobFuture) and f._jobs is self and f._entry])
+
     def take_withdrawals(self) -> tuple[list[str], int]:
         """The cancelled wire ids not sent yet (now taken) and the seconds the cancelled set must
         live: until the last of their deadlines (a worker drops any job past its deadline anyway)."""
@@ -293,11 +297,8 @@ class JobRegistry:
             self.stats.resolved += 1
             self._compact_deadlines()
             self.lock.notify_all()
-        if isinstance(result, RunJobResult):
-            result = dataclasses.replace(result, job_id=entry.job_id)
-        else:
-            result.job_id = entry.job_id
-        entry.future.set_result(result)
+        # the wire carries the attempt's id; the caller gets its own job_id back
+        entry.future.set_result(dataclasses.replace(result, job_id=entry.job_id))
         return True
 
     def resolve(self, wire_id: str, result: JobResult | RunJobResult) -> bool:
@@ -401,9 +402,7 @@ def infra_result(msg: JobMessage | RunMessage, why: str) -> JobResult | RunJobRe
     """The INTERNAL answer the client gives a job itself (deadline missed, client closed)."""
     if isinstance(msg, RunMessage):
         return RunJobResult.infra(msg.job_id, why)
-    result = JobResult.infra(msg.job_id, msg.problem_id, why)
-    result.mode, result.reward_shape = msg.mode, msg.reward_shape
-    return result
+    return JobStamp(msg.job_id, msg.problem_id, msg.mode, msg.reward_shape).infra(why)
 
 
 def new_wire_id(job_id: str) -> str:

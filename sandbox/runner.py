@@ -1,4 +1,5 @@
-"""The runner interface, CodeRunner: load one program, run it on many inputs.
+"""The runner interface, CodeRunner: load one program, run it on many inputs; and
+``make_runner``, which maps a runner name to an implementation.
 
 A real sandbox (gVisor, nsjail, a remote executor) plugs in as another CodeRunner. Two
 implementations ship: the fork server (default: a warm interpreter forks one child per test)
@@ -117,7 +118,7 @@ class IsolationReport:
 
 
 class CodeRunner(ABC):
-    """Runs one untrusted Python program at a time against many inputs."""
+    """Runs one untrusted program at a time (in any language of sandbox/languages.py) against many inputs."""
 
     name: str = "abstract"
 
@@ -172,3 +173,18 @@ class CodeRunner(ABC):
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+
+RUNNER_KINDS = ("forkserver", "subprocess")
+
+
+def make_runner(kind: str = "forkserver", *, isolate: bool = True) -> CodeRunner:
+    """A ready runner (its zygote started and self-tested). One per process; close() it."""
+    from cpfleet.sandbox.forkserver import ForkServerRunner
+    from cpfleet.sandbox.subprocess_runner import SubprocessRunner
+
+    if kind == "forkserver":
+        return ForkServerRunner(isolate=isolate)
+    if kind == "subprocess":
+        return SubprocessRunner(isolate=isolate)
+    raise ValueError(f"unknown runner kind {kind!r}; choose one of {RUNNER_KINDS}")

@@ -1,19 +1,9 @@
-"""Runner factory: one place that maps a runner name to an implementation."""
+"""The old home of the runner factory, kept so that code importing it keeps working:
+``make_runner`` and ``RUNNER_KINDS`` live in ``cpfleet.sandbox.runner`` beside the interface
+they build (one module for "a runner", instead of two modules a letter apart)."""
 
 from __future__ import annotations
 
-from cpfleet.sandbox.runner import CodeRunner
+from cpfleet.sandbox.runner import RUNNER_KINDS, make_runner
 
-RUNNER_KINDS = ("forkserver", "subprocess")
-
-
-def make_runner(kind: str = "forkserver", *, isolate: bool = True) -> CodeRunner:
-    """A ready runner (its zygote started and self-tested). One per process; close() it."""
-    from cpfleet.sandbox.forkserver import ForkServerRunner
-    from cpfleet.sandbox.subprocess_runner import SubprocessRunner
-
-    if kind == "forkserver":
-        return ForkServerRunner(isolate=isolate)
-    if kind == "subprocess":
-        return SubprocessRunner(isolate=isolate)
-    raise ValueError(f"unknown runner kind {kind!r}; choose one of {RUNNER_KINDS}")
+__all__ = ["RUNNER_KINDS", "make_runner"]

@@ -31,8 +31,8 @@ from cpfleet.core.languages import LANGUAGES
 from cpfleet.core.results import CompileOutput, RunJobResult, RunOutput, RunStatus
 from cpfleet.core.verdict import Verdict
 from cpfleet.sandbox import compiled, languages
-from cpfleet.sandbox.env import JobBudget
 from cpfleet.sandbox.extract import Extracted, extract_program
+from cpfleet.sandbox.judging import JobBudget
 from cpfleet.sandbox.runner import CodeRunner, Limits, RunResult
 
 NO_CODE_MESSAGE = "no fenced code block found in the completion: nothing was run"

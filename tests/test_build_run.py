@@ -184,7 +184,7 @@ def test_a_build_run_checker_has_a_result_cache_identity() -> None:
 
 
 def test_a_build_run_checker_passes_the_record_schema_check() -> None:
-    from cpfleet.producer.records import checker_errors
+    from cpfleet.core.records import checker_errors
 
     assert checker_errors({"type": "kattis_validator", "files": _files(), "language": "build_run",
                            "entry_points": [FOLDER + "build"]}) == []

@@ -62,7 +62,7 @@ def toy_language() -> Iterator[str]:
 
 
 def test_a_language_is_one_declaration_and_one_toolchain(runner: CodeRunner, toy_language: str) -> None:
-    from cpfleet.producer.records import languages_for, record_errors
+    from cpfleet.core.records import languages_for, record_errors
 
     problem = Problem.from_dict(SUM)
     ok = evaluate(problem, "Here:\n```sh\nread a b\necho $((a + b))\n```\n", runner, job_id="toysh-ok")
@@ -137,7 +137,7 @@ def test_a_comparison_checker_kind_is_one_registration(runner: CodeRunner, tmp_p
             Problem.from_dict({**rec, "checker": {"type": "toy_sorted_lines", "x": 1}})
     finally:
         checkers.unregister_checker("toy_sorted_lines")
-    from cpfleet.producer.records import record_errors
+    from cpfleet.core.records import record_errors
 
     assert any("toy_sorted_lines" in e for e in record_errors(rec))  # gone with its registration
 
@@ -180,8 +180,8 @@ def test_a_program_checker_kind_is_one_declaration_and_one_protocol(runner: Code
 
 
 def _toy_convert(row: Mapping[str, Any], index: int, opts: Any, counts: Counter[str]) -> dict[str, Any] | str:
-    from cpfleet.producer.records import make_record
-    from cpfleet.producer.testshapes import TestSet
+    from cpfleet.core.records import make_record
+    from cpfleet.core.testshapes import TestSet
 
     pairs = [(t["in"], t["out"]) for t in row["toy_cases"]]
     if not pairs:

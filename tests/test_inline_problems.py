@@ -1,4 +1,4 @@
-"""Inline tests in every dataset shape -> problem records (cpfleet.producer.testshapes, cpfleet.producer.inline).
+"""Inline tests in every dataset shape -> problem records (cpfleet.core.testshapes, cpfleet.producer.inline).
 
 Each shape is written here as the dataset stores it; the expected records are spelled out by
 hand (the JSON text of argument lists and return values), so a change in normalisation shows.
@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from cpfleet.core.errors import InlineProblemError, TestShapeError
+from cpfleet.core.records import loader_check, pairs_of, record_errors, registered_checker_types
+from cpfleet.core.testshapes import decode_lcb_private, normalize_tests, restricted_unpickle
 from cpfleet.producer.inline import content_id, problem_from_tests
-from cpfleet.producer.records import loader_check, pairs_of, record_errors, registered_checker_types
-from cpfleet.producer.testshapes import decode_lcb_private, normalize_tests, restricted_unpickle
 
 
 def lcb_blob(value: Any) -> str:

@@ -16,7 +16,8 @@ from cpfleet.core.checkers import get_checker
 from cpfleet.core.problem import Problem
 from cpfleet.core.problem import TestCase as Case
 from cpfleet.core.verdict import Verdict
-from cpfleet.sandbox.env import evaluate, judge_test
+from cpfleet.sandbox.env import evaluate
+from cpfleet.sandbox.judging import judge_test
 from cpfleet.sandbox.observation import CLIP_CHARS, PublicTestView, display_prefix, format_public_test
 from cpfleet.sandbox.runner import CodeRunner, Limits
 from cpfleet.sandbox.runners import make_runner

@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 
 from cpfleet.core.errors import DatasetUnavailableError, PrepareError
+from cpfleet.core.records import record_errors, registered_checker_types
 from cpfleet.prepare import PrepareOptions, PrepareSummary, detect_format, open_dataset, prepare
-from cpfleet.producer.records import record_errors, registered_checker_types
 
 REPO = Path(__file__).resolve().parents[1]
 

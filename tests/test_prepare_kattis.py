@@ -23,8 +23,8 @@ from conftest import SHARED_DATA_ENV, find_shared_data
 from cpfleet.core.checkers import get_checker
 from cpfleet.core.errors import CheckerSpecError
 from cpfleet.core.problem import Problem
+from cpfleet.core.records import loader_check, record_errors
 from cpfleet.prepare import PrepareOptions, PrepareSummary, prepare
-from cpfleet.producer.records import loader_check, record_errors
 
 REPO = Path(__file__).resolve().parents[1]
 ICPC = find_shared_data() / "icpc-kattis-31.jsonl.gz"

@@ -13,7 +13,7 @@ import pytest
 from cpfleet.core import checkers
 from cpfleet.core import languages as core_languages
 from cpfleet.core.errors import CheckerSpecError
-from cpfleet.producer.records import checker_errors, languages_for
+from cpfleet.core.records import checker_errors, languages_for
 from cpfleet.sandbox import languages
 from cpfleet.sandbox.extract import extract_program
 

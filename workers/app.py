@@ -19,7 +19,7 @@ from celery.exceptions import TimeLimitExceeded, WorkerLostError
 
 from cpfleet.core import protocol
 from cpfleet.core.errors import IsolationRequirementError
-from cpfleet.core.results import JobResult, RunJobResult
+from cpfleet.core.results import JobResult, JobStamp, RunJobResult
 from cpfleet.workers import joblog
 from cpfleet.workers.config import Settings
 from cpfleet.workers.resources import ISOLATION_EXIT_CODE, ProcessResources, isolation_refusal, redis_client
@@ -216,10 +216,9 @@ def _answer_lost_job(
         result = dataclasses.replace(RunJobResult.infra(job_id, why), worker=worker)
     else:
         problem_id = job.get("problem_id")
-        result = JobResult.infra(job_id, problem_id if isinstance(problem_id, str) else "", why)
-        result.mode = str(job.get("mode", "full"))
-        result.reward_shape = str(job.get("reward_shape", "all_or_nothing"))
-        result.worker = worker
+        stamp = JobStamp(job_id, problem_id if isinstance(problem_id, str) else "", str(job.get("mode", "full")),
+                         str(job.get("reward_shape", "all_or_nothing")), worker=worker)
+        result = stamp.infra(why)
     log.error("job %s answered INTERNAL: %s", job_id, why)
     from cpfleet.workers.replies import push_reply
 

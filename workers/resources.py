@@ -32,7 +32,7 @@ def isolation_refusal(settings: Settings) -> str | None:
     """Start a sandbox runner as a pool process would, read its self-test and close it: None
     when its isolation meets ``settings.require_isolation``, else the reason this node must not
     judge. A runner that does not start at all is always a refusal (every job would fail)."""
-    from cpfleet.sandbox.runners import make_runner
+    from cpfleet.sandbox.runner import make_runner
 
     try:
         runner = make_runner(settings.runner)
@@ -135,7 +135,7 @@ class ProcessResources:
         self._check_pid()
         with self._lock:
             if self._runner is None:
-                from cpfleet.sandbox.runners import make_runner
+                from cpfleet.sandbox.runner import make_runner
 
                 runner = make_runner(self.settings.runner)
                 report = runner.isolation

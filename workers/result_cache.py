@@ -54,12 +54,11 @@ class ResultCache:
             return None
         try:
             d: dict[str, Any] = msgpack.unpackb(blob, raw=False)
-            d["job_id"] = job_id
+            d["job_id"], d["cache_hit"] = job_id, True
             result = JobResult.from_dict(d)
         except Exception as exc:  # a damaged entry must never fail the job
             log.warning("dropping damaged result cache entry %s: %s", key, exc)
             return None
-        result.cache_hit = True
         return result
 
     def put(self, key: str, result: JobResult) -> bool:
@@ -70,6 +69,7 @@ class ResultCache:
         d = result.to_dict()
         for name in _PER_JOB_FIELDS:
             d.pop(name, None)
+        d["timings"]["queued_ms"] = 0.0  # this job's queue wait: a hit gets its own (JobStamp.cached)
         try:
             self._redis.set(key, msgpack.packb(d, use_bin_type=True), ex=self.ttl_s)
         except redis.RedisError as exc:

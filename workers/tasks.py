@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 from celery.exceptions import Reject, SoftTimeLimitExceeded
 
@@ -27,7 +28,7 @@ from cpfleet.core import protocol
 from cpfleet.core.errors import IsolationRequirementError
 from cpfleet.core.problem import judging_refusal
 from cpfleet.core.protocol import JobMessage, ProtocolError, RunMessage
-from cpfleet.core.results import JobResult, RunJobResult
+from cpfleet.core.results import JobResult, JobStamp, RunJobResult
 from cpfleet.core.verdict import Verdict
 from cpfleet.workers import joblog
 from cpfleet.workers.app import app, resources, settings, stop_node_for_isolation
@@ -36,6 +37,8 @@ from cpfleet.workers.replies import push_reply
 from cpfleet.workers.withdrawal import Admission, admit, admit_run
 
 log = logging.getLogger("cpfleet.worker")
+
+R = TypeVar("R", JobResult, RunJobResult)
 
 
 def _text(completion: str | bytes) -> str:
@@ -49,45 +52,47 @@ def run_job(msg: JobMessage, hostname: str, admission: Admission | None = None) 
     ``admission``: the withdrawal check's answer, which may carry the problem's version."""
     started = time.time()
     queued_ms = max(0.0, (started - msg.submitted_at) * 1000.0) if msg.submitted_at else 0.0
-    result: JobResult
-    try:
+    # every answer of this job, judged or not, is built from it (the worker's fields included)
+    stamp = JobStamp(msg.job_id, msg.problem_id, msg.mode, msg.reward_shape, worker=hostname, queued_ms=queued_ms)
+
+    def judge() -> JobResult:
         if msg.deadline is not None and started > msg.deadline:
             # The caller has already given up on this job (and answered it INTERNAL itself).
-            result = JobResult.infra(msg.job_id, msg.problem_id, "deadline passed before a worker picked the job up")
-        else:
-            result = _judge_job(msg, admission or Admission(None))
+            return stamp.infra("deadline passed before a worker picked the job up")
+        return _judge_job(msg, stamp, admission or Admission(None))
+
+    return _guarded(judge, stamp.infra, "job", msg.job_id)
+
+
+def _guarded(body: Callable[[], R], infra: Callable[[str], R], kind: str, job_id: str) -> R:
+    """``body()``, or ``infra(why)`` when it raised: the soft time limit, or a bug in the worker
+    (logged). The runner may be mid-test either way, so it is never reused. A sandbox below the
+    node's isolation requirement propagates: not this job's failure, the task puts it back."""
+    try:
+        return body()
     except IsolationRequirementError:
-        raise  # not this job's failure: evaluate_task puts the job back
+        raise
     except SoftTimeLimitExceeded:
         resources.reset_runner()  # interrupted mid-test: never reuse that runner
-        result = JobResult.infra(
-            msg.job_id, msg.problem_id, f"job exceeded the soft time limit ({settings.soft_time_limit_s:g}s)"
-        )
+        return infra(f"job exceeded the soft time limit ({settings.soft_time_limit_s:g}s)")
     except Exception as exc:
-        log.exception("job %s failed inside the worker", msg.job_id)
+        log.exception("%s %s failed inside the worker", kind, job_id)
         resources.reset_runner()
-        result = JobResult.infra(msg.job_id, msg.problem_id, f"worker error: {type(exc).__name__}: {exc}")
-    result.worker = hostname
-    result.timings.queued_ms = queued_ms
-    result.mode = msg.mode
-    result.reward_shape = msg.reward_shape
-    return result
+        return infra(f"worker error: {type(exc).__name__}: {exc}")
 
 
-def _judge_job(msg: JobMessage, admission: Admission) -> JobResult:
+def _judge_job(msg: JobMessage, stamp: JobStamp, admission: Admission) -> JobResult:
     found = resources.problems.lookup(msg.problem_id, known_version=admission.version,
                                       version_known=admission.version_read)
     _record_problem_lookup("unknown" if found is None else found.outcome)
     if found is None:
-        return JobResult.infra(
-            msg.job_id, msg.problem_id, f"unknown problem id {msg.problem_id!r}", verdict=Verdict.UNKNOWN_PROBLEM
-        )
+        return stamp.infra(f"unknown problem id {msg.problem_id!r}", Verdict.UNKNOWN_PROBLEM)
     problem, version = found.problem, found.version
     refusal = judging_refusal(problem, msg.mode)
     if refusal is not None:
         # a public-mode job on a problem without public tests, or a problem stored by code that
         # did not apply the rule: broken problem data, answered explicitly and never judged
-        return JobResult.infra(msg.job_id, msg.problem_id, f"problem refused, not judged: {refusal}")
+        return stamp.infra(f"problem refused, not judged: {refusal}")
     cache_key = None
     if settings.result_cache and msg.use_cache:
         from cpfleet.sandbox.env import program_identity
@@ -97,13 +102,10 @@ def _judge_job(msg: JobMessage, admission: Admission) -> JobResult:
         t0 = time.perf_counter()
         cached = resources.results.get(cache_key, msg.job_id)
         if cached is not None:
-            cached.problem_version = version
-            cached.timings.executed_ms = (time.perf_counter() - t0) * 1000.0
-            cached.timings.cpu_ms = 0.0
-            return cached
-    from cpfleet.sandbox.env import evaluate
+            return replace(stamp, problem_version=version).cached(cached, (time.perf_counter() - t0) * 1000.0)
+    from cpfleet.sandbox.env import judge_locally
 
-    result = evaluate(
+    result = judge_locally(
         problem,
         msg.completion,
         resources.runner,
@@ -115,8 +117,9 @@ def _judge_job(msg: JobMessage, admission: Admission) -> JobResult:
         time_budget_s=settings.job_time_budget_s,  # ends before the soft limit: see config.job_time_budget
         hidden_order=order_from_counts(admission.fail_counts, len(problem.hidden_tests),
                                        [len(t.input) + len(t.output) for t in problem.hidden_tests]),
+        worker=stamp.worker,
+        queued_ms=stamp.queued_ms,
     )
-    result.cache_hit = False
     if result.infra_error:
         # The sandbox failed (or was interrupted, e.g. by the soft time limit, mid-test): do not
         # trust this runner with the next job.
@@ -135,13 +138,41 @@ def _record_problem_lookup(outcome: str) -> None:
         log.exception("recording a problem-cache lookup failed")
 
 
-def _record(result: JobResult) -> None:
+def _record(result: JobResult | RunJobResult) -> None:
+    """The job's metrics and, for a judge job, its structured log line; never raises."""
     try:
         from cpfleet.workers import metrics
 
-        metrics.record_job(result)  # also writes the job's structured log line
+        if isinstance(result, RunJobResult):
+            metrics.record_run(result)
+        else:
+            metrics.record_job(result)  # also writes the job's structured log line
     except Exception:  # metrics must never cost a reply
-        log.exception("recording metrics for job %s failed", result.job_id)
+        log.exception("recording metrics for %s %s failed", "run job" if isinstance(result, RunJobResult) else "job",
+                      result.job_id)
+
+
+def _executed(execute: Callable[[], R]) -> R:
+    """``execute()``; a sandbox below the node's isolation requirement puts the job back on the
+    queue unjudged, for a node that can take it, and this node stops taking jobs."""
+    try:
+        return execute()
+    except IsolationRequirementError as exc:
+        stop_node_for_isolation(exc)
+        raise Reject(str(exc), requeue=True) from exc
+
+
+def _answer(msg: JobMessage | RunMessage, result: JobResult | RunJobResult,
+            count_failure: tuple[str, int] | None = None) -> None:
+    """Push the job's one reply, then record it and set up the next job's sandbox (after the
+    reply: the client need not wait for metrics and the job log line; the sandbox is prepared
+    while this process waits for its next job). The same tail for both tasks."""
+    try:
+        push_reply(resources.redis, msg.reply_to, result, msg.reply_ttl, settings.reply_retry_s, keep_until=msg.deadline,
+                   count_failure=count_failure)
+    finally:
+        _record(result)
+        resources.prepare_next()
 
 
 @app.task(
@@ -170,20 +201,9 @@ def evaluate_task(self: Any, job: Any = None, *args: Any, **kwargs: Any) -> dict
         joblog.log_event("job_withdrawn", job_id=msg.job_id, problem_id=msg.problem_id, reason=admission.withdrawn,
                          worker=hostname)
         return {"verdict": "WITHDRAWN", "job_id": msg.job_id, "reason": admission.withdrawn}
-    try:
-        result = run_job(msg, hostname, admission)
-    except IsolationRequirementError as exc:
-        # this process's sandbox is below the node's requirement: the job goes back to the
-        # queue unjudged, for a node that can judge it, and this node stops taking jobs
-        stop_node_for_isolation(exc)
-        raise Reject(str(exc), requeue=True) from exc
-    try:
-        failed = failed_test(result) if fail_fast else None
-        push_reply(resources.redis, msg.reply_to, result, msg.reply_ttl, settings.reply_retry_s, keep_until=msg.deadline,
-                   count_failure=None if failed is None else (protocol.fail_counts_key(msg.problem_id), failed))
-    finally:
-        _record(result)  # after the reply: the client need not wait for metrics and the job log line
-        resources.prepare_next()  # the next job's sandbox is set up while this process waits for it
+    result = _executed(lambda: run_job(msg, hostname, admission))
+    failed = failed_test(result) if fail_fast else None
+    _answer(msg, result, None if failed is None else (protocol.fail_counts_key(msg.problem_id), failed))
     return flower_summary(result)
 
 
@@ -208,48 +228,34 @@ def run_run_job(msg: RunMessage, hostname: str) -> RunJobResult:
     a run's output is the caller's to read and may differ between runs (time, randomness)."""
     started = time.time()
     queued_ms = max(0.0, (started - msg.submitted_at) * 1000.0) if msg.submitted_at else 0.0
-    result: RunJobResult
-    try:
+
+    def infra(why: str) -> RunJobResult:
+        return replace(RunJobResult.infra(msg.job_id, why), worker=hostname, queued_ms=queued_ms)
+
+    def run() -> RunJobResult:
         if msg.deadline is not None and started > msg.deadline:
-            result = RunJobResult.infra(msg.job_id, "deadline passed before a worker picked the job up")
-        else:
-            from cpfleet.sandbox.runs import execute
+            return infra("deadline passed before a worker picked the job up")
+        from cpfleet.sandbox.runs import execute
 
-            result = execute(
-                resources.runner,
-                msg.code,
-                msg.stdins,
-                language=msg.language,
-                extract=msg.extract,
-                files=msg.files,
-                fetch_files=msg.fetch_files,
-                time_limit_s=msg.time_limit_s,
-                memory_limit_mb=msg.memory_limit_mb,
-                output_cap=msg.output_cap,
-                job_id=msg.job_id,
-                time_budget_s=settings.job_time_budget_s,
-            )
-            if result.infra_error:
-                resources.reset_runner()  # the sandbox failed: do not trust it with the next job
-    except IsolationRequirementError:
-        raise  # not this job's failure: run_task puts the job back
-    except SoftTimeLimitExceeded:
-        resources.reset_runner()
-        result = RunJobResult.infra(msg.job_id, f"job exceeded the soft time limit ({settings.soft_time_limit_s:g}s)")
-    except Exception as exc:
-        log.exception("run job %s failed inside the worker", msg.job_id)
-        resources.reset_runner()
-        result = RunJobResult.infra(msg.job_id, f"worker error: {type(exc).__name__}: {exc}")
-    return replace(result, worker=hostname, queued_ms=queued_ms)
+        result = execute(
+            resources.runner,
+            msg.code,
+            msg.stdins,
+            language=msg.language,
+            extract=msg.extract,
+            files=msg.files,
+            fetch_files=msg.fetch_files,
+            time_limit_s=msg.time_limit_s,
+            memory_limit_mb=msg.memory_limit_mb,
+            output_cap=msg.output_cap,
+            job_id=msg.job_id,
+            time_budget_s=settings.job_time_budget_s,
+        )
+        if result.infra_error:
+            resources.reset_runner()  # the sandbox failed: do not trust it with the next job
+        return replace(result, worker=hostname, queued_ms=queued_ms)
 
-
-def _record_run(result: RunJobResult) -> None:
-    try:
-        from cpfleet.workers import metrics
-
-        metrics.record_run(result)
-    except Exception:  # metrics must never cost a reply
-        log.exception("recording metrics for run job %s failed", result.job_id)
+    return _guarded(run, infra, "run job", msg.job_id)
 
 
 @app.task(
@@ -275,16 +281,8 @@ def run_task(self: Any, job: Any = None, *args: Any, **kwargs: Any) -> dict[str,
         joblog.log_event("job_withdrawn", job_id=msg.job_id, problem_id="", reason=admission.withdrawn,
                          worker=hostname)
         return {"status": "WITHDRAWN", "job": msg.job_id, "reason": admission.withdrawn}
-    try:
-        result = run_run_job(msg, hostname)
-    except IsolationRequirementError as exc:
-        stop_node_for_isolation(exc)  # as evaluate_task: the job waits, unjudged, for a node that can run it
-        raise Reject(str(exc), requeue=True) from exc
-    try:
-        push_reply(resources.redis, msg.reply_to, result, msg.reply_ttl, settings.reply_retry_s, keep_until=msg.deadline)
-    finally:
-        _record_run(result)
-        resources.prepare_next()
+    result = _executed(lambda: run_run_job(msg, hostname))
+    _answer(msg, result)
     return flower_run_summary(result)
 
 
@@ -309,12 +307,11 @@ def _reject(task_id: str, job: Any, reason: str, hostname: str) -> None:
         return
     result: JobResult | RunJobResult
     if job.get("kind") == protocol.RUN_KIND:
-        result = RunJobResult.infra(job_id, f"malformed run job: {reason}")
-        result = replace(result, worker=hostname)
+        result = replace(RunJobResult.infra(job_id, f"malformed run job: {reason}"), worker=hostname)
     else:
         problem_id = job.get("problem_id")
-        result = JobResult.infra(job_id, problem_id if isinstance(problem_id, str) else "", f"malformed job: {reason}")
-        result.worker = hostname
+        stamp = JobStamp(job_id, problem_id if isinstance(problem_id, str) else "", worker=hostname)
+        result = stamp.infra(f"malformed job: {reason}")
     try:
         push_reply(resources.redis, reply_to, result, protocol.DEFAULT_REPLY_TTL_S, settings.reply_retry_s)
     except Exception:

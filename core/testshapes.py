@@ -1,0 +1,431 @@
+"""Every inline test shape RL datasets use, normalised to the project's ``(input, output)`` pairs.
+
+The datasets trainers feed a judge carry tests in half a dozen shapes (see
+docs/problems.md, "Test shapes"); this module is the one place that knows them, so the
+``prepare`` converters and the inline-problem path (:mod:`cpfleet.producer.inline`) agree byte for byte.
+
+Stdin/stdout tests become ``(input, output)`` strings as given. Function-call tests become the
+project's function-call form: ``input`` is the JSON text of the positional argument list and
+``output`` the JSON text of the expected return value (plain, never wrapped in a list), and the
+test set carries ``fn_name``. Shapes:
+
+- code_contests ``{"input": [str], "output": [str]}``: stdin/stdout; a whole row's test columns
+  (``public_tests``, ``private_tests``, ``generated_tests``) keep their public/hidden split.
+- TACO / APPS ``input_output`` and verl/PRIME ``{"inputs", "outputs", "fn_name"?}``: with
+  ``fn_name`` each input is the argument list and each output is wrapped in a 1-element list
+  (their graders accept ``result == expected[0]``), so a 1-element list is unwrapped; any other
+  output is taken as the value itself and counted. LiveCodeBench's evaluation form uses the
+  same keys with string inputs and outputs (JSON lines in, JSON text out): read as such. Without ``fn_name``, stdin/stdout (inputs or
+  outputs given as lists of lines are joined with newlines).
+- LiveCodeBench / DeepCoder case lists ``[{"input": str, "output": str, "testtype"}]`` with
+  ``testtype`` ``stdin``, ``stdin_stdout`` or ``functional``; a functional input is one JSON
+  value per line (one line per argument) and its output is JSON text. The function name comes
+  from the case (``fn_name``, ``metadata.func_name``) or from the caller (the row's metadata).
+- PrimeIntellect ``verification_info`` ``{"language", "test_cases": [...]}`` with cases
+  ``{"type": "stdin_stdout", ...}`` or ``{"type": "function_call", "fn_name", "input": [args],
+  "output": value}`` (the value plain: PrimeIntellect's harness compares ``print(result)`` with
+  ``str(output)``).
+- LiveCodeBench ``private_test_cases``: plain JSON, or ``base64(zlib(pickle(json_text)))``. The
+  pickle is read by :func:`restricted_unpickle`, which refuses every global (no class, no
+  function, no ``__reduce__`` target can be loaded), so a hostile dataset cannot run code here.
+
+A problem mixes no stdin/stdout and function-call tests, and names one function: both are
+:class:`TestShapeError`, whose message is the skip reason the converters count.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import io
+import json
+import pickle
+import zlib
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from cpfleet.core.errors import TestShapeError
+
+# A decompressed LiveCodeBench private-test blob larger than this is refused: the biggest real
+# ones are tens of MB, and an unbounded inflate of a hostile blob would exhaust memory.
+MAX_DECOMPRESSED_BYTES = 1 << 30
+
+STDIO_KINDS = frozenset({"stdin", "stdin_stdout", "stdio", "standard_io"})
+CALL_KINDS = frozenset({"functional", "function_call", "call_based"})
+
+Test = tuple[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class TestSet:
+    """Normalised tests: ``public`` are shown in feedback, ``hidden`` decide the reward."""
+
+    __test__ = False
+
+    public: tuple[Test, ...]
+    hidden: tuple[Test, ...]
+    fn_name: str | None = None
+    language: str | None = None  # the language the dataset states (PrimeIntellect), verbatim
+
+
+# --- primitives --------------------------------------------------------------------------------
+
+
+def json_text(value: Any) -> str:
+    """The canonical JSON text of a function-call argument list or return value."""
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError) as e:
+        raise TestShapeError(f"function-call value is not JSON ({e.__class__.__name__})") from None
+
+
+def stdio_text(value: Any) -> str:
+    """A stdin/stdout test side: a string as is; a list of lines joined (TACO/APPS store some
+    that way), with a final newline; a bare number or boolean as its text."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return "\n".join(stdio_text(x) for x in value) + "\n"
+    if isinstance(value, bool) or value is None or isinstance(value, dict):
+        return json.dumps(value)
+    if isinstance(value, int | float):
+        return str(value)
+    raise TestShapeError(f"stdin/stdout test side of type {type(value).__name__}")
+
+
+def lcb_args(text: str) -> list[Any]:
+    """A LiveCodeBench functional input: one JSON value per line, one line per argument."""
+    if not isinstance(text, str):
+        raise TestShapeError("functional input is not a string of JSON lines")
+    args = []
+    for line in text.split("\n"):
+        if not line.strip():
+            continue  # a trailing newline is not an argument (an empty string is `""`)
+        try:
+            args.append(json.loads(line))
+        except (ValueError, RecursionError):
+            raise TestShapeError("functional input line is not JSON") from None
+    return args
+
+
+def lcb_value(text: Any) -> Any:
+    """A LiveCodeBench functional output: JSON text of the expected value."""
+    if not isinstance(text, str):
+        raise TestShapeError("functional output is not JSON text")
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        raise TestShapeError("functional output is not JSON") from None
+
+
+def parse_json_field(raw: Any, what: str) -> Any:
+    """A column that holds JSON text (or, in some mirrors, the already-parsed value)."""
+    if isinstance(raw, str | bytes):
+        if not raw.strip():
+            return None
+        try:
+            return json.loads(raw)
+        except (ValueError, RecursionError):
+            raise TestShapeError(f"malformed {what} JSON") from None
+    return raw
+
+
+# --- the restricted unpickler ------------------------------------------------------------------
+
+
+class _NoGlobalsUnpickler(pickle.Unpickler):
+    """Loads only what pickle opcodes build by themselves (str, bytes, int, float, bool, None,
+    list, tuple, dict, set): every opcode that would import a name goes through find_class,
+    which refuses, so no constructor or ``__reduce__`` callable (``os.system``...) is reached."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        raise pickle.UnpicklingError(f"refused to load global {module}.{name}")
+
+    def persistent_load(self, pid: Any) -> Any:
+        raise pickle.UnpicklingError("refused a persistent id")
+
+
+def restricted_unpickle(data: bytes) -> Any:
+    """``pickle.loads`` that can build plain data only; pickle.UnpicklingError otherwise."""
+    return _NoGlobalsUnpickler(io.BytesIO(data)).load()
+
+
+def _inflate(data: bytes, limit: int) -> bytes:
+    d = zlib.decompressobj()
+    out = d.decompress(data, limit)
+    if d.unconsumed_tail:
+        raise TestShapeError(f"private tests decompress past {limit} bytes")
+    return out
+
+
+def decode_lcb_private(raw: Any, *, max_bytes: int = MAX_DECOMPRESSED_BYTES) -> list[Any]:
+    """LiveCodeBench ``private_test_cases``: JSON text, or base64(zlib(pickle(JSON text)))."""
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return []
+    if isinstance(raw, list):
+        return raw
+    if not isinstance(raw, str):
+        raise TestShapeError("private_test_cases is neither JSON text nor a base64 blob")
+    try:
+        value = json.loads(raw)
+    except (ValueError, RecursionError):
+        value = None
+    else:
+        if isinstance(value, list):
+            return value
+        raise TestShapeError("private_test_cases JSON is not a list")
+    try:
+        packed = base64.b64decode(raw.encode("ascii"), validate=True)
+    except (binascii.Error, UnicodeEncodeError):
+        raise TestShapeError("private_test_cases is neither JSON nor base64") from None
+    try:
+        pickled = _inflate(packed, max_bytes)
+    except zlib.error:
+        raise TestShapeError("private_test_cases is not zlib data") from None
+    try:
+        value = restricted_unpickle(pickled)
+    except pickle.UnpicklingError as e:
+        raise TestShapeError(f"private_test_cases pickle refused ({e})") from None
+    except Exception as e:  # a truncated or garbled pickle raises many kinds
+        raise TestShapeError(f"private_test_cases pickle unreadable ({e.__class__.__name__})") from None
+    if isinstance(value, bytes):
+        try:
+            value = value.decode("utf-8", errors="strict")
+        except UnicodeDecodeError:
+            raise TestShapeError("unpickled private_test_cases is not UTF-8 text") from None
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except (ValueError, RecursionError):
+            raise TestShapeError("unpickled private_test_cases is not JSON") from None
+    if not isinstance(value, list):
+        raise TestShapeError(f"unpickled private_test_cases is a {type(value).__name__}, not a list")
+    return value
+
+
+# --- shapes ------------------------------------------------------------------------------------
+
+
+def split_public(tests: Sequence[Test], num_public: int) -> tuple[tuple[Test, ...], tuple[Test, ...]]:
+    """For shapes without a public/private split: the first ``num_public`` tests are shown,
+    and every test (those included) decides the reward."""
+    return tuple(tests[:num_public]), tuple(tests)
+
+
+def from_code_contests(raw: Any) -> list[Test]:
+    """``{"input": [str], "output": [str]}`` (None or empty: no tests)."""
+    if not raw:
+        return []
+    if not isinstance(raw, Mapping):
+        raise TestShapeError("code_contests tests are not {input: [...], output: [...]}")
+    inputs, outputs = raw.get("input") or [], raw.get("output") or []
+    if len(inputs) != len(outputs):
+        raise TestShapeError(f"{len(inputs)} inputs but {len(outputs)} outputs")
+    return [(stdio_text(i), stdio_text(o)) for i, o in zip(inputs, outputs, strict=True)]
+
+
+def from_input_output(io_: Any, counts: Counter[str] | None = None) -> tuple[list[Test], str | None]:
+    """TACO / APPS ``input_output`` and verl/PRIME ``{"inputs", "outputs", "fn_name"?}``."""
+    io_ = parse_json_field(io_, "input_output")
+    if not isinstance(io_, Mapping):
+        raise TestShapeError("no input_output tests")
+    inputs, outputs = io_.get("inputs"), io_.get("outputs")
+    if inputs is None and outputs is None:
+        raise TestShapeError("no input_output tests")
+    if not isinstance(inputs, list) or not isinstance(outputs, list) or len(inputs) != len(outputs):
+        raise TestShapeError("malformed input_output (inputs/outputs lengths differ)")
+    fn_name = io_.get("fn_name")
+    if not fn_name:
+        return [(stdio_text(i), stdio_text(o)) for i, o in zip(inputs, outputs, strict=True)], None
+    if not isinstance(fn_name, str):
+        raise TestShapeError("fn_name is not a string")
+    tests = []
+    for args, out in zip(inputs, outputs, strict=True):
+        if isinstance(args, str) and isinstance(out, str):
+            # LiveCodeBench's evaluation form: JSON lines in, JSON text out
+            tests.append((json_text(lcb_args(args)), json_text(lcb_value(out))))
+            continue
+        if not isinstance(args, list):
+            raise TestShapeError("call-based input is not an argument list")
+        if isinstance(out, list) and len(out) == 1:
+            value = out[0]
+        else:
+            value = out
+            if counts is not None:
+                counts["call-based output not wrapped in a 1-element list (taken as the value)"] += 1
+        tests.append((json_text(args), json_text(value)))
+    return tests, fn_name
+
+
+def _case_kind(case: Mapping[str, Any], default_call: bool) -> str:
+    kind = case.get("testtype", case.get("type"))
+    if kind is None:
+        return "call" if default_call else "stdio"
+    if kind in STDIO_KINDS:
+        return "stdio"
+    if kind in CALL_KINDS:
+        return "call"
+    raise TestShapeError(f"unknown test type {str(kind)[:40]!r}")
+
+
+def _case_fn_name(case: Mapping[str, Any]) -> str | None:
+    name = case.get("fn_name") or case.get("func_name")
+    meta = case.get("metadata")
+    if not name and isinstance(meta, Mapping):
+        name = meta.get("func_name") or meta.get("fn_name")
+    if name is not None and not isinstance(name, str):
+        raise TestShapeError("fn_name is not a string")
+    return name or None
+
+
+def from_cases(cases: Any, *, fn_name: str | None = None) -> tuple[list[Test], str | None]:
+    """A list of per-test objects (LiveCodeBench, DeepCoder, PrimeIntellect ``test_cases``)."""
+    cases = parse_json_field(cases, "test cases")
+    if cases is None:
+        return [], None
+    if not isinstance(cases, list):
+        raise TestShapeError("test cases are not a list")
+    tests: list[Test] = []
+    kinds: set[str] = set()
+    names: set[str] = set()
+    for case in cases:
+        if not isinstance(case, Mapping) or "input" not in case or "output" not in case:
+            raise TestShapeError("a test case is not {input, output}")
+        kind = _case_kind(case, default_call=False)
+        kinds.add(kind)
+        if kind == "stdio":
+            tests.append((stdio_text(case["input"]), stdio_text(case["output"])))
+            continue
+        name = _case_fn_name(case) or fn_name
+        if not name:
+            raise TestShapeError("function-call test without a function name")
+        names.add(name)
+        raw_in, raw_out = case["input"], case["output"]
+        if isinstance(raw_in, str) and "testtype" not in case and case.get("type") in CALL_KINDS:
+            # PrimeIntellect's key with the argument list as JSON text: its harness pastes the
+            # input into `args = <input>`, so the text is the whole list; the output stays plain
+            try:
+                args = json.loads(raw_in)
+            except (ValueError, RecursionError):
+                raise TestShapeError("function_call input is not a JSON argument list") from None
+            if not isinstance(args, list):
+                raise TestShapeError("function_call input is not a JSON argument list")
+            value = raw_out
+        elif isinstance(raw_in, str):  # LiveCodeBench serialisation: JSON lines in, JSON text out
+            args, value = lcb_args(raw_in), lcb_value(raw_out)
+        elif isinstance(raw_in, list):  # PrimeIntellect: the argument list and the plain value
+            args, value = raw_in, raw_out
+        else:
+            raise TestShapeError("function-call input is neither JSON lines nor an argument list")
+        tests.append((json_text(args), json_text(value)))
+    if len(kinds) > 1:
+        raise TestShapeError("mixes stdin/stdout and function-call tests")
+    if len(names) > 1:
+        raise TestShapeError("function-call tests name several functions")
+    return tests, (names.pop() if names else None)
+
+
+def from_verification_info(info: Any) -> tuple[list[Test], str | None, str | None]:
+    """PrimeIntellect ``verification_info``: tests, fn_name and the stated ``language``."""
+    info = parse_json_field(info, "verification_info")
+    if not isinstance(info, Mapping) or not isinstance(info.get("test_cases"), list):
+        raise TestShapeError("verification_info has no test_cases list")
+    tests, fn_name = from_cases(info["test_cases"])
+    language = info.get("language")
+    return tests, fn_name, language if isinstance(language, str) else None
+
+
+def _merge_fn(a: str | None, b: str | None) -> str | None:
+    if a and b and a != b:
+        raise TestShapeError("public and private tests name different functions")
+    return a or b
+
+
+def from_lcb(public: Any, private: Any, metadata: Any = None) -> TestSet:
+    """A LiveCodeBench row's ``public_test_cases``, ``private_test_cases`` and ``metadata``.
+
+    Public tests are shown; public and private tests together decide the reward (LCB grades
+    on both)."""
+    meta = parse_json_field(metadata, "metadata")
+    fn_name = meta.get("func_name") if isinstance(meta, Mapping) else None
+    if fn_name is not None and not isinstance(fn_name, str):
+        raise TestShapeError("metadata func_name is not a string")
+    pub, fn_pub = from_cases(public, fn_name=fn_name)
+    priv, fn_priv = from_cases(decode_lcb_private(private), fn_name=fn_name)
+    fn = _merge_fn(fn_pub, fn_priv)
+    if pub and priv and (fn_pub is None) != (fn_priv is None):
+        raise TestShapeError("mixes stdin/stdout and function-call tests")
+    return TestSet(public=tuple(pub), hidden=tuple(pub + priv), fn_name=fn)
+
+
+def normalize_tests(raw: Any, *, fn_name: str | None = None, num_public: int = 1) -> TestSet:
+    """Any inline shape above (JSON text or parsed) -> a :class:`TestSet`.
+
+    Shapes with a public/private split keep it; the others show the first ``num_public``
+    tests and reward on all. The project's own ``{"public_tests", "hidden_tests"}`` is taken
+    as is (with ``fn_name`` from the object or the argument)."""
+    raw = parse_json_field(raw, "tests")
+    if raw is None:
+        raise TestShapeError("no tests")
+    if isinstance(raw, list):
+        tests, fn = from_cases(raw, fn_name=fn_name)
+        pub, hid = split_public(tests, num_public)
+        return TestSet(pub, hid, fn)
+    if not isinstance(raw, Mapping):
+        raise TestShapeError(f"tests of type {type(raw).__name__}")
+    for wrapper in ("input_output", "verification_info"):  # a dataset row's column, passed whole
+        if wrapper in raw and len(raw) == 1:
+            return normalize_tests(raw[wrapper], fn_name=fn_name, num_public=num_public)
+    if any(isinstance(raw.get(k), Mapping) for k in ("public_tests", "private_tests", "generated_tests")):
+        # a deepmind/code_contests row's test columns; a row without private or generated tests
+        # is rewarded on its public ones
+        pub_cc = from_code_contests(raw.get("public_tests"))
+        hid_cc = from_code_contests(raw.get("private_tests")) + from_code_contests(raw.get("generated_tests"))
+        return TestSet(tuple(pub_cc), tuple(hid_cc or pub_cc), None)
+    if "public_tests" in raw or "hidden_tests" in raw:
+        pub_l, hid_l = _own_tests(raw.get("public_tests")), _own_tests(raw.get("hidden_tests"))
+        own_fn = raw.get("fn_name") or fn_name
+        if own_fn is not None and not isinstance(own_fn, str):
+            raise TestShapeError("fn_name is not a string")
+        return TestSet(tuple(pub_l), tuple(hid_l), own_fn or None)
+    if "public_test_cases" in raw or "private_test_cases" in raw:
+        meta = raw.get("metadata")
+        if meta is None and fn_name:
+            meta = {"func_name": fn_name}
+        return from_lcb(raw.get("public_test_cases"), raw.get("private_test_cases"), meta)
+    if "test_cases" in raw:
+        tests, fn, language = from_verification_info(raw)
+        pub, hid = split_public(tests, num_public)
+        return TestSet(pub, hid, fn, language)
+    if "inputs" in raw or "outputs" in raw:
+        io_ = dict(raw)
+        if fn_name and not io_.get("fn_name"):
+            io_["fn_name"] = fn_name
+        tests, fn = from_input_output(io_)
+        pub, hid = split_public(tests, num_public)
+        return TestSet(pub, hid, fn)
+    if "input" in raw and "output" in raw:
+        tests = from_code_contests(raw)
+        pub, hid = split_public(tests, num_public)
+        return TestSet(pub, hid, None)
+    raise TestShapeError(f"unrecognised test shape with keys {sorted(map(str, raw))[:8]}")
+
+
+def _own_tests(raw: Any) -> list[Test]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise TestShapeError("public_tests/hidden_tests is not a list")
+    out = []
+    for t in raw:
+        if not isinstance(t, Mapping) or not isinstance(t.get("input"), str) or not isinstance(t.get("output"), str):
+            raise TestShapeError("a test is not {input: str, output: str}")
+        out.append((t["input"], t["output"]))
+    return out
+
+
+def as_records(tests: Sequence[Test]) -> list[dict[str, str]]:
+    """``(input, output)`` pairs -> the problem record's ``[{"input", "output"}]``."""
+    return [{"input": i, "output": o} for i, o in tests]
