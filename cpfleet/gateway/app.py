@@ -350,10 +350,7 @@ class Gateway:
     # --- the gateway's own endpoints ------------------------------------------------------
 
     async def healthz(self, request: Request) -> Response:
-        try:
-            ok = bool(await asyncio.to_thread(self.fleet._redis.ping))
-        except Exception:
-            ok = False
+        ok = await asyncio.to_thread(self.fleet.broker_reachable)
         return JSONResponse(
             {"ok": ok, "redis": ok, "backlog": self.backlog, "in_flight": self._fleet.in_flight if self._fleet else 0,
              "sandbox": "none: every program runs on the fleet's workers"},

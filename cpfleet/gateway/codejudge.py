@@ -152,7 +152,7 @@ def routes(gw: Gateway) -> Sequence[Route]:
 
     async def status(request: Request) -> Response:
         fleet = gw.fleet
-        queue = int(await asyncio.to_thread(fleet._redis.llen, fleet.queue))
+        queue = await asyncio.to_thread(fleet.queue_depth)
         now = time.monotonic()
         if now - workers_seen["at"] > STATUS_CACHE_S:
             workers_seen["count"] = float(await asyncio.to_thread(count_workers, fleet.redis_url))

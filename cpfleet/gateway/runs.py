@@ -300,7 +300,7 @@ class RunCoalescer:
             fleet = self.gw.fleet
             while self._open:
                 self._read_soon.clear()  # a job answered from here on asks for the next reading
-                self._queued = int(await asyncio.to_thread(fleet._redis.llen, fleet.queue))
+                self._queued = await asyncio.to_thread(fleet.queue_depth)
                 self._queued_at = loop.time()
                 # an empty queue at consecutive readings may mean idle workers, as many as the
                 # fleet has: the jobs let go double at each such reading (a slow start)
