@@ -8,6 +8,9 @@ message protocol v2, msgpack body). Its result comes back as one msgpack message
 the worker to the job's reply list (``reply_key(client_id)``) with an expiry: there is no
 Celery result backend. A run job (``RunMessage``: a program and its stdins, nothing judged)
 travels the same way as the argument of ``RUN_TASK_NAME`` and is answered on the same list.
+
+Over 500 lines on purpose: it is the one home of every name both sides of the queue must agree
+on (messages, keys, versions); split, the agreement would live in several places again.
 """
 
 from __future__ import annotations

@@ -11,6 +11,9 @@ tests, hits the time limit on a large hidden one), and the broken completions a 
 Tests are generated from a fixed seed, so the set is the same everywhere; the shipped copy
 ``cpfleet/data/demo-problems.jsonl.gz`` is this module's output (``python -m
 cpfleet.demo_problems --write``), and a test checks that it has not drifted.
+
+Over 500 lines because most of it is data: each problem's statement, generator, oracle and
+solutions, kept together so a problem reads as one unit.
 """
 
 from __future__ import annotations

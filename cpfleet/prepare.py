@@ -32,6 +32,9 @@ build registers its checker type, by ``Problem.from_dict``. Filters: ``--min-pub
 DIFFICULTY_RANKS), ``--max-samples`` (stop after N kept), ``--max-hidden N``. A summary (read,
 kept, skipped per reason with the first rows skipped for it, notes, solution counts) goes to
 stderr at the end, with a progress bar while it works.
+
+Over 500 lines: the command's driver, the code_contests conversion and its reporting; each other
+format is its own module, registered in cpfleet.dataset_formats.
 """
 
 from __future__ import annotations

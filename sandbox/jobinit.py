@@ -4,6 +4,9 @@ asks) and the job init, ``JobInit``: pid 1 of the job's pid namespace, which com
 program once, installs the seccomp filter, and per test forks a child (ahead of the test where
 it can), confines it and runs the program, then reports the test's end. Watching and killing the
 running test is sandbox/police.py's.
+
+Slightly over 500 lines: the job init is one process's life (compile, filter, per-test fork,
+report), and its steps share that process's state; watching and killing already moved out.
 """
 
 from __future__ import annotations

@@ -42,6 +42,9 @@ Precompiled ``bits/stdc++.h`` (``PchCache``): built once per toolchain and flag 
 system header (trusted input, so outside the sandbox), in a directory every zygote binds
 read-only; a C++ compile gets ``-I that -Winvalid-pch`` so GCC uses it for ``#include
 <bits/stdc++.h>`` and falls back to the real header (with a warning) when it does not match.
+
+Over 500 lines because compile, session, single run and interactive pair are one API over one
+program image; the languages' toolchains live in sandbox/languages.py, the runner in forkserver.
 """
 
 from __future__ import annotations
