@@ -51,6 +51,7 @@ from cpfleet.sandbox.zygote_process import (
     site_packages,
     solution_python_dirs,
     spawn_zygote,
+    stop_zygote,
 )
 
 if TYPE_CHECKING:
@@ -157,14 +158,8 @@ class ZygoteRunner(CodeRunner):
     def _stop_zygote(self) -> None:
         self._end_job()
         self._drop_spare()
-        if self._ctrl is not None:
-            self._ctrl.close()
-            self._ctrl = None
-        if self._proc is not None:
-            if self._proc.poll() is None:
-                self._proc.kill()
-            self._proc.wait()
-            self._proc = None
+        stop_zygote(self._proc, self._ctrl)
+        self._proc, self._ctrl = None, None
         if self._cgroup is not None and not self._report.layers.get("pidns"):
             # Without a pid namespace, a test interrupted by this stop (a soft time limit resets
             # the runner mid-test) leaves its orphans to the host once the job init dies: the

@@ -35,7 +35,7 @@ from cpfleet.sandbox import languages
 from cpfleet.sandbox.cgroups import SlotCgroup
 from cpfleet.sandbox.jobs import Job, send_source
 from cpfleet.sandbox.slots import Slot
-from cpfleet.sandbox.zygote_process import recv_within, site_packages, spawn_zygote
+from cpfleet.sandbox.zygote_process import recv_within, site_packages, spawn_zygote, stop_zygote
 
 log = logging.getLogger("cpfleet.sandbox")
 
@@ -110,11 +110,5 @@ class PyPyZygote:
         return job, reply
 
     def stop(self) -> None:
-        if self._ctrl is not None:
-            self._ctrl.close()
-            self._ctrl = None
-        if self._proc is not None:
-            if self._proc.poll() is None:
-                self._proc.kill()
-            self._proc.wait()
-            self._proc = None
+        stop_zygote(self._proc, self._ctrl)
+        self._proc, self._ctrl = None, None

@@ -85,6 +85,16 @@ def spawn_zygote(python: str | None, config: dict[str, Any], cgroup_fds: list[in
     return proc, ours
 
 
+def stop_zygote(proc: subprocess.Popen[bytes] | None, ctrl: socket.socket | None) -> None:
+    """Close a zygote's control socket and kill and reap its process (either may be None)."""
+    if ctrl is not None:
+        ctrl.close()
+    if proc is not None:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+
+
 def recv_within(sock: socket.socket, timeout: float) -> Any:
     """The next message from a zygote or job init; SandboxBroken when none comes in time or
     the process exited."""
