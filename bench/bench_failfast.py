@@ -46,20 +46,12 @@ sys.path.insert(0, str(REPO / "bench"))
 
 import redis  # noqa: E402
 import wrong_completions  # noqa: E402
-from procs import stop_process_group  # noqa: E402
+from procs import children, shared_file, stop_process_group  # noqa: E402
 
 from cpfleet.core.results import JobResult  # noqa: E402
 from cpfleet.core.store import register_problems  # noqa: E402
 from cpfleet.producer.client import FleetClient  # noqa: E402
 from cpfleet.redis_server import RedisServer  # noqa: E402
-
-
-def shared_file(name: str) -> Path | None:
-    env = os.environ.get("CPFLEET_SHARED_DATA")
-    for base in ([Path(env)] if env else []) + [p / "shared" / "data" for p in REPO.parents]:
-        if (base / name).exists():
-            return base / name
-    return None
 
 
 def demo_records() -> list[dict[str, Any]]:
@@ -166,9 +158,7 @@ class Worker:
                 with open(f"/proc/{pid}/stat") as f:
                     fields = f.read().rsplit(")", 1)[1].split()
                 total += sum(int(x) for x in fields[11:15]) / tick  # utime stime cutime cstime
-                for tid in os.listdir(f"/proc/{pid}/task"):
-                    with open(f"/proc/{pid}/task/{tid}/children") as f:
-                        todo += [int(x) for x in f.read().split()]
+                todo += children(pid)
             except OSError:
                 continue
         return total

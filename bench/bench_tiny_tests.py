@@ -48,6 +48,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
 
 import apps_shaped  # noqa: E402
+from procs import shared_file  # noqa: E402
 
 GOAL = 1.15
 
@@ -71,14 +72,6 @@ class Run:
     @property
     def overhead_ms_per_test(self) -> float:
         return 1000.0 * (self.tree_cpu_s - self.own_cpu_s) / self.tests
-
-
-def shared_file(name: str) -> Path | None:
-    env = os.environ.get("CPFLEET_SHARED_DATA")
-    for base in ([Path(env)] if env else []) + [p / "shared" / "data" for p in REPO.parents]:
-        if (base / name).exists():
-            return base / name
-    return None
 
 
 def write_set(d: Path, name: str, records: list[dict[str, Any]], solutions: dict[str, str],

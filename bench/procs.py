@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+from pathlib import Path
 
 
 def stop_process_group(proc: subprocess.Popen[bytes]) -> None:
@@ -33,3 +34,14 @@ def children(pid: int) -> list[int]:
     except OSError:
         pass
     return out
+
+
+def shared_file(name: str) -> Path | None:
+    """A shared dataset file: in ``$CPFLEET_SHARED_DATA``, else in a ``shared/data`` beside the
+    repository or one of its parents; None when absent (the benchmark then says it skips it)."""
+    env = os.environ.get("CPFLEET_SHARED_DATA")
+    repo = Path(__file__).resolve().parents[1]
+    for base in ([Path(env)] if env else []) + [p / "shared" / "data" for p in repo.parents]:
+        if (base / name).exists():
+            return base / name
+    return None
