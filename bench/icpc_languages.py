@@ -59,8 +59,12 @@ def checker_of(record: dict[str, Any]) -> dict[str, Any]:
     return {"type": "float", "abs": tol, "rel": tol}
 
 
-def selection(records: Iterable[dict[str, Any]], languages: tuple[str, ...], sample: int | None
-              ) -> tuple[dict[str, Problem], list[dict[str, Any]]]:
+def selection(records: Iterable[dict[str, Any]], languages: tuple[str, ...], sample: int | None,
+              time_scale: float = 1.0) -> tuple[dict[str, Problem], list[dict[str, Any]]]:
+    """The problems with a stated time limit and a comparison checker, and one job per chosen
+    submission. ``time_scale`` multiplies the stated limits: Kattis sized them on its own judges
+    (the jury's slowest accepted run times a safety margin), and a slower or busier host needs
+    them scaled, as DOMjudge and Kattis calibrate a new judge host."""
     problems: dict[str, Problem] = {}
     jobs: list[dict[str, Any]] = []
     for r in records:
@@ -68,7 +72,7 @@ def selection(records: Iterable[dict[str, Any]], languages: tuple[str, ...], sam
             continue
         problems[r["id"]] = Problem.from_dict({
             "id": r["id"], "public_tests": r["public_tests"], "hidden_tests": r["hidden_tests"],
-            "time_limit_s": r["time_limit_s"], "memory_limit_mb": r.get("memory_limit_mb") or KATTIS_DEFAULT_MEMORY_MB,
+            "time_limit_s": r["time_limit_s"] * time_scale, "memory_limit_mb": r.get("memory_limit_mb") or KATTIS_DEFAULT_MEMORY_MB,
             "checker": checker_of(r),
         })
         taken: Counter[tuple[str, str]] = Counter()
@@ -95,6 +99,8 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--sample", type=int, default=None)
     parser.add_argument("--languages", default="cpp,c,java")
+    parser.add_argument("--time-scale", type=float, default=1.0,
+                        help="multiply the stated time limits (this host against Kattis's judges)")
     args = parser.parse_args()
     path = data_path()
     if not path.exists():
@@ -102,7 +108,7 @@ def main() -> int:
         return 2
     from cpfleet.pool import judge_iter
 
-    problems, jobs = selection(load(path), tuple(args.languages.split(",")), args.sample)
+    problems, jobs = selection(load(path), tuple(args.languages.split(",")), args.sample, args.time_scale)
     print(f"{len(jobs)} submissions on {len(problems)} problems ({args.languages}), workers={args.workers}")
     t0 = time.perf_counter()
     tally: Counter[tuple[str, str, bool]] = Counter()

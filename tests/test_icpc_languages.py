@@ -37,7 +37,11 @@ def test_accepted_submissions_earn_1_and_wrong_answers_0() -> None:
         pytest.skip("no C/C++/Java toolchain here")
     complete = [r for r in bench.load(path)
                 if r["id"] not in KNOWN and not any(v["too_large"] or v["missing"] for v in r["tests_dropped"].values())]
-    problems, jobs = bench.selection(complete, wanted, sample=1)
+    # The stated limits are Kattis's, sized on its judges from the jury's slowest accepted run;
+    # an accepted C++ submission here takes 7.9 s of its 8 s on one test of a 2-core host that
+    # runs the suite in parallel. This test proves languages and verdicts, not time limits, so
+    # the limits are doubled (a calibration, as a judge host gets; wrong answers stay wrong).
+    problems, jobs = bench.selection(complete, wanted, sample=1, time_scale=2.0)
     chosen = sorted(problems, key=lambda p: (len(problems[p].hidden_tests), p))[:4]  # the quickest to judge
     jobs = [j for j in jobs if j["problem_id"] in chosen]
     assert jobs and {j["language"] for j in jobs} >= {"cpp"}
