@@ -1,0 +1,46 @@
+"""Hostile programs against the judging harness, through ``cpfleet.judge_locally`` (the path the
+worker and ``cpfleet judge`` take): whatever a program does to itself, its test directory or
+its output is judged as the program's own doing (a verdict, reward 0 unless every output is
+right), never an infrastructure error (INTERNAL, reward None) and never an unearned reward."""
+
+from __future__ import annotations
+
+import pytest
+
+import cpfleet
+from cpfleet.core.problem import Problem
+from cpfleet.core.verdict import Verdict
+from cpfleet.sandbox.runner import CodeRunner
+
+SUM = Problem.from_dict({
+    "id": "sum", "time_limit_s": 2,
+    "public_tests": [{"input": "1 2\n", "output": "3\n"}],
+    "hidden_tests": [{"input": "5 7\n", "output": "12\n"}, {"input": "100 23\n", "output": "123\n"}],
+})
+READ = "import os, sys, signal\na, b = map(int, input().split())\n"
+
+
+def judge(runner: CodeRunner, code: str) -> cpfleet.JobResult:
+    result = cpfleet.judge_locally(SUM, f"```python\n{code}\n```", runner)
+    assert not result.infra_error, result.infra_message
+    return result
+
+
+# Extended attributes on the test directory: listing more than 64 KiB of names fails with
+# E2BIG, and the job init's check that the directory is pristine for the next test listed them
+# unguarded, so the next test was reported INTERNAL (reward None) for the program's own act.
+XATTRS = READ + """
+for i in range(2000):
+    try:
+        os.setxattr(".", "user.%05d" % i + "x" * 240, b"1")
+    except OSError:
+        break
+"""
+
+
+@pytest.mark.parametrize(("answer", "verdict", "reward"), [("a + b", Verdict.OK, 1.0),
+                                                           ("a - b", Verdict.WRONG_ANSWER, 0.0)])
+def test_extended_attributes_on_the_test_directory_are_the_programs_business(
+        runner: CodeRunner, answer: str, verdict: Verdict, reward: float) -> None:
+    result = judge(runner, XATTRS + f"print({answer})\n")
+    assert (result.verdict, result.reward) == (verdict, reward)
