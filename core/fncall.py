@@ -112,13 +112,19 @@ def value_count(value: Any) -> int:
     return n
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def show(value: Any) -> str:
-    """A value as the feedback shows it (JSON, clipped)."""
+    """A value as the feedback shows it (JSON, clipped). A lone surrogate (a returned string, or
+    JSON's ``"\\ud800"`` escape in the data) is shown as its escape: the feedback is sent and
+    written as UTF-8, which cannot hold one."""
     try:
         text = json.dumps(value, default=repr, ensure_ascii=False)
     except (TypeError, ValueError, RecursionError):
         text = repr(value)
-    return text if len(text) <= SHOW else text[:SHOW] + "..."
+    text = text if len(text) <= SHOW else text[:SHOW] + "..."
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def call_text(fn_name: str, args_json: str) -> str:
