@@ -5,6 +5,9 @@ right), never an infrastructure error (INTERNAL, reward None) and never an unear
 
 from __future__ import annotations
 
+import json
+
+import msgpack
 import pytest
 
 import cpfleet
@@ -44,3 +47,28 @@ def test_extended_attributes_on_the_test_directory_are_the_programs_business(
         runner: CodeRunner, answer: str, verdict: Verdict, reward: float) -> None:
     result = judge(runner, XATTRS + f"print({answer})\n")
     assert (result.verdict, result.reward) == (verdict, reward)
+
+
+# Output that is not UTF-8: decoded with errors replaced, every invalid byte became U+FFFD, so a
+# program printing any invalid byte matched an expected output holding U+FFFD (a dataset
+# decoded lossily has them), where every judge compares bytes.
+REPLACEMENT = Problem.from_dict({"id": "fffd", "hidden_tests": [{"input": "\n", "output": "a\ufffdb\n"}]})
+
+
+@pytest.mark.parametrize(("raw", "verdict"), [(b"a\xffb\n", Verdict.WRONG_ANSWER), (b"a\xed\xa0\x80b\n", Verdict.WRONG_ANSWER),
+                                              (b"a\xef\xbf\xbdb\n", Verdict.OK)])
+def test_bytes_that_are_not_utf8_never_match_a_replacement_character(runner: CodeRunner, raw: bytes,
+                                                                       verdict: Verdict) -> None:
+    result = cpfleet.judge_locally(REPLACEMENT, f"```python\nimport sys\nsys.stdout.buffer.write({raw!r})\n```", runner,
+                                   mode="full")
+    assert (result.verdict, result.infra_error) == (verdict, False)
+    json.dumps(result.to_dict(), ensure_ascii=False).encode("utf-8")
+    msgpack.packb(result.to_dict(), use_bin_type=True)
+
+
+def test_invalid_utf8_in_a_failing_output_is_shown_replaced(runner: CodeRunner) -> None:
+    result = judge(runner, READ + "sys.stdout.buffer.write(b'\\xff\\xfe ' + str(a + b).encode() + b'\\n')\n")
+    assert result.verdict == Verdict.WRONG_ANSWER
+    assert "\ufffd\ufffd 3" in result.observation
+    json.dumps(result.to_dict(), ensure_ascii=False).encode("utf-8")
+    msgpack.packb(result.to_dict(), use_bin_type=True)
