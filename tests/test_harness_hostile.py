@@ -13,6 +13,7 @@ import pytest
 import cpfleet
 from cpfleet.core.problem import Problem
 from cpfleet.core.verdict import Verdict
+from cpfleet.sandbox import languages
 from cpfleet.sandbox.runner import CodeRunner
 
 SUM = Problem.from_dict({
@@ -72,3 +73,17 @@ def test_invalid_utf8_in_a_failing_output_is_shown_replaced(runner: CodeRunner) 
     assert "\ufffd\ufffd 3" in result.observation
     json.dumps(result.to_dict(), ensure_ascii=False).encode("utf-8")
     msgpack.packb(result.to_dict(), use_bin_type=True)
+
+
+# A syntax error on a long line: the error text (the line, and a caret line as wide) went back
+# from the job init in one message, past the 64 KiB a message holds, and its cut reply was
+# INTERNAL ("marshal data too short") instead of the program's COMPILE_ERROR.
+@pytest.mark.parametrize("source", ["x = " + "1+" * 50_000 + ")\n", "x = " + "a" * 100_000 + "(\n",
+                                    "s = '" + "x" * 100_000 + "\n"])
+@pytest.mark.parametrize("fence", ["python", "pypy3"])
+def test_a_syntax_error_on_a_very_long_line_is_a_compile_error(runner: CodeRunner, source: str, fence: str) -> None:
+    if fence == "pypy3" and languages.missing_tools("pypy3"):
+        pytest.skip("pypy3 not installed here")
+    result = cpfleet.judge_locally(SUM, f"```{fence}\n{source}```", runner)
+    assert (result.verdict, result.infra_error) == (Verdict.COMPILE_ERROR, False), result.infra_message
+    assert "Error" in result.observation and len(result.observation) < 4000
