@@ -87,3 +87,11 @@ def test_a_syntax_error_on_a_very_long_line_is_a_compile_error(runner: CodeRunne
     result = cpfleet.judge_locally(SUM, f"```{fence}\n{source}```", runner)
     assert (result.verdict, result.infra_error) == (Verdict.COMPILE_ERROR, False), result.infra_message
     assert "Error" in result.observation and len(result.observation) < 4000
+
+
+# Signals a program sends itself are its own exit, named for what they are: a SIGXCPU it raises
+# after a few milliseconds of CPU is not the CPU rlimit firing (a TIME_LIMIT, not even cached).
+@pytest.mark.parametrize("sig", ["SIGXCPU", "SIGSEGV", "SIGKILL", "SIGABRT", "SIGTERM"])
+def test_a_signal_a_program_sends_itself_is_its_runtime_error(runner: CodeRunner, sig: str) -> None:
+    result = judge(runner, READ + f"print(a + b, flush=True)\nos.kill(os.getpid(), signal.{sig})\n")
+    assert (result.verdict, result.reward) == (Verdict.RUNTIME_ERROR, 0.0), result.observation
