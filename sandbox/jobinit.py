@@ -111,6 +111,20 @@ def write_files(root: str, files: dict[str, Any], owner: tuple[int, int] | None 
             os.close(fd)
 
 
+PLACED_ROOM_STEP = 16 << 20
+
+
+def _room_for(files: dict[str, Any] | None) -> int:
+    """Test-directory room for the files placed in it, on top of what the test may write
+    (``fsize_bytes``): a checker's files hold the program's output, up to the 64 MiB stdout
+    cap, which must never fail to fit (an INTERNAL the program could provoke). Rounded up in
+    steps, so checkers of outputs of similar size reuse one mount."""
+    if not files:
+        return 0
+    total = sum(len(data) + 4096 for data, _ in files.values())
+    return -(-total // PLACED_ROOM_STEP) * PLACED_ROOM_STEP
+
+
 def place_program(files: dict[str, Any], mounted: bool) -> str:
     """Put a program's files where its tests can read (not write) them: a read-only tmpfs at
     isolation.PROG in the job's mount namespace, or a fresh host directory without one."""
@@ -315,17 +329,23 @@ class JobInit:
             fallback_cwd = tempfile.mkdtemp(prefix="cpfleet-test-")
             if self.z.layers.get("uid_drop"):
                 os.chown(fallback_cwd, self.z.uid, self.z.gid)
+        placed: dict[str, Any] | None = None
+        if files_fd >= 0:
+            try:
+                placed = marshal.loads(read_all(files_fd))
+            except (OSError, ValueError, TypeError, EOFError) as e:
+                return _not_run(f"reading the test's files failed: {type(e).__name__}: {e}")
         if self.box is not None:
             try:
-                self.box.ensure_fresh(limits.fsize_bytes)
-            except OSError as e:
+                self.box.ensure_fresh(limits.fsize_bytes + _room_for(placed))
+            except (OSError, TypeError) as e:
                 return _not_run(str(e))
-        if files_fd >= 0:
+        if placed is not None:
             # the test's own read-only inputs (a checker's input, answer and output files)
             try:
                 owner = (self.z.uid, self.z.gid) if self.z.layers.get("uid_drop") else None
-                write_files(fallback_cwd or isolation.BOX, marshal.loads(read_all(files_fd)), owner)
-            except (OSError, ValueError, TypeError, EOFError) as e:
+                write_files(fallback_cwd or isolation.BOX, placed, owner)
+            except (OSError, ValueError, TypeError) as e:
                 return _not_run(f"placing the test's files failed: {type(e).__name__}: {e}")
         test = {"limits": msg["limits"], "cwd": fallback_cwd, "argv": msg.get("argv") or (),
                 "mem_mb": msg.get("mem_mb", 0)}

@@ -95,3 +95,20 @@ def test_a_syntax_error_on_a_very_long_line_is_a_compile_error(runner: CodeRunne
 def test_a_signal_a_program_sends_itself_is_its_runtime_error(runner: CodeRunner, sig: str) -> None:
     result = judge(runner, READ + f"print(a + b, flush=True)\nos.kill(os.getpid(), signal.{sig})\n")
     assert (result.verdict, result.reward) == (Verdict.RUNTIME_ERROR, 0.0), result.observation
+
+
+# An output near the stdout cap, judged by a checker program: its files (input, answer and this
+# output) are placed in the checker's test directory, which was only as large as the files a
+# test may write (64 MiB), so a legal output made placing them fail: INTERNAL, reward None.
+SPLIT_CHECKER = ("import sys\ninp, exp, got = sys.argv[1:4]\n"
+                 "print(1 if open(exp).read().split() == open(got).read().split() else 0)\n")
+BIG_INPUT = Problem.from_dict({"id": "big", "checker": {"type": "python", "source": SPLIT_CHECKER}, "time_limit_s": 5,
+                               "hidden_tests": [{"input": "x" * (2 << 20) + "\n", "output": "1\n"}]})
+
+
+@pytest.mark.parametrize(("first", "verdict"), [("1", Verdict.OK), ("2", Verdict.WRONG_ANSWER)])
+def test_an_output_near_the_stdout_cap_fits_beside_a_checkers_other_files(runner: CodeRunner, first: str,
+                                                                          verdict: Verdict) -> None:
+    code = f"import sys\nsys.stdout.write('{first}' + ' ' * ((64 << 20) - 3) + '\\n')\n"
+    result = cpfleet.judge_locally(BIG_INPUT, f"```python\n{code}```", runner)
+    assert (result.verdict, result.infra_error) == (verdict, False), result.infra_message
