@@ -201,7 +201,7 @@ def run_call(code: CodeType, fn_name: str, base: dict[str, Any]) -> NoReturn:
     ns = _module_globals(base)
     status = invoke(code, fn_name, ns, args_text, result_fd, child.SOURCE)
     del ns
-    os._exit(child._finalize(status))
+    child.EXIT(child._finalize(status))  # bound before the program ran: it may replace os._exit
 
 
 def _exec_main() -> None:

@@ -23,6 +23,10 @@ PYPY = sys.implementation.name == "pypy"
 SCRIPT_NAME = "solution.py"
 SOURCE = b""  # the program's source, set by the job init; used only to print tracebacks
 _SCRIPT_DIR = ""  # the program's directory, set when it starts
+# The process ends through this, bound before any program runs: a program may replace os._exit
+# (the interpreter's own exit never calls it), and the harness must still end the child here
+# instead of returning into the code that forked it.
+EXIT = os._exit
 
 
 def write_all(fd: int, data: bytes) -> None:
@@ -194,7 +198,7 @@ def run_compiled(code: CodeType, argv: list[str] | None = None) -> NoReturn:
     except BaseException:
         status = _report_uncaught()
     del namespace
-    os._exit(_finalize(status))
+    EXIT(_finalize(status))
 
 
 def _report_uncaught() -> int:

@@ -112,3 +112,18 @@ def test_an_output_near_the_stdout_cap_fits_beside_a_checkers_other_files(runner
     code = f"import sys\nsys.stdout.write('{first}' + ' ' * ((64 << 20) - 3) + '\\n')\n"
     result = cpfleet.judge_locally(BIG_INPUT, f"```python\n{code}```", runner)
     assert (result.verdict, result.infra_error) == (verdict, False), result.infra_message
+
+
+# The fork server ends a test child the way the interpreter would, through os._exit: a program
+# that replaced os._exit (or sys.exit) got the harness's exit skipped and ran on into the job
+# init's code, a RUNTIME_ERROR where `python3 solution.py` (the subprocess runner) exits 0.
+PATCH_EXIT = "os._exit = lambda *a: None\nsys.exit = lambda *a: None\nos.abort = lambda: None\n"
+
+
+@pytest.mark.parametrize(("answer", "verdict"), [("a + b", Verdict.OK), ("a - b", Verdict.WRONG_ANSWER)])
+def test_a_program_replacing_os_exit_ends_as_python_would(runner: CodeRunner, answer: str, verdict: Verdict) -> None:
+    assert judge(runner, READ + PATCH_EXIT + f"print({answer})\n").verdict == verdict
+    fn = Problem.from_dict({"id": "fn", "fn_name": "add", "hidden_tests": [{"input": "[5, 7]", "output": "12"}]})
+    result = cpfleet.judge_locally(fn, f"```python\nimport os, sys\n{PATCH_EXIT}def add(a, b):\n    return {answer}\n```",
+                                   runner)
+    assert (result.verdict, result.infra_error) == (verdict, False)
