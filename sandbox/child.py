@@ -14,6 +14,7 @@ from types import CodeType
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing would grow every fork
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any, NoReturn
 
 # PyPy's own start-up and shutdown differ from CPython's in ways a program can observe (its
@@ -26,7 +27,7 @@ _SCRIPT_DIR = ""  # the program's directory, set when it starts
 # The process ends through this, bound before any program runs: a program may replace os._exit
 # (the interpreter's own exit never calls it), and the harness must still end the child here
 # instead of returning into the code that forked it.
-EXIT = os._exit
+EXIT: Callable[[int], NoReturn] = os._exit
 
 
 def write_all(fd: int, data: bytes) -> None:
