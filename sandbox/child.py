@@ -10,11 +10,11 @@ import os
 import resource
 import sys
 import types
+from os import _exit as _exit_now  # bound at import, before any program: it may replace os._exit
 from types import CodeType
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing would grow every fork
 if TYPE_CHECKING:
-    from collections.abc import Callable
     from typing import Any, NoReturn
 
 # PyPy's own start-up and shutdown differ from CPython's in ways a program can observe (its
@@ -24,10 +24,6 @@ PYPY = sys.implementation.name == "pypy"
 SCRIPT_NAME = "solution.py"
 SOURCE = b""  # the program's source, set by the job init; used only to print tracebacks
 _SCRIPT_DIR = ""  # the program's directory, set when it starts
-# The process ends through this, bound before any program runs: a program may replace os._exit
-# (the interpreter's own exit never calls it), and the harness must still end the child here
-# instead of returning into the code that forked it.
-EXIT: Callable[[int], NoReturn] = os._exit
 
 
 def write_all(fd: int, data: bytes) -> None:
@@ -199,7 +195,7 @@ def run_compiled(code: CodeType, argv: list[str] | None = None) -> NoReturn:
     except BaseException:
         status = _report_uncaught()
     del namespace
-    EXIT(_finalize(status))
+    _exit_now(_finalize(status))
 
 
 def _report_uncaught() -> int:
