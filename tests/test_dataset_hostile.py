@@ -86,3 +86,38 @@ def test_lone_surrogates_in_returned_and_expected_values_are_shown_and_encodable
     result = cpfleet.judge_locally(FN, f"```python\n{code}\n```", runner)
     assert (result.verdict, result.infra_error) == (verdict, False), result.infra_message
     encodable(result)
+
+
+# A function-call test whose JSON nests deeper than Python's recursion limit: decoding it raised
+# RecursionError, which no loader caught, and cpfleet judge died on the record.
+@pytest.mark.parametrize("field", ["input", "output"])
+@pytest.mark.parametrize("depth", [2_000, 100_000])
+def test_a_function_call_test_nested_too_deep_is_refused(field: str, depth: int) -> None:
+    deep = "[" * depth + "]" * depth
+    test = {"input": "[1]", "output": "1", field: f"[{deep}]" if field == "input" else deep}
+    with pytest.raises(ProblemFormatError, match="nest"):
+        Problem.from_dict({"id": "deep", "fn_name": "f", "hidden_tests": [test]})
+
+
+def test_a_function_call_test_nested_as_deep_as_real_data_is_judged(runner: CodeRunner) -> None:
+    deep = "[" * 100 + "1" + "]" * 100
+    problem = Problem.from_dict({"id": "deep", "fn_name": "f", "hidden_tests": [{"input": f"[{deep}]", "output": deep}]})
+    result = cpfleet.judge_locally(problem, "```python\ndef f(x):\n    return x\n```", runner)
+    assert (result.verdict, result.reward) == (Verdict.OK, 1.0)
+
+
+def test_cpfleet_judge_skips_records_nested_past_the_json_decoders_limit(tmp_path: Path) -> None:
+    # json.loads raises RecursionError (not ValueError) past ~1000 levels: the record and the
+    # job line are malformed input, skipped and named, and every other one is judged
+    deep = "[" * 100_000 + "]" * 100_000
+    problems = tmp_path / "p.jsonl"
+    problems.write_text('{"id": "deep", "x": ' + deep + ', "hidden_tests": []}\n' + json.dumps(GOOD) + "\n")
+    jobs = tmp_path / "j.jsonl"
+    jobs.write_text(json.dumps({"problem_id": "p", "job_id": "ok", "completion": "```python\nprint(1)\n```"}) + "\n"
+                    + '{"problem_id": "p", "job_id": "deep", "x": ' + deep + "}\n")
+    out = subprocess.run([sys.executable, "-m", "cpfleet", "judge", str(problems), str(jobs), "--no-progress",
+                          "--workers", "1"], capture_output=True, text=True, timeout=300)
+    assert "Traceback" not in out.stderr, out.stderr[-3000:]
+    results = [json.loads(line) for line in out.stdout.splitlines()]
+    assert [(r["job_id"], r["reward"]) for r in results] == [("ok", 1.0)]
+    assert "p.jsonl:1" in out.stderr and "j.jsonl:2" in out.stderr
