@@ -30,7 +30,9 @@ class CheckResult:
 
 
 class Checker(Protocol):
-    """Compares one test's expected output with what the program printed."""
+    """Compares one test's expected output with what the program printed. ``got`` is the
+    program's stdout decoded as UTF-8; bytes that are not UTF-8 arrive as U+DC80..U+DCFF
+    (surrogateescape), equal to no character an expected output holds."""
 
     @property
     def name(self) -> str: ...
