@@ -6,6 +6,13 @@ token count: never sets, never ``zip`` truncation (both accept wrong answers). O
 detail names the first differing line and token, because that is what the model sees next turn.
 
 - ``tokens``: exact token equality after splitting on whitespace.
+
+Whitespace, for every kind, is what the reference judges split on: ASCII (C ``isspace``; the
+CodeContests tester's `` \n\t\r\v``), never the Unicode and control separators Python's
+``str.split()`` adds (U+3000, NBSP, U+001C..U+001F): those are part of a token there. Numbers
+are ASCII digits only, and case-insensitive kinds fold ASCII letters only (``strcasecmp``,
+``AsciiStrToLower``): Python's parsers read any Unicode digit and ``str.lower()`` folds the
+Kelvin sign to ``k``, which no judge does (tests/test_comparisons_hostile.py).
 - ``code_contests``: the official CodeContests tester's ``OutputsMatch`` (execution/
   tester_sandboxer.cc): tokens split on `` \\n\\t\\r\\v``, ASCII-lowercased; identical token lists
   match; otherwise, pairwise, a token that is not a number must be equal, two integers must be

@@ -30,7 +30,9 @@ class CheckResult:
 
 
 class Checker(Protocol):
-    """Compares one test's expected output with what the program printed."""
+    """Compares one test's expected output with what the program printed. ``got`` is the
+    program's stdout decoded as UTF-8; bytes that are not UTF-8 arrive as U+DC80..U+DCFF
+    (surrogateescape), equal to no character an expected output holds."""
 
     @property
     def name(self) -> str: ...
@@ -44,11 +46,33 @@ CheckerFactory = Callable[[Mapping[str, Any]], Checker]
 # ---------------------------------------------------------------------------------------------
 # Tokenising with positions (only on the failure path: the accept path uses str.split)
 
-_NON_SPACE = re.compile(r"\S+")
-_CC_TOKEN = re.compile(r"[^ \n\t\r\v]+")
-# characters str.split() treats as whitespace but the CodeContests tester does not
-_PY_ONLY_SPACE = re.compile("[\x0c\x1c-\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]")
+# Token separators are the judges' ASCII whitespace, never Python's: str.split() also splits on
+# U+001C..U+001F, U+0085, NBSP, U+3000 and the other Unicode spaces, which testlib, the Kattis
+# default validator (C isspace) and the CodeContests tester all read as part of a token, so
+# "1\u30002" would pass for "1 2" here and fail there. str.split() stays the fast path, taken
+# only when the text holds none of those characters.
+_C_SPACE = " \t\n\v\f\r"  # C isspace in the "C" locale: tokens, float, the Kattis kinds
+_C_TOKEN = re.compile(f"[^{re.escape(_C_SPACE)}]+")
+_CC_TOKEN = re.compile(r"[^ \n\t\r\v]+")  # the CodeContests tester's separators (no form feed)
+_PY_NOT_C_SPACE = re.compile("[\x1c-\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]")
+_PY_NOT_CC_SPACE = re.compile("[\x0c\x1c-\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]")
+_ASCII_EXTRA = {_C_TOKEN: "\x1c\x1d\x1e\x1f", _CC_TOKEN: "\x0c\x1c\x1d\x1e\x1f"}
+_PY_EXTRA = {_C_TOKEN: _PY_NOT_C_SPACE, _CC_TOKEN: _PY_NOT_CC_SPACE}
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def _splits_alike(text: str, pattern: re.Pattern[str]) -> bool:
+    """True when ``text.split()`` cuts ``text`` exactly where ``pattern``'s tokens end: it holds
+    no character only Python takes for a space (a few substring scans on ASCII text, far faster
+    than the regex)."""
+    if text.isascii():
+        return not any(c in text for c in _ASCII_EXTRA[pattern])
+    return _PY_EXTRA[pattern].search(text) is None
+
+
+def _c_tokens(text: str) -> list[str]:
+    """The tokens of ``text`` split on C whitespace (str.split() when that is the same)."""
+    return text.split() if _splits_alike(text, _C_TOKEN) else _C_TOKEN.findall(text)
 
 
 def _clip(s: str, n: int = _CLIP_LINE) -> str:
@@ -106,7 +130,7 @@ def _nth_token_pos(text: str, pattern: re.Pattern[str], index: int) -> int | Non
     """Offset of the ``index``-th token, counting tokens block by block (fast on big outputs)
     and stopping there: only one block is ever copied, whatever the size of ``text``."""
     seen = 0
-    fast = pattern is _NON_SPACE or _PY_ONLY_SPACE.search(text) is None  # then str.split counts alike
+    fast = _splits_alike(text, pattern)  # then str.split counts alike
     for start, end in _blocks(text):
         block = text[start:end]
         n = len(block.split()) if fast else len(pattern.findall(block))
@@ -200,8 +224,10 @@ def _difference(
 # ---------------------------------------------------------------------------------------------
 # Numbers as the CodeContests tester (absl SimpleAtoi / SimpleAtod) sees them
 
-_INT = re.compile(r"[+-]?\d+")
-_REAL = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|[+-]?(?:inf|infinity|nan)", re.IGNORECASE)
+# ASCII digits only: Python's int(), float() and Decimal() read any Unicode decimal digit
+# ("\u0661" is 1 to them), no judge's parser does.
+_INT = re.compile(r"[+-]?[0-9]+")
+_REAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[+-]?(?:inf|infinity|nan)", re.IGNORECASE)
 
 
 def _int_key(tok: str) -> str:
@@ -232,12 +258,12 @@ class TokensChecker:
     def check(self, expected: str, got: str) -> CheckResult:
         if expected == got:
             return CheckResult(True)
-        e = expected.split()
-        g, n_got = _split_bounded(got, len(e) + 1)
+        e = _c_tokens(expected)
+        g, n_got = _split_bounded(got, len(e) + 1, _c_tokens)
         if e == g:
             return CheckResult(True)
         index = _first_mismatch(e, g, str.__eq__)
-        return CheckResult(False, _difference(expected, got, _NON_SPACE, index, len(e), n_got))
+        return CheckResult(False, _difference(expected, got, _C_TOKEN, index, len(e), n_got))
 
 
 class CodeContestsChecker:
@@ -248,7 +274,7 @@ class CodeContestsChecker:
     @staticmethod
     def _tokens(text: str) -> list[str]:
         text = text.lower() if text.isascii() else text.translate(_ASCII_LOWER)
-        if _PY_ONLY_SPACE.search(text) is None:
+        if _splits_alike(text, _CC_TOKEN):
             return text.split()
         return _CC_TOKEN.findall(text)
 
@@ -327,13 +353,13 @@ class FloatChecker:
         # identical tokens are the same value, NaN and infinities included, so they always match
         if expected == got:
             return CheckResult(True)
-        e = expected.split()
-        g, n_got = _split_bounded(got, len(e) + 1)
+        e = _c_tokens(expected)
+        g, n_got = _split_bounded(got, len(e) + 1, _c_tokens)
         n = min(len(e), len(g))
         index = _first_mismatch(e, g, lambda a, b: a == b or self.values_match(a, b))
         if index == n and len(e) == n_got:
             return CheckResult(True)
-        return CheckResult(False, _difference(expected, got, _NON_SPACE, index, len(e), n_got) + self.tolerance_note())
+        return CheckResult(False, _difference(expected, got, _C_TOKEN, index, len(e), n_got) + self.tolerance_note())
 
     def tolerance_note(self) -> str:
         """The tolerance in words, appended to every mismatch: a model reading "expected 0.5,
@@ -372,10 +398,8 @@ def _float_factory(params: Mapping[str, Any]) -> Checker:
 # ---------------------------------------------------------------------------------------------
 # Kattis default validator semantics (validator_flags)
 
-_C_SPACE = " \t\n\v\f\r"  # C isspace in the "C" locale
-_C_TOKEN = re.compile(f"[^{re.escape(_C_SPACE)}]+")
 _C_SPACE_RUN = re.compile(f"[{re.escape(_C_SPACE)}]+")
-_DEC_FLOAT = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+_DEC_FLOAT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 KATTIS_FLAG_KEYS = ("float_tolerance", "float_absolute_tolerance", "float_relative_tolerance",
                     "case_sensitive", "space_change_sensitive")
 
@@ -476,7 +500,9 @@ class KattisTokensChecker:
                     return None
                 return (f"too large difference: expected {_clip(judge, 40)}, got {_clip(team, 40)}"
                         f" ({self.tolerance_words()})")
-        if judge == team or (not self.case_sensitive and judge.lower() == team.lower()):
+        # strcasecmp in the "C" locale folds ASCII letters only (str.lower() makes the Kelvin
+        # sign a k)
+        if judge == team or (not self.case_sensitive and judge.translate(_ASCII_LOWER) == team.translate(_ASCII_LOWER)):
             return None
         return f"expected {_clip(judge, 40)!r}, got {_clip(team, 40)!r}"
 

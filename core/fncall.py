@@ -112,13 +112,19 @@ def value_count(value: Any) -> int:
     return n
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def show(value: Any) -> str:
-    """A value as the feedback shows it (JSON, clipped)."""
+    """A value as the feedback shows it (JSON, clipped). A lone surrogate (a returned string, or
+    JSON's ``"\\ud800"`` escape in the data) is shown as its escape: the feedback is sent and
+    written as UTF-8, which cannot hold one."""
     try:
         text = json.dumps(value, default=repr, ensure_ascii=False)
     except (TypeError, ValueError, RecursionError):
         text = repr(value)
-    return text if len(text) <= SHOW else text[:SHOW] + "..."
+    text = text if len(text) <= SHOW else text[:SHOW] + "..."
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def call_text(fn_name: str, args_json: str) -> str:
@@ -161,17 +167,43 @@ def validate(pid: str, fn_name: Any, checker: Mapping[str, Any], tests: tuple[Te
             f"one of {sorted(VALUE_CHECKERS)}"
         )
     for i, t in enumerate(tests):
-        try:
-            args = decode(t.input)
-        except ValueError as e:
-            raise ProblemFormatError(f"{pid}: test {i}: input is not JSON ({e})") from None
+        args = _test_value(pid, i, "input", t.input)
         if not isinstance(args, list):
             raise ProblemFormatError(f"{pid}: test {i}: input must be a JSON list of positional arguments")
-        try:
-            decode(t.output)
-        except ValueError as e:
-            raise ProblemFormatError(f"{pid}: test {i}: output is not JSON ({e})") from None
+        _test_value(pid, i, "output", t.output)
     return fn_name
+
+
+# How deep a test's JSON may nest. The judge decodes and compares values recursively, so a
+# value nested near Python's recursion limit (1000) would fail there, far from its record;
+# real call-based data (LeetCode trees and lists are serialized flat) stays far below this.
+MAX_NESTING = 256
+
+
+def _test_value(pid: str, i: int, side: str, text: str) -> Any:
+    """One side of a function-call test decoded; ProblemFormatError unless it is JSON nested at
+    most MAX_NESTING deep."""
+    try:
+        value = decode(text)
+    except RecursionError:
+        raise ProblemFormatError(f"{pid}: test {i}: {side} nests deeper than {MAX_NESTING} levels") from None
+    except ValueError as e:
+        raise ProblemFormatError(f"{pid}: test {i}: {side} is not JSON ({e})") from None
+    if _nesting(value) > MAX_NESTING:
+        raise ProblemFormatError(f"{pid}: test {i}: {side} nests deeper than {MAX_NESTING} levels")
+    return value
+
+
+def _nesting(value: Any) -> int:
+    """How many containers deep ``value`` nests (0 for a scalar), counted without recursion."""
+    deepest, todo = 0, [(value, 1)]
+    while todo:
+        v, level = todo.pop()
+        children = v if isinstance(v, list) else v.values() if isinstance(v, dict) else None
+        if children is not None:
+            deepest = max(deepest, level)
+            todo.extend((c, level + 1) for c in children)
+    return deepest
 
 
 def _number(x: Any) -> bool:

@@ -7,6 +7,7 @@ the workers and the judge can all share it without importing the execution machi
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -87,7 +88,7 @@ class Problem:
             raise ProblemFormatError(f"{pid}: starter_code must be a string")
         langs, multipliers = _parse_languages(pid, d.get("languages"), d.get("time_limit_multipliers"))
         interpreter = _parse_python3_interpreter(pid, d.get("python3_interpreter"), fn_name)
-        return cls(
+        problem = cls(
             id=pid,
             public_tests=public,
             hidden_tests=hidden,
@@ -105,6 +106,8 @@ class Problem:
             time_limit_multipliers=multipliers,
             python3_interpreter=interpreter,
         )
+        _refuse_lone_surrogates(problem.to_dict())
+        return problem
 
     def to_dict(self) -> dict[str, Any]:
         """The JSONL / msgpack record (inverse of from_dict)."""
@@ -198,6 +201,31 @@ def judging_refusal(problem: Problem, mode: str = "full") -> str | None:
     except ProblemFormatError as e:
         return str(e)
     return None
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _refuse_lone_surrogates(record: dict[str, Any]) -> None:
+    """ProblemFormatError naming the first string of the record (as the problem keeps it) that
+    holds a lone UTF-16 surrogate (JSON's ``"\\ud800"`` escape): no UTF-8 encodes it, so it
+    could never be a program's input or output, and hashing, storing or reporting the problem
+    would fail on it far from here."""
+    todo: list[tuple[str, Any]] = [("", record)]
+    while todo:
+        where, value = todo.pop()
+        if isinstance(value, str):
+            m = _LONE_SURROGATE.search(value)
+            if m is not None:
+                pid = record.get("id")
+                who = f"{pid}: " if isinstance(pid, str) and _LONE_SURROGATE.search(pid) is None else ""
+                raise ProblemFormatError(f"{who}{where} holds a lone surrogate {m.group()!r} at character "
+                                         f"{m.start()}: not UTF-8 text")
+        elif isinstance(value, dict):
+            todo.extend((f"{where}.{k}" if where else str(k), v) for k, v in value.items())
+            todo.extend((f"{where} key", k) for k in value if isinstance(k, str))
+        elif isinstance(value, list | tuple):
+            todo.extend((f"{where}[{i}]", v) for i, v in enumerate(value))
 
 
 def _parse_tests(pid: str, name: str, raw: Any) -> tuple[TestCase, ...]:

@@ -59,7 +59,7 @@ def read_records(path: str | Path) -> Iterator[tuple[int, Any]]:
                 continue
             try:
                 yield lineno, json.loads(line)
-            except json.JSONDecodeError as e:
+            except (json.JSONDecodeError, RecursionError) as e:  # nested past the decoder's depth
                 yield lineno, InputFileError(f"invalid JSON: {e}")
     except (OSError, EOFError, UnicodeDecodeError) as e:
         raise InputFileError(f"{name}: cannot read: {e}") from None

@@ -294,7 +294,7 @@ def _iter_jsonl(p: Path, *, gz: bool) -> Iterator[tuple[int, Any]]:
                     continue
                 try:
                     rec = json.loads(line)
-                except (ValueError, UnicodeDecodeError) as e:
+                except (ValueError, UnicodeDecodeError, RecursionError) as e:  # nested past the decoder's depth
                     yield lineno, ProblemFormatError(f"invalid JSON: {e}")
                     continue
                 if not isinstance(rec, dict):

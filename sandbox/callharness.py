@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import os
 import sys
+from os import _exit as _exit_now  # bound at import, before any program: it may replace os._exit
 
 TYPE_CHECKING = False  # typing is not imported at run time (see sandbox/zygote.py)
 if TYPE_CHECKING:
@@ -201,7 +202,7 @@ def run_call(code: CodeType, fn_name: str, base: dict[str, Any]) -> NoReturn:
     ns = _module_globals(base)
     status = invoke(code, fn_name, ns, args_text, result_fd, child.SOURCE)
     del ns
-    os._exit(child._finalize(status))
+    _exit_now(child._finalize(status))
 
 
 def _exec_main() -> None:

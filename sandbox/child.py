@@ -10,6 +10,7 @@ import os
 import resource
 import sys
 import types
+from os import _exit as _exit_now  # bound at import, before any program: it may replace os._exit
 from types import CodeType
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing would grow every fork
@@ -194,7 +195,7 @@ def run_compiled(code: CodeType, argv: list[str] | None = None) -> NoReturn:
     except BaseException:
         status = _report_uncaught()
     del namespace
-    os._exit(_finalize(status))
+    _exit_now(_finalize(status))
 
 
 def _report_uncaught() -> int:

@@ -197,7 +197,17 @@ def box_state() -> tuple[object, ...]:
     st = os.stat(BOX)
     fs = os.statvfs(BOX)
     return (st.st_ino, st.st_mode, st.st_uid, st.st_gid, st.st_nlink, st.st_size, st.st_atime_ns,
-            st.st_mtime_ns, st.st_ctime_ns, fs.f_bfree, fs.f_ffree, tuple(os.listxattr(BOX)))
+            st.st_mtime_ns, st.st_ctime_ns, fs.f_bfree, fs.f_ffree, _xattr_names(BOX))
+
+
+def _xattr_names(path: str) -> object:
+    """The names of ``path``'s extended attributes, or, when the kernel cannot list them (a
+    test may set more than the 64 KiB a listing holds: E2BIG), a value equal to no state, so
+    the box counts as touched and is replaced: the test's own doing, never the judge's error."""
+    try:
+        return tuple(os.listxattr(path))
+    except OSError:
+        return object()
 
 
 class ChildLimits:

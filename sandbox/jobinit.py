@@ -111,6 +111,20 @@ def write_files(root: str, files: dict[str, Any], owner: tuple[int, int] | None 
             os.close(fd)
 
 
+PLACED_ROOM_STEP = 16 << 20
+
+
+def _room_for(files: dict[str, Any] | None) -> int:
+    """Test-directory room for the files placed in it, on top of what the test may write
+    (``fsize_bytes``): a checker's files hold the program's output, up to the 64 MiB stdout
+    cap, which must never fail to fit (an INTERNAL the program could provoke). Rounded up in
+    steps, so checkers of outputs of similar size reuse one mount."""
+    if not files:
+        return 0
+    total = sum(len(data) + 4096 for data, _ in files.values())
+    return -(-total // PLACED_ROOM_STEP) * PLACED_ROOM_STEP
+
+
 def place_program(files: dict[str, Any], mounted: bool) -> str:
     """Put a program's files where its tests can read (not write) them: a read-only tmpfs at
     isolation.PROG in the job's mount namespace, or a fresh host directory without one."""
@@ -270,9 +284,7 @@ class JobInit:
         except MemoryError:
             return f"MemoryError: compiling the program needs more than {COMPILE_DATA_BUDGET >> 20} MB\n"
         except (SyntaxError, ValueError, OverflowError, RecursionError) as e:
-            import traceback
-
-            return "".join(traceback.format_exception_only(type(e), e))
+            return compile_error_text(e)
         finally:
             if limit is not None:
                 resource.setrlimit(resource.RLIMIT_DATA, limit)
@@ -317,17 +329,23 @@ class JobInit:
             fallback_cwd = tempfile.mkdtemp(prefix="cpfleet-test-")
             if self.z.layers.get("uid_drop"):
                 os.chown(fallback_cwd, self.z.uid, self.z.gid)
+        placed: dict[str, Any] | None = None
+        if files_fd >= 0:
+            try:
+                placed = marshal.loads(read_all(files_fd))
+            except (OSError, ValueError, TypeError, EOFError) as e:
+                return _not_run(f"reading the test's files failed: {type(e).__name__}: {e}")
         if self.box is not None:
             try:
-                self.box.ensure_fresh(limits.fsize_bytes)
-            except OSError as e:
+                self.box.ensure_fresh(limits.fsize_bytes + _room_for(placed))
+            except (OSError, TypeError) as e:
                 return _not_run(str(e))
-        if files_fd >= 0:
+        if placed is not None:
             # the test's own read-only inputs (a checker's input, answer and output files)
             try:
                 owner = (self.z.uid, self.z.gid) if self.z.layers.get("uid_drop") else None
-                write_files(fallback_cwd or isolation.BOX, marshal.loads(read_all(files_fd)), owner)
-            except (OSError, ValueError, TypeError, EOFError) as e:
+                write_files(fallback_cwd or isolation.BOX, placed, owner)
+            except (OSError, ValueError, TypeError) as e:
                 return _not_run(f"placing the test's files failed: {type(e).__name__}: {e}")
         test = {"limits": msg["limits"], "cwd": fallback_cwd, "argv": msg.get("argv") or (),
                 "mem_mb": msg.get("mem_mb", 0)}
@@ -522,6 +540,32 @@ def _confinement_failed(status_w: int, e: BaseException) -> NoReturn:
 
 COLLECT_BYTES = 12 * 1024  # per file; at most COLLECT_FILES: the reply is one 64 KiB message
 COLLECT_FILES = 4
+
+
+ERROR_LINE_CHARS = 160  # of a long source line, the part around the error that a compile error shows
+ERROR_TEXT_CHARS = 8192  # the most of a compile error's text sent back (a message holds 64 KiB)
+
+
+def compile_error_text(e: BaseException) -> str:
+    """The compile error as Python prints it, bounded: a syntax error on a line of 100 kB (a
+    table on one line) would quote that line and a caret line as wide, past what one message
+    to the runner holds. Such a line is shown as a window around the error, with its caret."""
+    import traceback
+
+    text, offset = getattr(e, "text", None), getattr(e, "offset", None)
+    if isinstance(e, SyntaxError) and isinstance(text, str) and len(text) > ERROR_LINE_CHARS \
+            and isinstance(offset, int) and offset > 0:
+        line = text.rstrip("\n")
+        start = max(0, min(offset - 1 - ERROR_LINE_CHARS // 2, len(line) - ERROR_LINE_CHARS))
+        head = "..." if start else ""
+        tail = "..." if start + ERROR_LINE_CHARS < len(line) else ""
+        e.text = head + line[start : start + ERROR_LINE_CHARS] + tail + "\n"
+        e.offset = offset - start + len(head)
+        end = getattr(e, "end_offset", None)
+        if isinstance(end, int) and end > 0:
+            e.end_offset = max(e.offset, min(end - start + len(head), len(head) + ERROR_LINE_CHARS + 1))
+    out = "".join(traceback.format_exception_only(type(e), e))
+    return out if len(out) <= ERROR_TEXT_CHARS else out[: ERROR_TEXT_CHARS // 2] + "\n...\n" + out[-ERROR_TEXT_CHARS // 2 :]
 
 
 def _collect(root: str, names: list[str] | tuple[str, ...]) -> dict[str, bytes]:

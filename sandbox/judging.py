@@ -13,6 +13,7 @@ displayable prefix (``display_prefix``), so a job's memory is O(output cap), not
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, replace
 
@@ -99,6 +100,26 @@ def _decode(data: bytes) -> str:
     return data.decode("utf-8", errors="replace")
 
 
+_ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
+
+
+def _decode_checked(data: bytes) -> tuple[str, bool]:
+    """The program's stdout as the checker compares it, and whether it was UTF-8. Bytes that
+    are not UTF-8 stay distinct (surrogateescape: U+DC80..U+DCFF, which no loaded problem
+    holds) instead of becoming U+FFFD, which an expected output decoded lossily may hold: a
+    judge compares bytes, so ``\\xff`` never matches the three bytes of U+FFFD."""
+    try:
+        return data.decode("utf-8"), True
+    except UnicodeDecodeError:
+        return data.decode("utf-8", errors="surrogateescape"), False
+
+
+def _shown(text: str) -> str:
+    """``text`` with the escaped bytes of a non-UTF-8 output shown as U+FFFD, as ``_decode``
+    shows them: the feedback is sent and written as UTF-8, which cannot hold them."""
+    return _ESCAPED_BYTE.sub("\ufffd", text)
+
+
 def judge_test(runner: CodeRunner, checker: Checker, test: TestCase, limits: Limits) -> TestOutcome:
     """Run one test and decide its verdict: the runner's limits, exit status 0, then the checker.
 
@@ -109,11 +130,13 @@ def judge_test(runner: CodeRunner, checker: Checker, test: TestCase, limits: Lim
     failed = _program_failure(rr)
     if failed is not None:
         return failed
-    stdout = _decode(rr.stdout)
+    stdout, utf8 = _decode_checked(rr.stdout)
     rr.stdout = b""  # the decoded text is all the checker needs: do not hold both
     result = checker.check(test.output, stdout)
     verdict = Verdict.OK if result.ok else Verdict.WRONG_ANSWER
-    return _outcome(rr, verdict, result.detail, display_prefix(stdout))
+    if utf8:
+        return _outcome(rr, verdict, result.detail, display_prefix(stdout))
+    return _outcome(rr, verdict, _shown(result.detail), _shown(display_prefix(stdout)))
 
 
 def _run(runner: CodeRunner, test: TestCase, limits: Limits) -> RunResult:

@@ -57,7 +57,11 @@ def judge_run(res: RunResult, done: dict[str, Any], limits: Limits, cpu_rlimit: 
         res.signal = os.WTERMSIG(status)
     used = f"{res.cpu_s:.2f}s CPU, {res.wall_s:.2f}s wall"
     near_memory_limit = res.max_rss_kb * 1024 >= 0.9 * (limits.memory_mb << 20)
-    rlimit_fired = res.signal == signal.SIGXCPU or (res.signal == signal.SIGKILL and res.cpu_s >= cpu_rlimit - 0.05)
+    # the rlimit fires on the kernel's tick-sampled CPU time, which runs ahead of the exact time
+    # by a quarter at most: a SIGXCPU after less than half the rlimit's CPU is one the program
+    # sent itself (os.kill, raise), its own runtime error
+    rlimit_fired = (res.signal == signal.SIGXCPU and res.cpu_s >= cpu_rlimit / 2) or (
+        res.signal == signal.SIGKILL and res.cpu_s >= cpu_rlimit - 0.05)
     tail = res.stderr.rstrip().rsplit(b"\n", 1)[-1]
     if done["internal"]:
         res.status, res.error = Verdict.INTERNAL, done["internal"]

@@ -1,0 +1,77 @@
+"""Hostile outputs against the comparison checkers: tokens every reference judge rejects.
+
+Python's own parsers are more generous than any judge: ``float()``, ``int()`` and
+``Decimal()`` read any Unicode decimal digit (Arabic-Indic, full-width, mathematical bold),
+``str.split()`` splits on Unicode and ASCII control separators (U+3000, NBSP, U+001C..U+001F,
+U+0085), and ``str.lower()`` folds non-ASCII letters (the Kelvin sign is a ``k``). testlib reads
+ASCII digits and splits on space, tab, CR and LF; the Kattis default validator uses C
+``isspace``, ``sscanf`` and ``strcasecmp`` in the "C" locale; the CodeContests tester reads
+ASCII numbers. A wrong-looking output a reference judge rejects must never be accepted here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from cpfleet.core.checkers import get_checker
+
+SPECS: dict[str, dict[str, Any]] = {
+    "tokens": {"type": "tokens"},
+    "code_contests": {"type": "code_contests"},
+    "float": {"type": "float"},
+    "exact_tokens": {"type": "exact_tokens"},
+    "kattis_float": {"type": "float", "float_tolerance": 1e-6},
+}
+
+# (expected, got): every reference judge rejects got
+NON_ASCII_DIGITS = [
+    ("1", "\u0661"),            # ARABIC-INDIC DIGIT ONE
+    ("1", "\uff11"),            # FULLWIDTH DIGIT ONE
+    ("1", "\U0001d7cf"),        # MATHEMATICAL BOLD DIGIT ONE
+    ("1.5", "\u0661.\u0665"),
+    ("1.0", "\u0661"),
+    ("2.5", "\uff12.\uff15"),
+    ("1", "\u0661.0"),
+    ("10", "1e\u0661"),
+]
+PYTHON_ONLY_SEPARATORS = ["\x1c", "\x1d", "\x1e", "\x1f", "\x85", "\xa0", "\u1680", "\u2000", "\u2028", "\u3000"]
+
+
+@pytest.mark.parametrize("kind", sorted(SPECS))
+@pytest.mark.parametrize(("expected", "got"), NON_ASCII_DIGITS)
+def test_non_ascii_digits_are_never_numbers(kind: str, expected: str, got: str) -> None:
+    assert not get_checker(SPECS[kind]).check(expected, got).ok
+
+
+@pytest.mark.parametrize("kind", sorted(SPECS))
+@pytest.mark.parametrize("sep", PYTHON_ONLY_SEPARATORS)
+def test_only_ascii_whitespace_separates_tokens(kind: str, sep: str) -> None:
+    checker = get_checker(SPECS[kind])
+    assert not checker.check("1 2\n", f"1{sep}2\n").ok
+    assert not checker.check("1\n", f"1{sep}\n").ok  # not trailing space either: a token of its own
+    assert checker.check("1 2\n", "1 \t2\r\n").ok
+
+
+def test_a_separator_inside_the_expected_output_is_part_of_a_token() -> None:
+    # the answer file's own U+3000 is a character, as it is to testlib: the same bytes match
+    for kind in SPECS:
+        checker = get_checker(SPECS[kind])
+        assert checker.check("a\u3000b\n", "a\u3000b").ok
+        assert not checker.check("a\u3000b\n", "a b").ok
+
+
+@pytest.mark.parametrize("kind", ["exact_tokens", "kattis_float", "code_contests"])
+@pytest.mark.parametrize(("expected", "got"), [("K", "\u212a"), ("k", "\u212a"), ("ohm", "\u2126hm"),
+                                                ("i", "\u0130"), ("ss", "\u1e9e")])
+def test_case_insensitive_kinds_fold_ascii_only(kind: str, expected: str, got: str) -> None:
+    # strcasecmp / absl::AsciiStrToLower: the Kelvin sign is not a k
+    assert not get_checker(SPECS[kind]).check(expected, got).ok
+    assert get_checker(SPECS[kind]).check(expected, expected.upper()).ok
+
+
+@pytest.mark.parametrize("kind", sorted(SPECS))
+@pytest.mark.parametrize("got", ["1_000", "\ufeff1000", "1000\x00", "1000abc", "1 000", "1e3x"])
+def test_python_number_syntax_beyond_the_judges_is_wrong(kind: str, got: str) -> None:
+    assert not get_checker(SPECS[kind]).check("1000\n", got).ok

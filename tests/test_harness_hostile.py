@@ -1,0 +1,129 @@
+"""Hostile programs against the judging harness, through ``cpfleet.judge_locally`` (the path the
+worker and ``cpfleet judge`` take): whatever a program does to itself, its test directory or
+its output is judged as the program's own doing (a verdict, reward 0 unless every output is
+right), never an infrastructure error (INTERNAL, reward None) and never an unearned reward."""
+
+from __future__ import annotations
+
+import json
+
+import msgpack
+import pytest
+
+import cpfleet
+from cpfleet.core.problem import Problem
+from cpfleet.core.verdict import Verdict
+from cpfleet.sandbox import languages
+from cpfleet.sandbox.runner import CodeRunner
+
+SUM = Problem.from_dict({
+    "id": "sum", "time_limit_s": 2,
+    "public_tests": [{"input": "1 2\n", "output": "3\n"}],
+    "hidden_tests": [{"input": "5 7\n", "output": "12\n"}, {"input": "100 23\n", "output": "123\n"}],
+})
+READ = "import os, sys, signal\na, b = map(int, input().split())\n"
+
+
+def judge(runner: CodeRunner, code: str) -> cpfleet.JobResult:
+    result = cpfleet.judge_locally(SUM, f"```python\n{code}\n```", runner)
+    assert not result.infra_error, result.infra_message
+    return result
+
+
+# Extended attributes on the test directory: listing more than 64 KiB of names fails with
+# E2BIG, and the job init's check that the directory is pristine for the next test listed them
+# unguarded, so the next test was reported INTERNAL (reward None) for the program's own act.
+XATTRS = READ + """
+for i in range(2000):
+    try:
+        os.setxattr(".", "user.%05d" % i + "x" * 240, b"1")
+    except OSError:
+        break
+"""
+
+
+@pytest.mark.parametrize(("answer", "verdict", "reward"), [("a + b", Verdict.OK, 1.0),
+                                                           ("a - b", Verdict.WRONG_ANSWER, 0.0)])
+def test_extended_attributes_on_the_test_directory_are_the_programs_business(
+        runner: CodeRunner, answer: str, verdict: Verdict, reward: float) -> None:
+    result = judge(runner, XATTRS + f"print({answer})\n")
+    assert (result.verdict, result.reward) == (verdict, reward)
+
+
+# Output that is not UTF-8: decoded with errors replaced, every invalid byte became U+FFFD, so a
+# program printing any invalid byte matched an expected output holding U+FFFD (a dataset
+# decoded lossily has them), where every judge compares bytes.
+REPLACEMENT = Problem.from_dict({"id": "fffd", "hidden_tests": [{"input": "\n", "output": "a\ufffdb\n"}]})
+
+
+@pytest.mark.parametrize(("raw", "verdict"), [(b"a\xffb\n", Verdict.WRONG_ANSWER), (b"a\xed\xa0\x80b\n", Verdict.WRONG_ANSWER),
+                                              (b"a\xef\xbf\xbdb\n", Verdict.OK)])
+def test_bytes_that_are_not_utf8_never_match_a_replacement_character(runner: CodeRunner, raw: bytes,
+                                                                       verdict: Verdict) -> None:
+    result = cpfleet.judge_locally(REPLACEMENT, f"```python\nimport sys\nsys.stdout.buffer.write({raw!r})\n```", runner,
+                                   mode="full")
+    assert (result.verdict, result.infra_error) == (verdict, False)
+    json.dumps(result.to_dict(), ensure_ascii=False).encode("utf-8")
+    msgpack.packb(result.to_dict(), use_bin_type=True)
+
+
+def test_invalid_utf8_in_a_failing_output_is_shown_replaced(runner: CodeRunner) -> None:
+    result = judge(runner, READ + "sys.stdout.buffer.write(b'\\xff\\xfe ' + str(a + b).encode() + b'\\n')\n")
+    assert result.verdict == Verdict.WRONG_ANSWER
+    assert "\ufffd\ufffd 3" in result.observation
+    json.dumps(result.to_dict(), ensure_ascii=False).encode("utf-8")
+    msgpack.packb(result.to_dict(), use_bin_type=True)
+
+
+# A syntax error on a long line: the error text (the line, and a caret line as wide) went back
+# from the job init in one message, past the 64 KiB a message holds, and its cut reply was
+# INTERNAL ("marshal data too short") instead of the program's COMPILE_ERROR.
+@pytest.mark.parametrize("source", ["x = " + "1+" * 50_000 + ")\n", "x = " + "a" * 100_000 + "(\n",
+                                    "s = '" + "x" * 100_000 + "\n"])
+@pytest.mark.parametrize("fence", ["python", "pypy3"])
+def test_a_syntax_error_on_a_very_long_line_is_a_compile_error(runner: CodeRunner, source: str, fence: str) -> None:
+    if fence == "pypy3" and languages.missing_tools("pypy3"):
+        pytest.skip("pypy3 not installed here")
+    result = cpfleet.judge_locally(SUM, f"```{fence}\n{source}```", runner)
+    assert (result.verdict, result.infra_error) == (Verdict.COMPILE_ERROR, False), result.infra_message
+    assert "Error" in result.observation and len(result.observation) < 4000
+
+
+# Signals a program sends itself are its own exit, named for what they are: a SIGXCPU it raises
+# after a few milliseconds of CPU is not the CPU rlimit firing (a TIME_LIMIT, not even cached).
+@pytest.mark.parametrize("sig", ["SIGXCPU", "SIGSEGV", "SIGKILL", "SIGABRT", "SIGTERM"])
+def test_a_signal_a_program_sends_itself_is_its_runtime_error(runner: CodeRunner, sig: str) -> None:
+    result = judge(runner, READ + f"print(a + b, flush=True)\nos.kill(os.getpid(), signal.{sig})\n")
+    assert (result.verdict, result.reward) == (Verdict.RUNTIME_ERROR, 0.0), result.observation
+
+
+# An output near the stdout cap, judged by a checker program: its files (input, answer and this
+# output) are placed in the checker's test directory, which was only as large as the files a
+# test may write (64 MiB), so a legal output made placing them fail: INTERNAL, reward None.
+SPLIT_CHECKER = ("import sys\ninp, exp, got = sys.argv[1:4]\n"
+                 "print(1 if open(exp).read().split() == open(got).read().split() else 0)\n")
+BIG_INPUT = Problem.from_dict({"id": "big", "checker": {"type": "python", "source": SPLIT_CHECKER}, "time_limit_s": 5,
+                               "hidden_tests": [{"input": "x" * (2 << 20) + "\n", "output": "1\n"}]})
+
+
+@pytest.mark.parametrize(("first", "verdict"), [("1", Verdict.OK), ("2", Verdict.WRONG_ANSWER)])
+def test_an_output_near_the_stdout_cap_fits_beside_a_checkers_other_files(runner: CodeRunner, first: str,
+                                                                          verdict: Verdict) -> None:
+    code = f"import sys\nsys.stdout.write('{first}' + ' ' * ((64 << 20) - 3) + '\\n')\n"
+    result = cpfleet.judge_locally(BIG_INPUT, f"```python\n{code}```", runner)
+    assert (result.verdict, result.infra_error) == (verdict, False), result.infra_message
+
+
+# The fork server ends a test child the way the interpreter would, through os._exit: a program
+# that replaced os._exit (or sys.exit) got the harness's exit skipped and ran on into the job
+# init's code, a RUNTIME_ERROR where `python3 solution.py` (the subprocess runner) exits 0.
+PATCH_EXIT = "os._exit = lambda *a: None\nsys.exit = lambda *a: None\nos.abort = lambda: None\n"
+
+
+@pytest.mark.parametrize(("answer", "verdict"), [("a + b", Verdict.OK), ("a - b", Verdict.WRONG_ANSWER)])
+def test_a_program_replacing_os_exit_ends_as_python_would(runner: CodeRunner, answer: str, verdict: Verdict) -> None:
+    assert judge(runner, READ + PATCH_EXIT + f"print({answer})\n").verdict == verdict
+    fn = Problem.from_dict({"id": "fn", "fn_name": "add", "hidden_tests": [{"input": "[5, 7]", "output": "12"}]})
+    result = cpfleet.judge_locally(fn, f"```python\nimport os, sys\n{PATCH_EXIT}def add(a, b):\n    return {answer}\n```",
+                                   runner)
+    assert (result.verdict, result.infra_error) == (verdict, False)
