@@ -1,6 +1,11 @@
 """A memory + pids cgroup per slot, so a whole job (all its processes) is bounded, not only
 each process's address space. cgroup v1 (separate hierarchies) and v2 (unified) are handled;
-where neither is writable the runner reports the layer as missing and relies on rlimits."""
+where neither is writable the runner reports the layer as missing and relies on rlimits.
+
+The slot's cgroup also counts the CPU time of every process in it (v2's ``cpu.stat``, v1's
+``cpuacct`` hierarchy): a test's processes are the only members while it runs, so the job init
+polices the whole tree's CPU time against the limit, not only the main process's (a program
+that spins in children it never waits for is stopped at its limit, not at the wall backstop)."""
 
 from __future__ import annotations
 
@@ -21,6 +26,8 @@ class SlotCgroup:
         self._oom_file = ""
         self._oom_fd = -1
         self._oom_key = b""
+        self._cpu_usage_file = ""
+        self._cpu_procs_file = ""
         self._current_limits: tuple[int, int] | None = None
         self.version = 0
         self.error = ""
@@ -46,6 +53,15 @@ class SlotCgroup:
             self._oom_key = b"oom_kill"
             self.procs_files = [os.path.join(mem, "cgroup.procs"), os.path.join(pids, "cgroup.procs")]
             self.version = 1
+            cpuacct = os.path.join(V1_ROOT, "cpuacct")
+            if os.path.isfile(os.path.join(cpuacct, "cpuacct.usage")):
+                try:
+                    acct = os.path.join(cpuacct, "cpfleet", self.name)
+                    os.makedirs(acct, exist_ok=True)
+                    self._cpu_usage_file = os.path.join(acct, "cpuacct.usage")
+                    self._cpu_procs_file = os.path.join(acct, "cgroup.procs")
+                except OSError:
+                    pass  # the CPU count is optional: the init polices the main process alone
             return
         unified = V1_ROOT
         if os.path.isfile(os.path.join(unified, "cgroup.controllers")):
@@ -64,6 +80,7 @@ class SlotCgroup:
             self._oom_file = os.path.join(path, "memory.events")
             self._oom_key = b"oom_kill"
             self.procs_files = [os.path.join(path, "cgroup.procs")]
+            self._cpu_usage_file = os.path.join(path, "cpu.stat")
             self.version = 2
             return
         raise OSError("no writable cgroup v1 memory/pids or v2 hierarchy")
@@ -131,6 +148,23 @@ class SlotCgroup:
             return []
         return fds
 
+    def open_zygote_fds(self) -> tuple[list[int], bool]:
+        """The fds a zygote's test children join the slot through (``open_join_fds``), then, if
+        the slot counts CPU time, a read fd on the counter as the last one (the bool says so).
+        Without the count only the test's main process is policed."""
+        fds = self.open_join_fds()
+        if not fds or not self._cpu_usage_file:
+            return fds, False
+        try:
+            if self._cpu_procs_file:  # v1: the cpuacct hierarchy is joined too
+                fds.append(os.open(self._cpu_procs_file, os.O_WRONLY | os.O_CLOEXEC))
+            fds.append(os.open(self._cpu_usage_file, os.O_RDONLY | os.O_CLOEXEC))
+        except OSError:
+            for fd in fds[len(self.procs_files):]:
+                os.close(fd)
+            return fds[:len(self.procs_files)], False
+        return fds, True
+
     def members(self) -> list[int]:
         """Pids in the slot's cgroup (as seen from this process's pid namespace)."""
         pids: set[int] = set()
@@ -168,6 +202,19 @@ class SlotCgroup:
 def _write(path: str, value: str) -> None:
     with open(path, "w") as f:
         f.write(value)
+
+
+def cpu_usage_s(usage_fd: int) -> float:
+    """Seconds of CPU the cgroup's processes have used, from an fd on v1's ``cpuacct.usage``
+    (nanoseconds) or v2's ``cpu.stat`` (``usage_usec``); a pread at offset 0 regenerates it."""
+    text = os.pread(usage_fd, 4096, 0)
+    if text[:1].isdigit():
+        return int(text) / 1e9
+    for line in text.splitlines():
+        key, _, value = line.partition(b" ")
+        if key == b"usage_usec":
+            return int(value) / 1e6
+    raise OSError("no usage_usec in cpu.stat")
 
 
 def join(procs_fds: list[int]) -> None:

@@ -135,13 +135,13 @@ class ZygoteRunner(CodeRunner):
 
     # -- zygote lifecycle -------------------------------------------------------------
     def _start_zygote(self) -> None:
-        cgroup_fds = self._cgroup.open_join_fds() if self._cgroup is not None else []
+        cgroup_fds, cpu_counted = self._cgroup.open_zygote_fds() if self._cgroup is not None else ([], False)
         try:
             self._proc, ours = spawn_zygote(self._solution_python, {
                 "uid": self._slot.uid, "gid": self._slot.gid, "python": self._python,
                 "site_packages": site_packages(self._solution_python),
                 "python_dirs": solution_python_dirs(self._solution_python),
-                "isolate": self._isolate, "pch_dir": self._pch_host_dir}, cgroup_fds)
+                "isolate": self._isolate, "pch_dir": self._pch_host_dir, "cpu_usage_fd": cpu_counted}, cgroup_fds)
         finally:
             for fd in cgroup_fds:
                 os.close(fd)

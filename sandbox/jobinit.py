@@ -350,6 +350,7 @@ class JobInit:
         test = {"limits": msg["limits"], "cwd": fallback_cwd, "argv": msg.get("argv") or (),
                 "mem_mb": msg.get("mem_mb", 0)}
         while True:
+            tree_cpu = police.TreeCpu.start(self.z.cpu_usage_fd)  # before the child joins the slot
             started = self._start_ahead(test, stdio)
             if started is not None:
                 pid, status_r, before, t0 = started
@@ -362,7 +363,8 @@ class JobInit:
                 if pid == 0:
                     self._become_test(stdio, status_w, limits, fallback_cwd, test["argv"], test["mem_mb"])
                 os.close(status_w)
-            killed, credit = police.police(pid, self.sock, t0 + wall_s, t0 + max(wall_s, wall_max_s), cpu_limit_s)
+            killed, credit = police.police(pid, self.sock, t0 + wall_s, t0 + max(wall_s, wall_max_s), cpu_limit_s,
+                                           tree_cpu)
             wall = time.monotonic() - t0
             if self.ns_init:
                 # kill the rest BEFORE reaping the main process: a zombie held by a ptrace tracer

@@ -10,21 +10,52 @@ import os
 import select
 import time
 
-from cpfleet.sandbox import linux
+from cpfleet.sandbox import cgroups, linux
 from cpfleet.sandbox.channel import recv
 
 CPU_POLL_MS = 50  # how often a running test's CPU time is compared with its limit
 
 
+class TreeCpu:
+    """The CPU time a running test's processes have used together, from the slot cgroup's
+    counter (sandbox/cgroups.py): the test's processes are its only members while it runs."""
+
+    __slots__ = ("fd", "base")
+
+    def __init__(self, fd: int, base: float) -> None:
+        self.fd = fd
+        self.base = base
+
+    @classmethod
+    def start(cls, fd: int) -> TreeCpu | None:
+        """The count from now on, or None where the slot has no counter (the main process is
+        then policed alone; the verdict still counts every process once it is reaped)."""
+        if fd < 0:
+            return None
+        try:
+            return cls(fd, cgroups.cpu_usage_s(fd))
+        except (OSError, ValueError):
+            return None
+
+    def used_s(self) -> float:
+        try:
+            return cgroups.cpu_usage_s(self.fd) - self.base
+        except (OSError, ValueError):
+            return 0.0
+
+
 def police(pid: int, sock: socket.socket, deadline: float, hard_deadline: float,
-           cpu_limit_s: float | None = None) -> tuple[str, float]:
+           cpu_limit_s: float | None = None, tree: TreeCpu | None = None) -> tuple[str, float]:
     """Wait for the test to exit; kill it at its CPU time limit, at the wall-clock backstop or
     on the runner's request.
 
     The CPU time limit is enforced here, every CPU_POLL_S, on the scheduler's exact runtime
-    of the main process's threads (the same count the verdict is judged on), not by
-    RLIMIT_CPU: the kernel checks that against tick-sampled time, which under load runs
-    ahead of the exact count by tens of percent. RLIMIT_CPU stays as a backstop above.
+    of the main process's threads, and, where the slot counts it (``tree``), on the CPU time
+    of all the test's processes together, the count the verdict is judged on (a program that
+    spins in children is stopped at its limit, not at the wall-clock backstop with a multiple
+    of it used); not by RLIMIT_CPU: the kernel checks that against tick-sampled time, which
+    under load runs ahead of the exact count by tens of percent. RLIMIT_CPU stays as a
+    per-process backstop above.
 
     The backstop is for programs that sleep or block, and machine load must not move it:
     when it comes, the time the test's main process spent runnable but waiting for a CPU
@@ -51,7 +82,8 @@ def police(pid: int, sock: socket.socket, deadline: float, hard_deadline: float,
             if cpu_limit_s is not None and not killed:
                 wait_ms = min(wait_ms, CPU_POLL_MS)
             events = poller.poll(wait_ms)
-            if not events and cpu_limit_s is not None and not killed and runtime_s(pid) > cpu_limit_s:
+            if not events and cpu_limit_s is not None and not killed and (
+                    runtime_s(pid) > cpu_limit_s or (tree is not None and tree.used_s() > cpu_limit_s)):
                 killed = "cpu"
                 kill_test(pid)
                 continue

@@ -63,14 +63,14 @@ class PyPyZygote:
         self.start()
 
     def start(self) -> None:
-        cgroup_fds = self._cgroup.open_join_fds() if self._cgroup is not None else []
+        cgroup_fds, cpu_counted = self._cgroup.open_zygote_fds() if self._cgroup is not None else ([], False)
         try:
             self._proc, self._ctrl = spawn_zygote(self.pypy, {
                 "uid": self._slot.uid, "gid": self._slot.gid, "python": self.pypy,
                 # the directories `pypy3 solution.py` has on sys.path (its site, which the
                 # zygote does not run: -S)
                 "site_packages": site_packages(self.pypy), "python_dirs": site_packages(self.pypy),
-                "isolate": self._isolate, "pch_dir": ""}, cgroup_fds)
+                "isolate": self._isolate, "pch_dir": "", "cpu_usage_fd": cpu_counted}, cgroup_fds)
         finally:
             for fd in cgroup_fds:
                 os.close(fd)

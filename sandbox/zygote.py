@@ -134,7 +134,9 @@ class Zygote:
         for path in self.site_packages:
             if path not in sys.path:
                 sys.path.append(path)
-        self.cgroup_fds = cgroup_fds
+        # the last fd reads the slot's CPU counter when the runner sent one (cgroups.open_zygote_fds)
+        self.cpu_usage_fd = cgroup_fds[-1] if config.get("cpu_usage_fd") and cgroup_fds else -1
+        self.cgroup_fds = cgroup_fds[:-1] if self.cpu_usage_fd >= 0 else cgroup_fds
         self.layers: dict[str, bool] = {}
         self.notes: list[str] = []
         self.seccomp_filter: seccomp.Filter | None = None
