@@ -55,6 +55,11 @@ class Problem:
             raise ProblemFormatError("missing or empty 'id'")
         tl = d.get("time_limit_s")
         ml = d.get("memory_limit_mb")
+        if isinstance(tl, bool) or isinstance(ml, bool):  # float(True) is 1.0: a typo, not a limit
+            raise ProblemFormatError(f"{pid}: time_limit_s and memory_limit_mb must be numbers, got "
+                                     f"{tl!r} and {ml!r}")
+        if isinstance(ml, float) and not ml.is_integer():
+            raise ProblemFormatError(f"{pid}: memory_limit_mb must be a whole number of MB, got {ml}")
         try:
             time_limit = DEFAULT_TIME_LIMIT_S if tl is None else float(tl)
             memory_limit = DEFAULT_MEMORY_LIMIT_MB if ml is None else int(ml)

@@ -121,3 +121,15 @@ def test_cpfleet_judge_skips_records_nested_past_the_json_decoders_limit(tmp_pat
     results = [json.loads(line) for line in out.stdout.splitlines()]
     assert [(r["job_id"], r["reward"]) for r in results] == [("ok", 1.0)]
     assert "p.jsonl:1" in out.stderr and "j.jsonl:2" in out.stderr
+
+
+@pytest.mark.parametrize("limits", [{"time_limit_s": True}, {"memory_limit_mb": True}, {"memory_limit_mb": 100.7}])
+def test_limits_that_are_not_numbers_or_whole_megabytes_are_refused(limits: dict[str, Any]) -> None:
+    with pytest.raises(ProblemFormatError, match="time_limit_s|memory_limit_mb"):
+        Problem.from_dict({"id": "typo", "hidden_tests": [{"input": "", "output": "1"}], **limits})
+
+
+def test_whole_limits_written_as_floats_or_strings_still_load() -> None:
+    p = Problem.from_dict({"id": "ok", "hidden_tests": [{"input": "", "output": "1"}],
+                           "time_limit_s": "2.5", "memory_limit_mb": 256.0})
+    assert (p.time_limit_s, p.memory_limit_mb) == (2.5, 256)
