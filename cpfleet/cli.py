@@ -82,11 +82,16 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "command", None):
         parser.print_help()
         return 2
-    from cpfleet.core.errors import BrokerFull, BrokerUnavailable, RedisUrlError
+    from cpfleet.core.errors import BrokerFull, BrokerUnavailable, ConfigError, RedisUrlError
 
     try:
+        check_environment(args.command)
         check_redis_url(args)
         return int(args._module.run(args) or 0)
+    except ConfigError as exc:  # a CPFLEET_* variable with a bad value: one line per variable
+        for line in str(exc).splitlines():
+            print(f"cpfleet {args.command}: {line}", file=sys.stderr)
+        return 2
     except RedisUrlError as exc:  # the user's typo: one line, never a traceback
         print(f"cpfleet {args.command}: {exc}", file=sys.stderr)
         return 2
@@ -101,6 +106,18 @@ def main(argv: list[str] | None = None) -> int:
 # Commands that use $CPFLEET_REDIS_URL (else the default) when --redis is not given; `up`
 # starts a Redis of its own instead, `run --local` uses none.
 USES_REDIS_ENV = frozenset({"load", "submit", "worker", "serve", "run"})
+
+
+def check_environment(command: str) -> None:
+    """Check every ``CPFLEET_*`` variable before the command does anything (raises ConfigError),
+    and warn about a name that is nearly one of ours: a typo would otherwise do nothing, silently.
+    The Redis URL is left to ``check_redis_url``: ``--redis`` overrides it, and commands without
+    Redis never read it."""
+    from cpfleet.core import envvars
+
+    for name, meant in envvars.misspelled():
+        print(f"cpfleet {command}: warning: {name} is not a cpfleet setting; did you mean {meant}?", file=sys.stderr)
+    envvars.check_environment(skip=(defaults.REDIS_URL_ENV,))
 
 
 def check_redis_url(args: argparse.Namespace) -> None:
