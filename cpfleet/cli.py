@@ -38,7 +38,10 @@ start here:
   cpfleet load PROBLEMS; cpfleet submit JOBS    the same jobs through that fleet
 
 Commands that talk to Redis take --redis URL, else ${defaults.REDIS_URL_ENV}, else
-{defaults.DEFAULT_REDIS_URL}. `cpfleet COMMAND --help` lists a command's options."""
+{defaults.DEFAULT_REDIS_URL}. `cpfleet COMMAND --help` lists a command's options.
+
+exit status: 0 done; 2 a bad argument, input file or CPFLEET_* setting (one line says which);
+3 Redis cannot be reached (the line says what to do); 130 interrupted (Ctrl-C)."""
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):

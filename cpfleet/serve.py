@@ -81,7 +81,7 @@ def redis_unreachable(redis_url: str) -> str | None:
     """Why the fleet's Redis cannot be used right now (None: it answers a PING)."""
     import redis
 
-    from cpfleet.core.redis_url import parse_redis_url
+    from cpfleet.core.redis_url import connection_hint, parse_redis_url
     from cpfleet.producer.connection import connect
 
     target = parse_redis_url(redis_url)
@@ -92,7 +92,7 @@ def redis_unreachable(redis_url: str) -> str | None:
         finally:
             client.close()
     except redis.RedisError as exc:
-        return f"cannot reach Redis at {target.safe}: {exc}"
+        return f"cannot reach Redis at {target.safe}: {connection_hint(exc)}"
     return None
 
 

@@ -89,7 +89,7 @@ def load_for_command(args: argparse.Namespace, command: str) -> LoadResult | Non
 def run(args: argparse.Namespace) -> int:
     import redis
 
-    from cpfleet.core.redis_url import parse_redis_url
+    from cpfleet.core.redis_url import connection_hint, parse_redis_url
     from cpfleet.core.store import register_problems
     from cpfleet.producer.connection import connect
 
@@ -99,12 +99,14 @@ def run(args: argparse.Namespace) -> int:
         return 2
     # Large problems take a while on a slow link: wait for Redis longer than redis-py's 5 s default.
     args.redis = defaults.redis_url(args.redis)
-    client = connect(parse_redis_url(args.redis), socket_timeout=120, socket_connect_timeout=10)
+    target = parse_redis_url(args.redis)
+    client = connect(target, socket_timeout=120, socket_connect_timeout=10)
     try:
         stats = register_problems(client, loaded.problems)
     except redis.RedisError as e:
-        print(f"cpfleet load: cannot write to Redis at {args.redis}: {e}", file=sys.stderr)
-        return 1
+        # the exit status of every command that cannot reach Redis (cpfleet.cli); never the password
+        print(f"cpfleet load: cannot write to Redis at {target.safe}: {connection_hint(e)}", file=sys.stderr)
+        return 3
     finally:
         client.close()
     s = loaded.stats

@@ -40,6 +40,7 @@ import redis
 from cpfleet.core import defaults, protocol
 from cpfleet.core.errors import BrokerFull, ClientClosed, FleetBusy
 from cpfleet.core.protocol import JobMessage, RunMessage
+from cpfleet.core.redis_url import connection_hint
 from cpfleet.core.results import JobResult, RunJobResult
 from cpfleet.producer.batcher import AsyncEvaluator
 from cpfleet.producer.connection import connect
@@ -139,7 +140,7 @@ class FleetClient:
             raise BrokerFull(f"Redis at {target.safe} is full (maxmemory reached, noeviction): {exc}") from exc
         except redis.RedisError as exc:
             self._redis.close()
-            raise BrokerUnavailable(f"cannot reach Redis at {target.safe}: {exc}") from exc
+            raise BrokerUnavailable(f"cannot reach Redis at {target.safe}: {connection_hint(exc)}") from exc
         if not claimed:
             self._redis.close()
             raise ValueError(
