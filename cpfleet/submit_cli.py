@@ -14,11 +14,10 @@ import argparse
 import concurrent.futures as cf
 import json
 import sys
-from collections import Counter
 from typing import Any
 
 from cpfleet.core import defaults, protocol
-from cpfleet.jobs_file import InputFileError, print_skipped, read_jobs  # shared with `cpfleet judge`
+from cpfleet.jobs_file import InputFileError, Tally, print_skipped, read_jobs  # shared with `cpfleet judge`
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -48,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     print_skipped(read, "submit")
     jobs = read.jobs
-    if read.skipped and not jobs:
+    if not jobs:  # as for a problem file that loads no problem: nothing to do is a mistake
         print(f"cpfleet submit: no usable job in {args.jobs}: {read.summary()}", file=sys.stderr)
         return 2
     try:
@@ -110,7 +109,7 @@ def _submit(client: Any, jobs: list[dict[str, Any]], progress: bool, skipped_ids
     while True:
         try:
             sent = client.submit_many(
-                [{"problem_id": j["problem_id"], "completion": j["completion"], "job_id": u}
+                [{"problem_id": j["problem_id"], "completion": j["completion"], "job_id": u, "language": j.get("language")}
                  for j, u in zip(jobs, user_ids, strict=True) if j["problem_id"] not in unknown]
             )
             break
@@ -129,9 +128,7 @@ def _submit(client: Any, jobs: list[dict[str, Any]], progress: bool, skipped_ids
             futures.append(refused)
         else:
             futures.append(next(published))
-    verdicts: Counter[str] = Counter()
-    rewards: list[float] = []
-    infra = 0
+    tally = Tally()
     position = {f: i for i, f in enumerate(futures)}
     done: dict[int, Any] = {}
     next_out = 0
@@ -142,11 +139,7 @@ def _submit(client: Any, jobs: list[dict[str, Any]], progress: bool, skipped_ids
                 r = future.result()
                 # counted when received, before it is printed: an interrupt in the middle of a
                 # write never leaves a printed result out of the summary
-                verdicts[str(r.verdict)] += 1
-                if r.reward is None:
-                    infra += 1
-                else:
-                    rewards.append(r.reward)
+                tally.add(r)
                 done[position[future]] = r
                 while next_out in done:  # stream out in input order as soon as possible
                     r = done.pop(next_out)
@@ -158,15 +151,11 @@ def _submit(client: Any, jobs: list[dict[str, Any]], progress: bool, skipped_ids
     except KeyboardInterrupt:
         sys.stdout.flush()
         client.cancel_many(futures)  # the fleet drops what it has not started
-        print(f"\ncpfleet submit: interrupted: {sum(verdicts.values())} of {len(jobs)} judged ({_summary(verdicts, rewards, infra)}); "
+        print(f"\ncpfleet submit: interrupted: {tally.done} of {len(jobs)} judged ({tally.summary()}); "
               "the rest were withdrawn", file=sys.stderr)
         return 130
     sys.stdout.flush()
-    print(f"submitted {len(jobs)} jobs: {_summary(verdicts, rewards, infra)}", file=sys.stderr)
+    print(f"submitted {len(jobs)} jobs: {tally.summary()}", file=sys.stderr)
+    for line in tally.infra_lines("submit"):
+        print(line, file=sys.stderr)
     return 0
-
-
-def _summary(verdicts: Counter[str], rewards: list[float], infra: int) -> str:
-    mean = sum(rewards) / len(rewards) if rewards else 0.0
-    counts = ", ".join(f"{k} {v}" for k, v in verdicts.most_common())
-    return f"mean reward {mean:.3f} over {len(rewards)}, infrastructure errors {infra}" + (f"; {counts}" if counts else "")

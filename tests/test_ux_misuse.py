@@ -1,0 +1,121 @@
+"""Misuse as people really do it, through the real CLI: a port out of range or taken, a jobs
+file with nothing in it, a job naming a language that does not exist, a host missing a
+toolchain, a job whose language decides how its untagged code block runs. Each ends in a clear
+line and the documented exit status, never a traceback, and ``judge`` and ``submit`` read a
+jobs file the same way."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from fleet_helpers import FleetWorker
+
+REPO = Path(__file__).resolve().parents[1]
+PROBLEM = {"id": "ux/add", "public_tests": [{"input": "1 2\n", "output": "3\n"}], "hidden_tests": [{"input": "5 7\n", "output": "12\n"}]}
+CPP_UNTAGGED = "```\n#include <cstdio>\nint main(){int a,b;scanf(\"%d %d\",&a,&b);printf(\"%d\\n\",a+b);}\n```"
+
+
+def _cli(*args: str, env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CPFLEET_")} | (env_extra or {})
+    return subprocess.run([sys.executable, "-m", "cpfleet", *args], env=env, capture_output=True, text=True, timeout=300, cwd=REPO)
+
+
+def _write(path: Path, *records: dict) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def _no_traceback(proc: subprocess.CompletedProcess[str], code: int) -> None:
+    assert proc.returncode == code, (proc.returncode, proc.stderr[-2000:])
+    assert "Traceback" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["serve", "--port", "80000"], "argument --port: '80000' is not a port: want 1-65535"),
+        (["serve", "--port", "-1"], "argument --port: '-1' is not a port"),
+        (["up", "--flower-port", "-5"], "'-5' is not a port: want 1-65535, 0 (any free port) or -1 (off)"),
+        (["up", "--metrics-port", "99999"], "argument --metrics-port: '99999' is not a port"),
+        (["up", "--redis-port", "abc"], "argument --redis-port: 'abc' is not a port: want 1-65535 or 0 (any free port)"),
+    ],
+)
+def test_a_port_out_of_range_is_a_usage_error(argv: list[str], words: str) -> None:
+    proc = _cli(*argv)
+    _no_traceback(proc, 2)
+    assert words in proc.stderr
+
+
+def test_serve_on_a_taken_port_says_to_pick_another(redis_url: str) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = _cli("serve", "--redis", redis_url, "--port", str(port))
+    _no_traceback(proc, 2)
+    assert f"cannot listen on 127.0.0.1:{port}: Address already in use; pick another --port" in proc.stderr
+
+
+@pytest.mark.parametrize("command", ["judge", "submit"])
+def test_an_empty_jobs_file_is_an_error_as_an_empty_problem_file_is(command: str, tmp_path: Path, redis_url: str) -> None:
+    problems = _write(tmp_path / "p.jsonl", PROBLEM)
+    jobs = tmp_path / "j.jsonl"
+    jobs.write_text("\n")
+    argv = ["judge", str(problems), str(jobs)] if command == "judge" else ["submit", str(jobs), "--redis", redis_url]
+    proc = _cli(*argv)
+    _no_traceback(proc, 2)
+    assert f"cpfleet {command}: no usable job in {jobs}: 0 jobs read from 0 lines, 0 skipped" in proc.stderr
+
+
+def test_a_job_in_an_unknown_language_is_skipped_with_its_line_not_judged_internal(tmp_path: Path) -> None:
+    problems = _write(tmp_path / "p.jsonl", PROBLEM)
+    jobs = _write(
+        tmp_path / "j.jsonl",
+        {"problem_id": "ux/add", "completion": "```python\nprint(sum(map(int, input().split())))\n```", "job_id": "good"},
+        {"problem_id": "ux/add", "completion": "```cobol\nDISPLAY 3.\n```", "job_id": "bad", "language": "cobol"},
+    )
+    proc = _cli("judge", str(problems), str(jobs), "--no-progress")
+    _no_traceback(proc, 0)
+    assert f"{jobs}:2: skipped job line: job 'bad': unknown language 'cobol'; known: python3, pypy3, cpp, c, java" in proc.stderr
+    assert [json.loads(line)["job_id"] for line in proc.stdout.splitlines()] == ["good"]
+    strict = _cli("judge", str(problems), str(jobs), "--strict")
+    _no_traceback(strict, 2)
+    assert "unknown language 'cobol'" in strict.stderr
+
+
+def test_the_summary_names_a_missing_toolchain(tmp_path: Path) -> None:
+    problems = _write(tmp_path / "p.jsonl", PROBLEM)
+    java = "```java\npublic class Main { public static void main(String[] a) { System.out.println(3); } }\n```"
+    jobs = _write(tmp_path / "j.jsonl", *({"problem_id": "ux/add", "completion": java, "job_id": f"j{i}"} for i in range(2)))
+    proc = _cli("judge", str(problems), str(jobs), "--no-progress", env_extra={"CPFLEET_JAVA_HOME": str(tmp_path / "no-jdk")})
+    _no_traceback(proc, 0)
+    assert "infrastructure errors 2; INTERNAL 2" in proc.stderr
+    assert f"cpfleet judge: infrastructure error x2: language java is not available on this worker: missing {tmp_path}/no-jdk/bin/javac" in proc.stderr
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed")
+def test_submit_keeps_each_jobs_language_as_judge_does(tmp_path: Path, redis_url: str) -> None:
+    """An untagged block is the job's language: under cpp this program is correct, under the
+    default (python3) a compile error. judge and submit must agree."""
+    problems = _write(tmp_path / "p.jsonl", PROBLEM)
+    jobs = _write(tmp_path / "j.jsonl", {"problem_id": "ux/add", "completion": CPP_UNTAGGED, "job_id": "c1", "language": "cpp"})
+    judged = _cli("judge", str(problems), str(jobs), "--no-progress")
+    _no_traceback(judged, 0)
+    local = json.loads(judged.stdout)
+    assert (local["verdict"], local["language"]) == ("OK", "cpp")
+    assert _cli("load", str(problems), "--redis", redis_url).returncode == 0
+    node = FleetWorker(redis_url, tmp_path, concurrency=1).start()
+    try:
+        submitted = _cli("submit", str(jobs), "--redis", redis_url, "--no-progress", "--timeout", "120")
+    finally:
+        node.stop(timeout=15)
+    _no_traceback(submitted, 0)
+    fleet = json.loads(submitted.stdout)
+    assert (fleet["verdict"], fleet["language"], fleet["reward"]) == ("OK", "cpp", 1.0), fleet
