@@ -119,3 +119,22 @@ def test_submit_keeps_each_jobs_language_as_judge_does(tmp_path: Path, redis_url
     _no_traceback(submitted, 0)
     fleet = json.loads(submitted.stdout)
     assert (fleet["verdict"], fleet["language"], fleet["reward"]) == ("OK", "cpp", 1.0), fleet
+
+
+@pytest.mark.skipif(shutil.which("setpriv") is None or os.geteuid() != 0, reason="needs setpriv and root to drop capabilities")
+def test_judge_without_privileges_still_judges_and_says_once_what_is_missing_and_what_to_do(tmp_path: Path) -> None:
+    """What a user who is not root gets: namespaces refused, the verdicts still right, one
+    warning per judging process naming the missing layers and how to get them."""
+    problems = _write(tmp_path / "p.jsonl", PROBLEM)
+    jobs = _write(tmp_path / "j.jsonl", {"problem_id": "ux/add", "completion": "```python\nprint(sum(map(int, input().split())))\n```"})
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CPFLEET_")}
+    proc = subprocess.run(
+        ["setpriv", "--bounding-set=-all", "--inh-caps=-all", "--no-new-privs",
+         sys.executable, "-m", "cpfleet", "judge", str(problems), str(jobs), "--workers", "1", "--no-progress"],
+        env=env, capture_output=True, text=True, timeout=300, cwd=REPO,
+    )
+    _no_traceback(proc, 0)
+    assert json.loads(proc.stdout)["verdict"] == "OK"
+    (warning,) = [ln for ln in proc.stderr.splitlines() if "ISOLATION" in ln]
+    assert warning.startswith("cpfleet: WARNING: SANDBOX ISOLATION INCOMPLETE (forkserver): missing [")
+    assert "netns" in warning and "for every layer run as root" in warning and "docs/security.md" in warning

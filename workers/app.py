@@ -78,8 +78,10 @@ def _require_isolation(**_: Any) -> None:
     refusal = isolation_refusal(settings)
     if refusal is None:
         return
-    log.critical("cpfleet worker refuses to start: %s", refusal)
-    print(f"cpfleet worker refuses to start: {refusal}", file=sys.stderr, flush=True)
+    if log.hasHandlers():  # Celery's logging: stderr or the log file; printing too said it twice
+        log.critical("cpfleet worker refuses to start: %s", refusal)
+    else:
+        print(f"cpfleet worker refuses to start: {refusal}", file=sys.stderr, flush=True)
     raise SystemExit(ISOLATION_EXIT_CODE)
 
 
