@@ -138,3 +138,44 @@ def test_judge_without_privileges_still_judges_and_says_once_what_is_missing_and
     (warning,) = [ln for ln in proc.stderr.splitlines() if "ISOLATION" in ln]
     assert warning.startswith("cpfleet: WARNING: SANDBOX ISOLATION INCOMPLETE (forkserver): missing [")
     assert "netns" in warning and "for every layer run as root" in warning and "docs/security.md" in warning
+
+
+# --- cpfleet prepare on a local file, as people get it wrong --------------------------------
+
+TACO_ROW = {"question": "echo", "input_output": json.dumps({"inputs": ["1\n"], "outputs": ["1\n"]})}
+
+
+def test_prepare_with_a_local_file_as_data_files_says_to_use_dataset_without_asking_the_hub(tmp_path: Path) -> None:
+    rows = _write(tmp_path / "taco.jsonl", TACO_ROW)
+    proc = _cli("prepare", "--format", "taco", "--data-files", str(rows), "--out", str(tmp_path / "o.jsonl"),
+                env_extra={"HF_HUB_OFFLINE": "1"})
+    _no_traceback(proc, 2)
+    assert f"--data-files {rows} is a file here" in proc.stderr and f"pass it as --dataset {rows}" in proc.stderr
+    ok = _cli("prepare", "--format", "taco", "--dataset", str(rows), "--out", str(tmp_path / "o.jsonl"), "--no-progress")
+    _no_traceback(ok, 0)
+    assert "read 1, kept 1" in ok.stderr
+
+
+def test_prepare_in_the_wrong_format_keeps_nothing_and_says_so(tmp_path: Path) -> None:
+    rows = _write(tmp_path / "taco.jsonl", TACO_ROW, {"question": "no tests here"})
+    proc = _cli("prepare", "--format", "code_contests", "--dataset", str(rows), "--out", str(tmp_path / "o.jsonl"), "--no-progress")
+    _no_traceback(proc, 2)
+    assert "read 2, kept 0" in proc.stderr
+    assert "no problem kept from 2 rows (is --format code_contests the dataset's schema?)" in proc.stderr
+    # a row missing its tests field in the right format: skipped and counted, the rest kept
+    right = _cli("prepare", "--format", "taco", "--dataset", str(rows), "--out", str(tmp_path / "o.jsonl"), "--no-progress")
+    _no_traceback(right, 0)
+    assert "read 2, kept 1, skipped 1" in right.stderr and "skipped 1: no input_output tests" in right.stderr
+
+
+def test_prepare_names_an_empty_file_and_the_first_bad_json_line(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    proc = _cli("prepare", "--format", "taco", "--dataset", str(empty), "--out", str(tmp_path / "o.jsonl"))
+    _no_traceback(proc, 2)
+    assert f"cpfleet prepare: {empty}: empty file" in proc.stderr
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text(json.dumps(TACO_ROW) + "\n{not json\n")
+    proc = _cli("prepare", "--format", "taco", "--dataset", str(broken), "--out", str(tmp_path / "o.jsonl"))
+    _no_traceback(proc, 2)
+    assert f"cpfleet prepare: {broken}:2: invalid JSON: " in proc.stderr
