@@ -131,3 +131,14 @@ def test_the_python_api_raises_config_error_naming_the_variable() -> None:
     for std in ("c++17", "gnu++2a", "c++1z", "gnu++98"):
         assert envvars.read("CPFLEET_CPP_STD", env={"CPFLEET_CPP_STD": std}) == std
     assert envvars.read("CPFLEET_COMPILE_CACHE_MB", 512, env={"CPFLEET_COMPILE_CACHE_MB": " "}) == 512  # blank: the default
+
+
+def test_a_runner_made_through_the_api_refuses_a_garbage_setting_before_it_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cpfleet import ConfigError as Exported
+    from cpfleet import RedisUrlError  # noqa: F401  (both are part of the import surface)
+    from cpfleet.sandbox.runner import make_runner
+
+    assert Exported is ConfigError
+    monkeypatch.setenv("CPFLEET_FORK_AHEAD", "maybe")
+    with pytest.raises(ConfigError, match="CPFLEET_FORK_AHEAD='maybe' is not valid.*accepted: auto, 1 or 0"):
+        make_runner("forkserver")
