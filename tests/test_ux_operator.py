@@ -67,10 +67,14 @@ def test_compose_ports_and_variables_agree_with_the_code() -> None:
     assert compose["services"]["redis"]["ports"][0].endswith(f":{defaults.DEFAULT_REDIS_PORT}")
 
 
-def test_compose_comments_point_at_sections_that_exist() -> None:
-    text = (REPO / "docker-compose.yml").read_text()
+def test_references_to_the_readme_and_docs_point_at_what_exists() -> None:
     readme = (REPO / "README.md").read_text()
-    for section in re.findall(r'README "([^"]+)"', text):
-        assert f"## {section}" in readme, f"docker-compose.yml points at README section {section!r}, which does not exist"
-    for doc in re.findall(r"docs/[a-z-]+\.md", text):
-        assert (REPO / doc).is_file(), doc
+    files = [REPO / "docker-compose.yml", REPO / "Dockerfile", *(REPO / "docs").glob("*.md"),
+             *(p for d in ("core", "sandbox", "workers", "producer", "cpfleet") for p in (REPO / d).rglob("*.py"))]
+    for path in files:
+        text = path.read_text()
+        for section in re.findall(r'README "([^"]+)"', text):
+            assert f"## {section}" in readme, f"{path.name} points at README section {section!r}, which does not exist"
+        if path.suffix != ".md":
+            for doc in re.findall(r"\bdocs/[a-z0-9-]+\.md", text):
+                assert (REPO / doc).is_file(), f"{path.name}: {doc}"
