@@ -199,6 +199,12 @@ VARIABLES: tuple[EnvVar, ...] = (
     EnvVar("CPFLEET_SHARED_DATA", "a folder of datasets", _text),
 )
 BY_NAME: dict[str, EnvVar] = {v.name: v for v in VARIABLES}
+# read by the project's scripts and tests only (scripts/test, scripts/test-containers, the
+# entrypoint's tests): known names, so never taken for a typo, but no setting of cpfleet's
+TOOLING = frozenset({
+    "CPFLEET_PYTHON", "CPFLEET_TEST_REDIS_PORT", "CPFLEET_TEST_BASE_IMAGE", "CPFLEET_TEST_DEBIAN_MIRROR",
+    "CPFLEET_TEST_STATE_DIR", "CPFLEET_CGROUP_ROOT",
+})
 
 
 def _error(var: EnvVar, raw: str, reason: str) -> ConfigError:
@@ -245,7 +251,7 @@ def misspelled(env: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
     env = os.environ if env is None else env
     out = []
     for name in sorted(env):
-        if name.startswith(PREFIX) and name not in BY_NAME:
+        if name.startswith(PREFIX) and name not in BY_NAME and name not in TOOLING:
             close = difflib.get_close_matches(name, BY_NAME, n=1, cutoff=0.85)
             if close:
                 out.append((name, close[0]))

@@ -18,11 +18,6 @@ from cpfleet.core.errors import ConfigError, CpfleetError
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIGURATION = (REPO / "docs" / "configuration.md").read_text()
-# read by tests and tooling only, never by cpfleet itself
-NOT_SETTINGS = {
-    "CPFLEET_TEST_REDIS_PORT",  # docker/compose.test.yml, run by scripts/test-containers
-    "CPFLEET_CGROUP_ROOT",  # docker/entrypoint.sh's tests point it at a scratch tree
-}
 GARBAGE = ("garbage", "-5", "0.5", "70000", "")
 
 
@@ -34,12 +29,13 @@ def _names_in(paths: list[Path]) -> set[str]:
 
 
 def _code_files() -> list[Path]:
-    files = [p for d in ("core", "sandbox", "workers", "producer", "cpfleet") for p in (REPO / d).rglob("*.py")]
-    return files + [REPO / "Dockerfile", REPO / "docker-compose.yml", REPO / "docker" / "entrypoint.sh"]
+    files = [p for d in ("core", "sandbox", "workers", "producer", "cpfleet", "bench", "scripts") for p in (REPO / d).rglob("*")
+             if p.is_file() and p.suffix in (".py", ".sh", "")]
+    return files + [REPO / "Dockerfile", REPO / "docker-compose.yml", *(REPO / "docker").glob("*.*")]
 
 
 def test_every_variable_the_code_reads_has_one_rule_and_a_row_in_the_docs() -> None:
-    named = _names_in(_code_files()) - NOT_SETTINGS - {"CPFLEET_"}
+    named = _names_in(_code_files()) - envvars.TOOLING - {"CPFLEET_"}
     assert named - set(envvars.BY_NAME) == set(), "variables without a rule in core/envvars.py"
     rows = set(re.findall(r"^\| `(CPFLEET_[A-Z0-9_]+)`(?:, `(CPFLEET_[A-Z0-9_]+)`)? \|", CONFIGURATION, re.M))
     documented = {n for row in rows for n in row if n}
@@ -108,6 +104,9 @@ def test_a_misspelled_variable_is_named_with_the_one_it_resembles(tmp_path: Path
     proc = _cli(["judge", str(tmp_path / "p.jsonl"), "j"], {"CPFLEET_CONCURENCY": "4"})
     assert "warning: CPFLEET_CONCURENCY is not a cpfleet setting; did you mean CPFLEET_CONCURRENCY?" in proc.stderr
     assert "problem file not found" in proc.stderr  # only a warning: the command went on
+    assert envvars.misspelled({name: "1" for name in envvars.TOOLING} | {"CPFLEET_QUEUE": "a"}) == [
+        ("CPFLEET_QUEUE", "CPFLEET_QUEUES")
+    ]
 
 
 def test_a_garbage_redis_url_variable_is_ignored_by_commands_without_redis_and_named_by_the_others(tmp_path: Path) -> None:
