@@ -1,4 +1,4 @@
-"""Worker settings from environment variables, with documented defaults (docs/fleet.md).
+"""Worker settings from environment variables, with documented defaults (docs/configuration.md).
 
 One frozen ``Settings`` object is read at import of ``cpfleet.workers.app``; ``celery_config()`` turns it
 into the Celery configuration, so every reliability knob lives in one place.
@@ -59,7 +59,7 @@ def isolation_meets(level: str, required: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Setting:
-    """One environment variable: its name, default and meaning (rendered in docs/fleet.md)."""
+    """One environment variable: its name, default and meaning (docs/configuration.md's table)."""
 
     env: str
     default: str
