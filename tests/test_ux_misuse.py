@@ -179,3 +179,30 @@ def test_prepare_names_an_empty_file_and_the_first_bad_json_line(tmp_path: Path)
     proc = _cli("prepare", "--format", "taco", "--dataset", str(broken), "--out", str(tmp_path / "o.jsonl"))
     _no_traceback(proc, 2)
     assert f"cpfleet prepare: {broken}:2: invalid JSON: " in proc.stderr
+
+
+def test_no_code_feedback_names_a_block_in_a_language_not_judged_here(tmp_path: Path) -> None:
+    problems = _write(tmp_path / "p.jsonl", PROBLEM, {**PROBLEM, "id": "ux/add-cpp", "languages": ["cpp"]})
+    jobs = _write(
+        tmp_path / "j.jsonl",
+        {"problem_id": "ux/add", "completion": "```rust\nfn main() {}\n```", "job_id": "rust"},
+        {"problem_id": "ux/add", "completion": "Output:\n```text\n3\n```", "job_id": "text"},
+        {"problem_id": "ux/add-cpp", "completion": "```python\nprint(3)\n```", "job_id": "py-on-cpp"},
+        {"problem_id": "ux/add", "completion": "```python\na, b = map(int, input().split())\nprint(a + b)\n", "job_id": "unclosed"},
+    )
+    proc = _cli("judge", str(problems), str(jobs), "--no-progress")
+    _no_traceback(proc, 0)
+    got = {r["job_id"]: r for r in map(json.loads, proc.stdout.splitlines())}
+    assert got["rust"]["verdict"] == "NO_CODE" and "(found ```rust: not a language judged here)" in got["rust"]["observation"]
+    assert got["text"]["verdict"] == "NO_CODE" and "(found" not in got["text"]["observation"]  # sample output is no language
+    assert got["py-on-cpp"]["verdict"] == "NO_CODE"
+    assert got["py-on-cpp"]["observation"].startswith("No code found in cpp (found ```python: not a language judged here)")
+    assert got["unclosed"]["verdict"] == "OK"  # a block cut by the token limit runs to the end of the text
+
+
+def test_run_with_an_input_where_a_file_was_wanted_says_how_to_pass_it(tmp_path: Path) -> None:
+    program = tmp_path / "echo.py"
+    program.write_text("print(input())\n")
+    proc = _cli("run", str(program), "--local", "--stdin", "1 2")
+    _no_traceback(proc, 2)
+    assert "--stdin 1 2: no such file (--stdin takes an input file, or - for this process's stdin" in proc.stderr
