@@ -206,3 +206,19 @@ def test_run_with_an_input_where_a_file_was_wanted_says_how_to_pass_it(tmp_path:
     proc = _cli("run", str(program), "--local", "--stdin", "1 2")
     _no_traceback(proc, 2)
     assert "--stdin 1 2: no such file (--stdin takes an input file, or - for this process's stdin" in proc.stderr
+
+
+def test_the_fleet_gives_each_no_code_completion_its_own_feedback_not_a_cached_one(tmp_path: Path, redis_url: str) -> None:
+    from cpfleet import FleetClient
+
+    node = FleetWorker(redis_url, tmp_path, concurrency=1).start()
+    try:
+        with FleetClient(redis_url, timeout=120) as fleet:
+            fleet.register_problems([PROBLEM])
+            first = fleet.submit("ux/add", "```rust\nfn main() {}\n```").result(timeout=150)
+            second = fleet.submit("ux/add", "I do not know.").result(timeout=150)
+    finally:
+        node.stop(timeout=15)
+    assert (first.verdict, second.verdict) == ("NO_CODE", "NO_CODE")
+    assert "(found ```rust" in first.observation
+    assert not second.cache_hit and "(found" not in second.observation
