@@ -222,3 +222,20 @@ def test_the_fleet_gives_each_no_code_completion_its_own_feedback_not_a_cached_o
     assert (first.verdict, second.verdict) == ("NO_CODE", "NO_CODE")
     assert "(found ```rust" in first.observation
     assert not second.cache_hit and "(found" not in second.observation
+
+
+def test_a_client_closed_with_jobs_queued_says_it_withdrew_its_own_jobs(redis_url: str, tmp_path: Path) -> None:
+    """What a trainer script sees on Ctrl-C inside ``with FleetClient()`` (or any close with jobs
+    unanswered): its own jobs withdrawn, worded as such, not as some other client's orphans."""
+    from fleet_helpers import store_problems
+
+    store_problems(redis_url, "ux/echo")
+    script = (
+        "from cpfleet import FleetClient\n"
+        f"with FleetClient({redis_url!r}, queue='ux-nobody-listens') as fleet:\n"
+        "    fleet.submit_many([('ux/echo', 'print(1)')] * 3)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    _no_traceback(proc, 0)
+    assert "withdrew 3 queued job(s) nobody waits for any more (this client's" in proc.stderr
+    assert "gone clients" not in proc.stderr
