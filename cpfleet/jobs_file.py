@@ -168,3 +168,22 @@ class Tally:
         if len(self.infra_messages) > shown:
             out.append(f"cpfleet {command}: ... and {len(self.infra_messages) - shown} other infrastructure errors (see infra_message)")
         return out
+
+
+def looks_like(path: str | Path) -> str | None:
+    """``"job"`` or ``"problem"`` when the file's first record has that kind's fields and not
+    the other's; None otherwise (or for stdin, which cannot be read twice). For the hint when a
+    command got its two files the wrong way round."""
+    if str(path) == "-":
+        return None
+    try:
+        first = next((rec for _, rec in read_records(path)), None)
+    except InputFileError:
+        return None
+    if not isinstance(first, dict):
+        return None
+    if "problem_id" in first and "completion" in first and "id" not in first:
+        return "job"
+    if "id" in first and ("hidden_tests" in first or "public_tests" in first) and "completion" not in first:
+        return "problem"
+    return None

@@ -15,6 +15,7 @@ import time
 
 from cpfleet.core import defaults
 from cpfleet.core.errors import InputFileError
+from cpfleet.jobs_file import looks_like
 from cpfleet.loading import DuplicateProblemError, LoadResult, ProblemFileError, load_problems
 
 
@@ -82,6 +83,10 @@ def load_for_command(args: argparse.Namespace, command: str) -> LoadResult | Non
         print(f"cpfleet {command}: {loaded.stats.warnings_suppressed} more skipped records not shown", file=sys.stderr)
     if not loaded.problems and args.max_problems != 0:
         print(f"cpfleet {command}: no problem loaded from {args.problems}: {loaded.stats.summary()}", file=sys.stderr)
+        if looks_like(args.problems) == "job":
+            print(f"cpfleet {command}: {args.problems} holds jobs ({{problem_id, completion}}), not problems"
+                  + (": the problem file comes first, cpfleet judge PROBLEMS JOBS" if command == "judge" else ""),
+                  file=sys.stderr)
         return None
     return loaded
 

@@ -17,7 +17,13 @@ import sys
 from typing import Any
 
 from cpfleet.core import defaults, protocol
-from cpfleet.jobs_file import InputFileError, Tally, print_skipped, read_jobs  # shared with `cpfleet judge`
+from cpfleet.jobs_file import (  # shared with `cpfleet judge`
+    InputFileError,
+    Tally,
+    looks_like,
+    print_skipped,
+    read_jobs,
+)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -49,6 +55,8 @@ def run(args: argparse.Namespace) -> int:
     jobs = read.jobs
     if not jobs:  # as for a problem file that loads no problem: nothing to do is a mistake
         print(f"cpfleet submit: no usable job in {args.jobs}: {read.summary()}", file=sys.stderr)
+        if looks_like(args.jobs) == "problem":
+            print(f"cpfleet submit: {args.jobs} holds problems, not jobs: upload them with cpfleet load", file=sys.stderr)
         return 2
     try:
         client = FleetClient(

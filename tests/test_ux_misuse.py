@@ -239,3 +239,20 @@ def test_a_client_closed_with_jobs_queued_says_it_withdrew_its_own_jobs(redis_ur
     _no_traceback(proc, 0)
     assert "withdrew 3 queued job(s) nobody waits for any more (this client's" in proc.stderr
     assert "gone clients" not in proc.stderr
+
+
+def test_files_the_wrong_way_round_are_named_as_such(tmp_path: Path, redis_url: str) -> None:
+    problems = _write(tmp_path / "p.jsonl", PROBLEM)
+    jobs = _write(tmp_path / "j.jsonl", {"problem_id": "ux/add", "completion": "print(3)"})
+    swapped = _cli("judge", str(jobs), str(problems))
+    _no_traceback(swapped, 2)
+    assert f"{jobs} holds jobs ({{problem_id, completion}}), not problems: the problem file comes first" in swapped.stderr
+    twice = _cli("judge", str(problems), str(problems))
+    _no_traceback(twice, 2)
+    assert f"{problems} holds problems, not jobs: cpfleet judge PROBLEMS JOBS" in twice.stderr
+    submitted = _cli("submit", str(problems), "--redis", redis_url)
+    _no_traceback(submitted, 2)
+    assert f"{problems} holds problems, not jobs: upload them with cpfleet load" in submitted.stderr
+    loaded = _cli("load", str(jobs), "--redis", redis_url)
+    _no_traceback(loaded, 2)
+    assert f"{jobs} holds jobs ({{problem_id, completion}}), not problems" in loaded.stderr
