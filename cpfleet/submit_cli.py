@@ -71,6 +71,10 @@ def run(args: argparse.Namespace) -> int:
     except (BrokerUnavailable, BrokerFull) as exc:
         print(f"cpfleet submit: {exc}", file=sys.stderr)
         return 3
+    if live_nodes(client.redis_url) == 0:  # else a silent progress bar at 0 until the deadline
+        print(f"cpfleet submit: warning: no worker has sent a heartbeat to this Redis: the jobs wait in queue "
+              f"{args.queue!r} until one starts (cpfleet worker --redis URL, or cpfleet up), or for "
+              f"{args.timeout:g} s, then end INTERNAL", file=sys.stderr)
     with client:
         skipped_ids: dict[str, str] = {}
         if args.problems:
@@ -167,3 +171,31 @@ def _submit(client: Any, jobs: list[dict[str, Any]], progress: bool, skipped_ids
     for line in tally.infra_lines("submit"):
         print(line, file=sys.stderr)
     return 0
+
+
+def live_nodes(url: str) -> int | None:
+    """How many worker nodes have a live heartbeat on this Redis (``protocol.nodes_key``); None
+    when it cannot tell. A fleet run with heartbeats off (CPFLEET_NODE_TTL=0) shows none."""
+    import redis
+
+    from cpfleet.core import protocol
+    from cpfleet.core.redis_url import parse_redis_url
+    from cpfleet.producer.connection import connect
+
+    try:
+        client = connect(parse_redis_url(url), socket_timeout=5, socket_connect_timeout=5)
+        try:
+            beats = client.hvals(protocol.nodes_key())
+            now = float(client.time()[0])
+        finally:
+            client.close()
+    except redis.RedisError:
+        return None
+    alive = 0
+    for value in beats:
+        until = value.split(b" ", 1)[0]
+        try:
+            alive += float(until) > now
+        except ValueError:
+            continue
+    return alive

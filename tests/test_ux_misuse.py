@@ -117,6 +117,7 @@ def test_submit_keeps_each_jobs_language_as_judge_does(tmp_path: Path, redis_url
     finally:
         node.stop(timeout=15)
     _no_traceback(submitted, 0)
+    assert "no worker has sent a heartbeat" not in submitted.stderr  # one was running
     fleet = json.loads(submitted.stdout)
     assert (fleet["verdict"], fleet["language"], fleet["reward"]) == ("OK", "cpp", 1.0), fleet
 
@@ -256,3 +257,14 @@ def test_files_the_wrong_way_round_are_named_as_such(tmp_path: Path, redis_url: 
     loaded = _cli("load", str(jobs), "--redis", redis_url)
     _no_traceback(loaded, 2)
     assert f"{jobs} holds jobs ({{problem_id, completion}}), not problems" in loaded.stderr
+
+
+def test_submit_with_no_worker_running_says_the_jobs_wait_for_one(tmp_path: Path, redis_url: str) -> None:
+    problems = _write(tmp_path / "p.jsonl", PROBLEM)
+    jobs = _write(tmp_path / "j.jsonl", {"problem_id": "ux/add", "completion": "print(3)", "job_id": "w1"})
+    assert _cli("load", str(problems), "--redis", redis_url).returncode == 0
+    proc = _cli("submit", str(jobs), "--redis", redis_url, "--timeout", "1", "--no-progress")
+    _no_traceback(proc, 0)
+    assert ("warning: no worker has sent a heartbeat to this Redis: the jobs wait in queue 'cpfleet' until one "
+            "starts (cpfleet worker --redis URL, or cpfleet up), or for 1 s, then end INTERNAL") in proc.stderr
+    assert json.loads(proc.stdout)["infra_message"] == "no result within 1s"
