@@ -71,12 +71,16 @@ FORK_AHEAD_SETTINGS = ("auto", "1", "0")
 
 
 def _warn(msg: str) -> None:
-    """Once on stderr: through logging where it is set up (a worker's log), else printed (``cpfleet
-    judge``), where logging's last-resort handler would print it a second time."""
+    """Once on stderr: through logging where a handler already writes there (a worker's log),
+    else printed (``cpfleet judge``) and logged only to handlers of the caller's own (logging's
+    last-resort handler would print it a second time)."""
+    streams = (sys.stderr, sys.__stderr__)
+    if any(isinstance(h, logging.StreamHandler) and h.stream in streams for h in logging.getLogger().handlers):
+        log.warning(msg)
+        return
+    print(f"cpfleet: WARNING: {msg}", file=sys.stderr)
     if log.hasHandlers():
         log.warning(msg)
-    else:
-        print(f"cpfleet: WARNING: {msg}", file=sys.stderr)
 
 
 def fork_ahead_setting(value: str | None = None) -> str:
