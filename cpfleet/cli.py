@@ -40,8 +40,10 @@ start here:
 Commands that talk to Redis take --redis URL, else ${defaults.REDIS_URL_ENV}, else
 {defaults.DEFAULT_REDIS_URL}. `cpfleet COMMAND --help` lists a command's options.
 
-exit status: 0 done; 2 a bad argument, input file or CPFLEET_* setting (one line says which);
-3 Redis cannot be reached (the line says what to do); 130 interrupted (Ctrl-C)."""
+exit status: 0 done; 1 the work failed (a part of `cpfleet up` stopped, a demo verdict not as
+expected); 2 a bad argument, input file or CPFLEET_* setting (one line says which); 3 Redis
+cannot be reached (the line says what to do); 130 interrupted (Ctrl-C). `cpfleet run` exits
+with the program's own status."""
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
