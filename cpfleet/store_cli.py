@@ -87,6 +87,10 @@ def load_for_command(args: argparse.Namespace, command: str) -> LoadResult | Non
             print(f"cpfleet {command}: {args.problems} holds jobs ({{problem_id, completion}}), not problems"
                   + (": the problem file comes first, cpfleet judge PROBLEMS JOBS" if command == "judge" else ""),
                   file=sys.stderr)
+        elif loaded.stats.records and loaded.stats.malformed == loaded.stats.records:
+            print(f"cpfleet {command}: a problem record needs at least id and hidden_tests (docs/problems.md); "
+                  "a dataset in its own schema (code_contests, TACO, APPS, ...) is converted by cpfleet prepare",
+                  file=sys.stderr)
         return None
     return loaded
 

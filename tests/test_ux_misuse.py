@@ -268,3 +268,12 @@ def test_submit_with_no_worker_running_says_the_jobs_wait_for_one(tmp_path: Path
     assert ("warning: no worker has sent a heartbeat to this Redis: the jobs wait in queue 'cpfleet' until one "
             "starts (cpfleet worker --redis URL, or cpfleet up), or for 1 s, then end INTERNAL") in proc.stderr
     assert json.loads(proc.stdout)["infra_message"] == "no result within 1s"
+
+
+def test_a_dataset_in_its_own_schema_given_as_problems_points_at_prepare(tmp_path: Path) -> None:
+    rows = _write(tmp_path / "taco.jsonl", TACO_ROW)
+    jobs = _write(tmp_path / "j.jsonl", {"problem_id": "taco/test/0", "completion": "print(1)"})
+    proc = _cli("judge", str(rows), str(jobs))
+    _no_traceback(proc, 2)
+    assert "a problem record needs at least id and hidden_tests (docs/problems.md); a dataset in its own schema" in proc.stderr
+    assert "is converted by cpfleet prepare" in proc.stderr
