@@ -106,6 +106,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except SystemExit as exc:  # a command's refusal of its arguments as a message: a usage error
+        if isinstance(exc.code, str):
+            print(exc.code, file=sys.stderr)
+            return 2
+        raise
 
 
 # Commands that use $CPFLEET_REDIS_URL (else the default) when --redis is not given; `up`

@@ -45,9 +45,11 @@ def _no_traceback(proc: subprocess.CompletedProcess[str], code: int) -> None:
         (["up", "--flower-port", "-5"], "'-5' is not a port: want 1-65535, 0 (any free port) or -1 (off)"),
         (["up", "--metrics-port", "99999"], "argument --metrics-port: '99999' is not a port"),
         (["up", "--redis-port", "abc"], "argument --redis-port: 'abc' is not a port: want 1-65535 or 0 (any free port)"),
+        (["serve", "--host", "0.0.0.0"], "cpfleet serve: refusing to listen on 0.0.0.0 without --token"),
+        (["serve", "--timeout", "0"], "cpfleet serve: --max-body-mb, --max-backlog, --timeout, --wait must be positive"),
     ],
 )
-def test_a_port_out_of_range_is_a_usage_error(argv: list[str], words: str) -> None:
+def test_a_bad_option_value_is_a_usage_error(argv: list[str], words: str) -> None:
     proc = _cli(*argv)
     _no_traceback(proc, 2)
     assert words in proc.stderr
