@@ -21,7 +21,7 @@
 #
 # The worker must run as root *inside* the container: the sandbox needs root (with the few
 # capabilities docker-compose.yml grants) to create namespaces and to drop each test program
-# to its own unprivileged uid. Untrusted code never runs as root: see README "Security model".
+# to its own unprivileged uid. Untrusted code never runs as root: see docs/security.md.
 ARG BASE_IMAGE=python:3.11-slim-bookworm
 
 FROM ${BASE_IMAGE} AS builder
@@ -70,7 +70,7 @@ ENV DEBIAN_FRONTEND=noninteractive \
     PYTHONUNBUFFERED=1
 # tini: PID 1 that forwards SIGTERM to Celery (warm shutdown) and reaps orphans.
 # mount (util-linux): the entrypoint's cgroup setup.
-# The solution toolchains (README "Languages"): g++ and gcc (C, C++), a headless JDK (Java),
+# The solution toolchains (docs/languages.md): g++ and gcc (C, C++), a headless JDK (Java),
 # pypy3 (Python at PyPy speed); the worker reports at start which ones it found.
 # python3: the venv's interpreter, where the base has none (the same apt sources as the builder's,
 # so the same version).

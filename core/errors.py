@@ -16,6 +16,19 @@ class CpfleetError(Exception):
     """Base of every error raised by cpfleet."""
 
 
+# -- configuration ------------------------------------------------------------------------------
+
+
+class ConfigError(CpfleetError, ValueError):
+    """An environment variable (``CPFLEET_*``) with a value cpfleet cannot use: the message is
+    one line per bad variable naming it, its value and the accepted values (core/envvars.py)."""
+
+    def __init__(self, variable: str, value: str, message: str) -> None:
+        super().__init__(message)
+        self.variable = variable
+        self.value = value
+
+
 # -- data ---------------------------------------------------------------------------------------
 
 

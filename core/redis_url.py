@@ -265,3 +265,28 @@ def _host_port(url: str, text: str, default_port: int) -> tuple[str, int]:
 def _looks_like_host_port(text: str) -> bool:
     host, _, port = text.partition(":")
     return bool(host) and _HOST.match(host) is not None and (not port or port.split("/")[0].isdigit())
+
+
+# What a redis-py error means for the person at the keyboard, and what to do about it. Matched
+# on the class name and the server's words, since the core imports no client library.
+_ASKS_PASSWORD = ("NOAUTH", "Authentication required", "HELLO must be called with the client already authenticated")
+_WRONG_PASSWORD = ("WRONGPASS", "invalid username-password pair", "invalid password")
+_REFUSED = ("Connection refused", "Error 111 ", "No such file or directory")
+_NOT_REDIS = ("Connection closed by server", "Protocol Error", "protocol error")
+
+
+def connection_hint(exc: BaseException) -> str:
+    """The server's error, plus what to do about it when the cause is a usual one: a password
+    missing from or wrong in the URL, nothing listening, something other than Redis on the port."""
+    text = str(exc).strip() or type(exc).__name__
+    if any(s in text for s in _ASKS_PASSWORD):
+        return ("this Redis requires a password: put it in the URL, redis://:PASSWORD@HOST:PORT/DB "
+                "(or redis://USER:PASSWORD@... for an ACL user)")
+    if type(exc).__name__ == "AuthenticationError" or any(s in text for s in _WRONG_PASSWORD):
+        return f"Redis refused the user or password in the URL ({text.rstrip('.')}): check them"
+    if any(s in text for s in _REFUSED):
+        return (f"{text.rstrip('.')}: is Redis running there? `cpfleet up` starts one; "
+                f"--redis URL or ${'CPFLEET_REDIS_URL'} points elsewhere")
+    if any(s in text for s in _NOT_REDIS):
+        return f"{text.rstrip('.')}: the server on that port does not answer as Redis; check the port"
+    return text

@@ -38,7 +38,12 @@ start here:
   cpfleet load PROBLEMS; cpfleet submit JOBS    the same jobs through that fleet
 
 Commands that talk to Redis take --redis URL, else ${defaults.REDIS_URL_ENV}, else
-{defaults.DEFAULT_REDIS_URL}. `cpfleet COMMAND --help` lists a command's options."""
+{defaults.DEFAULT_REDIS_URL}. `cpfleet COMMAND --help` lists a command's options.
+
+exit status: 0 done; 1 the work failed (a part of `cpfleet up` stopped, a demo verdict not as
+expected); 2 a bad argument, input file or CPFLEET_* setting (one line says which); 3 Redis
+cannot be reached (the line says what to do); 130 interrupted (Ctrl-C). `cpfleet run` exits
+with the program's own status."""
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
@@ -82,11 +87,16 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "command", None):
         parser.print_help()
         return 2
-    from cpfleet.core.errors import BrokerFull, BrokerUnavailable, RedisUrlError
+    from cpfleet.core.errors import BrokerFull, BrokerUnavailable, ConfigError, RedisUrlError
 
     try:
+        check_environment(args.command)
         check_redis_url(args)
         return int(args._module.run(args) or 0)
+    except ConfigError as exc:  # a CPFLEET_* variable with a bad value: one line per variable
+        for line in str(exc).splitlines():
+            print(f"cpfleet {args.command}: {line}", file=sys.stderr)
+        return 2
     except RedisUrlError as exc:  # the user's typo: one line, never a traceback
         print(f"cpfleet {args.command}: {exc}", file=sys.stderr)
         return 2
@@ -96,11 +106,28 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except SystemExit as exc:  # a command's refusal of its arguments as a message: a usage error
+        if isinstance(exc.code, str):
+            print(exc.code, file=sys.stderr)
+            return 2
+        raise
 
 
 # Commands that use $CPFLEET_REDIS_URL (else the default) when --redis is not given; `up`
 # starts a Redis of its own instead, `run --local` uses none.
 USES_REDIS_ENV = frozenset({"load", "submit", "worker", "serve", "run"})
+
+
+def check_environment(command: str) -> None:
+    """Check every ``CPFLEET_*`` variable before the command does anything (raises ConfigError),
+    and warn about a name that is nearly one of ours: a typo would otherwise do nothing, silently.
+    The Redis URL is left to ``check_redis_url``: ``--redis`` overrides it, and commands without
+    Redis never read it."""
+    from cpfleet.core import envvars
+
+    for name, meant in envvars.misspelled():
+        print(f"cpfleet {command}: warning: {name} is not a cpfleet setting; did you mean {meant}?", file=sys.stderr)
+    envvars.check_environment(skip=(defaults.REDIS_URL_ENV,))
 
 
 def check_redis_url(args: argparse.Namespace) -> None:

@@ -17,7 +17,6 @@ result backend. Args and kwargs stay hidden: they hold the completions.
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import Any
 
@@ -26,6 +25,8 @@ from flower import command as flower_command
 from flower.app import Flower
 from tornado.ioloop import PeriodicCallback
 
+from cpfleet.core import envvars
+
 REFRESH_ENV = "CPFLEET_FLOWER_REFRESH_S"
 DEFAULT_REFRESH_S = 10.0
 TASKS_COLUMNS = "name,uuid,state,result,received,runtime,worker"
@@ -33,10 +34,7 @@ TASKS_COLUMNS = "name,uuid,state,result,received,runtime,worker"
 
 def refresh_interval_s(environ: dict[str, str] | None = None) -> float:
     """Seconds between two worker inspections (``$CPFLEET_FLOWER_REFRESH_S``; > 0)."""
-    raw = (environ if environ is not None else dict(os.environ)).get(REFRESH_ENV, "")
-    value = float(raw) if raw.strip() else DEFAULT_REFRESH_S
-    if not value > 0:
-        raise ValueError(f"{REFRESH_ENV} must be a positive number of seconds, got {raw!r}")
+    value: float = envvars.read(REFRESH_ENV, DEFAULT_REFRESH_S, environ)
     return value
 
 

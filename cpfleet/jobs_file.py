@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import json
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import IO, Any
 
 from cpfleet.core import protocol
 from cpfleet.core.errors import InputFileError
+from cpfleet.core.languages import LANGUAGES
 
 DEFAULT_MAX_WARNINGS = 5
 
@@ -90,6 +92,8 @@ def parse_job(record: Any, index: int) -> dict[str, Any]:
     language = record.get("language")
     if language is not None and not isinstance(language, str):
         raise InputFileError(f"job {shown_id!r}: 'language' must be a string")
+    if language is not None and language not in LANGUAGES:  # the caller's typo, not the fleet's failure
+        raise InputFileError(f"job {shown_id!r}: unknown language {language!r}; known: {', '.join(LANGUAGES)}")
     job: dict[str, Any] = {"problem_id": record["problem_id"], "completion": completion, "job_id": job_id}
     if language is not None:
         job["language"] = language
@@ -129,3 +133,57 @@ def print_skipped(read: JobsRead, command: str) -> None:
         print(f"cpfleet {command}: {read.warnings_suppressed} more skipped job lines not shown", file=sys.stderr)
     if read.skipped:
         print(f"cpfleet {command}: jobs: {read.summary()}", file=sys.stderr)
+
+
+class Tally:
+    """What ``cpfleet judge`` and ``cpfleet submit`` count of the results they print, and their
+    one summary line. Infrastructure errors are counted by message, so the summary names the
+    commonest: "INTERNAL 40" alone does not tell a user that Java is missing on the host."""
+
+    def __init__(self) -> None:
+        self.verdicts: Counter[str] = Counter()
+        self.rewards: list[float] = []
+        self.infra_messages: Counter[str] = Counter()
+
+    def add(self, result: Any) -> None:
+        self.verdicts[str(result.verdict)] += 1
+        if result.reward is None:
+            self.infra_messages[str(result.infra_message)[:300]] += 1
+        else:
+            self.rewards.append(result.reward)
+
+    @property
+    def done(self) -> int:
+        return sum(self.verdicts.values())
+
+    def summary(self) -> str:
+        mean = sum(self.rewards) / len(self.rewards) if self.rewards else 0.0
+        counts = ", ".join(f"{k} {v}" for k, v in self.verdicts.most_common())
+        infra = sum(self.infra_messages.values())
+        return f"mean reward {mean:.3f} over {len(self.rewards)}, infrastructure errors {infra}" + (f"; {counts}" if counts else "")
+
+    def infra_lines(self, command: str, shown: int = 3) -> list[str]:
+        """The commonest infrastructure errors, one line each with how many jobs had it."""
+        out = [f"cpfleet {command}: infrastructure error x{n}: {message}" for message, n in self.infra_messages.most_common(shown)]
+        if len(self.infra_messages) > shown:
+            out.append(f"cpfleet {command}: ... and {len(self.infra_messages) - shown} other infrastructure errors (see infra_message)")
+        return out
+
+
+def looks_like(path: str | Path) -> str | None:
+    """``"job"`` or ``"problem"`` when the file's first record has that kind's fields and not
+    the other's; None otherwise (or for stdin, which cannot be read twice). For the hint when a
+    command got its two files the wrong way round."""
+    if str(path) == "-":
+        return None
+    try:
+        first = next((rec for _, rec in read_records(path)), None)
+    except InputFileError:
+        return None
+    if not isinstance(first, dict):
+        return None
+    if "problem_id" in first and "completion" in first and "id" not in first:
+        return "job"
+    if "id" in first and ("hidden_tests" in first or "public_tests" in first) and "completion" not in first:
+        return "problem"
+    return None

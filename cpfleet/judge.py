@@ -18,13 +18,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections import Counter
 from pathlib import Path
 
 from cpfleet.core import protocol
 from cpfleet.core.problem import Problem
 from cpfleet.jobs_file import InputFileError as InputError
-from cpfleet.jobs_file import print_skipped, read_jobs
+from cpfleet.jobs_file import Tally, looks_like, print_skipped, read_jobs
 from cpfleet.loading import load_problems
 from cpfleet.pool import RUNNER_KINDS, default_workers, judge_iter
 from cpfleet.sandbox.env import DEFAULT_MAX_PUBLIC_SHOWN
@@ -64,16 +63,16 @@ def run(args: argparse.Namespace) -> int:
         return 2
     print_skipped(read, "judge")
     jobs = read.jobs
-    if read.skipped and not jobs:
+    if not jobs:  # as for a problem file that loads no problem: nothing to do is a mistake
         print(f"cpfleet judge: no usable job in {args.jobs}: {read.summary()}", file=sys.stderr)
+        if looks_like(args.jobs) == "problem":
+            print(f"cpfleet judge: {args.jobs} holds problems, not jobs: cpfleet judge PROBLEMS JOBS", file=sys.stderr)
         return 2
     if args.workers < 1:
         print("cpfleet judge: --workers must be >= 1", file=sys.stderr)
         return 2
     print(f"judging {len(jobs)} jobs on {len(problems)} problems with {args.workers} workers", file=sys.stderr)
-    verdicts: Counter[str] = Counter()
-    rewards: list[float] = []
-    infra = 0
+    tally = Tally()
     out = sys.stdout
     results = judge_iter(
         problems,
@@ -90,23 +89,14 @@ def run(args: argparse.Namespace) -> int:
         for result in results:
             # counted before it is printed: an interrupt in the middle of a write never leaves
             # a printed result out of the summary
-            verdicts[str(result.verdict)] += 1
-            if result.reward is None:
-                infra += 1
-            else:
-                rewards.append(result.reward)
+            tally.add(result)
             out.write(json.dumps(result.to_dict(), ensure_ascii=False) + "\n")
             out.flush()
     except KeyboardInterrupt:
         results.close()  # stops the pool at once; the results printed so far stand
-        done = sum(verdicts.values())
-        print(f"\ncpfleet judge: interrupted: {done} of {len(jobs)} judged ({_summary(verdicts, rewards, infra)})", file=sys.stderr)
+        print(f"\ncpfleet judge: interrupted: {tally.done} of {len(jobs)} judged ({tally.summary()})", file=sys.stderr)
         return 130
-    print(f"judged {len(jobs)} jobs: {_summary(verdicts, rewards, infra)}", file=sys.stderr)
+    print(f"judged {len(jobs)} jobs: {tally.summary()}", file=sys.stderr)
+    for line in tally.infra_lines("judge"):
+        print(line, file=sys.stderr)
     return 0
-
-
-def _summary(verdicts: Counter[str], rewards: list[float], infra: int) -> str:
-    mean = sum(rewards) / len(rewards) if rewards else 0.0
-    counts = ", ".join(f"{k} {v}" for k, v in verdicts.most_common())
-    return f"mean reward {mean:.3f} over {len(rewards)}, infrastructure errors {infra}" + (f"; {counts}" if counts else "")

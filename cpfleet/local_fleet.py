@@ -192,7 +192,7 @@ class LocalFleet:
     def _check_redis(self, url: str) -> None:
         import redis
 
-        from cpfleet.core.redis_url import parse_redis_url
+        from cpfleet.core.redis_url import connection_hint, parse_redis_url
         from cpfleet.producer.connection import connect
 
         target = parse_redis_url(url)
@@ -200,7 +200,7 @@ class LocalFleet:
         try:
             client.ping()
         except redis.RedisError as e:
-            raise FleetError(f"cannot reach Redis at {target.safe}: {e}") from e
+            raise FleetError(f"cannot reach Redis at {target.safe}: {connection_hint(e)}") from e
         finally:
             client.close()
 

@@ -150,6 +150,12 @@ def open_dataset(dataset: str, split: str, *, streaming: bool = False, cache_dir
     if dataset.startswith((".", "/")) or dataset.endswith(tuple(LOCAL_BUILDERS)):
         raise PrepareError(f"{dataset}: no such file or folder")
     if data_files:
+        here = [f for f in data_files if Path(f).exists()]
+        if here:  # the user meant a file of theirs: the hub would retry it for a minute, then fail
+            raise PrepareError(
+                f"--data-files {here[0]} is a file here, but --data-files names files inside the hub dataset "
+                f"{dataset!r}; to convert a local file pass it as --dataset {here[0]}"
+            )
         # named files of a hub repository: fetched one by one and read with the packaged
         # builders, which also works for repositories that still carry a loading script
         # (livecodebench/code_generation_lite), refused by datasets >= 4 as a whole
@@ -177,6 +183,8 @@ def _local_files(path: Path, split: str) -> tuple[str, list[str]]:
         builder = _builder_for(path)
         if builder is None:
             raise PrepareError(f"{path}: unsupported file type (parquet, json, jsonl[.gz], arrow)")
+        if path.stat().st_size == 0:
+            raise PrepareError(f"{path}: empty file")
         return builder, [str(path)]
     files = sorted(f for f in path.rglob("*") if f.is_file() and _builder_for(f))
     if not files:
@@ -460,6 +468,9 @@ def prepare(
     except PrepareError:
         raise
     except Exception as e:  # hub unreachable, unknown name, no such split: datasets raises many kinds
+        bad = _first_bad_json_line(root)
+        if bad is not None:  # datasets says only "An error occurred while generating the dataset"
+            raise PrepareError(bad) from e
         raise DatasetUnavailableError(f"cannot load {dataset!r} split {opts.split!r}: {e}") from e
     columns = _columns(ds)
     fmt = opts.fmt or detect_format(columns)
@@ -481,6 +492,28 @@ def prepare(
     finally:
         bar.close()
     return summary
+
+
+def _first_bad_json_line(path: Path) -> str | None:
+    """``FILE:LINE: invalid JSON: ...`` for the first unparsable line of a local JSON Lines file,
+    None when it is not one or every line parses. Read only after ``datasets`` failed on it."""
+    if not path.is_file() or _builder_for(path) != "json":
+        return None
+    try:
+        with (gzip.open(path, "rt", encoding="utf-8") if path.name.endswith(".gz") else path.open(encoding="utf-8")) as f:
+            first = f.read(1)
+            if first == "[":  # one JSON array, not JSON Lines
+                return None
+            f.seek(0)
+            for lineno, line in enumerate(f, 1):
+                if line.strip():
+                    try:
+                        json.loads(line)
+                    except json.JSONDecodeError as e:
+                        return f"{path}:{lineno}: invalid JSON: {e}"
+    except (OSError, UnicodeDecodeError, EOFError) as e:
+        return f"{path}: cannot read: {e}"
+    return None
 
 
 def _columns(ds: Any) -> list[str]:
@@ -597,6 +630,10 @@ def run(args: argparse.Namespace) -> int:
         more = summary.skipped[reason] - len(rows)
         print(f"  first skipped for {reason!r}: {', '.join(rows)}" + (f" (+{more} more)" if more > 0 else ""),
               file=sys.stderr)
+    if summary.read and not summary.kept:  # as judge and load refuse a file with no problem in it
+        hint = "" if args.fmt is None else f" (is --format {args.fmt} the dataset's schema?)"
+        print(f"cpfleet prepare: no problem kept from {summary.read} rows{hint}: see the reasons above", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -10,6 +10,7 @@ escaped its group.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import ctypes
 import os
@@ -21,7 +22,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from types import FrameType
 from typing import Any
 
@@ -155,6 +156,24 @@ def reap_children() -> int:
         if pid == 0:
             return n
         n += 1
+
+
+def port_arg(lowest: int = 1) -> Callable[[str], int]:
+    """An argparse type for a TCP port: 1-65535, and from ``lowest`` up where the command gives
+    0 or -1 a meaning (any free port, off). A port out of range is a usage error naming the
+    option, never an OverflowError from bind()."""
+
+    def parse(text: str) -> int:
+        try:
+            port = int(text)
+        except ValueError:
+            port = lowest - 1
+        if not lowest <= port <= 65535:
+            extra = {-1: ", 0 (any free port) or -1 (off)", 0: " or 0 (any free port)"}.get(lowest, "")
+            raise argparse.ArgumentTypeError(f"{text!r} is not a port: want 1-65535{extra}")
+        return port
+
+    return parse
 
 
 def port_free(port: int) -> bool:

@@ -129,7 +129,13 @@ def _single(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _read_input(path: str) -> bytes:
-    return sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
+    if path == "-":
+        return sys.stdin.buffer.read()
+    try:
+        return Path(path).read_bytes()
+    except FileNotFoundError:  # `--stdin "1 2"`: the input itself where a file was wanted
+        raise FileNotFoundError(f"--stdin {path}: no such file (--stdin takes an input file, or - for this "
+                                "process's stdin: echo '1 2' | cpfleet run FILE --stdin -)") from None
 
 
 def _batch(args: argparse.Namespace) -> list[dict[str, Any]]:

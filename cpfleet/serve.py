@@ -25,6 +25,7 @@ from cpfleet.gateway.app import (
     ServeConfig,
     create_app,
 )
+from cpfleet.processes import port_arg
 
 DEFAULT_PORT = 8080
 
@@ -32,7 +33,7 @@ DEFAULT_PORT = 8080
 def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--redis", metavar="URL", help="the fleet's " + defaults.REDIS_URL_HELP)
     p.add_argument("--host", default="127.0.0.1", help="bind address; a non-loopback one needs --token (default: %(default)s)")
-    p.add_argument("--port", type=int, default=DEFAULT_PORT, help="TCP port (default: %(default)s)")
+    p.add_argument("--port", type=port_arg(), default=DEFAULT_PORT, help="TCP port (default: %(default)s)")
     p.add_argument("--token", default=None, help="require 'Authorization: Bearer TOKEN' on every endpoint but /healthz (default: no token, loopback only)")
     p.add_argument("--queue", default=None, help="the fleet queue to submit to (default: cpfleet)")
     p.add_argument("--max-body-mb", type=float, default=DEFAULT_MAX_BODY_MB,
@@ -81,7 +82,7 @@ def redis_unreachable(redis_url: str) -> str | None:
     """Why the fleet's Redis cannot be used right now (None: it answers a PING)."""
     import redis
 
-    from cpfleet.core.redis_url import parse_redis_url
+    from cpfleet.core.redis_url import connection_hint, parse_redis_url
     from cpfleet.producer.connection import connect
 
     target = parse_redis_url(redis_url)
@@ -92,7 +93,7 @@ def redis_unreachable(redis_url: str) -> str | None:
         finally:
             client.close()
     except redis.RedisError as exc:
-        return f"cannot reach Redis at {target.safe}: {exc}"
+        return f"cannot reach Redis at {target.safe}: {connection_hint(exc)}"
     return None
 
 
@@ -108,7 +109,8 @@ def listen(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as e:
         sock.close()
-        raise SystemExit(f"cpfleet serve: cannot listen on {host}:{port}: {e.strerror}") from None
+        print(f"cpfleet serve: cannot listen on {host}:{port}: {e.strerror}; pick another --port", file=sys.stderr)
+        raise SystemExit(2) from None
     sock.listen(2048)
     sock.set_inheritable(True)
     return sock

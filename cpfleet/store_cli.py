@@ -15,6 +15,7 @@ import time
 
 from cpfleet.core import defaults
 from cpfleet.core.errors import InputFileError
+from cpfleet.jobs_file import looks_like
 from cpfleet.loading import DuplicateProblemError, LoadResult, ProblemFileError, load_problems
 
 
@@ -82,6 +83,14 @@ def load_for_command(args: argparse.Namespace, command: str) -> LoadResult | Non
         print(f"cpfleet {command}: {loaded.stats.warnings_suppressed} more skipped records not shown", file=sys.stderr)
     if not loaded.problems and args.max_problems != 0:
         print(f"cpfleet {command}: no problem loaded from {args.problems}: {loaded.stats.summary()}", file=sys.stderr)
+        if looks_like(args.problems) == "job":
+            print(f"cpfleet {command}: {args.problems} holds jobs ({{problem_id, completion}}), not problems"
+                  + (": the problem file comes first, cpfleet judge PROBLEMS JOBS" if command == "judge" else ""),
+                  file=sys.stderr)
+        elif loaded.stats.records and loaded.stats.malformed == loaded.stats.records:
+            print(f"cpfleet {command}: a problem record needs at least id and hidden_tests (docs/problems.md); "
+                  "a dataset in its own schema (code_contests, TACO, APPS, ...) is converted by cpfleet prepare",
+                  file=sys.stderr)
         return None
     return loaded
 
@@ -89,7 +98,7 @@ def load_for_command(args: argparse.Namespace, command: str) -> LoadResult | Non
 def run(args: argparse.Namespace) -> int:
     import redis
 
-    from cpfleet.core.redis_url import parse_redis_url
+    from cpfleet.core.redis_url import connection_hint, parse_redis_url
     from cpfleet.core.store import register_problems
     from cpfleet.producer.connection import connect
 
@@ -99,12 +108,14 @@ def run(args: argparse.Namespace) -> int:
         return 2
     # Large problems take a while on a slow link: wait for Redis longer than redis-py's 5 s default.
     args.redis = defaults.redis_url(args.redis)
-    client = connect(parse_redis_url(args.redis), socket_timeout=120, socket_connect_timeout=10)
+    target = parse_redis_url(args.redis)
+    client = connect(target, socket_timeout=120, socket_connect_timeout=10)
     try:
         stats = register_problems(client, loaded.problems)
     except redis.RedisError as e:
-        print(f"cpfleet load: cannot write to Redis at {args.redis}: {e}", file=sys.stderr)
-        return 1
+        # the exit status of every command that cannot reach Redis (cpfleet.cli); never the password
+        print(f"cpfleet load: cannot write to Redis at {target.safe}: {connection_hint(e)}", file=sys.stderr)
+        return 3
     finally:
         client.close()
     s = loaded.stats

@@ -14,11 +14,16 @@ import argparse
 import concurrent.futures as cf
 import json
 import sys
-from collections import Counter
 from typing import Any
 
 from cpfleet.core import defaults, protocol
-from cpfleet.jobs_file import InputFileError, print_skipped, read_jobs  # shared with `cpfleet judge`
+from cpfleet.jobs_file import (  # shared with `cpfleet judge`
+    InputFileError,
+    Tally,
+    looks_like,
+    print_skipped,
+    read_jobs,
+)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -48,8 +53,10 @@ def run(args: argparse.Namespace) -> int:
         return 2
     print_skipped(read, "submit")
     jobs = read.jobs
-    if read.skipped and not jobs:
+    if not jobs:  # as for a problem file that loads no problem: nothing to do is a mistake
         print(f"cpfleet submit: no usable job in {args.jobs}: {read.summary()}", file=sys.stderr)
+        if looks_like(args.jobs) == "problem":
+            print(f"cpfleet submit: {args.jobs} holds problems, not jobs: upload them with cpfleet load", file=sys.stderr)
         return 2
     try:
         client = FleetClient(
@@ -64,6 +71,10 @@ def run(args: argparse.Namespace) -> int:
     except (BrokerUnavailable, BrokerFull) as exc:
         print(f"cpfleet submit: {exc}", file=sys.stderr)
         return 3
+    if live_nodes(client.redis_url) == 0:  # else a silent progress bar at 0 until the deadline
+        print(f"cpfleet submit: warning: no worker has sent a heartbeat to this Redis: the jobs wait in queue "
+              f"{args.queue!r} until one starts (cpfleet worker --redis URL, or cpfleet up), or for "
+              f"{args.timeout:g} s, then end INTERNAL", file=sys.stderr)
     with client:
         skipped_ids: dict[str, str] = {}
         if args.problems:
@@ -110,7 +121,7 @@ def _submit(client: Any, jobs: list[dict[str, Any]], progress: bool, skipped_ids
     while True:
         try:
             sent = client.submit_many(
-                [{"problem_id": j["problem_id"], "completion": j["completion"], "job_id": u}
+                [{"problem_id": j["problem_id"], "completion": j["completion"], "job_id": u, "language": j.get("language")}
                  for j, u in zip(jobs, user_ids, strict=True) if j["problem_id"] not in unknown]
             )
             break
@@ -129,9 +140,7 @@ def _submit(client: Any, jobs: list[dict[str, Any]], progress: bool, skipped_ids
             futures.append(refused)
         else:
             futures.append(next(published))
-    verdicts: Counter[str] = Counter()
-    rewards: list[float] = []
-    infra = 0
+    tally = Tally()
     position = {f: i for i, f in enumerate(futures)}
     done: dict[int, Any] = {}
     next_out = 0
@@ -142,11 +151,7 @@ def _submit(client: Any, jobs: list[dict[str, Any]], progress: bool, skipped_ids
                 r = future.result()
                 # counted when received, before it is printed: an interrupt in the middle of a
                 # write never leaves a printed result out of the summary
-                verdicts[str(r.verdict)] += 1
-                if r.reward is None:
-                    infra += 1
-                else:
-                    rewards.append(r.reward)
+                tally.add(r)
                 done[position[future]] = r
                 while next_out in done:  # stream out in input order as soon as possible
                     r = done.pop(next_out)
@@ -158,15 +163,39 @@ def _submit(client: Any, jobs: list[dict[str, Any]], progress: bool, skipped_ids
     except KeyboardInterrupt:
         sys.stdout.flush()
         client.cancel_many(futures)  # the fleet drops what it has not started
-        print(f"\ncpfleet submit: interrupted: {sum(verdicts.values())} of {len(jobs)} judged ({_summary(verdicts, rewards, infra)}); "
+        print(f"\ncpfleet submit: interrupted: {tally.done} of {len(jobs)} judged ({tally.summary()}); "
               "the rest were withdrawn", file=sys.stderr)
         return 130
     sys.stdout.flush()
-    print(f"submitted {len(jobs)} jobs: {_summary(verdicts, rewards, infra)}", file=sys.stderr)
+    print(f"submitted {len(jobs)} jobs: {tally.summary()}", file=sys.stderr)
+    for line in tally.infra_lines("submit"):
+        print(line, file=sys.stderr)
     return 0
 
 
-def _summary(verdicts: Counter[str], rewards: list[float], infra: int) -> str:
-    mean = sum(rewards) / len(rewards) if rewards else 0.0
-    counts = ", ".join(f"{k} {v}" for k, v in verdicts.most_common())
-    return f"mean reward {mean:.3f} over {len(rewards)}, infrastructure errors {infra}" + (f"; {counts}" if counts else "")
+def live_nodes(url: str) -> int | None:
+    """How many worker nodes have a live heartbeat on this Redis (``protocol.nodes_key``); None
+    when it cannot tell. A fleet run with heartbeats off (CPFLEET_NODE_TTL=0) shows none."""
+    import redis
+
+    from cpfleet.core import protocol
+    from cpfleet.core.redis_url import parse_redis_url
+    from cpfleet.producer.connection import connect
+
+    try:
+        client = connect(parse_redis_url(url), socket_timeout=5, socket_connect_timeout=5)
+        try:
+            beats = client.hvals(protocol.nodes_key())
+            now = float(client.time()[0])
+        finally:
+            client.close()
+    except redis.RedisError:
+        return None
+    alive = 0
+    for value in beats:
+        until = value.split(b" ", 1)[0]
+        try:
+            alive += float(until) > now
+        except ValueError:
+            continue
+    return alive

@@ -33,7 +33,15 @@ from typing import IO
 from cpfleet.core.defaults import DEFAULT_FLOWER_PORT, DEFAULT_METRICS_PORT, DEFAULT_REDIS_PORT
 from cpfleet.core.errors import FleetError
 from cpfleet.local_fleet import LocalFleet
-from cpfleet.processes import Stopped, become_subreaper, http_get, kill_strays, port_free, stop_on_signals
+from cpfleet.processes import (
+    Stopped,
+    become_subreaper,
+    http_get,
+    kill_strays,
+    port_arg,
+    port_free,
+    stop_on_signals,
+)
 
 DATA_DIR_ENV = "CPFLEET_DATA_DIR"
 
@@ -45,11 +53,11 @@ def add_fleet_arguments(parser: argparse.ArgumentParser) -> None:
         "--workers", "-c", type=int, metavar="N", help="pool processes of the worker (default: CPU count)"
     )
     parser.add_argument(
-        "--flower-port", type=int, metavar="P",
+        "--flower-port", type=port_arg(-1), metavar="P",
         help=f"Flower's port (default {DEFAULT_FLOWER_PORT}, or a free one if taken; -1: no Flower)",
     )  # fmt: skip
     parser.add_argument(
-        "--metrics-port", type=int, metavar="P",
+        "--metrics-port", type=port_arg(-1), metavar="P",
         help=f"worker /metrics port (default {DEFAULT_METRICS_PORT}, or a free one if taken; -1: off)",
     )  # fmt: skip
 
@@ -61,7 +69,7 @@ def resolve_port(asked: int | None, default: int) -> int | None:
     if asked < 0:
         return None
     if asked and not port_free(asked):
-        raise FleetError(f"port {asked} is already in use")
+        raise FleetError(f"port {asked} is already in use: pick another, or leave the option out for a free one")
     return asked
 
 
@@ -96,7 +104,7 @@ def default_data_dir() -> Path:
 def configure(parser: argparse.ArgumentParser) -> None:
     add_fleet_arguments(parser)
     parser.add_argument(
-        "--redis-port", type=int, metavar="P",
+        "--redis-port", type=port_arg(0), metavar="P",
         help=f"port of the Redis started here (default {DEFAULT_REDIS_PORT}, or a free one if taken)",
     )  # fmt: skip
     parser.add_argument(

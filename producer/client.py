@@ -40,6 +40,7 @@ import redis
 from cpfleet.core import defaults, protocol
 from cpfleet.core.errors import BrokerFull, ClientClosed, FleetBusy
 from cpfleet.core.protocol import JobMessage, RunMessage
+from cpfleet.core.redis_url import connection_hint
 from cpfleet.core.results import JobResult, RunJobResult
 from cpfleet.producer.batcher import AsyncEvaluator
 from cpfleet.producer.connection import connect
@@ -139,7 +140,7 @@ class FleetClient:
             raise BrokerFull(f"Redis at {target.safe} is full (maxmemory reached, noeviction): {exc}") from exc
         except redis.RedisError as exc:
             self._redis.close()
-            raise BrokerUnavailable(f"cannot reach Redis at {target.safe}: {exc}") from exc
+            raise BrokerUnavailable(f"cannot reach Redis at {target.safe}: {connection_hint(exc)}") from exc
         if not claimed:
             self._redis.close()
             raise ValueError(
@@ -531,7 +532,7 @@ class FleetClient:
         except redis.RedisError as exc:
             raise BrokerUnavailable(f"cannot read the length of queue {self.queue!r}: {exc}") from exc
 
-    def purge_orphans(self, budget_s: float = 30.0) -> int:
+    def purge_orphans(self, budget_s: float = 30.0, *, closing: bool = False) -> int:
         """Remove from this client's queue the jobs of clients that are gone (closed, or crashed
         with their claim expired) and cancelled jobs; returns how many. Best effort within ``budget_s`` seconds:
         what it misses, workers drop unjudged. Runs at construction (``sweep_orphans``) and for
@@ -541,7 +542,10 @@ class FleetClient:
         except redis.RedisError as exc:
             log.warning("could not sweep orphaned jobs from queue %r: %s", self.queue, exc)
             return 0
-        if removed:
+        if removed and closing:  # this client's own unanswered jobs, on close (or Ctrl-C in a with block)
+            log.warning("withdrew %d queued job(s) nobody waits for any more (this client's, closed before "
+                        "their results) from queue %r", removed, self.queue)
+        elif removed:
             log.warning("removed %d orphaned job(s) of gone clients from queue %r", removed, self.queue)
         return removed
 
@@ -566,7 +570,7 @@ class FleetClient:
         except redis.RedisError:
             pass
         if left:
-            self.purge_orphans()  # this client's queued jobs are orphans now: take them out
+            self.purge_orphans(closing=True)  # this client's queued jobs are orphans now: take them out
         self._redis.close()
         self._replies.close()
 

@@ -46,7 +46,7 @@ from cpfleet.core.protocol import check_options
 from cpfleet.core.results import JobResult, JobStamp, TestSetSummary
 from cpfleet.core.verdict import Verdict
 from cpfleet.sandbox import fncall, languages
-from cpfleet.sandbox.extract import Extracted, extract_program, looked_for
+from cpfleet.sandbox.extract import Extracted, extract_program, looked_for, skipped_tags
 from cpfleet.sandbox.judging import JobBudget, TestOutcome, judge_any, problem_limits
 from cpfleet.sandbox.observation import PublicTestView, clip, format_observation
 from cpfleet.sandbox.runner import CodeRunner, Limits
@@ -61,13 +61,16 @@ NO_CODE_MESSAGE = (
 )
 
 
-def no_code_message(allowed: tuple[str, ...] | None) -> str:
-    """NO_CODE's feedback, naming the languages that were looked for."""
+def no_code_message(allowed: tuple[str, ...] | None, text: str = "") -> str:
+    """NO_CODE's feedback, naming the languages that were looked for, and the blocks of ``text``
+    skipped for their language."""
+    skipped = skipped_tags(text, allowed) if text else []
+    found = f" (found {', '.join(f'```{t}' for t in skipped[:3])}: not a language judged here)" if skipped else ""
     if allowed == ("python3",):
-        return NO_CODE_MESSAGE
+        return NO_CODE_MESSAGE.replace(": put", f"{found}: put", 1)
     first = core_languages.info((allowed or ("python3",))[0])
     example = first.example_tag() if first is not None else "python"
-    return (f"No code found in {looked_for(allowed)}: put the whole program in one fenced block "
+    return (f"No code found in {looked_for(allowed)}{found}: put the whole program in one fenced block "
             f"(```{example} ... ```). No test was run.")
 
 
@@ -157,7 +160,7 @@ class Judge:
             return self._infra(str(e))
         found = extract_program(text, allowed=allowed, default=default)
         if found is None:
-            return self.stamp.result(0.0, Verdict.NO_CODE, observation=no_code_message(allowed),
+            return self.stamp.result(0.0, Verdict.NO_CODE, observation=no_code_message(allowed, text),
                                      executed_ms=self._elapsed_ms())
         from cpfleet.sandbox import compiled
 

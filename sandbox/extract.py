@@ -126,6 +126,24 @@ def programs_key(text: str) -> str | None:
     return "\0\0".join(parts) if parts else None
 
 
+# tags of blocks that hold no program (sample output, prose): never named as a skipped language
+_NOT_CODE = frozenset({"text", "txt", "plaintext", "output", "input", "console", "none", "markdown", "md"})
+
+
+def skipped_tags(text: str, allowed: Sequence[str] | None = None) -> list[str]:
+    """The tags of the fenced blocks that were skipped for their language (```rust, a ```java
+    block on a C++-only problem), in order, each once: what NO_CODE's feedback names, so a
+    model that answered in a language the problem does not take learns that, not "no code"."""
+    allowed = tuple(LANGUAGES if allowed is None else allowed)
+    out: list[str] = []
+    for tag, code in _blocks(text):
+        if tag in _NOT_CODE or not tag or tag == "\0" or not code.strip() or tag in out:
+            continue
+        if _language_of(tag, allowed, True) not in allowed:
+            out.append(tag)
+    return out
+
+
 def looked_for(allowed: Sequence[str] | None) -> str:
     """The NO_CODE message's list of what was looked for: 'cpp or java'."""
     names = list(LANGUAGES if allowed is None else allowed)

@@ -70,6 +70,19 @@ FORK_AHEAD_ENV = "CPFLEET_FORK_AHEAD"
 FORK_AHEAD_SETTINGS = ("auto", "1", "0")
 
 
+def _warn(msg: str) -> None:
+    """Once on stderr: through logging where a handler already writes there (a worker's log),
+    else printed (``cpfleet judge``) and logged only to handlers of the caller's own (logging's
+    last-resort handler would print it a second time)."""
+    streams = (sys.stderr, sys.__stderr__)
+    if any(isinstance(h, logging.StreamHandler) and h.stream in streams for h in logging.getLogger().handlers):
+        log.warning(msg)
+        return
+    print(f"cpfleet: WARNING: {msg}", file=sys.stderr)
+    if log.hasHandlers():
+        log.warning(msg)
+
+
 def fork_ahead_setting(value: str | None = None) -> str:
     """``CPFLEET_FORK_AHEAD`` (or ``value``), checked: ``auto`` (the default), ``1`` or ``0``."""
     raw = os.environ.get(FORK_AHEAD_ENV, "auto") if value is None else value
@@ -190,9 +203,10 @@ class ZygoteRunner(CodeRunner):
         self._end_job()
         missing = [k for k, v in layers.items() if not v]
         if missing:
-            msg = f"SANDBOX ISOLATION INCOMPLETE ({self.name}): missing {missing}; " + "; ".join(self._report.notes)
-            log.warning(msg)
-            print(f"cpfleet: WARNING: {msg}", file=sys.stderr)
+            msg = (f"SANDBOX ISOLATION INCOMPLETE ({self.name}): missing {missing}; " + "; ".join(self._report.notes)
+                   + "; for every layer run as root, or in a container with the capabilities docker-compose.yml "
+                   "grants (docs/security.md)")
+            _warn(msg)
 
     # -- CodeRunner -----------------------------------------------------------------------
     @property
@@ -268,9 +282,7 @@ class ZygoteRunner(CodeRunner):
             if self._pypy is not None:
                 self._pypy.stop()
                 self._pypy = None
-            msg = f"no PyPy fork server ({self._pypy_refused}): PyPy programs start a fresh PyPy per test"
-            log.warning(msg)
-            print(f"cpfleet: WARNING: {msg}", file=sys.stderr)
+            _warn(f"no PyPy fork server ({self._pypy_refused}): PyPy programs start a fresh PyPy per test")
 
     @property
     def pypy_isolation(self) -> IsolationReport | None:

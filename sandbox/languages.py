@@ -53,6 +53,7 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from cpfleet.core import envvars
 from cpfleet.core import languages as core_languages
 from cpfleet.core.errors import UnknownLanguage
 from cpfleet.core.languages import FENCE_TAGS, LANGUAGES
@@ -160,26 +161,9 @@ def solution_python() -> str:
     return os.path.realpath(getattr(sys, "_base_executable", sys.executable))
 
 
-def parse_multipliers(text: str) -> dict[str, float]:
-    """``java=2,pypy3=1.5`` -> {"java": 2.0, "pypy3": 1.5}; a bad entry raises ValueError."""
-    out: dict[str, float] = {}
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        name, sep, value = part.partition("=")
-        name = name.strip()
-        if not sep or name not in LANGUAGES:
-            raise ValueError(f"bad time multiplier {part!r}: want LANGUAGE=FACTOR with LANGUAGE in {LANGUAGES}")
-        factor = float(value)
-        if not (0 < factor <= 100):
-            raise ValueError(f"time multiplier for {name} must be in (0, 100], got {factor}")
-        out[name] = factor
-    return out
-
-
 def java_gc_flags(env: Mapping[str, str]) -> tuple[str, ...]:
     """The collector flags of ``CPFLEET_JAVA_GC`` (``serial``, the default, or ``g1``)."""
-    gc = env.get("CPFLEET_JAVA_GC", "serial")
-    if gc not in JAVA_GCS:
-        raise ValueError(f"CPFLEET_JAVA_GC must be one of {sorted(JAVA_GCS)}, got {gc!r}")
+    gc: str = envvars.read("CPFLEET_JAVA_GC", "serial", env)
     return JAVA_GCS[gc]
 
 
@@ -251,13 +235,11 @@ def _pypy3(env: Mapping[str, str]) -> Language:
 def _static_link(env: Mapping[str, str]) -> tuple[str, ...]:
     # static linking, as Codeforces and Kattis do: no dynamic loader and relocation of libstdc++
     # at every test's exec (~1 ms of CPU per test for an iostream program here)
-    return ("-static",) if env.get("CPFLEET_STATIC_LINK", "1") != "0" else ()
+    return ("-static",) if envvars.read("CPFLEET_STATIC_LINK", "1", env) == "1" else ()
 
 
 def _cpp(env: Mapping[str, str]) -> Language:
-    std = env.get("CPFLEET_CPP_STD", "gnu++17")
-    if not std.replace("+", "").replace("c", "").replace("gnu", "").isdigit():
-        raise ValueError(f"CPFLEET_CPP_STD must look like gnu++17 or c++20, got {std!r}")
+    std: str = envvars.read("CPFLEET_CPP_STD", "gnu++17", env)
     gxx = _which("g++")
     cpp_flags = (f"-std={std}", "-O2", "-DONLINE_JUDGE", "-pipe")
     return Language(
@@ -325,7 +307,7 @@ def build_table(env: Mapping[str, str] | None = None) -> dict[str, Language]:
     """The per-language settings of every declared language with a toolchain, from the
     environment (see the module docstring)."""
     env = os.environ if env is None else env
-    multipliers = parse_multipliers(env.get("CPFLEET_TIME_MULTIPLIERS", ""))
+    multipliers: dict[str, float] = envvars.read("CPFLEET_TIME_MULTIPLIERS", {}, env)
     table = {name: TOOLCHAINS[name](env) for name in LANGUAGES if name in TOOLCHAINS}
     for name, factor in multipliers.items():
         if name in table:

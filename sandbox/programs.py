@@ -65,6 +65,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgpack
 
+from cpfleet.core import envvars
 from cpfleet.core.checkers import BUILD_RUN
 from cpfleet.core.errors import ProgramError, SandboxBroken
 from cpfleet.core.verdict import Verdict
@@ -112,7 +113,7 @@ class CompileCache:
 
     def __init__(self, root: str | None = None, max_bytes: int | None = None) -> None:
         self.root = os.path.join(root or default_cache_dir(), "artifacts")
-        mb = int(os.environ.get("CPFLEET_COMPILE_CACHE_MB", "512"))
+        mb: int = envvars.read("CPFLEET_COMPILE_CACHE_MB", 512)
         self.max_bytes = max_bytes if max_bytes is not None else mb * MiB
         os.makedirs(self.root, mode=0o700, exist_ok=True)
         self.hits = 0

@@ -179,9 +179,13 @@ RUNNER_KINDS = ("forkserver", "subprocess")
 
 
 def make_runner(kind: str = "forkserver", *, isolate: bool = True) -> CodeRunner:
-    """A ready runner (its zygote started and self-tested). One per process; close() it."""
+    """A ready runner (its zygote started and self-tested). One per process; close() it.
+    A CPFLEET_* setting with a bad value raises ConfigError naming it, before anything starts."""
+    from cpfleet.core import envvars
     from cpfleet.sandbox.forkserver import ForkServerRunner
     from cpfleet.sandbox.subprocess_runner import SubprocessRunner
+
+    envvars.check_environment(skip=("CPFLEET_REDIS_URL",))  # a runner needs no Redis
 
     if kind == "forkserver":
         return ForkServerRunner(isolate=isolate)

@@ -22,6 +22,7 @@ import tempfile
 import zlib
 from dataclasses import dataclass
 
+from cpfleet.core import envvars
 from cpfleet.core.errors import SlotDirError
 
 MAX_SLOTS = 1024
@@ -30,9 +31,9 @@ MAX_SLOTS = 1024
 def uid_base() -> int:
     """First sandbox uid. Containers sharing a kernel (and its uid space) get different bases
     from their hostnames unless CPFLEET_SANDBOX_UID_BASE pins one."""
-    env = os.environ.get("CPFLEET_SANDBOX_UID_BASE")
-    if env:
-        return int(env)
+    pinned: int | None = envvars.read("CPFLEET_SANDBOX_UID_BASE")
+    if pinned is not None:
+        return pinned
     return 200_000 + MAX_SLOTS * (zlib.crc32(socket.gethostname().encode()) % 4000)
 
 

@@ -217,12 +217,12 @@ def test_text_mode_client_is_refused(redis_url: str) -> None:
         text_client.close()
 
 
-def test_cli_load_with_unreachable_redis_is_one_line_exit_1(tmp_path: Path) -> None:
+def test_cli_load_with_unreachable_redis_is_one_line_exit_3(tmp_path: Path) -> None:
     from cpfleet.redis_server import free_port
 
     path = tmp_path / "p.jsonl"
     path.write_text(json.dumps(make("a").to_dict()) + "\n")
     proc = cli_load(path, f"redis://127.0.0.1:{free_port()}/0")
-    assert proc.returncode == 1
+    assert proc.returncode == 3  # as every command that cannot reach Redis (cpfleet --help)
     assert len(proc.stderr.strip().splitlines()) == 1
     assert proc.stderr.startswith("cpfleet load: cannot write to Redis at redis://127.0.0.1:")

@@ -129,6 +129,35 @@ def test_every_command_in_the_readme_is_run_by_a_named_test() -> None:
     assert not unrun, f"README commands no test runs: {unrun}"
 
 
+def _fenced() -> list[tuple[str, str]]:
+    """(tag, body) of every fenced block, read line by line (a fence opens, the next one closes)."""
+    out, tag, body = [], None, []
+    for line in README.splitlines():
+        if line.startswith("```"):
+            if tag is None:
+                tag, body = line[3:].strip(), []
+            else:
+                out.append((tag, "\n".join(body)))
+                tag = None
+        elif tag is not None:
+            body.append(line)
+    assert tag is None, "an unclosed fence"
+    return out
+
+
+def test_every_fenced_block_of_the_readme_is_one_a_test_runs() -> None:
+    """bash: each line by RUN_BY above; python: the client's two examples (below) and the TRL
+    recipe (test_readme_trainers); json: the problem example; untagged: pictures, not recipes."""
+    tags = [tag for tag, _ in _fenced()]
+    assert sorted(set(tags)) == ["", "bash", "json", "python"], tags
+    assert tags.count("python") == 3 and tags.count("json") == 1
+    trainers = (REPO / "tests" / "test_readme_trainers.py").read_text()
+    assert "def test_the_trl_recipe_runs_as_written(" in trainers and "TRL rewards: [1.0, 0.0]" in trainers
+    for tag, body in _fenced():
+        if not tag:
+            assert not re.search(r"^\s*(\.venv/bin/|cpfleet |python|pip |docker |export )", body, re.M), body
+
+
 def test_the_problem_example_is_a_judgeable_problem() -> None:
     from cpfleet.core.problem import Problem, validate_for_judging
 

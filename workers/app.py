@@ -12,10 +12,11 @@ import logging
 import os
 import signal
 import sys
+import warnings
 from typing import Any
 
 from celery import Celery, signals
-from celery.exceptions import TimeLimitExceeded, WorkerLostError
+from celery.exceptions import SecurityWarning, TimeLimitExceeded, WorkerLostError
 
 from cpfleet.core import protocol
 from cpfleet.core.errors import IsolationRequirementError
@@ -25,6 +26,12 @@ from cpfleet.workers.config import Settings
 from cpfleet.workers.resources import ISOLATION_EXIT_CODE, ProcessResources, isolation_refusal, redis_client
 
 log = logging.getLogger("cpfleet.worker")
+
+# Celery warns ("absolutely not recommended!") at every start as root. The sandbox needs root to
+# make its namespaces and cgroups, and each test program runs under an unprivileged per-slot
+# uid; the warning's concern, unpickling broker messages as root, does not apply to a node that
+# accepts msgpack only (celery_config). Celery still refuses to start as root with pickle.
+warnings.filterwarnings("ignore", category=SecurityWarning)
 
 def _guard_kombu_closed_channel() -> None:
     """kombu 5.7: when a broker connection is lost, Celery closes it, and closing the channel
@@ -71,8 +78,10 @@ def _require_isolation(**_: Any) -> None:
     refusal = isolation_refusal(settings)
     if refusal is None:
         return
-    log.critical("cpfleet worker refuses to start: %s", refusal)
-    print(f"cpfleet worker refuses to start: {refusal}", file=sys.stderr, flush=True)
+    if log.hasHandlers():  # Celery's logging: stderr or the log file; printing too said it twice
+        log.critical("cpfleet worker refuses to start: %s", refusal)
+    else:
+        print(f"cpfleet worker refuses to start: {refusal}", file=sys.stderr, flush=True)
     raise SystemExit(ISOLATION_EXIT_CODE)
 
 

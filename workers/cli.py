@@ -65,6 +65,50 @@ def build_command(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
     return argv, env
 
 
+def preflight(url: str, hostname: str) -> tuple[str | None, list[str]]:
+    """One look at Redis before the node starts: ``(refusal, warnings)``.
+
+    A password missing from the URL, or a wrong one, is refused here: Celery would retry it
+    forever, one log line at a time, and a wrong URL never heals. Redis not answering yet is
+    only a warning, since a node started beside its Redis (docker compose, a reboot) waits for
+    it. A live node with the same name is a warning too: both judge correctly (each keeps its
+    own in-flight list), but Flower and ``celery inspect`` show the two as one node."""
+    import redis
+    from celery.utils.nodenames import default_nodename, host_format
+
+    from cpfleet.core import protocol
+    from cpfleet.core.redis_url import connection_hint, parse_redis_url
+    from cpfleet.workers.resources import connect
+
+    safe = parse_redis_url(url).safe
+    warnings: list[str] = []
+    try:
+        client = connect(url, socket_timeout=5, socket_connect_timeout=5)
+        try:
+            beats = client.hgetall(protocol.nodes_key())
+            now = float(client.time()[0])
+        finally:
+            client.close()
+    except redis.AuthenticationError as exc:
+        return f"cannot reach Redis at {safe}: {connection_hint(exc)}", warnings
+    except redis.RedisError as exc:
+        hint = connection_hint(exc)
+        if hint.startswith(("this Redis requires a password", "Redis refused the user or password")):
+            return f"cannot reach Redis at {safe}: {hint}", warnings
+        return None, [f"Redis at {safe} does not answer yet ({hint}); the worker waits for it (Ctrl-C stops)"]
+    name = host_format(default_nodename(hostname))
+    for field, value in beats.items():
+        node, _, pid = field.decode(errors="replace").rpartition("/")
+        alive_until = value.split(b" ", 1)[0]
+        if node == name and pid != str(os.getpid()) and alive_until.replace(b".", b"").isdigit() and float(alive_until) > now:
+            warnings.append(
+                f"another live worker is named {name} (pid {pid}) on this Redis: both judge, but Flower and "
+                "`celery inspect` show them as one node; give each its own -n"
+            )
+            break
+    return None, warnings
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         argv, env = build_command(args)
@@ -74,6 +118,12 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         print(" ".join(argv))
         return 0
+    refusal, warnings = preflight(env.get(defaults.REDIS_URL_ENV) or defaults.DEFAULT_REDIS_URL, argv[argv.index("-n") + 1])
+    for line in warnings:
+        print(f"cpfleet worker: warning: {line}", file=sys.stderr)
+    if refusal is not None:
+        print(f"cpfleet worker: {refusal}", file=sys.stderr)
+        return 3  # as every command that cannot reach Redis
     sys.stdout.flush()
     sys.stderr.flush()
     os.execvpe(argv[0], argv, env)

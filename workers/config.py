@@ -1,4 +1,4 @@
-"""Worker settings from environment variables, with documented defaults (docs/fleet.md).
+"""Worker settings from environment variables, with documented defaults (docs/configuration.md).
 
 One frozen ``Settings`` object is read at import of ``cpfleet.workers.app``; ``celery_config()`` turns it
 into the Celery configuration, so every reliability knob lives in one place.
@@ -11,7 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from cpfleet.core import defaults, protocol
+from cpfleet.core import defaults, envvars, protocol
+from cpfleet.core.errors import ConfigError
 from cpfleet.core.redis_url import parse_redis_url
 
 # What one job can spend outside its tests' wall-clock budget, at worst: the program's load
@@ -56,18 +57,9 @@ def isolation_meets(level: str, required: str) -> bool:
     return level in ISOLATION_REQUIREMENTS[required]
 
 
-def _bool(value: str) -> bool:
-    v = value.strip().lower()
-    if v in ("1", "true", "yes", "on"):
-        return True
-    if v in ("0", "false", "no", "off", ""):
-        return False
-    raise ValueError(f"not a boolean: {value!r}")
-
-
 @dataclass(frozen=True, slots=True)
 class Setting:
-    """One environment variable: its name, default and meaning (rendered in docs/fleet.md)."""
+    """One environment variable: its name, default and meaning (docs/configuration.md's table)."""
 
     env: str
     default: str
@@ -145,62 +137,59 @@ class Settings:
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         """Read and check every setting; a bad value is a clear error at start, not a surprise later."""
         env = os.environ if env is None else env
+        # Each value by its own rule (core/envvars.py), every variable of the node, the sandbox's
+        # too: a bad one stops the node here, in a line naming it, not later in a pool process.
+        # Below: only the rules that relate two settings.
+        envvars.check_environment(env)
 
-        def get(name: str) -> str:
+        def get(name: str) -> Any:
             default = next(s.default for s in SETTINGS if s.env == name)
-            return env.get(name, default).strip() or default
+            return envvars.read(name, envvars.BY_NAME[name].parse(default) if default else None, env)
 
-        soft = float(get("CPFLEET_SOFT_TIME_LIMIT"))
-        hard = float(get("CPFLEET_HARD_TIME_LIMIT"))
-        if not 0 < soft < hard:
-            raise ValueError(f"need 0 < CPFLEET_SOFT_TIME_LIMIT ({soft}) < CPFLEET_HARD_TIME_LIMIT ({hard})")
-        vis_raw = get("CPFLEET_VISIBILITY_TIMEOUT")
-        visibility = int(vis_raw) if vis_raw else int(hard) + 60
+        soft: float = get("CPFLEET_SOFT_TIME_LIMIT")
+        hard: float = get("CPFLEET_HARD_TIME_LIMIT")
+        if not soft < hard:
+            raise ConfigError(
+                "CPFLEET_SOFT_TIME_LIMIT", str(soft),
+                f"CPFLEET_SOFT_TIME_LIMIT ({soft:g}) must be below CPFLEET_HARD_TIME_LIMIT ({hard:g}) (see {envvars.DOCS})",
+            )
+        visibility: int = get("CPFLEET_VISIBILITY_TIMEOUT") or int(hard) + 60
         if visibility <= hard:
             # Redis redelivers a job reserved longer than this: below the hard limit a slow job
             # would run twice, concurrently (celery#7651).
-            raise ValueError(f"CPFLEET_VISIBILITY_TIMEOUT ({visibility}) must exceed the hard time limit ({hard})")
-        runner = get("CPFLEET_RUNNER")
-        if runner not in ("forkserver", "subprocess"):
-            raise ValueError(f"CPFLEET_RUNNER must be forkserver or subprocess, got {runner!r}")
-        queues = tuple(q.strip() for q in get("CPFLEET_QUEUES").split(",") if q.strip())
-        if not queues:
-            raise ValueError("CPFLEET_QUEUES names no queue")
-        require_isolation = get("CPFLEET_REQUIRE_ISOLATION").lower()
-        if require_isolation not in ISOLATION_REQUIREMENTS:
-            raise ValueError(
-                f"CPFLEET_REQUIRE_ISOLATION must be one of {', '.join(ISOLATION_REQUIREMENTS)}, got {require_isolation!r}"
+            raise ConfigError(
+                "CPFLEET_VISIBILITY_TIMEOUT", str(visibility),
+                f"CPFLEET_VISIBILITY_TIMEOUT ({visibility}) must exceed CPFLEET_HARD_TIME_LIMIT ({hard:g}) (see {envvars.DOCS})",
             )
-        node_ttl = float(get("CPFLEET_NODE_TTL"))
-        if node_ttl < 0 or (0 < node_ttl < 1):
-            raise ValueError(f"CPFLEET_NODE_TTL must be 0 (off) or at least 1 second, got {node_ttl:g}")
-        max_retries = int(get("CPFLEET_MAX_RETRIES"))
-        if max_retries < 0:
-            raise ValueError("CPFLEET_MAX_RETRIES must be >= 0")
+        budget = env.get("CPFLEET_JOB_TIME_BUDGET", "").strip()
+        try:
+            job_budget = job_time_budget(soft, budget)
+        except ValueError as exc:
+            raise ConfigError("CPFLEET_JOB_TIME_BUDGET", budget, f"{exc} (see {envvars.DOCS})") from None
         url_raw = env.get(defaults.REDIS_URL_ENV, "").strip()
         redis_url = parse_redis_url(url_raw, source=f"${defaults.REDIS_URL_ENV}").url if url_raw else defaults.DEFAULT_REDIS_URL
         return cls(
             redis_url=redis_url,
-            queues=queues,
+            queues=get("CPFLEET_QUEUES"),
             concurrency=get("CPFLEET_CONCURRENCY"),
-            runner=runner,
+            runner=get("CPFLEET_RUNNER"),
             soft_time_limit_s=soft,
             hard_time_limit_s=hard,
             visibility_timeout_s=visibility,
-            unacked_restore_interval_s=max(1, int(get("CPFLEET_UNACKED_RESTORE_INTERVAL"))),
-            max_retries=max_retries,
-            result_cache=_bool(get("CPFLEET_RESULT_CACHE")),
-            result_cache_ttl_s=int(get("CPFLEET_RESULT_CACHE_TTL")),
-            problem_cache_bytes=int(float(get("CPFLEET_PROBLEM_CACHE_MB")) * 1024 * 1024),
-            task_events=_bool(get("CPFLEET_TASK_EVENTS")),
-            socket_timeout_s=float(get("CPFLEET_REDIS_SOCKET_TIMEOUT")),
-            health_check_interval_s=int(get("CPFLEET_HEALTH_CHECK_INTERVAL")),
-            reply_retry_s=float(get("CPFLEET_REPLY_RETRY_S")),
-            job_time_budget_s=job_time_budget(soft, get("CPFLEET_JOB_TIME_BUDGET")),
-            fail_fast=_bool(get("CPFLEET_FAIL_FAST")),
-            broker_lean=_bool(get("CPFLEET_BROKER_LEAN")),
-            require_isolation=require_isolation,
-            node_ttl_s=node_ttl,
+            unacked_restore_interval_s=get("CPFLEET_UNACKED_RESTORE_INTERVAL"),
+            max_retries=get("CPFLEET_MAX_RETRIES"),
+            result_cache=get("CPFLEET_RESULT_CACHE"),
+            result_cache_ttl_s=get("CPFLEET_RESULT_CACHE_TTL"),
+            problem_cache_bytes=int(get("CPFLEET_PROBLEM_CACHE_MB") * 1024 * 1024),
+            task_events=get("CPFLEET_TASK_EVENTS"),
+            socket_timeout_s=get("CPFLEET_REDIS_SOCKET_TIMEOUT"),
+            health_check_interval_s=get("CPFLEET_HEALTH_CHECK_INTERVAL"),
+            reply_retry_s=get("CPFLEET_REPLY_RETRY_S"),
+            job_time_budget_s=job_budget,
+            fail_fast=get("CPFLEET_FAIL_FAST"),
+            broker_lean=get("CPFLEET_BROKER_LEAN"),
+            require_isolation=get("CPFLEET_REQUIRE_ISOLATION"),
+            node_ttl_s=get("CPFLEET_NODE_TTL"),
         )
 
     def transport_options(self) -> dict[str, Any]:

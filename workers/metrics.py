@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from cpfleet.core import envvars
 from cpfleet.core.results import JobResult, RunJobResult
 from cpfleet.sandbox.runner import IsolationReport
 
@@ -60,11 +61,8 @@ REWARD_BUCKETS = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0)
 
 def metrics_port_from_env() -> int | None:
     """The configured endpoint port, or None when metrics exposition is off."""
-    raw = os.environ.get(ENV_PORT, "").strip()
-    if not raw:
-        return None
-    port = int(raw)
-    return port if port > 0 else None
+    port: int | None = envvars.read(ENV_PORT)
+    return port or None
 
 
 @dataclass

@@ -51,7 +51,9 @@ def _shortfall(report: Any, required: str) -> str:
     return (
         f"sandbox {report.summary()} but CPFLEET_REQUIRE_ISOLATION={required}"
         + (f" ({'; '.join(report.notes)})" if report.notes else "")
-        + ": fix the host or container (docs/deployment.md) or lower the requirement"
+        + ": run the worker as root or in a container with the capabilities docker-compose.yml grants "
+        "(docs/deployment.md), or, for code you trust, lower the requirement (--require-isolation partial "
+        "or any, CPFLEET_REQUIRE_ISOLATION)"
     )
 
 

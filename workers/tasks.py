@@ -97,8 +97,12 @@ def _judge_job(msg: JobMessage, stamp: JobStamp, admission: Admission) -> JobRes
     if settings.result_cache and msg.use_cache:
         from cpfleet.sandbox.env import program_identity
 
-        cache_key = resources.results.key(version, program_identity(problem, _text(msg.completion), msg.language),
-                                          msg.reward_shape, msg.mode)
+        identity = program_identity(problem, _text(msg.completion), msg.language)
+        # no program (NO_CODE, a refused language): judged without running anything, so nothing
+        # to save, and its feedback names what the text held, which one key for all would mix up
+        if identity is not None:
+            cache_key = resources.results.key(version, identity, msg.reward_shape, msg.mode)
+    if cache_key is not None:
         t0 = time.perf_counter()
         cached = resources.results.get(cache_key, msg.job_id)
         if cached is not None:

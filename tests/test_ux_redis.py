@@ -1,0 +1,143 @@
+"""A Redis that is not as the user thinks, through the real CLI and the Python API: one that
+wants a password the URL lacks, a wrong password, a port where something else answers, nothing
+listening. Each command says what is wrong and what to do in one line, exit status 3, never
+the password and never a traceback; ``cpfleet worker`` refuses a URL that cannot heal instead
+of retrying it forever, and warns when a live node already has its name."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+
+import pytest
+import redis
+from fleet_helpers import FleetWorker, store_problems, wait_until
+
+from cpfleet.core.errors import BrokerUnavailable
+from cpfleet.producer.client import FleetClient
+from cpfleet.redis_server import RedisServer, free_port
+
+PASSWORD = "s3cret-pw"
+
+
+@pytest.fixture(scope="module")
+def locked_redis() -> Iterator[int]:
+    """A real redis-server that requires a password (set after start: the server's readiness probe is a bare PING)."""
+    with RedisServer() as server:
+        redis.Redis(port=server.port).config_set("requirepass", PASSWORD)
+        yield server.port
+
+
+@pytest.fixture(scope="module")
+def not_redis() -> Iterator[int]:
+    """An HTTP server on loopback: the user typed the port of something else."""
+
+    class Quiet(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+    httpd = HTTPServer(("127.0.0.1", 0), Quiet)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield httpd.server_address[1]
+    httpd.shutdown()
+
+
+def _files(tmp_path: Path) -> tuple[Path, Path]:
+    problems = tmp_path / "p.jsonl"
+    problems.write_text(json.dumps({"id": "t/a", "public_tests": [{"input": "1 2\n", "output": "3\n"}],
+                                    "hidden_tests": [{"input": "5 7\n", "output": "12\n"}]}) + "\n")
+    jobs = tmp_path / "j.jsonl"
+    jobs.write_text(json.dumps({"problem_id": "t/a", "completion": "print(3)", "job_id": "j1"}) + "\n")
+    return problems, jobs
+
+
+def _commands(tmp_path: Path, url: str) -> list[list[str]]:
+    problems, jobs = _files(tmp_path)
+    program = tmp_path / "prog.py"
+    program.write_text("print(1)\n")
+    return [
+        ["load", str(problems), "--redis", url],
+        ["submit", str(jobs), "--redis", url, "--no-progress"],
+        ["run", str(program), "--redis", url],
+        ["serve", "--redis", url, "--port", str(free_port())],
+        ["worker", "--redis", url, "-c", "1"],
+    ]
+
+
+def _cli(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CPFLEET_")}
+    return subprocess.run([sys.executable, "-m", "cpfleet", *argv], env=env, capture_output=True, text=True, timeout=120)
+
+
+def _assert_says(proc: subprocess.CompletedProcess[str], words: str) -> None:
+    assert proc.returncode == 3, (proc.args, proc.returncode, proc.stderr[-2000:])
+    assert "Traceback" not in proc.stderr and PASSWORD not in proc.stderr and "wrong-pw" not in proc.stderr
+    (line,) = [ln for ln in proc.stderr.splitlines() if "Redis" in ln]
+    assert words in line, line
+
+
+def test_every_command_says_the_url_lacks_the_password(locked_redis: int, tmp_path: Path) -> None:
+    for argv in _commands(tmp_path, f"redis://127.0.0.1:{locked_redis}/0"):
+        _assert_says(_cli(argv), "this Redis requires a password: put it in the URL, redis://:PASSWORD@HOST:PORT/DB")
+
+
+def test_every_command_says_the_password_is_wrong_without_printing_it(locked_redis: int, tmp_path: Path) -> None:
+    for argv in _commands(tmp_path, f"redis://:wrong-pw@127.0.0.1:{locked_redis}/0"):
+        _assert_says(_cli(argv), "Redis refused the user or password in the URL")
+
+
+def test_the_right_password_works(locked_redis: int, tmp_path: Path) -> None:
+    problems, _ = _files(tmp_path)
+    proc = _cli(["load", str(problems), "--redis", f"redis://:{PASSWORD}@127.0.0.1:{locked_redis}/0"])
+    assert proc.returncode == 0 and proc.stdout.startswith("written 1"), proc.stderr
+
+
+def test_a_port_where_something_else_answers_is_named(not_redis: int, tmp_path: Path) -> None:
+    for argv in _commands(tmp_path, f"redis://127.0.0.1:{not_redis}/0")[:4]:
+        _assert_says(_cli(argv), "does not answer as Redis; check the port")
+
+
+def test_nothing_listening_says_how_to_get_a_redis(tmp_path: Path) -> None:
+    for argv in _commands(tmp_path, f"redis://127.0.0.1:{free_port()}/0")[:4]:
+        _assert_says(_cli(argv), "is Redis running there? `cpfleet up` starts one")
+
+
+def test_the_python_client_says_the_same(locked_redis: int) -> None:
+    with pytest.raises(BrokerUnavailable, match="requires a password: put it in the URL"):
+        FleetClient(f"redis://127.0.0.1:{locked_redis}/0")
+    with pytest.raises(BrokerUnavailable, match="refused the user or password") as caught:
+        FleetClient(f"redis://:wrong-pw@127.0.0.1:{locked_redis}/0")
+    assert "wrong-pw" not in str(caught.value)
+
+
+def test_a_worker_started_before_its_redis_says_it_waits_and_keeps_waiting(tmp_path: Path) -> None:
+    from cpfleet.workers.cli import preflight
+
+    url = f"redis://127.0.0.1:{free_port()}/0"
+    refusal, warnings = preflight(url, "n@h")
+    assert refusal is None  # docker compose, a reboot: the Redis comes up after the node
+    assert len(warnings) == 1 and "does not answer yet" in warnings[0] and "the worker waits for it" in warnings[0]
+
+
+def test_a_second_worker_with_a_live_nodes_name_is_warned(redis_url: str, tmp_path: Path) -> None:
+    from cpfleet.core import protocol
+    from cpfleet.workers.cli import preflight
+
+    store_problems(redis_url, "t/echo")
+    node = FleetWorker(redis_url, tmp_path, concurrency=1).start()
+    try:
+        client = redis.Redis.from_url(redis_url)
+        assert wait_until(lambda: any(f.decode().startswith(node.hostname + "/") for f in client.hkeys(protocol.nodes_key())), 30)
+        refusal, warnings = preflight(redis_url, node.hostname)
+        assert refusal is None
+        assert len(warnings) == 1 and f"another live worker is named {node.hostname}" in warnings[0], warnings
+        assert preflight(redis_url, f"other-{socket.gethostname()}@x") == (None, [])
+    finally:
+        node.stop(timeout=15)
