@@ -45,9 +45,18 @@ def problem_index_key() -> str:
 def fail_counts_key(problem_id: str) -> str:
     """A hash of how often each hidden test of the problem's stored version was the failure that
     ended an all-or-nothing job: field = the test's 0-based index, value = the count. Workers run
-    the most-failed tests first; the store deletes the hash when it writes a changed problem, so
-    its fields are at most the hidden tests of one version."""
+    the most-failed tests first; the store resets the hash when it writes a changed problem, so
+    its fields are at most the hidden tests of one version, plus ``FAILS_FIELD_VERSION``.
+
+    That field repeats the problem's stored version (``core.store`` writes it only while the
+    problem's own hash holds the same version), so a worker reads the version and the counts
+    with one ``HGETALL`` (``workers.withdrawal.admit``). A hash without it (written by code
+    that predates the field, or recreated by a late count after a reset) sends the worker to
+    the problem's own hash; counts readers ignore the field (not a test index)."""
     return f"{KEY_PREFIX}:fails:{problem_id}"
+
+
+FAILS_FIELD_VERSION = "version"
 
 
 # --- the evaluate task -------------------------------------------------------------------------

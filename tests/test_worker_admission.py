@@ -11,7 +11,7 @@ import redis
 
 from cpfleet.core import protocol
 from cpfleet.core.protocol import JobMessage
-from cpfleet.core.store import fetch_version, register_problems
+from cpfleet.core.store import fetch_version, register_problems, remove_problems
 from cpfleet.workers.problem_cache import ProblemCache
 from cpfleet.workers.withdrawal import CANCELLED, OWNER_GONE, admit
 
@@ -65,6 +65,63 @@ def test_withdrawn_jobs_are_still_refused(client: redis.Redis) -> None:
     assert admit(client, _job("j3")).withdrawn is None
 
 
-def test_a_job_without_a_client_token_runs_and_leaves_the_version_to_the_cache(client: redis.Redis) -> None:
+def test_a_job_without_a_client_token_runs_and_still_reads_the_version(client: redis.Redis) -> None:
+    register_problems(client, [_problem("1\n")])
     adm = admit(client, _job(token=None))
-    assert adm.withdrawn is None and not adm.version_read
+    assert adm.withdrawn is None and adm.version_read and adm.version == fetch_version(client, "adm/p")
+
+
+def _commands(client: redis.Redis) -> dict[str, int]:
+    return {k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in client.info("commandstats").items()}
+
+
+def test_admission_is_one_pipeline_of_plain_reads(client: redis.Redis) -> None:
+    """Claim, cancel set, version with the fail counts, and the result cache probe: four
+    commands (no script: EVALSHA would be a fifth), in one round trip."""
+    client.set(protocol.client_claim_key("c1"), "tok")
+    register_problems(client, [_problem("1\n")])
+    client.hincrby(protocol.fail_counts_key("adm/p"), "0", 3)
+    client.set("adm:probe", b"entry")
+    client.config_resetstat()
+    adm = admit(client, _job(), read_fail_counts=True, cache_probe="adm:probe")
+    used = _commands(client)
+    used.pop("config|resetstat", None)
+    used.pop("config", None)
+    assert used == {"get": 2, "sismember": 1, "hgetall": 1}
+    assert adm.withdrawn is None and adm.version == fetch_version(client, "adm/p") and adm.fail_counts == {0: 3}
+    assert (adm.cache_key, adm.cache_blob) == ("adm:probe", b"entry")
+
+
+def test_a_problem_stored_without_the_version_copy_is_read_from_its_own_hash_then_healed(client: redis.Redis) -> None:
+    """A problem written by code that kept the version only in the problem's hash (a fleet
+    being upgraded): the worker asks that hash (one command more), and the next registration,
+    unchanged, writes the copy and keeps the counts."""
+    client.set(protocol.client_claim_key("c1"), "tok")
+    version = register_problems(client, [_problem("1\n")]).versions["adm/p"]
+    key = protocol.fail_counts_key("adm/p")
+    client.hdel(key, protocol.FAILS_FIELD_VERSION)  # what older code leaves: counts only
+    client.hincrby(key, "0", 2)
+    adm = admit(client, _job(), read_fail_counts=True)
+    assert adm.version_read and adm.version == version and adm.fail_counts == {0: 2}
+    stats = register_problems(client, [_problem("1\n")])
+    assert stats.unchanged == 1
+    assert client.hgetall(key) == {b"0": b"2", protocol.FAILS_FIELD_VERSION.encode(): version.encode()}
+
+
+def test_the_version_copy_never_names_a_version_the_problem_hash_does_not_hold(client: redis.Redis) -> None:
+    """The copy is written only while the problem's hash holds that version: a loader that lost
+    a race (another wrote a newer version in between) leaves the copy alone."""
+    from cpfleet.core.store import _SYNC_VERSION
+
+    version = register_problems(client, [_problem("1\n")]).versions["adm/p"]
+    key = protocol.fail_counts_key("adm/p")
+    sync = client.register_script(_SYNC_VERSION)
+    args = [protocol.FAILS_FIELD_VERSION, "some-older-version", "reset"]
+    assert sync(keys=[protocol.problem_key("adm/p"), key], args=args) == 0
+    assert client.hget(key, protocol.FAILS_FIELD_VERSION) == version.encode()
+    # a changed problem: the copy follows, its counts are reset; removed: nothing is left
+    client.hincrby(key, "0", 5)
+    changed = register_problems(client, [_problem("2\n")]).versions["adm/p"]
+    assert changed != version and client.hgetall(key) == {protocol.FAILS_FIELD_VERSION.encode(): changed.encode()}
+    remove_problems(client, ["adm/p"])
+    assert not client.exists(key) and admit(client, _job(token=None)).version is None

@@ -26,7 +26,7 @@ from celery.exceptions import Reject, SoftTimeLimitExceeded
 
 from cpfleet.core import protocol
 from cpfleet.core.errors import IsolationRequirementError
-from cpfleet.core.problem import judging_refusal
+from cpfleet.core.problem import Problem, judging_refusal
 from cpfleet.core.protocol import JobMessage, ProtocolError, RunMessage
 from cpfleet.core.results import JobResult, JobStamp, RunJobResult
 from cpfleet.core.verdict import Verdict
@@ -95,16 +95,15 @@ def _judge_job(msg: JobMessage, stamp: JobStamp, admission: Admission) -> JobRes
         return stamp.infra(f"problem refused, not judged: {refusal}")
     cache_key = None
     if settings.result_cache and msg.use_cache:
-        from cpfleet.sandbox.env import program_identity
-
-        identity = program_identity(problem, _text(msg.completion), msg.language)
         # no program (NO_CODE, a refused language): judged without running anything, so nothing
         # to save, and its feedback names what the text held, which one key for all would mix up
-        if identity is not None:
-            cache_key = resources.results.key(version, identity, msg.reward_shape, msg.mode)
+        cache_key = _cache_key(msg, problem, version)
     if cache_key is not None:
         t0 = time.perf_counter()
-        cached = resources.results.get(cache_key, msg.job_id)
+        if admission.cache_key == cache_key:  # read in the admission's round trip: same version
+            cached = resources.results.decode(cache_key, admission.cache_blob, msg.job_id)
+        else:
+            cached = resources.results.get(cache_key, msg.job_id)
         if cached is not None:
             return replace(stamp, problem_version=version).cached(cached, (time.perf_counter() - t0) * 1000.0)
     from cpfleet.sandbox.env import judge_locally
@@ -131,6 +130,28 @@ def _judge_job(msg: JobMessage, stamp: JobStamp, admission: Admission) -> JobRes
     if cache_key is not None:
         resources.results.put(cache_key, result)
     return result
+
+
+def _cache_key(msg: JobMessage, problem: Problem, version: str) -> str | None:
+    """The job's result cache key; None when it has no program to key (nothing is cached)."""
+    from cpfleet.sandbox.env import program_identity
+
+    identity = program_identity(problem, _text(msg.completion), msg.language)
+    return None if identity is None else resources.results.key(version, identity, msg.reward_shape, msg.mode)
+
+
+def _cache_probe(msg: JobMessage) -> str | None:
+    """The result cache key of ``msg`` computed from this process's copy of its problem, to be
+    read in the admission's round trip (``admit``); None when the cache is off for the job or
+    no copy is held. Never raises: a probe is an optimisation, the job's own lookup follows."""
+    if not (settings.result_cache and msg.use_cache):
+        return None
+    try:
+        held = resources.problems.peek(msg.problem_id)
+        return None if held is None else _cache_key(msg, held[0], held[1])
+    except Exception:
+        log.exception("job %s: computing its result cache probe failed", msg.job_id)
+        return None
 
 
 def _record_problem_lookup(outcome: str) -> None:
@@ -200,7 +221,7 @@ def evaluate_task(self: Any, job: Any = None, *args: Any, **kwargs: Any) -> dict
         _reject(self.request.id, job, str(exc), hostname)
         return {"verdict": "REJECTED", "reason": str(exc)[:200]}
     fail_fast = settings.fail_fast and msg.mode == "full" and msg.reward_shape == "all_or_nothing"
-    admission = admit(resources.redis, msg, read_fail_counts=fail_fast)
+    admission = admit(resources.redis, msg, read_fail_counts=fail_fast, cache_probe=_cache_probe(msg))
     if admission.withdrawn is not None:
         joblog.log_event("job_withdrawn", job_id=msg.job_id, problem_id=msg.problem_id, reason=admission.withdrawn,
                          worker=hostname)

@@ -6,15 +6,14 @@ crashed client's claim expires. A job whose message names a client that no longe
 token it was sent under, or whose wire id is in that client's cancelled set, is dropped unjudged
 and unanswered (nobody waits for the answer: the client resolved or abandoned the future). One
 round trip per job, read-only, so it works while Redis is full. Messages without a client token
-(older clients) always run. The same round trip reads the job's problem version, which the
-problem cache would otherwise ask for in a round trip of its own (``admit``).
+(older clients) always run. The same round trip reads the job's problem version and fail counts,
+and probes the result cache, which would otherwise cost round trips of their own (``admit``).
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any
 
 import redis
 
@@ -27,22 +26,10 @@ log = logging.getLogger("cpfleet.worker")
 OWNER_GONE = "client gone"
 CANCELLED = "cancelled"
 
-# KEYS: claim, cancelled set, problem hash, the problem's fail counts; ARGV: claim token, wire
-# id, version field, "1" to read the fail counts. Answers {code, problem version or nil, the fail
-# counts as a flat field/value list}; Lua's false (a missing field) arrives as nil. The counts
-# are read only for a job that runs.
-_CHECK = """
-local version = redis.call('HGET', KEYS[3], ARGV[3])
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {1, version} end
-if redis.call('SISMEMBER', KEYS[2], ARGV[2]) == 1 then return {2, version} end
-if ARGV[4] == '1' then return {0, version, redis.call('HGETALL', KEYS[4])} end
-return {0, version}
-"""
-
 
 @dataclass(frozen=True, slots=True)
 class Admission:
-    """Whether a job may run, and its problem's stored version if it was read on the way."""
+    """Whether a job may run, and what was read for it on the way."""
 
     withdrawn: str | None  # OWNER_GONE, CANCELLED, or None: run it
     version_read: bool = False  # True: ``version`` is what the store held (None: not stored)
@@ -50,60 +37,90 @@ class Admission:
     # how often each hidden test ended a job ({file index: count}, see workers.failorder);
     # empty when not read
     fail_counts: dict[int, int] = field(default_factory=dict)
+    # the result cache entry read in the same round trip (``cache_probe``): its key, and its
+    # bytes (None: no entry); ``cache_key`` None when nothing was probed
+    cache_key: str | None = None
+    cache_blob: bytes | None = None
 
 
-_script: Any = None  # a redis-py Script (EVALSHA, falling back to EVAL), run on the caller's client
+def admit(client: redis.Redis, msg: JobMessage, read_fail_counts: bool = False,
+          cache_probe: str | None = None) -> Admission:
+    """Whether ``msg`` runs, and (same round trip) its problem's stored version, its hidden
+    tests' fail counts when ``read_fail_counts``, and the result cache entry ``cache_probe``.
 
+    One pipeline of plain reads, no script (a script costs one command more than the reads it
+    runs): ``GET`` of the client's claim, ``SISMEMBER`` of its cancelled set (both only for a
+    message that names its client), the problem's fail-count hash, which also holds the stored
+    version (``protocol.FAILS_FIELD_VERSION``; ``HGETALL`` when the counts are wanted, else
+    ``HGET``), and ``GET cache_probe``. The probe is the cache key computed from this process's
+    copy of the problem before its version is known: the caller uses the entry only if the key
+    computed from the version read here is the same key. A hash without the version field (the
+    problem was stored by code that did not write it, or not stored) costs one more round trip:
+    ``HGET`` of the version in the problem's own hash.
 
-def admit(client: redis.Redis, msg: JobMessage, read_fail_counts: bool = False) -> Admission:
-    """Whether ``msg`` runs, and (same round trip) its problem's stored version and, when
-    ``read_fail_counts``, its hidden tests' fail counts.
+    The reads are not one snapshot: a cancel or a reload that lands between them is the same as
+    one that lands just after the check, which the check never excluded.
 
     A Redis error admits the job with the version unread: when the check cannot be made the
     job runs, as it always did (withdrawing is about not wasting work, never about what a job
     is paid), and the problem lookup asks Redis itself, failing as it would have.
     """
-    if msg.client_id is None or msg.client_token is None:
-        return Admission(None)
-    global _script
-    if _script is None:
-        _script = client.register_script(_CHECK)
-    keys = [protocol.client_claim_key(msg.client_id), protocol.cancelled_key(msg.client_id),
-            protocol.problem_key(msg.problem_id), protocol.fail_counts_key(msg.problem_id)]
-    args = [msg.client_token, msg.job_id, protocol.PROBLEM_FIELD_VERSION, "1" if read_fail_counts else "0"]
+    claimed = msg.client_id is not None and msg.client_token is not None
+    meta_key = protocol.fail_counts_key(msg.problem_id)
     try:
-        answer = _script(keys=keys, args=args, client=client)
+        pipe = client.pipeline(transaction=False)
+        if claimed:
+            assert msg.client_id is not None
+            pipe.get(protocol.client_claim_key(msg.client_id))
+            pipe.sismember(protocol.cancelled_key(msg.client_id), msg.job_id)
+        if read_fail_counts:
+            pipe.hgetall(meta_key)
+        else:
+            pipe.hget(meta_key, protocol.FAILS_FIELD_VERSION)
+        if cache_probe is not None:
+            pipe.get(cache_probe)
+        answers = pipe.execute()
     except redis.RedisError as exc:
         log.warning("job %s: could not check whether it was withdrawn (%s): running it", msg.job_id, exc)
         return Admission(None)
-    code, version = answer[0], answer[1]
-    why = OWNER_GONE if code == 1 else CANCELLED if code == 2 else None
+    if claimed:
+        holder, cancelled = answers[0], answers[1]
+        answers = answers[2:]
+        token = holder.decode() if isinstance(holder, bytes) else holder
+        if token != msg.client_token:
+            return Admission(OWNER_GONE)
+        if cancelled:
+            return Admission(CANCELLED)
+    counts: dict[int, int] = {}
+    if read_fail_counts:
+        meta = answers[0] if isinstance(answers[0], dict) else {}
+        version = meta.pop(protocol.FAILS_FIELD_VERSION.encode(), None)
+        counts = parse_counts([x for kv in meta.items() for x in kv])
+    else:
+        version = answers[0]
+    blob = answers[1] if cache_probe is not None else None
+    if version is None:
+        try:
+            version = client.hget(protocol.problem_key(msg.problem_id), protocol.PROBLEM_FIELD_VERSION)
+        except redis.RedisError as exc:
+            log.warning("job %s: could not read its problem's version (%s)", msg.job_id, exc)
+            return Admission(None, fail_counts=counts)
     text = version.decode() if isinstance(version, bytes) else version if isinstance(version, str) else None
-    counts = parse_counts(answer[2]) if len(answer) > 2 else {}
-    return Admission(why, True, text, counts)
-
-
-# KEYS: claim, cancelled set; ARGV: claim token, wire id. A run job has no problem to read.
-_CHECK_RUN = """
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 1 end
-if redis.call('SISMEMBER', KEYS[2], ARGV[2]) == 1 then return 2 end
-return 0
-"""
-_run_script: Any = None
+    return Admission(None, True, text, counts, cache_probe, blob if isinstance(blob, bytes) else None)
 
 
 def admit_run(client: redis.Redis, msg: protocol.RunMessage) -> Admission:
-    """``admit`` for a run job: the same claim and cancel check in one read-only round trip, and
-    the same rule that a job runs when the check cannot be made."""
+    """``admit`` for a run job: the same claim and cancel reads in one round trip (a run job
+    has no problem to read), and the same rule that a job runs when the check cannot be made."""
     if msg.client_id is None or msg.client_token is None:
         return Admission(None)
-    global _run_script
-    if _run_script is None:
-        _run_script = client.register_script(_CHECK_RUN)
-    keys = [protocol.client_claim_key(msg.client_id), protocol.cancelled_key(msg.client_id)]
     try:
-        code = _run_script(keys=keys, args=[msg.client_token, msg.job_id], client=client)
+        pipe = client.pipeline(transaction=False)
+        pipe.get(protocol.client_claim_key(msg.client_id))
+        pipe.sismember(protocol.cancelled_key(msg.client_id), msg.job_id)
+        holder, cancelled = pipe.execute()
     except redis.RedisError as exc:
         log.warning("run job %s: could not check whether it was withdrawn (%s): running it", msg.job_id, exc)
         return Admission(None)
-    return Admission(OWNER_GONE if code == 1 else CANCELLED if code == 2 else None)
+    token = holder.decode() if isinstance(holder, bytes) else holder
+    return Admission(OWNER_GONE if token != msg.client_token else CANCELLED if cancelled else None)
