@@ -479,8 +479,9 @@ def reply_key(client_id: str) -> str:
 
 
 def processing_key(client_id: str) -> str:
-    """Where a client's reader moves replies until it has delivered them (a reply is never only
-    in flight on a socket: a connection that dies mid-pop leaves it here)."""
+    """Where older clients' readers moved replies until they had delivered them. Today's reader
+    reads and trims the reply list itself (``producer.replies``); a closing client still deletes
+    this key, which a previous client of the same id may have left."""
     return f"{KEY_PREFIX}:processing:{client_id}"
 
 

@@ -5,10 +5,10 @@
         results = fleet.gather(futures)            # in submit order
         rewards = [r.reward for r in results]      # None where r.infra_error: mask those
 
-One background reader thread per client moves replies from its reply list to its processing list
-(BLMOVE, then a script that moves up to ``pop_batch`` more) and removes them from there only once
-their futures are resolved, so a connection that dies mid-pop loses nothing: the next connection
-reads the processing list first. It resolves futures, drops duplicate replies (delivery is
+One background reader thread per client reads replies where they are, at the old end of its
+reply list (up to ``pop_batch`` per round), and trims them off only once their futures are
+resolved, so a connection that dies mid-read loses nothing: the next round reads them again
+(``producer.replies``). It resolves futures, drops duplicate replies (delivery is
 at-least-once) and turns a missed deadline into an INTERNAL result with ``infra_error`` set
 (optionally after one resubmit): never a reward of 0 the model did not earn. A bound on
 in-flight jobs gives backpressure; an unreachable broker is a ``BrokerUnavailable`` error, a

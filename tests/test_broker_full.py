@@ -96,7 +96,7 @@ def test_a_reply_push_that_meets_a_full_redis_is_kept_until_it_fits(small_redis:
 
 
 def test_the_reader_still_drains_replies_while_redis_is_full(small_redis: RedisServer) -> None:
-    """Moving a reply to the processing list needs no new memory; a full Redis must not stop it."""
+    """Reading and trimming replies needs no new memory; a full Redis must not stop the reader."""
     store_problems(small_redis.url, "t/echo")
     r = redis.Redis.from_url(small_redis.url)
     with FleetClient(small_redis.url, queue="nobody-listens-full-2", timeout=120) as client:

@@ -190,32 +190,57 @@ def test_a_closed_publisher_never_reconnects(redis_url: str) -> None:
 # --- 5. a reply taken from the reply list is never lost with the connection -------------------
 
 
-def test_a_script_error_after_blmove_loses_no_reply(redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_round_whose_answer_is_lost_after_its_trim_ran_never_trims_twice(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reader trims delivered replies off the reply list in its next round. If that round's
+    answer is lost after Redis ran it, the trim must not be sent again: it would remove the
+    next reply, not read yet. Here the round that trims the first reply also reads the second,
+    and its answer is dropped; the second job must still resolve."""
     store_problems(redis_url, "t/echo")
-    with FleetClient(redis_url, queue="nobody-listens-rpop", timeout=600) as client:
-        real = client._replies._move_script
-        failures = []
+    r = redis.Redis.from_url(redis_url)
+    with FleetClient(redis_url, queue="nobody-listens-trim", timeout=600) as client:
+        reader = client._replies
+        real_pipeline = reader._redis.pipeline
+        dropped: list[int] = []
 
-        def flaky_move(*args: Any, **kwargs: Any) -> Any:
-            if not failures:
-                failures.append(1)
-                raise redis.ConnectionError("simulated drop after BLMOVE")
-            return real(*args, **kwargs)
+        def pipeline(*args: Any, **kwargs: Any) -> Any:
+            pipe = real_pipeline(*args, **kwargs)
+            real_execute = pipe.execute
 
-        monkeypatch.setattr(client._replies, "_move_script", flaky_move)
-        future = client.submit("t/echo", ECHO_OK, job_id="mine")
-        (wire_id,) = list(client._jobs.pending)
-        _push_reply(redis.Redis.from_url(redis_url), client, wire_id, 1.0)
-        r = future.result(timeout=30)
-        assert (r.job_id, r.reward, r.infra_error) == ("mine", 1.0, False)
-        assert failures == [1] and client.stats.reader_errors == 1
+            def execute(*a: Any, **k: Any) -> Any:
+                trims = any(c[0][0] == "LTRIM" for c in pipe.command_stack)
+                answers = real_execute(*a, **k)  # Redis ran every command of the round
+                if trims and answers[-1] and not dropped:
+                    dropped.append(1)
+                    raise redis.ConnectionError("simulated drop of the round's answer")
+                return answers
+
+            pipe.execute = execute
+            return pipe
+
+        monkeypatch.setattr(reader._redis, "pipeline", pipeline)
+        reader._block_s = 5.0  # the trimming round waits for the second reply (socket timeout: 10 s more)
+        first = client.submit("t/echo", ECHO_OK, job_id="first")
+        second = client.submit("t/echo", ECHO_OK, job_id="second")
+        wire_first, wire_second = list(client._jobs.pending)
+        _push_reply(r, client, wire_first, 1.0)
+        assert first.result(timeout=30).reward == 1.0
+        # the next round trims "first" and blocks until this reply arrives, reads it, and its
+        # answer is dropped
+        _push_reply(r, client, wire_second, 0.5)
+        got = second.result(timeout=30)
+        assert (got.job_id, got.reward) == ("second", 0.5)
+        assert dropped == [1] and client.stats.reader_errors == 1
+        assert wait_until(lambda: r.llen(client.reply_key) == 0, 30)  # and it was trimmed at last
+        reader._block_s = 0.25
 
 
 def test_a_reply_whose_pop_answer_dies_on_the_wire_still_resolves_its_job(
     redis_server: RedisServer, redis_url: str
 ) -> None:
     """Redis executes the reader's pop, then the connection dies before the client reads the
-    answer: the reply must still reach its future (it waits in the processing list)."""
+    answer: the reply must still reach its future (it stays in the reply list until delivered)."""
     store_problems(redis_url, "t/echo")
     with CuttingProxy(redis_server.port) as proxy, FleetClient(proxy.url, queue="nobody-listens-cut", timeout=20) as client:
         future = client.submit("t/echo", ECHO_OK, job_id="mine")
