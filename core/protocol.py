@@ -495,9 +495,12 @@ def client_claim_key(client_id: str) -> str:
     return f"{KEY_PREFIX}:client:{client_id}"
 
 
-def cancelled_key(client_id: str) -> str:
-    """A set of the wire ids this client cancelled: a worker drops them unjudged."""
-    return f"{KEY_PREFIX}:cancelled:{client_id}"
+def cancelled_job_key(client_id: str, wire_id: str) -> str:
+    """Exists (a string with an expiry) when this client cancelled the job of this wire id: a
+    worker drops it unjudged. One key per cancelled job rather than one set per client, so
+    that a worker reads the claim and the cancel in one ``MGET`` (``workers.withdrawal``).
+    Wire ids end in 128 random bits, so no two clients' keys meet."""
+    return f"{KEY_PREFIX}:withdrawn:{client_id}:{wire_id}"
 
 
 def encode_reply(result: Mapping[str, Any]) -> bytes:

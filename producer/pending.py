@@ -136,7 +136,7 @@ class JobRegistry:
         self.deadlines: list[tuple[float, int, str]] = []  # (monotonic deadline, seq, wire id)
         self._seq = itertools.count()
         self.closed = False
-        self._cancel_ttl_until = 0.0  # epoch seconds the cancelled set must live until
+        self._cancel_ttl_until = 0.0  # epoch seconds the cancel keys must live until
         self._to_withdraw: list[str] = []  # cancelled wire ids the reader has yet to send
 
     @property
@@ -272,7 +272,7 @@ class JobRegistry:
         return self.cancel([f._entry for f in futures if isinstance(f, JobFuture) and f._jobs is self and f._entry])
 
     def take_withdrawals(self) -> tuple[list[str], int]:
-        """The cancelled wire ids not sent yet (now taken) and the seconds the cancelled set must
+        """The cancelled wire ids not sent yet (now taken) and the seconds their cancel keys must
         live: until the last of their deadlines (a worker drops any job past its deadline anyway)."""
         with self.lock:
             wire_ids, self._to_withdraw = self._to_withdraw, []

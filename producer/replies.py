@@ -246,20 +246,20 @@ class ReplyReader:
             )
 
     def _flush_withdrawals(self) -> None:
-        """Add the cancelled wire ids to this client's cancelled set, kept until the last of
-        their deadlines (a worker drops any job past its deadline anyway).
+        """Write a cancel key for each cancelled wire id (``protocol.cancelled_job_key``), kept
+        until the last of their deadlines (a worker drops any job past its deadline anyway).
         Best effort: while Redis refuses, the ids wait for the next try; a job that a worker
-        starts meanwhile runs, and its reply is ignored as a duplicate."""
+        starts meanwhile runs, and its reply is ignored as a duplicate. Setting a key again is
+        harmless, so a batch that failed halfway is simply sent again."""
         wire_ids, ttl = self._jobs.take_withdrawals()
         if not wire_ids:
             return
-        key = protocol.cancelled_key(self.client_id)
         try:
-            pipe = self._commands.pipeline(transaction=True)
             for start in range(0, len(wire_ids), 1000):
-                pipe.sadd(key, *wire_ids[start : start + 1000])
-            pipe.expire(key, max(ttl, 60))
-            pipe.execute()
+                pipe = self._commands.pipeline(transaction=False)
+                for wire_id in wire_ids[start : start + 1000]:
+                    pipe.set(protocol.cancelled_job_key(self.client_id, wire_id), b"1", ex=max(ttl, 60))
+                pipe.execute()
             if len(wire_ids) >= _SWEEP_CANCELLED_FROM:
                 # Many at once (a trainer dropping a step's jobs): take them out of the queue now
                 # rather than one Celery message at a time at the workers.

@@ -1,9 +1,9 @@
 """Dropping withdrawn jobs before anything of them runs.
 
-A client withdraws its queued jobs by cancelling them (their wire ids go into
-``protocol.cancelled_key``) or by going away: ``close()`` releases its claim on its client id, a
+A client withdraws its queued jobs by cancelling them (a key per cancelled wire id:
+``protocol.cancelled_job_key``) or by going away: ``close()`` releases its claim on its client id, a
 crashed client's claim expires. A job whose message names a client that no longer holds the claim
-token it was sent under, or whose wire id is in that client's cancelled set, is dropped unjudged
+token it was sent under, or that its client cancelled, is dropped unjudged
 and unanswered (nobody waits for the answer: the client resolved or abandoned the future). One
 round trip per job, read-only, so it works while Redis is full. Messages without a client token
 (older clients) always run. The same round trip reads the job's problem version and fail counts,
@@ -49,8 +49,8 @@ def admit(client: redis.Redis, msg: JobMessage, read_fail_counts: bool = False,
     tests' fail counts when ``read_fail_counts``, and the result cache entry ``cache_probe``.
 
     One pipeline of plain reads, no script (a script costs one command more than the reads it
-    runs): ``GET`` of the client's claim, ``SISMEMBER`` of its cancelled set (both only for a
-    message that names its client), the problem's fail-count hash, which also holds the stored
+    runs): ``MGET`` of the client's claim and of the job's cancel key (only for a message that
+    names its client), the problem's fail-count hash, which also holds the stored
     version (``protocol.FAILS_FIELD_VERSION``; ``HGETALL`` when the counts are wanted, else
     ``HGET``), and ``GET cache_probe``. The probe is the cache key computed from this process's
     copy of the problem before its version is known: the caller uses the entry only if the key
@@ -71,8 +71,7 @@ def admit(client: redis.Redis, msg: JobMessage, read_fail_counts: bool = False,
         pipe = client.pipeline(transaction=False)
         if claimed:
             assert msg.client_id is not None
-            pipe.get(protocol.client_claim_key(msg.client_id))
-            pipe.sismember(protocol.cancelled_key(msg.client_id), msg.job_id)
+            pipe.mget(protocol.client_claim_key(msg.client_id), protocol.cancelled_job_key(msg.client_id, msg.job_id))
         if read_fail_counts:
             pipe.hgetall(meta_key)
         else:
@@ -84,8 +83,8 @@ def admit(client: redis.Redis, msg: JobMessage, read_fail_counts: bool = False,
         log.warning("job %s: could not check whether it was withdrawn (%s): running it", msg.job_id, exc)
         return Admission(None)
     if claimed:
-        holder, cancelled = answers[0], answers[1]
-        answers = answers[2:]
+        holder, cancelled = answers[0]
+        answers = answers[1:]
         token = holder.decode() if isinstance(holder, bytes) else holder
         if token != msg.client_token:
             return Admission(OWNER_GONE)
@@ -115,10 +114,8 @@ def admit_run(client: redis.Redis, msg: protocol.RunMessage) -> Admission:
     if msg.client_id is None or msg.client_token is None:
         return Admission(None)
     try:
-        pipe = client.pipeline(transaction=False)
-        pipe.get(protocol.client_claim_key(msg.client_id))
-        pipe.sismember(protocol.cancelled_key(msg.client_id), msg.job_id)
-        holder, cancelled = pipe.execute()
+        holder, cancelled = client.mget(protocol.client_claim_key(msg.client_id),
+                                        protocol.cancelled_job_key(msg.client_id, msg.job_id))
     except redis.RedisError as exc:
         log.warning("run job %s: could not check whether it was withdrawn (%s): running it", msg.job_id, exc)
         return Admission(None)
