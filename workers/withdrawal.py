@@ -50,11 +50,11 @@ def admit(client: redis.Redis, msg: JobMessage, read_fail_counts: bool = False,
     """Whether ``msg`` runs, and (same round trip) its problem's stored version, its hidden
     tests' fail counts when ``read_fail_counts``, and the result cache entry ``cache_probe``.
 
-    One pipeline of plain reads, no script (a script costs one command more than the reads it
-    runs): ``MGET`` of the client's claim and of the job's cancel key (only for a message that
-    names its client), the problem's fail-count hash, which also holds the stored
-    version (``protocol.FAILS_FIELD_VERSION``; ``HGETALL`` when the counts are wanted, else
-    ``HGET``), and ``GET cache_probe``. The probe is the cache key computed from this process's
+    One pipeline of two plain reads, no script (a script costs one command more than the reads
+    it runs): the problem's fail-count hash, which also holds the stored version
+    (``protocol.FAILS_FIELD_VERSION``; ``HGETALL`` when the counts are wanted, else ``HGET``),
+    and one ``MGET`` of the client's claim and the job's cancel key (for a message that names
+    its client) and of ``cache_probe``. The probe is the cache key computed from this process's
     copy of the problem before its version is known: the caller uses the entry only if the key
     computed from the version read here is the same key. A hash without the version field (the
     problem was stored by code that did not write it, or not stored) costs one more round trip:
@@ -70,24 +70,27 @@ def admit(client: redis.Redis, msg: JobMessage, read_fail_counts: bool = False,
     claimed = msg.client_id is not None and msg.client_token is not None
     meta_key = protocol.fail_counts_key(msg.problem_id)
     asked_at = protocol.now()
+    strings = []  # read with one MGET: the claim and the job's cancel key, the cache probe
+    if claimed:
+        assert msg.client_id is not None
+        strings += [protocol.client_claim_key(msg.client_id), protocol.cancelled_job_key(msg.client_id, msg.job_id)]
+    if cache_probe is not None:
+        strings.append(cache_probe)
     try:
         pipe = client.pipeline(transaction=False)
-        if claimed:
-            assert msg.client_id is not None
-            pipe.mget(protocol.client_claim_key(msg.client_id), protocol.cancelled_job_key(msg.client_id, msg.job_id))
         if read_fail_counts:
             pipe.hgetall(meta_key)
         else:
             pipe.hget(meta_key, protocol.FAILS_FIELD_VERSION)
-        if cache_probe is not None:
-            pipe.get(cache_probe)
+        if strings:
+            pipe.mget(strings)
         answers = pipe.execute()
     except redis.RedisError as exc:
         log.warning("job %s: could not check whether it was withdrawn (%s): running it", msg.job_id, exc)
         return Admission(None)
+    found = answers[1] if strings else []
     if claimed:
-        holder, cancelled = answers[0]
-        answers = answers[1:]
+        holder, cancelled = found[0], found[1]
         token = holder.decode() if isinstance(holder, bytes) else holder
         if token != msg.client_token:
             return Admission(OWNER_GONE)
@@ -101,7 +104,7 @@ def admit(client: redis.Redis, msg: JobMessage, read_fail_counts: bool = False,
         counts = parse_counts([x for kv in meta.items() for x in kv])
     else:
         version = answers[0]
-    blob = answers[1] if cache_probe is not None else None
+    blob = found[-1] if cache_probe is not None else None
     if version is None:
         try:
             version = client.hget(protocol.problem_key(msg.problem_id), protocol.PROBLEM_FIELD_VERSION)
