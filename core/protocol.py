@@ -103,10 +103,6 @@ class JobMessage:
     # that the client cancelled. Absent (None) on messages of clients that predate them.
     client_id: str | None = None
     client_token: str | None = None
-    # The client is listed in ``clients_key()``: once it is gone, the workers' sweep gives its
-    # reply list an expiry, so a worker may push this job's reply without an EXPIRE of its own
-    # (``reply_needs_expire``). Absent (False) on messages of clients that predate the list.
-    reply_registered: bool = False
     v: int = PROTOCOL_VERSION
 
     task_name: ClassVar[str] = TASK_NAME
@@ -130,8 +126,6 @@ class JobMessage:
         if self.client_id is not None and self.client_token is not None:
             d["client_id"] = self.client_id
             d["client_token"] = self.client_token
-        if self.reply_registered:
-            d["reply_registered"] = True
         return d
 
     @classmethod
@@ -189,7 +183,6 @@ class JobMessage:
             language=language,
             client_id=client_id,
             client_token=client_token,
-            reply_registered=d.get("reply_registered") is True,
         )
 
 
@@ -295,7 +288,6 @@ class RunMessage:
     reply_ttl: int = DEFAULT_REPLY_TTL_S
     client_id: str | None = None
     client_token: str | None = None
-    reply_registered: bool = False  # as JobMessage's
     v: int = RUN_PROTOCOL_VERSION
 
     task_name: ClassVar[str] = RUN_TASK_NAME
@@ -335,8 +327,6 @@ class RunMessage:
         if self.client_id is not None and self.client_token is not None:
             d["client_id"] = self.client_id
             d["client_token"] = self.client_token
-        if self.reply_registered:
-            d["reply_registered"] = True
         return d
 
     @classmethod
@@ -435,7 +425,6 @@ class RunMessage:
             reply_ttl=ttl,
             client_id=client_id,
             client_token=client_token,
-            reply_registered=d.get("reply_registered") is True,
         )
         reply = len(msg.stdins) * (2 * msg.output_cap + len(msg.fetch_files) * FETCH_FILE_BYTES)
         if reply > MAX_RUN_REPLY_BYTES:
@@ -512,46 +501,6 @@ def cancelled_job_key(client_id: str, wire_id: str) -> str:
     that a worker reads the claim and the cancel in one ``MGET`` (``workers.withdrawal``).
     Wire ids end in 128 random bits, so no two clients' keys meet."""
     return f"{KEY_PREFIX}:withdrawn:{client_id}:{wire_id}"
-
-
-def clients_key() -> str:
-    """A hash of the clients whose reply lists the workers' sweep looks after: client id ->
-    ``"<reply ttl s>"`` while its claim is held, ``"<reply ttl s> <gone since, epoch s>"`` once
-    the sweep found the claim gone (``workers.liveness``). A client lists itself when it claims
-    its id and at each renewal; the sweep gives the reply list of a client whose claim is gone
-    an expiry (if it has none) and forgets the client ``CLIENT_RETENTION_S`` later.
-
-    Why: a reply list must not outlive its client forever, and that was one ``EXPIRE`` per reply
-    (the list is deleted each time the client has read it all, so each first push recreates it
-    without one). A listed client's replies are pushed without it (``reply_expiry_swept_until``)."""
-    return f"{KEY_PREFIX}:clients"
-
-
-def clients_sweep_lock_key() -> str:
-    """Held for ``CLIENT_SWEEP_INTERVAL_S`` by the node that sweeps the clients (one per interval)."""
-    return f"{KEY_PREFIX}:clients-sweep-lock"
-
-
-CLIENT_SWEEP_INTERVAL_S = 10
-# How long the sweep keeps a gone client listed, its reply list checked for an expiry at every
-# sweep; a push that may skip its EXPIRE comes at most REPLY_EXPIRE_WINDOW_S after the admission
-# that saw the client's claim held, so well before the client is forgotten.
-CLIENT_RETENTION_S = 1800
-REPLY_EXPIRE_WINDOW_S = 900
-
-
-def reply_expiry_swept_until(reply_registered: bool, claim_seen_at: float | None, swept: bool) -> float | None:
-    """Until when (epoch s) a reply may be pushed without its own ``EXPIRE`` of the reply list;
-    None: every push needs it. Only when the client is listed (``reply_registered``), the fleet
-    sweeps its clients (``swept``: the worker's node runs the liveness sweep) and the job's
-    admission saw the client's claim held at ``claim_seen_at``: the client was listed and alive
-    then, so the sweep lists it for at least ``CLIENT_RETENTION_S`` more, and a push within
-    ``REPLY_EXPIRE_WINDOW_S`` of that instant lands while it is listed: if the client is gone,
-    a later sweep gives the list its expiry. A push later than that (a long job, a push retried
-    while Redis was full) sets the expiry itself."""
-    if not (reply_registered and swept and claim_seen_at is not None):
-        return None
-    return claim_seen_at + REPLY_EXPIRE_WINDOW_S
 
 
 def encode_reply(result: Mapping[str, Any]) -> bytes:

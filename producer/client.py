@@ -134,12 +134,7 @@ class FleetClient:
         self._claim_ttl_s = protocol.CLIENT_CLAIM_TTL_S
         self._redis = connect(target, socket_timeout=10, socket_connect_timeout=5, socket_keepalive=True)
         try:
-            # the claim, and the client listed for the sweep that gives its reply list an expiry
-            # once it is gone (protocol.clients_key): its replies are pushed without EXPIRE
-            pipe = self._redis.pipeline(transaction=False)
-            pipe.set(self.claim_key, self._claim_token, nx=True, ex=self._claim_ttl_s)
-            pipe.hset(protocol.clients_key(), self.client_id, str(reply_ttl))
-            claimed = pipe.execute()[0]
+            claimed = self._redis.set(self.claim_key, self._claim_token, nx=True, ex=self._claim_ttl_s)
         except redis.exceptions.OutOfMemoryError as exc:
             self._redis.close()
             raise BrokerFull(f"Redis at {target.safe} is full (maxmemory reached, noeviction): {exc}") from exc

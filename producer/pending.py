@@ -107,8 +107,7 @@ class JobFuture(cf.Future[Any]):
 class JobRegistry:
     """The unresolved jobs of one client, their deadlines and the cancels still to send. Thread-safe.
 
-    ``reply_to`` .. ``client_token`` are what every message of this client carries, and
-    ``reply_registered`` (its owner, ``FleetClient``, lists itself in ``protocol.clients_key``); ``resubmit``
+    ``reply_to`` .. ``client_token`` are what every message of this client carries; ``resubmit``
     (None: no resubmits) publishes one more attempt of a job that missed its deadline.
     """
 
@@ -187,7 +186,6 @@ class JobRegistry:
             return dataclasses.replace(
                 s.template, job_id=wire_id, reply_to=self._reply_to, submitted_at=now, deadline=now + s.timeout,
                 reply_ttl=self._reply_ttl, client_id=self._client_id, client_token=self._client_token,
-                reply_registered=True,
             )
         return JobMessage(
             job_id=wire_id,
@@ -203,7 +201,6 @@ class JobRegistry:
             language=s.language,
             client_id=self._client_id,
             client_token=self._client_token,
-            reply_registered=True,
         )
 
     def restamp(self, entries: Sequence[PendingJob]) -> None:

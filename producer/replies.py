@@ -45,22 +45,10 @@ _SWEEP_CANCELLED_FROM = 50
 
 # Renew this client's claim on its id: extend it while it is ours, take it back if it expired
 # (the reader was cut off from Redis for a TTL: returns 2), never take it from another client (0).
-# Either way it lists the client again in the clients hash (``protocol.clients_key``: KEYS[2],
-# ARGV[3] client id, ARGV[4] reply ttl), so the sweep looks after its reply list from the same
-# instant its claim is held. EXPIRE first: a script's first write decides whether a full Redis
-# refuses it, and EXPIRE needs no memory.
 _RENEW_CLAIM = """
 local v = redis.call('GET', KEYS[1])
-if v == ARGV[1] then
-  local ok = redis.call('EXPIRE', KEYS[1], ARGV[2])
-  redis.call('HSET', KEYS[2], ARGV[3], ARGV[4])
-  return ok
-end
-if not v then
-  redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
-  redis.call('HSET', KEYS[2], ARGV[3], ARGV[4])
-  return 2
-end
+if v == ARGV[1] then return redis.call('EXPIRE', KEYS[1], ARGV[2]) end
+if not v then redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2]) return 2 end
 return 0
 """
 
@@ -244,8 +232,7 @@ class ReplyReader:
 
     def _renew_claim(self) -> None:
         """Keep this client's exclusive hold on its client_id."""
-        ok = self._redis.eval(_RENEW_CLAIM, 2, self.claim_key, protocol.clients_key(), self._claim_token,
-                              self._claim_ttl_s, self.client_id, self.reply_ttl)
+        ok = self._redis.eval(_RENEW_CLAIM, 1, self.claim_key, self._claim_token, self._claim_ttl_s)
         if not ok:
             log.error("client_id %r was claimed by another client: replies may be lost to it", self.client_id)
         elif ok == 2:

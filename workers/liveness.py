@@ -37,13 +37,6 @@ the node has not held for ``grace`` seconds (an ack lost with a connection, a po
 never arrived) goes back to its queue. At a warm shutdown the node gives back what is left
 (``release``) and drops its heartbeat.
 
-The same thread also sweeps the clients (``sweep_clients``, one node per
-``protocol.CLIENT_SWEEP_INTERVAL_S``): a client listed in ``protocol.clients_key()`` whose claim
-is gone (closed, or crashed and its claim expired) gets an expiry on its reply list if the list
-has none, and is forgotten ``protocol.CLIENT_RETENTION_S`` later. That is what lets workers push
-a listed client's replies without an ``EXPIRE`` each, while a crashed client's list still cannot
-live forever.
-
 Every node of a fleet must run this (``CPFLEET_NODE_TTL`` > 0, the default): a node that does
 not beat has its jobs requeued by the others after ``grace``, and they run twice.
 """
@@ -182,39 +175,6 @@ return requeued
 """
 
 
-# KEYS: clients hash, clients sweep lock. ARGV: lock ms, claim key prefix, reply key prefix,
-# retention s. Returns the number of reply lists it gave an expiry, or false when another node
-# holds the lock. An entry is "<reply ttl>" or "<reply ttl> <gone since>" (protocol.clients_key).
-_SWEEP_CLIENTS = """
-if not redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[1]) then return false end
-local now = tonumber(redis.call('TIME')[1])
-local retention = tonumber(ARGV[4])
-local entries = redis.call('HGETALL', KEYS[1])
-local expired = 0
-for i = 1, #entries, 2 do
-  local id = entries[i]
-  local ttl, since = string.match(entries[i + 1], '^(%d+) ?(%d*)$')
-  if not ttl then
-    redis.call('HDEL', KEYS[1], id)
-  elseif redis.call('EXISTS', ARGV[2] .. id) == 1 then
-    if since ~= '' then redis.call('HSET', KEYS[1], id, ttl) end
-  else
-    local reply = ARGV[3] .. id
-    if redis.call('TTL', reply) == -1 then
-      redis.call('EXPIRE', reply, ttl)
-      expired = expired + 1
-    end
-    if since == '' then
-      redis.call('HSET', KEYS[1], id, ttl .. ' ' .. now)
-    elseif now - tonumber(since) > retention then
-      redis.call('HDEL', KEYS[1], id)
-    end
-  end
-end
-return expired
-"""
-
-
 def held_delivery_tags() -> list[str]:
     """The delivery tags of the messages this worker process holds (reserved or running, not yet
     acked), from Celery's worker state. Read from another thread: ``list()`` of a dict's values
@@ -259,7 +219,7 @@ class Liveness:
         self._client_factory = client_factory
         self._held = held
         self._client: redis.Redis | None = None
-        self._scripts: tuple[Any, Any, Any] | None = None
+        self._scripts: tuple[Any, Any] | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.requeued = 0  # messages this node's sweeps requeued (tests and logs read it)
@@ -288,7 +248,7 @@ class Liveness:
         try:
             client = self._connection()
             assert self._scripts is not None
-            beat, sweep, sweep_clients = self._scripts
+            beat, sweep = self._scripts
             held = self._held()
             tags = " ".join(held)
             beat(keys=[protocol.nodes_key()], args=[self.node, self.ttl, " " + tags if tags else ""])
@@ -303,7 +263,6 @@ class Liveness:
             lock_ms = max(100, int(self.beat * 1000) - 50)
             got = sweep(keys=keys, args=[self.grace, lock_ms, self.max_requeue, protocol.TASK_NAME_PREFIX,
                                          self.retention, protocol.inflight_key("")], client=client)
-            self.sweep_clients(sweep_clients)
             if self._error_logged:
                 log.warning("liveness: Redis answers again")
                 self._error_logged = False
@@ -319,14 +278,6 @@ class Liveness:
             log.warning("liveness: requeued %d job(s) held by lost worker node(s): %s",
                         len(requeued), ", ".join(requeued[:10]))
         return requeued
-
-    def sweep_clients(self, script: Any) -> int:
-        """The clients' sweep, when no other node did it this interval (module docstring);
-        returns how many reply lists it gave an expiry."""
-        got = script(keys=[protocol.clients_key(), protocol.clients_sweep_lock_key()],
-                     args=[protocol.CLIENT_SWEEP_INTERVAL_S * 1000, protocol.client_claim_key(""),
-                           protocol.reply_key(""), protocol.CLIENT_RETENTION_S])
-        return int(got or 0)
 
     @property
     def retention(self) -> float:
@@ -393,8 +344,7 @@ class Liveness:
     def _connection(self) -> redis.Redis:
         if self._client is None:
             self._client = self._client_factory()
-            self._scripts = (self._client.register_script(_BEAT), self._client.register_script(_SWEEP),
-                             self._client.register_script(_SWEEP_CLIENTS))
+            self._scripts = (self._client.register_script(_BEAT), self._client.register_script(_SWEEP))
         return self._client
 
     def _reset(self) -> None:

@@ -1,4 +1,4 @@
-"""Pushing one result to its job's reply list: LPUSH (+ EXPIRE) in one round trip, retried while
+"""Pushing one result to its job's reply list: LPUSH + EXPIRE in one round trip, retried while
 Redis is briefly away (a restart mid-batch) or full (``maxmemory`` with ``noeviction`` refuses
 writes with an OOM error until readers or workers drain it), so a finished job's work is not
 thrown away."""
@@ -30,12 +30,9 @@ def push_reply(
     retry_for_s: float = 30.0,
     keep_until: float | None = None,
     count_failure: tuple[str, int] | None = None,
-    swept_until: float | None = None,
 ) -> None:
     """Deliver ``result``; ``count_failure`` (fail-count hash, test index) adds one to that
-    test's count in the same round trip (``workers.failorder``). The reply list gets its
-    expiry (``ttl_s``) with the push, except from a push made before ``swept_until`` (epoch s):
-    until then the sweep of gone clients sees to it (``protocol.reply_expiry_swept_until``).
+    test's count in the same round trip (``workers.failorder``).
 
     Redis unreachable: retried for ``retry_for_s``, then the last error is raised. Redis full:
     retried for ``retry_for_s`` or until ``keep_until`` (epoch seconds, the job's deadline: after
@@ -54,8 +51,7 @@ def push_reply(
             # lands, the retry pushes a duplicate, which the client drops by job id
             pipe = client.pipeline(transaction=False)
             pipe.lpush(reply_to, data)
-            if swept_until is None or protocol.now() > swept_until:
-                pipe.expire(reply_to, ttl_s)
+            pipe.expire(reply_to, ttl_s)
             if count_failure is not None:
                 pipe.hincrby(count_failure[0], str(count_failure[1]), 1)
             pipe.execute()

@@ -187,17 +187,14 @@ def _executed(execute: Callable[[], R]) -> R:
         raise Reject(str(exc), requeue=True) from exc
 
 
-def _answer(msg: JobMessage | RunMessage, result: JobResult | RunJobResult, admission: Admission,
+def _answer(msg: JobMessage | RunMessage, result: JobResult | RunJobResult,
             count_failure: tuple[str, int] | None = None) -> None:
     """Push the job's one reply, then record it and set up the next job's sandbox (after the
     reply: the client need not wait for metrics and the job log line; the sandbox is prepared
-    while this process waits for its next job). The same tail for both tasks. The reply list's
-    EXPIRE is left out where the sweep of gone clients gives it one (``reply_expiry_swept_until``)."""
-    swept_until = protocol.reply_expiry_swept_until(msg.reply_registered, admission.claim_held_at,
-                                                    settings.node_ttl_s > 0)
+    while this process waits for its next job). The same tail for both tasks."""
     try:
         push_reply(resources.redis, msg.reply_to, result, msg.reply_ttl, settings.reply_retry_s, keep_until=msg.deadline,
-                   count_failure=count_failure, swept_until=swept_until)
+                   count_failure=count_failure)
     finally:
         _record(result)
         resources.prepare_next()
@@ -231,7 +228,7 @@ def evaluate_task(self: Any, job: Any = None, *args: Any, **kwargs: Any) -> dict
         return {"verdict": "WITHDRAWN", "job_id": msg.job_id, "reason": admission.withdrawn}
     result = _executed(lambda: run_job(msg, hostname, admission))
     failed = failed_test(result) if fail_fast else None
-    _answer(msg, result, admission, None if failed is None else (protocol.fail_counts_key(msg.problem_id), failed))
+    _answer(msg, result, None if failed is None else (protocol.fail_counts_key(msg.problem_id), failed))
     return flower_summary(result)
 
 
@@ -310,7 +307,7 @@ def run_task(self: Any, job: Any = None, *args: Any, **kwargs: Any) -> dict[str,
                          worker=hostname)
         return {"status": "WITHDRAWN", "job": msg.job_id, "reason": admission.withdrawn}
     result = _executed(lambda: run_run_job(msg, hostname))
-    _answer(msg, result, admission)
+    _answer(msg, result)
     return flower_run_summary(result)
 
 

@@ -41,8 +41,6 @@ class Admission:
     # bytes (None: no entry); ``cache_key`` None when nothing was probed
     cache_key: str | None = None
     cache_blob: bytes | None = None
-    # when (epoch s, just before the reads) the client's claim was seen held; None: not read
-    claim_held_at: float | None = None
 
 
 def admit(client: redis.Redis, msg: JobMessage, read_fail_counts: bool = False,
@@ -69,7 +67,6 @@ def admit(client: redis.Redis, msg: JobMessage, read_fail_counts: bool = False,
     """
     claimed = msg.client_id is not None and msg.client_token is not None
     meta_key = protocol.fail_counts_key(msg.problem_id)
-    asked_at = protocol.now()
     strings = []  # read with one MGET: the claim and the job's cancel key, the cache probe
     if claimed:
         assert msg.client_id is not None
@@ -96,7 +93,6 @@ def admit(client: redis.Redis, msg: JobMessage, read_fail_counts: bool = False,
             return Admission(OWNER_GONE)
         if cancelled:
             return Admission(CANCELLED)
-    held_at = asked_at if claimed else None
     counts: dict[int, int] = {}
     if read_fail_counts:
         meta = answers[0] if isinstance(answers[0], dict) else {}
@@ -110,9 +106,9 @@ def admit(client: redis.Redis, msg: JobMessage, read_fail_counts: bool = False,
             version = client.hget(protocol.problem_key(msg.problem_id), protocol.PROBLEM_FIELD_VERSION)
         except redis.RedisError as exc:
             log.warning("job %s: could not read its problem's version (%s)", msg.job_id, exc)
-            return Admission(None, fail_counts=counts, claim_held_at=held_at)
+            return Admission(None, fail_counts=counts)
     text = version.decode() if isinstance(version, bytes) else version if isinstance(version, str) else None
-    return Admission(None, True, text, counts, cache_probe, blob if isinstance(blob, bytes) else None, held_at)
+    return Admission(None, True, text, counts, cache_probe, blob if isinstance(blob, bytes) else None)
 
 
 def admit_run(client: redis.Redis, msg: protocol.RunMessage) -> Admission:
@@ -120,7 +116,6 @@ def admit_run(client: redis.Redis, msg: protocol.RunMessage) -> Admission:
     has no problem to read), and the same rule that a job runs when the check cannot be made."""
     if msg.client_id is None or msg.client_token is None:
         return Admission(None)
-    asked_at = protocol.now()
     try:
         holder, cancelled = client.mget(protocol.client_claim_key(msg.client_id),
                                         protocol.cancelled_job_key(msg.client_id, msg.job_id))
@@ -128,6 +123,4 @@ def admit_run(client: redis.Redis, msg: protocol.RunMessage) -> Admission:
         log.warning("run job %s: could not check whether it was withdrawn (%s): running it", msg.job_id, exc)
         return Admission(None)
     token = holder.decode() if isinstance(holder, bytes) else holder
-    if token != msg.client_token:
-        return Admission(OWNER_GONE)
-    return Admission(CANCELLED if cancelled else None, claim_held_at=asked_at)
+    return Admission(OWNER_GONE if token != msg.client_token else CANCELLED if cancelled else None)
