@@ -103,6 +103,10 @@ class JobMessage:
     # that the client cancelled. Absent (None) on messages of clients that predate them.
     client_id: str | None = None
     client_token: str | None = None
+    # The client's reply stream (``reply_stream_key``): a worker that knows it appends the reply
+    # there (``XADD ... NOMKSTREAM``), and to ``reply_to`` only when the stream is gone. Absent
+    # (None) on messages of clients that predate it; workers that predate it use ``reply_to``.
+    reply_stream: str | None = None
     v: int = PROTOCOL_VERSION
 
     task_name: ClassVar[str] = TASK_NAME
@@ -126,6 +130,8 @@ class JobMessage:
         if self.client_id is not None and self.client_token is not None:
             d["client_id"] = self.client_id
             d["client_token"] = self.client_token
+        if self.reply_stream is not None:
+            d["reply_stream"] = self.reply_stream
         return d
 
     @classmethod
@@ -183,7 +189,15 @@ class JobMessage:
             language=language,
             client_id=client_id,
             client_token=client_token,
+            reply_stream=_reply_stream(d, "job"),
         )
+
+
+def _reply_stream(d: Mapping[str, Any], kind: str) -> str | None:
+    stream = d.get("reply_stream")
+    if stream is not None and (not isinstance(stream, str) or not stream):
+        raise ProtocolError(f"{kind} field 'reply_stream' must be a non-empty string or nil")
+    return stream
 
 
 def check_options(reward_shape: str, mode: str) -> None:
@@ -288,6 +302,7 @@ class RunMessage:
     reply_ttl: int = DEFAULT_REPLY_TTL_S
     client_id: str | None = None
     client_token: str | None = None
+    reply_stream: str | None = None  # as JobMessage's
     v: int = RUN_PROTOCOL_VERSION
 
     task_name: ClassVar[str] = RUN_TASK_NAME
@@ -327,6 +342,8 @@ class RunMessage:
         if self.client_id is not None and self.client_token is not None:
             d["client_id"] = self.client_id
             d["client_token"] = self.client_token
+        if self.reply_stream is not None:
+            d["reply_stream"] = self.reply_stream
         return d
 
     @classmethod
@@ -425,6 +442,7 @@ class RunMessage:
             reply_ttl=ttl,
             client_id=client_id,
             client_token=client_token,
+            reply_stream=_reply_stream(d, "run"),
         )
         reply = len(msg.stdins) * (2 * msg.output_cap + len(msg.fetch_files) * FETCH_FILE_BYTES)
         if reply > MAX_RUN_REPLY_BYTES:
@@ -474,8 +492,22 @@ def sweep_lock_key() -> str:
 
 
 def reply_key(client_id: str) -> str:
-    """The list a client pops its results from (one per client, with an expiry)."""
+    """The list a client reads results from when they do not come by its stream: replies of
+    workers that predate the stream, of messages that name none, and of a stream that was gone.
+    Each push gives it its expiry (``DEFAULT_REPLY_TTL_S`` or the job's)."""
     return f"{KEY_PREFIX}:reply:{client_id}"
+
+
+def reply_stream_key(client_id: str) -> str:
+    """The stream a client reads its results from (one entry per reply, field
+    ``REPLY_STREAM_FIELD``). The client creates it, keeps its expiry while it lives and trims
+    what it has delivered; workers append with ``XADD ... NOMKSTREAM``, which never creates it,
+    so no worker leaves a key without an expiry behind a client that is gone, and no reply
+    needs an EXPIRE of its own. A reply for a stream that is gone goes to ``reply_key``."""
+    return f"{KEY_PREFIX}:replies:{client_id}"
+
+
+REPLY_STREAM_FIELD = "r"
 
 
 def processing_key(client_id: str) -> str:

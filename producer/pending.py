@@ -115,6 +115,7 @@ class JobRegistry:
         self,
         *,
         reply_to: str,
+        reply_stream: str | None = None,
         reply_ttl: int,
         use_cache: bool,
         client_id: str,
@@ -123,6 +124,7 @@ class JobRegistry:
         resubmit: Callable[[JobMessage | RunMessage], None] | None = None,
     ) -> None:
         self._reply_to = reply_to
+        self._reply_stream = reply_stream
         self._reply_ttl = reply_ttl
         self._use_cache = use_cache
         self._client_id = client_id
@@ -186,6 +188,7 @@ class JobRegistry:
             return dataclasses.replace(
                 s.template, job_id=wire_id, reply_to=self._reply_to, submitted_at=now, deadline=now + s.timeout,
                 reply_ttl=self._reply_ttl, client_id=self._client_id, client_token=self._client_token,
+                reply_stream=self._reply_stream,
             )
         return JobMessage(
             job_id=wire_id,
@@ -201,6 +204,7 @@ class JobRegistry:
             language=s.language,
             client_id=self._client_id,
             client_token=self._client_token,
+            reply_stream=self._reply_stream,
         )
 
     def restamp(self, entries: Sequence[PendingJob]) -> None:

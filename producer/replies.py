@@ -1,18 +1,19 @@
 """The client's reply reader: one thread that hands every reply from Redis to the job registry.
 
-Workers only ever push to the left of the client's reply list, and only this reader removes
-from its right end; so the reader reads the oldest replies where they are (``LRANGE`` of the
-right end) and removes exactly those, once they are delivered (``LTRIM`` of as many from the
-right). A reply never leaves Redis before its future has it: a connection that dies mid-read
-loses nothing, the next round reads the same replies again. Delivery is at-least-once; the
-registry (``producer.pending``) drops the duplicates.
+Replies come by the client's reply stream (``protocol.reply_stream_key``): workers append with
+``XADD``, and the reader blocks in ``XREAD`` from the last entry it delivered, up to
+``pop_batch`` entries at a time: one command per batch of replies. ``XREAD`` takes nothing: an
+entry stays in the stream until the reader has delivered it and trims it (``XTRIM MINID``, at
+most once a second, pipelined with a read), so a connection that dies mid-read loses nothing,
+the next read starts again from the same entry. Delivery is at-least-once; the registry
+(``producer.pending``) drops the duplicates. The client made the stream and keeps its expiry
+with its claim (``_RENEW_CLAIM``); workers never create it (``NOMKSTREAM``).
 
-To wait for a reply without taking it, the round blocks in ``BLMOVE`` from the list to itself
-(right to left: it returns as soon as the list is not empty, and only rotates the oldest reply
-to the other end, where a later round reads it). One round is one pipeline, one round trip:
-``LTRIM`` of what the previous round delivered, ``BLMOVE``, ``LRANGE`` of up to ``pop_batch``:
-3 commands per batch of replies, against 4 to 6 for the processing list this replaced (BLMOVE
-to it, a script's RPOP, LPUSH and EXPIRE for more, DEL once delivered).
+Replies that do not come by the stream come by the client's reply list (``protocol.reply_key``):
+from workers that predate the stream (a fleet being upgraded) or when the stream was gone. The
+reader looks at the list once a second while it is empty, and at once again while it holds
+replies: it reads the oldest where they are (``LRANGE`` of the right end; workers push to the
+left) and trims exactly those once delivered (``LTRIM`` of as many from the right).
 
 The same thread does the client's other periodic Redis work, so that no caller ever waits on it:
 it checks deadlines, renews the client's claim on its id (workers drop the jobs of a client
@@ -44,13 +45,39 @@ log = logging.getLogger("cpfleet.client")
 _SWEEP_CANCELLED_FROM = 50
 
 # Renew this client's claim on its id: extend it while it is ours, take it back if it expired
-# (the reader was cut off from Redis for a TTL: returns 2), never take it from another client (0).
+# (the reader was cut off from Redis for a TTL: 2), never take it from another client (0). While
+# the claim is ours, extend the reply stream's expiry too (KEYS[2], ARGV[3] seconds), and make
+# the stream again if it is gone (expired, or Redis lost it). Returns {code, 1 if the stream was
+# made again}. The claim's EXPIRE comes first: a script's first write decides whether a full
+# Redis refuses it, and EXPIRE needs no memory.
 _RENEW_CLAIM = """
 local v = redis.call('GET', KEYS[1])
-if v == ARGV[1] then return redis.call('EXPIRE', KEYS[1], ARGV[2]) end
-if not v then redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2]) return 2 end
-return 0
+local code = 0
+if v == ARGV[1] then
+  code = redis.call('EXPIRE', KEYS[1], ARGV[2])
+elseif not v then
+  redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+  code = 2
+else
+  return {0, 0}
+end
+if redis.call('EXPIRE', KEYS[2], ARGV[3]) == 1 then return {code, 0} end
+redis.call('XADD', KEYS[2], 'MAXLEN', '0', '*', 'made', '1')
+redis.call('EXPIRE', KEYS[2], ARGV[3])
+return {code, 1}
 """
+
+
+# The stream is trimmed of delivered replies at most this often (a trim is one command; what it
+# leaves meanwhile is replies already delivered); the list is looked at this often while empty.
+_TRIM_EVERY_S = 1.0
+_LIST_LOOK_EVERY_S = 1.0
+
+
+def _after(entry_id: bytes) -> str:
+    """The smallest stream id after ``entry_id`` (``XTRIM MINID`` keeps ids >= it)."""
+    ms, _, seq = entry_id.decode().partition("-")
+    return f"{ms}-{int(seq or 0) + 1}"
 
 
 class ReplyReader:
@@ -88,7 +115,7 @@ class ReplyReader:
         self.unreachable_grace_s = unreachable_grace_s
         self._redis_url = redis_url
         self._block_s = 0.25
-        # The reader blocks in BLMOVE; its socket timeout must outlast the block time. redis-py
+        # The reader blocks in XREAD; its socket timeout must outlast the block time. redis-py
         # must not retry its commands silently: a round's LTRIM must never be sent twice (the
         # second would remove replies not read yet), so the reader has to see every error.
         self._redis = connect(
@@ -98,11 +125,16 @@ class ReplyReader:
             socket_keepalive=True,
             retry=Retry(NoBackoff(), 0),
         )
-        # replies at the right end of the reply list that were read and delivered, to be trimmed
-        # by the next round
-        self._delivered = 0
-        self.broker_full = False  # the reader saw Redis refuse BLMOVE for lack of memory
-        self._broker_full_since = 0.0
+        self.stream_key = protocol.reply_stream_key(client_id)
+        self._last_id = b"0-0"  # the last stream entry delivered: the next read starts after it
+        self._untrimmed: bytes | None = None  # delivered entries up to this id are still in the stream
+        self._next_trim = 0.0
+        self._next_list_look = 0.0
+        # what the round just read and the loop is delivering: replies from the list's right
+        # end (trimmed by the next round once delivered) and the stream's last entry
+        self._round_list = 0
+        self._round_last_id: bytes | None = None
+        self._list_delivered = 0
         self._withdraw_warned = 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._read_loop, name=f"cpfleet-reader-{client_id[:8]}", daemon=True)
@@ -143,12 +175,13 @@ class ReplyReader:
                 backoff = 0.1
             except redis.RedisError as exc:
                 error = exc
-            for data in batch:  # delivered before the next round trims them off the list
+            for data in batch:  # delivered before a later round trims them off
                 try:
                     self._deliver(data)
                 except Exception:  # the reader must survive anything one reply can do
                     log.exception("reply reader: delivering a reply failed")
-            self._delivered = len(batch)
+            if error is None:
+                self._delivered_round()
             if error is None or not isinstance(error, (redis.ConnectionError, redis.TimeoutError)):
                 unreachable_since = None
             elif unreachable_since is None:
@@ -159,16 +192,12 @@ class ReplyReader:
                 # Renew the claim first thing after a reconnect: a Redis that restarted without
                 # its data lost it, and workers drop the jobs of a client without a claim.
                 next_renew = 0.0
-                if self.broker_full and not isinstance(error, redis.exceptions.OutOfMemoryError):
-                    self.broker_full = False  # retry BLMOVE after a reconnect
                 self._jobs.stats.reader_errors += 1
                 if time.monotonic() - last_error > 5:
                     log.warning("reply reader: %s (retrying; pending jobs keep their deadlines)", error)
                     last_error = time.monotonic()
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, 2.0)
-            elif self.broker_full and batch:
-                self.broker_full = False  # memory was freed by draining: try blocking again
 
     def _give_up(self, since: float, error: redis.RedisError) -> bool:
         """Fail the pending futures with BrokerUnavailable once Redis has been unreachable for
@@ -185,38 +214,55 @@ class ReplyReader:
         return True
 
     def _take_replies(self) -> list[Any]:
-        """One round: trim what the previous round delivered, wait for a reply, and read up to
-        ``pop_batch`` of the oldest (returned oldest first; they stay in the list until the
-        next round trims them, after their delivery).
+        """One round, one pipeline: trim the stream of what was delivered (at most once a
+        second), trim and read the reply list (when it is due: see the module docstring), and
+        read up to ``pop_batch`` stream entries after the last one delivered, blocking for
+        ``_block_s`` when there are none. Returns the replies, oldest list replies first.
 
-        The trim count is forgotten before it is sent: if the connection dies with the round,
-        the trim may or may not have run, and sending it again could remove replies not read
-        yet; instead the next round reads again whatever is left (duplicates are dropped).
-        BLMOVE is refused while Redis is over ``maxmemory`` (it may grow memory): then the round
-        is LTRIM and LRANGE alone (both allowed), polling.
+        The list's trim count is forgotten before it is sent: if the connection dies with the
+        round, the trim may or may not have run, and sending it again could remove replies not
+        read yet; instead the next round reads again whatever is left (duplicates are dropped).
+        The stream's trim is by id, so sending it again is harmless. No command here needs
+        memory: a full Redis (``maxmemory``) does not stop the reader.
         """
-        trim, self._delivered = self._delivered, 0
-        if self.broker_full and time.monotonic() - self._broker_full_since > 5.0:
-            self.broker_full = False  # memory may have been freed elsewhere: try blocking again
+        now = time.monotonic()
         pipe = self._redis.pipeline(transaction=False)
-        if trim:
-            pipe.ltrim(self.reply_key, 0, -trim - 1)
-        if not self.broker_full:
-            pipe.blmove(self.reply_key, self.reply_key, self._block_s, src="RIGHT", dest="LEFT")
-        pipe.lrange(self.reply_key, -self.pop_batch, -1)
-        answers = pipe.execute(raise_on_error=False)
-        for answer in answers[:-1]:
-            if isinstance(answer, redis.exceptions.OutOfMemoryError):
-                self.broker_full, self._broker_full_since = True, time.monotonic()
-            elif isinstance(answer, Exception):
-                raise answer
-        items = answers[-1]
-        if isinstance(items, Exception):
-            raise items
-        batch = list(reversed(items)) if isinstance(items, list) else []
-        if not batch and self.broker_full:
-            self._stop.wait(self._block_s)  # polling while full: nothing to block on
+        trimming = self._untrimmed if now >= self._next_trim else None
+        if trimming is not None:
+            pipe.xtrim(self.stream_key, minid=_after(trimming))
+            self._next_trim = now + _TRIM_EVERY_S
+        list_trim, self._list_delivered = self._list_delivered, 0
+        look = list_trim > 0 or now >= self._next_list_look
+        if list_trim:
+            pipe.ltrim(self.reply_key, 0, -list_trim - 1)
+        if look:
+            pipe.lrange(self.reply_key, -self.pop_batch, -1)
+            self._next_list_look = now + _LIST_LOOK_EVERY_S
+        # no blocking while the list had replies: it may hold more, to be read right away
+        block = None if list_trim else int(self._block_s * 1000)
+        pipe.xread({self.stream_key: self._last_id}, count=self.pop_batch, block=block)
+        answers = pipe.execute()
+        if trimming is not None and self._untrimmed == trimming:
+            self._untrimmed = None
+        listed = answers[-2] if look else []
+        batch = list(reversed(listed)) if isinstance(listed, list) else []
+        self._round_list = len(batch)
+        self._round_last_id = None
+        for _stream, entries in answers[-1] or []:
+            for entry_id, fields in entries:
+                data = fields.get(protocol.REPLY_STREAM_FIELD.encode())
+                if data is not None:
+                    batch.append(data)
+                self._round_last_id = entry_id
         return batch
+
+    def _delivered_round(self) -> None:
+        """The round's replies were delivered: the list's go at the next round, the stream's
+        at the next trim, and the next read starts after them."""
+        self._list_delivered = self._round_list
+        if self._round_last_id is not None:
+            self._last_id = self._untrimmed = self._round_last_id
+        self._round_list, self._round_last_id = 0, None
 
     def _deliver(self, data: bytes) -> None:
         try:
@@ -232,7 +278,11 @@ class ReplyReader:
 
     def _renew_claim(self) -> None:
         """Keep this client's exclusive hold on its client_id."""
-        ok = self._redis.eval(_RENEW_CLAIM, 1, self.claim_key, self._claim_token, self._claim_ttl_s)
+        ok, made = self._redis.eval(_RENEW_CLAIM, 2, self.claim_key, self.stream_key, self._claim_token,
+                                    self._claim_ttl_s, self.reply_ttl)
+        if made:
+            # a new stream: its ids start afresh (replies meanwhile went to the reply list)
+            self._last_id, self._untrimmed = b"0-0", None
         if not ok:
             log.error("client_id %r was claimed by another client: replies may be lost to it", self.client_id)
         elif ok == 2:

@@ -194,7 +194,7 @@ def _answer(msg: JobMessage | RunMessage, result: JobResult | RunJobResult,
     while this process waits for its next job). The same tail for both tasks."""
     try:
         push_reply(resources.redis, msg.reply_to, result, msg.reply_ttl, settings.reply_retry_s, keep_until=msg.deadline,
-                   count_failure=count_failure)
+                   count_failure=count_failure, stream=msg.reply_stream)
     finally:
         _record(result)
         resources.prepare_next()
@@ -338,6 +338,8 @@ def _reject(task_id: str, job: Any, reason: str, hostname: str) -> None:
         stamp = JobStamp(job_id, problem_id if isinstance(problem_id, str) else "", worker=hostname)
         result = stamp.infra(f"malformed job: {reason}")
     try:
-        push_reply(resources.redis, reply_to, result, protocol.DEFAULT_REPLY_TTL_S, settings.reply_retry_s)
+        stream = job.get("reply_stream")
+        push_reply(resources.redis, reply_to, result, protocol.DEFAULT_REPLY_TTL_S, settings.reply_retry_s,
+                   stream=stream if isinstance(stream, str) and stream else None)
     except Exception:
         log.exception("could not answer malformed job %s", job_id)
