@@ -229,7 +229,7 @@ class ReplyReader:
         pipe = self._redis.pipeline(transaction=False)
         trimming = self._untrimmed if now >= self._next_trim else None
         if trimming is not None:
-            pipe.xtrim(self.stream_key, minid=_after(trimming))
+            pipe.xtrim(self.stream_key, minid=_after(trimming), approximate=False)
             self._next_trim = now + _TRIM_EVERY_S
         list_trim, self._list_delivered = self._list_delivered, 0
         look = list_trim > 0 or now >= self._next_list_look
