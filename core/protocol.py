@@ -4,8 +4,9 @@ Imported by both the producer (trainer side) and the workers. Imports neither ce
 the sandbox's execution machinery: only msgpack and the standard library.
 
 A job travels as the single positional argument of the Celery task ``TASK_NAME`` (Celery
-message protocol v2, msgpack body). Its result comes back as one msgpack message LPUSHed by
-the worker to the job's reply list (``reply_key(client_id)``) with an expiry: there is no
+message protocol v2, msgpack body). Its result comes back as one msgpack message appended by
+the worker to the client's reply stream (``reply_stream_key(client_id)``), or LPUSHed with an
+expiry to its reply list (``reply_key(client_id)``) where there is no stream: there is no
 Celery result backend. A run job (``RunMessage``: a program and its stdins, nothing judged)
 travels the same way as the argument of ``RUN_TASK_NAME`` and is answered on the same list.
 
@@ -508,6 +509,12 @@ def reply_stream_key(client_id: str) -> str:
 
 
 REPLY_STREAM_FIELD = "r"
+
+
+def reply_stream_ttl(reply_ttl: int) -> int:
+    """The expiry a client keeps on its reply stream: ``reply_ttl``, but never below the claim's
+    TTL, so that the claim's renewals (every quarter of it) always come before it lapses."""
+    return max(reply_ttl, CLIENT_CLAIM_TTL_S)
 
 
 def processing_key(client_id: str) -> str:

@@ -155,7 +155,7 @@ class FleetClient:
             # this id may have left entries), its expiry kept by the reader with the claim
             pipe = self._redis.pipeline(transaction=False)
             pipe.xadd(self.reply_stream_key, {"made": "1"}, maxlen=0, approximate=False)
-            pipe.expire(self.reply_stream_key, reply_ttl)
+            pipe.expire(self.reply_stream_key, protocol.reply_stream_ttl(reply_ttl))
             pipe.execute()
         except redis.RedisError as exc:
             try:

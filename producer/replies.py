@@ -279,7 +279,7 @@ class ReplyReader:
     def _renew_claim(self) -> None:
         """Keep this client's exclusive hold on its client_id."""
         ok, made = self._redis.eval(_RENEW_CLAIM, 2, self.claim_key, self.stream_key, self._claim_token,
-                                    self._claim_ttl_s, self.reply_ttl)
+                                    self._claim_ttl_s, protocol.reply_stream_ttl(self.reply_ttl))
         if made:
             # a new stream: its ids start afresh (replies meanwhile went to the reply list)
             self._last_id, self._untrimmed = b"0-0", None

@@ -268,7 +268,8 @@ def test_a_reply_for_a_stream_that_is_gone_goes_to_the_list_and_the_stream_comes
 
     store_problems(redis_url, "t/echo")
     r = redis.Redis.from_url(redis_url)
-    with FleetClient(redis_url, queue="nobody-listens-gone", timeout=60) as client:
+    with FleetClient(redis_url, queue="nobody-listens-gone", timeout=60, reply_ttl=120) as client:
+        assert r.xlen(client.reply_stream_key) == 0 and 0 < r.ttl(client.reply_stream_key) <= 120  # made, expiring
         future = client.submit("t/echo", ECHO_OK, job_id="mine")
         (entry,) = client._jobs.pending.values()
         r.delete(client.reply_stream_key)

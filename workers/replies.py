@@ -54,7 +54,7 @@ def push_reply(
     full_logged = False
     while True:
         try:
-            # not a transaction (MULTI/EXEC would be 2 more commands per job): if only the LPUSH
+            # not a transaction (MULTI/EXEC would be 2 more commands per job): if only the reply
             # lands, the retry pushes a duplicate, which the client drops by job id
             pipe = client.pipeline(transaction=False)
             if stream is not None:
