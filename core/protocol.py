@@ -43,21 +43,25 @@ def problem_index_key() -> str:
     return f"{KEY_PREFIX}:problems"
 
 
+def fail_count_field(index: int) -> str:
+    """The field of the problem's hash (``problem_key``) that counts how often its hidden test
+    ``index`` (0-based, file order) was the failure that ended an all-or-nothing job. Workers
+    run the most-failed tests first (``workers.failorder``) and read the counts with the
+    version in one ``HMGET`` (``workers.withdrawal.admit``); the store drops them when it writes
+    a changed problem, and they go with the hash when it is deleted."""
+    return f"{PROBLEM_FAIL_FIELD_PREFIX}{index}"
+
+
+PROBLEM_FAIL_FIELD_PREFIX = "fail:"
+# Counts are kept and read for the first this many hidden tests (an HMGET names each field):
+# a problem with more orders the rest by file order, never a reward change.
+MAX_COUNTED_TESTS = 512
+
+
 def fail_counts_key(problem_id: str) -> str:
-    """A hash of how often each hidden test of the problem's stored version was the failure that
-    ended an all-or-nothing job: field = the test's 0-based index, value = the count. Workers run
-    the most-failed tests first; the store resets the hash when it writes a changed problem, so
-    its fields are at most the hidden tests of one version, plus ``FAILS_FIELD_VERSION``.
-
-    That field repeats the problem's stored version (``core.store`` writes it only while the
-    problem's own hash holds the same version), so a worker reads the version and the counts
-    with one ``HGETALL`` (``workers.withdrawal.admit``). A hash without it (written by code
-    that predates the field, or recreated by a late count after a reset) sends the worker to
-    the problem's own hash; counts readers ignore the field (not a test index)."""
+    """Where code before ``fail_count_field`` kept the counts (a hash per problem). Neither read
+    nor written now; the store deletes it with the problem, or when it writes a changed one."""
     return f"{KEY_PREFIX}:fails:{problem_id}"
-
-
-FAILS_FIELD_VERSION = "version"
 
 
 # --- the evaluate task -------------------------------------------------------------------------

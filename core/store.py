@@ -12,13 +12,9 @@ move in one bulk reply; writers compare versions first (one pipelined round trip
 and only send problems whose version differs, so re-loading an unchanged file writes nothing.
 Both fields are set by a single HSET, so a reader never sees a version with another version's data.
 
-The version is repeated in the problem's fail-count hash (``protocol.FAILS_FIELD_VERSION``),
-where workers read it together with the counts in one command. It is written there by a script
-that first checks the problem's own hash holds that very version (``_SYNC_VERSION``), so the
-copy is never a version the problem hash did not hold at that instant: two loaders racing on one
-id cannot leave the copy on the loser's version. A changed problem's counts are reset in the
-same script; a problem stored by older code gets the copy at its next registration (``keep``:
-its counts stay).
+The hash also holds the fail-fast counts of its hidden tests (``protocol.fail_count_field``),
+so a worker reads the version and the counts with one ``HMGET``. A changed problem's counts are
+dropped right after its new version is written (``_DROP_COUNTS``: they were of the old tests).
 """
 
 from __future__ import annotations
@@ -33,7 +29,7 @@ import msgpack
 from cpfleet.core.errors import ProblemStoreError
 from cpfleet.core.problem import Problem, ProblemFormatError, validate_for_judging
 from cpfleet.core.protocol import (
-    FAILS_FIELD_VERSION,
+    PROBLEM_FAIL_FIELD_PREFIX,
     PROBLEM_FIELD_DATA,
     PROBLEM_FIELD_VERSION,
     fail_counts_key,
@@ -136,15 +132,14 @@ def _registrable(index: int, record: Any) -> Problem:
     return problem
 
 
-# KEYS[1] the problem's hash, KEYS[2] its fail-count hash; ARGV[1] the version field, ARGV[2]
-# the version just written or found, ARGV[3] 'reset' (a changed problem: its counts were of the
-# old tests) or 'keep'. Returns 1 if the copy was written, 0 if the problem hash holds another
-# version by now (a later write, whose own call writes its copy).
-_SYNC_VERSION = """
-if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
-if ARGV[3] == 'reset' then redis.call('DEL', KEYS[2]) end
-redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
-return 1
+# KEYS[1] the problem's hash; ARGV[1] the count fields' prefix. Drops every count field (the
+# field names only are read: HKEYS, never the data).
+_DROP_COUNTS = """
+local dropped = 0
+for _, f in ipairs(redis.call('HKEYS', KEYS[1])) do
+  if string.sub(f, 1, #ARGV[1]) == ARGV[1] then dropped = dropped + redis.call('HDEL', KEYS[1], f) end
+end
+return dropped
 """
 
 
@@ -179,12 +174,10 @@ def remove_problems(client: redis.Redis, problem_ids: Iterable[str]) -> int:
         return 0
     pipe = client.pipeline(transaction=False)
     for pid in ids:
-        # the counts (and their copy of the version) first: a worker that reads no copy asks
-        # the problem's own hash, so no instant has a version for a deleted problem
-        pipe.delete(fail_counts_key(pid))
-        pipe.delete(problem_key(pid))
+        pipe.delete(problem_key(pid))  # its fail counts go with it
+        pipe.delete(fail_counts_key(pid))  # where older code kept them
     pipe.srem(problem_index_key(), *ids)
-    return int(sum(pipe.execute()[1:-1:2]))
+    return int(sum(pipe.execute()[:-1:2]))
 
 
 def _register_batch(client: redis.Redis, batch: list[Problem], batch_bytes: int, stats: RegisterStats) -> None:
@@ -197,24 +190,23 @@ def _register_batch(client: redis.Redis, batch: list[Problem], batch_bytes: int,
     pipe = client.pipeline(transaction=False)
     for pid in ids:
         pipe.hget(problem_key(pid), PROBLEM_FIELD_VERSION)
-        pipe.hget(fail_counts_key(pid), FAILS_FIELD_VERSION)
-    read = pipe.execute()
-    sync = client.register_script(_SYNC_VERSION)
+    stored = pipe.execute()
+    drop_counts = client.register_script(_DROP_COUNTS)
     pipe = client.pipeline(transaction=False)
     pending = 0
-    for pid, old, copy in zip(ids, read[::2], read[1::2], strict=True):
+    for pid, old in zip(ids, stored, strict=True):
         new = versions[pid]
         stats.versions[pid] = new
         if old is not None and _text(old) == new:
             stats.unchanged += 1
-            if copy is None or _text(copy) != new:  # stored by code that wrote no copy
-                sync(keys=[problem_key(pid), fail_counts_key(pid)], args=[FAILS_FIELD_VERSION, new, "keep"],
-                     client=pipe)
             continue
         blob = encode_problem(latest[pid])
         pipe.hset(problem_key(pid), mapping={PROBLEM_FIELD_VERSION: new, PROBLEM_FIELD_DATA: blob})
-        # the counts were of the old tests (workers.failorder): reset, with the version's copy
-        sync(keys=[problem_key(pid), fail_counts_key(pid)], args=[FAILS_FIELD_VERSION, new, "reset"], client=pipe)
+        if old is not None:
+            # the counts were of the old tests (workers.failorder); a count a worker still
+            # judging the old version adds after this only shuffles the new order
+            drop_counts(keys=[problem_key(pid)], args=[PROBLEM_FAIL_FIELD_PREFIX], client=pipe)
+            pipe.delete(fail_counts_key(pid))  # where older code kept them
         pipe.sadd(problem_index_key(), pid)
         pending += len(blob)
         stats.bytes_written += len(blob)

@@ -76,52 +76,47 @@ def _commands(client: redis.Redis) -> dict[str, int]:
 
 
 def test_admission_is_one_pipeline_of_plain_reads(client: redis.Redis) -> None:
-    """Claim, cancel key and result cache probe in one MGET, version with the fail counts in one
-    HGETALL: two commands (no script: EVALSHA would be one more), in one round trip."""
+    """Claim, cancel key and result cache probe in one MGET, the version with the fail counts in
+    one HMGET of the problem's hash: two commands (no script: EVALSHA would be one more), in one
+    round trip."""
     client.set(protocol.client_claim_key("c1"), "tok")
     register_problems(client, [_problem("1\n")])
-    client.hincrby(protocol.fail_counts_key("adm/p"), "0", 3)
+    client.hincrby(protocol.problem_key("adm/p"), protocol.fail_count_field(0), 3)
     client.set("adm:probe", b"entry")
     client.config_resetstat()
-    adm = admit(client, _job(), read_fail_counts=True, cache_probe="adm:probe")
+    adm = admit(client, _job(), count_tests=1, cache_probe="adm:probe")
     used = _commands(client)
     used.pop("config|resetstat", None)
     used.pop("config", None)
-    assert used == {"mget": 1, "hgetall": 1}
+    assert used == {"mget": 1, "hmget": 1}
     assert adm.withdrawn is None and adm.version == fetch_version(client, "adm/p") and adm.fail_counts == {0: 3}
     assert (adm.cache_key, adm.cache_blob) == ("adm:probe", b"entry")
 
 
-def test_a_problem_stored_without_the_version_copy_is_read_from_its_own_hash_then_healed(client: redis.Redis) -> None:
-    """A problem written by code that kept the version only in the problem's hash (a fleet
-    being upgraded): the worker asks that hash (one command more), and the next registration,
-    unchanged, writes the copy and keeps the counts."""
+def _count_fields(client: redis.Redis) -> dict[bytes, bytes]:
+    return {k: v for k, v in client.hgetall(protocol.problem_key("adm/p")).items()
+            if k.startswith(protocol.PROBLEM_FAIL_FIELD_PREFIX.encode())}
+
+
+def test_the_counts_live_and_go_with_the_problem(client: redis.Redis) -> None:
+    """The version is read where the store writes it (never a copy that could outlive a
+    delete); a changed problem's counts are dropped (they were of the old tests), an unchanged
+    one's kept; a removed problem, or one deleted by hand, takes its counts with it and reads as
+    not stored."""
     client.set(protocol.client_claim_key("c1"), "tok")
     version = register_problems(client, [_problem("1\n")]).versions["adm/p"]
-    key = protocol.fail_counts_key("adm/p")
-    client.hdel(key, protocol.FAILS_FIELD_VERSION)  # what older code leaves: counts only
-    client.hincrby(key, "0", 2)
-    adm = admit(client, _job(), read_fail_counts=True)
-    assert adm.version_read and adm.version == version and adm.fail_counts == {0: 2}
-    stats = register_problems(client, [_problem("1\n")])
-    assert stats.unchanged == 1
-    assert client.hgetall(key) == {b"0": b"2", protocol.FAILS_FIELD_VERSION.encode(): version.encode()}
-
-
-def test_the_version_copy_never_names_a_version_the_problem_hash_does_not_hold(client: redis.Redis) -> None:
-    """The copy is written only while the problem's hash holds that version: a loader that lost
-    a race (another wrote a newer version in between) leaves the copy alone."""
-    from cpfleet.core.store import _SYNC_VERSION
-
-    version = register_problems(client, [_problem("1\n")]).versions["adm/p"]
-    key = protocol.fail_counts_key("adm/p")
-    sync = client.register_script(_SYNC_VERSION)
-    args = [protocol.FAILS_FIELD_VERSION, "some-older-version", "reset"]
-    assert sync(keys=[protocol.problem_key("adm/p"), key], args=args) == 0
-    assert client.hget(key, protocol.FAILS_FIELD_VERSION) == version.encode()
-    # a changed problem: the copy follows, its counts are reset; removed: nothing is left
-    client.hincrby(key, "0", 5)
+    client.hincrby(protocol.problem_key("adm/p"), protocol.fail_count_field(0), 5)
+    assert register_problems(client, [_problem("1\n")]).unchanged == 1
+    assert _count_fields(client) == {b"fail:0": b"5"}
     changed = register_problems(client, [_problem("2\n")]).versions["adm/p"]
-    assert changed != version and client.hgetall(key) == {protocol.FAILS_FIELD_VERSION.encode(): changed.encode()}
+    assert changed != version and _count_fields(client) == {}
+    adm = admit(client, _job(), count_tests=1)
+    assert adm.version == changed and adm.fail_counts == {}
+    client.hincrby(protocol.problem_key("adm/p"), protocol.fail_count_field(0), 1)
+    client.delete(protocol.problem_key("adm/p"))  # by hand, not through the store
+    adm = admit(client, _job(), count_tests=1)
+    assert adm.version_read and adm.version is None and adm.fail_counts == {}
+    register_problems(client, [_problem("2\n")])
+    client.hset(protocol.fail_counts_key("adm/p"), "0", 9)  # where older code counted
     remove_problems(client, ["adm/p"])
-    assert not client.exists(key) and admit(client, _job(token=None)).version is None
+    assert not client.exists(protocol.problem_key("adm/p"), protocol.fail_counts_key("adm/p"))

@@ -30,11 +30,11 @@ def push_reply(
     ttl_s: int,
     retry_for_s: float = 30.0,
     keep_until: float | None = None,
-    count_failure: tuple[str, int] | None = None,
+    count_failure: tuple[str, str] | None = None,
     stream: str | None = None,
 ) -> None:
-    """Deliver ``result``; ``count_failure`` (fail-count hash, test index) adds one to that
-    test's count in the same round trip (``workers.failorder``).
+    """Deliver ``result``; ``count_failure`` (the problem's hash, a test's count field) adds one
+    to that test's count in the same round trip (``workers.failorder``).
 
     ``stream``: the client's reply stream (``protocol.reply_stream_key``), appended to with
     ``NOMKSTREAM``: the client creates it and keeps its expiry, so the push needs no EXPIRE;
@@ -63,7 +63,7 @@ def push_reply(
                 pipe.lpush(reply_to, data)
                 pipe.expire(reply_to, ttl_s)
             if count_failure is not None:
-                pipe.hincrby(count_failure[0], str(count_failure[1]), 1)
+                pipe.hincrby(count_failure[0], count_failure[1], 1)
             appended = pipe.execute()[0]
             if stream is not None and appended is None:
                 # no stream: the list, once (the count was made; a retry must not count again)

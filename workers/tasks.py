@@ -140,18 +140,22 @@ def _cache_key(msg: JobMessage, problem: Problem, version: str) -> str | None:
     return None if identity is None else resources.results.key(version, identity, msg.reward_shape, msg.mode)
 
 
-def _cache_probe(msg: JobMessage) -> str | None:
-    """The result cache key of ``msg`` computed from this process's copy of its problem, to be
-    read in the admission's round trip (``admit``); None when the cache is off for the job or
-    no copy is held. Never raises: a probe is an optimisation, the job's own lookup follows."""
-    if not (settings.result_cache and msg.use_cache):
-        return None
-    try:
-        held = resources.problems.peek(msg.problem_id)
-        return None if held is None else _cache_key(msg, held[0], held[1])
-    except Exception:
-        log.exception("job %s: computing its result cache probe failed", msg.job_id)
-        return None
+def _admission_reads(msg: JobMessage, fail_fast: bool) -> tuple[int, str | None]:
+    """What the admission's round trip reads beyond the claim and the version, from this
+    process's copy of the problem (none held: nothing more): the fail counts of its hidden tests
+    when the job runs in the learnt order, and the result cache key computed from the copy (the
+    probe; None when the cache is off for the job). Never raises: both are optimisations, and
+    the job's own lookup follows."""
+    held = resources.problems.peek(msg.problem_id)
+    if held is None:
+        return 0, None
+    probe = None
+    if settings.result_cache and msg.use_cache:
+        try:
+            probe = _cache_key(msg, held[0], held[1])
+        except Exception:
+            log.exception("job %s: computing its result cache probe failed", msg.job_id)
+    return (len(held[0].hidden_tests) if fail_fast else 0), probe
 
 
 def _record_problem_lookup(outcome: str) -> None:
@@ -188,7 +192,7 @@ def _executed(execute: Callable[[], R]) -> R:
 
 
 def _answer(msg: JobMessage | RunMessage, result: JobResult | RunJobResult,
-            count_failure: tuple[str, int] | None = None) -> None:
+            count_failure: tuple[str, str] | None = None) -> None:
     """Push the job's one reply, then record it and set up the next job's sandbox (after the
     reply: the client need not wait for metrics and the job log line; the sandbox is prepared
     while this process waits for its next job). The same tail for both tasks."""
@@ -221,14 +225,17 @@ def evaluate_task(self: Any, job: Any = None, *args: Any, **kwargs: Any) -> dict
         _reject(self.request.id, job, str(exc), hostname)
         return {"verdict": "REJECTED", "reason": str(exc)[:200]}
     fail_fast = settings.fail_fast and msg.mode == "full" and msg.reward_shape == "all_or_nothing"
-    admission = admit(resources.redis, msg, read_fail_counts=fail_fast, cache_probe=_cache_probe(msg))
+    count_tests, probe = _admission_reads(msg, fail_fast)
+    admission = admit(resources.redis, msg, count_tests=count_tests, cache_probe=probe)
     if admission.withdrawn is not None:
         joblog.log_event("job_withdrawn", job_id=msg.job_id, problem_id=msg.problem_id, reason=admission.withdrawn,
                          worker=hostname)
         return {"verdict": "WITHDRAWN", "job_id": msg.job_id, "reason": admission.withdrawn}
     result = _executed(lambda: run_job(msg, hostname, admission))
     failed = failed_test(result) if fail_fast else None
-    _answer(msg, result, None if failed is None else (protocol.fail_counts_key(msg.problem_id), failed))
+    counted = failed is not None and failed < protocol.MAX_COUNTED_TESTS
+    _answer(msg, result, (protocol.problem_key(msg.problem_id), protocol.fail_count_field(failed))
+            if counted and failed is not None else None)
     return flower_summary(result)
 
 

@@ -43,20 +43,19 @@ class Admission:
     cache_blob: bytes | None = None
 
 
-def admit(client: redis.Redis, msg: JobMessage, read_fail_counts: bool = False,
+def admit(client: redis.Redis, msg: JobMessage, count_tests: int = 0,
           cache_probe: str | None = None) -> Admission:
-    """Whether ``msg`` runs, and (same round trip) its problem's stored version, its hidden
-    tests' fail counts when ``read_fail_counts``, and the result cache entry ``cache_probe``.
+    """Whether ``msg`` runs, and (same round trip) its problem's stored version, the fail counts
+    of its first ``count_tests`` hidden tests, and the result cache entry ``cache_probe``.
 
     One pipeline of two plain reads, no script (a script costs one command more than the reads
-    it runs): the problem's fail-count hash, which also holds the stored version
-    (``protocol.FAILS_FIELD_VERSION``; ``HGETALL`` when the counts are wanted, else ``HGET``),
-    and one ``MGET`` of the client's claim and the job's cancel key (for a message that names
-    its client) and of ``cache_probe``. The probe is the cache key computed from this process's
-    copy of the problem before its version is known: the caller uses the entry only if the key
-    computed from the version read here is the same key. A hash without the version field (the
-    problem was stored by code that did not write it, or not stored) costs one more round trip:
-    ``HGET`` of the version in the problem's own hash.
+    it runs): ``HMGET`` of the problem's hash, its version and its count fields
+    (``protocol.fail_count_field``; the caller knows how many tests from its copy of the
+    problem, and asks for none when it holds no copy or the job does not run in the learnt
+    order), and one ``MGET`` of the client's claim and the job's cancel key (for a message that
+    names its client) and of ``cache_probe``. The probe is the cache key computed from this
+    process's copy of the problem before its version is known: the caller uses the entry only
+    if the key computed from the version read here is the same key.
 
     The reads are not one snapshot: a cancel or a reload that lands between them is the same as
     one that lands just after the check, which the check never excluded.
@@ -66,19 +65,17 @@ def admit(client: redis.Redis, msg: JobMessage, read_fail_counts: bool = False,
     is paid), and the problem lookup asks Redis itself, failing as it would have.
     """
     claimed = msg.client_id is not None and msg.client_token is not None
-    meta_key = protocol.fail_counts_key(msg.problem_id)
     strings = []  # read with one MGET: the claim and the job's cancel key, the cache probe
     if claimed:
         assert msg.client_id is not None
         strings += [protocol.client_claim_key(msg.client_id), protocol.cancelled_job_key(msg.client_id, msg.job_id)]
     if cache_probe is not None:
         strings.append(cache_probe)
+    counted = min(count_tests, protocol.MAX_COUNTED_TESTS)
+    fields = [protocol.PROBLEM_FIELD_VERSION] + [protocol.fail_count_field(i) for i in range(counted)]
     try:
         pipe = client.pipeline(transaction=False)
-        if read_fail_counts:
-            pipe.hgetall(meta_key)
-        else:
-            pipe.hget(meta_key, protocol.FAILS_FIELD_VERSION)
+        pipe.hmget(protocol.problem_key(msg.problem_id), fields)
         if strings:
             pipe.mget(strings)
         answers = pipe.execute()
@@ -93,20 +90,9 @@ def admit(client: redis.Redis, msg: JobMessage, read_fail_counts: bool = False,
             return Admission(OWNER_GONE)
         if cancelled:
             return Admission(CANCELLED)
-    counts: dict[int, int] = {}
-    if read_fail_counts:
-        meta = answers[0] if isinstance(answers[0], dict) else {}
-        version = meta.pop(protocol.FAILS_FIELD_VERSION.encode(), None)
-        counts = parse_counts([x for kv in meta.items() for x in kv])
-    else:
-        version = answers[0]
+    version, *values = answers[0]
+    counts = parse_counts([x for i, v in enumerate(values) if v is not None for x in (i, v)])
     blob = found[-1] if cache_probe is not None else None
-    if version is None:
-        try:
-            version = client.hget(protocol.problem_key(msg.problem_id), protocol.PROBLEM_FIELD_VERSION)
-        except redis.RedisError as exc:
-            log.warning("job %s: could not read its problem's version (%s)", msg.job_id, exc)
-            return Admission(None, fail_counts=counts)
     text = version.decode() if isinstance(version, bytes) else version if isinstance(version, str) else None
     return Admission(None, True, text, counts, cache_probe, blob if isinstance(blob, bytes) else None)
 
