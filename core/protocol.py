@@ -4,8 +4,9 @@ Imported by both the producer (trainer side) and the workers. Imports neither ce
 the sandbox's execution machinery: only msgpack and the standard library.
 
 A job travels as the single positional argument of the Celery task ``TASK_NAME`` (Celery
-message protocol v2, msgpack body). Its result comes back as one msgpack message LPUSHed by
-the worker to the job's reply list (``reply_key(client_id)``) with an expiry: there is no
+message protocol v2, msgpack body). Its result comes back as one msgpack message appended by
+the worker to the client's reply stream (``reply_stream_key(client_id)``), or LPUSHed with an
+expiry to its reply list (``reply_key(client_id)``) where there is no stream: there is no
 Celery result backend. A run job (``RunMessage``: a program and its stdins, nothing judged)
 travels the same way as the argument of ``RUN_TASK_NAME`` and is answered on the same list.
 
@@ -42,11 +43,24 @@ def problem_index_key() -> str:
     return f"{KEY_PREFIX}:problems"
 
 
+def fail_count_field(index: int) -> str:
+    """The field of the problem's hash (``problem_key``) that counts how often its hidden test
+    ``index`` (0-based, file order) was the failure that ended an all-or-nothing job. Workers
+    run the most-failed tests first (``workers.failorder``) and read the counts with the
+    version in one ``HMGET`` (``workers.withdrawal.admit``); the store drops them when it writes
+    a changed problem, and they go with the hash when it is deleted."""
+    return f"{PROBLEM_FAIL_FIELD_PREFIX}{index}"
+
+
+PROBLEM_FAIL_FIELD_PREFIX = "fail:"
+# Counts are kept and read for the first this many hidden tests (an HMGET names each field):
+# a problem with more orders the rest by file order, never a reward change.
+MAX_COUNTED_TESTS = 512
+
+
 def fail_counts_key(problem_id: str) -> str:
-    """A hash of how often each hidden test of the problem's stored version was the failure that
-    ended an all-or-nothing job: field = the test's 0-based index, value = the count. Workers run
-    the most-failed tests first; the store deletes the hash when it writes a changed problem, so
-    its fields are at most the hidden tests of one version."""
+    """Where code before ``fail_count_field`` kept the counts (a hash per problem). Neither read
+    nor written now; the store deletes it with the problem, or when it writes a changed one."""
     return f"{KEY_PREFIX}:fails:{problem_id}"
 
 
@@ -94,6 +108,10 @@ class JobMessage:
     # that the client cancelled. Absent (None) on messages of clients that predate them.
     client_id: str | None = None
     client_token: str | None = None
+    # The client's reply stream (``reply_stream_key``): a worker that knows it appends the reply
+    # there (``XADD ... NOMKSTREAM``), and to ``reply_to`` only when the stream is gone. Absent
+    # (None) on messages of clients that predate it; workers that predate it use ``reply_to``.
+    reply_stream: str | None = None
     v: int = PROTOCOL_VERSION
 
     task_name: ClassVar[str] = TASK_NAME
@@ -117,6 +135,8 @@ class JobMessage:
         if self.client_id is not None and self.client_token is not None:
             d["client_id"] = self.client_id
             d["client_token"] = self.client_token
+        if self.reply_stream is not None:
+            d["reply_stream"] = self.reply_stream
         return d
 
     @classmethod
@@ -174,7 +194,15 @@ class JobMessage:
             language=language,
             client_id=client_id,
             client_token=client_token,
+            reply_stream=_reply_stream(d, "job"),
         )
+
+
+def _reply_stream(d: Mapping[str, Any], kind: str) -> str | None:
+    stream = d.get("reply_stream")
+    if stream is not None and (not isinstance(stream, str) or not stream):
+        raise ProtocolError(f"{kind} field 'reply_stream' must be a non-empty string or nil")
+    return stream
 
 
 def check_options(reward_shape: str, mode: str) -> None:
@@ -279,6 +307,7 @@ class RunMessage:
     reply_ttl: int = DEFAULT_REPLY_TTL_S
     client_id: str | None = None
     client_token: str | None = None
+    reply_stream: str | None = None  # as JobMessage's
     v: int = RUN_PROTOCOL_VERSION
 
     task_name: ClassVar[str] = RUN_TASK_NAME
@@ -318,6 +347,8 @@ class RunMessage:
         if self.client_id is not None and self.client_token is not None:
             d["client_id"] = self.client_id
             d["client_token"] = self.client_token
+        if self.reply_stream is not None:
+            d["reply_stream"] = self.reply_stream
         return d
 
     @classmethod
@@ -416,6 +447,7 @@ class RunMessage:
             reply_ttl=ttl,
             client_id=client_id,
             client_token=client_token,
+            reply_stream=_reply_stream(d, "run"),
         )
         reply = len(msg.stdins) * (2 * msg.output_cap + len(msg.fetch_files) * FETCH_FILE_BYTES)
         if reply > MAX_RUN_REPLY_BYTES:
@@ -465,13 +497,34 @@ def sweep_lock_key() -> str:
 
 
 def reply_key(client_id: str) -> str:
-    """The list a client pops its results from (one per client, with an expiry)."""
+    """The list a client reads results from when they do not come by its stream: replies of
+    workers that predate the stream, of messages that name none, and of a stream that was gone.
+    Each push gives it its expiry (``DEFAULT_REPLY_TTL_S`` or the job's)."""
     return f"{KEY_PREFIX}:reply:{client_id}"
 
 
+def reply_stream_key(client_id: str) -> str:
+    """The stream a client reads its results from (one entry per reply, field
+    ``REPLY_STREAM_FIELD``). The client creates it, keeps its expiry while it lives and trims
+    what it has delivered; workers append with ``XADD ... NOMKSTREAM``, which never creates it,
+    so no worker leaves a key without an expiry behind a client that is gone, and no reply
+    needs an EXPIRE of its own. A reply for a stream that is gone goes to ``reply_key``."""
+    return f"{KEY_PREFIX}:replies:{client_id}"
+
+
+REPLY_STREAM_FIELD = "r"
+
+
+def reply_stream_ttl(reply_ttl: int) -> int:
+    """The expiry a client keeps on its reply stream: ``reply_ttl``, but never below the claim's
+    TTL, so that the claim's renewals (every quarter of it) always come before it lapses."""
+    return max(reply_ttl, CLIENT_CLAIM_TTL_S)
+
+
 def processing_key(client_id: str) -> str:
-    """Where a client's reader moves replies until it has delivered them (a reply is never only
-    in flight on a socket: a connection that dies mid-pop leaves it here)."""
+    """Where older clients' readers moved replies until they had delivered them. Today's reader
+    reads and trims the reply list itself (``producer.replies``); a closing client still deletes
+    this key, which a previous client of the same id may have left."""
     return f"{KEY_PREFIX}:processing:{client_id}"
 
 
@@ -485,9 +538,12 @@ def client_claim_key(client_id: str) -> str:
     return f"{KEY_PREFIX}:client:{client_id}"
 
 
-def cancelled_key(client_id: str) -> str:
-    """A set of the wire ids this client cancelled: a worker drops them unjudged."""
-    return f"{KEY_PREFIX}:cancelled:{client_id}"
+def cancelled_job_key(client_id: str, wire_id: str) -> str:
+    """Exists (a string with an expiry) when this client cancelled the job of this wire id: a
+    worker drops it unjudged. One key per cancelled job rather than one set per client, so
+    that a worker reads the claim and the cancel in one ``MGET`` (``workers.withdrawal``).
+    Wire ids end in 128 random bits, so no two clients' keys meet."""
+    return f"{KEY_PREFIX}:withdrawn:{client_id}:{wire_id}"
 
 
 def encode_reply(result: Mapping[str, Any]) -> bytes:

@@ -11,6 +11,10 @@ blob only when it changed; a problem is one value, not one key per test, so tens
 move in one bulk reply; writers compare versions first (one pipelined round trip per batch)
 and only send problems whose version differs, so re-loading an unchanged file writes nothing.
 Both fields are set by a single HSET, so a reader never sees a version with another version's data.
+
+The hash also holds the fail-fast counts of its hidden tests (``protocol.fail_count_field``),
+so a worker reads the version and the counts with one ``HMGET``. A changed problem's counts are
+dropped right after its new version is written (``_DROP_COUNTS``: they were of the old tests).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import msgpack
 from cpfleet.core.errors import ProblemStoreError
 from cpfleet.core.problem import Problem, ProblemFormatError, validate_for_judging
 from cpfleet.core.protocol import (
+    PROBLEM_FAIL_FIELD_PREFIX,
     PROBLEM_FIELD_DATA,
     PROBLEM_FIELD_VERSION,
     fail_counts_key,
@@ -127,6 +132,17 @@ def _registrable(index: int, record: Any) -> Problem:
     return problem
 
 
+# KEYS[1] the problem's hash; ARGV[1] the count fields' prefix. Drops every count field (the
+# field names only are read: HKEYS, never the data).
+_DROP_COUNTS = """
+local dropped = 0
+for _, f in ipairs(redis.call('HKEYS', KEYS[1])) do
+  if string.sub(f, 1, #ARGV[1]) == ARGV[1] then dropped = dropped + redis.call('HDEL', KEYS[1], f) end
+end
+return dropped
+"""
+
+
 def fetch_problem(client: redis.Redis, problem_id: str) -> tuple[Problem, str] | None:
     """``(problem, version)`` or None when the id is not stored; both fields read atomically."""
     _require_bytes_client(client)
@@ -158,8 +174,8 @@ def remove_problems(client: redis.Redis, problem_ids: Iterable[str]) -> int:
         return 0
     pipe = client.pipeline(transaction=False)
     for pid in ids:
-        pipe.delete(problem_key(pid))
-        pipe.delete(fail_counts_key(pid))
+        pipe.delete(problem_key(pid))  # its fail counts go with it
+        pipe.delete(fail_counts_key(pid))  # where older code kept them
     pipe.srem(problem_index_key(), *ids)
     return int(sum(pipe.execute()[:-1:2]))
 
@@ -175,6 +191,7 @@ def _register_batch(client: redis.Redis, batch: list[Problem], batch_bytes: int,
     for pid in ids:
         pipe.hget(problem_key(pid), PROBLEM_FIELD_VERSION)
     stored = pipe.execute()
+    drop_counts = client.register_script(_DROP_COUNTS)
     pipe = client.pipeline(transaction=False)
     pending = 0
     for pid, old in zip(ids, stored, strict=True):
@@ -185,7 +202,11 @@ def _register_batch(client: redis.Redis, batch: list[Problem], batch_bytes: int,
             continue
         blob = encode_problem(latest[pid])
         pipe.hset(problem_key(pid), mapping={PROBLEM_FIELD_VERSION: new, PROBLEM_FIELD_DATA: blob})
-        pipe.delete(fail_counts_key(pid))  # the counts were of the old tests (workers.failorder)
+        if old is not None:
+            # the counts were of the old tests (workers.failorder); a count a worker still
+            # judging the old version adds after this only shuffles the new order
+            drop_counts(keys=[problem_key(pid)], args=[PROBLEM_FAIL_FIELD_PREFIX], client=pipe)
+            pipe.delete(fail_counts_key(pid))  # where older code kept them
         pipe.sadd(problem_index_key(), pid)
         pending += len(blob)
         stats.bytes_written += len(blob)

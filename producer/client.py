@@ -5,10 +5,10 @@
         results = fleet.gather(futures)            # in submit order
         rewards = [r.reward for r in results]      # None where r.infra_error: mask those
 
-One background reader thread per client moves replies from its reply list to its processing list
-(BLMOVE, then a script that moves up to ``pop_batch`` more) and removes them from there only once
-their futures are resolved, so a connection that dies mid-pop loses nothing: the next connection
-reads the processing list first. It resolves futures, drops duplicate replies (delivery is
+One background reader thread per client reads replies where they are, at the old end of its
+reply list (up to ``pop_batch`` per round), and trims them off only once their futures are
+resolved, so a connection that dies mid-read loses nothing: the next round reads them again
+(``producer.replies``). It resolves futures, drops duplicate replies (delivery is
 at-least-once) and turns a missed deadline into an INTERNAL result with ``infra_error`` set
 (optionally after one resubmit): never a reward of 0 the model did not earn. A bound on
 in-flight jobs gives backpressure; an unreachable broker is a ``BrokerUnavailable`` error, a
@@ -115,6 +115,7 @@ class FleetClient:
         self.use_cache = use_cache
         self.client_id = client_id or uuid.uuid4().hex
         self.reply_key = protocol.reply_key(self.client_id)
+        self.reply_stream_key = protocol.reply_stream_key(self.client_id)
         self.processing_key = protocol.processing_key(self.client_id)
         self.claim_key = protocol.client_claim_key(self.client_id)
         self.pop_batch = pop_batch
@@ -123,6 +124,7 @@ class FleetClient:
         self._claim_token = uuid.uuid4().hex
         self._jobs = JobRegistry(
             reply_to=self.reply_key,
+            reply_stream=self.reply_stream_key,
             reply_ttl=reply_ttl,
             use_cache=use_cache,
             client_id=self.client_id,
@@ -148,6 +150,22 @@ class FleetClient:
                 f"two clients would steal each other's replies; use a distinct client_id (a client that died "
                 f"without close() releases its id after {self._claim_ttl_s}s)"
             )
+        try:
+            # the reply stream (protocol.reply_stream_key): made empty here (a previous client of
+            # this id may have left entries), its expiry kept by the reader with the claim
+            pipe = self._redis.pipeline(transaction=False)
+            pipe.xadd(self.reply_stream_key, {"made": "1"}, maxlen=0, approximate=False)
+            pipe.expire(self.reply_stream_key, protocol.reply_stream_ttl(reply_ttl))
+            pipe.execute()
+        except redis.RedisError as exc:
+            try:
+                self._redis.eval(_RELEASE_CLAIM, 1, self.claim_key, self._claim_token)
+            except redis.RedisError:
+                pass  # the claim expires on its own
+            self._redis.close()
+            if isinstance(exc, redis.exceptions.OutOfMemoryError):
+                raise BrokerFull(f"Redis at {target.safe} is full (maxmemory reached, noeviction): {exc}") from exc
+            raise BrokerUnavailable(f"cannot make the reply stream at {target.safe}: {exc}") from exc
         if sweep_orphans:
             # Jobs of clients that are gone (a crashed trainer's, once its claim expired) would
             # otherwise sit in the queue ahead of this client's jobs until workers drop them.
@@ -565,7 +583,7 @@ class FleetClient:
         self.submitter.close()  # its queued pushes fail fast now (the publisher is closed)
         left = self._jobs.fail_all("client closed before the result")
         try:
-            self._redis.delete(self.reply_key, self.processing_key)
+            self._redis.delete(self.reply_stream_key, self.reply_key, self.processing_key)
             self._redis.eval(_RELEASE_CLAIM, 1, self.claim_key, self._claim_token)
         except redis.RedisError:
             pass

@@ -3,7 +3,7 @@
 A job naming a problem the store does not have is the caller's permanent mistake (a typo, or
 ``cpfleet load`` not run), so ``FleetClient`` refuses it at submit with ``UnknownProblemError``
 and publishes nothing, rather than letting a worker answer each job UNKNOWN_PROBLEM. Checking
-costs one pipelined round trip of EXISTS per batch, and only for ids not seen before: ids found
+costs one pipelined round trip of HEXISTS (of the version field) per batch, and only for ids not seen before: ids found
 present (and ids this client stored itself: inline tests, ``register_problems``) are remembered
 in a bounded LRU, so a steady stream of known ids costs no Redis command at all. A problem
 deleted after it was remembered is still answered UNKNOWN_PROBLEM by the worker.
@@ -20,7 +20,7 @@ import redis
 from cpfleet.core import protocol
 from cpfleet.core.errors import BrokerUnavailable, UnknownProblemError
 
-_PIPELINE_CHUNK = 10_000  # EXISTS commands per pipeline execute: bounds one request's size
+_PIPELINE_CHUNK = 10_000  # HEXISTS commands per pipeline execute: bounds one request's size
 
 
 class KnownProblems:
@@ -55,7 +55,7 @@ class KnownProblems:
 
     def missing(self, problem_ids: Iterable[str]) -> list[str]:
         """The distinct ids the store does not have: ids not remembered are checked with one
-        pipelined EXISTS round trip (per 10,000 ids) and remembered when present. Redis
+        pipelined HEXISTS round trip (per 10,000 ids) and remembered when present. Redis
         unreachable is ``BrokerUnavailable``."""
         todo = self.unchecked(problem_ids)
         if not todo:
@@ -67,7 +67,9 @@ class KnownProblems:
                 chunk = todo[start : start + _PIPELINE_CHUNK]
                 pipe = self._redis.pipeline(transaction=False)
                 for pid in chunk:
-                    pipe.exists(protocol.problem_key(pid))
+                    # the version field, not the key: a late fail count of a removed problem
+                    # (protocol.fail_count_field) may leave its hash with no problem in it
+                    pipe.hexists(protocol.problem_key(pid), protocol.PROBLEM_FIELD_VERSION)
                 self.checks += 1
                 for pid, found in zip(chunk, pipe.execute(), strict=True):
                     (present if found else absent).append(pid)

@@ -33,7 +33,7 @@ _CHUNK = 1000
 _CHUNK_BYTES = 8 * 1024 * 1024
 
 # KEYS[1] the queue list; ARGV: start index, max messages, max bytes, tombstone, claim key prefix,
-# cancelled set prefix.
+# cancel key prefix (``protocol.cancelled_job_key``: prefix, client id, ':', wire id).
 # Returns {messages scanned, messages removed, messages in the LRANGE}.
 _SWEEP = """
 local start = tonumber(ARGV[1])
@@ -56,9 +56,9 @@ for i, m in ipairs(items) do
       end
       local gone = owner ~= tok
       if not gone then
-        -- a live client's job it cancelled: its wire id (the task id) is in its cancelled set
+        -- a live client's job it cancelled: the cancel key of its wire id (the task id) exists
         local id = string.match(m, '"id": "([^"\\]+)"', h)
-        gone = id ~= nil and redis.call('SISMEMBER', ARGV[6] .. cid, id) == 1
+        gone = id ~= nil and redis.call('EXISTS', ARGV[6] .. cid .. ':' .. id) == 1
       end
       if gone then
         redis.call('LSET', KEYS[1], start + i - 1, ARGV[4])
@@ -78,7 +78,7 @@ def purge_orphans(client: redis.Redis, queue: str, budget_s: float = 30.0) -> in
     workers' own check)."""
     script = client.register_script(_SWEEP)
     tombstone = f"cpfleet-tombstone:{uuid.uuid4().hex}"
-    prefix, cancelled_prefix = protocol.client_claim_key(""), protocol.cancelled_key("")
+    prefix, cancelled_prefix = protocol.client_claim_key(""), protocol.cancelled_job_key("", "").removesuffix(":")
     end = time.monotonic() + budget_s
     start = removed_total = 0
     while time.monotonic() < end:

@@ -115,6 +115,7 @@ class JobRegistry:
         self,
         *,
         reply_to: str,
+        reply_stream: str | None = None,
         reply_ttl: int,
         use_cache: bool,
         client_id: str,
@@ -123,6 +124,7 @@ class JobRegistry:
         resubmit: Callable[[JobMessage | RunMessage], None] | None = None,
     ) -> None:
         self._reply_to = reply_to
+        self._reply_stream = reply_stream
         self._reply_ttl = reply_ttl
         self._use_cache = use_cache
         self._client_id = client_id
@@ -136,7 +138,7 @@ class JobRegistry:
         self.deadlines: list[tuple[float, int, str]] = []  # (monotonic deadline, seq, wire id)
         self._seq = itertools.count()
         self.closed = False
-        self._cancel_ttl_until = 0.0  # epoch seconds the cancelled set must live until
+        self._cancel_ttl_until = 0.0  # epoch seconds the cancel keys must live until
         self._to_withdraw: list[str] = []  # cancelled wire ids the reader has yet to send
 
     @property
@@ -186,6 +188,7 @@ class JobRegistry:
             return dataclasses.replace(
                 s.template, job_id=wire_id, reply_to=self._reply_to, submitted_at=now, deadline=now + s.timeout,
                 reply_ttl=self._reply_ttl, client_id=self._client_id, client_token=self._client_token,
+                reply_stream=self._reply_stream,
             )
         return JobMessage(
             job_id=wire_id,
@@ -201,6 +204,7 @@ class JobRegistry:
             language=s.language,
             client_id=self._client_id,
             client_token=self._client_token,
+            reply_stream=self._reply_stream,
         )
 
     def restamp(self, entries: Sequence[PendingJob]) -> None:
@@ -272,7 +276,7 @@ class JobRegistry:
         return self.cancel([f._entry for f in futures if isinstance(f, JobFuture) and f._jobs is self and f._entry])
 
     def take_withdrawals(self) -> tuple[list[str], int]:
-        """The cancelled wire ids not sent yet (now taken) and the seconds the cancelled set must
+        """The cancelled wire ids not sent yet (now taken) and the seconds their cancel keys must
         live: until the last of their deadlines (a worker drops any job past its deadline anyway)."""
         with self.lock:
             wire_ids, self._to_withdraw = self._to_withdraw, []

@@ -1,9 +1,19 @@
 """The client's reply reader: one thread that hands every reply from Redis to the job registry.
 
-It moves replies from the client's reply list to its processing list (BLMOVE, then a script that
-moves up to ``pop_batch`` more) and removes them from there only once they are delivered, so a
-connection that dies mid-pop loses nothing: the next connection reads the processing list first.
-Delivery is at-least-once; the registry (``producer.pending``) drops the duplicates.
+Replies come by the client's reply stream (``protocol.reply_stream_key``): workers append with
+``XADD``, and the reader blocks in ``XREAD`` from the last entry it delivered, up to
+``pop_batch`` entries at a time: one command per batch of replies. ``XREAD`` takes nothing: an
+entry stays in the stream until the reader has delivered it and trims it (``XTRIM MINID``, at
+most once a second, pipelined with a read), so a connection that dies mid-read loses nothing,
+the next read starts again from the same entry. Delivery is at-least-once; the registry
+(``producer.pending``) drops the duplicates. The client made the stream and keeps its expiry
+with its claim (``_RENEW_CLAIM``); workers never create it (``NOMKSTREAM``).
+
+Replies that do not come by the stream come by the client's reply list (``protocol.reply_key``):
+from workers that predate the stream (a fleet being upgraded) or when the stream was gone. The
+reader looks at the list once a second while it is empty, and at once again while it holds
+replies: it reads the oldest where they are (``LRANGE`` of the right end; workers push to the
+left) and trims exactly those once delivered (``LTRIM`` of as many from the right).
 
 The same thread does the client's other periodic Redis work, so that no caller ever waits on it:
 it checks deadlines, renews the client's claim on its id (workers drop the jobs of a client
@@ -35,25 +45,39 @@ log = logging.getLogger("cpfleet.client")
 _SWEEP_CANCELLED_FROM = 50
 
 # Renew this client's claim on its id: extend it while it is ours, take it back if it expired
-# (the reader was cut off from Redis for a TTL: returns 2), never take it from another client (0).
+# (the reader was cut off from Redis for a TTL: 2), never take it from another client (0). While
+# the claim is ours, extend the reply stream's expiry too (KEYS[2], ARGV[3] seconds), and make
+# the stream again if it is gone (expired, or Redis lost it). Returns {code, 1 if the stream was
+# made again}. The claim's EXPIRE comes first: a script's first write decides whether a full
+# Redis refuses it, and EXPIRE needs no memory.
 _RENEW_CLAIM = """
 local v = redis.call('GET', KEYS[1])
-if v == ARGV[1] then return redis.call('EXPIRE', KEYS[1], ARGV[2]) end
-if not v then redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2]) return 2 end
-return 0
-"""
-# Move up to ARGV[1] replies (oldest first) from the reply list to the processing list and return
-# them: they stay there until the reader has delivered them. The RPOP comes first so that the
-# LPUSH is allowed even when Redis is over maxmemory (a script's first write decides that).
-_MOVE_REPLIES = """
-local items = redis.call('RPOP', KEYS[1], ARGV[1])
-if not items then return {} end
-for i = 1, #items, 500 do
-  redis.call('LPUSH', KEYS[2], unpack(items, i, math.min(i + 499, #items)))
+local code = 0
+if v == ARGV[1] then
+  code = redis.call('EXPIRE', KEYS[1], ARGV[2])
+elseif not v then
+  redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+  code = 2
+else
+  return {0, 0}
 end
-redis.call('EXPIRE', KEYS[2], ARGV[2])
-return items
+if redis.call('EXPIRE', KEYS[2], ARGV[3]) == 1 then return {code, 0} end
+redis.call('XADD', KEYS[2], 'MAXLEN', '0', '*', 'made', '1')
+redis.call('EXPIRE', KEYS[2], ARGV[3])
+return {code, 1}
 """
+
+
+# The stream is trimmed of delivered replies at most this often (a trim is one command; what it
+# leaves meanwhile is replies already delivered); the list is looked at this often while empty.
+_TRIM_EVERY_S = 1.0
+_LIST_LOOK_EVERY_S = 1.0
+
+
+def _after(entry_id: bytes) -> str:
+    """The smallest stream id after ``entry_id`` (``XTRIM MINID`` keeps ids >= it)."""
+    ms, _, seq = entry_id.decode().partition("-")
+    return f"{ms}-{int(seq or 0) + 1}"
 
 
 class ReplyReader:
@@ -80,7 +104,6 @@ class ReplyReader:
     ) -> None:
         self.client_id = client_id
         self.reply_key = protocol.reply_key(client_id)
-        self.processing_key = protocol.processing_key(client_id)
         self.claim_key = protocol.client_claim_key(client_id)
         self._claim_token = claim_token
         self._claim_ttl_s = protocol.CLIENT_CLAIM_TTL_S
@@ -92,9 +115,9 @@ class ReplyReader:
         self.unreachable_grace_s = unreachable_grace_s
         self._redis_url = redis_url
         self._block_s = 0.25
-        # The reader blocks in BLMOVE; its socket timeout must outlast the block time. redis-py
-        # must not retry its commands silently: after a dropped connection the reader first reads
-        # the processing list back (see _read_loop), so it has to see every error.
+        # The reader blocks in XREAD; its socket timeout must outlast the block time. redis-py
+        # must not retry its commands silently: a round's LTRIM must never be sent twice (the
+        # second would remove replies not read yet), so the reader has to see every error.
         self._redis = connect(
             parse_redis_url(redis_url),
             socket_timeout=self._block_s + 10,
@@ -102,9 +125,16 @@ class ReplyReader:
             socket_keepalive=True,
             retry=Retry(NoBackoff(), 0),
         )
-        self._move_script = self._redis.register_script(_MOVE_REPLIES)
-        self.broker_full = False  # the reader saw Redis refuse BLMOVE for lack of memory
-        self._broker_full_since = 0.0
+        self.stream_key = protocol.reply_stream_key(client_id)
+        self._last_id = b"0-0"  # the last stream entry delivered: the next read starts after it
+        self._untrimmed: bytes | None = None  # delivered entries up to this id are still in the stream
+        self._next_trim = 0.0
+        self._next_list_look = 0.0
+        # what the round just read and the loop is delivering: replies from the list's right
+        # end (trimmed by the next round once delivered) and the stream's last entry
+        self._round_list = 0
+        self._round_last_id: bytes | None = None
+        self._list_delivered = 0
         self._withdraw_warned = 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._read_loop, name=f"cpfleet-reader-{client_id[:8]}", daemon=True)
@@ -128,7 +158,6 @@ class ReplyReader:
         last_error = 0.0
         renew_every = self._claim_ttl_s / 4
         next_renew = time.monotonic() + renew_every
-        recover = True  # the processing list may hold replies of a previous connection
         unreachable_since: float | None = None  # first failed round of the current outage
         while not self._stop.is_set():
             try:
@@ -142,21 +171,17 @@ class ReplyReader:
                 if time.monotonic() >= next_renew:
                     self._renew_claim()
                     next_renew = time.monotonic() + renew_every
-                batch = self._drain_processing() if recover else self._take_replies()
-                recover = False
+                batch = self._take_replies()
                 backoff = 0.1
             except redis.RedisError as exc:
                 error = exc
-            for data in batch:  # delivered before they leave the processing list
+            for data in batch:  # delivered before a later round trims them off
                 try:
                     self._deliver(data)
                 except Exception:  # the reader must survive anything one reply can do
                     log.exception("reply reader: delivering a reply failed")
-            if batch and error is None:
-                try:
-                    self._redis.delete(self.processing_key)
-                except redis.RedisError as exc:
-                    error = exc
+            if error is None:
+                self._delivered_round()
             if error is None or not isinstance(error, (redis.ConnectionError, redis.TimeoutError)):
                 unreachable_since = None
             elif unreachable_since is None:
@@ -164,20 +189,15 @@ class ReplyReader:
             elif self._give_up(unreachable_since, error):
                 unreachable_since = time.monotonic()  # jobs submitted from now on get a grace of their own
             if error is not None:
-                recover = True  # whatever was moved but not acknowledged is read again (duplicates are dropped)
                 # Renew the claim first thing after a reconnect: a Redis that restarted without
                 # its data lost it, and workers drop the jobs of a client without a claim.
                 next_renew = 0.0
-                if self.broker_full and not isinstance(error, redis.exceptions.OutOfMemoryError):
-                    self.broker_full = False  # retry BLMOVE after a reconnect
                 self._jobs.stats.reader_errors += 1
                 if time.monotonic() - last_error > 5:
                     log.warning("reply reader: %s (retrying; pending jobs keep their deadlines)", error)
                     last_error = time.monotonic()
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, 2.0)
-            elif self.broker_full and batch:
-                self.broker_full = False  # memory was freed by draining: try blocking again
 
     def _give_up(self, since: float, error: redis.RedisError) -> bool:
         """Fail the pending futures with BrokerUnavailable once Redis has been unreachable for
@@ -193,40 +213,56 @@ class ReplyReader:
                       grace, failed)
         return True
 
-    def _drain_processing(self) -> list[Any]:
-        """Everything this client moved to its processing list and may not have delivered yet
-        (oldest first): replies a dead connection took from the reply list land there, not
-        nowhere."""
-        items = self._redis.lrange(self.processing_key, 0, -1)
-        return list(reversed(items)) if isinstance(items, list) else []
-
     def _take_replies(self) -> list[Any]:
-        """Move a batch of replies to the processing list and return them (oldest first).
+        """One round, one pipeline: trim the stream of what was delivered (at most once a
+        second), trim and read the reply list (when it is due: see the module docstring), and
+        read up to ``pop_batch`` stream entries after the last one delivered, blocking for
+        ``_block_s`` when there are none. Returns the replies, oldest list replies first.
 
-        BLMOVE blocks for the first one; a script moves up to ``pop_batch`` more in the same
-        round trip. BLMOVE is refused while Redis is over ``maxmemory`` (it may grow memory), so
-        then the script alone polls: its RPOP frees before its LPUSH adds, which Redis allows.
+        The list's trim count is forgotten before it is sent: if the connection dies with the
+        round, the trim may or may not have run, and sending it again could remove replies not
+        read yet; instead the next round reads again whatever is left (duplicates are dropped).
+        The stream's trim is by id, so sending it again is harmless. No command here needs
+        memory: a full Redis (``maxmemory``) does not stop the reader.
         """
-        batch: list[Any] = []
-        if self.broker_full and time.monotonic() - self._broker_full_since > 5.0:
-            self.broker_full = False  # memory may have been freed elsewhere: try blocking again
-        if not self.broker_full:
-            try:
-                first = self._redis.blmove(
-                    self.reply_key, self.processing_key, self._block_s, src="RIGHT", dest="LEFT"
-                )
-            except redis.exceptions.OutOfMemoryError:
-                self.broker_full, self._broker_full_since = True, time.monotonic()
-                return batch
-            if first is None:
-                return batch
-            batch.append(first)
-        more = self._move_script(keys=[self.reply_key, self.processing_key], args=[self.pop_batch, self.reply_ttl])
-        if isinstance(more, list):
-            batch.extend(more)
-        if not batch and self.broker_full:
-            self._stop.wait(self._block_s)  # polling while full: nothing to block on
+        now = time.monotonic()
+        pipe = self._redis.pipeline(transaction=False)
+        trimming = self._untrimmed if now >= self._next_trim else None
+        if trimming is not None:
+            pipe.xtrim(self.stream_key, minid=_after(trimming), approximate=False)
+            self._next_trim = now + _TRIM_EVERY_S
+        list_trim, self._list_delivered = self._list_delivered, 0
+        look = list_trim > 0 or now >= self._next_list_look
+        if list_trim:
+            pipe.ltrim(self.reply_key, 0, -list_trim - 1)
+        if look:
+            pipe.lrange(self.reply_key, -self.pop_batch, -1)
+            self._next_list_look = now + _LIST_LOOK_EVERY_S
+        # no blocking while the list had replies: it may hold more, to be read right away
+        block = None if list_trim else int(self._block_s * 1000)
+        pipe.xread({self.stream_key: self._last_id}, count=self.pop_batch, block=block)
+        answers = pipe.execute()
+        if trimming is not None and self._untrimmed == trimming:
+            self._untrimmed = None
+        listed = answers[-2] if look else []
+        batch = list(reversed(listed)) if isinstance(listed, list) else []
+        self._round_list = len(batch)
+        self._round_last_id = None
+        for _stream, entries in answers[-1] or []:
+            for entry_id, fields in entries:
+                data = fields.get(protocol.REPLY_STREAM_FIELD.encode())
+                if data is not None:
+                    batch.append(data)
+                self._round_last_id = entry_id
         return batch
+
+    def _delivered_round(self) -> None:
+        """The round's replies were delivered: the list's go at the next round, the stream's
+        at the next trim, and the next read starts after them."""
+        self._list_delivered = self._round_list
+        if self._round_last_id is not None:
+            self._last_id = self._untrimmed = self._round_last_id
+        self._round_list, self._round_last_id = 0, None
 
     def _deliver(self, data: bytes) -> None:
         try:
@@ -242,7 +278,11 @@ class ReplyReader:
 
     def _renew_claim(self) -> None:
         """Keep this client's exclusive hold on its client_id."""
-        ok = self._redis.eval(_RENEW_CLAIM, 1, self.claim_key, self._claim_token, self._claim_ttl_s)
+        ok, made = self._redis.eval(_RENEW_CLAIM, 2, self.claim_key, self.stream_key, self._claim_token,
+                                    self._claim_ttl_s, protocol.reply_stream_ttl(self.reply_ttl))
+        if made:
+            # a new stream: its ids start afresh (replies meanwhile went to the reply list)
+            self._last_id, self._untrimmed = b"0-0", None
         if not ok:
             log.error("client_id %r was claimed by another client: replies may be lost to it", self.client_id)
         elif ok == 2:
@@ -256,20 +296,20 @@ class ReplyReader:
             )
 
     def _flush_withdrawals(self) -> None:
-        """Add the cancelled wire ids to this client's cancelled set, kept until the last of
-        their deadlines (a worker drops any job past its deadline anyway).
+        """Write a cancel key for each cancelled wire id (``protocol.cancelled_job_key``), kept
+        until the last of their deadlines (a worker drops any job past its deadline anyway).
         Best effort: while Redis refuses, the ids wait for the next try; a job that a worker
-        starts meanwhile runs, and its reply is ignored as a duplicate."""
+        starts meanwhile runs, and its reply is ignored as a duplicate. Setting a key again is
+        harmless, so a batch that failed halfway is simply sent again."""
         wire_ids, ttl = self._jobs.take_withdrawals()
         if not wire_ids:
             return
-        key = protocol.cancelled_key(self.client_id)
         try:
-            pipe = self._commands.pipeline(transaction=True)
             for start in range(0, len(wire_ids), 1000):
-                pipe.sadd(key, *wire_ids[start : start + 1000])
-            pipe.expire(key, max(ttl, 60))
-            pipe.execute()
+                pipe = self._commands.pipeline(transaction=False)
+                for wire_id in wire_ids[start : start + 1000]:
+                    pipe.set(protocol.cancelled_job_key(self.client_id, wire_id), b"1", ex=max(ttl, 60))
+                pipe.execute()
             if len(wire_ids) >= _SWEEP_CANCELLED_FROM:
                 # Many at once (a trainer dropping a step's jobs): take them out of the queue now
                 # rather than one Celery message at a time at the workers.

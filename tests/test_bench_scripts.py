@@ -21,6 +21,7 @@ CASES = [
     ("bench_judge_memory.py", ["--tests", "1", "--mib", "1"], "peak RSS of the judge process tree"),
     ("bench_runner.py", ["--tests", "10", "--rounds", "1"], "fork server per test"),
     ("bench_withdrawn.py", ["--jobs", "20"], "orphaned jobs cleared"),
+    ("bench_broker.py", ["--jobs", "20", "--sample", "10"], "goal <= 6 commands/job"),
     ("bench_runjobs.py", ["--programs", "2", "--tests", "2", "--rounds", "1"], "run jobs, one per test"),
     ("bench_lost_node.py", ["--jobs", "4", "--sleep", "1", "--node-ttl", "2"], "answered once each: True"),
     ("env_overhead.py", ["--tests", "5", "--rounds", "1", "--jobs", "2"], "per test (5 tests, forkserver)"),

@@ -96,7 +96,7 @@ def test_a_reply_push_that_meets_a_full_redis_is_kept_until_it_fits(small_redis:
 
 
 def test_the_reader_still_drains_replies_while_redis_is_full(small_redis: RedisServer) -> None:
-    """Moving a reply to the processing list needs no new memory; a full Redis must not stop it."""
+    """Reading and trimming replies needs no new memory; a full Redis must not stop the reader."""
     store_problems(small_redis.url, "t/echo")
     r = redis.Redis.from_url(small_redis.url)
     with FleetClient(small_redis.url, queue="nobody-listens-full-2", timeout=120) as client:
@@ -105,12 +105,20 @@ def test_the_reader_still_drains_replies_while_redis_is_full(small_redis: RedisS
         r.set("spare:0", b"y" * 4096)
         r.set("spare:1", b"y" * 4096)
         _fill(r)
-        assert wait_until(lambda: client._replies.broker_full, 30)  # Redis refused the reader's BLMOVE: it polls
-        # A script's first write decides the OOM check: deleting a spare key first lets it push.
-        push = r.register_script("redis.call('DEL', KEYS[2]); return redis.call('LPUSH', KEYS[1], ARGV[1])")
-        for i, wire_id in enumerate(wire_ids):
+        with pytest.raises(redis.exceptions.OutOfMemoryError):
+            r.set("still-full", b"z" * 65536)
+        # A script's first write decides the OOM check: deleting a spare key first lets it push,
+        # one reply by the client's stream (as workers answer), one by its reply list (as older
+        # workers do); the reader reads and trims both while Redis stays full.
+        push = r.register_script(
+            "redis.call('DEL', KEYS[2]) "
+            "if ARGV[2] == 'stream' then return redis.call('XADD', KEYS[1], 'NOMKSTREAM', '*', ARGV[3], ARGV[1]) end "
+            "return redis.call('LPUSH', KEYS[1], ARGV[1])")
+        for i, (wire_id, way) in enumerate(zip(wire_ids, ("stream", "list"), strict=True)):
             reply = JobResult(job_id=wire_id, problem_id="t/echo", reward=1.0, verdict=Verdict.OK)
-            push(keys=[client.reply_key, f"spare:{i}"], args=[protocol.encode_reply(reply.to_dict())])
+            key = client.reply_stream_key if way == "stream" else client.reply_key
+            push(keys=[key, f"spare:{i}"], args=[protocol.encode_reply(reply.to_dict()), way, protocol.REPLY_STREAM_FIELD])
             assert futures[i].result(timeout=60).reward == 1.0
+        assert wait_until(lambda: r.llen(client.reply_key) == 0 and r.xlen(client.reply_stream_key) == 0, 30)
         with pytest.raises(redis.exceptions.OutOfMemoryError):
             r.set("still-full", b"z" * 65536)

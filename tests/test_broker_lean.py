@@ -51,6 +51,9 @@ def test_jobs_leave_nothing_taken_and_send_no_transactions(tmp_path: Path, liven
         # window may hold are periodic ones that do not scale with jobs: kombu's throttled
         # visibility-restore mutex and the client's claim renewal.
         assert sent.get("exec", 0) <= len(results) // 8, sent
+        # each reply is one XADD to the client's stream, with no EXPIRE of its own (the client
+        # keeps the stream's with its claim renewals, every 15 s)
+        assert sent.get("xadd", 0) >= 40 and sent.get("expire", 0) <= len(results) // 8, sent
         if liveness == "on":
             assert sent.get("blmove", 0) >= 40 and sent.get("lrem", 0) >= 40, sent  # taken and acked, per job
             assert sent.get("zadd", 0) <= len(results) // 8 and not r.exists("unacked"), sent  # no kombu bookkeeping

@@ -188,33 +188,40 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, redis
         yield server.url, redis.Redis.from_url(server.url)
 
 
+def _counts(r: redis.Redis, key: str) -> dict[bytes, bytes]:
+    """The fail counts in the problem's hash, by test index."""
+    prefix = protocol.PROBLEM_FAIL_FIELD_PREFIX.encode()
+    return {k.removeprefix(prefix): v for k, v in r.hgetall(key).items() if k.startswith(prefix)}
+
+
 def test_worker_learns_the_order_from_failures(fleet: tuple[str, redis.Redis]) -> None:
     url, r = fleet
-    key = protocol.fail_counts_key(ECHO["id"])
-    register_problems(r, [ECHO])
+    key = protocol.problem_key(ECHO["id"])
+    stored = register_problems(r, [ECHO]).versions[ECHO["id"]]
+    assert _counts(r, key) == {}
     with FleetClient(url, use_cache=False, timeout=120) as client:
         first = client.submit(ECHO["id"], WRONG_ON_4).result(timeout=120)
         assert (first.reward, first.hidden.first_failure_index, first.hidden.run) == (0.0, 4, 5)  # file order
-        assert r.hgetall(key) == {b"4": b"1"}
+        assert _counts(r, key) == {b"4": b"1"}
         second = client.submit(ECHO["id"], WRONG_ON_4).result(timeout=120)
         assert (second.reward, second.hidden.first_failure_index, second.hidden.run) == (0.0, 4, 1)  # learnt
-        assert r.hgetall(key) == {b"4": b"2"}
+        assert _counts(r, key) == {b"4": b"2"}
         # passing jobs, fraction jobs and public-mode jobs do not count
         assert client.submit(ECHO["id"], RIGHT).result(timeout=120).reward == 1.0
         frac = client.submit(ECHO["id"], WRONG_ON_4, reward_shape="fraction").result(timeout=120)
         assert frac.reward == pytest.approx(4 / 6) and frac.hidden.run == 6
         assert client.submit(ECHO["id"], WRONG_ON_4, mode="public").result(timeout=120).reward == 1.0
-        assert r.hgetall(key) == {b"4": b"2"}
+        assert _counts(r, key) == {b"4": b"2"}
     # a result served from the cache counts nothing either
     with FleetClient(url, use_cache=True, timeout=120) as client:
         client.submit(ECHO["id"], WRONG_ON_4).result(timeout=120)
         hit = client.submit(ECHO["id"], WRONG_ON_4).result(timeout=120)
         assert hit.cache_hit and hit.reward == 0.0
-        assert r.hgetall(key) == {b"4": b"3"}
+        assert _counts(r, key) == {b"4": b"3"}
     # a changed problem starts from file order; a removed one leaves no counts behind
-    register_problems(r, [{**ECHO, "hidden_tests": ECHO["hidden_tests"][::-1]}])
-    assert not r.exists(key)
-    r.hset(key, "0", 1)
+    changed = register_problems(r, [{**ECHO, "hidden_tests": ECHO["hidden_tests"][::-1]}]).versions[ECHO["id"]]
+    assert changed != stored and _counts(r, key) == {}
+    r.hset(key, protocol.fail_count_field(0), 1)
     remove_problems(r, [ECHO["id"]])
     assert not r.exists(key)
 
@@ -223,8 +230,8 @@ def test_worker_with_fail_fast_off_keeps_file_order(tmp_path: Path) -> None:
     with RedisServer() as server, FleetWorker(server.url, tmp_path, concurrency=1, env={"CPFLEET_FAIL_FAST": "0"}):
         r = redis.Redis.from_url(server.url)
         register_problems(r, [ECHO])
-        r.hset(protocol.fail_counts_key(ECHO["id"]), "4", 10)
+        r.hset(protocol.problem_key(ECHO["id"]), protocol.fail_count_field(4), 10)
         with FleetClient(server.url, use_cache=False, timeout=120) as client:
             result = client.submit(ECHO["id"], WRONG_ON_4).result(timeout=120)
         assert (result.hidden.first_failure_index, result.hidden.run) == (4, 5)
-        assert r.hgetall(protocol.fail_counts_key(ECHO["id"])) == {b"4": b"10"}
+        assert _counts(r, protocol.problem_key(ECHO["id"])) == {b"4": b"10"}

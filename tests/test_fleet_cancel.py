@@ -193,8 +193,8 @@ def test_a_cancel_made_while_redis_is_down_reaches_the_workers_once_it_is_back()
             assert future.cancel() is True and future.cancelled()
             server.start()
             r = redis.Redis.from_url(server.url)
-            key = protocol.cancelled_key(client.client_id)
-            assert wait_until(lambda: bool(r.sismember(key, wire_id)), 60)
+            key = protocol.cancelled_job_key(client.client_id, wire_id)
+            assert wait_until(lambda: bool(r.exists(key)), 60)
             assert r.ttl(key) > 0
         finally:
             client.close()

@@ -190,32 +190,110 @@ def test_a_closed_publisher_never_reconnects(redis_url: str) -> None:
 # --- 5. a reply taken from the reply list is never lost with the connection -------------------
 
 
-def test_a_script_error_after_blmove_loses_no_reply(redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_round_whose_answer_is_lost_after_its_trim_ran_never_trims_twice(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reader trims replies it delivered from the reply list in its next round. If that
+    round's answer is lost after Redis ran it, the trim must not be sent again: it would remove
+    the next reply, not read yet. Here the second reply lands just before the round that trims
+    the first (which also reads the second), and that round's answer is dropped; the second job
+    must still resolve."""
     store_problems(redis_url, "t/echo")
-    with FleetClient(redis_url, queue="nobody-listens-rpop", timeout=600) as client:
-        real = client._replies._move_script
-        failures = []
+    r = redis.Redis.from_url(redis_url)
+    with FleetClient(redis_url, queue="nobody-listens-trim", timeout=600) as client:
+        reader = client._replies
+        real_pipeline = reader._redis.pipeline
+        first = client.submit("t/echo", ECHO_OK, job_id="first")
+        second = client.submit("t/echo", ECHO_OK, job_id="second")
+        wire_first, wire_second = list(client._jobs.pending)
+        dropped: list[int] = []
 
-        def flaky_move(*args: Any, **kwargs: Any) -> Any:
-            if not failures:
-                failures.append(1)
-                raise redis.ConnectionError("simulated drop after BLMOVE")
-            return real(*args, **kwargs)
+        def pipeline(*args: Any, **kwargs: Any) -> Any:
+            pipe = real_pipeline(*args, **kwargs)
+            real_execute = pipe.execute
 
-        monkeypatch.setattr(client._replies, "_move_script", flaky_move)
+            def execute(*a: Any, **k: Any) -> Any:
+                if dropped or not any(c[0][0] == "LTRIM" for c in pipe.command_stack):
+                    return real_execute(*a, **k)
+                _push_reply(r, client, wire_second, 0.5)
+                real_execute(*a, **k)  # Redis runs every command of the round: the trim, the read
+                dropped.append(1)
+                raise redis.ConnectionError("simulated drop of the round's answer")
+
+            pipe.execute = execute
+            return pipe
+
+        monkeypatch.setattr(reader._redis, "pipeline", pipeline)
+        _push_reply(r, client, wire_first, 1.0)
+        assert first.result(timeout=30).reward == 1.0
+        got = second.result(timeout=30)
+        assert (got.job_id, got.reward) == ("second", 0.5)
+        assert dropped == [1] and client.stats.reader_errors == 1
+        assert wait_until(lambda: r.llen(client.reply_key) == 0, 30)  # and it was trimmed at last
+
+
+def _append_reply(r: redis.Redis, client: FleetClient, wire_id: str, reward: float) -> None:
+    """Answer one attempt by hand on the client's reply stream, as a worker does."""
+    result = JobResult(job_id=wire_id, problem_id="t/echo", reward=reward, verdict=Verdict.OK)
+    data = protocol.encode_reply(result.to_dict())
+    assert r.xadd(client.reply_stream_key, {protocol.REPLY_STREAM_FIELD: data}, nomkstream=True) is not None
+
+
+def test_a_stream_read_whose_answer_dies_on_the_wire_still_resolves_its_job(
+    redis_server: RedisServer, redis_url: str
+) -> None:
+    """The reader's XREAD carries a reply and the connection dies before the client reads the
+    answer: nothing was taken, the next read from the same entry gets it again; once delivered
+    the stream is trimmed of it."""
+    store_problems(redis_url, "t/echo")
+    r = redis.Redis.from_url(redis_url)
+    with CuttingProxy(redis_server.port) as proxy, FleetClient(proxy.url, queue="nobody-listens-xcut", timeout=20) as client:
         future = client.submit("t/echo", ECHO_OK, job_id="mine")
         (wire_id,) = list(client._jobs.pending)
-        _push_reply(redis.Redis.from_url(redis_url), client, wire_id, 1.0)
-        r = future.result(timeout=30)
-        assert (r.job_id, r.reward, r.infra_error) == ("mine", 1.0, False)
-        assert failures == [1] and client.stats.reader_errors == 1
+        proxy.cut_on(wire_id.encode())
+        _append_reply(r, client, wire_id, 1.0)
+        got = future.result(timeout=60)
+        assert proxy.cuts == 1  # the read's answer really was dropped
+        assert (got.job_id, got.reward, got.infra_error) == ("mine", 1.0, False)
+        assert client.stats.reader_errors >= 1
+        assert wait_until(lambda: r.xlen(client.reply_stream_key) == 0, 30)
+    assert r.exists(client.reply_stream_key, client.reply_key) == 0
+
+
+def test_a_reply_for_a_stream_that_is_gone_goes_to_the_list_and_the_stream_comes_back(redis_url: str) -> None:
+    """A worker's XADD never makes the stream (NOMKSTREAM): with the stream gone (expired, or
+    lost with Redis's data) the reply goes to the reply list, which the reader also reads; the
+    reader's next claim renewal makes the stream again."""
+    from cpfleet.workers.replies import push_reply
+
+    store_problems(redis_url, "t/echo")
+    r = redis.Redis.from_url(redis_url)
+    with FleetClient(redis_url, queue="nobody-listens-gone", timeout=60, reply_ttl=120) as client:
+        assert r.xlen(client.reply_stream_key) == 0 and 0 < r.ttl(client.reply_stream_key) <= 120  # made, expiring
+        future = client.submit("t/echo", ECHO_OK, job_id="mine")
+        (entry,) = client._jobs.pending.values()
+        r.delete(client.reply_stream_key)
+        result = JobResult(job_id=entry.msg.job_id, problem_id="t/echo", reward=1.0, verdict=Verdict.OK)
+        push_reply(r, entry.msg.reply_to, result, 60, stream=entry.msg.reply_stream)
+        assert not r.exists(client.reply_stream_key) or r.xlen(client.reply_stream_key) == 0
+        assert future.result(timeout=30).reward == 1.0
+        client._replies._renew_claim()  # what the reader does every 15 s
+        assert r.exists(client.reply_stream_key) and r.ttl(client.reply_stream_key) > 0
+        # and replies come by the stream again
+        second = client.submit("t/echo", ECHO_OK, job_id="second")
+        (entry,) = client._jobs.pending.values()
+        result = JobResult(job_id=entry.msg.job_id, problem_id="t/echo", reward=0.5, verdict=Verdict.OK)
+        push_reply(r, entry.msg.reply_to, result, 60, stream=entry.msg.reply_stream)
+        assert not r.exists(client.reply_key)
+        assert second.result(timeout=30).reward == 0.5
 
 
 def test_a_reply_whose_pop_answer_dies_on_the_wire_still_resolves_its_job(
     redis_server: RedisServer, redis_url: str
 ) -> None:
     """Redis executes the reader's pop, then the connection dies before the client reads the
-    answer: the reply must still reach its future (it waits in the processing list)."""
+    answer: the reply must still reach its future (it stays in the reply list until delivered).
+    The reply list carries replies of workers that predate the reply stream."""
     store_problems(redis_url, "t/echo")
     with CuttingProxy(redis_server.port) as proxy, FleetClient(proxy.url, queue="nobody-listens-cut", timeout=20) as client:
         future = client.submit("t/echo", ECHO_OK, job_id="mine")

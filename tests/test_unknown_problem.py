@@ -29,7 +29,7 @@ GOOD = "```python\na, b = map(int, input().split())\nprint(a + b)\n```"
 
 
 def _exists_calls(r: redis.Redis) -> int:
-    return int(r.info("commandstats").get("cmdstat_exists", {}).get("calls", 0))
+    return int(r.info("commandstats").get("cmdstat_hexists", {}).get("calls", 0))
 
 
 def test_unknown_id_raises_at_submit_known_id_checked_once_deleted_one_answered_by_worker(

@@ -234,13 +234,14 @@ def _answer_lost_job(
     try:
         if _main_redis is None:
             _main_redis = redis_client(settings)
-        ttl = job.get("reply_ttl")
+        ttl, stream = job.get("reply_ttl"), job.get("reply_stream")
         push_reply(
             _main_redis,
             reply_to,
             result,
             ttl if isinstance(ttl, int) and ttl > 0 else protocol.DEFAULT_REPLY_TTL_S,
             retry_for_s=5.0,
+            stream=stream if isinstance(stream, str) and stream else None,
         )
     except Exception:
         log.exception("could not send the INTERNAL reply for job %s", job_id)

@@ -3,10 +3,11 @@
 Most completions early in RL training are wrong, and an all-or-nothing job stops at its first
 failing hidden test; in file order a completion that fails test 37 pays for 36 passing tests
 first. Which tests catch wrong programs is a property of the problem's tests (the edge case, the
-large input), so the fleet learns it from its own results: per problem one Redis hash
-(``protocol.fail_counts_key``) counts, for each hidden test, how often it was the failure that
-ended an all-or-nothing job. Each job reads the hash in the round trip it already makes (the
-withdrawal check, ``workers.withdrawal``) and runs the hidden tests by count per unit of cost
+large input), so the fleet learns it from its own results: per problem, one field of the
+problem's own hash per hidden test (``protocol.fail_count_field``) counts how often it was the
+failure that ended an all-or-nothing job. Each job reads the counts with the problem's version,
+in the one ``HMGET`` of the round trip it already makes (the withdrawal check,
+``workers.withdrawal``; for the tests of the copy its process holds) and runs the hidden tests by count per unit of cost
 (the test's size), highest first, ties in file order; each evaluated job that failed adds one ``HINCRBY`` to the pipeline that pushes
 its reply (time, memory and output limits are not counted: see ``_LIMITS``). The counts are a
 greedy set cover learnt online: a test that only catches programs
@@ -14,10 +15,11 @@ an earlier test already caught is never the first failure, so it is not moved up
 
 The reward cannot change (any failure is 0, a pass needs every test: ``sandbox.env.evaluate``);
 the verdict is the first failure found and names its test by file index
-(``TestSetSummary.first_failure_index``). Bounded: a hash has at most one field per hidden test
-of the stored version, and the store deletes it when it writes a changed problem
-(``core.store``). Counts written by a worker still judging the old version land in the new hash
-and only shuffle the order; indices outside the tests are ignored.
+(``TestSetSummary.first_failure_index``). Bounded: at most one field per hidden test of the
+stored version (the first ``protocol.MAX_COUNTED_TESTS``), dropped by the store when it writes a
+changed problem and deleted with the problem (``core.store``). Counts written by a worker still
+judging the old version land on the new version and only shuffle the order; indices outside
+the tests are ignored.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from cpfleet.core.verdict import Verdict
 
 
 def parse_counts(flat: Sequence[bytes | str | int] | None) -> dict[int, int]:
-    """An ``HGETALL`` reply (flat field/value list, as a Lua script returns it) as {index: count};
+    """A flat index/count list (as an ``HGETALL`` reply or a Lua script returns it) as {index: count};
     fields that are not non-negative integers are ignored (the hash is advisory, never trusted
     to be well formed)."""
     counts: dict[int, int] = {}

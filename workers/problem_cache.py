@@ -110,6 +110,14 @@ class ProblemCache:
                 self._evict()
             return CacheLookup(problem, stored_version, False, outcome)
 
+    def peek(self, problem_id: str) -> tuple[Problem, str] | None:
+        """The copy this process holds and its version, without asking Redis (it may be stale:
+        the caller checks the version it reads from Redis against this one before relying on
+        anything derived from it)."""
+        with self._lock:
+            entry = self._entries.get(problem_id)
+            return None if entry is None else (entry[0], entry[1])
+
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()

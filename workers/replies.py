@@ -1,7 +1,8 @@
-"""Pushing one result to its job's reply list: LPUSH + EXPIRE in one round trip, retried while
-Redis is briefly away (a restart mid-batch) or full (``maxmemory`` with ``noeviction`` refuses
-writes with an OOM error until readers or workers drain it), so a finished job's work is not
-thrown away."""
+"""Pushing one result to its job's client: one ``XADD`` to the client's reply stream, or, where
+the message names no stream or the stream is gone, ``LPUSH`` + ``EXPIRE`` to its reply list; one
+round trip, retried while Redis is briefly away (a restart mid-batch) or full (``maxmemory``
+with ``noeviction`` refuses writes with an OOM error until readers or workers drain it), so a
+finished job's work is not thrown away."""
 
 from __future__ import annotations
 
@@ -29,10 +30,16 @@ def push_reply(
     ttl_s: int,
     retry_for_s: float = 30.0,
     keep_until: float | None = None,
-    count_failure: tuple[str, int] | None = None,
+    count_failure: tuple[str, str] | None = None,
+    stream: str | None = None,
 ) -> None:
-    """Deliver ``result``; ``count_failure`` (fail-count hash, test index) adds one to that
-    test's count in the same round trip (``workers.failorder``).
+    """Deliver ``result``; ``count_failure`` (the problem's hash, a test's count field) adds one
+    to that test's count in the same round trip (``workers.failorder``).
+
+    ``stream``: the client's reply stream (``protocol.reply_stream_key``), appended to with
+    ``NOMKSTREAM``: the client creates it and keeps its expiry, so the push needs no EXPIRE;
+    when it does not exist (it expired while its client was cut off, or Redis lost it) the reply
+    goes to ``reply_to`` with its expiry, where the client looks too.
 
     Redis unreachable: retried for ``retry_for_s``, then the last error is raised. Redis full:
     retried for ``retry_for_s`` or until ``keep_until`` (epoch seconds, the job's deadline: after
@@ -47,14 +54,21 @@ def push_reply(
     full_logged = False
     while True:
         try:
-            # not a transaction (MULTI/EXEC would be 2 more commands per job): if only the LPUSH
+            # not a transaction (MULTI/EXEC would be 2 more commands per job): if only the reply
             # lands, the retry pushes a duplicate, which the client drops by job id
             pipe = client.pipeline(transaction=False)
-            pipe.lpush(reply_to, data)
-            pipe.expire(reply_to, ttl_s)
+            if stream is not None:
+                pipe.xadd(stream, {protocol.REPLY_STREAM_FIELD: data}, nomkstream=True)
+            else:
+                pipe.lpush(reply_to, data)
+                pipe.expire(reply_to, ttl_s)
             if count_failure is not None:
-                pipe.hincrby(count_failure[0], str(count_failure[1]), 1)
-            pipe.execute()
+                pipe.hincrby(count_failure[0], count_failure[1], 1)
+            appended = pipe.execute()[0]
+            if stream is not None and appended is None:
+                # no stream: the list, once (the count was made; a retry must not count again)
+                stream, count_failure = None, None
+                continue
             if replicated and _replica_wait.due(time.monotonic()):
                 # until a replica has it (core.redis_url.ReplicaWait): a failover keeps it
                 acked = client.execute_command("WAIT", 1, REPLICA_WAIT_MS)

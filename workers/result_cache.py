@@ -50,6 +50,11 @@ class ResultCache:
         except redis.RedisError as exc:
             log.warning("result cache read failed (%s): running the job", exc)
             return None
+        return self.decode(key, blob, job_id)
+
+    def decode(self, key: str, blob: bytes | str | None, job_id: str) -> JobResult | None:
+        """An entry read elsewhere (the admission's round trip, ``workers.withdrawal``) as
+        ``get`` returns it: None for no entry or a damaged one."""
         if blob is None:
             return None
         try:

@@ -26,7 +26,7 @@ from celery.exceptions import Reject, SoftTimeLimitExceeded
 
 from cpfleet.core import protocol
 from cpfleet.core.errors import IsolationRequirementError
-from cpfleet.core.problem import judging_refusal
+from cpfleet.core.problem import Problem, judging_refusal
 from cpfleet.core.protocol import JobMessage, ProtocolError, RunMessage
 from cpfleet.core.results import JobResult, JobStamp, RunJobResult
 from cpfleet.core.verdict import Verdict
@@ -95,16 +95,15 @@ def _judge_job(msg: JobMessage, stamp: JobStamp, admission: Admission) -> JobRes
         return stamp.infra(f"problem refused, not judged: {refusal}")
     cache_key = None
     if settings.result_cache and msg.use_cache:
-        from cpfleet.sandbox.env import program_identity
-
-        identity = program_identity(problem, _text(msg.completion), msg.language)
         # no program (NO_CODE, a refused language): judged without running anything, so nothing
         # to save, and its feedback names what the text held, which one key for all would mix up
-        if identity is not None:
-            cache_key = resources.results.key(version, identity, msg.reward_shape, msg.mode)
+        cache_key = _cache_key(msg, problem, version)
     if cache_key is not None:
         t0 = time.perf_counter()
-        cached = resources.results.get(cache_key, msg.job_id)
+        if admission.cache_key == cache_key:  # read in the admission's round trip: same version
+            cached = resources.results.decode(cache_key, admission.cache_blob, msg.job_id)
+        else:
+            cached = resources.results.get(cache_key, msg.job_id)
         if cached is not None:
             return replace(stamp, problem_version=version).cached(cached, (time.perf_counter() - t0) * 1000.0)
     from cpfleet.sandbox.env import judge_locally
@@ -131,6 +130,32 @@ def _judge_job(msg: JobMessage, stamp: JobStamp, admission: Admission) -> JobRes
     if cache_key is not None:
         resources.results.put(cache_key, result)
     return result
+
+
+def _cache_key(msg: JobMessage, problem: Problem, version: str) -> str | None:
+    """The job's result cache key; None when it has no program to key (nothing is cached)."""
+    from cpfleet.sandbox.env import program_identity
+
+    identity = program_identity(problem, _text(msg.completion), msg.language)
+    return None if identity is None else resources.results.key(version, identity, msg.reward_shape, msg.mode)
+
+
+def _admission_reads(msg: JobMessage, fail_fast: bool) -> tuple[int, str | None]:
+    """What the admission's round trip reads beyond the claim and the version, from this
+    process's copy of the problem (none held: nothing more): the fail counts of its hidden tests
+    when the job runs in the learnt order, and the result cache key computed from the copy (the
+    probe; None when the cache is off for the job). Never raises: both are optimisations, and
+    the job's own lookup follows."""
+    held = resources.problems.peek(msg.problem_id)
+    if held is None:
+        return 0, None
+    probe = None
+    if settings.result_cache and msg.use_cache:
+        try:
+            probe = _cache_key(msg, held[0], held[1])
+        except Exception:
+            log.exception("job %s: computing its result cache probe failed", msg.job_id)
+    return (len(held[0].hidden_tests) if fail_fast else 0), probe
 
 
 def _record_problem_lookup(outcome: str) -> None:
@@ -167,13 +192,13 @@ def _executed(execute: Callable[[], R]) -> R:
 
 
 def _answer(msg: JobMessage | RunMessage, result: JobResult | RunJobResult,
-            count_failure: tuple[str, int] | None = None) -> None:
+            count_failure: tuple[str, str] | None = None) -> None:
     """Push the job's one reply, then record it and set up the next job's sandbox (after the
     reply: the client need not wait for metrics and the job log line; the sandbox is prepared
     while this process waits for its next job). The same tail for both tasks."""
     try:
         push_reply(resources.redis, msg.reply_to, result, msg.reply_ttl, settings.reply_retry_s, keep_until=msg.deadline,
-                   count_failure=count_failure)
+                   count_failure=count_failure, stream=msg.reply_stream)
     finally:
         _record(result)
         resources.prepare_next()
@@ -200,14 +225,17 @@ def evaluate_task(self: Any, job: Any = None, *args: Any, **kwargs: Any) -> dict
         _reject(self.request.id, job, str(exc), hostname)
         return {"verdict": "REJECTED", "reason": str(exc)[:200]}
     fail_fast = settings.fail_fast and msg.mode == "full" and msg.reward_shape == "all_or_nothing"
-    admission = admit(resources.redis, msg, read_fail_counts=fail_fast)
+    count_tests, probe = _admission_reads(msg, fail_fast)
+    admission = admit(resources.redis, msg, count_tests=count_tests, cache_probe=probe)
     if admission.withdrawn is not None:
         joblog.log_event("job_withdrawn", job_id=msg.job_id, problem_id=msg.problem_id, reason=admission.withdrawn,
                          worker=hostname)
         return {"verdict": "WITHDRAWN", "job_id": msg.job_id, "reason": admission.withdrawn}
     result = _executed(lambda: run_job(msg, hostname, admission))
     failed = failed_test(result) if fail_fast else None
-    _answer(msg, result, None if failed is None else (protocol.fail_counts_key(msg.problem_id), failed))
+    counted = failed is not None and failed < protocol.MAX_COUNTED_TESTS
+    _answer(msg, result, (protocol.problem_key(msg.problem_id), protocol.fail_count_field(failed))
+            if counted and failed is not None else None)
     return flower_summary(result)
 
 
@@ -317,6 +345,8 @@ def _reject(task_id: str, job: Any, reason: str, hostname: str) -> None:
         stamp = JobStamp(job_id, problem_id if isinstance(problem_id, str) else "", worker=hostname)
         result = stamp.infra(f"malformed job: {reason}")
     try:
-        push_reply(resources.redis, reply_to, result, protocol.DEFAULT_REPLY_TTL_S, settings.reply_retry_s)
+        stream = job.get("reply_stream")
+        push_reply(resources.redis, reply_to, result, protocol.DEFAULT_REPLY_TTL_S, settings.reply_retry_s,
+                   stream=stream if isinstance(stream, str) and stream else None)
     except Exception:
         log.exception("could not answer malformed job %s", job_id)

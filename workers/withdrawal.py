@@ -1,20 +1,19 @@
 """Dropping withdrawn jobs before anything of them runs.
 
-A client withdraws its queued jobs by cancelling them (their wire ids go into
-``protocol.cancelled_key``) or by going away: ``close()`` releases its claim on its client id, a
+A client withdraws its queued jobs by cancelling them (a key per cancelled wire id:
+``protocol.cancelled_job_key``) or by going away: ``close()`` releases its claim on its client id, a
 crashed client's claim expires. A job whose message names a client that no longer holds the claim
-token it was sent under, or whose wire id is in that client's cancelled set, is dropped unjudged
+token it was sent under, or that its client cancelled, is dropped unjudged
 and unanswered (nobody waits for the answer: the client resolved or abandoned the future). One
 round trip per job, read-only, so it works while Redis is full. Messages without a client token
-(older clients) always run. The same round trip reads the job's problem version, which the
-problem cache would otherwise ask for in a round trip of its own (``admit``).
+(older clients) always run. The same round trip reads the job's problem version and fail counts,
+and probes the result cache, which would otherwise cost round trips of their own (``admit``).
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any
 
 import redis
 
@@ -27,22 +26,10 @@ log = logging.getLogger("cpfleet.worker")
 OWNER_GONE = "client gone"
 CANCELLED = "cancelled"
 
-# KEYS: claim, cancelled set, problem hash, the problem's fail counts; ARGV: claim token, wire
-# id, version field, "1" to read the fail counts. Answers {code, problem version or nil, the fail
-# counts as a flat field/value list}; Lua's false (a missing field) arrives as nil. The counts
-# are read only for a job that runs.
-_CHECK = """
-local version = redis.call('HGET', KEYS[3], ARGV[3])
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {1, version} end
-if redis.call('SISMEMBER', KEYS[2], ARGV[2]) == 1 then return {2, version} end
-if ARGV[4] == '1' then return {0, version, redis.call('HGETALL', KEYS[4])} end
-return {0, version}
-"""
-
 
 @dataclass(frozen=True, slots=True)
 class Admission:
-    """Whether a job may run, and its problem's stored version if it was read on the way."""
+    """Whether a job may run, and what was read for it on the way."""
 
     withdrawn: str | None  # OWNER_GONE, CANCELLED, or None: run it
     version_read: bool = False  # True: ``version`` is what the store held (None: not stored)
@@ -50,60 +37,76 @@ class Admission:
     # how often each hidden test ended a job ({file index: count}, see workers.failorder);
     # empty when not read
     fail_counts: dict[int, int] = field(default_factory=dict)
+    # the result cache entry read in the same round trip (``cache_probe``): its key, and its
+    # bytes (None: no entry); ``cache_key`` None when nothing was probed
+    cache_key: str | None = None
+    cache_blob: bytes | None = None
 
 
-_script: Any = None  # a redis-py Script (EVALSHA, falling back to EVAL), run on the caller's client
+def admit(client: redis.Redis, msg: JobMessage, count_tests: int = 0,
+          cache_probe: str | None = None) -> Admission:
+    """Whether ``msg`` runs, and (same round trip) its problem's stored version, the fail counts
+    of its first ``count_tests`` hidden tests, and the result cache entry ``cache_probe``.
 
+    One pipeline of two plain reads, no script (a script costs one command more than the reads
+    it runs): ``HMGET`` of the problem's hash, its version and its count fields
+    (``protocol.fail_count_field``; the caller knows how many tests from its copy of the
+    problem, and asks for none when it holds no copy or the job does not run in the learnt
+    order), and one ``MGET`` of the client's claim and the job's cancel key (for a message that
+    names its client) and of ``cache_probe``. The probe is the cache key computed from this
+    process's copy of the problem before its version is known: the caller uses the entry only
+    if the key computed from the version read here is the same key.
 
-def admit(client: redis.Redis, msg: JobMessage, read_fail_counts: bool = False) -> Admission:
-    """Whether ``msg`` runs, and (same round trip) its problem's stored version and, when
-    ``read_fail_counts``, its hidden tests' fail counts.
+    The reads are not one snapshot: a cancel or a reload that lands between them is the same as
+    one that lands just after the check, which the check never excluded.
 
     A Redis error admits the job with the version unread: when the check cannot be made the
     job runs, as it always did (withdrawing is about not wasting work, never about what a job
     is paid), and the problem lookup asks Redis itself, failing as it would have.
     """
-    if msg.client_id is None or msg.client_token is None:
-        return Admission(None)
-    global _script
-    if _script is None:
-        _script = client.register_script(_CHECK)
-    keys = [protocol.client_claim_key(msg.client_id), protocol.cancelled_key(msg.client_id),
-            protocol.problem_key(msg.problem_id), protocol.fail_counts_key(msg.problem_id)]
-    args = [msg.client_token, msg.job_id, protocol.PROBLEM_FIELD_VERSION, "1" if read_fail_counts else "0"]
+    claimed = msg.client_id is not None and msg.client_token is not None
+    strings = []  # read with one MGET: the claim and the job's cancel key, the cache probe
+    if claimed:
+        assert msg.client_id is not None
+        strings += [protocol.client_claim_key(msg.client_id), protocol.cancelled_job_key(msg.client_id, msg.job_id)]
+    if cache_probe is not None:
+        strings.append(cache_probe)
+    counted = min(count_tests, protocol.MAX_COUNTED_TESTS)
+    fields = [protocol.PROBLEM_FIELD_VERSION] + [protocol.fail_count_field(i) for i in range(counted)]
     try:
-        answer = _script(keys=keys, args=args, client=client)
+        pipe = client.pipeline(transaction=False)
+        pipe.hmget(protocol.problem_key(msg.problem_id), fields)
+        if strings:
+            pipe.mget(strings)
+        answers = pipe.execute()
     except redis.RedisError as exc:
         log.warning("job %s: could not check whether it was withdrawn (%s): running it", msg.job_id, exc)
         return Admission(None)
-    code, version = answer[0], answer[1]
-    why = OWNER_GONE if code == 1 else CANCELLED if code == 2 else None
+    found = answers[1] if strings else []
+    if claimed:
+        holder, cancelled = found[0], found[1]
+        token = holder.decode() if isinstance(holder, bytes) else holder
+        if token != msg.client_token:
+            return Admission(OWNER_GONE)
+        if cancelled:
+            return Admission(CANCELLED)
+    version, *values = answers[0]
+    counts = parse_counts([x for i, v in enumerate(values) if v is not None for x in (i, v)])
+    blob = found[-1] if cache_probe is not None else None
     text = version.decode() if isinstance(version, bytes) else version if isinstance(version, str) else None
-    counts = parse_counts(answer[2]) if len(answer) > 2 else {}
-    return Admission(why, True, text, counts)
-
-
-# KEYS: claim, cancelled set; ARGV: claim token, wire id. A run job has no problem to read.
-_CHECK_RUN = """
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 1 end
-if redis.call('SISMEMBER', KEYS[2], ARGV[2]) == 1 then return 2 end
-return 0
-"""
-_run_script: Any = None
+    return Admission(None, True, text, counts, cache_probe, blob if isinstance(blob, bytes) else None)
 
 
 def admit_run(client: redis.Redis, msg: protocol.RunMessage) -> Admission:
-    """``admit`` for a run job: the same claim and cancel check in one read-only round trip, and
-    the same rule that a job runs when the check cannot be made."""
+    """``admit`` for a run job: the same claim and cancel reads in one round trip (a run job
+    has no problem to read), and the same rule that a job runs when the check cannot be made."""
     if msg.client_id is None or msg.client_token is None:
         return Admission(None)
-    global _run_script
-    if _run_script is None:
-        _run_script = client.register_script(_CHECK_RUN)
-    keys = [protocol.client_claim_key(msg.client_id), protocol.cancelled_key(msg.client_id)]
     try:
-        code = _run_script(keys=keys, args=[msg.client_token, msg.job_id], client=client)
+        holder, cancelled = client.mget(protocol.client_claim_key(msg.client_id),
+                                        protocol.cancelled_job_key(msg.client_id, msg.job_id))
     except redis.RedisError as exc:
         log.warning("run job %s: could not check whether it was withdrawn (%s): running it", msg.job_id, exc)
         return Admission(None)
-    return Admission(OWNER_GONE if code == 1 else CANCELLED if code == 2 else None)
+    token = holder.decode() if isinstance(holder, bytes) else holder
+    return Admission(OWNER_GONE if token != msg.client_token else CANCELLED if cancelled else None)
