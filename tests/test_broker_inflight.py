@@ -71,8 +71,10 @@ def test_a_job_popped_by_a_node_killed_before_it_read_the_reply_is_judged_by_ano
 ) -> None:
     r = redis.Redis.from_url(redis_url)
     victim = start_worker(redis_url, concurrency=1, env=ENV)
+    # the node lists itself as it starts its first pop, which may come a moment after 'ready.'
+    assert wait_until(lambda: _node_field(r, victim.hostname) is not None, timeout=60)
     node = _node_field(r, victim.hostname)
-    assert node is not None  # the node is listed before its first pop
+    assert node is not None
     with FleetClient(redis_url, queue=QUEUE, timeout=120, use_cache=False) as client:
         client.register_problems([ECHO])
         assert client.submit(ECHO["id"], ECHO_OK).result(timeout=60).reward == 1.0  # idle again after this
