@@ -243,6 +243,8 @@ class RunOutput:
     ``stdout``/``stderr`` are the first ``output_cap`` bytes the program wrote, decoded as UTF-8
     (invalid bytes replaced); ``stdout_bytes``/``stderr_bytes`` are how many it really wrote
     (for OUTPUT_LIMIT: at least the limit); ``stdout_truncated`` says the text is a prefix.
+    ``stdout_utf8`` is False when a byte of that prefix was not UTF-8 and became U+FFFD: such
+    output cannot equal an expected text, even one that holds U+FFFD itself.
     ``limit`` names the limit that stopped it: "cpu_time", "wall_time", "memory", "stdout",
     "stderr" or "". ``files``: the requested ``fetch_files`` that existed after the run (each
     at most protocol.FETCH_FILE_BYTES; ``files_truncated`` lists those that may be longer)."""
@@ -255,6 +257,7 @@ class RunOutput:
     stdout_bytes: int = 0
     stderr_bytes: int = 0
     stdout_truncated: bool = False  # ``stdout`` is a prefix of what the program wrote
+    stdout_utf8: bool = True  # no byte of the prefix was replaced (absent on the wire: True)
     stderr_truncated: bool = False
     cpu_ms: float = 0.0
     wall_ms: float = 0.0
@@ -288,6 +291,7 @@ class RunOutput:
             stdout_bytes=int(d.get("stdout_bytes", 0)),
             stderr_bytes=int(d.get("stderr_bytes", 0)),
             stdout_truncated=bool(d.get("stdout_truncated", False)),
+            stdout_utf8=bool(d.get("stdout_utf8", True)),
             stderr_truncated=bool(d.get("stderr_truncated", False)),
             cpu_ms=float(d.get("cpu_ms", 0.0)),
             wall_ms=float(d.get("wall_ms", 0.0)),

@@ -98,7 +98,7 @@ def execute(
         return done(replace(base, status=RunStatus.INTERNAL, infra_error=True, infra_message=prepared.infra_message))
     if prepared.compile_error is not None:
         raw = prepared.compile_error.encode("utf-8", "surrogateescape")
-        comp = CompileOutput(RunStatus.COMPILE_ERROR, stderr=_clip(raw, output_cap), stderr_bytes=len(raw),
+        comp = CompileOutput(RunStatus.COMPILE_ERROR, stderr=_clip(raw, output_cap)[0], stderr_bytes=len(raw),
                              wall_ms=prepared.compile_ms, cache_hit=prepared.cache_hit)
         return done(replace(base, status=RunStatus.COMPILE_ERROR, compile=comp))
     comp_ok = None if languages.get(found.language).in_process else CompileOutput(
@@ -147,12 +147,16 @@ def _run_one(runner: CodeRunner, stdin: bytes, limits: Limits, files: Mapping[st
     return rr
 
 
-def _clip(data: bytes, cap: int) -> str:
-    """The first ``cap`` bytes as text: invalid bytes replaced, a character cut at the cap left
-    out (so the text never ends in a replacement character the program did not write)."""
-    if len(data) <= cap:
-        return data.decode("utf-8", errors="replace")
-    return codecs.getincrementaldecoder("utf-8")("replace").decode(data[:cap], final=False)
+def _clip(data: bytes, cap: int) -> tuple[str, bool]:
+    """The first ``cap`` bytes as text, and whether they were UTF-8: invalid bytes replaced, a
+    character cut at the cap left out (so the text never ends in a replacement character the
+    program did not write, and a cut character does not count as invalid)."""
+    final = len(data) <= cap
+    head = data if final else data[:cap]
+    try:
+        return codecs.getincrementaldecoder("utf-8")("strict").decode(head, final=final), True
+    except UnicodeDecodeError:
+        return codecs.getincrementaldecoder("utf-8")("replace").decode(head, final=final), False
 
 
 def _limit_hit(rr: RunResult) -> str:
@@ -182,15 +186,17 @@ def _output(rr: RunResult, cap: int, fetch_files: Sequence[str]) -> RunOutput:
     stdout_bytes = max(rr.stdout_total, len(rr.stdout))
     stderr_bytes = max(rr.stderr_total, len(rr.stderr))
     fetched = {name: rr.files[name] for name in fetch_files if name in rr.files}
+    stdout, stdout_utf8 = _clip(rr.stdout, cap)
     return RunOutput(
         status=status,
         exit_code=rr.exit_code,
         signal=rr.signal,
-        stdout=_clip(rr.stdout, cap),
-        stderr=_clip(rr.stderr, cap),
+        stdout=stdout,
+        stderr=_clip(rr.stderr, cap)[0],
         stdout_bytes=stdout_bytes,
         stderr_bytes=stderr_bytes,
         stdout_truncated=stdout_bytes > min(cap, len(rr.stdout)) or rr.stdout_truncated,
+        stdout_utf8=stdout_utf8,
         stderr_truncated=stderr_bytes > min(cap, len(rr.stderr)) or rr.stderr_truncated,
         cpu_ms=rr.cpu_s * 1000.0,
         wall_ms=rr.wall_s * 1000.0,

@@ -269,6 +269,19 @@ def test_codejudge_single_endpoints_answer_in_its_shapes(gw_fast: Served) -> Non
     assert slow["sub_id"] == "s1" and slow["success"] is False and slow["reason"] == "worker_timeout", slow
 
 
+def test_codejudge_output_that_is_not_utf8_never_matches_a_replacement_character(gw_fast: Served) -> None:
+    # the program writes the byte 0xff; shown as U+FFFD, it must still not equal an expected
+    # output holding U+FFFD, while a program that writes U+FFFD itself (valid UTF-8) does
+    raw = "import sys\nsys.stdout.buffer.write(b'\\xff\\n')\n"
+    real = "print('\\ufffd')\n"
+    batch = codejudge_batch([codejudge_submission(raw, "", "\ufffd"), codejudge_submission(real, "", "\ufffd")])
+    status, body, _ = http(gw_fast.url + "/run/batch", batch)
+    invalid, valid = body["results"]
+    assert status == 200 and invalid["stdout"] == "\ufffd\n" and invalid["run_success"] is True
+    assert invalid["success"] is False and invalid["reason"] == "", invalid
+    assert valid["success"] is True, valid
+
+
 @pytest.mark.parametrize("path", ["/judge/batch", "/judge/long-batch", "/run/batch", "/run/long-batch"])
 def test_codejudge_batches_answer_in_order_with_reasons(gw_fast: Served, path: str) -> None:
     subs = [codejudge_submission(ADD_CODE, f"{i} {i}\n", f"{2 * i}") for i in range(5)]

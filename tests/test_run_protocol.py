@@ -94,7 +94,7 @@ def test_run_result_survives_the_reply_path_and_is_told_from_a_job_result() -> N
         compile=CompileOutput(RunStatus.FINISHED, wall_ms=3.0, cache_hit=True), worker="w", queued_ms=1.0,
         executed_ms=2.0,
         runs=(
-            RunOutput(RunStatus.FINISHED, exit_code=3, stdout="é", stderr="e", stdout_bytes=99, stderr_bytes=1,
+            RunOutput(RunStatus.FINISHED, exit_code=3, stdout="é", stderr="e", stdout_bytes=99, stdout_utf8=False, stderr_bytes=1,
                       stdout_truncated=True, cpu_ms=1.0, wall_ms=2.0, memory_kb=5, files={"o": b"\xff"},
                       files_truncated=("o",)),
             RunOutput(RunStatus.TIME_LIMIT, signal=9, limit="wall_time", detail="backstop", deterministic=False),

@@ -82,7 +82,8 @@ def to_result(sub: dict[str, Any], answer: RunAnswer) -> dict[str, Any]:
     success = run_success
     expected = sub.get("expected_output")
     if success and expected is not None:
-        success = get_checker(None).check(expected, run.stdout).ok
+        # bytes that are not UTF-8 equal no expected text, not even a U+FFFD written there
+        success = run.stdout_utf8 and get_checker(None).check(expected, run.stdout).ok
     reason = "worker_timeout" if run.status == RunStatus.TIME_LIMIT else ""
     return _result(sub["sub_id"], success=success, run_success=run_success, cost=run.wall_ms / 1000.0,
                    reason=reason, stdout=run.stdout, stderr=run.stderr)
