@@ -19,7 +19,7 @@ import os
 import resource
 import time
 
-from cpfleet.sandbox import callharness, child, isolation, linux, police
+from cpfleet.sandbox import callharness, child, isolation, linux, police, syntax_errors
 from cpfleet.sandbox.channel import memfd_holding, read_all, recv, send
 from cpfleet.sandbox.isolation import ChildLimits
 
@@ -283,8 +283,8 @@ class JobInit:
             self.code = compile(self.source, child.SCRIPT_NAME, "exec", dont_inherit=True)
         except MemoryError:
             return f"MemoryError: compiling the program needs more than {COMPILE_DATA_BUDGET >> 20} MB\n"
-        except (SyntaxError, ValueError, OverflowError, RecursionError) as e:
-            return compile_error_text(e)
+        except syntax_errors.COMPILE_ERRORS as e:
+            return syntax_errors.compile_error_text(e)
         finally:
             if limit is not None:
                 resource.setrlimit(resource.RLIMIT_DATA, limit)
@@ -542,32 +542,6 @@ def _confinement_failed(status_w: int, e: BaseException) -> NoReturn:
 
 COLLECT_BYTES = 12 * 1024  # per file; at most COLLECT_FILES: the reply is one 64 KiB message
 COLLECT_FILES = 4
-
-
-ERROR_LINE_CHARS = 160  # of a long source line, the part around the error that a compile error shows
-ERROR_TEXT_CHARS = 8192  # the most of a compile error's text sent back (a message holds 64 KiB)
-
-
-def compile_error_text(e: BaseException) -> str:
-    """The compile error as Python prints it, bounded: a syntax error on a line of 100 kB (a
-    table on one line) would quote that line and a caret line as wide, past what one message
-    to the runner holds. Such a line is shown as a window around the error, with its caret."""
-    import traceback
-
-    text, offset = getattr(e, "text", None), getattr(e, "offset", None)
-    if isinstance(e, SyntaxError) and isinstance(text, str) and len(text) > ERROR_LINE_CHARS \
-            and isinstance(offset, int) and offset > 0:
-        line = text.rstrip("\n")
-        start = max(0, min(offset - 1 - ERROR_LINE_CHARS // 2, len(line) - ERROR_LINE_CHARS))
-        head = "..." if start else ""
-        tail = "..." if start + ERROR_LINE_CHARS < len(line) else ""
-        e.text = head + line[start : start + ERROR_LINE_CHARS] + tail + "\n"
-        e.offset = offset - start + len(head)
-        end = getattr(e, "end_offset", None)
-        if isinstance(end, int) and end > 0:
-            e.end_offset = max(e.offset, min(end - start + len(head), len(head) + ERROR_LINE_CHARS + 1))
-    out = "".join(traceback.format_exception_only(type(e), e))
-    return out if len(out) <= ERROR_TEXT_CHARS else out[: ERROR_TEXT_CHARS // 2] + "\n...\n" + out[-ERROR_TEXT_CHARS // 2 :]
 
 
 def _collect(root: str, names: list[str] | tuple[str, ...]) -> dict[str, bytes]:

@@ -57,6 +57,7 @@ from cpfleet.core import envvars
 from cpfleet.core import languages as core_languages
 from cpfleet.core.errors import UnknownLanguage
 from cpfleet.core.languages import FENCE_TAGS, LANGUAGES
+from cpfleet.sandbox import syntax_errors
 
 __all__ = ["FENCE_TAGS", "LANGUAGES", "UnknownLanguage", "Language", "CompileStep", "Toolchain", "TOOLCHAINS",
            "register_toolchain", "unregister_toolchain", "oom_markers", "java_main_class", "build_table", "table", "get",
@@ -201,32 +202,12 @@ def _python3(env: Mapping[str, str]) -> Language:
     )
 
 
-# The error as Python prints it, without the checker's own traceback frame, and a long line (a
-# table on one line) shown as a window around the error, as the fork server's job init does
-# (sandbox/jobinit.py: compile_error_text).
-_PYPY_SYNTAX_CHECK = (
-    "import sys, traceback\n"
-    "s = open(sys.argv[1], 'rb').read()\n"
-    "try:\n"
-    "    compile(s, 'solution.py', 'exec')\n"
-    "except (SyntaxError, ValueError, OverflowError, RecursionError) as e:\n"
-    "    t = getattr(e, 'text', None)\n"
-    "    if isinstance(e, SyntaxError) and isinstance(t, str) and len(t) > 160 and (e.offset or 0) > 0:\n"
-    "        a = max(0, e.offset - 81)\n"
-    "        e.text, e.offset = '...' + t[a:a + 160].rstrip('\\n') + '...\\n', e.offset - a + 3\n"
-    "        e.end_offset = e.offset\n"
-    "    sys.stderr.write(''.join(traceback.format_exception_only(type(e), e)))\n"
-    "    sys.exit(1)\n"
-    "open('out/solution.py', 'wb').write(s)\n"
-)
-
-
 def _pypy3(env: Mapping[str, str]) -> Language:
     pypy = env.get("CPFLEET_PYPY") or _which("pypy3")
     return Language(
         "pypy3", "solution.py",
         # a syntax check by PyPy itself, so a SyntaxError is COMPILE_ERROR as for CPython
-        CompileStep((pypy, "-c", _PYPY_SYNTAX_CHECK, SOURCES), (pypy, "--version")),
+        CompileStep((pypy, "-c", syntax_errors.pypy_check_script(), SOURCES), (pypy, "--version")),
         (pypy, f"{PROG_DIR}/solution.py"), "cgroup", extra_cgroup_mb=64, tools=(pypy,),
         compile_memory_model="cgroup", packages_of=pypy, oom_markers=(b"\nMemoryError",),
     )

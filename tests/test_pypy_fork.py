@@ -89,6 +89,7 @@ def test_the_pypy_fork_server_judges_as_a_fresh_pypy(fork_runner: ForkServerRunn
 
 
 def test_a_syntax_error_is_pypys_own(fork_runner: ForkServerRunner) -> None:
+    assert fork_runner.forks_pypy()  # starts the PyPy fork server when this test runs alone
     error = fork_runner.load_pypy("print(1 +\n")
     assert error is not None and "SyntaxError" in error and "solution.py" in error
 
