@@ -233,9 +233,10 @@ def evaluate_task(self: Any, job: Any = None, *args: Any, **kwargs: Any) -> dict
         return {"verdict": "WITHDRAWN", "job_id": msg.job_id, "reason": admission.withdrawn}
     result = _executed(lambda: run_job(msg, hostname, admission))
     failed = failed_test(result) if fail_fast else None
-    counted = failed is not None and failed < protocol.MAX_COUNTED_TESTS
-    _answer(msg, result, (protocol.problem_key(msg.problem_id), protocol.fail_count_field(failed))
-            if counted and failed is not None else None)
+    count = None  # the fail count this job adds: its first failing hidden test, among the counted ones
+    if failed is not None and failed < protocol.MAX_COUNTED_TESTS:
+        count = (protocol.problem_key(msg.problem_id), protocol.fail_count_field(failed))
+    _answer(msg, result, count)
     return flower_summary(result)
 
 
