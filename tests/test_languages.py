@@ -3,10 +3,13 @@ the same verdicts as Python, compile errors without a test run, hostile sources,
 
 from __future__ import annotations
 
+import base64
 import dataclasses
+import hashlib
 import os
 import pathlib
 import shutil
+import zlib
 
 import pytest
 
@@ -293,3 +296,41 @@ def test_java_under_a_memory_limit_above_1gb_runs(runner: CodeRunner) -> None:
     big = Problem.from_dict({**SUM.to_dict(), "id": "sum-2g", "memory_limit_mb": 2048})
     result = evaluate(big, f"```java\n{JAVA_OK}```", runner)
     assert result.reward == 1.0, result.observation
+
+
+# Java programs whose classes the JVM's fast start leaves without intrinsics (SHA, CRC32,
+# Adler32, Base64, AES) get the same results from the classes' Java code
+HASHES = """import java.security.*; import java.util.*; import java.util.zip.*; import javax.crypto.*; import javax.crypto.spec.*;
+public class Main { public static void main(String[] a) throws Exception {
+  byte[] m = new Scanner(System.in).next().getBytes("UTF-8");
+  StringBuilder h = new StringBuilder(); for (byte b : MessageDigest.getInstance("SHA-256").digest(m)) h.append(String.format("%02x", b));
+  CRC32 c = new CRC32(); c.update(m); Adler32 d = new Adler32(); d.update(m);
+  Cipher aes = Cipher.getInstance("AES/ECB/NoPadding"); aes.init(Cipher.ENCRYPT_MODE, new SecretKeySpec(new byte[16], "AES"));
+  byte[] block = aes.doFinal(new byte[16]); aes.init(Cipher.DECRYPT_MODE, new SecretKeySpec(new byte[16], "AES"));
+  System.out.println(h + " " + c.getValue() + " " + d.getValue() + " " + Base64.getEncoder().encodeToString(m)
+                     + " " + Arrays.equals(aes.doFinal(block), new byte[16])); } }
+"""
+
+
+def test_java_without_the_skipped_intrinsics_computes_the_same_hashes(runner: CodeRunner) -> None:
+    _needs("java")
+    assert set(languages.JVM_FAST_START_FLAGS) <= set(languages.get("java").run_argv)  # this JDK takes them
+    m = b"cpfleet"
+    expected = f"{hashlib.sha256(m).hexdigest()} {zlib.crc32(m)} {zlib.adler32(m)} {base64.b64encode(m).decode()} true\n"
+    problem = Problem.from_dict({"id": "hashes", "hidden_tests": [{"input": "cpfleet\n", "output": expected}]})
+    result = evaluate(problem, f"```java\n{HASHES}```", runner)
+    assert result.reward == 1.0, result.observation
+
+
+def test_a_jvm_that_refuses_the_fast_start_flags_runs_without_them(tmp_path: pathlib.Path) -> None:
+    # a JDK that does not know one of the flags (another vendor or version) refuses to start with
+    # it: then none is used, rather than every Java test failing before its program runs
+    old_jdk = tmp_path / "java"
+    old_jdk.write_text("#!/bin/sh\nfor a in \"$@\"; do case \"$a\" in *ArchiveRelocationMode*) "
+                       "echo 'Unrecognized VM option' >&2; exit 1;; esac; done\nexit 0\n")
+    old_jdk.chmod(0o755)
+    assert languages.jvm_fast_start(str(old_jdk)) == ()
+    assert languages.jvm_fast_start(str(tmp_path / "no-such-java")) == ()
+    real = languages.get("java").run_argv[0] if not languages.missing_tools("java") else None
+    if real is not None:
+        assert languages.jvm_fast_start(real) == languages.JVM_FAST_START_FLAGS
