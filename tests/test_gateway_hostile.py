@@ -86,3 +86,17 @@ def test_a_full_redis_answers_every_native_job_with_its_own_line() -> None:
     assert sorted(line["job_id"] for line in lines) == ["0", "1", "2"], lines
     for line in lines:
         assert line["permanent"] is False and "full" in line["error"], line
+
+
+@pytest.mark.parametrize("path, body", [
+    ("/slime", {"prompt": "", "response": GOOD, "label": {"inputs": ["1 2\n"], "outputs": ["3\ud800"]}}),
+    ("/get_reward", {"query": [GOOD], "prompts": [""], "labels": [{"inputs": ["1 2\ud800"], "outputs": ["3"]}]}),
+    ("/submit", {"completion": GOOD, "config": {"provided_data": {"test": [
+        {"input": {"stdin": "\ud800"}, "output": {"stdout": "3"}}]}}}),
+], ids=["slime", "get_reward", "submit"])
+def test_inline_tests_holding_a_lone_surrogate_are_a_422_that_says_so(idle_url: str, path: str,
+                                                                      body: dict[str, object]) -> None:
+    status, answer = raw_post(idle_url + path, json.dumps(body).encode("ascii"))
+    assert status == 422, answer
+    error = json.loads(answer)["error"]
+    assert "surrogate" in error and "limits" not in error, error
