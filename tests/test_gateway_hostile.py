@@ -100,3 +100,14 @@ def test_inline_tests_holding_a_lone_surrogate_are_a_422_that_says_so(idle_url: 
     assert status == 422, answer
     error = json.loads(answer)["error"]
     assert "surrogate" in error and "limits" not in error, error
+
+
+@pytest.mark.parametrize("depth", [1, *range(950, 990, 2)])
+def test_submit_refuses_an_id_that_is_not_a_string_or_integer(idle_url: str, depth: int) -> None:
+    # SandboxFusion's id is a string or an integer; /submit echoes it back, and an object nested
+    # a little less deep than the parser's limit passed the parse and failed the answer's render
+    problem_id = '{"a":' * depth + "1" + "}" * depth
+    tests = '{"provided_data": {"test": [{"input": {"stdin": ""}, "output": {"stdout": ""}}]}}'
+    body = ('{"id": ' + problem_id + ', "completion": "x", "config": ' + tests + "}").encode()
+    status, answer = raw_post(idle_url + "/submit", body)
+    assert status in (400, 422), (status, answer[:300])
