@@ -488,6 +488,13 @@ def inflight_key(node: str) -> str:
     return f"{KEY_PREFIX}:inflight:{node}"
 
 
+def full_pause_key() -> str:
+    """A list no one ever writes: a node waits on it (BLPOP with a timeout, which Redis serves
+    while full) before it tries its pop again, when Redis at ``maxmemory`` refused that pop's
+    move into its in-flight list."""
+    return f"{KEY_PREFIX}:full-pause"
+
+
 def sweep_lock_key() -> str:
     """Held for one sweep interval by the node that sweeps (one sweep per interval, fleet-wide)."""
     return f"{KEY_PREFIX}:sweep-lock"

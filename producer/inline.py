@@ -83,6 +83,9 @@ def problem_from_tests(
     )
     try:
         rec["id"] = content_id(rec, id_prefix)
+    except UnicodeEncodeError as e:  # JSON's "\ud800" escape: text that no UTF-8 carries
+        raise InlineProblemError(f"the tests hold a lone UTF-16 surrogate ({e.object[e.start:e.end]!r}), "
+                                 "which is not Unicode text") from None
     except ValueError as e:  # NaN / infinite limits
         raise InlineProblemError(f"limits are not finite numbers ({e})") from None
     rec["name"] = rec["id"]

@@ -6,11 +6,13 @@ filled until it refuses a write."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
-from fleet_helpers import store_problems, wait_until
+from fleet_helpers import FleetWorker, store_problems, wait_until
 
 from cpfleet.core import protocol
 from cpfleet.core.results import JobResult
@@ -122,3 +124,21 @@ def test_the_reader_still_drains_replies_while_redis_is_full(small_redis: RedisS
         assert wait_until(lambda: r.llen(client.reply_key) == 0 and r.xlen(client.reply_stream_key) == 0, 30)
         with pytest.raises(redis.exceptions.OutOfMemoryError):
             r.set("still-full", b"z" * 65536)
+
+
+def test_a_worker_waiting_for_jobs_outlives_a_full_redis(small_redis: RedisServer, tmp_path: Path) -> None:
+    """A node's pop moves each job into its in-flight list (BLMOVE), a write Redis refuses while
+    full: the node waits for room and consumes again, never exits (a caller who fills Redis, e.g.
+    through the gateway, would otherwise stop every node of the fleet)."""
+    store_problems(small_redis.url, "t/echo")
+    r = redis.Redis.from_url(small_redis.url)
+    with FleetWorker(small_redis.url, tmp_path, concurrency=1) as node:
+        before = _oom_errors(r)
+        n = _fill(r)
+        assert wait_until(lambda: _oom_errors(r) > before, 30)  # the node's pop met the full Redis
+        time.sleep(2)  # several pops' worth of it
+        assert node.proc is not None and node.proc.poll() is None, node.log_path.read_text()[-3000:]
+        r.delete(*[f"fill:{i}" for i in range(n)])
+        r.config_set("maxmemory", "0")
+        with FleetClient(small_redis.url, timeout=120) as client:
+            assert client.submit("t/echo", ECHO_OK).result(timeout=90).reward is not None

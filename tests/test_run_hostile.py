@@ -166,3 +166,18 @@ def test_an_answer_kept_for_a_refused_callers_retry_holds_only_its_own_run(node:
     finally:
         srv.should_exit = True
         thread.join(timeout=30)
+
+
+@pytest.mark.parametrize("plant", [
+    "os.symlink('/etc/passwd', 'f')",  # a link to a file of the worker's host
+    "os.symlink('/etc', 'd')",  # a link to a host directory, fetched through
+    "os.mkfifo('f')",  # a fifo: reading it would wait for a writer forever
+    "os.mkdir('f')",  # a directory under a file's name
+], ids=["link", "linked-dir", "fifo", "dir"])
+def test_fetch_files_never_follow_what_the_program_planted(url: str, plant: str) -> None:
+    # the program's own run is fine: it answers Success, with nothing fetched and no wait
+    code = f"import os\n{plant}\nprint('ok')\n"
+    body = {**verl_payload(code, ""), "fetch_files": ["f", "d/passwd"]}
+    status, answer, _ = http(url + "/run_code", body)
+    assert status == 200 and answer["status"] == "Success", answer
+    assert answer["run_result"]["stdout"] == "ok\n" and answer["files"] == {}, answer

@@ -45,12 +45,17 @@ import logging
 from time import monotonic, time
 from typing import Any
 
+import redis
 from kombu.transport import redis as kombu_redis
 from kombu.utils.json import dumps, loads
 
 from cpfleet.core import protocol
 
 log = logging.getLogger("cpfleet.worker")
+
+# Redis full (maxmemory, noeviction) refuses the pop's move into the in-flight list (a write):
+# the node then waits this long on a pop that writes nothing before it tries again
+FULL_PAUSE_S = 1
 
 # KEYS[1] in-flight list, KEYS[2] queue. ARGV[1] the message's bytes, ARGV[2] 'front' (taken
 # next: RPUSH, consumers pop from the right) or 'back' (LPUSH). Returns 1 if it was requeued,
@@ -197,6 +202,8 @@ class Channel(kombu_redis.Channel):
         self._lean_key = ""  # the queue key the pending BLMOVE takes from
         self._lean_turn = 0
         self._lean_scan = True
+        self._lean_full = False  # the last pop met a full Redis: wait before the next one
+        self._lean_full_said = False  # that was logged (once per full spell)
         super().__init__(*args, **kwargs)
 
     @property
@@ -227,7 +234,14 @@ class Channel(kombu_redis.Channel):
         return True
 
     def _brpop_start(self, timeout: Any = None) -> None:
-        if not self._lean_ready():
+        try:
+            lean = self._lean_ready()
+        except redis.exceptions.ResponseError as e:  # listing the node is a write too
+            if not _full(e):
+                raise
+            self._note_full(e)
+            lean = True  # the pause below; the node is listed at the next try
+        if not lean:
             self._lean_mode = ""
             super()._brpop_start(timeout)
             return
@@ -239,7 +253,12 @@ class Channel(kombu_redis.Channel):
         keys = [self._q_for_pri(queue, 0) for queue in queues]
         self._in_poll = self.client.connection
         self._brpop_sent_at = monotonic()  # type: ignore[assignment]  # kombu declares it None
-        if len(keys) == 1:
+        if self._lean_full:
+            # a blocking pop of a list no one writes: a pause in the event loop, not a spin of
+            # refused moves, and not a sleep that would stall the node's other work
+            self._lean_mode = "PAUSE"
+            self.client.connection.send_command("BLPOP", protocol.full_pause_key(), FULL_PAUSE_S)
+        elif len(keys) == 1:
             self._lean_mode, self._lean_key = "BLMOVE", keys[0]
             self.client.connection.send_command("BLMOVE", keys[0], self.inflight_key, "RIGHT", "LEFT", timeout or 0)
         elif self._lean_scan:
@@ -257,12 +276,22 @@ class Channel(kombu_redis.Channel):
             return super()._brpop_read(**options)
         try:
             try:
-                reply = self.client.parse_response(self.client.connection, mode, **options)
+                reply = self.client.parse_response(self.client.connection, "BLPOP" if mode == "PAUSE" else mode,
+                                                   **options)
             except self.connection_errors:
                 # a move Redis made and this socket lost stays in the in-flight list: the
                 # node's own check gives it back after the grace period
                 self.client.connection.disconnect()
                 raise
+            except redis.exceptions.ResponseError as e:
+                if not _full(e):
+                    raise
+                self._note_full(e)  # nothing was moved
+                raise kombu_redis.Empty() from None
+            if mode == "PAUSE":
+                self._lean_full = False  # try the pop again
+                raise kombu_redis.Empty()
+            self._lean_full_said = False
             if mode == "EVAL":
                 self._lean_scan = not reply  # nothing anywhere: block on one queue next
                 if not reply:
@@ -281,11 +310,27 @@ class Channel(kombu_redis.Channel):
             self._in_poll = None  # type: ignore[assignment]  # kombu declares it bool
             self._flush_brpop_reauth()
 
+    def _note_full(self, error: BaseException) -> None:
+        """Redis refused this node's pop (or its listing) because it is full: the next pop waits
+        FULL_PAUSE_S first. Raised on, kombu's consumer would stop the node as an unrecoverable
+        error, and a caller who fills Redis (queued jobs, through the gateway) would stop the fleet."""
+        if not self._lean_full_said:
+            self._lean_full_said = True
+            log.warning("Redis is full (maxmemory): this node takes no job until it has room: %s", error)
+        self._lean_full = True
+
     def _poll_error(self, type: Any, **options: Any) -> Any:
         """An error event on the pop's socket: read the pending reply under its own command's
         name (a message it carries stays in the in-flight list; the node's check gives it back)."""
         if type == "BRPOP" and self._lean_mode:
-            return self.client.parse_response(self.client.connection, self._lean_mode)
+            try:
+                return self.client.parse_response(self.client.connection,
+                                                  "BLPOP" if self._lean_mode == "PAUSE" else self._lean_mode)
+            except redis.exceptions.ResponseError as e:
+                if not _full(e):
+                    raise
+                self._note_full(e)  # nothing was moved
+                return None
         return super()._poll_error(type, **options)
 
     def _lean_deliver(self, raw: bytes, queue: str) -> None:
@@ -304,3 +349,9 @@ class Channel(kombu_redis.Channel):
 
 class Transport(kombu_redis.Transport):
     Channel = Channel
+
+
+def _full(error: BaseException) -> bool:
+    """Whether Redis refused a command because it is at ``maxmemory`` (an OOM reply, also when a
+    script's write met it)."""
+    return isinstance(error, redis.exceptions.OutOfMemoryError) or "OOM command not allowed" in str(error)

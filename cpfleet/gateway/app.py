@@ -315,8 +315,10 @@ class Gateway:
             chunks.append(chunk)
         try:
             return json.loads(b"".join(chunks))
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise HTTPError(400, f"body is not JSON: {e}") from None
+        except ValueError as e:
+            # JSONDecodeError, UnicodeDecodeError, and the ValueError of CPython's int() for a
+            # number of more than 4300 digits (valid JSON, which sets no bound): the caller's 400
+            raise HTTPError(400, f"body is not JSON this gateway reads: {e}") from None
         except RecursionError:  # nesting deeper than the parser's stack: no payload needs it
             raise HTTPError(400, "body is not JSON this gateway reads: nested too deeply") from None
 

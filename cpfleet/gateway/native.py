@@ -19,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from cpfleet.core.errors import BrokerFull, ClientClosed, FleetBusy
 from cpfleet.core.protocol import check_options
 from cpfleet.gateway.app import Gateway, HTTPError, Refused, permanent_error
 from cpfleet.gateway.payloads import json_object
@@ -66,8 +67,10 @@ def routes(gw: Gateway) -> Sequence[Route]:
                 result = await gw.judge(job["problem"], job["completion"], reward_shape=job["reward_shape"], mode=job["mode"])
             except ValueError as e:  # unusable inline tests: this job only
                 return {**head, "error": str(e), "permanent": True}
-            except (Refused, ConnectionError) as e:  # this job waited past its deadline: a retry joins it
-                return {**head, "error": str(e), "permanent": False}
+            except (Refused, ConnectionError, BrokerFull, FleetBusy, ClientClosed) as e:
+                # past its deadline (a retry joins it), or Redis away or full: this job's line,
+                # retryable; raised here it would cut the stream and lose every line not yet sent
+                return {**head, "error": str(e) or type(e).__name__, "permanent": False}
             reason = permanent_error(result)
             if reason:
                 return {**head, "error": reason, "permanent": True}

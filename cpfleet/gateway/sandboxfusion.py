@@ -293,6 +293,11 @@ def routes(gw: Gateway) -> Sequence[Route]:
         if not isinstance(config_, dict):
             raise HTTPError(422, "'config' must be an object")
         every = run_all_cases(config_)
+        raw_id = body.get("id")
+        if raw_id is not None and (isinstance(raw_id, bool) or not isinstance(raw_id, str | int)):
+            # SandboxFusion's id is a string or an integer; it is echoed back, and any other JSON
+            # (an object nested nearly as deep as the parser allows) would fail the answer's render
+            raise HTTPError(422, f"'id' must be a string or an integer, got {type(raw_id).__name__}")
         provided = config_.get("provided_data")
         if provided:
             tests = common_oj_tests(provided)

@@ -1,0 +1,113 @@
+"""Hostile bodies and a failing Redis against every protocol of ``cpfleet serve``, through real
+HTTP on a loopback port with a real redis-server (and a real Celery prefork worker where a
+program must run): a body the gateway cannot read is the caller's 4xx on every endpoint, never
+a 500 (which verl scores as a failed test without retrying), and cpfleet's own NDJSON batch
+answers every job with its own line when Redis refuses the work, never a stream cut short."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+import redis
+from gateway_helpers import start_server
+
+from cpfleet.gateway import ServeConfig
+from cpfleet.producer.client import FleetClient
+from cpfleet.redis_server import RedisServer
+
+GOOD = "```python\na, b = map(int, input().split())\nprint(a + b)\n```"
+
+# every POST endpoint the gateway serves, with a body of its own protocol
+ENDPOINTS = {
+    "/run_code": b'{"code": "print(1)", "language": "python", "run_timeout": %s}',
+    "/submit": b'{"id": "p", "completion": "x", "config": {"extra": {"n": %s}}}',
+    "/run": b'{"type": "python", "solution": "print(1)", "sub_id": %s}',
+    "/judge/batch": b'{"type": "batch", "submissions": [{"type": "python", "solution": "print(1)", "x": %s}]}',
+    "/get_reward": b'{"query": ["x"], "prompts": [""], "labels": [%s]}',
+    "/slime": b'{"prompt": "", "response": "x", "label": %s}',
+    "/v1/judge": b'{"jobs": [{"problem_id": "p", "completion": "x", "job_id": %s}]}',
+}
+
+
+@pytest.fixture(scope="module")
+def idle_url(redis_server: RedisServer) -> Iterator[str]:
+    """A gateway over the session's Redis with no worker: for bodies refused before any job."""
+    server, thread, port = start_server(ServeConfig(redis_url=redis_server.url, timeout_s=30, wait_s=5))
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+
+
+def raw_post(url: str, body: bytes, timeout: float = 120) -> tuple[int, bytes]:
+    req = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+@pytest.mark.parametrize("path", sorted(ENDPOINTS))
+def test_an_integer_past_pythons_digit_limit_is_a_400_on_every_endpoint(idle_url: str, path: str) -> None:
+    # valid JSON (RFC 8259 sets no bound on a number's digits) that CPython's int() refuses past
+    # 4300 digits with a ValueError that is not a JSONDecodeError
+    status, answer = raw_post(idle_url + path, ENDPOINTS[path] % (b"1" + b"0" * 5000))
+    assert status == 400, (status, answer[:300])
+    assert "digits" in json.loads(answer)["error"]
+
+
+def test_a_full_redis_answers_every_native_job_with_its_own_line() -> None:
+    # Redis at maxmemory (noeviction) refuses the jobs: each job's line says so (retryable),
+    # and the stream ends whole; a cut stream loses every line not yet sent
+    with RedisServer() as server:
+        with FleetClient(server.url) as c:
+            c.register_problems([{"id": "p", "public_tests": [{"input": "1 2\n", "output": "3\n"}],
+                                  "hidden_tests": [{"input": "2 2\n", "output": "4\n"}]}])
+        srv, thread, port = start_server(ServeConfig(redis_url=server.url, timeout_s=30, wait_s=5))
+        try:
+            r = redis.Redis.from_url(server.url)
+            r.config_set("maxmemory-policy", "noeviction")
+            r.config_set("maxmemory", str(r.info("memory")["used_memory"]))
+            jobs = [{"problem_id": "p", "completion": f"{GOOD}\n# {i}", "job_id": str(i)} for i in range(3)]
+            status, body = raw_post(f"http://127.0.0.1:{port}/v1/judge", json.dumps({"jobs": jobs}).encode())
+            r.config_set("maxmemory", "0")
+            r.close()
+        finally:
+            srv.should_exit = True
+            thread.join(timeout=30)
+    assert status == 200
+    lines = [json.loads(line) for line in body.splitlines()]
+    assert sorted(line["job_id"] for line in lines) == ["0", "1", "2"], lines
+    for line in lines:
+        assert line["permanent"] is False and "full" in line["error"], line
+
+
+@pytest.mark.parametrize("path, body", [
+    ("/slime", {"prompt": "", "response": GOOD, "label": {"inputs": ["1 2\n"], "outputs": ["3\ud800"]}}),
+    ("/get_reward", {"query": [GOOD], "prompts": [""], "labels": [{"inputs": ["1 2\ud800"], "outputs": ["3"]}]}),
+    ("/submit", {"completion": GOOD, "config": {"provided_data": {"test": [
+        {"input": {"stdin": "\ud800"}, "output": {"stdout": "3"}}]}}}),
+], ids=["slime", "get_reward", "submit"])
+def test_inline_tests_holding_a_lone_surrogate_are_a_422_that_says_so(idle_url: str, path: str,
+                                                                      body: dict[str, object]) -> None:
+    status, answer = raw_post(idle_url + path, json.dumps(body).encode("ascii"))
+    assert status == 422, answer
+    error = json.loads(answer)["error"]
+    assert "surrogate" in error and "limits" not in error, error
+
+
+@pytest.mark.parametrize("depth", [1, *range(950, 990, 2)])
+def test_submit_refuses_an_id_that_is_not_a_string_or_integer(idle_url: str, depth: int) -> None:
+    # SandboxFusion's id is a string or an integer; /submit echoes it back, and an object nested
+    # a little less deep than the parser's limit passed the parse and failed the answer's render
+    problem_id = '{"a":' * depth + "1" + "}" * depth
+    tests = '{"provided_data": {"test": [{"input": {"stdin": ""}, "output": {"stdout": ""}}]}}'
+    body = ('{"id": ' + problem_id + ', "completion": "x", "config": ' + tests + "}").encode()
+    status, answer = raw_post(idle_url + "/submit", body)
+    assert status in (400, 422), (status, answer[:300])

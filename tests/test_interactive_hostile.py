@@ -1,0 +1,105 @@
+"""Hostile solutions of an interactive problem (Kattis interactor protocol), judged end to end
+by ``evaluate`` on each runner with a real compiled interactor: a solution that leaves early,
+closes its output and idles, forks a child that keeps the pipe, floods the interactor, never
+reads, or keeps running or writing after an accepted dialogue earns what Kattis would give it,
+and never an infrastructure error of its own making (the interactor sees the end of the
+solution's output only once the solution's whole test has ended, so an interactor that crashes
+at that end was cut short by the solution)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from cpfleet.core.problem import Problem
+from cpfleet.core.verdict import Verdict
+from cpfleet.sandbox.env import evaluate
+from cpfleet.sandbox.runner import CodeRunner
+
+# guess the number in at most 12 guesses; exits 43 at the end of the solution's output
+INTERACTOR = r"""
+#include <cstdio>
+#include <fstream>
+int main(int argc, char** argv) {
+    std::ifstream in(argv[1]);
+    int secret; in >> secret;
+    for (int q = 0; q < 12; q++) {
+        int g;
+        if (scanf("%d", &g) != 1) return 43;
+        if (g == secret) { printf("correct\n"); fflush(stdout); return 42; }
+        printf(g < secret ? "higher\n" : "lower\n");
+        fflush(stdout);
+    }
+    return 43;
+}
+"""
+# the same, but it crashes (abort) at the end of the solution's output instead of rejecting
+CRASHES_AT_EOF = INTERACTOR.replace("if (scanf(\"%d\", &g) != 1) return 43;",
+                                    "if (scanf(\"%d\", &g) != 1) abort();").replace(
+    "#include <cstdio>", "#include <cstdio>\n#include <cstdlib>")
+BINARY_SEARCH = """
+lo, hi = 1, 1000
+while True:
+    mid = (lo + hi) // 2
+    print(mid, flush=True)
+    r = input()
+    if r == "correct":
+        break
+    if r == "higher":
+        lo = mid + 1
+    else:
+        hi = mid - 1
+"""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def compile_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    mp = pytest.MonkeyPatch()
+    mp.setenv("CPFLEET_COMPILE_CACHE_DIR", str(tmp_path_factory.mktemp("compile-cache")))
+    yield
+    mp.undo()
+
+
+def guess(pid: str, interactor: str) -> Problem:
+    checker: dict[str, Any] = {"type": "interactive", "files": {"i/interactor.cpp": interactor},
+                               "entry_points": ["i/interactor.cpp"], "language": "cpp"}
+    return Problem.from_dict({
+        "id": pid, "checker": checker, "time_limit_s": 2,
+        "public_tests": [{"input": "37\n", "output": ""}],
+        "hidden_tests": [{"input": f"{s}\n", "output": ""} for s in (1, 1000, 512)],
+    })
+
+
+# (solution, interactor, the verdict Kattis gives it)
+CASES = {
+    "exits-at-once": ("pass\n", INTERACTOR, Verdict.WRONG_ANSWER),
+    # its output ends only when its test does: the interactor cannot crash while it idles
+    "closes-its-output-and-idles": ("import os, time\nos.close(1)\ntime.sleep(1)\n", CRASHES_AT_EOF,
+                                    Verdict.WRONG_ANSWER),
+    # the child dies with its test: the interactor sees the end at once, no wait for the child
+    "forks-a-child-that-keeps-the-pipe": (
+        "import os, time\nif os.fork() == 0:\n    time.sleep(60)\nprint(1, flush=True)\n", INTERACTOR,
+        Verdict.WRONG_ANSWER),
+    "floods-and-never-reads": ("import sys\nwhile True:\n    sys.stdout.write('1\\n' * 10000)\n", INTERACTOR,
+                               Verdict.RUNTIME_ERROR),
+    "never-reads-nor-writes": ("import time\ntime.sleep(60)\n", INTERACTOR, Verdict.TIME_LIMIT),
+    "crashes-before-the-interactor-decides": ("print(500, flush=True)\nraise SystemExit(3)\n", CRASHES_AT_EOF,
+                                              Verdict.RUNTIME_ERROR),
+    # the interactor accepted and exited; writing on into the closed pipe is the program's crash
+    "writes-on-after-an-accepted-dialogue": (BINARY_SEARCH + "while True:\n    print(1)\n", INTERACTOR,
+                                             Verdict.RUNTIME_ERROR),
+    # still running after an accepted dialogue: stopped, the dialogue stands
+    "idles-after-an-accepted-dialogue": (BINARY_SEARCH + "import time\ntime.sleep(60)\n", INTERACTOR, Verdict.OK),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_hostile_solution_gets_its_own_verdict_never_an_infrastructure_error(runner: CodeRunner,
+                                                                                case: str) -> None:
+    solution, interactor, verdict = CASES[case]
+    res = evaluate(guess(f"hostile/{case}", interactor), f"```python\n{solution}```\n", runner)
+    assert not res.infra_error, res.infra_message
+    assert res.verdict == verdict, res.observation[-1500:]
+    assert res.reward == (1.0 if verdict == Verdict.OK else 0.0)
