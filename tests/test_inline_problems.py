@@ -263,3 +263,12 @@ def test_inline_record_with_a_new_checker_type_loads_once_it_is_registered() -> 
         pytest.skip("checker type exact_tokens not registered yet (helper 'formats' adds it)")
     error, checked = loader_check(rec)
     assert checked and error is None
+
+
+def test_the_same_call_tests_under_other_rules_are_another_problem() -> None:
+    """fn_semantics decides verdicts, so it is part of an inline problem's content id."""
+    own = {"fn_name": "f", "public_tests": [], "hidden_tests": [{"input": "[1]", "output": "[1]"}]}
+    a = problem_from_tests(own)
+    b = problem_from_tests({**own, "fn_semantics": "apps"})
+    assert "fn_semantics" not in a and b["fn_semantics"] == "apps"
+    assert a["id"] != b["id"]
