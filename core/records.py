@@ -2,7 +2,7 @@
 
 The shared record (docs/problems.md): ``id``, ``public_tests`` / ``hidden_tests``
 (``[{"input": str, "output": str}]``), ``time_limit_s``, ``memory_limit_mb``, ``checker`` and the
-optional ``fn_name`` (tests are then JSON text of the argument list / return value),
+optional ``fn_name`` (tests are then JSON text of the argument list / return value) and ``fn_semantics``,
 ``starter_code``, ``languages``, ``time_limit_multipliers``, ``python3_interpreter``, ``correct_solutions`` /
 ``incorrect_solutions`` (Python 3 sources) and ``submissions`` (every jury submission with its
 ``language`` and ``expected`` verdict, the shape of $CPFLEET_SHARED_DATA/icpc-kattis-31.jsonl.gz).

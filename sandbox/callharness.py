@@ -216,29 +216,40 @@ def _typed(value: Any, path: set[int]) -> Any:
     """``value`` rebuilt from its own data (the base type's storage: a subclass's overridden
     ``__iter__``, ``items`` or ``__eq__`` is not what the reference's ``==`` reads either) as
     something plain ``json.dumps`` writes faithfully, tuples, sets and non-string dict keys as
-    tag objects. Scalars of subclasses are left to json.dumps, which writes their base value."""
+    tag objects. Scalars of subclasses are left to json.dumps, which writes their base value.
+    ``path``: the mutable containers being rebuilt (a cycle passes through one of them: a
+    tuple or frozenset cannot hold itself but through one)."""
+    if type(value) is tuple:  # the common case first (a list of pairs)
+        return {TAG_TUPLE: _typed_items(list(value), path)}
     if isinstance(value, str | int | float) or value is None:  # bool is an int
         return value
-    if isinstance(value, list | tuple | dict | set | frozenset):
-        if id(value) in path:
-            raise ValueError("the value contains itself")
-        path.add(id(value))
-        try:
-            if isinstance(value, list):
-                return [_typed(x, path) for x in list.__iter__(value)]
-            if isinstance(value, tuple):
-                return {TAG_TUPLE: [_typed(x, path) for x in tuple.__iter__(value)]}
-            if isinstance(value, dict):
-                pairs = list(dict.items(value))
-                if all(isinstance(k, str) and k[:1] != "\0" for k, _ in pairs):
-                    return {str.__str__(k): _typed(v, path) for k, v in pairs}
-                return {TAG_DICT: [[_typed(k, path), _typed(v, path)] for k, v in pairs]}
-            if isinstance(value, frozenset):
-                return {TAG_FROZENSET: [_typed(x, path) for x in frozenset.__iter__(value)]}
-            return {TAG_SET: [_typed(x, path) for x in set.__iter__(value)]}
-        finally:
-            path.discard(id(value))
-    raise TypeError(f"a {type(value).__name__} has no JSON form")
+    if isinstance(value, tuple):
+        return {TAG_TUPLE: _typed_items(list(tuple.__iter__(value)), path)}
+    if isinstance(value, frozenset):
+        return {TAG_FROZENSET: _typed_items(list(frozenset.__iter__(value)), path)}
+    if not isinstance(value, list | dict | set):
+        raise TypeError(f"a {type(value).__name__} has no JSON form")
+    if id(value) in path:
+        raise ValueError("the value contains itself")
+    path.add(id(value))
+    try:
+        if isinstance(value, list):
+            return _typed_items(list(list.__iter__(value)), path)
+        if isinstance(value, set):
+            return {TAG_SET: _typed_items(list(set.__iter__(value)), path)}
+        pairs = list(dict.items(value))
+        if all(isinstance(k, str) and k[:1] != "\0" for k, _ in pairs):
+            return {str.__str__(k): _typed(v, path) for k, v in pairs}
+        return {TAG_DICT: [[_typed(k, path), _typed(v, path)] for k, v in pairs]}
+    finally:
+        path.discard(id(value))
+
+
+def _typed_items(items: list[Any], path: set[int]) -> list[Any]:
+    """A sequence's items typed; those that are all exact scalars as they are (C speed)."""
+    if set(map(type, items)) <= _EXACT_SCALARS:
+        return items
+    return [_typed(x, path) for x in items]
 
 
 def _encode(value: Any) -> str:
