@@ -22,7 +22,9 @@ Protocol with the runner (sandbox/fncall.py is the parent's side):
   ``Solution().<fn_name>`` when the source holds the text ``class Solution``, else the module's;
   ``primeintellect``: the first top-level class of the source's syntax tree with a ``def
   <fn_name>``, else a top-level ``def <fn_name>``. ``apps`` also undoes JSON's string keys in a
-  first argument that is a dict, as APPS/TACO do (``_apps_args``).
+  first argument that is a dict, as APPS/TACO do (``_apps_args``). Those four references prepend
+  their header as source, so a ``from __future__`` import fails there: under them it raises the
+  same SyntaxError here (``_refuse_future_imports``).
 - The return value is written to the test's stdout pipe as typed JSON (``_encode``: JSON, with
   tuples, sets and dicts whose keys are not all strings written as the tag objects core/fncall.py
   reads back, so ``{1: 2}`` does not come back as ``{"1": 2}``; a generator, a ``range`` or any
@@ -170,6 +172,18 @@ def _callee_by_syntax(ns: dict[str, Any], fn_name: str, source: bytes | None) ->
     raise _NoFunction(f"no top-level def {fn_name} nor a top-level class with a def {fn_name}")
 
 
+def _refuse_future_imports(source: bytes) -> None:
+    """LiveCodeBench, APPS, TACO and PrimeIntellect prepend their import header to the program's
+    source, so a ``from __future__ import`` there is no longer at the beginning of the file: a
+    SyntaxError before anything runs. The header is not prepended here (line numbers stay the
+    program's), so the error is raised as the reference's compile raises it."""
+    import ast
+
+    if any(isinstance(node, ast.ImportFrom) and node.module == "__future__" for node in ast.parse(source).body):
+        raise SyntaxError("from __future__ imports must occur at the beginning of the file "
+                          "(the reference harness prepends its import header to the program)")
+
+
 def _apps_args(args: Any) -> Any:
     """APPS/TACO's "JSON forces dictionaries to have string keys; this undoes this (assuming a
     singleton list)": a first argument that is a dict whose keys all ``int()``-convert replaces
@@ -301,6 +315,8 @@ def invoke(code: CodeType, spec: str, ns: dict[str, Any], args_text: bytes, resu
         args = json.loads(args_text)
         if semantics == "apps":
             args = _apps_args(args)
+        if semantics != "python" and source is not None and b"__future__" in source:
+            _refuse_future_imports(source)
         exec(code, ns)
         try:
             callee = _callee(ns, fn_name, semantics, source)

@@ -172,6 +172,17 @@ def test_apps_header_names_are_apps_own(runner: CodeRunner) -> None:
     assert verdict(runner, problem("apps", [([], [3])]), code.replace("bisect_left([1, 2, 3], 2)", "0")) == OK
 
 
+@pytest.mark.parametrize("semantics", ["lcb", "apps", "primeintellect"])
+def test_a_future_import_fails_where_the_reference_prepends_its_header(runner: CodeRunner, semantics: str) -> None:
+    """LCB ``grade_call_based`` (``code = import_string + "\\n\\n" + code``), APPS/TACO (``sol +=
+    test``) and PI (``injection + user_code``) put their header before the program: a ``from
+    __future__ import`` is then a SyntaxError there; the default keeps the program's own top."""
+    code = "from __future__ import annotations\ndef f() -> int:\n    return 1\n"
+    expected: Any = [1] if semantics == "apps" else 1
+    assert verdict(runner, problem(semantics, [([], expected)]), code) == RE
+    assert verdict(runner, problem(None, [([], 1)]), code) == OK
+
+
 # --- PrimeIntellect -----------------------------------------------------------------------------
 
 
