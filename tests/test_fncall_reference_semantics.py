@@ -275,6 +275,14 @@ def test_hostile_values_are_judged_by_their_data(runner: CodeRunner, code: str, 
     assert verdict(runner, problem(None, [([], expected)]), code) == WA
 
 
+def test_a_large_int_keyed_dict_is_read_whole(runner: CodeRunner) -> None:
+    """A dict with int keys comes back as typed pairs, three values a key: the bound on what the
+    judge parses counts the expected dict so, and a correct large answer is read and passes."""
+    p = problem("apps", [([3000], [{str(i): i * i for i in range(3000)}])])
+    assert verdict(runner, p, "def f(n):\n    return {i: i * i for i in range(n)}") == OK
+    assert verdict(runner, p, "def f(n):\n    return {i: i * i for i in range(n + 1)}") == WA
+
+
 def test_a_value_nested_past_the_recursion_limit_is_the_programs_error(runner: CodeRunner) -> None:
     code = "def f():\n    v = []\n    for _ in range(200000):\n        v = [v]\n    return v"
     assert verdict(runner, problem(None, [([], [])]), code) in (RE, WA)
