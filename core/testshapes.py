@@ -407,6 +407,8 @@ def normalize_tests(raw: Any, *, fn_name: str | None = None, num_public: int = 1
         own_rule = raw.get("fn_semantics")
         if own_rule is not None and not isinstance(own_rule, str):
             raise TestShapeError("fn_semantics is not a string")
+        if own_rule is not None and not own_fn:
+            raise TestShapeError("fn_semantics applies to function-call tests (fn_name) only")
         return TestSet(tuple(pub_l), tuple(hid_l), own_fn or None, fn_semantics=own_rule)
     if "public_test_cases" in raw or "private_test_cases" in raw:
         meta = raw.get("metadata")

@@ -272,3 +272,7 @@ def test_the_same_call_tests_under_other_rules_are_another_problem() -> None:
     b = problem_from_tests({**own, "fn_semantics": "apps"})
     assert "fn_semantics" not in a and b["fn_semantics"] == "apps"
     assert a["id"] != b["id"]
+    with pytest.raises(InlineProblemError, match="fn_semantics must be one of"):
+        problem_from_tests({**own, "fn_semantics": "leetcode"})
+    with pytest.raises(InlineProblemError, match="function-call tests"):
+        problem_from_tests({**own, "fn_name": None, "fn_semantics": "apps"})
