@@ -24,7 +24,8 @@ Protocol with the runner (sandbox/fncall.py is the parent's side):
   <fn_name>``, else a top-level ``def <fn_name>``. ``apps`` also undoes JSON's string keys in a
   first argument that is a dict, as APPS/TACO do (``_apps_args``). Those four references prepend
   their header as source, so a ``from __future__`` import fails there: under them it raises the
-  same SyntaxError here (``_refuse_future_imports``).
+  same SyntaxError here (``_refuse_future_imports``). ``lcb`` applies LiveCodeBench's
+  ``reliability_guard`` before the program runs (``_lcb_reliability_guard``).
 - The return value is written to the test's stdout pipe as typed JSON (``_encode``: JSON, with
   tuples, sets and dicts whose keys are not all strings written as the tag objects core/fncall.py
   reads back, so ``{1: 2}`` does not come back as ``{"1": 2}``; a generator, a ``range`` or any
@@ -184,6 +185,37 @@ def _refuse_future_imports(source: bytes) -> None:
                           "(the reference harness prepends its import header to the program)")
 
 
+# What LiveCodeBench's ``reliability_guard`` (run by ``run_test`` before the program is even
+# compiled) sets to None: a program that uses one of them fails there, so it fails here.
+_LCB_NULLED_OS = (
+    "kill", "system", "putenv", "remove", "removedirs", "rmdir", "fchdir", "setuid", "fork", "forkpty",
+    "killpg", "rename", "renames", "truncate", "replace", "unlink", "fchmod", "fchown", "chmod", "chown",
+    "chroot", "lchflags", "lchmod", "lchown", "getcwd", "chdir",
+)
+_LCB_NULLED_MODULES = ("ipdb", "joblib", "resource", "psutil", "tkinter")
+
+
+def _lcb_reliability_guard() -> None:
+    """LiveCodeBench's ``reliability_guard`` as it changes what a program can call (its memory
+    limit and faulthandler are the sandbox's business here): ``quit`` and ``help``, the listed
+    ``os`` functions, ``shutil.rmtree``/``move``/``chown`` and ``subprocess.Popen`` become None, and
+    ``resource``, ``psutil``, ``joblib``, ``ipdb`` and ``tkinter`` cannot be imported."""
+    import builtins
+    import shutil
+    import subprocess
+
+    builtins.quit = None  # type: ignore[assignment]
+    builtins.help = None  # type: ignore[assignment]
+    os.environ["OMP_NUM_THREADS"] = "1"
+    for name in _LCB_NULLED_OS:
+        if hasattr(os, name):
+            setattr(os, name, None)
+    shutil.rmtree = shutil.move = shutil.chown = None  # type: ignore[assignment]
+    subprocess.Popen = None  # type: ignore[assignment,misc]
+    for module in _LCB_NULLED_MODULES:
+        sys.modules[module] = None  # type: ignore[assignment]
+
+
 def _apps_args(args: Any) -> Any:
     """APPS/TACO's "JSON forces dictionaries to have string keys; this undoes this (assuming a
     singleton list)": a first argument that is a dict whose keys all ``int()``-convert replaces
@@ -317,6 +349,8 @@ def invoke(code: CodeType, spec: str, ns: dict[str, Any], args_text: bytes, resu
             args = _apps_args(args)
         if semantics != "python" and source is not None and b"__future__" in source:
             _refuse_future_imports(source)
+        if semantics == "lcb":
+            _lcb_reliability_guard()
         exec(code, ns)
         try:
             callee = _callee(ns, fn_name, semantics, source)

@@ -183,6 +183,16 @@ def test_a_future_import_fails_where_the_reference_prepends_its_header(runner: C
     assert verdict(runner, problem(None, [([], 1)]), code) == OK
 
 
+def test_lcb_reliability_guard_nulls_what_it_nulls(runner: CodeRunner) -> None:
+    """LCB ``run_test`` calls ``reliability_guard()`` before compiling: ``import resource`` fails,
+    ``os.getcwd`` and ``subprocess.Popen`` are None; the default leaves the program its Python."""
+    for code in ("import resource\ndef f():\n    return 1\n",
+                 "import os\ndef f():\n    return len(os.getcwd()) and 1\n",
+                 "import subprocess\ndef f():\n    return 1 if subprocess.Popen else 2\n"):
+        assert verdict(runner, problem("lcb", [([], 1)]), code) in (RE, WA)
+        assert verdict(runner, problem(None, [([], 1)]), code) == OK
+
+
 # --- PrimeIntellect -----------------------------------------------------------------------------
 
 
