@@ -45,6 +45,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from typing import Any
 
@@ -61,7 +62,10 @@ RULES_VERSION = 2
 # these keys stands for a tuple, a set, a frozenset, or a dict given as [key, value] pairs (a
 # dict with a key that is not a string, or a string key starting with NUL, always comes so).
 TAG_TUPLE, TAG_SET, TAG_FROZENSET, TAG_DICT = "\u0000t", "\u0000s", "\u0000f", "\u0000d"
-TAGS = frozenset({TAG_TUPLE, TAG_SET, TAG_FROZENSET, TAG_DICT})
+# numbers JSON has no form for, which Python's == compares with the expected ones (Fraction(6, 2)
+# == 3, Decimal("2.5") == 2.5, 3+0j == 3): [numerator, denominator], the Decimal's text, [re, im]
+TAG_FRACTION, TAG_DECIMAL, TAG_COMPLEX = "\u0000q", "\u0000D", "\u0000c"
+TAGS = frozenset({TAG_TUPLE, TAG_SET, TAG_FROZENSET, TAG_DICT, TAG_FRACTION, TAG_DECIMAL, TAG_COMPLEX})
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 SHOW = 300  # characters of a value shown in a feedback line
 VALUE_CHECKERS = frozenset({"tokens", "exact_tokens", "float", "code_contests"})
@@ -112,8 +116,12 @@ def _untag(obj: dict[str, Any]) -> Any:
     ((key, items),) = obj.items()
     if key not in TAGS:
         return obj
+    if key == TAG_DECIMAL:
+        return _decimal(items)
     if not isinstance(items, list):
         raise ValueError("a typed value's items are not a list")
+    if key in (TAG_FRACTION, TAG_COMPLEX):
+        return _fraction_or_complex(key, items)
     try:
         if key == TAG_TUPLE:
             return tuple(items)
@@ -126,6 +134,31 @@ def _untag(obj: dict[str, Any]) -> Any:
         return dict(items)
     except TypeError:  # an unhashable set member or key: no value has that form
         raise ValueError("a set member or dict key is unhashable") from None
+
+
+def _decimal(text: Any) -> Decimal:
+    if not isinstance(text, str) or len(text) > 10_000:
+        raise ValueError("a typed Decimal is not its text")
+    try:
+        value = Decimal(text)
+    except InvalidOperation:
+        raise ValueError("a typed Decimal's text is not a number") from None
+    if value.is_snan():  # comparing it raises; the reference's == raises too (a failed test)
+        raise ValueError("a signalling NaN compares with nothing")
+    return value
+
+
+def _fraction_or_complex(key: str, items: list[Any]) -> Fraction | complex:
+    if len(items) != 2:
+        raise ValueError("a typed number is not a pair")
+    a, b = items
+    if key == TAG_COMPLEX:
+        if not all(isinstance(x, float | int) and not isinstance(x, bool) for x in items):
+            raise ValueError("a typed complex is not two numbers")
+        return complex(a, b)
+    if not (type(a) is int and type(b) is int and b > 0):
+        raise ValueError("a typed Fraction is not two ints")
+    return Fraction(a, b)
 
 
 def decode_returned(text: str) -> Any:
@@ -193,7 +226,8 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _json_faithful(value: Any) -> bool:
-    """Whether JSON writes ``value`` as it is: no tuple, set or non-string dict key in it."""
+    """Whether JSON writes ``value`` as it is: no tuple, set, non-string dict key or number JSON
+    has no form for in it."""
     todo = [value]
     while todo:
         v = todo.pop()
@@ -203,7 +237,7 @@ def _json_faithful(value: Any) -> bool:
             if not all(isinstance(k, str) for k in v):
                 return False
             todo.extend(v.values())
-        elif isinstance(v, tuple | set | frozenset):
+        elif isinstance(v, tuple | set | frozenset | Fraction | Decimal | complex):
             return False
     return True
 
@@ -325,7 +359,8 @@ def _nesting(value: Any) -> int:
 
 
 def _number(x: Any) -> bool:
-    return isinstance(x, int | float | _BigInt)  # bool is an int, as in Python's ==
+    # bool is an int, and a returned Fraction, Decimal or complex compares with numbers by Python's ==
+    return isinstance(x, int | float | _BigInt | Fraction | Decimal | complex)
 
 
 def _numbers_equal(e: Any, g: Any, tol: Tolerance | None) -> bool:
@@ -334,6 +369,8 @@ def _numbers_equal(e: Any, g: Any, tol: Tolerance | None) -> bool:
             return e == g
         big, other = (e, g) if isinstance(e, _BigInt) else (g, e)
         return isinstance(other, int) and not isinstance(other, bool) and big.text == str(other)
+    if isinstance(e, complex) or isinstance(g, complex):
+        return bool(e == g)  # no tolerance applies to a complex value: Python's ==
     if tol is not None and (isinstance(e, float) or isinstance(g, float)):
         if not all(math.isfinite(v) for v in (e, g) if isinstance(v, float)):
             # as the reference harnesses (Python ==, numpy's allclose): an infinity matches the
@@ -344,6 +381,8 @@ def _numbers_equal(e: Any, g: Any, tol: Tolerance | None) -> bool:
         try:
             diff, bound = abs(float(e) - float(g)), tol.rel * abs(float(e))
         except OverflowError:  # an int past the float range beside a float: exact rationals
+            if isinstance(e, Decimal) or isinstance(g, Decimal):
+                return False  # a Decimal's exponent may be huge: never made an exact rational
             diff, bound = abs(Fraction(e) - Fraction(g)), Fraction(tol.rel) * abs(Fraction(e))
         if tol.strict:
             return diff < tol.abs

@@ -28,8 +28,9 @@ Protocol with the runner (sandbox/fncall.py is the parent's side):
   ``reliability_guard`` before the program runs (``_lcb_reliability_guard``).
 - The return value is written to the test's stdout pipe as typed JSON (``_encode``: JSON, with
   tuples, sets and dicts whose keys are not all strings written as the tag objects core/fncall.py
-  reads back, so ``{1: 2}`` does not come back as ``{"1": 2}``; a generator, a ``range`` or any
-  other object has no form, and no reference harness finds one equal to an expected value). The
+  reads back, so ``{1: 2}`` does not come back as ``{"1": 2}``; a Fraction, Decimal or complex
+  comes tagged too, as ``==`` compares them with numbers; a generator, a ``range`` or any other
+  object has no form, and no reference harness finds one equal to an expected value). The
   program's own prints go to stderr instead (fd 1 is pointed there before the program runs), so
   what it prints never mixes with what it returns. Under ``primeintellect`` the reference prints
   the value after the program's own output and compares the text: there fd 1 stays the result
@@ -88,6 +89,7 @@ DEEP_RECURSION = frozenset({"python", "lcb"})
 
 # core/fncall.py ``TAGS``, spelled again: this module imports nothing from the project
 TAG_TUPLE, TAG_SET, TAG_FROZENSET, TAG_DICT = "\u0000t", "\u0000s", "\u0000f", "\u0000d"
+TAG_FRACTION, TAG_DECIMAL, TAG_COMPLEX = "\u0000q", "\u0000D", "\u0000c"
 
 
 def parse_spec(spec: str) -> tuple[str, str]:
@@ -274,7 +276,7 @@ def _typed(value: Any, path: set[int]) -> Any:
     if isinstance(value, frozenset):
         return {TAG_FROZENSET: _typed_items(list(frozenset.__iter__(value)), path)}
     if not isinstance(value, list | dict | set):
-        raise TypeError(f"a {type(value).__name__} has no JSON form")
+        return _typed_number(value)
     if id(value) in path:
         raise ValueError("the value contains itself")
     path.add(id(value))
@@ -289,6 +291,21 @@ def _typed(value: Any, path: set[int]) -> Any:
         return {TAG_DICT: [[_typed(k, path), _typed(v, path)] for k, v in pairs]}
     finally:
         path.discard(id(value))
+
+
+def _typed_number(value: Any) -> Any:
+    """A Fraction, Decimal or complex (read from its base type's storage), which Python's ``==``
+    compares with the numbers JSON has; TypeError for anything else. Their modules are looked up,
+    not imported: a program that returns one has imported it."""
+    if isinstance(value, complex):
+        return {TAG_COMPLEX: [complex.real.__get__(value), complex.imag.__get__(value)]}
+    fractions = sys.modules.get("fractions")
+    if fractions is not None and isinstance(value, fractions.Fraction):
+        return {TAG_FRACTION: [int.__index__(value._numerator), int.__index__(value._denominator)]}
+    decimal = sys.modules.get("decimal")
+    if decimal is not None and isinstance(value, decimal.Decimal):
+        return {TAG_DECIMAL: decimal.Decimal.__str__(value)}
+    raise TypeError(f"a {type(value).__name__} has no JSON form")
 
 
 def _typed_items(items: list[Any], path: set[int]) -> list[Any]:

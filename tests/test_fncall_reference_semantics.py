@@ -94,6 +94,18 @@ def test_no_reference_accepts_a_generator_or_a_set(runner: CodeRunner) -> None:
     assert verdict(runner, p, "def f(n):\n    return [i * i for i in range(n)]") == OK
 
 
+def test_numbers_json_has_no_form_for_compare_as_python_compares_them(runner: CodeRunner) -> None:
+    """LCB/APPS ``prediction == expected``: ``Fraction(6, 2) == 3``, ``Decimal("2.5") == 2.5`` and
+    ``3+0j == 3`` hold; ``Decimal("0.1") == 0.1`` does not (exact); a signalling NaN fails."""
+    p = problem("lcb", [([], [3, 2.5, 3])])
+    code = "from fractions import Fraction\nfrom decimal import Decimal\ndef f():\n    return [{}, {}, {}]\n"
+    assert verdict(runner, p, code.format("Fraction(6, 2)", "Decimal('2.5')", "3+0j")) == OK
+    assert verdict(runner, p, code.format("Fraction(7, 2)", "Decimal('2.5')", "3+0j")) == WA
+    q = problem("lcb", [([], 0.1)])
+    assert verdict(runner, q, "from decimal import Decimal\ndef f():\n    return Decimal('0.1')") == WA
+    assert verdict(runner, q, "from decimal import Decimal\ndef f():\n    return Decimal('sNaN')") == WA
+
+
 # --- APPS / TACO ---------------------------------------------------------------------------------
 
 
