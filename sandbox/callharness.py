@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import os
 import sys
+from itertools import chain, repeat  # built in: nothing to load
 from os import _exit as _exit_now  # bound at import, before any program: it may replace os._exit
 
 TYPE_CHECKING = False  # typing is not imported at run time (see sandbox/zygote.py)
@@ -231,33 +232,30 @@ def _apps_args(args: Any) -> Any:
 
 
 _EXACT_SCALARS = frozenset({str, int, float, bool, type(None)})
+_PLAIN_TYPES = _EXACT_SCALARS | {list, dict}
+_PLAIN_LEVELS = 1000  # deeper (or a cycle): the typed path, which tells them apart
 
 
 def _plain(value: Any) -> bool:
     """Whether plain ``json.dumps`` writes ``value`` faithfully: exact lists, dicts with exact
-    string keys (none starting with NUL) and exact scalars, no container met twice (a cycle, or a
-    shared part: the typed path tells them apart)."""
-    seen: set[int] = set()
-    todo = [value]
-    while todo:
-        v = todo.pop()
-        t = type(v)
-        if t in _EXACT_SCALARS:
-            continue
-        if t is list:
-            items = v
-        elif t is dict:
-            if not set(map(type, v)) <= {str} or any(k[:1] == "\0" for k in v):
+    string keys (none starting with NUL) and exact scalars. Walked a level at a time at C speed:
+    ``gc.get_referents`` of exact lists and dicts is their items, keys and values (scalars have
+    none), and a level's types are one ``set(map(type, ...))``."""
+    import gc
+
+    level = [value]
+    for _ in range(_PLAIN_LEVELS):
+        types = set(map(type, level))
+        if not types <= _PLAIN_TYPES:
+            return False
+        if dict in types:
+            keys = list(chain.from_iterable(level if types == {dict} else [d for d in level if type(d) is dict]))
+            if not set(map(type, keys)) <= {str} or any(map(str.startswith, keys, repeat("\0"))):
                 return False
-            items = list(v.values())
-        else:
-            return False
-        if id(v) in seen:
-            return False
-        seen.add(id(v))
-        if not set(map(type, items)) <= _EXACT_SCALARS:
-            todo.extend(items)
-    return True
+        elif list not in types:
+            return True
+        level = gc.get_referents(*level)
+    return False
 
 
 def _typed(value: Any, path: set[int]) -> Any:
@@ -288,6 +286,8 @@ def _typed(value: Any, path: set[int]) -> Any:
         pairs = list(dict.items(value))
         if all(isinstance(k, str) and k[:1] != "\0" for k, _ in pairs):
             return {str.__str__(k): _typed(v, path) for k, v in pairs}
+        if set(map(type, chain.from_iterable(pairs))) <= _EXACT_SCALARS:
+            return {TAG_DICT: list(map(list, pairs))}  # an {int: int} map, at C speed
         return {TAG_DICT: [[_typed(k, path), _typed(v, path)] for k, v in pairs]}
     finally:
         path.discard(id(value))
@@ -309,9 +309,13 @@ def _typed_number(value: Any) -> Any:
 
 
 def _typed_items(items: list[Any], path: set[int]) -> list[Any]:
-    """A sequence's items typed; those that are all exact scalars as they are (C speed)."""
-    if set(map(type, items)) <= _EXACT_SCALARS:
+    """A sequence's items typed; those that are all exact scalars as they are, and exact tuples of
+    exact scalars (a list of pairs) in one comprehension."""
+    types = set(map(type, items))
+    if types <= _EXACT_SCALARS:
         return items
+    if types == {tuple} and set(map(type, chain.from_iterable(items))) <= _EXACT_SCALARS:
+        return [{TAG_TUPLE: list(t)} for t in items]
     return [_typed(x, path) for x in items]
 
 
