@@ -241,6 +241,15 @@ def test_primeintellect_finds_the_callee_in_the_syntax_tree(runner: CodeRunner) 
     assert verdict(runner, p, "def f(x):\n    return x * 2\n") == OK
 
 
+def test_primeintellect_arguments_are_pasted_as_source(runner: CodeRunner) -> None:
+    """PI: ``args = {args}`` formats the arguments into the harness's source: NaN and infinities
+    there are the undefined names ``nan`` and ``inf``, so such a test fails for every program."""
+    p = problem("primeintellect", [([[1.5, float("nan")]], 2)])
+    assert verdict(runner, p, "def f(xs):\n    return 2") == RE
+    q = problem(None, [([[1.5, float("inf")]], 2)])
+    assert verdict(runner, q, "def f(xs):\n    return 2") == OK
+
+
 def test_primeintellect_refuses_a_tolerance_checker() -> None:
     with pytest.raises(ProblemFormatError, match="printed value's text"):
         problem("primeintellect", [([], 1.5)], checker={"type": "float"})
