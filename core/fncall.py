@@ -2,18 +2,37 @@
 
 A problem with ``fn_name`` is judged by calling that function (LeetCode, LiveCodeBench, TACO
 and APPS call-based, PrimeIntellect ``function_call``, HumanEval style). Each test's ``input``
-is the JSON list of positional arguments, its ``output`` the JSON of the expected return value
-(plain, not wrapped in a one-element list as TACO stores it: the converters unwrap it). The
+is the JSON list of positional arguments, its ``output`` the JSON of the expected value. The
 child's side, which calls the function inside the confined test child and writes the value
-back as JSON, is sandbox/callharness.py; the expected value never leaves this process.
+back, is sandbox/callharness.py; the expected value never leaves this process.
 
-Comparison follows the reference harnesses (LiveCodeBench ``grade_call_based``: ``prediction ==
-expected`` after a returned tuple becomes a list; TACO additionally accepts tuples nested in a
-list) with Python's ``==`` on the JSON-decoded values: a tuple anywhere compares as a list (JSON
-has only lists), ``True == 1`` and ``3 == 3.0`` as in Python, strings and ``None`` exactly, dicts
-by their keys and values. Floats: exact unless the problem's checker states a tolerance
-(``float``: ``abs``/``rel`` or the Kattis ``float_*`` flags; ``code_contests``: 1e-5 absolute),
-then a pair where either side is a float matches within it. NaN never matches.
+How a returned value is judged is the problem's ``fn_semantics``: the rule of the reference
+harness of the dataset the problem comes from (docs/formats.md, "Function-call semantics"):
+
+- ``python`` (the default): Python's ``==`` between the returned value (a returned tuple becomes
+  a list, at the top only) and the expected one. The callee is ``Solution().<fn_name>`` when the
+  program defines a class ``Solution`` with that attribute, else the module-level function.
+- ``lcb`` (LiveCodeBench ``grade_call_based``): the same comparison; the callee is
+  ``Solution().<fn_name>`` when the source contains the text ``class Solution``, else the module's.
+- ``apps`` (hendrycks/apps and TACO ``testing_util``, and the copies in verl/PRIME): ``output``
+  is the dataset's raw expected output (usually wrapped in a one-element list); a dict there, or
+  a dict at its ``[0]``, whose keys all ``int()``-convert becomes ``[{int(k): v}]``; a first
+  argument that is such a dict replaces the whole argument list by ``[{int(k): v}]``; then the
+  value (a tuple made a list) passes when it ``==`` the raw output, or its ``[0]`` for a
+  non-empty list, or, when the value's ``[0]`` is a tuple, ``[list(x) for x in value]`` equals
+  that ``[0]``. Callee as ``lcb``.
+- ``primeintellect`` (PrimeIntellect genesys ``verify_python_call_based_code``): the harness
+  prints the value (``print(res)``) after whatever the program printed, and the test passes when
+  that text, stripped, equals ``str(expected)`` stripped. The callee is found in the source's
+  syntax tree: the first top-level class with a ``def <fn_name>`` (instantiated without
+  arguments), else a top-level ``def <fn_name>``.
+
+The value comes back typed (``TAGS``): tuples, sets and dicts with keys other than strings keep
+their types, so ``{1: 2}`` is not ``{"1": 2}`` and ``[(1, 2)]`` is not ``[[1, 2]]`` (as with
+Python's ``==`` in every reference harness). ``True == 1`` and ``3 == 3.0`` hold, as they do
+there. Floats: exact unless the problem's checker states a tolerance (``float``: ``abs``/``rel``
+or the Kattis ``float_*`` flags; ``code_contests``: 1e-5 absolute), then a pair where either
+side is a float matches within it. NaN never matches.
 Integers too long for Python's default ``int`` parsing limit (4300 digits) are compared by
 their canonical text, so a returned number of millions of digits costs the judge no more than
 reading it.
@@ -26,11 +45,27 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from typing import Any
 
 from cpfleet.core.problem import ProblemFormatError, TestCase
 
+SEMANTICS = ("python", "lcb", "apps", "primeintellect")
+DEFAULT_SEMANTICS = "python"
+# The version of the function-call judging rules (harness, transport, comparisons): part of every
+# function-call problem's content_version, so a result cached under older rules is never served.
+RULES_VERSION = 2
+
+# The typed value transport (sandbox/callharness.py writes it; that module imports nothing from
+# the project, so it spells the same strings): JSON, except that an object with exactly one of
+# these keys stands for a tuple, a set, a frozenset, or a dict given as [key, value] pairs (a
+# dict with a key that is not a string, or a string key starting with NUL, always comes so).
+TAG_TUPLE, TAG_SET, TAG_FROZENSET, TAG_DICT = "\u0000t", "\u0000s", "\u0000f", "\u0000d"
+# numbers JSON has no form for, which Python's == compares with the expected ones (Fraction(6, 2)
+# == 3, Decimal("2.5") == 2.5, 3+0j == 3): [numerator, denominator], the Decimal's text, [re, im]
+TAG_FRACTION, TAG_DECIMAL, TAG_COMPLEX = "\u0000q", "\u0000D", "\u0000c"
+TAGS = frozenset({TAG_TUPLE, TAG_SET, TAG_FROZENSET, TAG_DICT, TAG_FRACTION, TAG_DECIMAL, TAG_COMPLEX})
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 SHOW = 300  # characters of a value shown in a feedback line
 VALUE_CHECKERS = frozenset({"tokens", "exact_tokens", "float", "code_contests"})
@@ -74,6 +109,81 @@ def decode(text: str) -> Any:
     return json.loads(text, parse_int=_parse_int)
 
 
+def _untag(obj: dict[str, Any]) -> Any:
+    """json's object hook for the transport: a tag object -> the value it stands for."""
+    if len(obj) != 1:
+        return obj
+    ((key, items),) = obj.items()
+    if key not in TAGS:
+        return obj
+    if key == TAG_DECIMAL:
+        return _decimal(items)
+    if not isinstance(items, list):
+        raise ValueError("a typed value's items are not a list")
+    if key in (TAG_FRACTION, TAG_COMPLEX):
+        return _fraction_or_complex(key, items)
+    try:
+        if key == TAG_TUPLE:
+            return tuple(items)
+        if key == TAG_SET:
+            return set(items)
+        if key == TAG_FROZENSET:
+            return frozenset(items)
+        if not all(isinstance(p, list) and len(p) == 2 for p in items):
+            raise ValueError("a typed dict's items are not [key, value] pairs")
+        return dict(items)
+    except TypeError:  # an unhashable set member or key: no value has that form
+        raise ValueError("a set member or dict key is unhashable") from None
+
+
+def _decimal(text: Any) -> Decimal:
+    if not isinstance(text, str) or len(text) > 10_000:
+        raise ValueError("a typed Decimal is not its text")
+    try:
+        value = Decimal(text)
+    except InvalidOperation:
+        raise ValueError("a typed Decimal's text is not a number") from None
+    if value.is_snan():  # comparing it raises; the reference's == raises too (a failed test)
+        raise ValueError("a signalling NaN compares with nothing")
+    return value
+
+
+def _fraction_or_complex(key: str, items: list[Any]) -> Fraction | complex:
+    if len(items) != 2:
+        raise ValueError("a typed number is not a pair")
+    a, b = items
+    if key == TAG_COMPLEX:
+        if not all(isinstance(x, float | int) and not isinstance(x, bool) for x in items):
+            raise ValueError("a typed complex is not two numbers")
+        return complex(a, b)
+    if not (type(a) is int and type(b) is int and b > 0):
+        raise ValueError("a typed Fraction is not two ints")
+    return Fraction(a, b)
+
+
+def decode_returned(text: str) -> Any:
+    """The child's typed JSON (see ``TAGS``) -> the value the function returned: tuples, sets and
+    dict keys of every type as they were. ValueError (or RecursionError) for text that no
+    returned value writes."""
+    return json.loads(text, parse_int=_parse_int, object_hook=_untag)
+
+
+def value_budget(value: Any) -> int:
+    """An upper bound on ``text_value_count`` of the transport text of a value equal to
+    ``value``: one per value, and per dict two more per key (it may come back as ``TAG_DICT``
+    pairs: a pair array and the key) and two for the tag object and its array."""
+    n, todo = 0, [value]
+    while todo:
+        v = todo.pop()
+        n += 1
+        if isinstance(v, list):
+            todo.extend(v)
+        elif isinstance(v, dict):
+            n += 2 + 2 * len(v)
+            todo.extend(v.values())
+    return n
+
+
 _EMPTY_CONTAINER = re.compile(r"[\[{]\s*[\]}]")
 _COUNT_BLOCK = 1 << 18
 
@@ -115,14 +225,35 @@ def value_count(value: Any) -> int:
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+def _json_faithful(value: Any) -> bool:
+    """Whether JSON writes ``value`` as it is: no tuple, set, non-string dict key or number JSON
+    has no form for in it."""
+    todo = [value]
+    while todo:
+        v = todo.pop()
+        if isinstance(v, list):
+            todo.extend(v)
+        elif isinstance(v, dict):
+            if not all(isinstance(k, str) for k in v):
+                return False
+            todo.extend(v.values())
+        elif isinstance(v, tuple | set | frozenset | Fraction | Decimal | complex):
+            return False
+    return True
+
+
 def show(value: Any) -> str:
-    """A value as the feedback shows it (JSON, clipped). A lone surrogate (a returned string, or
-    JSON's ``"\\ud800"`` escape in the data) is shown as its escape: the feedback is sent and
-    written as UTF-8, which cannot hold one."""
+    """A value as the feedback shows it (JSON, clipped; Python's repr for a value with a tuple,
+    a set or a non-string dict key, which JSON would misstate). A lone surrogate (a returned
+    string, or JSON's ``"\\ud800"`` escape in the data) is shown as its escape: the feedback is
+    sent and written as UTF-8, which cannot hold one."""
     try:
-        text = json.dumps(value, default=repr, ensure_ascii=False)
+        text = json.dumps(value, default=repr, ensure_ascii=False) if _json_faithful(value) else repr(value)
     except (TypeError, ValueError, RecursionError):
-        text = repr(value)
+        try:
+            text = repr(value)
+        except RecursionError:
+            text = "(a value nested too deep to show)"
     text = text if len(text) <= SHOW else text[:SHOW] + "..."
     return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
@@ -174,6 +305,27 @@ def validate(pid: str, fn_name: Any, checker: Mapping[str, Any], tests: tuple[Te
     return fn_name
 
 
+def call_spec(fn_name: str, semantics: str) -> str:
+    """What the runner hands the harness (sandbox/callharness.py ``parse_spec``): the function's
+    name, and the semantics unless they are the default."""
+    return fn_name if semantics == DEFAULT_SEMANTICS else f"{fn_name}:{semantics}"
+
+
+def validate_semantics(pid: str, raw: Any, fn_name: str | None, checker: Mapping[str, Any]) -> str:
+    """A record's ``fn_semantics`` (absent: ``DEFAULT_SEMANTICS``); ProblemFormatError unless it
+    names one of ``SEMANTICS`` on a function-call problem whose checker it can apply."""
+    if raw is None:
+        return DEFAULT_SEMANTICS
+    if fn_name is None:
+        raise ProblemFormatError(f"{pid}: fn_semantics applies to function-call problems (fn_name) only")
+    if raw not in SEMANTICS:
+        raise ProblemFormatError(f"{pid}: fn_semantics must be one of {list(SEMANTICS)}, got {raw!r}")
+    if raw == "primeintellect" and checker.get("type", "tokens") not in ("tokens", "exact_tokens"):
+        raise ProblemFormatError(f"{pid}: fn_semantics 'primeintellect' compares the printed value's text; "
+                                 f"checker {checker.get('type')!r} states a tolerance it cannot apply")
+    return str(raw)
+
+
 # How deep a test's JSON may nest. The judge decodes and compares values recursively, so a
 # value nested near Python's recursion limit (1000) would fail there, far from its record;
 # real call-based data (LeetCode trees and lists are serialized flat) stays far below this.
@@ -207,7 +359,8 @@ def _nesting(value: Any) -> int:
 
 
 def _number(x: Any) -> bool:
-    return isinstance(x, int | float | _BigInt)  # bool is an int, as in Python's ==
+    # bool is an int, and a returned Fraction, Decimal or complex compares with numbers by Python's ==
+    return isinstance(x, int | float | _BigInt | Fraction | Decimal | complex)
 
 
 def _numbers_equal(e: Any, g: Any, tol: Tolerance | None) -> bool:
@@ -216,6 +369,8 @@ def _numbers_equal(e: Any, g: Any, tol: Tolerance | None) -> bool:
             return e == g
         big, other = (e, g) if isinstance(e, _BigInt) else (g, e)
         return isinstance(other, int) and not isinstance(other, bool) and big.text == str(other)
+    if isinstance(e, complex) or isinstance(g, complex):
+        return bool(e == g)  # no tolerance applies to a complex value: Python's ==
     if tol is not None and (isinstance(e, float) or isinstance(g, float)):
         if not all(math.isfinite(v) for v in (e, g) if isinstance(v, float)):
             # as the reference harnesses (Python ==, numpy's allclose): an infinity matches the
@@ -226,6 +381,8 @@ def _numbers_equal(e: Any, g: Any, tol: Tolerance | None) -> bool:
         try:
             diff, bound = abs(float(e) - float(g)), tol.rel * abs(float(e))
         except OverflowError:  # an int past the float range beside a float: exact rationals
+            if isinstance(e, Decimal) or isinstance(g, Decimal):
+                return False  # a Decimal's exponent may be huge: never made an exact rational
             diff, bound = abs(Fraction(e) - Fraction(g)), Fraction(tol.rel) * abs(Fraction(e))
         if tol.strict:
             return diff < tol.abs
@@ -237,8 +394,9 @@ def difference(expected: Any, got: Any, tol: Tolerance | None, path: str = "") -
     """None when ``got`` equals ``expected``; else where and how they first differ."""
     here = path or "the value"
     if isinstance(expected, list):
-        if not isinstance(got, list):
-            return f"{here}: expected a list, got {show(got)}"
+        if not isinstance(got, list):  # a tuple is not a list to Python's == (nor any other sequence)
+            kind = f"a {type(got).__name__}" if isinstance(got, tuple | set | frozenset) else show(got)
+            return f"{here}: expected a list, got {kind}"
         if len(got) != len(expected):
             return f"{here}: expected {len(expected)} elements, got {len(got)}"
         for i, (e, g) in enumerate(zip(expected, got, strict=True)):
@@ -249,12 +407,12 @@ def difference(expected: Any, got: Any, tol: Tolerance | None, path: str = "") -
     if isinstance(expected, dict):
         if not isinstance(got, dict):
             return f"{here}: expected an object, got {show(got)}"
-        if set(got) != set(expected):
-            missing = sorted(set(expected) - set(got))[:3]
-            extra = sorted(set(got) - set(expected))[:3]
+        if set(got) != set(expected):  # keys by Python's ==: 1, 1.0 and True are one key, "1" another
+            missing = sorted(set(expected) - set(got), key=repr)[:3]
+            extra = sorted(set(got) - set(expected), key=repr)[:3]
             return f"{here}: keys differ (missing {missing}, unexpected {extra})"
         for k in expected:
-            d = difference(expected[k], got[k], tol, f"{path}[{json.dumps(k)}]")
+            d = difference(expected[k], got[k], tol, f"{path}[{show(k)}]")
             if d is not None:
                 return d
         return None
@@ -270,3 +428,73 @@ def difference(expected: Any, got: Any, tol: Tolerance | None, path: str = "") -
     if not path:
         return f"expected {show(expected)}, got {show(got)}"
     return f"at {path}: expected {show(expected)}, got {show(got)}"
+
+
+# --- the rules of each reference harness ---------------------------------------------------------
+
+
+def apps_expected(raw: Any) -> Any:
+    """APPS/TACO ``testing_util``'s undoing of JSON's string keys on a raw expected output:
+    a dict, or a dict at ``[0]``, whose keys all ``int()``-convert becomes ``[{int(k): v}]``
+    (each step in its own ``try``, as there; a key that does not convert leaves it as it was)."""
+    try:
+        if isinstance(raw, dict):
+            raw = [{int(k): v for k, v in raw.items()}]
+    except Exception:  # the reference's bare except: the value stays as it was
+        pass
+    try:
+        if isinstance(raw[0], dict):
+            raw = [{int(k): v for k, v in raw[0].items()}]
+    except Exception:
+        pass
+    return raw
+
+
+def _apps_difference(raw: Any, got: Any, tol: Tolerance | None) -> str | None:
+    """APPS/TACO's call-based test: ``got == expected``, or ``got == expected[0]`` for a
+    non-empty list, or, when ``got[0]`` is a tuple, ``[list(x) for x in got] == expected[0]``."""
+    expected = apps_expected(raw)
+    whole = difference(expected, got, tol)
+    if whole is None:
+        return None
+    inner: str | None = whole
+    if isinstance(expected, list) and expected:
+        inner = difference(expected[0], got, tol)
+        if inner is None:
+            return None
+    try:
+        if isinstance(got[0], tuple) and difference(expected[0], [list(x) for x in got], tol) is None:
+            return None
+    except Exception:  # got[0], list(x) or expected[0] raising: the reference's bare except
+        pass
+    # the wrapped form's inner value is what the test states; say how the value differs from it
+    return inner if isinstance(expected, list) and len(expected) == 1 else whole
+
+
+def value_difference(semantics: str, expected: Any, got: Any, tol: Tolerance | None) -> str | None:
+    """None when the returned value ``got`` (decoded, typed) passes a test whose decoded output is
+    ``expected`` under ``semantics`` (any but ``primeintellect``, which compares text: see
+    ``printed_difference``); else how it differs. A returned tuple is a list, at the top only,
+    in every reference harness."""
+    if isinstance(got, tuple):
+        got = list(got)
+    if semantics == "apps":
+        return _apps_difference(expected, got, tol)
+    return difference(expected, got, tol)
+
+
+def printed_difference(expected: Any, printed: str) -> str | None:
+    """PrimeIntellect's test: what the run printed (the program's prints, then ``print(res)``),
+    stripped, equals ``str(expected)`` stripped. None when it does; else the difference."""
+    try:
+        want = str(expected)
+    except RecursionError:  # validation bounds the nesting far below; defensive
+        return "the expected value cannot be written as Python text"
+    if printed.strip() == want.strip():
+        return None
+    return f"printed {_clip(printed.strip())}, expected the text {_clip(want.strip())}"
+
+
+def _clip(text: str) -> str:
+    text = text if len(text) <= SHOW else text[:SHOW] + "..."
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", repr(text))

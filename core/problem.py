@@ -38,6 +38,8 @@ class Problem:
     correct_solutions: tuple[str, ...] = ()
     incorrect_solutions: tuple[str, ...] = ()
     fn_name: str | None = None  # function-call problem (sandbox/fncall.py): tests are JSON args -> JSON value
+    # which reference harness's rules judge a function-call problem (core/fncall.py ``SEMANTICS``)
+    fn_semantics: str = "python"
     starter_code: str = ""  # shown in feedback when the function is missing; never prepended
     languages: tuple[str, ...] | None = None  # allowed solution languages (None: any)
     time_limit_multipliers: dict[str, float] = field(default_factory=dict)  # per language, default 1.0
@@ -84,10 +86,11 @@ class Problem:
         public = _parse_tests(pid, "public_tests", d.get("public_tests"))
         hidden = _parse_tests(pid, "hidden_tests", d.get("hidden_tests"))
         fn_name = d.get("fn_name")
-        if fn_name is not None:
-            from cpfleet.core.fncall import validate
+        from cpfleet.core.fncall import validate, validate_semantics
 
+        if fn_name is not None:
             fn_name = validate(pid, fn_name, checker, public + hidden)
+        fn_semantics = validate_semantics(pid, d.get("fn_semantics"), fn_name, checker)
         starter = d.get("starter_code") or ""
         if not isinstance(starter, str):
             raise ProblemFormatError(f"{pid}: starter_code must be a string")
@@ -98,6 +101,7 @@ class Problem:
             public_tests=public,
             hidden_tests=hidden,
             fn_name=fn_name,
+            fn_semantics=fn_semantics,
             starter_code=starter,
             time_limit_s=time_limit,
             memory_limit_mb=memory_limit,
@@ -131,6 +135,8 @@ class Problem:
             d["incorrect_solutions"] = list(self.incorrect_solutions)
         if self.fn_name is not None:
             d["fn_name"] = self.fn_name
+            if self.fn_semantics != "python":
+                d["fn_semantics"] = self.fn_semantics
         if self.starter_code:
             d["starter_code"] = self.starter_code
         if self.languages is not None:
@@ -163,7 +169,11 @@ class Problem:
             sorted(self.checker.items()),
         ]
         if self.fn_name is not None:  # appended only when set: stdin problems keep their versions
+            from cpfleet.core.fncall import RULES_VERSION
+
             judged.append(["fn_name", self.fn_name])
+            # the rules a call is judged by: a change of either judges the same tests anew
+            judged.append(["fn_rules", RULES_VERSION, self.fn_semantics])
         # appended only when set, so the versions of problems without them stay as they were
         if self.languages is not None:
             judged.append(["languages", list(self.languages)])

@@ -2,7 +2,7 @@
 
 The shared record (docs/problems.md): ``id``, ``public_tests`` / ``hidden_tests``
 (``[{"input": str, "output": str}]``), ``time_limit_s``, ``memory_limit_mb``, ``checker`` and the
-optional ``fn_name`` (tests are then JSON text of the argument list / return value),
+optional ``fn_name`` (tests are then JSON text of the argument list / return value) and ``fn_semantics``,
 ``starter_code``, ``languages``, ``time_limit_multipliers``, ``python3_interpreter``, ``correct_solutions`` /
 ``incorrect_solutions`` (Python 3 sources) and ``submissions`` (every jury submission with its
 ``language`` and ``expected`` verdict, the shape of $CPFLEET_SHARED_DATA/icpc-kattis-31.jsonl.gz).
@@ -72,6 +72,8 @@ def make_record(
         rec["checker"] = dict(checker)
     if tests.fn_name:
         rec["fn_name"] = tests.fn_name
+        if tests.fn_semantics is not None and tests.fn_semantics != "python":
+            rec["fn_semantics"] = tests.fn_semantics
         if languages is None:
             languages = list(family_of("python3"))  # the function-call harness is Python
     if starter_code:
@@ -136,6 +138,14 @@ def record_errors(rec: Any) -> list[str]:
     if fn_name is not None and (not isinstance(fn_name, str) or not fn_name.isidentifier()):
         errors.append("fn_name must be a Python identifier")
     call = isinstance(fn_name, str)
+    semantics = rec.get("fn_semantics")
+    if semantics is not None:
+        from cpfleet.core.fncall import SEMANTICS
+
+        if not call:
+            errors.append("fn_semantics applies to function-call problems (fn_name) only")
+        elif semantics not in SEMANTICS:
+            errors.append(f"fn_semantics must be one of {', '.join(SEMANTICS)}")
     errors += _tests_errors(rec, "public_tests", call)
     errors += _tests_errors(rec, "hidden_tests", call)
     tl, ml = rec.get("time_limit_s"), rec.get("memory_limit_mb")

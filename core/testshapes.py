@@ -6,25 +6,29 @@ docs/problems.md, "Test shapes"); this module is the one place that knows them, 
 
 Stdin/stdout tests become ``(input, output)`` strings as given. Function-call tests become the
 project's function-call form: ``input`` is the JSON text of the positional argument list and
-``output`` the JSON text of the expected return value (plain, never wrapped in a list), and the
-test set carries ``fn_name``. Shapes:
+``output`` the JSON text of the expected value, and the test set carries ``fn_name`` and
+``fn_semantics``: the rules of the shape's reference harness (core/fncall.py), under which the
+output means what it means there. Shapes:
 
 - code_contests ``{"input": [str], "output": [str]}``: stdin/stdout; a whole row's test columns
   (``public_tests``, ``private_tests``, ``generated_tests``) keep their public/hidden split.
 - TACO / APPS ``input_output`` and verl/PRIME ``{"inputs", "outputs", "fn_name"?}``: with
-  ``fn_name`` each input is the argument list and each output is wrapped in a 1-element list
-  (their graders accept ``result == expected[0]``), so a 1-element list is unwrapped; any other
-  output is taken as the value itself and counted. LiveCodeBench's evaluation form uses the
-  same keys with string inputs and outputs (JSON lines in, JSON text out): read as such. Without ``fn_name``, stdin/stdout (inputs or
-  outputs given as lists of lines are joined with newlines).
+  ``fn_name`` each input is the argument list and each output is the raw expected output,
+  usually wrapped in a 1-element list, kept as it is: ``fn_semantics`` ``apps`` judges it as
+  their ``testing_util`` does (the value, or its ``[0]``, and their int-key conversion); an
+  output that is not a 1-element list is counted. LiveCodeBench's evaluation form uses the
+  same keys with string inputs and outputs (JSON lines in, JSON text out): read as such, under
+  ``lcb``. Without ``fn_name``, stdin/stdout (inputs or outputs given as lists of lines are
+  joined with newlines).
 - LiveCodeBench / DeepCoder case lists ``[{"input": str, "output": str, "testtype"}]`` with
   ``testtype`` ``stdin``, ``stdin_stdout`` or ``functional``; a functional input is one JSON
-  value per line (one line per argument) and its output is JSON text. The function name comes
-  from the case (``fn_name``, ``metadata.func_name``) or from the caller (the row's metadata).
+  value per line (one line per argument) and its output is JSON text (``lcb``). The function
+  name comes from the case (``fn_name``, ``metadata.func_name``) or from the caller (the row's
+  metadata).
 - PrimeIntellect ``verification_info`` ``{"language", "test_cases": [...]}`` with cases
   ``{"type": "stdin_stdout", ...}`` or ``{"type": "function_call", "fn_name", "input": [args],
   "output": value}`` (the value plain: PrimeIntellect's harness compares ``print(result)`` with
-  ``str(output)``).
+  ``str(output)``: ``primeintellect``).
 - LiveCodeBench ``private_test_cases``: plain JSON, or ``base64(zlib(pickle(json_text)))``. The
   pickle is read by :func:`restricted_unpickle`, which refuses every global (no class, no
   function, no ``__reduce__`` target can be loaded), so a hostile dataset cannot run code here.
@@ -37,6 +41,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import io
 import json
 import pickle
@@ -68,6 +73,7 @@ class TestSet:
     hidden: tuple[Test, ...]
     fn_name: str | None = None
     language: str | None = None  # the language the dataset states (PrimeIntellect), verbatim
+    fn_semantics: str | None = None  # core/fncall.py SEMANTICS; None: the default
 
 
 # --- primitives --------------------------------------------------------------------------------
@@ -226,8 +232,9 @@ def from_code_contests(raw: Any) -> list[Test]:
     return [(stdio_text(i), stdio_text(o)) for i, o in zip(inputs, outputs, strict=True)]
 
 
-def from_input_output(io_: Any, counts: Counter[str] | None = None) -> tuple[list[Test], str | None]:
-    """TACO / APPS ``input_output`` and verl/PRIME ``{"inputs", "outputs", "fn_name"?}``."""
+def from_input_output(io_: Any, counts: Counter[str] | None = None) -> tuple[list[Test], str | None, str | None]:
+    """TACO / APPS ``input_output`` and verl/PRIME ``{"inputs", "outputs", "fn_name"?}``: the tests,
+    ``fn_name`` and ``fn_semantics``."""
     io_ = parse_json_field(io_, "input_output")
     if not isinstance(io_, Mapping):
         raise TestShapeError("no input_output tests")
@@ -238,25 +245,26 @@ def from_input_output(io_: Any, counts: Counter[str] | None = None) -> tuple[lis
         raise TestShapeError("malformed input_output (inputs/outputs lengths differ)")
     fn_name = io_.get("fn_name")
     if not fn_name:
-        return [(stdio_text(i), stdio_text(o)) for i, o in zip(inputs, outputs, strict=True)], None
+        return [(stdio_text(i), stdio_text(o)) for i, o in zip(inputs, outputs, strict=True)], None, None
     if not isinstance(fn_name, str):
         raise TestShapeError("fn_name is not a string")
     tests = []
+    kinds = set()
     for args, out in zip(inputs, outputs, strict=True):
         if isinstance(args, str) and isinstance(out, str):
             # LiveCodeBench's evaluation form: JSON lines in, JSON text out
             tests.append((json_text(lcb_args(args)), json_text(lcb_value(out))))
+            kinds.add("lcb")
             continue
         if not isinstance(args, list):
             raise TestShapeError("call-based input is not an argument list")
-        if isinstance(out, list) and len(out) == 1:
-            value = out[0]
-        else:
-            value = out
-            if counts is not None:
-                counts["call-based output not wrapped in a 1-element list (taken as the value)"] += 1
-        tests.append((json_text(args), json_text(value)))
-    return tests, fn_name
+        if counts is not None and not (isinstance(out, list) and len(out) == 1):
+            counts["call-based output not wrapped in a 1-element list (judged as APPS/TACO judge it)"] += 1
+        tests.append((json_text(args), json_text(out)))  # raw: the apps rules unwrap it
+        kinds.add("apps")
+    if len(kinds) > 1:
+        raise TestShapeError("mixes LiveCodeBench-serialised tests and argument lists")
+    return tests, fn_name, kinds.pop() if kinds else "apps"
 
 
 def _case_kind(case: Mapping[str, Any], default_call: bool) -> str:
@@ -280,16 +288,19 @@ def _case_fn_name(case: Mapping[str, Any]) -> str | None:
     return name or None
 
 
-def from_cases(cases: Any, *, fn_name: str | None = None) -> tuple[list[Test], str | None]:
-    """A list of per-test objects (LiveCodeBench, DeepCoder, PrimeIntellect ``test_cases``)."""
+def from_cases(cases: Any, *, fn_name: str | None = None) -> tuple[list[Test], str | None, str | None]:
+    """A list of per-test objects (LiveCodeBench, DeepCoder, PrimeIntellect ``test_cases``): the
+    tests, ``fn_name`` and ``fn_semantics`` (``testtype``: LiveCodeBench's; ``type``:
+    PrimeIntellect's)."""
     cases = parse_json_field(cases, "test cases")
     if cases is None:
-        return [], None
+        return [], None, None
     if not isinstance(cases, list):
         raise TestShapeError("test cases are not a list")
     tests: list[Test] = []
     kinds: set[str] = set()
     names: set[str] = set()
+    rules: set[str] = set()
     for case in cases:
         if not isinstance(case, Mapping) or "input" not in case or "output" not in case:
             raise TestShapeError("a test case is not {input, output}")
@@ -302,6 +313,7 @@ def from_cases(cases: Any, *, fn_name: str | None = None) -> tuple[list[Test], s
         if not name:
             raise TestShapeError("function-call test without a function name")
         names.add(name)
+        rules.add("lcb" if "testtype" in case else "primeintellect")
         raw_in, raw_out = case["input"], case["output"]
         if isinstance(raw_in, str) and "testtype" not in case and case.get("type") in CALL_KINDS:
             # PrimeIntellect's key with the argument list as JSON text: its harness pastes the
@@ -324,17 +336,20 @@ def from_cases(cases: Any, *, fn_name: str | None = None) -> tuple[list[Test], s
         raise TestShapeError("mixes stdin/stdout and function-call tests")
     if len(names) > 1:
         raise TestShapeError("function-call tests name several functions")
-    return tests, (names.pop() if names else None)
+    if len(rules) > 1:
+        raise TestShapeError("mixes LiveCodeBench (testtype) and PrimeIntellect (type) function-call tests")
+    return tests, (names.pop() if names else None), (rules.pop() if rules else None)
 
 
-def from_verification_info(info: Any) -> tuple[list[Test], str | None, str | None]:
-    """PrimeIntellect ``verification_info``: tests, fn_name and the stated ``language``."""
+def from_verification_info(info: Any) -> TestSet:
+    """PrimeIntellect ``verification_info``: every test (none public yet), fn_name, fn_semantics
+    and the stated ``language``."""
     info = parse_json_field(info, "verification_info")
     if not isinstance(info, Mapping) or not isinstance(info.get("test_cases"), list):
         raise TestShapeError("verification_info has no test_cases list")
-    tests, fn_name = from_cases(info["test_cases"])
+    tests, fn_name, semantics = from_cases(info["test_cases"])
     language = info.get("language")
-    return tests, fn_name, language if isinstance(language, str) else None
+    return TestSet((), tuple(tests), fn_name, language if isinstance(language, str) else None, semantics)
 
 
 def _merge_fn(a: str | None, b: str | None) -> str | None:
@@ -352,12 +367,12 @@ def from_lcb(public: Any, private: Any, metadata: Any = None) -> TestSet:
     fn_name = meta.get("func_name") if isinstance(meta, Mapping) else None
     if fn_name is not None and not isinstance(fn_name, str):
         raise TestShapeError("metadata func_name is not a string")
-    pub, fn_pub = from_cases(public, fn_name=fn_name)
-    priv, fn_priv = from_cases(decode_lcb_private(private), fn_name=fn_name)
+    pub, fn_pub, _ = from_cases(public, fn_name=fn_name)
+    priv, fn_priv, _ = from_cases(decode_lcb_private(private), fn_name=fn_name)
     fn = _merge_fn(fn_pub, fn_priv)
     if pub and priv and (fn_pub is None) != (fn_priv is None):
         raise TestShapeError("mixes stdin/stdout and function-call tests")
-    return TestSet(public=tuple(pub), hidden=tuple(pub + priv), fn_name=fn)
+    return TestSet(public=tuple(pub), hidden=tuple(pub + priv), fn_name=fn, fn_semantics="lcb" if fn else None)
 
 
 def normalize_tests(raw: Any, *, fn_name: str | None = None, num_public: int = 1) -> TestSet:
@@ -370,9 +385,9 @@ def normalize_tests(raw: Any, *, fn_name: str | None = None, num_public: int = 1
     if raw is None:
         raise TestShapeError("no tests")
     if isinstance(raw, list):
-        tests, fn = from_cases(raw, fn_name=fn_name)
+        tests, fn, rule = from_cases(raw, fn_name=fn_name)
         pub, hid = split_public(tests, num_public)
-        return TestSet(pub, hid, fn)
+        return TestSet(pub, hid, fn, fn_semantics=rule)
     if not isinstance(raw, Mapping):
         raise TestShapeError(f"tests of type {type(raw).__name__}")
     for wrapper in ("input_output", "verification_info"):  # a dataset row's column, passed whole
@@ -389,23 +404,28 @@ def normalize_tests(raw: Any, *, fn_name: str | None = None, num_public: int = 1
         own_fn = raw.get("fn_name") or fn_name
         if own_fn is not None and not isinstance(own_fn, str):
             raise TestShapeError("fn_name is not a string")
-        return TestSet(tuple(pub_l), tuple(hid_l), own_fn or None)
+        own_rule = raw.get("fn_semantics")
+        if own_rule is not None and not isinstance(own_rule, str):
+            raise TestShapeError("fn_semantics is not a string")
+        if own_rule is not None and not own_fn:
+            raise TestShapeError("fn_semantics applies to function-call tests (fn_name) only")
+        return TestSet(tuple(pub_l), tuple(hid_l), own_fn or None, fn_semantics=own_rule)
     if "public_test_cases" in raw or "private_test_cases" in raw:
         meta = raw.get("metadata")
         if meta is None and fn_name:
             meta = {"func_name": fn_name}
         return from_lcb(raw.get("public_test_cases"), raw.get("private_test_cases"), meta)
     if "test_cases" in raw:
-        tests, fn, language = from_verification_info(raw)
-        pub, hid = split_public(tests, num_public)
-        return TestSet(pub, hid, fn, language)
+        info = from_verification_info(raw)
+        pub, hid = split_public(info.hidden, num_public)
+        return dataclasses.replace(info, public=pub, hidden=hid)
     if "inputs" in raw or "outputs" in raw:
         io_ = dict(raw)
         if fn_name and not io_.get("fn_name"):
             io_["fn_name"] = fn_name
-        tests, fn = from_input_output(io_)
+        tests, fn, rule = from_input_output(io_)
         pub, hid = split_public(tests, num_public)
-        return TestSet(pub, hid, fn)
+        return TestSet(pub, hid, fn, fn_semantics=rule)
     if "input" in raw and "output" in raw:
         tests = from_code_contests(raw)
         pub, hid = split_public(tests, num_public)

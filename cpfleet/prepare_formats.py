@@ -76,7 +76,7 @@ def convert_taco(row: Mapping[str, Any], index: int, opts: PrepareOptions, fmt: 
                  counts: Counter[str]) -> Converted:
     """One TACO / APPS row; call-based rows (``fn_name``) become function-call problems."""
     try:
-        tests, fn_name = from_input_output(row.get("input_output"), counts)
+        tests, fn_name, semantics = from_input_output(row.get("input_output"), counts)
     except TestShapeError as e:
         return str(e)
     public, hidden = split_public(tests, opts.num_public)
@@ -85,7 +85,7 @@ def convert_taco(row: Mapping[str, Any], index: int, opts: PrepareOptions, fmt: 
     else:
         pid = f"{fmt}/{opts.split}/{index}"
     rec = make_record(
-        pid, TestSet(public, hidden, fn_name),
+        pid, TestSet(public, hidden, fn_name, fn_semantics=semantics),
         name=row.get("name") or row.get("url") or pid,
         description=row.get("question") or "",
         time_limit_s=_limit_text_seconds(row.get("time_limit")),
@@ -139,17 +139,22 @@ def convert_deepcoder(row: Mapping[str, Any], index: int, opts: PrepareOptions,
             io_ = dict(raw)
             if fn_name and not io_.get("fn_name"):
                 io_["fn_name"] = fn_name
-            tests, fn = from_input_output(io_, counts)
+            tests, fn, rule = from_input_output(io_, counts)
         elif isinstance(raw, Mapping) and "test_cases" in raw:
-            tests, fn, _language = from_verification_info(raw)
+            info = from_verification_info(raw)
+            tests, fn, rule = list(info.hidden), info.fn_name, info.fn_semantics
         else:
-            tests, fn = from_cases(raw, fn_name=fn_name)
+            tests, fn, rule = from_cases(raw, fn_name=fn_name)
     except TestShapeError as e:
         return str(e)
+    if rule == "primeintellect":
+        # rLLM, DeepCoder's grader, runs its PrimeIntellect rows' plain outputs through TACO's
+        # run_test (rllm/rewards/code_reward.py primeintellect_check_correctness)
+        rule = "apps"
     public, hidden = split_public(tests, opts.num_public)
     subset = opts.subset or "deepcoder"
     rec = make_record(
-        f"deepcoder/{subset}/{opts.split}/{index}", TestSet(public, hidden, fn),
+        f"deepcoder/{subset}/{opts.split}/{index}", TestSet(public, hidden, fn, fn_semantics=rule),
         description=row.get("problem") or "",
         starter_code=row.get("starter_code") or None,
     )
@@ -179,17 +184,18 @@ def convert_primeintellect(row: Mapping[str, Any], index: int, opts: PrepareOpti
     if task is not None and task != "verifiable_code":
         return f"task_type {str(task)[:40]!r} is not verifiable_code"
     try:
-        tests, fn_name, language = from_verification_info(row.get("verification_info"))
+        info = from_verification_info(row.get("verification_info"))
     except TestShapeError as e:
         return str(e)
+    language = info.language
     try:
         languages = languages_for(language)
     except ValueError as e:
         return str(e)
-    public, hidden = split_public(tests, opts.num_public)
+    public, hidden = split_public(info.hidden, opts.num_public)
     pid = row.get("problem_id") or row.get("in_source_id") or index
     rec = make_record(
-        f"primeintellect/{pid}", TestSet(public, hidden, fn_name),
+        f"primeintellect/{pid}", dataclasses.replace(info, public=public, hidden=hidden),
         name=str(row.get("in_source_id") or pid),
         description=row.get("prompt") or "",
         languages=languages,

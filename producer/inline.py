@@ -26,7 +26,8 @@ INLINE_PREFIX = "inline/"
 
 def content_id(rec: Mapping[str, Any], prefix: str = INLINE_PREFIX) -> str:
     """``prefix`` + 32 hex digits of BLAKE2b over the judged content of ``rec``: its tests,
-    ``fn_name``, limits, checker, languages and python3 interpreter (not its id, name, statement or starter code)."""
+    ``fn_name`` and ``fn_semantics``, limits, checker, languages and python3 interpreter (not its id, name,
+    statement or starter code)."""
     judged = {
         "public_tests": rec.get("public_tests") or [],
         "hidden_tests": rec.get("hidden_tests") or [],
@@ -39,6 +40,8 @@ def content_id(rec: Mapping[str, Any], prefix: str = INLINE_PREFIX) -> str:
     }
     if rec.get("python3_interpreter") not in (None, "python3"):  # only when set: other ids stay
         judged["python3_interpreter"] = rec["python3_interpreter"]
+    if rec.get("fn_semantics") not in (None, "python"):  # the same tests judged by other rules
+        judged["fn_semantics"] = rec["fn_semantics"]
     blob = json.dumps(judged, sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     return prefix + hashlib.blake2b(blob.encode("utf-8"), digest_size=16).hexdigest()
 

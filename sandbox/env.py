@@ -40,6 +40,7 @@ from dataclasses import dataclass, field, replace
 from cpfleet.core import languages as core_languages
 from cpfleet.core.checkers import Checker, CheckerSpecError, ProgramSpec, get_checker
 from cpfleet.core.errors import BrokenProblem, SandboxFailure, UnknownLanguage
+from cpfleet.core.fncall import call_spec
 from cpfleet.core.languages import LANGUAGES
 from cpfleet.core.problem import Problem, TestCase, judging_refusal
 from cpfleet.core.protocol import check_options
@@ -166,7 +167,8 @@ class Judge:
 
         written_in = found.language
         found = judged_program(problem, found)
-        prepared = compiled.prepare(self.runner, found, problem.fn_name)
+        spec = None if problem.fn_name is None else call_spec(problem.fn_name, problem.fn_semantics)
+        prepared = compiled.prepare(self.runner, found, spec)
         if prepared.infra_message:
             message = prepared.infra_message
             if found.language != written_in:

@@ -13,11 +13,13 @@ from cpfleet.core.fncall import (
     Tolerance,
     call_text,
     decode,
-    difference,
+    decode_returned,
+    printed_difference,
     show,
     text_value_count,
     tolerance_for,
-    value_count,
+    value_budget,
+    value_difference,
 )
 from cpfleet.core.verdict import Verdict
 from cpfleet.sandbox.callharness import NO_FUNCTION, UNREPRESENTABLE
@@ -35,8 +37,9 @@ class CallOutcome:
     detail: str = ""
 
 
-def judge(rr: RunResult, expected_json: str, tol: Tolerance | None) -> CallOutcome:
-    """The verdict of one function-call test from the child's run (its stdout is the value)."""
+def judge(rr: RunResult, expected_json: str, tol: Tolerance | None, semantics: str = "python") -> CallOutcome:
+    """The verdict of one function-call test from the child's run (its stdout is the value, or
+    under ``primeintellect`` the printed text), by the rules of ``semantics`` (core/fncall.py)."""
     if rr.status == Verdict.RUNTIME_ERROR and rr.exit_code == UNREPRESENTABLE:
         why = rr.stderr.decode("utf-8", errors="replace").strip().rsplit("\n", 1)[-1]
         return CallOutcome(Verdict.WRONG_ANSWER, "(a value with no JSON form)", why)
@@ -49,15 +52,17 @@ def judge(rr: RunResult, expected_json: str, tol: Tolerance | None) -> CallOutco
         return CallOutcome(rr.status, f"(no value: {rr.error or rr.status})", rr.error)
     if rr.stdout_truncated:
         return CallOutcome(Verdict.OUTPUT_LIMIT, "(value too large)", "return value truncated")
+    expected = decode(expected_json)
+    if semantics == "primeintellect":
+        return _judge_printed(rr.stdout, expected)
     text = rr.stdout.decode("utf-8", errors="replace")
     if not text:
         return CallOutcome(Verdict.RUNTIME_ERROR, "(no value)", "the process ended before the function returned")
-    expected = decode(expected_json)
     # A value equal to the expected one holds as many values; parsing one that holds far more
     # (up to the output cap: millions of strings or lists) would cost the judge ~30 bytes of
-    # objects per byte of text. It is a wrong answer, told without building it. The slack
-    # leaves room for object keys that collide in JSON (1 and "1"), which one parse then merges.
-    n_expected = value_count(expected)
+    # objects per byte of text. It is a wrong answer, told without building it. The budget
+    # counts each expected dict as it may come back (typed pairs), with slack for tuples' tags.
+    n_expected = value_budget(expected)
     most = 2 * n_expected + MAX_EXTRA_VALUES
     # the punctuation, strings' included, bounds the count from above at C speed: the exact
     # count (seconds for tens of MB) runs only for a value that may be too large
@@ -67,10 +72,25 @@ def judge(rr: RunResult, expected_json: str, tol: Tolerance | None) -> CallOutco
         return CallOutcome(Verdict.WRONG_ANSWER, text[:SHOW] + "...",
                            f"the returned value holds {n_got} values, the expected one {n_expected}")
     try:
-        got = decode(text)
+        got = decode_returned(text)
     except (ValueError, RecursionError):
         return CallOutcome(Verdict.WRONG_ANSWER, "(unreadable value)", "the result channel held no single JSON value")
-    diff = difference(expected, got, tol)
+    diff = value_difference(semantics, expected, got, tol)
     if diff is None:
         return CallOutcome(Verdict.OK, show(got))
     return CallOutcome(Verdict.WRONG_ANSWER, show(got), diff)
+
+
+def _judge_printed(stdout: bytes, expected: object) -> CallOutcome:
+    """PrimeIntellect: the printed text against ``str(expected)``. Bytes that are not UTF-8 match
+    nothing (the reference decodes strictly, and a replacement character must not match one in
+    the expected text)."""
+    try:
+        text = stdout.decode("utf-8")
+    except UnicodeDecodeError:
+        shown = stdout[:SHOW].decode("utf-8", errors="replace")
+        return CallOutcome(Verdict.WRONG_ANSWER, f"printed {shown!r}", "the printed text is not UTF-8")
+    diff = printed_difference(expected, text)
+    shown = text.strip()
+    shown = shown if len(shown) <= SHOW else shown[:SHOW] + "..."
+    return CallOutcome(Verdict.OK if diff is None else Verdict.WRONG_ANSWER, f"printed {shown!r}", diff or "")

@@ -179,7 +179,7 @@ def judge_any(runner: CodeRunner, checker: Checker, problem: Problem, test: Test
 
 def _judge_call(runner: CodeRunner, problem: Problem, test: TestCase, limits: Limits) -> TestOutcome:
     rr = _run(runner, test, limits)
-    out = fncall.judge(rr, test.output, fncall.tolerance_for(problem.checker))
+    out = fncall.judge(rr, test.output, fncall.tolerance_for(problem.checker), problem.fn_semantics)
     detail = out.detail
     if rr.exit_code == fncall.NO_FUNCTION and problem.starter_code:
         detail += "\nexpected a definition like:\n" + problem.starter_code.rstrip()

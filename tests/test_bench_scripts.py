@@ -25,6 +25,7 @@ CASES = [
     ("bench_runjobs.py", ["--programs", "2", "--tests", "2", "--rounds", "1"], "run jobs, one per test"),
     ("bench_lost_node.py", ["--jobs", "4", "--sleep", "1", "--node-ttl", "2"], "answered once each: True"),
     ("env_overhead.py", ["--tests", "5", "--rounds", "1", "--jobs", "2"], "per test (5 tests, forkserver)"),
+    ("bench_fncall_encode.py", ["--size", "1000", "--rounds", "1"], "typed round trip exact: True"),
     # 24 problems: every kind of the generated APPS-shaped set once, so each solution is judged
     # correct on its tests (the script stops on any reward below 1.0)
     ("bench_tiny_tests.py", ["--problems", "24", "--copies", "1", "--rounds", "1", "--codecontests", "0",

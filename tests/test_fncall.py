@@ -1,7 +1,8 @@
 """Function-call problems (``fn_name``): reference solutions earn 1.0, mutated ones 0.0, on both
 runners, with LiveCodeBench-shaped (class Solution) and TACO-shaped (module function) problems
-and the semantics of their harnesses (tuples as lists, generators drained, Python ``==``, the
-problem's float tolerance, the return value compared and not the prints)."""
+and the semantics of their harnesses (a returned tuple as a list, Python ``==``, the problem's
+float tolerance, the return value compared and not the prints). The rules per reference harness
+(fn_semantics) are in tests/test_fncall_reference_semantics.py."""
 
 from __future__ import annotations
 
@@ -62,7 +63,7 @@ def is_anagram(test, original):
 """
 TACO_MUTATED = TACO_REFERENCE.replace("sorted(test.lower())", "sorted(test)")
 
-# --- our own: two-sum (tuple and list answers), a generator, floats ------------------------------
+# --- our own: two-sum (tuple and list answers), squares, floats ------------------------------
 
 TWO_SUM = problem(
     "own/two-sum",
@@ -82,8 +83,8 @@ class Solution:
 TWO_SUM_MUTATED = TWO_SUM_REFERENCE.replace("return (seen[target - x], i)", "return (i, seen[target - x])")
 
 SQUARES = problem("own/squares", "squares", [([3], [0, 1, 4])], [([5], [0, 1, 4, 9, 16]), ([0], [])])
-SQUARES_REFERENCE = "def squares(n):\n    for i in range(n):\n        yield i * i\n"
-SQUARES_MUTATED = "def squares(n):\n    for i in range(1, n):\n        yield i * i\n"
+SQUARES_REFERENCE = "def squares(n):\n    return [i * i for i in range(n)]\n"
+SQUARES_MUTATED = "def squares(n):\n    return [i * i for i in range(1, n)]\n"
 
 MEAN = problem("own/mean", "mean", [([[1, 2]], 1.5)], [([[1, 2, 4]], 2.3333333333), ([[10]], 10)],
                checker={"type": "float", "abs": 1e-6, "rel": 1e-6})
@@ -111,7 +112,7 @@ def test_reference_solution_earns_one_and_mutated_solution_zero(
 
 def test_feedback_shows_the_call_the_returned_value_and_the_expected_one(runner: CodeRunner) -> None:
     res = evaluate(TWO_SUM, fenced(TWO_SUM_MUTATED), runner)
-    assert "twoSum([2, 7, 11, 15], 9) -> [1, 0]" in res.observation
+    assert "twoSum([2, 7, 11, 15], 9) -> (1, 0)" in res.observation  # the tuple it returned
     assert "expected: [0, 1]" in res.observation
     assert "at [0]: expected 0, got 1" in res.observation
 

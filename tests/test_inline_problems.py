@@ -27,25 +27,28 @@ def lcb_blob(value: Any) -> str:
     return base64.b64encode(zlib.compress(pickle.dumps(json.dumps(value)))).decode()
 
 
-def test_taco_call_based_unwraps_one_element_outputs_and_keeps_args_as_json_lists() -> None:
+def test_taco_call_based_keeps_raw_outputs_and_args_as_json_lists_under_the_apps_rules() -> None:
+    """APPS/TACO's testing_util judges against the raw (usually one-element-wrapped) output: it
+    is kept as it is, and the record says whose rules read it (fn_semantics apps)."""
     io_ = {"fn_name": "is_anagram", "inputs": [["foefet", "toffee"], ["ab", "bc"]], "outputs": [[True], [False]]}
     rec = problem_from_tests(json.dumps(io_))
-    assert rec["fn_name"] == "is_anagram"
-    assert pairs_of(rec, "hidden_tests") == [('["foefet", "toffee"]', "true"), ('["ab", "bc"]', "false")]
-    assert pairs_of(rec, "public_tests") == [('["foefet", "toffee"]', "true")]
+    assert rec["fn_name"] == "is_anagram" and rec["fn_semantics"] == "apps"
+    assert pairs_of(rec, "hidden_tests") == [('["foefet", "toffee"]', "[true]"), ('["ab", "bc"]', "[false]")]
+    assert pairs_of(rec, "public_tests") == [('["foefet", "toffee"]', "[true]")]
     assert rec["languages"] == ["python3", "pypy3"]
     assert record_errors(rec) == []
 
 
-def test_a_returned_list_stays_a_list_after_unwrapping() -> None:
+def test_a_wrapped_list_output_is_kept_wrapped() -> None:
     rec = problem_from_tests({"fn_name": "two_sum", "inputs": [[[2, 7, 11, 15], 9]], "outputs": [[[0, 1]]]})
-    assert pairs_of(rec, "hidden_tests") == [("[[2, 7, 11, 15], 9]", "[0, 1]")]
+    assert pairs_of(rec, "hidden_tests") == [("[[2, 7, 11, 15], 9]", "[[0, 1]]")]
 
 
 def test_livecodebench_evaluation_form_input_output_with_string_arguments() -> None:
     io_ = {"fn_name": "f", "inputs": ["[4, 3]\n2"], "outputs": ["[3, 4]"]}
     rec = problem_from_tests(io_)
     assert pairs_of(rec, "hidden_tests") == [("[[4, 3], 2]", "[3, 4]")]
+    assert rec["fn_semantics"] == "lcb"
     # the same as the dataset column, passed whole
     assert problem_from_tests({"input_output": json.dumps(io_)})["id"] == rec["id"]
 
@@ -260,3 +263,16 @@ def test_inline_record_with_a_new_checker_type_loads_once_it_is_registered() -> 
         pytest.skip("checker type exact_tokens not registered yet (helper 'formats' adds it)")
     error, checked = loader_check(rec)
     assert checked and error is None
+
+
+def test_the_same_call_tests_under_other_rules_are_another_problem() -> None:
+    """fn_semantics decides verdicts, so it is part of an inline problem's content id."""
+    own = {"fn_name": "f", "public_tests": [], "hidden_tests": [{"input": "[1]", "output": "[1]"}]}
+    a = problem_from_tests(own)
+    b = problem_from_tests({**own, "fn_semantics": "apps"})
+    assert "fn_semantics" not in a and b["fn_semantics"] == "apps"
+    assert a["id"] != b["id"]
+    with pytest.raises(InlineProblemError, match="fn_semantics must be one of"):
+        problem_from_tests({**own, "fn_semantics": "leetcode"})
+    with pytest.raises(InlineProblemError, match="function-call tests"):
+        problem_from_tests({**own, "fn_name": None, "fn_semantics": "apps"})

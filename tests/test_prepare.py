@@ -222,11 +222,13 @@ def test_taco_jsonl_converts_stdin_and_call_based_problems(tmp_path: Path) -> No
     assert summary.format == "taco"
     assert (summary.read, summary.kept) == (4, 3)
     assert summary.skipped == {"malformed input_output JSON": 1}
-    # the call-based row's output 3 is not wrapped in a 1-element list: taken as the value, noted
-    assert summary.notes == {"call-based output not wrapped in a 1-element list (taken as the value)": 1}
+    # the call-based row's output 3 is not wrapped in a 1-element list: kept raw (the apps rules
+    # compare the value with it as TACO's testing_util does), noted
+    assert summary.notes == {"call-based output not wrapped in a 1-element list (judged as APPS/TACO judge it)": 1}
     records = {r["id"]: r for r in map(json.loads, out.read_text().splitlines())}
     call = records["taco/train/1"]
     assert (call["fn_name"], call["hidden_tests"]) == ("add", [{"input": "[1, 2]", "output": "3"}])
+    assert call["fn_semantics"] == "apps"
     assert call["languages"] == ["python3", "pypy3"]
     problems = load_problems(out).by_id()
     add = problems["taco/train/0"]

@@ -105,6 +105,7 @@ def test_livecodebench_parquet_functional_and_stdin_with_compressed_private_test
     assert not marker.exists()  # the hostile pickle never ran
     fn = recs["lcb/2956"]
     assert fn["fn_name"] == "findIntersectionValues"
+    assert fn["fn_semantics"] == "lcb"
     assert fn["starter_code"].startswith("class Solution:")
     assert fn["languages"] == ["python3", "pypy3"]
     assert pairs(fn, "public_tests") == [("[[4, 3, 2, 3, 1], [2, 2, 5, 2, 3, 6]]", "[3, 4]")]
@@ -145,9 +146,11 @@ def test_apps_call_based_problems_become_function_call_problems(tmp_path: Path) 
     assert summary.format == "apps" and summary.kept == 2 and not summary.notes
     ana = recs["apps/test/7"]
     assert ana["fn_name"] == "is_anagram" and ana["starter_code"] == "def is_anagram(a, b):\n\t"
-    assert pairs(ana) == [('["foefet", "toffee"]', "true"), ('["ab", "bc"]', "false")]
+    # the raw outputs, wrapped as APPS stores them: fn_semantics apps judges them as APPS does
+    assert pairs(ana) == [('["foefet", "toffee"]', "[true]"), ('["ab", "bc"]', "[false]")]
+    assert ana["fn_semantics"] == "apps"
     assert ana["correct_solutions"] == ["def is_anagram(a, b): return sorted(a) == sorted(b)"]
-    assert pairs(recs["apps/test/8"]) == [("[[1, 2, 3]]", "[[1, 2], [2, 3]]")]
+    assert pairs(recs["apps/test/8"]) == [("[[1, 2, 3]]", "[[[1, 2], [2, 3]]]")]
 
 
 # --- DeepCoder ---------------------------------------------------------------------------------
@@ -173,9 +176,16 @@ DEEPCODER = {
 }
 DEEPCODER_EXPECTED: dict[str, list[tuple[str | None, list[tuple[str, str]]]]] = {
     "lcbv5": [("sumImbalanceNumbers", [("[[2, 3, 1, 4]]", "3"), ("[[1, 3, 3, 3, 5]]", "8")])],
-    "taco": [("add", [("[1, 2]", "3"), ("[5, 5]", "10")])],
+    "taco": [("add", [("[1, 2]", "[3]"), ("[5, 5]", "[10]")])],
     "codeforces": [(None, [("2\n", "4\n"), ("5\n", "10\n")])],
     "primeintellect": [(None, [("x\n", "x\n"), ("y\n", "y\n")]), ("majorityElement", [("[[3, 2, 3]]", "3")])],
+}
+
+
+# whose rules judge each row: rLLM (DeepCoder's grader) runs TACO rows and PrimeIntellect rows
+# through TACO's run_test, LiveCodeBench rows through LiveCodeBench's
+DEEPCODER_SEMANTICS: dict[str, list[str | None]] = {
+    "lcbv5": ["lcb"], "taco": ["apps"], "codeforces": [None], "primeintellect": [None, "apps"],
 }
 
 
@@ -187,6 +197,7 @@ def test_deepcoder_configs(config: str, tmp_path: Path) -> None:
     for i, (fn_name, tests) in enumerate(DEEPCODER_EXPECTED[config]):
         rec = recs[f"deepcoder/{config}/train/{i}"]
         assert rec.get("fn_name") == fn_name
+        assert rec.get("fn_semantics") == DEEPCODER_SEMANTICS[config][i]
         assert pairs(rec) == tests
         assert pairs(rec, "public_tests") == tests[:1]
 
@@ -222,6 +233,7 @@ def test_primeintellect_verification_info_languages_and_gold_solutions(tmp_path:
     assert p2["correct_solutions"] == []
     assert summary.solutions == {"correct python3 kept": 1, "correct other languages dropped": 1}
     assert (p3["fn_name"], pairs(p3)) == ("f", [('[[1], "a"]', '["a"]')])
+    assert p3["fn_semantics"] == "primeintellect"
 
 
 # --- open-r1 codeforces ------------------------------------------------------------------------
