@@ -296,3 +296,13 @@ def test_not_json_is_400_and_another_content_type_415(base: str) -> None:
     status, answer = execute(base, {"language": "python", "version": "*", "files": [{"content": "x"}]},
                              content_type="text/plain")
     assert status == 415 and "application/json" in answer["message"]
+
+
+def test_a_programs_own_resource_temporarily_unavailable_is_no_overload_retry(base: str) -> None:
+    # the compiler quotes the failing line, so the phrase reaches the answer's stderr
+    program = "int main( { // Resource temporarily unavailable\n"
+    seen: list[int] = []
+    result = send_execute(base, *cf_request(cf_problem(), "1\n", "1\n", program), seen=seen)
+    assert seen == [200] and result is not None and not cf_compiled(result)
+    assert "esource temporarily unavailable" in result["run"]["stderr"]
+    assert "Resource temporarily unavailable" not in result["run"]["stderr"]

@@ -352,6 +352,13 @@ def execute_answer(rt: Runtime, language: str, answer: RunAnswer) -> dict[str, A
     return reply
 
 
+def _not_overload(text: str) -> str:
+    """open-r1 retries an answer whose run.stderr holds "Resource temporarily unavailable" as an
+    overloaded Piston; in a judged answer that text is the program's own (a fork it was refused),
+    a verdict already given, so it is written so that the client does not retry it."""
+    return text.replace("Resource temporarily unavailable", "resource temporarily unavailable")
+
+
 def refused(message: str) -> Response:
     """What Piston clients retry: open-r1's retries every status but 200."""
     return JSONResponse({"message": message}, status_code=503, headers={"Retry-After": "1"})
@@ -407,14 +414,14 @@ def routes(gw: Gateway) -> Sequence[Route]:
             raise Refused(f"the fleet could not judge this test: {result.verdict}: {reason or result.infra_message}")
         reply: dict[str, Any] = {"language": req.runtime.language, "version": VERSION}
         if result.verdict == Verdict.COMPILE_ERROR:
-            failed = _stage(stderr=result.observation, code=1, message="Exited with error status 1", status="RE")
+            failed = _stage(stderr=_not_overload(result.observation), code=1, message="Exited with error status 1", status="RE")
             reply["compile"] = failed
             reply["run"] = failed
             return reply
         reply["compile"] = _stage()
         passed = result.verdict == Verdict.OK and result.reward == 1.0
         reply["run"] = _stage(stdout="1\n" if passed else "0\n",
-                              stderr=f"{result.verdict}\n{result.observation}".strip(),
+                              stderr=_not_overload(f"{result.verdict}\n{result.observation}".strip()),
                               cpu_ms=result.timings.cpu_ms, wall_ms=result.timings.executed_ms)
         return reply
 
