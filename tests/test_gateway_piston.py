@@ -234,6 +234,14 @@ def test_cf_time_limit_is_a_failed_test_never_a_retry(base: str) -> None:
     assert result is not None and "TIME_LIMIT" in result["run"]["stderr"]
 
 
+def test_cf_memory_limit_is_a_failed_test(base: str) -> None:
+    hog = "x = bytearray(600 * 1024 * 1024)\nx[::4096] = b'1' * len(x[::4096])\nprint(1)\n"
+    seen: list[int] = []
+    result = send_execute(base, *cf_request(cf_problem(memory_limit=64.0), "1\n", "1\n", hog, "python"), seen=seen)
+    assert seen == [200] and cf_compiled(result) and not cf_passed(result), result
+    assert result is not None and result["run"]["stderr"].split("\n")[0] in ("MEMORY_LIMIT", "RUNTIME_ERROR")
+
+
 def test_cf_compile_error_is_the_no_compile_answer(base: str) -> None:
     result = send_execute(base, *cf_request(cf_problem(), "1 2\n", "3\n", "int main( {"))
     assert result is not None and not cf_compiled(result) and not cf_passed(result)

@@ -56,6 +56,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from cpfleet import __version__
 from cpfleet.core import protocol as wire
 from cpfleet.core.errors import InlineProblemError
 from cpfleet.core.results import RunOutput, RunStatus
@@ -88,7 +89,7 @@ RUNTIMES = (
 )
 # the fleet's release names every runtime's version: the compilers are the workers' own, and a
 # requested version is not matched against it (Piston clients ask "*" or what /runtimes listed)
-VERSION = "0.2.0"
+VERSION = __version__
 DEFAULT_RUN_TIMEOUT_MS = 3000  # Piston's defaults (config.js)
 DEFAULT_COMPILE_TIMEOUT_MS = 10000
 MAX_RUN_TIMEOUT_MS = int(wire.MAX_RUN_TIME_LIMIT_S * 1000)
