@@ -327,7 +327,7 @@ def run_stage(run: RunOutput) -> dict[str, Any]:
     return _stage(**out, code=None, signal=name, message=message, status="SG" if name else "RE", **measures)
 
 
-def execute_answer(rt: Runtime, language: str, answer: RunAnswer) -> dict[str, Any]:
+def execute_answer(rt: Runtime, answer: RunAnswer) -> dict[str, Any]:
     job, run = answer.job, answer.run
     comp = job.compile
     reply: dict[str, Any] = {"language": rt.language, "version": VERSION}
@@ -339,7 +339,7 @@ def execute_answer(rt: Runtime, language: str, answer: RunAnswer) -> dict[str, A
         else:
             reply["run"] = run_stage(run)
         return reply
-    if comp is not None and not comp.ok or run is None:
+    if (comp is not None and not comp.ok) or run is None:
         stderr = comp.stderr if comp is not None else f"{job.status}: nothing ran"
         failed = _stage(stdout=comp.stdout if comp is not None else "", stderr=stderr, code=1,
                         message="Exited with error status 1", status="RE",
@@ -395,7 +395,7 @@ def routes(gw: Gateway) -> Sequence[Route]:
                     raise  # a 503 the client retries: never an output
             except ValueError as e:  # the fleet's client refused the run itself (a limit, a name)
                 raise bad(str(e)) from None
-        return execute_answer(req.runtime, req.language, answer)
+        return execute_answer(req.runtime, answer)
 
     async def judged(req: Execution, test: PackageTest) -> dict[str, Any]:
         record = package_problem(test)
