@@ -10,6 +10,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -210,6 +211,16 @@ def test_cf_cpp_without_checker_passes_a_right_answer_and_fails_a_wrong_one(base
     result = send_execute(base, *cf_request(problem, "2 3\n", "5\n", CPP_WRONG))
     assert cf_compiled(result) and not cf_passed(result), result
     assert result is not None and result["run"]["stdout"].strip() == "0" and "WRONG_ANSWER" in result["run"]["stderr"]
+
+
+def test_a_completions_tests_sent_at_once_are_each_judged_on_their_own(base: str) -> None:
+    # cf_scoring gathers a batch of tests of one submission concurrently; the solution is right
+    # on the tests whose expected sum is right and wrong on the others
+    tests = [(f"{i} {i}\n", f"{2 * i if i % 2 else 2 * i + 1}\n") for i in range(8)]
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda t: send_execute(base, *cf_request(cf_problem(), t[0], t[1], CPP_ADD)), tests))
+    assert [cf_passed(r) for r in results] == [i % 2 == 1 for i in range(8)]
+    assert all(cf_compiled(r) for r in results)
 
 
 def test_a_program_that_prints_1_does_not_pass_a_test_whose_answer_is_not_1(base: str) -> None:
