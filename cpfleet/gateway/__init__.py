@@ -3,7 +3,8 @@ code-execution clients send (see docs/gateway.md).
 
 ``app`` holds the Starlette app, its lifecycle, admission and errors; each protocol family is a
 module that registers its routes (``registry``): ``rewards`` (OpenRLHF, slime),
-``sandboxfusion`` (``/run_code``, ``/submit``), ``codejudge`` (code-judge's API), ``native``
+``sandboxfusion`` (``/run_code``, ``/submit``), ``codejudge`` (code-judge's API), ``piston``
+(Piston's v2 API, open-r1's codeforces package), ``native``
 (``/v1/judge``); ``runs`` turns output-returning calls into coalesced fleet run jobs.
 """
 

@@ -1,5 +1,5 @@
 """The registry of HTTP protocol families: each module of ``cpfleet.gateway`` that speaks one
-client's protocol (OpenRLHF/slime rewards, SandboxFusion, code-judge, the native batch)
+client's protocol (OpenRLHF/slime rewards, SandboxFusion, code-judge, Piston, the native batch)
 registers a function that builds its routes over the gateway, so the app knows no endpoint by
 name and a new protocol is one module plus one line in ``BUILTIN``."""
 
@@ -22,6 +22,7 @@ BUILTIN = (
     "cpfleet.gateway.sandboxfusion",
     "cpfleet.gateway.codejudge",
     "cpfleet.gateway.native",
+    "cpfleet.gateway.piston",
 )
 
 _PROTOCOLS: dict[str, RouteFactory] = {}
