@@ -19,7 +19,9 @@ import pytest
 from cpfleet.core.problem import Problem
 from cpfleet.core.verdict import Verdict
 from cpfleet.sandbox import interactive
+from cpfleet.sandbox.compiled import missing_toolchain
 from cpfleet.sandbox.env import evaluate
+from cpfleet.sandbox.judging import reference_solution
 from cpfleet.sandbox.runner import CodeRunner
 
 # guess the number: the test's input is "secret bound"; the interactor tells the bound, then
@@ -83,7 +85,7 @@ def fresh_vouches() -> None:
 
 def guess(pid: str, interactor: str = INTERACTOR, *, reference: bool = True,
           public: tuple[str, ...] = ("37 100\n",), hidden: tuple[str, ...] = ("64 100\n",),
-          interactor_time_s: float = 10.0) -> Problem:
+          interactor_time_s: float = 10.0, python3_interpreter: str | None = None) -> Problem:
     checker: dict[str, Any] = {"type": "interactive", "files": {"i/interactor.py": interactor},
                                "entry_points": ["i/interactor.py"], "language": "python3",
                                "time_limit_s": interactor_time_s}
@@ -94,6 +96,8 @@ def guess(pid: str, interactor: str = INTERACTOR, *, reference: bool = True,
     }
     if reference:
         record["correct_solutions"] = [REFERENCE]
+    if python3_interpreter:
+        record["python3_interpreter"] = python3_interpreter
     return Problem.from_dict(record)
 
 
@@ -109,6 +113,21 @@ def test_a_provoked_interactor_crash_is_the_programs_wrong_answer(runner: CodeRu
     assert res.reward == 0.0
     assert "the interactor failed on this program's dialogue (it accepts the reference solution)" in res.observation
     assert "ValueError" in res.observation  # the interactor's own message is shown
+
+
+def test_a_kattis_problem_runs_its_reference_with_pypy(runner: CodeRunner) -> None:
+    # Kattis packages judge Python 3 with PyPy: the reference runs as their programs do (the
+    # compiled-program path: PyPy's syntax check, then a PyPy run beside the loaded program)
+    problem = guess(f"vouch/pypy/{runner.name}", python3_interpreter="pypy3")
+    if missing_toolchain("pypy3"):
+        pytest.skip(f"no PyPy here: {missing_toolchain('pypy3')}")
+    assert reference_solution(problem).language == "pypy3"
+    before = interactive.VOUCHES.runs
+    res = evaluate(problem, fenced(GARBAGE_THEN_SLEEP), runner)
+    assert not res.infra_error, res.infra_message
+    assert res.verdict == Verdict.WRONG_ANSWER and res.reward == 0.0, res.observation[-1500:]
+    assert "it accepts the reference solution" in res.observation
+    assert interactive.VOUCHES.runs - before == 2  # the public test and the hidden one
 
 
 def test_the_reference_solution_and_a_correct_program_pass(runner: CodeRunner) -> None:
