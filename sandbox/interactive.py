@@ -16,24 +16,42 @@ limit: the program's own verdict, as on Kattis). A program still running past th
 the interactor accepted and exited is stopped and has completed the interaction. An
 interactor that crashes, is killed, or exits with any other code after the program had ended
 was cut short by the program (one writing its reply to a closed pipe dies of it): the
-program's own verdict, else WRONG_ANSWER. One that does so while the program still runs is a
-broken problem: INTERNAL. (The one case left ambiguous: an interactor that crashes on text it
-did not expect while the program waits for a reply. No reference program exists to tell a
-broken interactor from a provoked one, so it stays INTERNAL, as on Kattis and DOMjudge.)
-"""
+program's own verdict, else WRONG_ANSWER.
 
+An interactor that fails so (a crash, its own time or output limit, an exit outside its
+protocol) while the program still runs is either broken or provoked: a program can send text
+a dataset interactor does not parse (``int(input())``) or make a slow one run out of time, then
+wait. Kattis and DOMjudge call both a judge error; here that would be INTERNAL (reward None),
+an escape from a 0 a policy could learn. So the interactor is vouched for as ``run_checker``
+vouches for a checker with the expected answer: the problem's correct solution (``Reference``,
+chosen by sandbox/judging.py) is run against it on the same test with the problem's limits.
+If the interactor accepts that dialogue, it works on this test and its failure was the
+program's doing: WRONG_ANSWER, naming it (non-deterministic when the interactor's own time or
+memory limit decided it, so never cached). If it fails or rejects the reference too, the
+problem is broken: CheckerBroken (INTERNAL), naming both; with no correct solution that can run
+here it stays CheckerBroken and says so. The vouch for (interactor, test, reference, limits) is
+remembered in the process (``VOUCHES``, a failed one too), so however often a program provokes
+it the reference runs at most once per test per process. It runs as a job of its own beside the
+loaded program, which stays loaded for the job's next tests. A testlib interactor's FAIL (exit
+3) is not an exit outside its protocol: it stays INTERNAL, as for checkers.
+"""
 from __future__ import annotations
 
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from cpfleet.core.checkers import ProgramSpec
 from cpfleet.core.errors import CheckerBroken, SandboxFailure
 from cpfleet.core.verdict import Verdict
-from cpfleet.sandbox import programs
+from cpfleet.sandbox import languages, programs
 from cpfleet.sandbox.checker_programs import (
     JUDGEMESSAGE,
     KATTIS_AC,
     KATTIS_WA,
+    TESTLIB_FAIL,
     TESTLIB_OK,
     TESTLIB_REJECTS,
     checker_limits,
@@ -43,9 +61,10 @@ from cpfleet.sandbox.checker_programs import (
     session_for,
     testlib_partial,
 )
-from cpfleet.sandbox.runner import CodeRunner, Limits, RunResult
+from cpfleet.sandbox.runner import CodeRunner, Limits, ProgramImage, RunResult
 
 STOPPED_BY_PEER = "stopped: the interactor exited"
+VOUCHED = "the interactor failed on this program's dialogue (it accepts the reference solution)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,33 +72,169 @@ class InteractiveOutcome:
     verdict: Verdict
     run: RunResult  # the program's run
     detail: str = ""
+    deterministic: bool = True  # False: the interactor's own time or memory limit decided it
 
 
-def run_interactive(runner: CodeRunner, spec: ProgramSpec, test_input: str, answer: str,
-                    limits: Limits) -> InteractiveOutcome:
-    """One test of an interactive problem; CheckerBroken when the interactor cannot judge,
-    SandboxFailure when the sandbox fails."""
-    interactor = session_for(runner, spec)
-    solution = programs.loaded_session(runner)
-    inp, ans = test_input.encode("utf-8"), answer.encode("utf-8")
+@dataclass(frozen=True, slots=True)
+class Reference:
+    """A correct solution of the problem that can run here, to vouch for the interactor
+    (``source`` empty: there is none, and ``missing`` says why)."""
+
+    language: str = ""
+    source: str = ""
+    limits: Limits = Limits()
+    missing: str = ""
+
+
+class InteractorFailed(CheckerBroken):
+    """The interactor ended outside its protocol while the program still ran: broken, unless it
+    accepts the reference solution's dialogue on the same test (``run_interactive``)."""
+
+    def __init__(self, why: str, rp: RunResult, ri: RunResult) -> None:
+        super().__init__(why)
+        self.run = rp
+        self.deterministic = ri.status not in (Verdict.TIME_LIMIT, Verdict.MEMORY_LIMIT)
+
+
+class Vouches:
+    """Per process, bounded: whether the interactor worked on a test's reference dialogue
+    ("": it accepted it; otherwise why not), by ``vouch_key``. ``runs`` counts reference runs."""
+
+    def __init__(self, max_entries: int = 4096) -> None:
+        self._seen: OrderedDict[str, str] = OrderedDict()
+        self._max = max_entries
+        self._lock = threading.Lock()
+        self.runs = 0
+
+    def get(self, key: str) -> str | None:
+        with self._lock:
+            found = self._seen.get(key)
+            if found is not None:
+                self._seen.move_to_end(key)
+            return found
+
+    def clear(self) -> None:
+        """Forget every vouch (a process whose tools changed, a test starting afresh)."""
+        with self._lock:
+            self._seen.clear()
+
+    def put(self, key: str, why: str) -> None:
+        with self._lock:
+            self._seen[key] = why
+            self._seen.move_to_end(key)
+            while len(self._seen) > self._max:
+                self._seen.popitem(last=False)
+
+
+VOUCHES = Vouches()
+
+
+def vouch_key(spec: ProgramSpec, reference: Reference, inp: bytes, ans: bytes) -> str:
+    """What decides a vouch: the interactor (its files, protocol, flags and limits), the test,
+    the reference and the limits it runs under."""
+    h = hashlib.blake2b(digest_size=16)
+    for part in (spec.key(), spec.protocol, repr(spec.flags), repr(spec.time_limit_s), str(spec.memory_limit_mb),
+                 reference.language, repr(reference.limits), reference.source):
+        h.update(part.encode("utf-8", errors="surrogatepass") + b"\1")
+    for blob in (inp, ans):
+        h.update(len(blob).to_bytes(8, "little") + blob)
+    return h.hexdigest()
+
+
+def _interactor_limits(spec: ProgramSpec, limits: Limits) -> Limits:
     base = checker_limits(spec)
     # the interactor outlives the program's backstop however far its CPU-wait credit moves it
     # (``limits.wall_max_s``), so a deadlock ends on the program's side
-    ilimits = Limits(time_s=base.time_s, memory_mb=base.memory_mb,
-                     wall_s=max(base.wall_backstop_s, limits.wall_max_s + 5.0))
+    return Limits(time_s=base.time_s, memory_mb=base.memory_mb, wall_s=max(base.wall_backstop_s, limits.wall_max_s + 5.0))
+
+
+def run_interactive(runner: CodeRunner, spec: ProgramSpec, test_input: str, answer: str,
+                    limits: Limits, reference: Reference | None = None) -> InteractiveOutcome:
+    """One test of an interactive problem; CheckerBroken when the interactor cannot judge,
+    SandboxFailure when the sandbox fails. ``reference``: the problem's correct solution, run
+    against the interactor when it fails while the program still runs (module docstring)."""
+    inp, ans = test_input.encode("utf-8"), answer.encode("utf-8")
     collect: tuple[str, ...] = ()
     if spec.protocol == "testlib":
         argv, files = ["input", "tout/out", "answer"], {"input": inp, "answer": ans, "tout/": b""}
     else:
         argv = ["input", "answer", "feedback/", *spec.flags]
         files, collect = {"input": inp, "answer": ans, "feedback/": b""}, (JUDGEMESSAGE,)
-    res = programs.run_interactive(runner, solution, limits, interactor, ilimits, argv=argv, files=files,
-                                   collect=collect)
+    solution = programs.loaded_session(runner)
+    try:
+        return _dialogue(runner, spec, solution, limits, argv, files, collect)
+    except InteractorFailed as failure:
+        why = _vouch(runner, spec, reference, inp, ans, argv, files, collect)
+        if why:
+            raise CheckerBroken(f"{failure}; {why}") from None
+        return InteractiveOutcome(Verdict.WRONG_ANSWER, failure.run, f"{VOUCHED}: {_why(failure)}",
+                                  deterministic=failure.deterministic)
+
+
+def _dialogue(runner: CodeRunner, spec: ProgramSpec, program: programs.ProgramSession, limits: Limits,
+              argv: list[str], files: Mapping[str, bytes], collect: tuple[str, ...]) -> InteractiveOutcome:
+    """Run ``program`` against the interactor once and decide."""
+    interactor = session_for(runner, spec)
+    res = programs.run_interactive(runner, program, limits, interactor, _interactor_limits(spec, limits), argv=argv,
+                                   files=files, collect=collect)
     rp, ri = res.solution, res.interactor
     if rp.status == Verdict.INTERNAL or ri.status == Verdict.INTERNAL:
         drop_session(runner)
         raise SandboxFailure(f"sandbox failure in an interactive test: {rp.error or ri.error}")
     return decide(spec, rp, ri, res.solution_ended_first)
+
+
+def _vouch(runner: CodeRunner, spec: ProgramSpec, reference: Reference | None, inp: bytes, ans: bytes,
+           argv: list[str], files: Mapping[str, bytes], collect: tuple[str, ...]) -> str:
+    """"" when the interactor accepts the reference solution's dialogue on this test, else why
+    it cannot be vouched for (remembered either way, see ``VOUCHES``)."""
+    if reference is None or not reference.source:
+        missing = reference.missing if reference is not None else "no correct solution was given"
+        return f"no reference solution can tell a broken interactor from a provoked one ({missing})"
+    key = vouch_key(spec, reference, inp, ans)
+    known = VOUCHES.get(key)
+    if known is not None:
+        return known
+    why = _run_reference(runner, spec, reference, argv, files, collect)
+    VOUCHES.put(key, why)
+    return why
+
+
+def _run_reference(runner: CodeRunner, spec: ProgramSpec, reference: Reference, argv: list[str],
+                   files: Mapping[str, bytes], collect: tuple[str, ...]) -> str:
+    """Run the reference against the interactor as a job of its own beside the loaded program
+    (which stays loaded): "" when the interactor accepts its dialogue, else why not."""
+    image = _reference_image(runner, reference)
+    if isinstance(image, str):
+        return image
+    VOUCHES.runs += 1
+    with programs.open_session(runner, image) as session:
+        try:
+            out = _dialogue(runner, spec, session, reference.limits, argv, files, collect)
+        except CheckerBroken as e:
+            return f"on the reference solution's dialogue it fails too: {_why(e)}"
+    if out.verdict != Verdict.OK:
+        return f"the reference solution gets {out.verdict} with it: {out.detail[:500]}"
+    return ""
+
+
+def _why(e: CheckerBroken) -> str:
+    return str(e).removeprefix(CheckerBroken.PREFIX)
+
+
+def _reference_image(runner: CodeRunner, reference: Reference) -> ProgramImage | str:
+    """The reference as a program to run (an interpreted one as is, as a Python checker runs),
+    or why it cannot run."""
+    lang = languages.get(reference.language)
+    if lang.compile is None:
+        source = reference.source.encode("utf-8", errors="surrogatepass")
+        return ProgramImage(files={lang.source_name: (source, 0o444)}, argv=lang.run_argv_for(),
+                            memory_model=lang.memory_model, extra_cgroup_mb=lang.extra_cgroup_mb)
+    sources, entries = programs.solution_sources(reference.language, reference.source)
+    built = programs.compile_program(runner, reference.language, sources, entries)
+    if not built.ok or built.image is None:
+        return f"the reference solution does not compile as {reference.language}: {built.diagnostics[-500:]}"
+    return built.image
 
 
 def decide(spec: ProgramSpec, rp: RunResult, ri: RunResult, solution_ended_first: bool = False) -> InteractiveOutcome:
@@ -94,7 +249,7 @@ def decide(spec: ProgramSpec, rp: RunResult, ri: RunResult, solution_ended_first
                                   "their memory limit (the memory cgroup killed the interactor)")
     why = failed_run(spec, ri, "the interactor")
     if why:
-        return _interactor_failed(rp, why, solution_ended_first)
+        return _interactor_failed(rp, ri, why, solution_ended_first)
     msg = detail_of(ri.files.get(JUDGEMESSAGE, b""), ri.stderr, ri.stdout)
     if spec.protocol == "testlib":
         accepted = ri.exit_code == TESTLIB_OK
@@ -105,7 +260,11 @@ def decide(spec: ProgramSpec, rp: RunResult, ri: RunResult, solution_ended_first
     if rejected:
         return InteractiveOutcome(Verdict.WRONG_ANSWER, rp, msg or "the interactor rejected the interaction")
     if not accepted:
-        return _interactor_failed(rp, f"the interactor failed (exit {ri.exit_code}): {msg[:500]}", solution_ended_first)
+        why = f"the interactor failed (exit {ri.exit_code}): {msg[:500]}"
+        if spec.protocol == "testlib" and ri.exit_code == TESTLIB_FAIL and not solution_ended_first:
+            # testlib's FAIL is the interactor's own claim of a jury-side error, as for checkers
+            raise CheckerBroken(f"the testlib interactor reported a judge failure (FAIL): {msg[:500]}")
+        return _interactor_failed(rp, ri, why, solution_ended_first)
     if rp.error == STOPPED_BY_PEER:
         return InteractiveOutcome(Verdict.OK, rp, msg)  # the dialogue was complete and accepted
     if rp.status != Verdict.OK:
@@ -115,14 +274,14 @@ def decide(spec: ProgramSpec, rp: RunResult, ri: RunResult, solution_ended_first
     return InteractiveOutcome(Verdict.OK, rp, msg)
 
 
-def _interactor_failed(rp: RunResult, why: str, solution_ended_first: bool) -> InteractiveOutcome:
+def _interactor_failed(rp: RunResult, ri: RunResult, why: str, solution_ended_first: bool) -> InteractiveOutcome:
     """An interactor that ended outside its protocol. After the program had already ended, the
     program cut the dialogue short (an interactor writing its next line to a closed pipe dies of
     it): the program's own failure if it failed, else WRONG_ANSWER, never an infrastructure
-    error the program could provoke by leaving early. While the program was still running, the
-    interactor is broken: CheckerBroken."""
+    error the program could provoke by leaving early. While the program was still running:
+    InteractorFailed, for the reference solution to tell broken from provoked."""
     if not solution_ended_first:
-        raise CheckerBroken(why)
+        raise InteractorFailed(why, rp, ri)
     early = f"the program ended before the interaction was complete, then {why}"
     if rp.status != Verdict.OK:
         return InteractiveOutcome(rp.status, rp, f"{rp.error}; {early}" if rp.error else early)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from cpfleet.core.checkers import Checker, ProgramSpec, is_interactor
 from cpfleet.core.errors import ProgramError, SandboxFailure
@@ -25,6 +26,9 @@ from cpfleet.core.verdict import Verdict
 from cpfleet.sandbox import fncall
 from cpfleet.sandbox.observation import CLIP_CHARS, display_prefix
 from cpfleet.sandbox.runner import CodeRunner, Limits, RunResult
+
+if TYPE_CHECKING:
+    from cpfleet.sandbox.interactive import Reference
 
 # A test is not started with less than this left of the job's time budget: it could not
 # finish anyway, and the stop is then reported as the budget's, not as one test's.
@@ -171,7 +175,7 @@ def judge_any(runner: CodeRunner, checker: Checker, problem: Problem, test: Test
         return judge_test(runner, checker, test, limits)
     try:
         if is_interactor(checker.kind):
-            return _judge_interactive(runner, checker, test, limits)
+            return _judge_interactive(runner, checker, problem, test, limits)
         return _judge_with_program(runner, checker, test, limits)
     except ProgramError as e:  # a runner that cannot run programs: the worker's setup, not the model
         raise SandboxFailure(f"cannot run the problem's checker: {e}") from e
@@ -200,11 +204,35 @@ def _judge_with_program(runner: CodeRunner, spec: ProgramSpec, test: TestCase, l
     return replace(outcome, deterministic=outcome.deterministic and verdict.deterministic)
 
 
-def _judge_interactive(runner: CodeRunner, spec: ProgramSpec, test: TestCase, limits: Limits) -> TestOutcome:
+def _judge_interactive(runner: CodeRunner, spec: ProgramSpec, problem: Problem, test: TestCase,
+                       limits: Limits) -> TestOutcome:
     from cpfleet.sandbox.interactive import run_interactive
 
-    res = run_interactive(runner, spec, test.input, test.output, limits)
-    return _outcome(res.run, res.verdict, res.detail, "(interactive: the program's output went to the interactor)")
+    res = run_interactive(runner, spec, test.input, test.output, limits, reference_solution(problem))
+    outcome = _outcome(res.run, res.verdict, res.detail, "(interactive: the program's output went to the interactor)")
+    return replace(outcome, deterministic=outcome.deterministic and res.deterministic)
+
+
+def reference_solution(problem: Problem) -> Reference:
+    """The correct solution that vouches for an interactive problem's interactor
+    (sandbox/interactive.py): the problem's first ``correct_solutions`` entry (Python 3 sources,
+    as the record formats define them), run with what a python3 program of the problem is
+    judged with (its ``python3_interpreter``), else CPython, whichever toolchain works here,
+    under the problem's limits for that language (not capped by a job's budget: the vouch is
+    the fleet's check, run once per test per process)."""
+    from cpfleet.sandbox import selftest
+    from cpfleet.sandbox.compiled import missing_toolchain
+    from cpfleet.sandbox.interactive import Reference
+
+    if not problem.correct_solutions:
+        return Reference(missing="the problem has no correct solution to run against the interactor")
+    tried = []
+    for language in dict.fromkeys((problem.python3_interpreter or "python3", "python3")):
+        why = missing_toolchain(language) or selftest.failure(language)
+        if not why:
+            return Reference(language, problem.correct_solutions[0], problem_limits(problem, language))
+        tried.append(f"{language}: {why}")
+    return Reference(missing="no toolchain here for its correct solutions (" + "; ".join(tried) + ")")
 
 
 def _outcome(rr: RunResult, verdict: Verdict, detail: str, stdout: str | None = None) -> TestOutcome:
