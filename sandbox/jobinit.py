@@ -291,7 +291,7 @@ class JobInit:
         child.SOURCE = self.source  # for tracebacks (linecache is filled only if one is printed)
         if self.fn_name is not None and self.mode == "fork":
             # the function-call harness's globals, imported once per job instead of per test
-            self.call_globals = callharness.base_globals(callharness.parse_spec(self.fn_name)[1])
+            self.call_globals = callharness.job_globals(self.fn_name, self.source)
         gc_freeze()  # the tests' shutdown collections need not walk (and copy) the job's objects
         return None
 
