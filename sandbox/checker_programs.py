@@ -143,9 +143,7 @@ def image_for(runner: CodeRunner, spec: ProgramSpec) -> ProgramImage:
     """The runnable checker (compiled on first use); CheckerBroken when it cannot be built."""
     lang = None if spec.language == BUILD_RUN else languages.get(spec.language)
     if lang is not None and lang.compile is None:  # an interpreted checker runs its source as is
-        source = dict(spec.files)[spec.entry_points[0]].encode("utf-8", errors="surrogatepass")
-        return ProgramImage(files={lang.source_name: (source, 0o444)}, argv=lang.run_argv_for(),
-                            memory_model=lang.memory_model, extra_cgroup_mb=lang.extra_cgroup_mb)
+        return programs.source_image(spec.language, dict(spec.files)[spec.entry_points[0]])
     key = spec.key()
     with _lock:
         known = _broken.get(key)

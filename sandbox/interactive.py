@@ -225,11 +225,8 @@ def _why(e: CheckerBroken) -> str:
 def _reference_image(runner: CodeRunner, reference: Reference) -> ProgramImage | str:
     """The reference as a program to run (an interpreted one as is, as a Python checker runs),
     or why it cannot run."""
-    lang = languages.get(reference.language)
-    if lang.compile is None:
-        source = reference.source.encode("utf-8", errors="surrogatepass")
-        return ProgramImage(files={lang.source_name: (source, 0o444)}, argv=lang.run_argv_for(),
-                            memory_model=lang.memory_model, extra_cgroup_mb=lang.extra_cgroup_mb)
+    if languages.get(reference.language).compile is None:
+        return programs.source_image(reference.language, reference.source)
     sources, entries = programs.solution_sources(reference.language, reference.source)
     built = programs.compile_program(runner, reference.language, sources, entries)
     if not built.ok or built.image is None:

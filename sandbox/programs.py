@@ -409,6 +409,15 @@ def build_run_program(runner: CodeRunner, files: Mapping[str, str | bytes], *, c
     return Compiled(True, BUILD_RUN, image, str(entry.get("diagnostics", "")), "", seconds, cache_hit, key)
 
 
+def source_image(language: str, source: str) -> ProgramImage:
+    """A program of an interpreted language (no compile step: a Python checker, a reference
+    solution), run from its source as is."""
+    lang = languages.get(language)
+    data = source.encode("utf-8", errors="surrogatepass")
+    return ProgramImage(files={lang.source_name: (data, 0o444)}, argv=lang.run_argv_for(),
+                        memory_model=lang.memory_model, extra_cgroup_mb=lang.extra_cgroup_mb)
+
+
 def _from_entry(lang: languages.Language, entry: Mapping[str, Any], key: str, main: str, *, cache_hit: bool,
                 seconds: float = 0.0) -> Compiled:
     if not entry.get("ok"):
