@@ -16,6 +16,7 @@ toy one in a test, a plug-in) is seen by every module that imported them.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -176,3 +177,11 @@ class _FenceTags(Mapping[str, str]):
 
 LANGUAGES: Sequence[str] = _Names()
 FENCE_TAGS: Mapping[str, str] = _FenceTags()
+
+
+def fence(code: str, tag: str = "python") -> str:
+    """``code`` as a completion the extractor returns whole: in a fence longer than any run of
+    backticks inside it (CommonMark: no line of the code can close it), tagged ``tag``."""
+    longest = max((len(m) for m in re.findall(r"`+", code)), default=0)
+    ticks = "`" * max(3, longest + 1)
+    return f"{ticks}{tag}\n{code}\n{ticks}\n"

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from cpfleet.core.errors import CheckerBroken
+from cpfleet.core.languages import fence
 from cpfleet.core.problem import Problem
 from cpfleet.core.results import JobResult
 from cpfleet.core.verdict import Verdict
@@ -99,13 +99,6 @@ class ValidationReport:
             "infrastructure_errors": [asdict(o) for o in self.infra],
             "solutions": [asdict(o) for o in self.outcomes],
         }
-
-
-def fence(code: str) -> str:
-    """Wrap code in a fence longer than any backtick run inside it, so extraction returns it whole."""
-    longest = max((len(m) for m in re.findall(r"`+", code)), default=0)
-    ticks = "`" * max(3, longest + 1)
-    return f"{ticks}python\n{code}\n{ticks}\n"
 
 
 def solution_jobs(problems: Iterable[Problem], kinds: Iterable[str] = KINDS,

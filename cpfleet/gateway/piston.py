@@ -59,6 +59,7 @@ from starlette.routing import Route
 from cpfleet import __version__
 from cpfleet.core import protocol as wire
 from cpfleet.core.errors import InlineProblemError
+from cpfleet.core.languages import fence
 from cpfleet.core.results import RunOutput, RunStatus
 from cpfleet.core.verdict import Verdict
 from cpfleet.gateway.app import FleetFailed, Gateway, HTTPError, JSONResponse, Refused, permanent_error
@@ -265,15 +266,6 @@ def package_test(req: Execution) -> PackageTest | None:
     )
 
 
-def fenced(code: str, language: str) -> str:
-    """``code`` as a completion the judge extracts unchanged: a fence longer than any run of
-    backticks in the code (CommonMark), so no line of the code can close it."""
-    longest = max((len(m) for m in re.findall(r"`+", code)), default=0)
-    fence = "`" * max(3, longest + 1)
-    tag = "python" if language in ("python3", "pypy3") else language
-    return f"{fence}{tag}\n{code}\n{fence}\n"
-
-
 def package_problem(test: PackageTest) -> dict[str, Any]:
     """The one-test problem record of a codeforces-package request (InlineProblemError: 400)."""
     from cpfleet.producer.inline import problem_from_tests
@@ -407,7 +399,8 @@ def routes(gw: Gateway) -> Sequence[Route]:
                 registered.popitem(last=False)
         else:
             registered.move_to_end(pid)
-        result = await gw.judge(pid, fenced(test.solution, test.language), reward_shape="all_or_nothing",
+        completion = fence(test.solution, "python" if test.language in ("python3", "pypy3") else test.language)
+        result = await gw.judge(pid, completion, reward_shape="all_or_nothing",
                                 wait_s=WAIT_S)
         reason = permanent_error(result)
         if reason or result.infra_error:
@@ -430,7 +423,7 @@ def routes(gw: Gateway) -> Sequence[Route]:
         if not request.headers.get("content-type", "").startswith("application/json"):
             raise bad("requests must be of type application/json", 415)
         req = parse(await gw.body_json(request))
-        test = package_test(req) if req.runtime.package or any(n == "grader_config" for n, _, _ in req.files) else None
+        test = package_test(req)  # None: not the package's layout, a plain run
         try:
             reply = await (judged(req, test) if test is not None else plain(req))
         except InlineProblemError as e:
