@@ -205,16 +205,49 @@ class Stopped(Exception):
     """Raised from the SIGTERM/SIGHUP handler to unwind into LocalFleet.stop()."""
 
 
-def _raise_stop(signum: int, frame: FrameType | None) -> None:
-    raise Stopped(signal.Signals(signum).name)
+class StopSignals:
+    """SIGINT, SIGTERM and SIGHUP unwind the main thread so ``with LocalFleet`` cleans up.
+
+    A signal raises where the main thread happens to be; inside an import or a class body
+    Python 3.11 wraps the exception in a RuntimeError, which no ``except KeyboardInterrupt``
+    catches. Code that polls (a Redis read, an HTTP scrape, a lazy import) runs under
+    ``held()``: a signal arriving there is kept and raised when the block ends."""
+
+    def __init__(self) -> None:
+        self.holding = 0
+        self.pending: int | None = None
+
+    def handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.holding:
+            self.pending = self.pending or signum
+            return
+        self.raise_for(signum)
+
+    @staticmethod
+    def raise_for(signum: int) -> None:
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        raise Stopped(signal.Signals(signum).name)
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        self.holding += 1
+        try:
+            yield
+        finally:
+            self.holding -= 1
+        if not self.holding and self.pending is not None:
+            signum, self.pending = self.pending, None
+            self.raise_for(signum)
 
 
 @contextlib.contextmanager
-def stop_on_signals() -> Iterator[None]:
-    """SIGTERM and SIGHUP unwind like Ctrl-C does, so the ``with LocalFleet`` block cleans up."""
-    old = {s: signal.signal(s, _raise_stop) for s in (signal.SIGTERM, signal.SIGHUP)}
+def stop_on_signals() -> Iterator[StopSignals]:
+    """SIGINT, SIGTERM and SIGHUP unwind the main thread (see StopSignals)."""
+    stop = StopSignals()
+    old = {s: signal.signal(s, stop.handle) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
-        yield
+        yield stop
     finally:
         for s, h in old.items():
             signal.signal(s, h)

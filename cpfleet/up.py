@@ -188,14 +188,15 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_fleet(fleet: LocalFleet, places: Places) -> int:
     status = 0
-    with stop_on_signals():
+    with stop_on_signals() as stop:
         try:
             with fleet:
                 print_urls(fleet, places=places)
                 progress = Progress(fleet)
                 while fleet.worker is not None and fleet.worker.proc.poll() is None:
                     time.sleep(1.0)
-                    line = progress.line()
+                    with stop.held():
+                        line = progress.line()
                     if line:
                         print(line, flush=True)
                 if fleet.worker is not None:

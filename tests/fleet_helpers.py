@@ -30,6 +30,23 @@ TEST_ENV = {
 }
 
 
+def _tree_cpu_ticks(pid: int) -> int:
+    """CPU ticks (user + system) of ``pid``'s descendants, the pid itself left out; gone ones count 0."""
+    total = 0
+    stack = [pid]
+    while stack:
+        p = stack.pop()
+        try:
+            for task in os.listdir(f"/proc/{p}/task"):
+                stack += [int(c) for c in Path(f"/proc/{p}/task/{task}/children").read_text().split()]
+            if p != pid:
+                fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+                total += int(fields[11]) + int(fields[12])
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
+
+
 class FleetWorker:
     """One worker node (main process + prefork pool) with its log in a file."""
 
@@ -105,6 +122,15 @@ class FleetWorker:
         pid = pid if pid is not None else self.pool_pids()[0]
         os.kill(pid, signal.SIGKILL)
         return pid
+
+    def busy_pool_pid(self, window: float = 0.1) -> int | None:
+        """A pool process whose sandbox tree burned CPU in the last ``window`` seconds, i.e. one
+        running a job's test right now (an idle one waits on the broker, its tree asleep)."""
+        before = {pid: _tree_cpu_ticks(pid) for pid in self.pool_pids()}
+        time.sleep(window)
+        grown = [(_tree_cpu_ticks(pid) - t, pid) for pid, t in before.items()]
+        busy = [pid for d, pid in sorted(grown, reverse=True) if d > 0]
+        return busy[0] if busy else None
 
     def kill(self) -> None:
         """SIGKILL the whole node (main process, pool, sandboxes): a crashed machine."""

@@ -5,8 +5,11 @@ to files. Real processes, a real SIGINT."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -17,7 +20,7 @@ import redis
 
 from cpfleet.core import protocol
 from cpfleet.local_fleet import queued_jobs
-from cpfleet.processes import alive, descendants
+from cpfleet.processes import Stopped, alive, descendants, stop_on_signals
 from cpfleet.redis_server import RedisServer, free_port
 
 REPO = Path(__file__).resolve().parents[1]
@@ -157,3 +160,22 @@ def test_the_stop_line_says_where_queued_jobs_went() -> None:
     assert left_in_queue_line(3, memory, external) == "3 jobs still queued in redis://127.0.0.1:6390/0"
     assert left_in_queue_line(0, memory, own) == "no job was still queued"
     assert left_in_queue_line(None, kept, own).startswith("could not count")
+
+
+@pytest.mark.parametrize("sig, raised", [(signal.SIGINT, KeyboardInterrupt), (signal.SIGTERM, Stopped)])
+def test_a_stop_signal_during_a_progress_poll_is_raised_when_the_poll_ends(sig: int, raised: type) -> None:
+    """A signal raised inside an import or class body reaches `up` as a RuntimeError (Python 3.11
+    wraps it), so `up` polls under ``held()``: the signal waits for the poll to finish, then unwinds."""
+    finished = []
+    with pytest.raises(raised), stop_on_signals() as stop:
+        with stop.held():
+            os.kill(os.getpid(), sig)
+            time.sleep(0.05)  # the handler has run by now, and raised nothing here
+
+            @dataclasses.dataclass
+            class Polled:  # a class body, where a raised signal would become a RuntimeError
+                field: int = dataclasses.field(default=1)
+
+            finished.append(Polled().field)
+    assert finished == [1]
+    assert signal.getsignal(sig) is not stop.handle  # the old handler is back
