@@ -16,7 +16,8 @@ limit: the program's own verdict, as on Kattis). A program still running past th
 the interactor accepted and exited is stopped and has completed the interaction. An
 interactor that crashes, is killed, or exits with any other code after the program had ended
 was cut short by the program (one writing its reply to a closed pipe dies of it): the
-program's own verdict, else WRONG_ANSWER.
+program's own verdict, else WRONG_ANSWER; unless the interactor fails the reference solution
+below too, since which end is seen first is a race when both end within a moment.
 
 An interactor that fails so (a crash, its own time or output limit, an exit outside its
 protocol) while the program still runs is either broken or provoked: a program can send text
@@ -42,6 +43,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import NoReturn
 
 from cpfleet.core.checkers import ProgramSpec
 from cpfleet.core.errors import CheckerBroken, SandboxFailure
@@ -87,12 +89,14 @@ class Reference:
 
 
 class InteractorFailed(CheckerBroken):
-    """The interactor ended outside its protocol while the program still ran: broken, unless it
-    accepts the reference solution's dialogue on the same test (``run_interactive``)."""
+    """The interactor ended outside its protocol: broken, unless it accepts the reference
+    solution's dialogue on the same test (``run_interactive``). ``early``: the program's own
+    outcome when its end was seen first (see ``_interactor_failed``)."""
 
-    def __init__(self, why: str, rp: RunResult, ri: RunResult) -> None:
+    def __init__(self, why: str, rp: RunResult, ri: RunResult, early: InteractiveOutcome | None = None) -> None:
         super().__init__(why)
         self.run = rp
+        self.early = early
         self.deterministic = ri.status not in (Verdict.TIME_LIMIT, Verdict.MEMORY_LIMIT)
 
 
@@ -164,9 +168,13 @@ def run_interactive(runner: CodeRunner, spec: ProgramSpec, test_input: str, answ
     try:
         return _dialogue(runner, spec, solution, limits, argv, files, collect)
     except InteractorFailed as failure:
+        if failure.early is not None and (reference is None or not reference.source):
+            return failure.early  # no reference to ask: the end seen first decides, as on Kattis
         why = _vouch(runner, spec, reference, inp, ans, argv, files, collect)
         if why:
             raise CheckerBroken(f"{failure}; {why}") from None
+        if failure.early is not None:
+            return failure.early
         return InteractiveOutcome(Verdict.WRONG_ANSWER, failure.run, f"{VOUCHED}: {_why(failure)}",
                                   deterministic=failure.deterministic)
 
@@ -246,7 +254,7 @@ def decide(spec: ProgramSpec, rp: RunResult, ri: RunResult, solution_ended_first
                                   "their memory limit (the memory cgroup killed the interactor)")
     why = failed_run(spec, ri, "the interactor")
     if why:
-        return _interactor_failed(rp, ri, why, solution_ended_first)
+        _interactor_failed(rp, ri, why, solution_ended_first)
     msg = detail_of(ri.files.get(JUDGEMESSAGE, b""), ri.stderr, ri.stdout)
     if spec.protocol == "testlib":
         accepted = ri.exit_code == TESTLIB_OK
@@ -261,7 +269,7 @@ def decide(spec: ProgramSpec, rp: RunResult, ri: RunResult, solution_ended_first
         if spec.protocol == "testlib" and ri.exit_code == TESTLIB_FAIL and not solution_ended_first:
             # testlib's FAIL is the interactor's own claim of a jury-side error, as for checkers
             raise CheckerBroken(f"the testlib interactor reported a judge failure (FAIL): {msg[:500]}")
-        return _interactor_failed(rp, ri, why, solution_ended_first)
+        _interactor_failed(rp, ri, why, solution_ended_first)
     if rp.error == STOPPED_BY_PEER:
         return InteractiveOutcome(Verdict.OK, rp, msg)  # the dialogue was complete and accepted
     if rp.status != Verdict.OK:
@@ -271,17 +279,22 @@ def decide(spec: ProgramSpec, rp: RunResult, ri: RunResult, solution_ended_first
     return InteractiveOutcome(Verdict.OK, rp, msg)
 
 
-def _interactor_failed(rp: RunResult, ri: RunResult, why: str, solution_ended_first: bool) -> InteractiveOutcome:
-    """An interactor that ended outside its protocol. After the program had already ended, the
-    program cut the dialogue short (an interactor writing its next line to a closed pipe dies of
-    it): the program's own failure if it failed, else WRONG_ANSWER, never an infrastructure
-    error the program could provoke by leaving early. While the program was still running:
-    InteractorFailed, for the reference solution to tell broken from provoked."""
+def _interactor_failed(rp: RunResult, ri: RunResult, why: str, solution_ended_first: bool) -> NoReturn:
+    """An interactor that ended outside its protocol: InteractorFailed, for the reference
+    solution to tell broken from provoked. When the program's end was seen first, the program
+    cut the dialogue short (an interactor writing its next line to a closed pipe dies of it) and
+    its own outcome goes with the failure: its own failure if it failed, else WRONG_ANSWER, never
+    an infrastructure error the program could provoke by leaving early. Which end is seen first
+    is a race when both end within a moment (an interactor that crashes closes the program's
+    input, and the program dies of the EOF), so a reference that fails with this interactor too
+    makes even that case INTERNAL: a broken interactor never costs a correct program its reward."""
     if not solution_ended_first:
         raise InteractorFailed(why, rp, ri)
     early = f"the program ended before the interaction was complete, then {why}"
     if rp.status != Verdict.OK:
-        return InteractiveOutcome(rp.status, rp, f"{rp.error}; {early}" if rp.error else early)
-    if rp.exit_code != 0:
-        return InteractiveOutcome(Verdict.RUNTIME_ERROR, rp, f"exit code {rp.exit_code}; {early}")
-    return InteractiveOutcome(Verdict.WRONG_ANSWER, rp, early)
+        outcome = InteractiveOutcome(rp.status, rp, f"{rp.error}; {early}" if rp.error else early)
+    elif rp.exit_code != 0:
+        outcome = InteractiveOutcome(Verdict.RUNTIME_ERROR, rp, f"exit code {rp.exit_code}; {early}")
+    else:
+        outcome = InteractiveOutcome(Verdict.WRONG_ANSWER, rp, early)
+    raise InteractorFailed(why, rp, ri, early=outcome)

@@ -18,7 +18,7 @@ import pytest
 
 from cpfleet.core.problem import Problem
 from cpfleet.core.verdict import Verdict
-from cpfleet.sandbox import interactive
+from cpfleet.sandbox import interactive, programs
 from cpfleet.sandbox.compiled import missing_toolchain
 from cpfleet.sandbox.env import evaluate
 from cpfleet.sandbox.judging import reference_solution
@@ -149,6 +149,33 @@ def test_a_broken_interactor_stays_internal_even_with_a_correct_solution(runner:
     # both runs are named: the program's and the reference's
     assert res.infra_message.count("RuntimeError: this interactor is broken") == 2, res.infra_message
     assert "on the reference solution's dialogue it fails too" in res.infra_message
+
+
+def test_a_broken_interactor_costs_a_correct_program_nothing_when_its_eof_death_is_seen_first(
+        runner: CodeRunner, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An interactor that crashes closes the program's input, and the program dies of the EOF a
+    moment later; which of the two ends the runner sees first is chance. The real runs, with the
+    order reported as the program's end first (the unlucky draw), made a correct program's
+    EOF crash its RUNTIME_ERROR (a 0) on a broken interactor; now the reference decides."""
+    real = programs.run_interactive
+
+    def program_seen_first(*args: Any, **kwargs: Any) -> programs.InteractiveResult:
+        res = real(*args, **kwargs)
+        return programs.InteractiveResult(res.solution, res.interactor, solution_ended_first=True)
+
+    monkeypatch.setattr(programs, "run_interactive", program_seen_first)
+    res = evaluate(guess(f"vouch/broken-eof/{runner.name}", BROKEN_INTERACTOR), fenced(REFERENCE), runner)
+    assert res.infra_error and res.reward is None and res.verdict == Verdict.INTERNAL, res.observation[-1500:]
+    assert "on the reference solution's dialogue it fails too" in res.infra_message
+    # a working interactor that a program leaves early still judges the program by its own end
+    res = evaluate(guess(f"vouch/early-eof/{runner.name}"), fenced("input()\nprint(1, flush=True)\n"), runner)
+    assert not res.infra_error and res.verdict == Verdict.WRONG_ANSWER, res.observation[-1500:]
+    assert "the program ended before the interaction was complete" in res.observation
+    # with no reference to ask, the end seen first decides, as on Kattis: the program's own crash
+    res = evaluate(guess(f"vouch/broken-eof-noref/{runner.name}", BROKEN_INTERACTOR, reference=False),
+                   fenced(REFERENCE), runner)
+    assert not res.infra_error and res.verdict == Verdict.RUNTIME_ERROR, res.observation[-1500:]
+    assert "EOFError" in res.observation
 
 
 def test_an_interactor_out_of_cpu_time_on_the_programs_dialogue_is_its_wrong_answer(runner: CodeRunner) -> None:
