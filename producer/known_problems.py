@@ -67,8 +67,8 @@ class KnownProblems:
                 chunk = todo[start : start + _PIPELINE_CHUNK]
                 pipe = self._redis.pipeline(transaction=False)
                 for pid in chunk:
-                    # the version field, not the key: a late fail count of a removed problem
-                    # (protocol.fail_count_field) may leave its hash with no problem in it
+                    # the version field, not the key: it is what makes a problem stored (the
+                    # hash also holds its fail counts, protocol.fail_count_field)
                     pipe.hexists(protocol.problem_key(pid), protocol.PROBLEM_FIELD_VERSION)
                 self.checks += 1
                 for pid, found in zip(chunk, pipe.execute(), strict=True):

@@ -235,3 +235,21 @@ def test_worker_with_fail_fast_off_keeps_file_order(tmp_path: Path) -> None:
             result = client.submit(ECHO["id"], WRONG_ON_4).result(timeout=120)
         assert (result.hidden.first_failure_index, result.hidden.run) == (4, 5)
         assert _counts(r, protocol.problem_key(ECHO["id"])) == {b"4": b"10"}
+
+
+def test_a_fail_count_after_the_problem_was_removed_leaves_nothing_behind(redis_url: str) -> None:
+    from cpfleet.core.results import JobResult
+    from cpfleet.core.verdict import Verdict
+    from cpfleet.workers.replies import push_reply
+
+    r = redis.Redis.from_url(redis_url)
+    key = protocol.problem_key(ECHO["id"])
+    register_problems(r, [ECHO])
+    result = JobResult(job_id="late", problem_id=ECHO["id"], reward=0.0, verdict=Verdict.WRONG_ANSWER)
+    count = (key, protocol.fail_count_field(4))
+    push_reply(r, "replies:late", result, ttl_s=60, count_failure=count)
+    assert _counts(r, key) == {b"4": b"1"}  # stored: counted, with the reply
+    remove_problems(r, [ECHO["id"]])
+    push_reply(r, "replies:late", result, ttl_s=60, count_failure=count)  # a job that finished after the removal
+    assert not r.exists(key)
+    assert r.llen("replies:late") == 2  # both replies delivered all the same

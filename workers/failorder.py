@@ -8,8 +8,8 @@ problem's own hash per hidden test (``protocol.fail_count_field``) counts how of
 failure that ended an all-or-nothing job. Each job reads the counts with the problem's version,
 in the one ``HMGET`` of the round trip it already makes (the withdrawal check,
 ``workers.withdrawal``; for the tests of the copy its process holds) and runs the hidden tests by count per unit of cost
-(the test's size), highest first, ties in file order; each evaluated job that failed adds one ``HINCRBY`` to the pipeline that pushes
-its reply (time, memory and output limits are not counted: see ``_LIMITS``). The counts are a
+(the test's size), highest first, ties in file order; each evaluated job that failed adds one count to the pipeline that pushes
+its reply (``replies.COUNT_IF_STORED``: an ``HINCRBY`` while the problem is stored) (time, memory and output limits are not counted: see ``_LIMITS``). The counts are a
 greedy set cover learnt online: a test that only catches programs
 an earlier test already caught is never the first failure, so it is not moved up.
 
