@@ -106,6 +106,11 @@ class InlineProblemError(CpfleetError, ValueError):
     """Inline tests that cannot become a problem (unknown shape, no tests, bad limits)."""
 
 
+class NotAScoringScript(CpfleetError, ValueError):
+    """A script sent to the E2B/Morph router endpoint that is not open-r1's ``code_reward``
+    template, so not judged (the message says how it differs)."""
+
+
 class PrepareError(CpfleetError):
     """The dataset cannot be prepared at all (unknown schema, no files, bad arguments)."""
 

@@ -21,7 +21,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "run": ("cpfleet.run_cli", "run a program on inputs in the fleet's sandbox (no judging), or --local"),
     "up": ("cpfleet.up", "start redis + worker + flower locally"),
     "demo": ("cpfleet.demo", "run a demo batch on an embedded Redis"),
-    "serve": ("cpfleet.serve", "HTTP gateway: OpenRLHF and slime rewards, SandboxFusion (verl), code-judge, Piston, batch judge"),
+    "serve": ("cpfleet.serve", "HTTP gateway: OpenRLHF and slime rewards, SandboxFusion (verl), code-judge, Piston, E2B router, batch judge"),
 }
 
 

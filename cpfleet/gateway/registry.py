@@ -1,5 +1,6 @@
 """The registry of HTTP protocol families: each module of ``cpfleet.gateway`` that speaks one
-client's protocol (OpenRLHF/slime rewards, SandboxFusion, code-judge, Piston, the native batch)
+client's protocol (OpenRLHF/slime rewards, SandboxFusion, code-judge, Piston, open-r1's E2B and
+Morph routers, the native batch)
 registers a function that builds its routes over the gateway, so the app knows no endpoint by
 name and a new protocol is one module plus one line in ``BUILTIN``."""
 
@@ -23,6 +24,7 @@ BUILTIN = (
     "cpfleet.gateway.codejudge",
     "cpfleet.gateway.native",
     "cpfleet.gateway.piston",
+    "cpfleet.gateway.e2b",
 )
 
 _PROTOCOLS: dict[str, RouteFactory] = {}
