@@ -150,7 +150,9 @@ def test_a_malformed_batch_is_a_422_naming_what(base: str, payload: Any, why: st
 
 def test_the_template_is_recognised_by_its_shape_only() -> None:
     asked = parse_script(script(ADD))
-    assert asked.code == ADD and asked.tests == TESTS
+    assert asked.code == ADD and asked.tests == TESTS and asked.timeout_s == 5.0
+    assert parse_script(script(ADD).replace("timeout=5", "timeout=t").replace("passed = 0", "passed = 0\n        t = 7"))\
+        .timeout_s == 7.0
     for broken in (script(ADD) + "\nimport os\n",  # ends with something else
                    script(ADD).replace('["python3", "-c", code]', '["python3", "-c", "print(1)"]'),
                    script(ADD).replace("code_snippet = ", "code_snippet = str() + "),

@@ -59,6 +59,28 @@ class Scored:
 
     code: str
     tests: Any
+    timeout_s: float | None = None  # the template's per-run timeout, when it is a number
+
+
+def _number(node: ast.AST | None) -> float | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, int | float) and not isinstance(node.value, bool):
+        return float(node.value)
+    return None
+
+
+def _run_timeout(fn: ast.FunctionDef) -> float | None:
+    """The ``timeout=`` of the function's ``subprocess.run`` call: a number, or a name the
+    function assigns a number to (``exec_timeout = 5``)."""
+    numbers = {t.id: _number(node.value) for node in ast.walk(fn) if isinstance(node, ast.Assign)
+               for t in node.targets if isinstance(t, ast.Name)}
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Call):
+            for kw in node.keywords:
+                if kw.arg == "timeout":
+                    value = numbers.get(kw.value.id) if isinstance(kw.value, ast.Name) else _number(kw.value)
+                    if value is not None and 0 < value < float("inf"):
+                        return value
+    return None
 
 
 def _constant_str(node: ast.AST | None, what: str) -> str:
@@ -134,7 +156,7 @@ def parse_script(script: str) -> Scored:
         tests = json.loads(tests_text)
     except (json.JSONDecodeError, RecursionError) as e:
         raise NotAScoringScript(f"test_cases is not JSON ({e})") from None
-    return Scored(code=code, tests=tests)
+    return Scored(code=code, tests=tests, timeout_s=_run_timeout(fn))
 
 
 def not_executed(why: str) -> dict[str, Any]:
