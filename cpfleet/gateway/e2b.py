@@ -223,10 +223,6 @@ def routes(gw: Gateway) -> Sequence[Route]:
         answers = await asyncio.gather(*(one(s, lang, wait_s) for s, lang in zip(scripts, languages, strict=True)))
         return JSONResponse(list(answers))
 
-    async def health(request: Request) -> Response:
-        return JSONResponse({"status": "ok"})
-
     return [
         Route("/execute_batch", gw.endpoint("execute_batch", execute_batch), methods=["POST"]),
-        Route("/health", gw.endpoint("router_health", health, auth=False), methods=["GET"]),
     ]
