@@ -48,7 +48,10 @@ class Served:
 
 @pytest.fixture(scope="module")
 def node(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[FleetWorker]:
-    with FleetWorker(redis_server.url, tmp_path_factory.mktemp("fleet"), concurrency=2) as worker:
+    # code-judge's 10 s CPU limit must fit a job's time budget however slowly a loaded machine
+    # runs it: the tests' short default timers (a 20 s soft limit) would cut such a run short
+    timers = {"CPFLEET_SOFT_TIME_LIMIT": "120", "CPFLEET_HARD_TIME_LIMIT": "130", "CPFLEET_VISIBILITY_TIMEOUT": "140"}
+    with FleetWorker(redis_server.url, tmp_path_factory.mktemp("fleet"), concurrency=2, env=timers) as worker:
         with FleetClient(redis_server.url) as c:
             c.register_problems([ADD])
         yield worker
