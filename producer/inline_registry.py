@@ -14,6 +14,10 @@ Jobs may be ``{"tests": ..., "completion": ...}`` with the tests in any shape
   what is new;
 - concurrent first uses of one test set (a group submitted from many threads or coroutines at
   once) wait for the one registration in flight instead of each sending it.
+
+A caller that builds the problem record itself (the gateway's Piston route: one test with the
+package's limits and checker, which a test set cannot carry) stores it through
+``InlineRegistry.record_id``, with the same once-per-process registration and bounded memory.
 """
 
 from __future__ import annotations
@@ -21,13 +25,13 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import redis
 
 from cpfleet.core.errors import InlineProblemError
+from cpfleet.core.lru import LRU
 from cpfleet.producer.inline import problem_from_tests
 
 
@@ -36,11 +40,20 @@ def tests_digest(tests: Any) -> str:
 
     A JSON string is parsed first, so the string and the object it encodes hash alike.
     """
-    value = _parsed(tests)
+    return _json_digest(_parsed(tests), "inline tests")
+
+
+def record_digest(record: Mapping[str, Any]) -> str:
+    """A stable hash of a whole problem-format record (its id included), as
+    ``InlineRegistry.record_id`` remembers it; never equal to a ``tests_digest``."""
+    return "record/" + _json_digest(record, "a problem record")
+
+
+def _json_digest(value: Any, what: str) -> str:
     try:
         blob = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     except (TypeError, ValueError) as e:
-        raise InlineProblemError(f"inline tests must be JSON data: {e}") from None
+        raise InlineProblemError(f"{what} must be JSON data: {e}") from None
     return hashlib.blake2b(blob.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
@@ -91,7 +104,8 @@ def problem_record(tests: Any) -> dict[str, Any]:
 
 
 class InlineRegistry:
-    """Register each distinct inline test set once per process; thread-safe.
+    """Register each distinct inline test set (or built problem record) once per process;
+    thread-safe.
 
     ``max_remembered`` bounds the memory of registered hashes (an LRU): forgetting one only
     costs a version check (one round trip, nothing written) the next time it is used.
@@ -106,44 +120,54 @@ class InlineRegistry:
     ) -> None:
         self._redis = client
         self._on_stored = on_stored  # told each id stored (FleetClient's known-problem set)
-        self._max = max_remembered
         self._lock = threading.Lock()
-        self._known: OrderedDict[str, str] = OrderedDict()  # raw digest -> stored id
+        # raw digest (tests_digest, or record_digest) -> stored id
+        self._known: LRU[str, str] = LRU(max_remembered)
         self._inflight: dict[str, threading.Event] = {}
-        self.registered = 0  # test sets this process sent to the store (new or re-checked)
+        self.registered = 0  # test sets and records this process sent to the store (new or re-checked)
 
     def problem_id(self, tests: Any) -> str:
         """The stored problem id for ``tests``, registering them first if this process has not."""
-        digest = tests_digest(tests)
+        return self._once(tests_digest(tests), lambda: problem_record(tests), "inline tests do not make")
+
+    def record_id(self, record: Mapping[str, Any]) -> str:
+        """The stored id of a built problem-format ``record`` (its limits, checker and languages
+        with it, which inline tests cannot carry), registering it first if this process has not:
+        each distinct record is sent to the store once, concurrent first uses wait for that one,
+        and the memory of it is the same bounded LRU. ``record_digest(record)`` is its key for
+        ``known`` and ``forget``."""
+        return self._once(record_digest(record), lambda: record, "the record is not")
+
+    def _once(self, digest: str, build: Callable[[], Mapping[str, Any]], invalid: str) -> str:
+        """The id remembered under ``digest``, else ``build()``'s record registered (once, however
+        many callers ask at the same time) and remembered. A record the store refuses is
+        ``InlineProblemError`` (the caller's input), its message led by ``invalid``."""
         while True:
             with self._lock:
                 known = self._known.get(digest)
                 if known is not None:
-                    self._known.move_to_end(digest)
                     return known
                 waiter = self._inflight.get(digest)
                 if waiter is None:
                     done = threading.Event()
                     self._inflight[digest] = done
                     break
-            waiter.wait()  # another caller is registering the same set; then look again
+            waiter.wait()  # another caller is registering the same one; then look again
         try:
-            record = problem_record(tests)
+            record = build()
             from cpfleet.core.errors import ProblemFormatError
             from cpfleet.core.store import register_problems
 
             try:
                 register_problems(self._redis, [record])
             except ProblemFormatError as e:
-                raise InlineProblemError(f"inline tests do not make a valid problem: {e}") from None
+                raise InlineProblemError(f"{invalid} a valid problem: {e}") from None
             pid = str(record["id"])
             if self._on_stored is not None:
                 self._on_stored([pid])
             with self._lock:
-                self._known[digest] = pid
+                self._known.put(digest, pid)
                 self.registered += 1
-                while len(self._known) > self._max:
-                    self._known.popitem(last=False)
             return pid
         finally:
             with self._lock:
@@ -151,14 +175,17 @@ class InlineRegistry:
             done.set()
 
     def known(self, digest: str) -> str | None:
-        """The stored id of the test set with this ``tests_digest``, if this process registered
-        it (no round trip: what lets ``evaluate`` publish a GRPO group's later jobs from the
-        event loop without a thread hop)."""
+        """The stored id of the test set with this ``tests_digest`` (or the record with this
+        ``record_digest``), if this process registered it (no round trip: what lets ``evaluate``
+        publish a GRPO group's later jobs from the event loop without a thread hop)."""
         with self._lock:
-            pid = self._known.get(digest)
-            if pid is not None:
-                self._known.move_to_end(digest)
-            return pid
+            return self._known.get(digest)
+
+    def forget(self, digest: str) -> None:
+        """Forget the test set or record with this digest: its next use registers it again (what
+        a caller does after the fleet answered that the stored problem is gone)."""
+        with self._lock:
+            self._known.pop(digest)
 
     def resolve_job(self, job: Mapping[str, Any]) -> Mapping[str, Any]:
         """A job with ``tests`` and no ``problem_id`` becomes the same job with the stored id."""
