@@ -79,25 +79,26 @@ class LRU(Generic[K, V]):
         """Keep ``value`` as the most recent entry (replacing any under ``key``), dropping the
         least recently used entries past the bounds. False: it weighs more than ``max_weight``
         (or ``max_entries`` is 0) and is not kept; any old value under ``key`` is gone then too."""
-        self.pop(key)
-        weight = 0
+        entries = self._entries
         if self._weigh is not None:
             weight = self._weigh(value)
             if weight < 0:
                 raise ValueError(f"a value must weigh >= 0, got {weight}")
-            if self.max_weight is not None and weight > self.max_weight:
+            if (self.max_weight is not None and weight > self.max_weight) or self.max_entries == 0:
+                self.pop(key)
                 return False
-        if self.max_entries == 0:
-            return False
-        self._entries[key] = value
-        if self._weigh is not None:
+            self._weight += weight - self._weights.get(key, 0)
             self._weights[key] = weight
-            self._weight += weight
+        elif self.max_entries == 0:
+            return False
+        if key in entries:
+            entries.move_to_end(key)
+        entries[key] = value
         # the new entry is the most recent and fits alone: only older ones go
-        while (self.max_entries is not None and len(self._entries) > self.max_entries) or (
+        while (self.max_entries is not None and len(entries) > self.max_entries) or (
             self.max_weight is not None and self._weight > self.max_weight
         ):
-            old, _ = self._entries.popitem(last=False)
+            old, _ = entries.popitem(last=False)
             self._weight -= self._weights.pop(old, 0)
             self.evictions += 1
         return True
