@@ -32,7 +32,7 @@ import redis
 
 from cpfleet.core.errors import InlineProblemError
 from cpfleet.core.lru import LRU
-from cpfleet.producer.inline import problem_from_tests
+from cpfleet.producer.inline import content_id, problem_from_tests
 
 
 def tests_digest(tests: Any) -> str:
@@ -40,21 +40,38 @@ def tests_digest(tests: Any) -> str:
 
     A JSON string is parsed first, so the string and the object it encodes hash alike.
     """
-    return _json_digest(_parsed(tests), "inline tests")
-
-
-def record_digest(record: Mapping[str, Any]) -> str:
-    """A stable hash of a whole problem-format record (its id included), as
-    ``InlineRegistry.record_id`` remembers it; never equal to a ``tests_digest``."""
-    return "record/" + _json_digest(record, "a problem record")
-
-
-def _json_digest(value: Any, what: str) -> str:
+    value = _parsed(tests)
     try:
         blob = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     except (TypeError, ValueError) as e:
-        raise InlineProblemError(f"{what} must be JSON data: {e}") from None
+        raise InlineProblemError(f"inline tests must be JSON data: {e}") from None
     return hashlib.blake2b(blob.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
+def record_key(record: Mapping[str, Any]) -> str:
+    """What ``InlineRegistry.record_id`` remembers a record by: its id, which names its content
+    (the registry checks that when it stores the record), so a later use hashes nothing however
+    large its tests; never equal to a ``tests_digest``."""
+    pid = record.get("id")
+    if not isinstance(pid, str) or not pid:
+        raise InlineProblemError("a problem record needs an id, a non-empty string")
+    return "record/" + pid
+
+
+def _content_named(record: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``record`` when its id ends in its ``content_id`` (one id, one content: what lets the
+    registry remember it by id), else InlineProblemError."""
+    pid = str(record["id"])
+    try:
+        digest = content_id(record, "")
+    except (TypeError, ValueError) as e:
+        raise InlineProblemError(f"problem record {pid!r}: its content cannot be read: {e}") from None
+    if not pid.endswith(digest):
+        raise InlineProblemError(
+            f"problem record {pid!r}: its id does not name its content (build the record with "
+            f"problem_from_tests, or end its id in content_id(record)); register_problems stores other records"
+        )
+    return record
 
 
 def _parsed(tests: Any) -> Any:
@@ -121,7 +138,7 @@ class InlineRegistry:
         self._redis = client
         self._on_stored = on_stored  # told each id stored (FleetClient's known-problem set)
         self._lock = threading.Lock()
-        # raw digest (tests_digest, or record_digest) -> stored id
+        # tests_digest of a raw test set, or record_key of a record -> stored id
         self._known: LRU[str, str] = LRU(max_remembered)
         self._inflight: dict[str, threading.Event] = {}
         self.registered = 0  # test sets and records this process sent to the store (new or re-checked)
@@ -134,9 +151,10 @@ class InlineRegistry:
         """The stored id of a built problem-format ``record`` (its limits, checker and languages
         with it, which inline tests cannot carry), registering it first if this process has not:
         each distinct record is sent to the store once, concurrent first uses wait for that one,
-        and the memory of it is the same bounded LRU. ``record_digest(record)`` is its key for
-        ``known`` and ``forget``."""
-        return self._once(record_digest(record), lambda: record, "the record is not")
+        and the memory of it is the same bounded LRU. The record's id must name its content, as
+        ``problem_from_tests`` builds it (checked when it is stored; InlineProblemError if not),
+        so ``record_key(record)``, its key for ``known`` and ``forget``, is its id alone."""
+        return self._once(record_key(record), lambda: _content_named(record), "the record is not")
 
     def _once(self, digest: str, build: Callable[[], Mapping[str, Any]], invalid: str) -> str:
         """The id remembered under ``digest``, else ``build()``'s record registered (once, however
@@ -176,7 +194,7 @@ class InlineRegistry:
 
     def known(self, digest: str) -> str | None:
         """The stored id of the test set with this ``tests_digest`` (or the record with this
-        ``record_digest``), if this process registered it (no round trip: what lets ``evaluate``
+        ``record_key``), if this process registered it (no round trip: what lets ``evaluate``
         publish a GRPO group's later jobs from the event loop without a thread hop)."""
         with self._lock:
             return self._known.get(digest)

@@ -21,8 +21,8 @@ from cpfleet.core.store import fetch_problem, stored_ids
 from cpfleet.core.verdict import Verdict
 from cpfleet.producer import inline_registry
 from cpfleet.producer.client import FleetClient
-from cpfleet.producer.inline import problem_from_tests
-from cpfleet.producer.inline_registry import InlineRegistry, problem_record, record_digest
+from cpfleet.producer.inline import content_id, problem_from_tests
+from cpfleet.producer.inline_registry import InlineRegistry, problem_record, record_key
 from cpfleet.redis_server import RedisServer
 
 # open-r1 generated_checker style: argv = input, correct output, solution output; prints 1 or 0
@@ -67,26 +67,31 @@ def test_a_record_is_stored_once_with_its_limits_and_checker(client: redis.Redis
     assert problem.time_limit_s == 1.0 and problem.memory_limit_mb == 128
     assert problem.checker == {"type": "python", "source": FLOAT_CHECKER}
     # later uses: remembered, nothing sent (no registration, no id told again)
-    assert registry.known(record_digest(record)) == pid
+    assert registry.known(record_key(record)) == pid
     assert registry.record_id(dict(record)) == pid
     assert registry.registered == 1 and told == [[pid]]
 
 
-def test_records_differing_in_anything_are_each_stored_even_under_one_id(client: redis.Redis) -> None:
+def test_a_record_whose_id_does_not_name_its_content_is_refused(client: redis.Redis) -> None:
+    # the registry remembers a record by its id: an id naming other content would let a changed
+    # record pass for the stored one
     registry = InlineRegistry(client)
-    base = {"id": "t/rec", "public_tests": [], "hidden_tests": [{"input": "1\n", "output": "1\n"}]}
-    assert registry.record_id(base | {"time_limit_s": 2.0}) == "t/rec"
-    assert registry.record_id(base | {"time_limit_s": 3.0}) == "t/rec"
-    assert registry.registered == 2
-    stored = fetch_problem(client, "t/rec")
-    assert stored is not None and stored[0].time_limit_s == 3.0
+    made = {"id": "t/rec", "public_tests": [], "hidden_tests": [{"input": "1\n", "output": "1\n"}]}
+    with pytest.raises(InlineProblemError, match="does not name its content"):
+        registry.record_id(made)
+    changed = third_record() | {"time_limit_s": 3.0}  # its id names the 1 s record
+    with pytest.raises(InlineProblemError, match="does not name its content"):
+        registry.record_id(changed)
+    assert registry.registered == 0 and not {"t/rec", changed["id"]} & stored_ids(client)
+    named = made | {"id": "t/rec/" + content_id(made, "")}
+    assert registry.record_id(named) == named["id"] and registry.registered == 1
 
 
 def test_a_record_and_the_test_set_it_was_built_from_are_remembered_apart(client: redis.Redis) -> None:
     tests = {"inputs": ["1 2\n"], "outputs": ["3\n"]}
     registry = InlineRegistry(client)
     record = problem_record(tests)
-    assert record_digest(record) != inline_registry.tests_digest(tests)  # (a name pytest would collect)
+    assert record_key(record) != inline_registry.tests_digest(tests)  # (a name pytest would collect)
     assert registry.problem_id(tests) == registry.record_id(record) == record["id"]
     assert registry.registered == 2  # one version check each, one stored problem
     assert {p for p in stored_ids(client) if p.startswith("inline/")} == {record["id"]}
@@ -128,8 +133,8 @@ def test_the_memory_is_a_bounded_lru(client: redis.Redis) -> None:
         registry.record_id(record)
     registry.record_id(a)  # a use: b is now the least recent
     registry.record_id(c)
-    assert registry.known(record_digest(b)) is None
-    assert registry.known(record_digest(a)) == a["id"] and registry.known(record_digest(c)) == c["id"]
+    assert registry.known(record_key(b)) is None
+    assert registry.known(record_key(a)) == a["id"] and registry.known(record_key(c)) == c["id"]
     assert registry.registered == 3
     registry.record_id(b)  # forgotten: checked against the store again
     assert registry.registered == 4
@@ -142,23 +147,24 @@ def test_a_forgotten_record_is_stored_again_on_its_next_use(client: redis.Redis)
     record = third_record()
     pid = registry.record_id(record)
     remove_problems(client, [pid])  # the store lost it (flushed, removed by an operator)
-    registry.forget(record_digest(record))
-    assert registry.known(record_digest(record)) is None
+    registry.forget(record_key(record))
+    assert registry.known(record_key(record)) is None
     assert registry.record_id(record) == pid and registry.registered == 2
     assert fetch_problem(client, pid) is not None
 
 
 def test_a_record_the_store_refuses_is_the_callers_error_and_is_not_remembered(client: redis.Redis) -> None:
     registry = InlineRegistry(client)
-    bad = {"id": "t/bad", "public_tests": [], "hidden_tests": [{"input": "1\n", "output": "1\n"}],
-           "memory_limit_mb": 2.5}
+    bad: dict[str, Any] = {"public_tests": [], "hidden_tests": [{"input": "1\n", "output": "1\n"}],
+                           "memory_limit_mb": 2.5}
+    bad["id"] = "t/bad/" + content_id(bad, "")
     for _ in range(2):  # the failed registration leaves nothing in flight for the next caller
         with pytest.raises(InlineProblemError, match="the record is not a valid problem"):
             registry.record_id(bad)
-    assert registry.known(record_digest(bad)) is None and registry.registered == 0
-    assert "t/bad" not in stored_ids(client)
-    with pytest.raises(InlineProblemError, match="JSON"):
-        record_digest({"id": "t/x", "tests": {1, 2}})
+    assert registry.known(record_key(bad)) is None and registry.registered == 0
+    assert bad["id"] not in stored_ids(client)
+    with pytest.raises(InlineProblemError, match="needs an id"):
+        registry.record_id({"public_tests": []})
 
 
 # --- judged by a real worker -------------------------------------------------------------------

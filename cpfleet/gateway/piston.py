@@ -386,13 +386,13 @@ def routes(gw: Gateway) -> Sequence[Route]:
         return execute_answer(req.runtime, answer)
 
     async def judged(req: Execution, test: PackageTest) -> dict[str, Any]:
-        from cpfleet.producer.inline_registry import record_digest
+        from cpfleet.producer.inline_registry import record_key
 
         record = package_problem(test)
         # stored once per distinct test by the fleet client's registry, which remembers (bounded)
         # what it stored: a completion's later tests and other completions cost no round trip
         registry = gw.fleet.inline_registry
-        key = record_digest(record)
+        key = record_key(record)
         pid = registry.known(key) or await asyncio.to_thread(registry.record_id, record)
         completion = fence(test.solution, "python" if test.language in ("python3", "pypy3") else test.language)
         result = await gw.judge(pid, completion, reward_shape="all_or_nothing",
