@@ -14,6 +14,10 @@ Jobs may be ``{"tests": ..., "completion": ...}`` with the tests in any shape
   what is new;
 - concurrent first uses of one test set (a group submitted from many threads or coroutines at
   once) wait for the one registration in flight instead of each sending it.
+
+A caller that builds the problem record itself (the gateway's Piston route: one test with the
+package's limits and checker, which a test set cannot carry) stores it through
+``InlineRegistry.record_id``, with the same once-per-process registration and bounded memory.
 """
 
 from __future__ import annotations
@@ -21,14 +25,14 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import redis
 
 from cpfleet.core.errors import InlineProblemError
-from cpfleet.producer.inline import problem_from_tests
+from cpfleet.core.lru import LRU
+from cpfleet.producer.inline import content_id, problem_from_tests
 
 
 def tests_digest(tests: Any) -> str:
@@ -42,6 +46,32 @@ def tests_digest(tests: Any) -> str:
     except (TypeError, ValueError) as e:
         raise InlineProblemError(f"inline tests must be JSON data: {e}") from None
     return hashlib.blake2b(blob.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
+def record_key(record: Mapping[str, Any]) -> str:
+    """What ``InlineRegistry.record_id`` remembers a record by: its id, which names its content
+    (the registry checks that when it stores the record), so a later use hashes nothing however
+    large its tests; never equal to a ``tests_digest``."""
+    pid = record.get("id")
+    if not isinstance(pid, str) or not pid:
+        raise InlineProblemError("a problem record needs an id, a non-empty string")
+    return "record/" + pid
+
+
+def _content_named(record: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``record`` when its id ends in its ``content_id`` (one id, one content: what lets the
+    registry remember it by id), else InlineProblemError."""
+    pid = str(record["id"])
+    try:
+        digest = content_id(record, "")
+    except (TypeError, ValueError) as e:
+        raise InlineProblemError(f"problem record {pid!r}: its content cannot be read: {e}") from None
+    if not pid.endswith(digest):
+        raise InlineProblemError(
+            f"problem record {pid!r}: its id does not name its content (build the record with "
+            f"problem_from_tests, or end its id in content_id(record)); register_problems stores other records"
+        )
+    return record
 
 
 def _parsed(tests: Any) -> Any:
@@ -91,7 +121,8 @@ def problem_record(tests: Any) -> dict[str, Any]:
 
 
 class InlineRegistry:
-    """Register each distinct inline test set once per process; thread-safe.
+    """Register each distinct inline test set (or built problem record) once per process;
+    thread-safe.
 
     ``max_remembered`` bounds the memory of registered hashes (an LRU): forgetting one only
     costs a version check (one round trip, nothing written) the next time it is used.
@@ -106,44 +137,55 @@ class InlineRegistry:
     ) -> None:
         self._redis = client
         self._on_stored = on_stored  # told each id stored (FleetClient's known-problem set)
-        self._max = max_remembered
         self._lock = threading.Lock()
-        self._known: OrderedDict[str, str] = OrderedDict()  # raw digest -> stored id
+        # tests_digest of a raw test set, or record_key of a record -> stored id
+        self._known: LRU[str, str] = LRU(max_remembered)
         self._inflight: dict[str, threading.Event] = {}
-        self.registered = 0  # test sets this process sent to the store (new or re-checked)
+        self.registered = 0  # test sets and records this process sent to the store (new or re-checked)
 
     def problem_id(self, tests: Any) -> str:
         """The stored problem id for ``tests``, registering them first if this process has not."""
-        digest = tests_digest(tests)
+        return self._once(tests_digest(tests), lambda: problem_record(tests), "inline tests do not make")
+
+    def record_id(self, record: Mapping[str, Any]) -> str:
+        """The stored id of a built problem-format ``record`` (its limits, checker and languages
+        with it, which inline tests cannot carry), registering it first if this process has not:
+        each distinct record is sent to the store once, concurrent first uses wait for that one,
+        and the memory of it is the same bounded LRU. The record's id must name its content, as
+        ``problem_from_tests`` builds it (checked when it is stored; InlineProblemError if not),
+        so ``record_key(record)``, its key for ``known`` and ``forget``, is its id alone."""
+        return self._once(record_key(record), lambda: _content_named(record), "the record is not")
+
+    def _once(self, digest: str, build: Callable[[], Mapping[str, Any]], invalid: str) -> str:
+        """The id remembered under ``digest``, else ``build()``'s record registered (once, however
+        many callers ask at the same time) and remembered. A record the store refuses is
+        ``InlineProblemError`` (the caller's input), its message led by ``invalid``."""
         while True:
             with self._lock:
                 known = self._known.get(digest)
                 if known is not None:
-                    self._known.move_to_end(digest)
                     return known
                 waiter = self._inflight.get(digest)
                 if waiter is None:
                     done = threading.Event()
                     self._inflight[digest] = done
                     break
-            waiter.wait()  # another caller is registering the same set; then look again
+            waiter.wait()  # another caller is registering the same one; then look again
         try:
-            record = problem_record(tests)
+            record = build()
             from cpfleet.core.errors import ProblemFormatError
             from cpfleet.core.store import register_problems
 
             try:
                 register_problems(self._redis, [record])
             except ProblemFormatError as e:
-                raise InlineProblemError(f"inline tests do not make a valid problem: {e}") from None
+                raise InlineProblemError(f"{invalid} a valid problem: {e}") from None
             pid = str(record["id"])
             if self._on_stored is not None:
                 self._on_stored([pid])
             with self._lock:
-                self._known[digest] = pid
+                self._known.put(digest, pid)
                 self.registered += 1
-                while len(self._known) > self._max:
-                    self._known.popitem(last=False)
             return pid
         finally:
             with self._lock:
@@ -151,14 +193,17 @@ class InlineRegistry:
             done.set()
 
     def known(self, digest: str) -> str | None:
-        """The stored id of the test set with this ``tests_digest``, if this process registered
-        it (no round trip: what lets ``evaluate`` publish a GRPO group's later jobs from the
-        event loop without a thread hop)."""
+        """The stored id of the test set with this ``tests_digest`` (or the record with this
+        ``record_key``), if this process registered it (no round trip: what lets ``evaluate``
+        publish a GRPO group's later jobs from the event loop without a thread hop)."""
         with self._lock:
-            pid = self._known.get(digest)
-            if pid is not None:
-                self._known.move_to_end(digest)
-            return pid
+            return self._known.get(digest)
+
+    def forget(self, digest: str) -> None:
+        """Forget the test set or record with this digest: its next use registers it again (what
+        a caller does after the fleet answered that the stored problem is gone)."""
+        with self._lock:
+            self._known.pop(digest)
 
     def resolve_job(self, job: Mapping[str, Any]) -> Mapping[str, Any]:
         """A job with ``tests`` and no ``problem_id`` becomes the same job with the stored id."""

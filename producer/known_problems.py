@@ -12,13 +12,13 @@ deleted after it was remembered is still answered UNKNOWN_PROBLEM by the worker.
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Iterable
 
 import redis
 
 from cpfleet.core import protocol
 from cpfleet.core.errors import BrokerUnavailable, UnknownProblemError
+from cpfleet.core.lru import LRU
 
 _PIPELINE_CHUNK = 10_000  # HEXISTS commands per pipeline execute: bounds one request's size
 
@@ -28,28 +28,22 @@ class KnownProblems:
 
     def __init__(self, client: redis.Redis, *, max_remembered: int = 100_000) -> None:
         self._redis = client
-        self._max = max_remembered
         self._lock = threading.Lock()
-        self._known: OrderedDict[str, None] = OrderedDict()
+        self._known: LRU[str, None] = LRU(max_remembered)
         self.checks = 0  # round trips made to check ids (what a test or an operator can watch)
 
     def add(self, problem_ids: Iterable[str]) -> None:
         """Remember ids as present (this client just stored them)."""
         with self._lock:
             for pid in problem_ids:
-                self._known[pid] = None
-                self._known.move_to_end(pid)
-            while len(self._known) > self._max:
-                self._known.popitem(last=False)
+                self._known.put(pid, None)
 
     def unchecked(self, problem_ids: Iterable[str]) -> list[str]:
         """The distinct ids not remembered as present (no round trip), in first-seen order."""
         out: dict[str, None] = {}
         with self._lock:
             for pid in problem_ids:
-                if pid in self._known:
-                    self._known.move_to_end(pid)
-                elif pid not in out:
+                if not self._known.touch(pid) and pid not in out:
                     out[pid] = None
         return list(out)
 

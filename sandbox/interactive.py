@@ -40,13 +40,13 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import NoReturn
 
 from cpfleet.core.checkers import ProgramSpec
 from cpfleet.core.errors import CheckerBroken, SandboxFailure
+from cpfleet.core.lru import LRU
 from cpfleet.core.verdict import Verdict
 from cpfleet.sandbox import languages, programs
 from cpfleet.sandbox.checker_programs import (
@@ -105,17 +105,13 @@ class Vouches:
     ("": it accepted it; otherwise why not), by ``vouch_key``. ``runs`` counts reference runs."""
 
     def __init__(self, max_entries: int = 4096) -> None:
-        self._seen: OrderedDict[str, str] = OrderedDict()
-        self._max = max_entries
+        self._seen: LRU[str, str] = LRU(max_entries)
         self._lock = threading.Lock()
         self.runs = 0
 
     def get(self, key: str) -> str | None:
         with self._lock:
-            found = self._seen.get(key)
-            if found is not None:
-                self._seen.move_to_end(key)
-            return found
+            return self._seen.get(key)
 
     def clear(self) -> None:
         """Forget every vouch (a process whose tools changed, a test starting afresh)."""
@@ -124,10 +120,7 @@ class Vouches:
 
     def put(self, key: str, why: str) -> None:
         with self._lock:
-            self._seen[key] = why
-            self._seen.move_to_end(key)
-            while len(self._seen) > self._max:
-                self._seen.popitem(last=False)
+            self._seen.put(key, why)
 
 
 VOUCHES = Vouches()

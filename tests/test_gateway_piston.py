@@ -276,6 +276,30 @@ def test_no_answer_in_time_is_a_503_the_client_retries_never_a_score(tmp_path_fa
             thread.join(timeout=30)
 
 
+def test_a_test_lost_from_the_store_is_a_503_and_the_retry_stores_it_again(base: str, node: FleetWorker) -> None:
+    # the route remembers what it stored (the fleet client's inline registry, bounded); when the
+    # fleet answers that the stored problem is gone, the answer is one the client retries, and
+    # the retry stores it again: never a score
+    import redis
+
+    from cpfleet.core.store import remove_problems, stored_ids
+
+    data, language = cf_request(cf_problem(time_limit=1.5), "4 5\n", "9\n", CPP_ADD)
+    r = redis.Redis.from_url(node.redis_url)
+    try:
+        before = stored_ids(r)
+        assert cf_passed(send_execute(base, data, language))
+        new = {p for p in stored_ids(r) - before if p.startswith("inline/piston-cf/")}
+        assert len(new) == 1
+        remove_problems(r, new)
+        seen: list[int] = []
+        result = send_execute(base, data, language, seen=seen)
+        assert seen == [503, 200] and cf_passed(result), (seen, result)
+        assert new <= stored_ids(r)
+    finally:
+        r.close()
+
+
 # --- malformed bodies: Piston's 400 {message} ---------------------------------------------------
 
 

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 
 import redis
 
+from cpfleet.core.lru import LRU
 from cpfleet.core.problem import Problem
 from cpfleet.core.store import fetch_problem, fetch_version
 
@@ -62,8 +62,8 @@ class ProblemCache:
             raise ValueError(f"max_bytes must be >= 0, got {max_bytes}")
         self._client = redis_client
         self.max_bytes = max_bytes
-        self._entries: OrderedDict[str, tuple[Problem, str, int]] = OrderedDict()
-        self._bytes = 0
+        # id -> (problem, stored version), weighed in bytes of decoded test data
+        self._entries: LRU[str, tuple[Problem, str]] = LRU(max_weight=max_bytes, weigh=lambda e: problem_size(e[0]))
         self._lock = threading.Lock()
         self.stats = CacheStats()
 
@@ -80,11 +80,11 @@ class ProblemCache:
         with self._lock:
             if version is None:
                 self.stats.unknown += 1
-                self._drop(problem_id)
+                self._entries.pop(problem_id)
                 return None
-            entry = self._entries.get(problem_id)
+            entry = self._entries.peek(problem_id)
             if entry is not None and entry[1] == version:
-                self._entries.move_to_end(problem_id)
+                self._entries.touch(problem_id)
                 self.stats.hits += 1
                 return CacheLookup(entry[0], version, True, "hit")
         # Fetch outside the lock: tens of MB may take a while and other ids need not wait.
@@ -92,7 +92,7 @@ class ProblemCache:
         with self._lock:
             if fetched is None:  # deleted between the two round trips
                 self.stats.unknown += 1
-                self._drop(problem_id)
+                self._entries.pop(problem_id)
                 return None
             problem, stored_version = fetched
             outcome = "refresh" if problem_id in self._entries else "miss"
@@ -100,14 +100,10 @@ class ProblemCache:
                 self.stats.refreshes += 1
             else:
                 self.stats.misses += 1
-            self._drop(problem_id)
-            size = problem_size(problem)
-            if size > self.max_bytes:
+            evicted = self._entries.evictions
+            if not self._entries.put(problem_id, (problem, stored_version)):
                 self.stats.oversized += 1
-            else:
-                self._entries[problem_id] = (problem, stored_version, size)
-                self._bytes += size
-                self._evict()
+            self.stats.evictions += self._entries.evictions - evicted
             return CacheLookup(problem, stored_version, False, outcome)
 
     def peek(self, problem_id: str) -> tuple[Problem, str] | None:
@@ -115,17 +111,15 @@ class ProblemCache:
         the caller checks the version it reads from Redis against this one before relying on
         anything derived from it)."""
         with self._lock:
-            entry = self._entries.get(problem_id)
-            return None if entry is None else (entry[0], entry[1])
+            return self._entries.peek(problem_id)
 
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
-            self._bytes = 0
 
     @property
     def bytes(self) -> int:
-        return self._bytes
+        return self._entries.weight
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -137,14 +131,3 @@ class ProblemCache:
         """Ids in LRU order, least recently used first."""
         with self._lock:
             return list(self._entries)
-
-    def _drop(self, problem_id: str) -> None:
-        entry = self._entries.pop(problem_id, None)
-        if entry is not None:
-            self._bytes -= entry[2]
-
-    def _evict(self) -> None:
-        while self._bytes > self.max_bytes and self._entries:
-            _, (_, _, size) = self._entries.popitem(last=False)
-            self._bytes -= size
-            self.stats.evictions += 1

@@ -43,7 +43,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import collections
 import math
 import re
 import signal as signals
@@ -99,7 +98,6 @@ WAIT_S = 25.0
 FLEET_FAILURE_RETRIES = 2
 ENCODINGS = ("utf8", "base64", "hex")
 PACKAGE_FILES = ("input.txt", "correct_output.txt", "grader_config")
-REGISTERED_MAX = 100_000  # problem ids this replica remembers having stored
 
 
 def _runtime(language: str) -> Runtime | None:
@@ -359,8 +357,6 @@ def refused(message: str) -> Response:
 
 @protocol("piston")
 def routes(gw: Gateway) -> Sequence[Route]:
-    registered: collections.OrderedDict[str, None] = collections.OrderedDict()
-
     async def plain(req: Execution) -> dict[str, Any]:
         started = time.monotonic()
         entry = next(i for i, (_, _, enc) in enumerate(req.files) if enc == "utf8")
@@ -390,21 +386,20 @@ def routes(gw: Gateway) -> Sequence[Route]:
         return execute_answer(req.runtime, answer)
 
     async def judged(req: Execution, test: PackageTest) -> dict[str, Any]:
+        from cpfleet.producer.inline_registry import record_key
+
         record = package_problem(test)
-        pid = str(record["id"])
-        if pid not in registered:
-            await asyncio.to_thread(gw.fleet.register_problems, [record])
-            registered[pid] = None
-            while len(registered) > REGISTERED_MAX:
-                registered.popitem(last=False)
-        else:
-            registered.move_to_end(pid)
+        # stored once per distinct test by the fleet client's registry, which remembers (bounded)
+        # what it stored: a completion's later tests and other completions cost no round trip
+        registry = gw.fleet.inline_registry
+        key = record_key(record)
+        pid = registry.known(key) or await asyncio.to_thread(registry.record_id, record)
         completion = fence(test.solution, "python" if test.language in ("python3", "pypy3") else test.language)
         result = await gw.judge(pid, completion, reward_shape="all_or_nothing",
                                 wait_s=WAIT_S)
         reason = permanent_error(result)
         if reason or result.infra_error:
-            registered.pop(pid, None)  # an unknown problem: store it again on the retry
+            registry.forget(key)  # an unknown problem: store it again on the retry
             raise Refused(f"the fleet could not judge this test: {result.verdict}: {reason or result.infra_message}")
         reply: dict[str, Any] = {"language": req.runtime.language, "version": VERSION}
         if result.verdict == Verdict.COMPILE_ERROR:

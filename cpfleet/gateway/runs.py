@@ -40,6 +40,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from cpfleet.core import protocol as wire
+from cpfleet.core.lru import LRU
 from cpfleet.core.results import RunJobResult, RunOutput, RunStatus
 from cpfleet.gateway.app import FleetFailed, Refused
 
@@ -126,10 +127,12 @@ class RunCoalescer:
         self.queue_wait_ms = 0.0  # moving average of the queue wait of this gateway's run jobs
         self.shared = 0  # calls that joined an input in flight (or took one kept for them)
         # inputs whose caller was refused while they were in flight, and their answers once
-        # they came (for KEEP_S seconds, at most KEEP_MAX of them): the client's retry takes it
+        # they came, with when they expire (KEEP_S seconds on; at most KEEP_MAX of them and
+        # KEEP_MAX_BYTES of output, the oldest dropped first): the client's retry takes it
         self._abandoned: set[tuple[RunSpec, bytes]] = set()
-        self._kept: collections.OrderedDict[tuple[RunSpec, bytes], tuple[RunAnswer, float]] = collections.OrderedDict()
-        self._kept_bytes = 0  # outputs held in _kept
+        self._kept: LRU[tuple[RunSpec, bytes], tuple[RunAnswer, float]] = LRU(
+            KEEP_MAX, max_weight=KEEP_MAX_BYTES, weigh=lambda kept: _size(kept[0])
+        )
         # the fleet queue's length as last read, and when (loop time); read while groups are held
         self._queued = 0
         self._queued_at = float("-inf")
@@ -144,9 +147,7 @@ class RunCoalescer:
         """The run of ``spec`` on ``stdin`` (admitted against the backlog; Refused past ``wait_s``).
         A call whose input is already in flight (a retry after a refusal) joins it at no cost."""
         key = self._key(spec, stdin)
-        kept = self._kept.pop(key, None)
-        if kept is not None:
-            self._kept_bytes -= _size(kept[0])
+        kept = self._kept.pop(key)
         if kept is not None and kept[1] > time.monotonic():
             self.shared += 1
             return kept[0]
@@ -195,10 +196,7 @@ class RunCoalescer:
                 # this input's run only: the job's other runs are other calls' (a job may carry
                 # up to the protocol's reply bound), and the kept answers fit KEEP_MAX_BYTES
                 kept = replace(answer, job=replace(answer.job, runs=()))
-                self._kept[key] = (kept, time.monotonic() + KEEP_S)
-                self._kept_bytes += _size(kept)
-                while len(self._kept) > KEEP_MAX or self._kept_bytes > KEEP_MAX_BYTES:
-                    self._kept_bytes -= _size(self._kept.popitem(last=False)[1][0])
+                self._kept.put(key, (kept, time.monotonic() + KEEP_S))
 
     async def _until_run(self, spec: RunSpec, stdin: bytes) -> RunAnswer:
         for _ in range(MAX_NOT_RUN_RETRIES + 1):
