@@ -67,14 +67,19 @@ def e2b_rewards(answer: list[dict[str, Any]]) -> list[float | None]:
 
 
 @pytest.fixture(scope="module")
-def base(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with FleetWorker(redis_server.url, tmp_path_factory.mktemp("fleet"), concurrency=2) as node:
-        srv, thread, port = start_server(ServeConfig(redis_url=node.redis_url, timeout_s=120))
-        try:
-            yield f"http://127.0.0.1:{port}"
-        finally:
-            srv.should_exit = True
-            thread.join(timeout=30)
+def node(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[FleetWorker]:
+    with FleetWorker(redis_server.url, tmp_path_factory.mktemp("fleet"), concurrency=2) as worker:
+        yield worker
+
+
+@pytest.fixture(scope="module")
+def base(node: FleetWorker) -> Iterator[str]:
+    srv, thread, port = start_server(ServeConfig(redis_url=node.redis_url, timeout_s=120))
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        srv.should_exit = True
+        thread.join(timeout=30)
 
 
 def execute_batch(base: str, scripts: list[str], **extra: Any) -> tuple[int, Any]:
@@ -104,6 +109,35 @@ def test_output_cut_short_earns_nothing_where_the_templates_zip_would_pass_it(ba
                                                                              "    print(i + 1)\n", tests)])
     assert status == 200, body
     assert e2b_rewards(body) == [0.0, 1.0]
+
+
+def test_the_templates_per_run_timeout_is_the_time_limit(base: str) -> None:
+    # 2.5 s of CPU: over cpfleet's default 2 s for inline tests, within the template's 5 s
+    slow = "import time\nt = time.process_time()\nwhile time.process_time() - t < 2.5:\n    pass\nprint(3)\n"
+    tests = [{"input": "1 2\n", "output": "3\n"}]
+    status, body = execute_batch(base, [script(slow, tests), script(slow, tests).replace("timeout=5", "timeout=1")])
+    assert status == 200, body
+    assert e2b_rewards(body) == [1.0, 0.0], body
+    assert body[1]["cpfleet"]["verdict"] == "TIME_LIMIT"
+
+
+def test_a_test_set_lost_from_the_store_is_stored_again(base: str, node: FleetWorker) -> None:
+    import redis
+
+    from cpfleet.core.store import remove_problems, stored_ids
+
+    tests = [{"input": "40 2\n", "output": "42\n"}]
+    r = redis.Redis.from_url(node.redis_url)
+    try:
+        before = stored_ids(r)
+        assert e2b_rewards(execute_batch(base, [script(ADD, tests)])[1]) == [1.0]
+        new = stored_ids(r) - before
+        assert len(new) == 1
+        remove_problems(r, new)
+        assert e2b_rewards(execute_batch(base, [script(ADD, tests)])[1]) == [1.0]
+        assert new <= stored_ids(r)
+    finally:
+        r.close()
 
 
 def test_a_completion_without_code_scores_zero(base: str) -> None:

@@ -15,7 +15,8 @@ returns the share of tests passed, then ``code_snippet = "<the completion's code
 ``test_cases = json.loads("<the tests>")`` and the call ``evaluate_code(code_snippet,
 test_cases)``, whose value is the reward. The script is recognised by that shape (parsed, never
 executed), and the code is judged on the fleet against the tests as inline tests with the
-fraction reward (the share of tests passed) and cpfleet's verdicts: time and memory limits, the
+fraction reward (the share of tests passed) and cpfleet's verdicts: the template's per-run
+timeout as the time limit (of CPU; the template's is wall-clock), the default memory limit, the
 token comparison. The template's own comparison pairs lines with ``zip``, so a program printing
 only the first line of a longer answer passes a test there; here it does not. Its reward is the
 answer's ``text`` (``repr`` of a float, as the Jupyter kernel shows the value).
@@ -197,6 +198,16 @@ def _wait_s(body: dict[str, Any], default: float) -> float:
 
 @protocol("e2b_router")
 def routes(gw: Gateway) -> Sequence[Route]:
+    async def stored(asked: Scored) -> tuple[str, str]:
+        """The stored problem of the script's tests and per-run timeout: (its id, its registry key)."""
+        from cpfleet.producer.inline import problem_from_tests
+        from cpfleet.producer.inline_registry import record_key
+
+        record = await asyncio.to_thread(problem_from_tests, asked.tests, time_limit_s=asked.timeout_s)
+        registry = gw.fleet.inline_registry
+        key = record_key(record)
+        return registry.known(key) or await asyncio.to_thread(registry.record_id, record), key
+
     async def one(script: str, language: str, wait_s: float) -> dict[str, Any]:
         if language.lower() not in PYTHON:
             return not_executed(f"cpfleet judges open-r1's Python code_reward scripts; this one is {language!r}")
@@ -204,12 +215,20 @@ def routes(gw: Gateway) -> Sequence[Route]:
             asked = await asyncio.to_thread(parse_script, script)
         except NotAScoringScript as e:
             return not_executed(f"not open-r1's code_reward script, so not judged: {e}")
-        try:
-            result = await gw.judge(asked.tests, fence(asked.code, "python"), reward_shape="fraction", wait_s=wait_s)
-        except (InlineProblemError, ValueError) as e:
-            return not_executed(f"the script's test_cases make no problem: {e}")
-        except (Refused, ConnectionError, BrokerFull, FleetBusy, ClientClosed) as e:
-            return not_executed(f"the fleet did not judge it: {e or type(e).__name__}")
+        completion = fence(asked.code, "python")
+        result = None
+        for _ in range(2):  # a problem the store lost is stored again once
+            try:
+                pid, key = await stored(asked)
+                result = await gw.judge(pid, completion, reward_shape="fraction", wait_s=wait_s)
+            except (InlineProblemError, ValueError) as e:
+                return not_executed(f"the script's test_cases make no problem: {e}")
+            except (Refused, ConnectionError, BrokerFull, FleetBusy, ClientClosed) as e:
+                return not_executed(f"the fleet did not judge it: {e or type(e).__name__}")
+            if not permanent_error(result):
+                break
+            gw.fleet.inline_registry.forget(key)
+        assert result is not None
         reason = permanent_error(result)
         if reason or result.infra_error or result.reward is None:
             return not_executed(f"the fleet could not judge it: {result.verdict}: {reason or result.infra_message}")
