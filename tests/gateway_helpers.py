@@ -4,11 +4,13 @@ payload, its request timeout, retries on 504 only) and code-judge's ``judge_clie
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from typing import Any
 
 import uvicorn
@@ -28,6 +30,17 @@ def start_server(config: ServeConfig) -> tuple[uvicorn.Server, threading.Thread,
             raise RuntimeError("server did not start")
         time.sleep(0.05)
     return server, thread, port
+
+
+@contextlib.contextmanager
+def serving(config: ServeConfig) -> Iterator[str]:
+    """The gateway's base URL while it serves ``config`` on a loopback port; stopped after."""
+    server, thread, port = start_server(config)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
 
 
 def http(url: str, payload: Any = None, *, method: str = "POST", token: str | None = None,

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from fleet_helpers import FleetWorker
-from gateway_helpers import http, start_server
+from gateway_helpers import http, serving
 
 from cpfleet.core.errors import NotAScoringScript
 from cpfleet.gateway import ServeConfig
@@ -74,12 +74,8 @@ def node(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) ->
 
 @pytest.fixture(scope="module")
 def base(node: FleetWorker) -> Iterator[str]:
-    srv, thread, port = start_server(ServeConfig(redis_url=node.redis_url, timeout_s=120))
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        srv.should_exit = True
-        thread.join(timeout=30)
+    with serving(ServeConfig(redis_url=node.redis_url, timeout_s=120)) as url:
+        yield url
 
 
 def execute_batch(base: str, scripts: list[str], **extra: Any) -> tuple[int, Any]:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from fleet_helpers import FleetWorker
-from gateway_helpers import start_server
+from gateway_helpers import serving
 
 from cpfleet.gateway import ServeConfig
 from cpfleet.producer.client import FleetClient
@@ -34,12 +34,8 @@ def url(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -> 
     with FleetWorker(redis_server.url, tmp_path_factory.mktemp("fleet"), concurrency=2):
         with FleetClient(redis_server.url) as c:
             c.register_problems([ADD])
-        server, thread, port = start_server(ServeConfig(redis_url=redis_server.url, timeout_s=120))
-        try:
-            yield f"http://127.0.0.1:{port}"
-        finally:
-            server.should_exit = True
-            thread.join(timeout=30)
+        with serving(ServeConfig(redis_url=redis_server.url, timeout_s=120)) as base:
+            yield base
 
 
 def post(url: str, payload: Any) -> tuple[int, Any]:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from fleet_helpers import FleetWorker
-from gateway_helpers import http, start_server
+from gateway_helpers import http, serving
 
 from cpfleet.gateway import ServeConfig
 from cpfleet.gateway.registry import protocols
@@ -111,12 +111,8 @@ def node(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) ->
 
 @pytest.fixture(scope="module")
 def base(node: FleetWorker) -> Iterator[str]:
-    srv, thread, port = start_server(ServeConfig(redis_url=node.redis_url, timeout_s=120, coalesce_ms=2))
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        srv.should_exit = True
-        thread.join(timeout=30)
+    with serving(ServeConfig(redis_url=node.redis_url, timeout_s=120, coalesce_ms=2)) as url:
+        yield url
 
 
 def execute(base: str, body: Any, content_type: str = "application/json") -> tuple[int, Any]:
@@ -262,18 +258,13 @@ def test_cf_compile_error_is_the_no_compile_answer(base: str) -> None:
 
 def test_no_answer_in_time_is_a_503_the_client_retries_never_a_score(tmp_path_factory: pytest.TempPathFactory) -> None:
     # a fleet with no worker: the judge job waits in the queue past the gateway's deadline
-    with RedisServer() as lonely:
-        srv, thread, port = start_server(ServeConfig(redis_url=lonely.url, wait_s=1.0, timeout_s=60))
-        try:
-            seen: list[int] = []
-            data, language = cf_request(cf_problem(), "2 3\n", "5\n", CPP_ADD)
-            result = send_execute(f"http://127.0.0.1:{port}", data, language, max_retries=1, seen=seen)
-            assert result is None and seen == [503, 503]
-            status, body = execute(f"http://127.0.0.1:{port}", data | {"language": language, "version": "*"})
-            assert status == 503 and "message" in body
-        finally:
-            srv.should_exit = True
-            thread.join(timeout=30)
+    with RedisServer() as lonely, serving(ServeConfig(redis_url=lonely.url, wait_s=1.0, timeout_s=60)) as url:
+        seen: list[int] = []
+        data, language = cf_request(cf_problem(), "2 3\n", "5\n", CPP_ADD)
+        result = send_execute(url, data, language, max_retries=1, seen=seen)
+        assert result is None and seen == [503, 503]
+        status, body = execute(url, data | {"language": language, "version": "*"})
+        assert status == 503 and "message" in body
 
 
 def test_a_test_lost_from_the_store_is_a_503_and_the_retry_stores_it_again(base: str, node: FleetWorker) -> None:
