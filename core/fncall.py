@@ -327,8 +327,28 @@ def validate(pid: str, fn_name: Any, checker: Mapping[str, Any], tests: tuple[Te
         args = _test_value(pid, i, "input", t.input)
         if not isinstance(args, list):
             raise ProblemFormatError(f"{pid}: test {i}: input must be a JSON list of positional arguments")
-        _test_value(pid, i, "output", t.output)
+        _int_keys_hash_apart(pid, i, "input", args)
+        _int_keys_hash_apart(pid, i, "output", _test_value(pid, i, "output", t.output))
     return fn_name
+
+
+def _int_keys_hash_apart(pid: str, i: int, side: str, value: Any) -> None:
+    """ProblemFormatError when a dict that APPS/TACO's rules give int keys (``apps_expected``,
+    the harness's ``_apps_args``: the value, or its ``[0]``, whose keys are all integers' text)
+    would have keys that share a hash (``MAX_SHARED_HASH_PROBES``): building it would hold the
+    judge (an expected output) or charge the program (an argument) for the data's doing."""
+    first = value[0] if isinstance(value, list) and value else None
+    for d in (value, first):
+        if not isinstance(d, dict):
+            continue
+        try:
+            keys = [int(k) for k in d]
+        except ValueError:  # not all integers' text: the rules leave the dict as it is
+            continue
+        try:
+            _few_shared_hashes(keys)
+        except ValueError as e:
+            raise ProblemFormatError(f"{pid}: test {i}: {side}: a dict's integer keys: {e}") from None
 
 
 def call_spec(fn_name: str, semantics: str) -> str:

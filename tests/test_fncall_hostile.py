@@ -11,7 +11,7 @@ import json
 import pytest
 
 import cpfleet
-from cpfleet.core.problem import Problem
+from cpfleet.core.problem import Problem, ProblemFormatError
 from cpfleet.core.verdict import Verdict
 from cpfleet.sandbox.runner import CodeRunner
 
@@ -56,3 +56,23 @@ def test_a_set_of_distinct_members_is_read_back_as_a_set(runner: CodeRunner) -> 
     result = judge(problem, "def pairs():\n    return {(1, 2), -1, -2, 0, (1 << 61) - 1}", runner)
     assert result.verdict == Verdict.WRONG_ANSWER
     assert "expected a list, got a set" in result.observation
+
+
+# The same keys in a dataset: APPS/TACO give a dict of integers' text int keys (the expected
+# output in the judge, the first argument in the test child), so 50k keys equal modulo
+# 2**61 - 1 held the judge ~35 s every test of every job (or ran the program out of its time
+# limit): refused when the problem is loaded.
+COLLIDING_KEYS = json.dumps({str(k * ((1 << 61) - 1)): 0 for k in range(50_000)})
+
+
+@pytest.mark.parametrize("side", ["input", "output"])
+def test_integer_keys_that_share_one_hash_are_refused_with_the_problem(side: str) -> None:
+    test = {"input": "[1]", "output": "[0]", side: f"[{COLLIDING_KEYS}]"}
+    with pytest.raises(ProblemFormatError, match="share a hash"):
+        Problem.from_dict({"id": "colliding", "fn_name": "f", "fn_semantics": "apps", "hidden_tests": [test]})
+
+
+def test_integer_keys_of_real_data_are_loaded() -> None:
+    keys = json.dumps({str(k): k for k in [-2, -1, 0, 1, (1 << 61) - 1, 1 << 61, *range(2, 10_000)]})
+    Problem.from_dict({"id": "keys", "fn_name": "f", "fn_semantics": "apps",
+                       "hidden_tests": [{"input": f"[{keys}]", "output": f"[{keys}]"}]})
