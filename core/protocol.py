@@ -278,11 +278,13 @@ def check_run_file_layout(names: Iterable[str]) -> None:
     files = set(names)
     dirs: set[str] = set()
     for name in files:
-        parts = name.split("/")
-        for i in range(1, len(parts)):
-            if "/".join(parts[:i]) in files:
-                raise ProtocolError(f"file name {'/'.join(parts[:i])!r} is also the directory of {name!r}")
-            dirs.add("/".join(parts[:i]))
+        at = name.find("/")
+        while at >= 0:  # each parent directory, sliced (not joined from parts: a gateway's event loop runs this)
+            parent = name[:at]
+            if parent in files:
+                raise ProtocolError(f"file name {parent!r} is also the directory of {name!r}")
+            dirs.add(parent)
+            at = name.find("/", at + 1)
     if len(files) + len(dirs) > MAX_RUN_FILE_TREE:
         raise ProtocolError(f"the files and their directories number {len(files) + len(dirs)}, "
                             f"more than a test directory holds (at most {MAX_RUN_FILE_TREE})")
