@@ -43,6 +43,20 @@ def test_a_java_class_in_a_deep_package_is_judged(runner: CodeRunner, op: str, v
     assert (result.verdict, result.reward) == (verdict, reward)
 
 
+# A public class named past NAME_MAX bytes names its source file: writing it failed
+# (ENAMETOOLONG) and the job was INTERNAL; a class of that name elsewhere is javac's to refuse.
+LONG = "A" * 300
+
+
+@pytest.mark.parametrize("code", [JAVA_SUM.replace("public class Main", f"public class {LONG}") % "+",
+                                  JAVA_SUM.replace("public class Main", f"class {LONG}") % "+",
+                                  JAVA_SUM.replace("public class Main {", f"public class Main {{ class {LONG} {{}}") % "+"],
+                         ids=["public", "not-public", "nested"])
+def test_a_java_class_named_past_a_file_names_length_is_a_compile_error(runner: CodeRunner, code: str) -> None:
+    result = judge(runner, "java", code)
+    assert (result.verdict, result.reward) == (Verdict.COMPILE_ERROR, 0.0)
+
+
 # Defences that held: each is the program's COMPILE_ERROR with the compiler's own words.
 @pytest.mark.parametrize(("language", "code", "said"), [
     ("cpp", '#include </dev/random>\nint main() {}', "out of memory"),
