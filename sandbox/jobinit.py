@@ -525,7 +525,7 @@ class JobInit:
             argv = [a.replace("{prog}", prog_dir).replace("{mem}", str(mem_mb))
                     .replace("{stack}", str(min(mem_mb, MAX_MAIN_STACK_MB)))
                     for a in self.program["argv"]] + list(extra_argv)
-            child.exec_program(argv, self.program.get("env") or {}, status_w)
+            child.exec_program(argv, self.program.get("env") or {}, status_w, image_dir=prog_dir)
         os.close(status_w)  # kept only by a program exec, to report its failure
         if self.mode == "exec":
             child.exec_python(self.source, self.z.python, None, self.fn_name)

@@ -57,6 +57,19 @@ def test_a_java_class_named_past_a_file_names_length_is_a_compile_error(runner: 
     assert (result.verdict, result.reward) == (Verdict.COMPILE_ERROR, 0.0)
 
 
+# An ELF that names a program interpreter that does not exist (a C source can: a ".interp"
+# section) is refused by execve with ENOENT, which the job init took for a missing binary: INTERNAL.
+INTERP = """const char interp[] __attribute__((section(".interp"))) = "/nonexistent/ld.so";
+#include <stdio.h>
+int main(void) { int a, b; if (scanf("%d %d", &a, &b) != 2) return 1; printf("%d\\n", a + b); return 0; }"""
+
+
+def test_a_binary_naming_a_missing_interpreter_is_its_runtime_error(runner: CodeRunner) -> None:
+    result = judge(runner, "c", INTERP)
+    assert (result.verdict, result.reward) == (Verdict.RUNTIME_ERROR, 0.0)
+    assert "cannot execute" in result.observation
+
+
 # Defences that held: each is the program's COMPILE_ERROR with the compiler's own words.
 @pytest.mark.parametrize(("language", "code", "said"), [
     ("cpp", '#include </dev/random>\nint main() {}', "out of memory"),
