@@ -43,6 +43,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
@@ -122,18 +123,43 @@ def _untag(obj: dict[str, Any]) -> Any:
         raise ValueError("a typed value's items are not a list")
     if key in (TAG_FRACTION, TAG_COMPLEX):
         return _fraction_or_complex(key, items)
+    if key == TAG_TUPLE:
+        return tuple(items)
+    if key == TAG_DICT and not all(isinstance(p, list) and len(p) == 2 for p in items):
+        raise ValueError("a typed dict's items are not [key, value] pairs")
     try:
-        if key == TAG_TUPLE:
-            return tuple(items)
+        _few_shared_hashes([p[0] for p in items] if key == TAG_DICT else items)
         if key == TAG_SET:
             return set(items)
         if key == TAG_FROZENSET:
             return frozenset(items)
-        if not all(isinstance(p, list) and len(p) == 2 for p in items):
-            raise ValueError("a typed dict's items are not [key, value] pairs")
         return dict(items)
     except TypeError:  # an unhashable set member or key: no value has that form
         raise ValueError("a set member or dict key is unhashable") from None
+
+
+# Python's set and dict compare a new member with every earlier one that shares its hash, so n
+# members sharing one hash cost ~n**2 / 2 comparisons, in one C call no signal interrupts: ints
+# equal modulo 2**61 - 1 all hash alike (and so do tuples of them), and 200k of them, a few MB of
+# text any program can write on its result channel, held the judge's process for minutes. The
+# distinct members of a real value seldom share a full hash (-1 and -2 do), so the comparisons
+# their hashes would cost are counted first, at C speed, and a value past this many is refused
+# (a wrong answer: a returned set never equals the expected JSON value, and a dict this crafted
+# is no function's answer).
+MAX_SHARED_HASH_PROBES = 1 << 20
+
+
+def _few_shared_hashes(members: list[Any]) -> None:
+    """ValueError when building a set or dict of ``members`` would cost more than
+    ``MAX_SHARED_HASH_PROBES`` comparisons of members sharing a hash; TypeError when one is
+    unhashable."""
+    counts = Counter(map(hash, members))
+    if len(counts) == len(members):
+        return
+    probes = sum(c * (c - 1) for c in counts.values()) // 2
+    if probes > MAX_SHARED_HASH_PROBES:
+        raise ValueError(f"{len(members) - len(counts)} of its {len(members)} set members or dict keys share "
+                         f"a hash with another (a value crafted to make building it take quadratic time)")
 
 
 def _decimal(text: Any) -> Decimal:
@@ -301,8 +327,28 @@ def validate(pid: str, fn_name: Any, checker: Mapping[str, Any], tests: tuple[Te
         args = _test_value(pid, i, "input", t.input)
         if not isinstance(args, list):
             raise ProblemFormatError(f"{pid}: test {i}: input must be a JSON list of positional arguments")
-        _test_value(pid, i, "output", t.output)
+        _int_keys_hash_apart(pid, i, "input", args)
+        _int_keys_hash_apart(pid, i, "output", _test_value(pid, i, "output", t.output))
     return fn_name
+
+
+def _int_keys_hash_apart(pid: str, i: int, side: str, value: Any) -> None:
+    """ProblemFormatError when a dict that APPS/TACO's rules give int keys (``apps_expected``,
+    the harness's ``_apps_args``: the value, or its ``[0]``, whose keys are all integers' text)
+    would have keys that share a hash (``MAX_SHARED_HASH_PROBES``): building it would hold the
+    judge (an expected output) or charge the program (an argument) for the data's doing."""
+    first = value[0] if isinstance(value, list) and value else None
+    for d in (value, first):
+        if not isinstance(d, dict):
+            continue
+        try:
+            keys = [int(k) for k in d]
+        except ValueError:  # not all integers' text: the rules leave the dict as it is
+            continue
+        try:
+            _few_shared_hashes(keys)
+        except ValueError as e:
+            raise ProblemFormatError(f"{pid}: test {i}: {side}: a dict's integer keys: {e}") from None
 
 
 def call_spec(fn_name: str, semantics: str) -> str:

@@ -109,6 +109,12 @@ def program_factory(kind: str) -> CheckerFactory:
         unknown = set(params) - allowed
         if unknown:
             raise CheckerSpecError(f"checker {kind!r}: unknown parameters {sorted(unknown)}")
+        validation = params.get("validation")
+        if isinstance(validation, str) and "score" in validation.split():
+            # a Kattis scoring problem's validator accepts (42) a partial answer and writes its
+            # score beside: judged pass/fail, every accepted partial answer would be a full pass
+            raise CheckerSpecError(f"checker {kind!r}: validation {validation!r} is a scoring problem's "
+                                   "(per-test scores, not pass/fail): not judged here")
         default_lang = "python3" if kind == "python" else "cpp"
         stated = params.get("language") or default_lang
         language = checker_language(stated) or ""

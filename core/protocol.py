@@ -243,6 +243,9 @@ MAX_RUN_MEMORY_MB = 16384
 MIN_RUN_MEMORY_MB = 16
 # a placed or fetched file's name: bytes in all, and per part (Linux's NAME_MAX)
 MAX_RUN_FILE_NAME_BYTES = 1024
+# files and directories a run's placed files may make in all: a test directory is a tmpfs of 4096
+# inodes (sandbox/isolation.py TestBox), which 64 names 500 directories deep would overflow
+MAX_RUN_FILE_TREE = 1024
 NAME_MAX = 255
 
 
@@ -269,14 +272,22 @@ def check_run_file_name(name: object) -> str:
 
 
 def check_run_file_layout(names: Iterable[str]) -> None:
-    """Placed files must make one tree: a name that is also another's directory ("a" and "a/b")
-    cannot be placed, so it is refused as the caller's mistake, never a sandbox failure."""
+    """Placed files must make one tree that the test directory can hold: a name that is also
+    another's directory ("a" and "a/b") cannot be placed, nor more files and directories than
+    ``MAX_RUN_FILE_TREE``, so either is refused as the caller's mistake, never a sandbox failure."""
     files = set(names)
+    dirs: set[str] = set()
     for name in files:
-        parts = name.split("/")
-        for i in range(1, len(parts)):
-            if "/".join(parts[:i]) in files:
-                raise ProtocolError(f"file name {'/'.join(parts[:i])!r} is also the directory of {name!r}")
+        at = name.find("/")
+        while at >= 0:  # each parent directory, sliced (not joined from parts: a gateway's event loop runs this)
+            parent = name[:at]
+            if parent in files:
+                raise ProtocolError(f"file name {parent!r} is also the directory of {name!r}")
+            dirs.add(parent)
+            at = name.find("/", at + 1)
+    if len(files) + len(dirs) > MAX_RUN_FILE_TREE:
+        raise ProtocolError(f"the files and their directories number {len(files) + len(dirs)}, "
+                            f"more than a test directory holds (at most {MAX_RUN_FILE_TREE})")
 
 
 @dataclass(frozen=True, slots=True)

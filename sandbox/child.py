@@ -349,14 +349,24 @@ EXEC_FAILED = "exec:"
 PROGRAM_EXEC_ERRNOS = frozenset({12, 7})  # ENOMEM, E2BIG
 
 
-def exec_program(argv: list[str], env: dict[str, str], status_w: int) -> NoReturn:
+def exec_program(argv: list[str], env: dict[str, str], status_w: int, image_dir: str = "") -> NoReturn:
     """Program mode: replace ourselves with a compiled program (or its runtime, e.g. the JVM).
     ``status_w`` is close-on-exec: a successful exec closes it, a failed one reports the errno
     on it so the job init can tell "the binary needs more memory than allowed" (ENOMEM: the
-    program's own doing) from "the binary is missing" (infrastructure)."""
+    program's own doing) from "the binary is missing" (infrastructure). When the binary is the
+    program's own file (in ``image_dir``), there and executable, any other refusal is about what
+    it holds (an ELF naming an interpreter that does not exist, which a C source can ask for with
+    a ``.interp`` section): the program's runtime error, exit 127 and the reason on stderr, as a
+    shell answers it."""
     try:
         os.execve(argv[0], argv, dict(os.environ, **env))
     except OSError as e:
+        if (e.errno not in PROGRAM_EXEC_ERRNOS and image_dir and argv[0].startswith(image_dir + "/")
+                and os.path.isfile(argv[0]) and os.access(argv[0], os.X_OK)):
+            try:
+                os.write(2, f"cannot execute {argv[0]}: {e.strerror or e}\n".encode(errors="replace"))
+            finally:
+                os._exit(127)
         try:
             os.write(status_w, f"{EXEC_FAILED}{e.errno or 0}:{e}".encode(errors="replace"))
         finally:

@@ -73,8 +73,9 @@ def judge(rr: RunResult, expected_json: str, tol: Tolerance | None, semantics: s
                            f"the returned value holds {n_got} values, the expected one {n_expected}")
     try:
         got = decode_returned(text)
-    except (ValueError, RecursionError):
-        return CallOutcome(Verdict.WRONG_ANSWER, "(unreadable value)", "the result channel held no single JSON value")
+    except (ValueError, RecursionError) as e:
+        return CallOutcome(Verdict.WRONG_ANSWER, "(unreadable value)",
+                           f"the result channel held no single JSON value: {str(e)[:SHOW]}")
     diff = value_difference(semantics, expected, got, tol)
     if diff is None:
         return CallOutcome(Verdict.OK, show(got))

@@ -129,9 +129,12 @@ def place_program(files: dict[str, Any], mounted: bool) -> str:
     """Put a program's files where its tests can read (not write) them: a read-only tmpfs at
     isolation.PROG in the job's mount namespace, or a fresh host directory without one."""
     total = sum(len(data) + 4096 for data, _ in files.values())
+    # every directory on the files' paths is an inode too: a Java class in a package 100 names
+    # deep is one file in 100 directories (its compiled output, named by the program)
+    dirs = {name[:i] for name in files for i, c in enumerate(name) if c == "/"}
     if mounted and os.path.isdir(isolation.PROG):
         linux.mount("tmpfs", isolation.PROG, "tmpfs", linux.MS_NOSUID | linux.MS_NODEV,
-                    f"size={total + (1 << 20)},nr_inodes={len(files) * 2 + 64},mode=0755")
+                    f"size={total + (1 << 20)},nr_inodes={len(files) * 2 + len(dirs) + 64},mode=0755")
         write_files(isolation.PROG, files)
         linux.mount("none", isolation.PROG, None,
                     linux.MS_REMOUNT | linux.MS_RDONLY | linux.MS_NOSUID | linux.MS_NODEV)
@@ -522,7 +525,7 @@ class JobInit:
             argv = [a.replace("{prog}", prog_dir).replace("{mem}", str(mem_mb))
                     .replace("{stack}", str(min(mem_mb, MAX_MAIN_STACK_MB)))
                     for a in self.program["argv"]] + list(extra_argv)
-            child.exec_program(argv, self.program.get("env") or {}, status_w)
+            child.exec_program(argv, self.program.get("env") or {}, status_w, image_dir=prog_dir)
         os.close(status_w)  # kept only by a program exec, to report its failure
         if self.mode == "exec":
             child.exec_python(self.source, self.z.python, None, self.fn_name)

@@ -57,6 +57,7 @@ from cpfleet.core import envvars
 from cpfleet.core import languages as core_languages
 from cpfleet.core.errors import UnknownLanguage
 from cpfleet.core.languages import FENCE_TAGS, LANGUAGES
+from cpfleet.core.protocol import NAME_MAX
 from cpfleet.sandbox import syntax_errors
 
 __all__ = ["FENCE_TAGS", "LANGUAGES", "UnknownLanguage", "Language", "CompileStep", "Toolchain", "TOOLCHAINS",
@@ -149,7 +150,10 @@ class Language:
         if self.main_class is None:
             return self.source_name
         suffix = os.path.splitext(self.source_name)[1]
-        return self.main_class(code).rsplit(".", 1)[-1] + suffix
+        name = self.main_class(code).rsplit(".", 1)[-1] + suffix
+        # a class name no file can have (past NAME_MAX bytes): the default name, and the
+        # compiler says what it says of that (a public class: declared in the wrong file)
+        return name if len(name.encode("utf-8", "surrogatepass")) <= NAME_MAX else self.source_name
 
 
 def _which(name: str) -> str:

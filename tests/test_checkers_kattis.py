@@ -85,6 +85,8 @@ def test_the_icpc_files_float_record_shape_is_accepted() -> None:
         {"type": "kattis_validator", "files": {"a.cpp": "x"}, "entry_points": ["missing.cpp"]},
         {"type": "kattis_validator", "files": {"a.cpp": "x"}, "language": "rust"},
         {"type": "python", "source": "print(1)", "time_limit_s": 0},
+        # a scoring problem's validator accepts (42) partial answers, scored beside: not pass/fail
+        {"type": "kattis_validator", "validation": "custom score", "source": "int main() { return 42; }"},
     ],
 )
 def test_a_bad_checker_spec_fails_when_the_problem_is_loaded(spec: dict[str, Any]) -> None:

@@ -309,6 +309,11 @@ def test_a_test_lost_from_the_store_is_a_503_and_the_retry_stores_it_again(base:
     ({"language": "python", "version": "*", "files": [{"content": "x"}], "run_timeout": 600000}, "configured limit"),
     ({"language": "python", "version": "*", "files": [{"content": "x"}], "args": ["-v"]}, "args"),
     ({"language": "python", "version": "*", "files": [{"content": "x"}, {"name": "../up", "content": "y"}]}, "files"),
+    # more files than a run holds are refused for their number before any name is looked at
+    # (checking thousands of deep names held the gateway's event loop for seconds)
+    ({"language": "python", "version": "*", "files": [{"content": "x"}, {"name": "a", "content": "y"},
+                                                      *({"name": f"a/{i}", "content": "y"} for i in range(64))]},
+     "at most 64 files"),
 ])
 def test_malformed_bodies_are_400_with_pistons_message(base: str, body: Any, says: str) -> None:
     status, answer = execute(base, body)

@@ -127,3 +127,21 @@ def test_a_program_replacing_os_exit_ends_as_python_would(runner: CodeRunner, an
     result = cpfleet.judge_locally(fn, f"```python\nimport os, sys\n{PATCH_EXIT}def add(a, b):\n    return {answer}\n```",
                                    runner)
     assert (result.verdict, result.infra_error) == (verdict, False)
+
+
+# Defence that holds: the right answer printed (and flushed) before the program fails is no pass
+# under either reward shape: the exit status and the limits decide before the output is compared.
+AFTER_PRINT = READ + "print(a + b, flush=True)\n"
+
+
+@pytest.mark.parametrize("shape", ["fraction", "all_or_nothing"])
+@pytest.mark.parametrize(("then", "verdict"), [("sys.exit(1)", Verdict.RUNTIME_ERROR),
+                                               ("os.kill(os.getpid(), signal.SIGSEGV)", Verdict.RUNTIME_ERROR),
+                                               ("os.kill(1, signal.SIGKILL)", Verdict.RUNTIME_ERROR),
+                                               ("x = bytearray(1 << 40)", Verdict.MEMORY_LIMIT)],
+                         ids=["exit-1", "segv", "kill-init", "memory"])
+def test_a_right_answer_printed_before_failing_earns_nothing(runner: CodeRunner, then: str, verdict: Verdict,
+                                                            shape: str) -> None:
+    result = cpfleet.judge_locally(SUM, f"```python\n{AFTER_PRINT}{then}\n```", runner, reward_shape=shape)
+    assert not result.infra_error, result.infra_message
+    assert (result.verdict, result.reward, result.hidden.passed) == (verdict, 0.0, 0)

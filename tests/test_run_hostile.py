@@ -63,6 +63,8 @@ def b64(text: str) -> str:
     {"a": "1", "a/b": "2"},  # "a" cannot be a file and a directory
     {"x" * 256: "1"},  # a name part longer than the file system's NAME_MAX
     {"/".join(["d" * 200] * 25): "1"},  # a path longer than PATH_MAX
+    # 64 files 500 directories deep: more inodes than the test directory holds (ENOSPC)
+    {f"d{i}/" + "a/" * 500 + "f": "1" for i in range(64)},
 ])
 def test_files_the_sandbox_cannot_place_are_the_callers_422_not_a_fleet_failure(url: str, files: dict[str, str]) -> None:
     body = {**verl_payload("print(1)", ""), "files": {k: b64(v) for k, v in files.items()}}

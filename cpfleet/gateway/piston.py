@@ -362,14 +362,14 @@ def routes(gw: Gateway) -> Sequence[Route]:
         entry = next(i for i, (_, _, enc) in enumerate(req.files) if enc == "utf8")
         code = req.files[entry][1].decode("utf-8", "surrogatepass")
         beside = tuple((name, data) for i, (name, data, _) in enumerate(req.files) if i != entry)
+        if len(beside) > wire.MAX_RUN_FILES:  # first: the names' checks cost time per name, in the event loop
+            raise bad(f"at most {wire.MAX_RUN_FILES} files besides the program")
         try:
             for name, _ in beside:
                 wire.check_run_file_name(name)
             wire.check_run_file_layout(name for name, _ in beside)
         except ValueError as e:
             raise bad(f"files: {e}") from None
-        if len(beside) > wire.MAX_RUN_FILES:
-            raise bad(f"at most {wire.MAX_RUN_FILES} files besides the program")
         cap = min(gw.config.run_output_bytes, wire.MAX_RUN_OUTPUT_CAP)
         spec = RunSpec(code=code, language=req.runtime.fleet, time_limit_s=req.time_limit_s,
                        memory_limit_mb=req.memory_limit_mb, output_cap=cap, files=beside)

@@ -1,0 +1,87 @@
+"""Hostile compiled programs at compile time, through ``cpfleet.judge_locally`` (the path the
+worker and ``cpfleet judge`` take): whatever a source makes its compiler read or write is the
+program's own doing (COMPILE_ERROR, a limit, or its tests' verdicts), never an infrastructure
+error (INTERNAL, reward None), and its messages show nothing the sandbox hides."""
+
+from __future__ import annotations
+
+import pytest
+
+import cpfleet
+from cpfleet.core.problem import Problem
+from cpfleet.core.verdict import Verdict
+from cpfleet.sandbox import languages
+from cpfleet.sandbox.runner import CodeRunner
+
+SUM = Problem.from_dict({
+    "id": "sum-compiled", "time_limit_s": 5, "languages": ["c", "cpp", "java"],
+    "public_tests": [{"input": "1 2\n", "output": "3\n"}],
+    "hidden_tests": [{"input": "5 7\n", "output": "12\n"}],
+})
+
+
+def judge(runner: CodeRunner, language: str, code: str) -> cpfleet.JobResult:
+    if languages.missing_tools(language):
+        pytest.skip(f"no {language} toolchain here")
+    result = cpfleet.judge_locally(SUM, f"```{language}\n{code}\n```", runner, mode="full")
+    assert not result.infra_error, result.infra_message
+    return result
+
+
+# A class in a package many names deep is one compiled file in as many directories; the program
+# tmpfs was sized for two inodes a file, so placing it failed (ENOSPC) and the job was INTERNAL.
+JAVA_SUM = """import java.util.*;
+public class Main { public static void main(String[] a) { Scanner s = new Scanner(System.in);
+  System.out.println(s.nextInt() %s s.nextInt()); } }"""
+DEEP_PACKAGE = "package " + ".".join(f"p{i}" for i in range(100)) + ";\n"
+
+
+@pytest.mark.parametrize(("op", "verdict", "reward"), [("+", Verdict.OK, 1.0), ("-", Verdict.WRONG_ANSWER, 0.0)])
+def test_a_java_class_in_a_deep_package_is_judged(runner: CodeRunner, op: str, verdict: Verdict,
+                                                  reward: float) -> None:
+    result = judge(runner, "java", DEEP_PACKAGE + JAVA_SUM % op)
+    assert (result.verdict, result.reward) == (verdict, reward)
+
+
+# A public class named past NAME_MAX bytes names its source file: writing it failed
+# (ENAMETOOLONG) and the job was INTERNAL; a class of that name elsewhere is javac's to refuse.
+LONG = "A" * 300
+
+
+@pytest.mark.parametrize("code", [JAVA_SUM.replace("public class Main", f"public class {LONG}") % "+",
+                                  JAVA_SUM.replace("public class Main", f"class {LONG}") % "+",
+                                  JAVA_SUM.replace("public class Main {", f"public class Main {{ class {LONG} {{}}") % "+"],
+                         ids=["public", "not-public", "nested"])
+def test_a_java_class_named_past_a_file_names_length_is_a_compile_error(runner: CodeRunner, code: str) -> None:
+    result = judge(runner, "java", code)
+    assert (result.verdict, result.reward) == (Verdict.COMPILE_ERROR, 0.0)
+
+
+# An ELF that names a program interpreter that does not exist (a C source can: a ".interp"
+# section) is refused by execve with ENOENT, which the job init took for a missing binary: INTERNAL.
+INTERP = """const char interp[] __attribute__((section(".interp"))) = "/nonexistent/ld.so";
+#include <stdio.h>
+int main(void) { int a, b; if (scanf("%d %d", &a, &b) != 2) return 1; printf("%d\\n", a + b); return 0; }"""
+
+
+def test_a_binary_naming_a_missing_interpreter_is_its_runtime_error(runner: CodeRunner) -> None:
+    result = judge(runner, "c", INTERP)
+    assert (result.verdict, result.reward) == (Verdict.RUNTIME_ERROR, 0.0)
+    assert "cannot execute" in result.observation
+
+
+# Defences that held: each is the program's COMPILE_ERROR with the compiler's own words.
+@pytest.mark.parametrize(("language", "code", "said"), [
+    ("cpp", '#include </dev/random>\nint main() {}', "out of memory"),
+    ("c", '#include "/dev/zero"\nint main(void) {}', "out of memory"),
+    ("cpp", '#include "/etc/shadow"\nint main() {}', "Permission denied"),
+    ("cpp", 'asm(".section .data\\n.incbin \\"/etc/shadow\\"");\nint main() {}', "/etc/shadow"),
+    ("cpp", 'asm(".section .data\\n.incbin \\"/dev/urandom\\"");\nint main() {}', "/dev/urandom"),
+    ("cpp", "template<int N> struct F { static const int v = F<N - 1>::v + F<N - 2>::v; };\n"
+            "template<> struct F<0> { static const int v = 0; };\ntemplate<> struct F<1> { static const int v = 1; };\n"
+            "int main() { return F<100000>::v; }", "template instantiation depth"),
+], ids=["include-dev-random", "include-dev-zero", "include-shadow", "incbin-shadow", "incbin-urandom", "template-depth"])
+def test_hostile_compiles_hold_as_compile_errors(runner: CodeRunner, language: str, code: str, said: str) -> None:
+    result = judge(runner, language, code)
+    assert (result.verdict, result.reward) == (Verdict.COMPILE_ERROR, 0.0)
+    assert said in result.observation
