@@ -98,7 +98,7 @@ def test_up_keeps_queue_and_problems_says_what_was_queued_and_keeps_its_noise_in
     assert m, err
     left = int(m.group(1))
     assert 1 <= left <= 11
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 60  # liveness wait for exits, not a timing assertion
     while alive(started) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert alive(started) == {}
