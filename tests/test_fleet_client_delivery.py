@@ -280,7 +280,10 @@ def test_a_reply_for_a_stream_that_is_gone_goes_to_the_list_and_the_stream_comes
         assert future.result(timeout=30).reward == 1.0
         client._replies._renew_claim()  # what the reader does every 15 s
         assert r.exists(client.reply_stream_key) and r.ttl(client.reply_stream_key) > 0
-        # and replies come by the stream again
+        # and replies come by the stream again. The reader trims a delivered list reply in its
+        # next round, which may come after this thread's next commands: wait for that first,
+        # so the list's absence below says where the second reply went.
+        assert wait_until(lambda: not r.exists(client.reply_key), 30), "the delivered reply stayed in the list"
         second = client.submit("t/echo", ECHO_OK, job_id="second")
         (entry,) = client._jobs.pending.values()
         result = JobResult(job_id=entry.msg.job_id, problem_id="t/echo", reward=0.5, verdict=Verdict.OK)
