@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures as cf
+import contextlib
 import math
 import os
 import shutil
@@ -27,7 +28,7 @@ from cpfleet.core.errors import FleetError
 from cpfleet.core.problem import Problem
 from cpfleet.core.results import JobResult
 from cpfleet.local_fleet import LocalFleet
-from cpfleet.processes import Stopped, become_subreaper, http_get, kill_strays, stop_on_signals
+from cpfleet.processes import Stopped, StopSignals, become_subreaper, http_get, kill_strays, stop_on_signals
 from cpfleet.up import add_fleet_arguments, default_log_dir, fleet_from_args
 
 DEFAULT_FILE_PROBLEMS = 24  # with --problems FILE: how many problems of the file the demo uses
@@ -141,30 +142,39 @@ def run_batch(
     reward_shape: str = "all_or_nothing",
     progress: bool = True,
     timeout: float = 600.0,
+    stop: StopSignals | None = None,
 ) -> tuple[list[Outcome], float]:
-    """Register the problems, submit the batch, wait for every result. Returns (outcomes, wall s)."""
-    from tqdm import tqdm
+    """Register the problems, submit the batch, wait for every result. Returns (outcomes, wall s).
 
-    from cpfleet.producer.client import FleetClient
+    With ``stop`` (the demo's signal handling) a stop signal raises only while the batch is
+    waited for: one raised in the imports and set-up before it lands in whatever library code
+    runs there (a class body's __set_name__, an ``except Exception``) and comes out as a traceback."""
+    hold = stop.held if stop is not None else contextlib.nullcontext
+    with contextlib.ExitStack() as stack:  # a stop raised as a hold ends still closes the client
+        with hold():
+            from tqdm import tqdm
 
-    with FleetClient(redis_url, timeout=timeout, reward_shape=reward_shape) as client:
-        client.register_problems(problems)
-        done_at: dict[int, float] = {}
-        t0 = time.perf_counter()
-        futures = client.submit_many([(j.problem_id, j.completion) for j in batch])
+            from cpfleet.producer.client import FleetClient
 
-        def stamp(i: int) -> Callable[[cf.Future[JobResult]], None]:
-            def done(_f: cf.Future[JobResult]) -> None:
-                done_at.setdefault(i, time.perf_counter())
+            client = stack.enter_context(FleetClient(redis_url, timeout=timeout, reward_shape=reward_shape))
+            client.register_problems(problems)
+            done_at: dict[int, float] = {}
+            t0 = time.perf_counter()
+            futures = client.submit_many([(j.problem_id, j.completion) for j in batch])
 
-            return done
+            def stamp(i: int) -> Callable[[cf.Future[JobResult]], None]:
+                def done(_f: cf.Future[JobResult]) -> None:
+                    done_at.setdefault(i, time.perf_counter())
 
-        for i, f in enumerate(futures):
-            f.add_done_callback(stamp(i))
-        bar = tqdm(total=len(futures), unit="job", desc="jobs", file=sys.stderr, disable=not progress, smoothing=0)
-        with bar:
-            for _ in cf.as_completed(futures, timeout=timeout + 60):
-                bar.update(1)
+                return done
+
+            for i, f in enumerate(futures):
+                f.add_done_callback(stamp(i))
+            bar = stack.enter_context(
+                tqdm(total=len(futures), unit="job", desc="jobs", file=sys.stderr, disable=not progress, smoothing=0)
+            )
+        for _ in cf.as_completed(futures, timeout=timeout + 60):
+            bar.update(1)
         results = client.gather(futures)
         wall = max(done_at.values(), default=t0) - t0
     outcomes = [Outcome(j, r, done_at.get(i, t0) - t0) for i, (j, r) in enumerate(zip(batch, results, strict=True))]
@@ -362,7 +372,7 @@ def run(args: argparse.Namespace) -> int:
     status = 1
     fleet: LocalFleet | None = None
     try:
-        with stop_on_signals():
+        with stop_on_signals() as stop:
             fleet = fleet_from_args(args, log_dir)
             print("starting a local fleet" + (f" (logs in {log_dir})" if args.logs else "") + " ...", file=sys.stderr)
             t_start = time.perf_counter()
@@ -374,9 +384,10 @@ def run(args: argparse.Namespace) -> int:
                 )
                 outcomes, wall = run_batch(
                     str(fleet.redis_url), problems, batch, reward_shape=args.reward_shape,
-                    progress=not args.no_progress, timeout=args.timeout,
+                    progress=not args.no_progress, timeout=args.timeout, stop=stop,
                 )  # fmt: skip
-                isolation = scrape_isolation(fleet.metrics_url)
+                with stop.held():  # a scrape and a parse: library code, not a wait
+                    isolation = scrape_isolation(fleet.metrics_url)
             summary = summarize(outcomes, wall, str(fleet.concurrency or args.workers or "?"), isolation)
             print_summary(summary, args.reward_shape, sys.stdout)
             status = 0 if not summary.mismatches and not summary.infra_errors else 1

@@ -201,8 +201,12 @@ def http_get(url: str, timeout: float = 2.0, auth: tuple[str, str] | None = None
         return int(e.code), e.read()
 
 
-class Stopped(Exception):
-    """Raised from the SIGTERM/SIGHUP handler to unwind into LocalFleet.stop()."""
+class Stopped(BaseException):
+    """Raised from the SIGTERM/SIGHUP handler to unwind into LocalFleet.stop().
+
+    A BaseException, as KeyboardInterrupt is: the signal lands wherever the main thread is,
+    and a generic ``except Exception`` there (a ping retried until the worker answers, a library
+    probing a callable) would otherwise swallow the stop or turn it into an unrelated error."""
 
 
 class StopSignals:

@@ -7,6 +7,7 @@ machine without Redis installed still gets a real server. Nothing is written to 
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import socket
@@ -44,6 +45,26 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _port_taken(port: int) -> bool:
+    """Whether a socket of another process holds ``port`` on 127.0.0.1 (bound as redis-server
+    binds it, SO_REUSEADDR: a connection in TIME_WAIT does not count)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError as e:
+            return e.errno == errno.EADDRINUSE
+        return False
+
+
+PORT_TRIES = 5  # ports picked for a RedisServer before one that stays free long enough to bind
+
+
+class _PortTaken(RuntimeError):
+    """redis-server could not bind its port: another process holds it (a RuntimeError, as
+    every failed start is, for a port that may not move)."""
+
+
 class RedisServer:
     """A redis-server child process on 127.0.0.1; restartable on the same port."""
 
@@ -61,6 +82,10 @@ class RedisServer:
         self.launch = launch
         self.extra_args = tuple(extra_args)
         self.port = port or free_port()
+        # A port picked here was free when picked, not when redis-server binds it: another
+        # process's connection may take it meanwhile. Until the server has been up once, such a
+        # port is picked again; a port the caller named, or one a restart must keep, never moves.
+        self._may_move = port is None
         self.data_dir = data_dir
         self.appendonly = appendonly
         self.proc: subprocess.Popen[bytes] | None = None
@@ -71,6 +96,16 @@ class RedisServer:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self, timeout: float = 10.0) -> RedisServer:
+        for _ in range(PORT_TRIES - 1):
+            try:
+                return self._start(timeout)
+            except _PortTaken:
+                if not self._may_move:
+                    raise
+                self.port = free_port()
+        return self._start(timeout)
+
+    def _start(self, timeout: float) -> RedisServer:
         workdir = self.data_dir
         if workdir is None:
             self._tmp = self._tmp or tempfile.TemporaryDirectory(prefix="cpfleet-redis-")
@@ -93,11 +128,15 @@ class RedisServer:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 err = self.proc.stderr.read().decode(errors="replace") if self.proc.stderr else ""
+                self.stop()
+                if _port_taken(self.port):  # redis-server says why on stdout, which is not kept
+                    raise _PortTaken(f"redis-server could not bind port {self.port}: another process holds it")
                 raise RuntimeError(f"redis-server exited at start: {err.strip()}")
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as s:
                     s.sendall(b"PING\r\n")
                     if s.recv(16).startswith(b"+PONG"):
+                        self._may_move = False
                         return self
             except OSError:
                 time.sleep(0.02)

@@ -76,4 +76,4 @@ def test_a_killed_node_s_taken_job_comes_back(tmp_path: Path) -> None:
             with FleetWorker(server.url, tmp_path, concurrency=1, env=timers):
                 result = future.result(timeout=150)
         assert result.reward == 1.0 and not result.infra_error
-        assert wait_until(lambda: taken_unacked(r) == 0 and r.zcard("unacked_index") == 0, timeout=10)
+        assert wait_until(lambda: taken_unacked(r) == 0 and r.zcard("unacked_index") == 0, timeout=60)

@@ -142,7 +142,9 @@ def test_evaluate_calls_get_broker_unavailable_when_redis_goes_away_and_work_aga
         async def main() -> tuple[Any, int]:
             ev = fleet.evaluator()
             first = asyncio.ensure_future(fleet.evaluate("t/echo", echo(0)))
-            await asyncio.sleep(0.2)  # published: its job waits in the queue (no worker)
+            assert await asyncio.to_thread(  # published: its job waits in the queue (no worker)
+                wait_until, lambda: redis.Redis.from_url(own_redis.url).llen("nobody-listens-aio") == 1, 60
+            )
             assert not first.done() and fleet.in_flight == 1
             own_redis.stop()
             outcome = await asyncio.gather(fleet.evaluate("t/echo", echo(1)), return_exceptions=True)
@@ -160,7 +162,10 @@ def test_evaluate_calls_get_broker_unavailable_when_redis_goes_away_and_work_aga
                     break
                 await asyncio.sleep(0.05)
             again.append(asyncio.ensure_future(fleet.evaluate("t/echo", echo(4))))
-            await asyncio.sleep(0.1)
+            for _ in range(1200):  # until the last call has pushed
+                if ev._pusher.pushes != pushes:
+                    break
+                await asyncio.sleep(0.05)
             assert ev._pusher.connected and ev._pusher.pushes == pushes + 1  # the last went on it
             for task in (first, later, *again):
                 task.cancel()
@@ -184,7 +189,7 @@ def test_connections_of_ended_loops_are_closed(redis_url: str) -> None:
         before = int(r.info("clients")["connected_clients"])
         for _ in range(5):
             asyncio.run(one_step())  # a new loop each time, as ``asyncio.run`` per training step does
-        assert wait_until(lambda: int(r.info("clients")["connected_clients"]) <= before, 10)
+        assert wait_until(lambda: int(r.info("clients")["connected_clients"]) <= before, 60)
         assert len(fleet._evaluators) == 1
 
 

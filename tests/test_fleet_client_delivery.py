@@ -106,11 +106,12 @@ def test_an_invalid_job_anywhere_in_the_batch_publishes_nothing(redis_url: str) 
 
 @pytest.mark.slow
 def test_jobs_waiting_for_room_are_stamped_when_published_and_all_run(fleet_url: str) -> None:
-    with FleetClient(fleet_url, timeout=4, max_in_flight=2) as client:
+    with FleetClient(fleet_url, timeout=8, max_in_flight=2) as client:
         client.register_problems([ECHO])
-        # 12 one-second jobs, two at a time: the last ones are published ~5 s after the call, past
-        # a deadline stamped at the call; stamped at publication, each has 4 s for its ~1 s run.
-        jobs = [{"problem_id": "t/echo", "completion": ECHO_OK, "job_id": f"j{i}#sleep:1"} for i in range(12)]
+        # 12 two-second jobs, two at a time: the last ones are published ~10 s after the call, past
+        # a deadline stamped at the call; stamped at publication, each has 8 s for its ~2 s run
+        # (room for a loaded machine's slower pickup and sandbox start).
+        jobs = [{"problem_id": "t/echo", "completion": ECHO_OK, "job_id": f"j{i}#sleep:2"} for i in range(12)]
         results = client.gather(client.submit_many(jobs), timeout=120)
     assert [r.infra_message for r in results if r.infra_error] == []
     assert {r.reward for r in results} == {1.0}
@@ -279,7 +280,10 @@ def test_a_reply_for_a_stream_that_is_gone_goes_to_the_list_and_the_stream_comes
         assert future.result(timeout=30).reward == 1.0
         client._replies._renew_claim()  # what the reader does every 15 s
         assert r.exists(client.reply_stream_key) and r.ttl(client.reply_stream_key) > 0
-        # and replies come by the stream again
+        # and replies come by the stream again. The reader trims a delivered list reply in its
+        # next round, which may come after this thread's next commands: wait for that first,
+        # so the list's absence below says where the second reply went.
+        assert wait_until(lambda: not r.exists(client.reply_key), 30), "the delivered reply stayed in the list"
         second = client.submit("t/echo", ECHO_OK, job_id="second")
         (entry,) = client._jobs.pending.values()
         result = JobResult(job_id=entry.msg.job_id, problem_id="t/echo", reward=0.5, verdict=Verdict.OK)

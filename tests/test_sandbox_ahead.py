@@ -52,7 +52,7 @@ def _none_waits_for_a_while(runner: ForkServerRunner) -> bool:
 def test_a_child_forked_ahead_shows_the_test_what_a_child_forked_on_demand_shows(fork_runner: ForkServerRunner) -> None:
     assert fork_runner.load(PROBE) is None
     on_demand = fork_runner.run(b"x\n", Limits(time_s=5))  # a job's first test: forked on demand
-    assert wait_until(lambda: len(_waiting_children(fork_runner)) == 1, 10), "no child was forked ahead"
+    assert wait_until(lambda: len(_waiting_children(fork_runner)) == 1, 60), "no child was forked ahead"
     ahead = fork_runner.run(b"x\n", Limits(time_s=5))
     assert ahead.status == on_demand.status == Verdict.OK, (ahead.stderr[-500:], on_demand.stderr[-500:])
     assert ahead.stdout == on_demand.stdout
@@ -70,7 +70,7 @@ def test_rlimits_come_from_each_tests_own_limits(fork_runner: ForkServerRunner) 
 def test_a_child_that_died_waiting_is_replaced_and_the_test_still_runs(fork_runner: ForkServerRunner) -> None:
     assert fork_runner.load("print(input()[::-1])\n") is None
     assert fork_runner.run(b"abc\n", Limits(time_s=5)).stdout == b"cba\n"
-    assert wait_until(lambda: len(_waiting_children(fork_runner)) == 1, 10), "no child is waiting for the next test"
+    assert wait_until(lambda: len(_waiting_children(fork_runner)) == 1, 60), "no child is waiting for the next test"
     (waiting,) = _waiting_children(fork_runner)
     os.kill(waiting, signal.SIGKILL)
     res = fork_runner.run(b"xyz\n", Limits(time_s=5))
@@ -86,10 +86,10 @@ def test_no_child_waits_after_the_expected_runs_and_a_closed_job_leaves_none(for
     assert _none_waits_for_a_while(fork_runner)
     assert fork_runner.load("print(2)\n") is None  # no hint: a child waits after each run
     assert fork_runner.run(b"", Limits(time_s=5)).stdout == b"2\n"
-    assert wait_until(lambda: len(_waiting_children(fork_runner)) == 1, 10)
+    assert wait_until(lambda: len(_waiting_children(fork_runner)) == 1, 60)
     (waiting,) = _waiting_children(fork_runner)
     assert fork_runner.load("print(3)\n") is None  # ends the last job, its waiting child included
-    assert wait_until(lambda: not _alive(waiting), 10), "the ended job's waiting child outlived it"
+    assert wait_until(lambda: not _alive(waiting), 60), "the ended job's waiting child outlived it"
 
 
 def _alive(pid: int) -> bool:
@@ -125,7 +125,7 @@ def test_a_spare_jobs_child_forked_before_its_program_shows_the_same(fork_runner
     on_demand = fork_runner.run(b"x\n", Limits(time_s=5))
     assert _none_waits_for_a_while(fork_runner)
     fork_runner.prepare_next()
-    assert wait_until(lambda: len(_waiting_children(fork_runner)) == 1, 10), "the spare forked no child ahead"
+    assert wait_until(lambda: len(_waiting_children(fork_runner)) == 1, 60), "the spare forked no child ahead"
     (waiting,) = _waiting_children(fork_runner)
     assert fork_runner.load(PROBE) is None
     from_spare = fork_runner.run(b"x\n", Limits(time_s=5))

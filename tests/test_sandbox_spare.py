@@ -58,7 +58,7 @@ def test_a_spare_that_died_while_waiting_is_replaced_and_the_job_still_runs(fork
     def spare() -> list[int]:  # the spare's job process, once its init is below it
         return [p for p in set(children(zygote)) - before if children(p)]
 
-    assert wait_until(lambda: bool(spare()), timeout=10), "no spare job process appeared"
+    assert wait_until(lambda: bool(spare()), timeout=60), "no spare job process appeared"
     os.kill(children(spare()[0])[0], signal.SIGKILL)  # its init: the spare can no longer answer
     assert _run(fork_runner, "print(input()[::-1])\n", b"abc\n") == (None, b"cba\n")
 

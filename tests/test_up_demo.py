@@ -216,7 +216,7 @@ def test_cpfleet_up_prints_urls_and_a_signal_stops_everything_it_started(tmp_pat
         if proc.poll() is None:
             proc.kill()
     assert rc == 0, proc.stderr.read() if proc.stderr else ""
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60  # liveness wait for exits, not a timing assertion
     while alive(started) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert alive(started) == {}, "left running after stop"

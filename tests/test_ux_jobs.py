@@ -152,7 +152,7 @@ def test_ctrl_c_on_judge_stops_promptly_with_a_summary_and_no_traceback(tmp_path
     assert rest == ""
     # generous: without the fix the pool finished its 8 s tests first (and the zygotes printed tracebacks)
     assert took < 7.5, f"took {took:.1f}s to stop"
-    deadline = time.monotonic() + 20  # liveness wait for exits, not a timing assertion
+    deadline = time.monotonic() + 60  # liveness wait for exits, not a timing assertion
     while any(_alive(p) for p in started) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not [p for p in started if _alive(p)], "processes of the judge run outlived it"

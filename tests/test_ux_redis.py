@@ -141,3 +141,21 @@ def test_a_second_worker_with_a_live_nodes_name_is_warned(redis_url: str, tmp_pa
         assert preflight(redis_url, f"other-{socket.gethostname()}@x") == (None, [])
     finally:
         node.stop(timeout=15)
+
+
+def test_a_picked_port_taken_before_redis_binds_it_is_picked_again() -> None:
+    """RedisServer() picks a free port, and redis-server binds it a moment later: another
+    process's socket may take it in between (a loaded CI machine opens many connections). The
+    server then comes up on another port; a port the caller named stays an error."""
+    server = RedisServer()
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", server.port))  # taken in between, as by another process
+        squatter.listen()
+        taken = server.port
+        with server:
+            assert server.port != taken
+            assert redis.Redis.from_url(server.url).ping()
+        named = RedisServer(port=taken)
+        with pytest.raises(RuntimeError, match=f"could not bind port {taken}"):
+            named.start()
+        named.close()
