@@ -16,6 +16,7 @@ import json
 import sys
 from typing import Any
 
+from cpfleet.argtypes import positive_float, positive_int
 from cpfleet.core import defaults, protocol
 from cpfleet.jobs_file import (  # shared with `cpfleet judge`
     InputFileError,
@@ -33,8 +34,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mode", choices=protocol.MODES, default="full", help="full: hidden tests give the reward; public: public tests only")
     parser.add_argument("--problems", metavar="FILE", help="upload this problem file (JSONL/.gz/parquet) to the store first (default: upload nothing)")
     parser.add_argument("--queue", default=protocol.DEFAULT_QUEUE, help="queue to publish to (default: cpfleet)")
-    parser.add_argument("--timeout", type=float, default=900.0, help="seconds per job before an INTERNAL result (default 900)")
-    parser.add_argument("--max-in-flight", type=int, default=20_000, help="jobs pending at once (default 20000)")
+    parser.add_argument("--timeout", type=positive_float, default=900.0, help="seconds per job before an INTERNAL result (default 900)")
+    parser.add_argument("--max-in-flight", type=positive_int, default=20_000, help="jobs pending at once (default 20000)")
     parser.add_argument("--no-cache", action="store_true", help="bypass the fleet's result cache")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     parser.add_argument(
@@ -65,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
             timeout=args.timeout,
             reward_shape=args.reward_shape,
             mode=args.mode,
-            max_in_flight=max(1, args.max_in_flight),
+            max_in_flight=args.max_in_flight,
             use_cache=not args.no_cache,
         )
     except (BrokerUnavailable, BrokerFull) as exc:

@@ -99,8 +99,10 @@ class FleetClient:
         unreachable_grace: float | None = 30.0,
     ) -> None:
         protocol.check_options(reward_shape, mode)
-        if timeout <= 0 or max_in_flight < 1:
-            raise ValueError("timeout must be > 0 and max_in_flight >= 1")
+        if not timeout > 0:
+            raise ValueError(f"timeout must be > 0 seconds, got {timeout!r}")
+        if max_in_flight < 1:
+            raise ValueError(f"max_in_flight must be >= 1, got {max_in_flight!r}")
         if unreachable_grace is not None and not unreachable_grace > 0:
             raise ValueError(f"unreachable_grace must be > 0 seconds or None, got {unreachable_grace!r}")
         target = defaults.redis_target(redis_url)  # a bad URL is one clear RedisUrlError, before anything starts

@@ -1,0 +1,52 @@
+"""A new user's first hour, walked literally from a fresh clone: each test is a mistake such a
+user made (a zero or negative deadline, a key the docs spelled wrong, a file path handed to an
+API that wants problems) and what it must give back: one line naming the mistake and the
+documented exit status through the real CLI, a clear error through the real client, never a
+traceback or a silent default. Real redis-server, real processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+JOB = {"problem_id": "ux/add", "completion": "```python\nprint(3)\n```"}
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CPFLEET_")}
+    return subprocess.run([sys.executable, "-m", "cpfleet", *args], env=env, capture_output=True, text=True, timeout=300, cwd=REPO)
+
+
+@pytest.mark.parametrize(
+    ("command", "option", "value"),
+    [
+        ("submit", "--timeout", "-1"),
+        ("submit", "--timeout", "0"),
+        ("submit", "--max-in-flight", "0"),
+        ("run", "--timeout", "-5"),
+        ("serve", "--timeout", "0"),
+        ("serve", "--wait", "-1"),
+        ("serve", "--max-backlog", "0"),
+    ],
+)
+def test_a_deadline_or_bound_at_or_below_zero_is_a_usage_error(
+    tmp_path: Path, redis_url: str, command: str, option: str, value: str
+) -> None:
+    """`cpfleet submit --timeout -1` against a live Redis raised FleetClient's ValueError as a
+    traceback (exit 1), and --max-in-flight 0 was quietly made 1: each is the user's typo, to be
+    named in one line with exit 2 before anything connects."""
+    jobs = tmp_path / "jobs.jsonl"
+    jobs.write_text(json.dumps(JOB) + "\n")
+    prog = tmp_path / "p.py"
+    prog.write_text("print(1)\n")
+    target = {"submit": [str(jobs)], "run": [str(prog)], "serve": []}[command]
+    proc = _cli(command, *target, "--redis", redis_url, f"{option}={value}")
+    assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert option in proc.stderr and repr(value) in proc.stderr, proc.stderr
