@@ -50,3 +50,36 @@ def test_a_deadline_or_bound_at_or_below_zero_is_a_usage_error(
     assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
     assert "Traceback" not in proc.stderr, proc.stderr
     assert option in proc.stderr and repr(value) in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("payload", "named"),
+    [
+        ({"jobs": [{"problem_id": "ux/add", "completion": "x", "reward": "fraction"}]}, "'reward'"),
+        ({"jobs": [{"problem_id": "ux/add", "completion": "x", "timeout": 5}]}, "'timeout'"),
+        ({"jobs": [{"problem_id": "ux/add", "completion": "x"}], "reward": "fraction"}, "'reward'"),
+    ],
+)
+def test_v1_judge_refuses_a_key_it_does_not_read(redis_url: str, payload: dict, named: str) -> None:
+    """docs/trainers.md spelled the option `reward?`; the endpoint reads `reward_shape`, so a
+    user following the docs got all_or_nothing rewards with no word said. A key /v1/judge does
+    not read is now a 422 naming it and listing the accepted ones, before anything is queued."""
+    from gateway_helpers import http, serving
+
+    from cpfleet.gateway import ServeConfig
+
+    with serving(ServeConfig(redis_url=redis_url, timeout_s=60)) as base:
+        status, body, _ = http(f"{base}/v1/judge", payload)
+    assert status == 422, (status, body)
+    assert named in body["error"] and "reward_shape" in body["error"], body
+
+
+def test_the_docs_name_the_keys_v1_judge_reads() -> None:
+    from cpfleet.gateway.native import JOB_KEYS
+
+    for doc in ("docs/trainers.md", "docs/gateway.md"):
+        row = next(line for line in (REPO / doc).read_text().splitlines() if line.startswith("| `POST /v1/judge`"))
+        for key in JOB_KEYS:
+            if key not in ("problem_id", "tests"):
+                assert f"{key}?" in row or key == "completion" and "completion" in row, (doc, key, row)
+        assert "reward?" not in row, (doc, row)

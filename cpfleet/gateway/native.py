@@ -26,10 +26,23 @@ from cpfleet.gateway.payloads import json_object
 from cpfleet.gateway.registry import protocol
 from cpfleet.rewards import problem_ref
 
+JOB_KEYS = ("problem_id", "tests", "completion", "job_id", "reward_shape", "mode")
+BATCH_KEYS = ("jobs", "reward_shape", "mode")
+
+
+def unknown_keys(where: str, obj: Mapping[str, Any], known: Sequence[str]) -> None:
+    """Refuse a key this endpoint does not read: a misspelt option (``reward`` for
+    ``reward_shape``, a ``timeout`` it has none of) would otherwise be judged under the default,
+    silently, and the caller would train on rewards of a shape it did not ask for."""
+    extra = sorted(set(obj) - set(known))
+    if extra:
+        raise HTTPError(422, f"{where}: unknown key(s) {', '.join(map(repr, extra))}; accepted: {', '.join(known)}")
+
 
 def native_job(i: int, job: Any, defaults: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(job, dict):
         raise HTTPError(422, f"jobs[{i}] must be an object")
+    unknown_keys(f"jobs[{i}]", job, JOB_KEYS)
     completion = job.get("completion")
     if not isinstance(completion, str):
         raise HTTPError(422, f"jobs[{i}].completion must be a string")
@@ -56,6 +69,7 @@ def native_job(i: int, job: Any, defaults: Mapping[str, Any]) -> dict[str, Any]:
 def routes(gw: Gateway) -> Sequence[Route]:
     async def judge_batch(request: Request) -> Response:
         body = json_object(await gw.body_json(request))
+        unknown_keys("body", body, BATCH_KEYS)
         jobs = body.get("jobs")
         if not isinstance(jobs, list) or not jobs:
             raise HTTPError(422, "'jobs' must be a non-empty list")
