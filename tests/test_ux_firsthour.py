@@ -83,3 +83,26 @@ def test_the_docs_name_the_keys_v1_judge_reads() -> None:
             if key not in ("problem_id", "tests"):
                 assert f"{key}?" in row or key == "completion" and "completion" in row, (doc, key, row)
         assert "reward?" not in row, (doc, row)
+
+
+@pytest.mark.parametrize("sharded", [False, True], ids=["FleetClient", "ShardedFleetClient"])
+def test_register_problems_given_a_path_or_one_problem_says_so(redis_url: str, tmp_path: Path, sharded: bool) -> None:
+    """`fleet.register_problems("problems.jsonl")` iterated the path's characters and
+    `register_problems({...one problem...})` its keys; both said "problem #0: a problem must be
+    an object, got str". Now each names the mistake and the fix, and stores nothing."""
+    import redis
+
+    from cpfleet import FleetClient, ProblemFormatError, ShardedFleetClient
+
+    problem = {"id": "ux/fh-add", "public_tests": [{"input": "1 2\n", "output": "3\n"}],
+               "hidden_tests": [{"input": "5 7\n", "output": "12\n"}]}
+    path = tmp_path / "problems.jsonl"
+    path.write_text(json.dumps(problem) + "\n")
+    fleet = ShardedFleetClient([redis_url]) if sharded else FleetClient(redis_url)
+    with fleet:
+        for wrong in (str(path), path):
+            with pytest.raises(ProblemFormatError, match=r"load_problems\(path\)|cpfleet load"):
+                fleet.register_problems(wrong)  # type: ignore[arg-type]
+        with pytest.raises(ProblemFormatError, match=r"one problem: pass it in a list"):
+            fleet.register_problems(problem)  # type: ignore[arg-type]
+    assert not redis.Redis.from_url(redis_url).keys("*fh-add*")
