@@ -38,7 +38,7 @@ from typing import Any
 import redis
 
 from cpfleet.core import defaults, protocol
-from cpfleet.core.errors import BrokerFull, ClientClosed, FleetBusy
+from cpfleet.core.errors import BrokerFull, ClientClosed, FleetBusy, JobFormatError
 from cpfleet.core.protocol import JobMessage, RunMessage
 from cpfleet.core.redis_url import connection_hint
 from cpfleet.core.results import JobResult, RunJobResult
@@ -251,7 +251,17 @@ class FleetClient:
         if self._jobs.closed:
             raise ClientClosed("FleetClient is closed")
         submitter = self.submitter
-        specs = [submitter.make(submitter.resolve_inline(job), reward_shape, mode, timeout) for job in jobs]
+        if isinstance(jobs, (str, bytes, Mapping)):
+            raise JobFormatError(
+                f"submit_many takes a list of jobs, got one {type(jobs).__name__}: "
+                "pass [(problem_id, completion), ...] or [{'problem_id': ..., 'completion': ...}, ...]"
+            )
+        specs = []
+        for i, job in enumerate(jobs):
+            try:
+                specs.append(submitter.make(submitter.resolve_inline(job), reward_shape, mode, timeout))
+            except JobFormatError as exc:
+                raise JobFormatError(f"job #{i}: {exc}") from None
         self.known_problems.require(s.problem_id for s in specs)
         return self.submitter.publish(specs, wait_for_room)
 

@@ -106,3 +106,32 @@ def test_register_problems_given_a_path_or_one_problem_says_so(redis_url: str, t
         with pytest.raises(ProblemFormatError, match=r"one problem: pass it in a list"):
             fleet.register_problems(problem)  # type: ignore[arg-type]
     assert not redis.Redis.from_url(redis_url).keys("*fh-add*")
+
+
+def test_a_job_of_the_wrong_shape_is_a_job_format_error_naming_it(redis_url: str) -> None:
+    """`submit_many("demo/a-plus-b")` was "not enough values to unpack", a job mapping without
+    `problem_id` a bare KeyError('problem_id'), an int problem id a plain ValueError outside
+    the error hierarchy. Each is now a JobFormatError (a CpfleetError and a ValueError) saying
+    what a job is and which one was wrong, and nothing of the call is published."""
+    import redis
+
+    from cpfleet import CpfleetError, FleetClient, JobFormatError
+
+    problem = {"id": "ux/fh-shape", "public_tests": [{"input": "1 2\n", "output": "3\n"}],
+               "hidden_tests": [{"input": "5 7\n", "output": "12\n"}]}
+    good = ("ux/fh-shape", "```python\nprint(3)\n```")
+    with FleetClient(redis_url) as fleet:
+        fleet.register_problems([problem])
+        cases: list[tuple[object, str]] = [
+            ("ux/fh-shape", "takes a list of jobs"),
+            ({"problem_id": "ux/fh-shape", "completion": "x"}, "takes a list of jobs"),
+            ([good, {"completion": "x"}], r"job #1: .*needs 'problem_id' or 'tests'"),
+            ([good, "ux/fh-shape"], r"job #1: a job is \(problem_id, completion\)"),
+            ([good, ("ux/fh-shape", "x", "extra")], r"job #1: a job is \(problem_id, completion\)"),
+            ([{"problem_id": 5, "completion": "x"}], r"job #0: problem_id must be a non-empty"),
+        ]
+        for jobs, match in cases:
+            with pytest.raises(JobFormatError, match=match) as info:
+                fleet.submit_many(jobs)  # type: ignore[arg-type]
+            assert isinstance(info.value, CpfleetError) and isinstance(info.value, ValueError)
+        assert redis.Redis.from_url(redis_url).llen(fleet.queue) == 0  # nothing of any call sent
