@@ -135,3 +135,18 @@ def test_a_job_of_the_wrong_shape_is_a_job_format_error_naming_it(redis_url: str
                 fleet.submit_many(jobs)  # type: ignore[arg-type]
             assert isinstance(info.value, CpfleetError) and isinstance(info.value, ValueError)
         assert redis.Redis.from_url(redis_url).llen(fleet.queue) == 0  # nothing of any call sent
+
+
+def test_cpfleet_run_names_a_missing_or_wrong_file_in_words(tmp_path: Path) -> None:
+    """`cpfleet run nope.py` printed Python's "[Errno 2] No such file or directory: 'nope.py'";
+    every other command says "PATH: no such file" (exit 2). --local: no Redis is involved."""
+    missing = tmp_path / "nope.py"
+    for args, needle in (
+        ([str(missing)], f"{missing}: no such file"),
+        ([str(tmp_path)], f"{tmp_path}: is a directory"),
+        (["--batch", str(tmp_path / "runs.jsonl")], f"{tmp_path / 'runs.jsonl'}: no such file"),
+    ):
+        proc = _cli("run", *args, "--local")
+        assert proc.returncode == 2, (proc.returncode, proc.stderr)
+        assert f"cpfleet run: {needle}" in proc.stderr, proc.stderr
+        assert "Errno" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
