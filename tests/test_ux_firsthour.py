@@ -150,3 +150,18 @@ def test_cpfleet_run_names_a_missing_or_wrong_file_in_words(tmp_path: Path) -> N
         assert proc.returncode == 2, (proc.returncode, proc.stderr)
         assert f"cpfleet run: {needle}" in proc.stderr, proc.stderr
         assert "Errno" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_a_redis_url_naming_a_database_the_server_lacks_says_so(redis_url: str) -> None:
+    """redis://HOST:PORT/99 on a Redis with 16 databases: the client said only "DB index is out
+    of range", and `cpfleet worker` warned that Redis "does not answer yet" and waited for it
+    forever, though it answers and waiting never heals a wrong URL. Both now say what to fix,
+    and the worker refuses to start (exit 3, as for a wrong password)."""
+    from cpfleet import BrokerUnavailable, FleetClient
+
+    wrong = redis_url.rsplit("/", 1)[0] + "/99"
+    with pytest.raises(BrokerUnavailable, match=r"no database .*below the server's `databases` setting"):
+        FleetClient(wrong)
+    proc = _cli("worker", "--redis", wrong)
+    assert proc.returncode == 3, (proc.returncode, proc.stderr[-2000:])
+    assert "no database" in proc.stderr and "waits for it" not in proc.stderr, proc.stderr
