@@ -162,6 +162,14 @@ def _submit(client: Any, jobs: list[dict[str, Any]], progress: bool, skipped_ids
                     sys.stdout.write(json.dumps(r.to_dict(), ensure_ascii=False) + "\n")
                 sys.stdout.flush()  # results stream out as they come, as judge's do
     except KeyboardInterrupt:
+        # results that came back ahead of an earlier job still running were held for input
+        # order; they are judged and counted in the summary, so they are written now, in the
+        # order of their jobs (each line carries its job_id), never dropped
+        for i in sorted(done):
+            r = done.pop(i)
+            if r.verdict == Verdict.UNKNOWN_PROBLEM and r.problem_id in skipped_ids:
+                r.infra_message = skipped_ids[r.problem_id]
+            sys.stdout.write(json.dumps(r.to_dict(), ensure_ascii=False) + "\n")
         sys.stdout.flush()
         client.cancel_many(futures)  # the fleet drops what it has not started
         print(f"\ncpfleet submit: interrupted: {tally.done} of {len(jobs)} judged ({tally.summary()}); "

@@ -165,3 +165,49 @@ def test_a_redis_url_naming_a_database_the_server_lacks_says_so(redis_url: str) 
     proc = _cli("worker", "--redis", wrong)
     assert proc.returncode == 3, (proc.returncode, proc.stderr[-2000:])
     assert "no database" in proc.stderr and "waits for it" not in proc.stderr, proc.stderr
+
+
+def test_ctrl_c_on_submit_writes_every_result_it_counted(redis_url: str, tmp_path: Path) -> None:
+    """`cpfleet submit` prints results in input order, holding those that finish ahead of an
+    earlier job. Ctrl-C said "3 of 4 judged" but wrote only the results before the first job
+    still running: judged results, counted in the summary, were dropped. Now every result it
+    counts is on stdout (out of order, each with its job_id)."""
+    import signal
+    import time
+
+    from fleet_helpers import FleetWorker, wait_until
+
+    problems = tmp_path / "problems.jsonl"
+    slow = {"id": "ux/fh-slow", "public_tests": [{"input": "\n", "output": "1\n"}],
+            "hidden_tests": [{"input": "\n", "output": "1\n"}], "time_limit_s": 60}
+    add = {"id": "ux/fh-add2", "public_tests": [{"input": "1 2\n", "output": "3\n"}],
+           "hidden_tests": [{"input": "5 7\n", "output": "12\n"}]}
+    problems.write_text(json.dumps(slow) + "\n" + json.dumps(add) + "\n")
+    jobs = tmp_path / "jobs.jsonl"
+    first = {"problem_id": "ux/fh-slow", "completion": "```python\nimport time\ntime.sleep(40)\nprint(1)\n```", "job_id": "slow"}
+    fast = [{"problem_id": "ux/fh-add2", "completion": f"```python\na, b = map(int, input().split())\nprint(a + b + {k})\n```",
+             "job_id": f"fast{k}"} for k in range(3)]
+    jobs.write_text("".join(json.dumps(j) + "\n" for j in [first, *fast]))
+    assert _cli("load", str(problems), "--redis", redis_url).returncode == 0
+    node = FleetWorker(redis_url, tmp_path, concurrency=2).start()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CPFLEET_")}
+    out = tmp_path / "out.jsonl"
+    try:
+        with out.open("w") as stdout:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "cpfleet", "submit", str(jobs), "--redis", redis_url, "--no-cache", "--no-progress"],
+                stdout=stdout, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO,
+                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+            )
+            # the three fast jobs are judged (the worker logs each) while the slow one sleeps
+            assert wait_until(lambda: node.log_text().count("succeeded in") >= 3, timeout=240), node.log_text()[-3000:]
+            time.sleep(2)  # their replies reach the client
+            proc.send_signal(signal.SIGINT)
+            _, err = proc.communicate(timeout=120)
+    finally:
+        node.stop(timeout=60)
+    assert proc.returncode == 130, err
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    counted = int(err.split("interrupted: ", 1)[1].split(" of ", 1)[0])
+    assert counted == 3 and len(lines) == counted, (err, lines)
+    assert sorted(r["job_id"] for r in lines) == ["fast0", "fast1", "fast2"]
