@@ -471,7 +471,12 @@ def prepare(
         bad = _first_bad_json_line(root)
         if bad is not None:  # datasets says only "An error occurred while generating the dataset"
             raise PrepareError(bad) from e
-        raise DatasetUnavailableError(f"cannot load {dataset!r} split {opts.split!r}: {e}") from e
+        hint = ""
+        if not root.exists() and ("reach" in str(e) or isinstance(e, (ConnectionError, OSError))):
+            # a machine without the Hub: the line says how to get the data there, not only that it failed
+            hint = (f"; without network to the Hub, download it elsewhere (huggingface-cli download {dataset} "
+                    f"--repo-type dataset --local-dir DIR), copy DIR here and pass --dataset DIR")
+        raise DatasetUnavailableError(f"cannot load {dataset!r} split {opts.split!r}: {_first_line(str(e))}{hint}") from e
     columns = _columns(ds)
     fmt = opts.fmt or detect_format(columns)
     declared = dataset_formats.get(fmt)

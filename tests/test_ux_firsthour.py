@@ -211,3 +211,20 @@ def test_ctrl_c_on_submit_writes_every_result_it_counted(redis_url: str, tmp_pat
     counted = int(err.split("interrupted: ", 1)[1].split(" of ", 1)[0])
     assert counted == 3 and len(lines) == counted, (err, lines)
     assert sorted(r["job_id"] for r in lines) == ["fast0", "fast1", "fast2"]
+
+
+def test_prepare_of_a_hub_dataset_without_the_hub_says_how_to_get_it_here(tmp_path: Path) -> None:
+    """Offline, `cpfleet prepare --dataset deepmind/code_contests` said only that it could not
+    reach the Hub (after 30 s of retries without HF_HUB_OFFLINE). The one line now says what to
+    do: download it where there is a network and pass the folder. HF_HUB_OFFLINE=1 makes the
+    same failure without touching any network."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CPFLEET_")} | {
+        "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
+    proc = subprocess.run([sys.executable, "-m", "cpfleet", "prepare", "--dataset", "deepmind/code_contests",
+                           "--out", str(tmp_path / "p.jsonl"), "--no-progress"],
+                          env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 1, (proc.returncode, proc.stderr)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "huggingface-cli download deepmind/code_contests" in lines[0] and "--dataset DIR" in lines[0], lines[0]
+    assert not (tmp_path / "p.jsonl").exists()
