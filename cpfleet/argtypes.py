@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
+from pathlib import Path
 
 
 def positive_float(text: str) -> float:
@@ -31,3 +33,21 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
     return value
+
+
+def output_file(text: str) -> str:
+    """A file this command will write ('-': stdout): its folder must exist and be writable and
+    the path must not be a folder. Checked when the arguments are read, so a typo in the folder
+    is one line before any work, not a FileNotFoundError traceback after all of it (prepare's
+    conversion, validate's judging)."""
+    if text == "-":
+        return text
+    path = Path(text).expanduser()
+    folder = path.parent
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: is a folder, expected a file name to write")
+    if not folder.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: folder {folder} does not exist (create it first)")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"{text}: folder {folder} is not writable")
+    return text

@@ -228,3 +228,29 @@ def test_prepare_of_a_hub_dataset_without_the_hub_says_how_to_get_it_here(tmp_pa
     assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert "huggingface-cli download deepmind/code_contests" in lines[0] and "--dataset DIR" in lines[0], lines[0]
     assert not (tmp_path / "p.jsonl").exists()
+
+
+def test_an_output_file_in_a_missing_folder_is_refused_before_any_work(tmp_path: Path) -> None:
+    """`cpfleet validate P --json out/report.json`, `cpfleet prepare --out out/p.jsonl` and the
+    README's `python -m cpfleet.demo_problems -o out/demo.jsonl` did all their work and then
+    died with a FileNotFoundError traceback when `out/` did not exist. The output path is now
+    checked with the arguments: one line naming the folder, exit 2, nothing written."""
+    problems = tmp_path / "problems.jsonl"
+    problems.write_text(json.dumps({"id": "ux/fh-v", "public_tests": [{"input": "1 2\n", "output": "3\n"}],
+                                    "hidden_tests": [{"input": "5 7\n", "output": "12\n"}],
+                                    "correct_solutions": ["a, b = map(int, input().split())\nprint(a + b)\n"]}) + "\n")
+    missing = tmp_path / "out"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CPFLEET_")}
+    runs = [
+        ["-m", "cpfleet", "validate", str(problems), "--no-progress", "--json", str(missing / "report.json")],
+        ["-m", "cpfleet", "prepare", "--dataset", str(problems), "--no-progress", "--out", str(missing / "p.jsonl")],
+        ["-m", "cpfleet.demo_problems", "-o", str(missing / "demo.jsonl")],
+        ["-m", "cpfleet.demo_problems", "-o", str(tmp_path / "d.jsonl"), "--jobs-out", str(missing / "jobs.jsonl")],
+        ["-m", "cpfleet", "prepare", "--dataset", str(problems), "--out", str(tmp_path)],
+    ]
+    for argv in runs:
+        proc = subprocess.run([sys.executable, *argv], env=env, capture_output=True, text=True, timeout=300, cwd=REPO)
+        assert proc.returncode == 2, (argv, proc.returncode, proc.stderr[-2000:])
+        assert "Traceback" not in proc.stderr, (argv, proc.stderr)
+        assert f"folder {missing} does not exist" in proc.stderr or "is a folder" in proc.stderr, (argv, proc.stderr)
+    assert not missing.exists() and not (tmp_path / "d.jsonl").exists()
