@@ -51,3 +51,14 @@ def output_file(text: str) -> str:
     if not os.access(folder, os.W_OK | os.X_OK):
         raise argparse.ArgumentTypeError(f"{text}: folder {folder} is not writable")
     return text
+
+
+def nonnegative_int(text: str) -> int:
+    """A count >= 0 (a negative one would slice from the end, silently)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
+    return value

@@ -254,3 +254,25 @@ def test_an_output_file_in_a_missing_folder_is_refused_before_any_work(tmp_path:
         assert "Traceback" not in proc.stderr, (argv, proc.stderr)
         assert f"folder {missing} does not exist" in proc.stderr or "is a folder" in proc.stderr, (argv, proc.stderr)
     assert not missing.exists() and not (tmp_path / "d.jsonl").exists()
+
+
+def test_a_negative_max_public_shown_is_refused_not_sliced(tmp_path: Path, fork_runner: object) -> None:
+    """`cpfleet judge --max-public-shown -1` showed all public tests but the last (a Python
+    slice [:-1]) without a word. The CLI refuses it (exit 2), and so do judge_locally and the
+    local pool, before any job."""
+    from cpfleet import judge_locally
+    from cpfleet.core.problem import Problem
+    from cpfleet.pool import judge_iter
+
+    record = {"id": "ux/fh-shown", "public_tests": [{"input": "1 2\n", "output": "3\n"}, {"input": "2 2\n", "output": "4\n"}],
+              "hidden_tests": [{"input": "5 7\n", "output": "12\n"}]}
+    problems, jobs = tmp_path / "p.jsonl", tmp_path / "j.jsonl"
+    problems.write_text(json.dumps(record) + "\n")
+    jobs.write_text(json.dumps({"problem_id": "ux/fh-shown", "completion": "```python\nprint(3)\n```"}) + "\n")
+    proc = _cli("judge", str(problems), str(jobs), "--max-public-shown", "-1")
+    assert proc.returncode == 2 and "--max-public-shown" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    problem = Problem.from_dict(record)
+    with pytest.raises(ValueError, match="max_public_shown must be >= 0"):
+        judge_locally(problem, "```python\nprint(3)\n```", fork_runner, max_public_shown=-1)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="max_public_shown must be >= 0"):
+        next(judge_iter({problem.id: problem}, [{"problem_id": problem.id, "completion": "x"}], max_public_shown=-1))
