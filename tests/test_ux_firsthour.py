@@ -276,3 +276,35 @@ def test_a_negative_max_public_shown_is_refused_not_sliced(tmp_path: Path, fork_
         judge_locally(problem, "```python\nprint(3)\n```", fork_runner, max_public_shown=-1)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="max_public_shown must be >= 0"):
         next(judge_iter({problem.id: problem}, [{"problem_id": problem.id, "completion": "x"}], max_public_shown=-1))
+
+
+BROKEN_TESTS = '{"inputs": ["1 2\\n"], "outputs": ["3\\n"]'  # the closing brace lost
+
+
+def test_inline_tests_that_are_broken_json_are_named_so_not_an_unknown_problem(redis_url: str) -> None:
+    """Inline tests as JSON text with a syntax error were taken for a problem id: TRL, verl
+    and the HTTP endpoints answered "unknown problem '{"inputs": ...'", sending the user to
+    look for a problem never meant. Each now says the tests are not valid JSON, where it
+    breaks; /v1/judge also refuses a `tests` string that is not JSON at all."""
+    from gateway_helpers import http, serving
+
+    from cpfleet import InlineProblemError, TRLReward, compute_score
+    from cpfleet.gateway import ServeConfig
+
+    answer = "```python\na, b = map(int, input().split())\nprint(a + b)\n```"
+    reward = TRLReward(redis_url, tests_column="verification_info")
+    with pytest.raises(InlineProblemError, match="not valid JSON"):
+        reward(prompts=["p"], completions=[answer], verification_info=[BROKEN_TESTS])
+    with pytest.raises(InlineProblemError, match="not valid JSON"):
+        compute_score("d", answer, BROKEN_TESTS, redis_url=redis_url)
+    with serving(ServeConfig(redis_url=redis_url, timeout_s=60)) as base:
+        for path, payload in (
+            ("/v1/judge", {"jobs": [{"tests": BROKEN_TESTS, "completion": answer}]}),
+            ("/v1/judge", {"jobs": [{"tests": "garbage", "completion": answer}]}),
+            ("/get_reward", {"query": [answer], "prompts": [""], "labels": [BROKEN_TESTS]}),
+            ("/slime", {"prompt": "", "response": answer, "label": BROKEN_TESTS}),
+        ):
+            status, body, _ = http(f"{base}{path}", payload)
+            assert status == 422, (path, status, body)
+            assert "not valid JSON" in body["error"] or "a problem id goes in problem_id" in body["error"], body
+            assert "unknown problem" not in body["error"], body

@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from cpfleet.core.errors import BrokerFull, ClientClosed, FleetBusy
+from cpfleet.core.errors import BrokerFull, ClientClosed, FleetBusy, InlineProblemError
 from cpfleet.core.protocol import check_options
 from cpfleet.gateway.app import Gateway, HTTPError, Refused, permanent_error
 from cpfleet.gateway.payloads import json_object
@@ -51,7 +51,13 @@ def native_job(i: int, job: Any, defaults: Mapping[str, Any]) -> dict[str, Any]:
             raise HTTPError(422, f"jobs[{i}].problem_id must be a string")
         problem: Any = job["problem_id"]
     elif "tests" in job:
-        problem = problem_ref(job["tests"])
+        try:
+            problem = problem_ref(job["tests"])
+        except InlineProblemError as e:
+            raise HTTPError(422, f"jobs[{i}].tests: {e}") from None
+        if isinstance(problem, str):  # not JSON text: a problem id belongs in problem_id
+            raise HTTPError(422, f"jobs[{i}].tests must be tests (an object, or its JSON text), got the string "
+                                 f"{problem[:60]!r}; a problem id goes in problem_id")
     else:
         raise HTTPError(422, f"jobs[{i}] needs 'problem_id' or 'tests'")
     reward_shape = job.get("reward_shape") or defaults.get("reward_shape")
