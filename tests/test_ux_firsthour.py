@@ -308,3 +308,14 @@ def test_inline_tests_that_are_broken_json_are_named_so_not_an_unknown_problem(r
             assert status == 422, (path, status, body)
             assert "not valid JSON" in body["error"] or "a problem id goes in problem_id" in body["error"], body
             assert "unknown problem" not in body["error"], body
+
+
+@pytest.mark.parametrize("value", ["0", "-2"])
+def test_cpfleet_up_refuses_a_worker_count_below_one(value: str) -> None:
+    """`cpfleet up --workers 0` started a worker with one process per CPU, silently (0 read as
+    "not given"), and `--workers -2` was refused in the name of CPFLEET_CONCURRENCY, a variable
+    the user never set. Both are now a usage error naming --workers, before anything starts."""
+    proc = _cli("up", "--ephemeral", "--workers", value)
+    assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
+    assert "--workers" in proc.stderr and "CPFLEET_CONCURRENCY" not in proc.stderr, proc.stderr
+    assert "fleet is up" not in proc.stdout + proc.stderr
