@@ -58,6 +58,12 @@ class ProtocolError(CpfleetError, ValueError):
     """A wire message that does not follow the protocol's schema."""
 
 
+class JobFormatError(CpfleetError, ValueError):
+    """A job the caller built that no worker could take: not ``(problem_id, completion)`` nor a
+    mapping with ``problem_id`` or ``tests``, or a field of the wrong type. Raised before
+    anything of the call is published; the message names the job's position."""
+
+
 class ProblemStoreError(CpfleetError):
     """The problem store holds something this code cannot use (corrupt or foreign data)."""
 

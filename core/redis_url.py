@@ -289,4 +289,12 @@ def connection_hint(exc: BaseException) -> str:
                 f"--redis URL or ${'CPFLEET_REDIS_URL'} points elsewhere")
     if any(s in text for s in _NOT_REDIS):
         return f"{text.rstrip('.')}: the server on that port does not answer as Redis; check the port"
+    if "DB index is out of range" in text:
+        return NO_SUCH_DB
     return text
+
+
+# A URL naming a database the server does not have: the server answers, so waiting (as a worker
+# does for a Redis that is not up yet) never heals it; the worker refuses to start on it.
+NO_SUCH_DB = ("this Redis has no database of the number in the URL (DB index is out of range): "
+              "the /DB at the URL's end must be below the server's `databases` setting (16 by default: 0-15)")

@@ -19,6 +19,7 @@ dropped right after its new version is written (``_DROP_COUNTS``: they were of t
 
 from __future__ import annotations
 
+import os
 import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -87,6 +88,22 @@ def decode_problem(blob: bytes) -> Problem:
         raise ProblemStoreError(f"stored problem is invalid: {e}") from None
 
 
+def require_problem_iterable(problems: object) -> None:
+    """Refuse what is one thing, not an iterable of problems: a path string was iterated
+    character by character and a single problem dict key by key, each refused as "problem #0:
+    a problem must be an object, got str", which names neither the mistake nor the fix."""
+    if isinstance(problems, (str, bytes, os.PathLike)):
+        raise ProblemFormatError(
+            f"register_problems wants problems (Problem objects or problem dicts), got a path-like "
+            f"{type(problems).__name__} {str(problems)[:80]!r}: load a file first with "
+            f"cpfleet.loading.load_problems(path).problems, or run `cpfleet load PATH`"
+        )
+    if isinstance(problems, (Mapping, Problem)):
+        raise ProblemFormatError(
+            "register_problems wants an iterable of problems, got one problem: pass it in a list, [problem]"
+        )
+
+
 def register_problems(
     client: redis.Redis,
     problems: Iterable[Problem | Mapping[str, Any]],
@@ -110,6 +127,7 @@ def register_problems(
     _require_bytes_client(client)
     if batch_problems < 1 or batch_bytes < 1:
         raise ValueError("batch_problems and batch_bytes must be >= 1")
+    require_problem_iterable(problems)
     stats = RegisterStats()
     parsed = [_registrable(i, p) for i, p in enumerate(problems)]
     for batch in _batches(parsed, batch_problems):

@@ -53,6 +53,7 @@ _EXPORTS: dict[str, str] = {
     # errors
     "CpfleetError": "cpfleet.core.errors",
     "ProblemFormatError": "cpfleet.core.errors",
+    "JobFormatError": "cpfleet.core.errors",
     "CheckerSpecError": "cpfleet.core.errors",
     "ProblemNotJudgeable": "cpfleet.core.errors",
     "NoHiddenTestsError": "cpfleet.core.errors",
@@ -117,6 +118,7 @@ __all__ = [
     "compute_score_batch",
     "CpfleetError",
     "ProblemFormatError",
+    "JobFormatError",
     "CheckerSpecError",
     "ProblemNotJudgeable",
     "NoHiddenTestsError",

@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from cpfleet.argtypes import output_file
 from cpfleet.core.problem import Problem, TestCase
 from cpfleet.core.verdict import Verdict
 
@@ -635,8 +636,8 @@ def read_problem_file(path: str | Path) -> list[Problem]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="Generate the demo problem set.")
     p.add_argument("--write", action="store_true", help=f"rewrite the shipped cpfleet/data/{SHIPPED}")
-    p.add_argument("-o", "--out", help="write plain JSONL to this file ('-' for stdout)")
-    p.add_argument("--jobs-out", metavar="FILE", help="write one job per problem and completion kind (JSONL)")
+    p.add_argument("-o", "--out", type=output_file, help="write plain JSONL to this file ('-' for stdout)")
+    p.add_argument("--jobs-out", metavar="FILE", type=output_file, help="write one job per problem and completion kind (JSONL)")
     p.add_argument("--seed", type=int, default=SEED)
     args = p.parse_args(argv)
     data = to_jsonl(build_problems(args.seed))

@@ -20,6 +20,7 @@ import json
 import sys
 from pathlib import Path
 
+from cpfleet.argtypes import nonnegative_int
 from cpfleet.core import protocol
 from cpfleet.core.problem import Problem
 from cpfleet.jobs_file import InputFileError as InputError
@@ -43,7 +44,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=int, default=default_workers(), help="judging processes (default: usable CPUs)")
     parser.add_argument("--runner", choices=RUNNER_KINDS, default="forkserver", help="execution backend")
     parser.add_argument(
-        "--max-public-shown", type=int, default=DEFAULT_MAX_PUBLIC_SHOWN, help="public tests shown in the observation"
+        "--max-public-shown", type=nonnegative_int, default=DEFAULT_MAX_PUBLIC_SHOWN, help="public tests shown in the observation"
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     add_loading_arguments(parser, JOBS_STRICT_HELP)

@@ -202,6 +202,8 @@ def judge_iter(
     check_options(reward_shape, mode)
     if runner_kind not in RUNNER_KINDS:
         raise ValueError(f"runner_kind must be one of {RUNNER_KINDS}, got {runner_kind!r}")
+    if max_public_shown is not None and max_public_shown < 0:  # refused here, not once per job in the pool
+        raise ValueError(f"max_public_shown must be >= 0 (None: all), got {max_public_shown}")
     n_workers = max(1, workers if workers is not None else default_workers())
     total = len(jobs) if isinstance(jobs, Sized) else None
     options = {

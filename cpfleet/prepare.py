@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from cpfleet import dataset_formats
+from cpfleet.argtypes import output_file
 from cpfleet.core.errors import DatasetUnavailableError, PrepareError
 from cpfleet.core.records import loader_check, record_errors
 from cpfleet.dataset_formats import DatasetFormat, register_format
@@ -471,7 +472,12 @@ def prepare(
         bad = _first_bad_json_line(root)
         if bad is not None:  # datasets says only "An error occurred while generating the dataset"
             raise PrepareError(bad) from e
-        raise DatasetUnavailableError(f"cannot load {dataset!r} split {opts.split!r}: {e}") from e
+        hint = ""
+        if not root.exists() and ("reach" in str(e) or isinstance(e, (ConnectionError, OSError))):
+            # a machine without the Hub: the line says how to get the data there, not only that it failed
+            hint = (f"; without network to the Hub, download it elsewhere (huggingface-cli download {dataset} "
+                    f"--repo-type dataset --local-dir DIR), copy DIR here and pass --dataset DIR")
+        raise DatasetUnavailableError(f"cannot load {dataset!r} split {opts.split!r}: {_first_line(str(e))}{hint}") from e
     columns = _columns(ds)
     fmt = opts.fmt or detect_format(columns)
     declared = dataset_formats.get(fmt)
@@ -578,7 +584,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dataset", default="deepmind/code_contests",
                         help="hub name, or a local file/folder (parquet, json, jsonl, arrow) in that schema")
     parser.add_argument("--split", default="test", help="dataset split to convert, e.g. train, valid, test (default: test)")
-    parser.add_argument("--out", required=True, help="output problem JSONL ('-': stdout; .gz: compressed); required, no default")
+    parser.add_argument("--out", required=True, type=output_file, help="output problem JSONL ('-': stdout; .gz: compressed); required, no default")
     parser.add_argument("--format", dest="fmt", choices=dataset_formats.names(), default=None,
                         help="dataset schema when the columns do not tell (default: detected from the columns "
                              "or the folder): " + dataset_formats.help_text())

@@ -111,14 +111,21 @@ def _content(content: Any) -> str:
 
 
 def problem_ref(value: Any) -> str | Any:
-    """A problem id (a plain string) or inline tests (a mapping, a list, or their JSON text)."""
+    """A problem id (a plain string) or inline tests (a mapping, a list, or their JSON text).
+
+    Text that opens as JSON (``{`` or ``[``) but does not parse is broken inline tests, an
+    ``InlineProblemError`` saying where it breaks: taken as a problem id it came back as
+    "unknown problem '{\"inputs\": ...'", sending the user to look for a problem never meant."""
     if isinstance(value, str):
         text = value.strip()
         if text[:1] in ("{", "["):
             try:
                 return json.loads(text)
-            except json.JSONDecodeError:
-                return value
+            except json.JSONDecodeError as e:
+                raise InlineProblemError(
+                    f"inline tests are not valid JSON ({e.msg} at character {e.pos} of {len(text)}: "
+                    f"{text[max(0, e.pos - 20):e.pos + 20]!r})"
+                ) from None
         return value
     return value
 

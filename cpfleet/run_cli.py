@@ -34,6 +34,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from cpfleet.argtypes import positive_float
 from cpfleet.core import defaults, protocol
 from cpfleet.core.errors import ProtocolError
 from cpfleet.core.languages import LANGUAGES, by_extension
@@ -66,14 +67,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--local", action="store_true", help="run in a sandbox of this process, without Redis")
     parser.add_argument("--redis", metavar="URL", help="the fleet's " + defaults.REDIS_URL_HELP)
     parser.add_argument("--queue", default=protocol.DEFAULT_QUEUE, help="queue to publish to (default: cpfleet)")
-    parser.add_argument("--timeout", type=float, default=900.0, help="seconds per job before an INTERNAL result")
+    parser.add_argument("--timeout", type=positive_float, default=900.0, help="seconds per job before an INTERNAL result")
 
 
 def run(args: argparse.Namespace) -> int:
     try:
         requests = _batch(args) if args.batch else [_single(args)]
     except (OSError, ValueError) as exc:
-        print(f"cpfleet run: {exc}", file=sys.stderr)
+        print(f"cpfleet run: {_file_error(exc)}", file=sys.stderr)
         return 2
     try:
         results = _run_local(requests) if args.local else _run_fleet(args, requests)
@@ -88,6 +89,16 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.flush()
         return 3 if any(r.infra_error for r in results) else 0
     return _show(results[0])
+
+
+def _file_error(exc: BaseException) -> str:
+    """An unreadable FILE, --file or --batch path as "PATH: what is wrong", the way the other
+    commands name a bad file, not Python's "[Errno 2] No such file or directory: 'PATH'"."""
+    if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
+        reason = {FileNotFoundError: "no such file", IsADirectoryError: "is a directory, expected a file",
+                  PermissionError: "not readable (permission denied)"}.get(type(exc), exc.strerror)
+        return f"{exc.filename}: {reason}"
+    return str(exc)
 
 
 # --- requests ------------------------------------------------------------------------------------

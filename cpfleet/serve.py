@@ -14,6 +14,7 @@ import logging
 import socket
 import sys
 
+from cpfleet.argtypes import positive_float, positive_int
 from cpfleet.core import defaults
 from cpfleet.core.errors import RedisUrlError
 from cpfleet.gateway.app import (
@@ -38,11 +39,11 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--queue", default=None, help="the fleet queue to submit to (default: cpfleet)")
     p.add_argument("--max-body-mb", type=float, default=DEFAULT_MAX_BODY_MB,
                    help="largest request body, 413 above (default: %(default)s)")
-    p.add_argument("--max-backlog", type=int, default=DEFAULT_MAX_BACKLOG,
+    p.add_argument("--max-backlog", type=positive_int, default=DEFAULT_MAX_BACKLOG,
                    help="unanswered jobs this replica holds before it refuses requests (default: %(default)s)")
-    p.add_argument("--wait", type=float, default=DEFAULT_WAIT_S,
+    p.add_argument("--wait", type=positive_float, default=DEFAULT_WAIT_S,
                    help="seconds a request waits for its answer when its client states no deadline (default: %(default)s)")
-    p.add_argument("--timeout", type=float, default=DEFAULT_JOB_TIMEOUT_S,
+    p.add_argument("--timeout", type=positive_float, default=DEFAULT_JOB_TIMEOUT_S,
                    help="seconds before a fleet job is an infrastructure error (default: %(default)s)")
     p.add_argument("--coalesce-ms", type=float, default=DEFAULT_COALESCE_MS,
                    help="window in which /run_code calls for one program share a run job (default: %(default)s)")

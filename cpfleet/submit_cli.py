@@ -16,6 +16,7 @@ import json
 import sys
 from typing import Any
 
+from cpfleet.argtypes import positive_float, positive_int
 from cpfleet.core import defaults, protocol
 from cpfleet.jobs_file import (  # shared with `cpfleet judge`
     InputFileError,
@@ -33,8 +34,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mode", choices=protocol.MODES, default="full", help="full: hidden tests give the reward; public: public tests only")
     parser.add_argument("--problems", metavar="FILE", help="upload this problem file (JSONL/.gz/parquet) to the store first (default: upload nothing)")
     parser.add_argument("--queue", default=protocol.DEFAULT_QUEUE, help="queue to publish to (default: cpfleet)")
-    parser.add_argument("--timeout", type=float, default=900.0, help="seconds per job before an INTERNAL result (default 900)")
-    parser.add_argument("--max-in-flight", type=int, default=20_000, help="jobs pending at once (default 20000)")
+    parser.add_argument("--timeout", type=positive_float, default=900.0, help="seconds per job before an INTERNAL result (default 900)")
+    parser.add_argument("--max-in-flight", type=positive_int, default=20_000, help="jobs pending at once (default 20000)")
     parser.add_argument("--no-cache", action="store_true", help="bypass the fleet's result cache")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     parser.add_argument(
@@ -65,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
             timeout=args.timeout,
             reward_shape=args.reward_shape,
             mode=args.mode,
-            max_in_flight=max(1, args.max_in_flight),
+            max_in_flight=args.max_in_flight,
             use_cache=not args.no_cache,
         )
     except (BrokerUnavailable, BrokerFull) as exc:
@@ -161,6 +162,14 @@ def _submit(client: Any, jobs: list[dict[str, Any]], progress: bool, skipped_ids
                     sys.stdout.write(json.dumps(r.to_dict(), ensure_ascii=False) + "\n")
                 sys.stdout.flush()  # results stream out as they come, as judge's do
     except KeyboardInterrupt:
+        # results that came back ahead of an earlier job still running were held for input
+        # order; they are judged and counted in the summary, so they are written now, in the
+        # order of their jobs (each line carries its job_id), never dropped
+        for i in sorted(done):
+            r = done.pop(i)
+            if r.verdict == Verdict.UNKNOWN_PROBLEM and r.problem_id in skipped_ids:
+                r.infra_message = skipped_ids[r.problem_id]
+            sys.stdout.write(json.dumps(r.to_dict(), ensure_ascii=False) + "\n")
         sys.stdout.flush()
         client.cancel_many(futures)  # the fleet drops what it has not started
         print(f"\ncpfleet submit: interrupted: {tally.done} of {len(jobs)} judged ({tally.summary()}); "

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from cpfleet.argtypes import positive_int
 from cpfleet.core.defaults import DEFAULT_FLOWER_PORT, DEFAULT_METRICS_PORT, DEFAULT_REDIS_PORT
 from cpfleet.core.errors import FleetError
 from cpfleet.local_fleet import LocalFleet
@@ -50,7 +51,7 @@ def add_fleet_arguments(parser: argparse.ArgumentParser) -> None:
     """Options shared by ``up`` and ``demo``."""
     parser.add_argument("--redis", metavar="URL", help="use this Redis instead of starting one (default: start one on loopback)")
     parser.add_argument(
-        "--workers", "-c", type=int, metavar="N", help="pool processes of the worker (default: CPU count)"
+        "--workers", "-c", type=positive_int, metavar="N", help="pool processes of the worker (default: CPU count)"
     )
     parser.add_argument(
         "--flower-port", type=port_arg(-1), metavar="P",

@@ -38,7 +38,7 @@ from typing import Any
 import redis
 
 from cpfleet.core import defaults, protocol
-from cpfleet.core.errors import BrokerFull, ClientClosed, FleetBusy
+from cpfleet.core.errors import BrokerFull, ClientClosed, FleetBusy, JobFormatError
 from cpfleet.core.protocol import JobMessage, RunMessage
 from cpfleet.core.redis_url import connection_hint
 from cpfleet.core.results import JobResult, RunJobResult
@@ -99,8 +99,10 @@ class FleetClient:
         unreachable_grace: float | None = 30.0,
     ) -> None:
         protocol.check_options(reward_shape, mode)
-        if timeout <= 0 or max_in_flight < 1:
-            raise ValueError("timeout must be > 0 and max_in_flight >= 1")
+        if not timeout > 0:
+            raise ValueError(f"timeout must be > 0 seconds, got {timeout!r}")
+        if max_in_flight < 1:
+            raise ValueError(f"max_in_flight must be >= 1, got {max_in_flight!r}")
         if unreachable_grace is not None and not unreachable_grace > 0:
             raise ValueError(f"unreachable_grace must be > 0 seconds or None, got {unreachable_grace!r}")
         target = defaults.redis_target(redis_url)  # a bad URL is one clear RedisUrlError, before anything starts
@@ -249,7 +251,17 @@ class FleetClient:
         if self._jobs.closed:
             raise ClientClosed("FleetClient is closed")
         submitter = self.submitter
-        specs = [submitter.make(submitter.resolve_inline(job), reward_shape, mode, timeout) for job in jobs]
+        if isinstance(jobs, (str, bytes, Mapping)):
+            raise JobFormatError(
+                f"submit_many takes a list of jobs, got one {type(jobs).__name__}: "
+                "pass [(problem_id, completion), ...] or [{'problem_id': ..., 'completion': ...}, ...]"
+            )
+        specs = []
+        for i, job in enumerate(jobs):
+            try:
+                specs.append(submitter.make(submitter.resolve_inline(job), reward_shape, mode, timeout))
+            except JobFormatError as exc:
+                raise JobFormatError(f"job #{i}: {exc}") from None
         self.known_problems.require(s.problem_id for s in specs)
         return self.submitter.publish(specs, wait_for_room)
 

@@ -68,6 +68,9 @@ class ShardedFleetClient:
 
     def register_problems(self, problems: Iterable[Any]) -> list[Any]:
         """Store each problem on its shard; returns each shard's registration stats."""
+        from cpfleet.core.store import require_problem_iterable
+
+        require_problem_iterable(problems)
         parts: list[list[Any]] = [[] for _ in self.shards]
         for p in problems:
             pid = p["id"] if isinstance(p, Mapping) else p.id

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cpfleet.core import protocol
-from cpfleet.core.errors import BrokerFull, ClientClosed, FleetBusy, UnknownLanguage
+from cpfleet.core.errors import BrokerFull, ClientClosed, FleetBusy, JobFormatError, UnknownLanguage
 from cpfleet.core.languages import FENCE_TAGS, LANGUAGES
 from cpfleet.core.protocol import RunMessage
 from cpfleet.producer.inline_registry import InlineRegistry
@@ -48,6 +48,23 @@ class RunRequest:
     output_cap: int = protocol.DEFAULT_RUN_OUTPUT_CAP
     timeout: float | None = None
     job_id: str | None = None
+
+
+def check_job_shape(job: object) -> None:
+    """Refuse a job that is neither a pair nor a mapping naming its problem, in words: a bare
+    string was unpacked ("not enough values to unpack") and a mapping without ``problem_id``
+    was a KeyError, neither saying what a job is."""
+    if isinstance(job, Mapping):
+        if not job.get("problem_id") and "tests" not in job:
+            raise JobFormatError(
+                f"a job mapping needs 'problem_id' or 'tests' (and 'completion'), got keys {sorted(map(str, job))[:10]}"
+            )
+        return
+    if isinstance(job, (str, bytes)) or not isinstance(job, Sequence) or len(job) != 2:
+        raise JobFormatError(
+            f"a job is (problem_id, completion) or a mapping with 'problem_id' or 'tests' and 'completion', "
+            f"got {type(job).__name__} {str(job)[:60]!r}; submit_many takes a list of jobs, submit one job's two arguments"
+        )
 
 
 class Submitter:
@@ -82,6 +99,7 @@ class Submitter:
     def resolve_inline(self, job: Job) -> Job:
         """A job carrying ``tests`` (a mapping without ``problem_id``, or a pair whose first item is
         not a string) gets the id its tests are stored under, registering them the first time."""
+        check_job_shape(job)
         if isinstance(job, Mapping):
             if job.get("problem_id") or "tests" not in job:
                 return job
@@ -108,14 +126,14 @@ class Submitter:
             job_id = None
             language = None
         if language is not None and (not isinstance(language, str) or not language):
-            raise ValueError(f"language must be a non-empty string, got {language!r}")
+            raise JobFormatError(f"language must be a non-empty string, got {language!r}")
         reward_shape, mode = reward_shape or self.reward_shape, mode or self.mode
         protocol.check_options(reward_shape, mode)
         if not isinstance(problem_id, str) or not problem_id or not utf8(problem_id):
-            raise ValueError(f"problem_id must be a non-empty UTF-8 string, got {problem_id!r}")
+            raise JobFormatError(f"problem_id must be a non-empty UTF-8 string, got {problem_id!r}")
         job_id = random_hex() if job_id is None or job_id == "" else str(job_id)
         if not utf8(job_id):
-            raise ValueError(f"job_id must be valid UTF-8 text, got {job_id!r}")
+            raise JobFormatError(f"job_id must be valid UTF-8 text, got {job_id!r}")
         if isinstance(completion, bytes):
             size = len(completion)  # bytes travel as bytes; the worker decodes them (errors replaced)
         elif isinstance(completion, str):

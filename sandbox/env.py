@@ -124,6 +124,8 @@ class Judge:
         queued_ms: float = 0.0,
     ) -> None:
         check_options(reward_shape, mode)
+        if max_public_shown is not None and max_public_shown < 0:  # -1 sliced off the last test, silently
+            raise ValueError(f"max_public_shown must be >= 0 (None: all), got {max_public_shown}")
         self.problem, self.runner = problem, runner
         self.reward_shape, self.mode = reward_shape, mode
         self.max_public_shown = max_public_shown

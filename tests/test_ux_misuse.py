@@ -46,7 +46,7 @@ def _no_traceback(proc: subprocess.CompletedProcess[str], code: int) -> None:
         (["up", "--metrics-port", "99999"], "argument --metrics-port: '99999' is not a port"),
         (["up", "--redis-port", "abc"], "argument --redis-port: 'abc' is not a port: want 1-65535 or 0 (any free port)"),
         (["serve", "--host", "0.0.0.0"], "cpfleet serve: refusing to listen on 0.0.0.0 without --token"),
-        (["serve", "--timeout", "0"], "cpfleet serve: --max-body-mb, --max-backlog, --timeout, --wait must be positive"),
+        (["serve", "--timeout", "0"], "cpfleet serve: error: argument --timeout: expected a number > 0, got '0'"),
     ],
 )
 def test_a_bad_option_value_is_a_usage_error(argv: list[str], words: str) -> None:

@@ -77,7 +77,7 @@ def preflight(url: str, hostname: str) -> tuple[str | None, list[str]]:
     from celery.utils.nodenames import default_nodename, host_format
 
     from cpfleet.core import protocol
-    from cpfleet.core.redis_url import connection_hint, parse_redis_url
+    from cpfleet.core.redis_url import NO_SUCH_DB, connection_hint, parse_redis_url
     from cpfleet.workers.resources import connect
 
     safe = parse_redis_url(url).safe
@@ -93,7 +93,7 @@ def preflight(url: str, hostname: str) -> tuple[str | None, list[str]]:
         return f"cannot reach Redis at {safe}: {connection_hint(exc)}", warnings
     except redis.RedisError as exc:
         hint = connection_hint(exc)
-        if hint.startswith(("this Redis requires a password", "Redis refused the user or password")):
+        if hint.startswith(("this Redis requires a password", "Redis refused the user or password", NO_SUCH_DB)):
             return f"cannot reach Redis at {safe}: {hint}", warnings
         return None, [f"Redis at {safe} does not answer yet ({hint}); the worker waits for it (Ctrl-C stops)"]
     name = host_format(default_nodename(hostname))

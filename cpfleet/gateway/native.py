@@ -19,17 +19,30 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from cpfleet.core.errors import BrokerFull, ClientClosed, FleetBusy
+from cpfleet.core.errors import BrokerFull, ClientClosed, FleetBusy, InlineProblemError
 from cpfleet.core.protocol import check_options
 from cpfleet.gateway.app import Gateway, HTTPError, Refused, permanent_error
 from cpfleet.gateway.payloads import json_object
 from cpfleet.gateway.registry import protocol
 from cpfleet.rewards import problem_ref
 
+JOB_KEYS = ("problem_id", "tests", "completion", "job_id", "reward_shape", "mode")
+BATCH_KEYS = ("jobs", "reward_shape", "mode")
+
+
+def unknown_keys(where: str, obj: Mapping[str, Any], known: Sequence[str]) -> None:
+    """Refuse a key this endpoint does not read: a misspelt option (``reward`` for
+    ``reward_shape``, a ``timeout`` it has none of) would otherwise be judged under the default,
+    silently, and the caller would train on rewards of a shape it did not ask for."""
+    extra = sorted(set(obj) - set(known))
+    if extra:
+        raise HTTPError(422, f"{where}: unknown key(s) {', '.join(map(repr, extra))}; accepted: {', '.join(known)}")
+
 
 def native_job(i: int, job: Any, defaults: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(job, dict):
         raise HTTPError(422, f"jobs[{i}] must be an object")
+    unknown_keys(f"jobs[{i}]", job, JOB_KEYS)
     completion = job.get("completion")
     if not isinstance(completion, str):
         raise HTTPError(422, f"jobs[{i}].completion must be a string")
@@ -38,7 +51,13 @@ def native_job(i: int, job: Any, defaults: Mapping[str, Any]) -> dict[str, Any]:
             raise HTTPError(422, f"jobs[{i}].problem_id must be a string")
         problem: Any = job["problem_id"]
     elif "tests" in job:
-        problem = problem_ref(job["tests"])
+        try:
+            problem = problem_ref(job["tests"])
+        except InlineProblemError as e:
+            raise HTTPError(422, f"jobs[{i}].tests: {e}") from None
+        if isinstance(problem, str):  # not JSON text: a problem id belongs in problem_id
+            raise HTTPError(422, f"jobs[{i}].tests must be tests (an object, or its JSON text), got the string "
+                                 f"{problem[:60]!r}; a problem id goes in problem_id")
     else:
         raise HTTPError(422, f"jobs[{i}] needs 'problem_id' or 'tests'")
     reward_shape = job.get("reward_shape") or defaults.get("reward_shape")
@@ -56,6 +75,7 @@ def native_job(i: int, job: Any, defaults: Mapping[str, Any]) -> dict[str, Any]:
 def routes(gw: Gateway) -> Sequence[Route]:
     async def judge_batch(request: Request) -> Response:
         body = json_object(await gw.body_json(request))
+        unknown_keys("body", body, BATCH_KEYS)
         jobs = body.get("jobs")
         if not isinstance(jobs, list) or not jobs:
             raise HTTPError(422, "'jobs' must be a non-empty list")

@@ -7,6 +7,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from cpfleet.core.errors import InlineProblemError
 from cpfleet.gateway.app import HTTPError
 from cpfleet.rewards import problem_ref
 
@@ -49,7 +50,10 @@ def utf8_text(value: str, field: str) -> str:
 
 def label(value: Any, field: str = "label") -> Any:
     """A reward label: a problem id, or inline tests (as an object or its JSON text)."""
-    ref = problem_ref(value)
+    try:
+        ref = problem_ref(value)
+    except InlineProblemError as e:
+        raise HTTPError(422, f"{field}: {e}") from None
     if isinstance(ref, str) and not ref:
         raise HTTPError(422, "a label is empty: it must be a problem id or inline tests")
     if isinstance(ref, str):

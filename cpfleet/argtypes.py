@@ -1,0 +1,64 @@
+"""Argparse types for numbers that only make sense above zero (a deadline, a batch bound).
+
+A zero or negative ``--timeout`` reached ``FleetClient`` and came out as a traceback; as an
+argparse type it is a usage error naming the option and the value (exit 2), like every other
+bad argument, before anything connects.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+from pathlib import Path
+
+
+def positive_float(text: str) -> float:
+    """A number of seconds (or any measure) > 0; ``inf`` and ``nan`` are refused too."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}") from None
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """A count >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return value
+
+
+def output_file(text: str) -> str:
+    """A file this command will write ('-': stdout): its folder must exist and be writable and
+    the path must not be a folder. Checked when the arguments are read, so a typo in the folder
+    is one line before any work, not a FileNotFoundError traceback after all of it (prepare's
+    conversion, validate's judging)."""
+    if text == "-":
+        return text
+    path = Path(text).expanduser()
+    folder = path.parent
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: is a folder, expected a file name to write")
+    if not folder.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: folder {folder} does not exist (create it first)")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"{text}: folder {folder} is not writable")
+    return text
+
+
+def nonnegative_int(text: str) -> int:
+    """A count >= 0 (a negative one would slice from the end, silently)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
+    return value
