@@ -35,7 +35,10 @@ dict with always the same keys (verl crashes or drops columns when keys vary):
   (an unknown problem id raises instead, see above).
 - ``acc``: 1.0 when every rewarded test passed, else 0.0.
 - ``verdict``: an integer code (``VERDICT_CODES``; verl averages every key, so no strings).
-- ``infra_error``: 1 or 0. ``pass_rate``: rewarded tests passed / total. ``num_tests``: total.
+- ``infra_error``: 1 or 0. ``pass_rate``: rewarded tests passed / total; under all_or_nothing
+  the judging stops at the first failing test, which runs early once the fleet has learnt which
+  tests fail most (docs/failfast.md), so there it is a lower bound: ask ``reward_shape="fraction"``
+  for every test's outcome. ``num_tests``: total.
 
 ``ground_truth`` is a problem id or inline tests (a dict/list, or its JSON text). Settings come
 from ``custom_reward_function.reward_kwargs`` (``redis_url``, ``reward_shape``, ``mode``,
