@@ -13,7 +13,7 @@ from cpfleet.core import defaults
 # name -> (module, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "judge": ("cpfleet.judge", "evaluate jobs locally, without any queue"),
-    "prepare": ("cpfleet.prepare", "convert a HF dataset (code_contests / taco / apps) to problem JSONL"),
+    "prepare": ("cpfleet.prepare", "convert a dataset (code_contests, TACO/APPS, LiveCodeBench, PrimeIntellect, DeepCoder, open-r1 codeforces, a Kattis package) to problem JSONL"),
     "load": ("cpfleet.store_cli", "upload problems to the Redis problem store"),
     "validate": ("cpfleet.validate", "run reference solutions to find broken or weak problems"),
     "worker": ("cpfleet.workers.cli", "start a Celery worker (prefork, concurrency = CPUs)"),
