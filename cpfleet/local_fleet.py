@@ -23,7 +23,7 @@ from typing import IO, Any
 
 from cpfleet.core.errors import FleetError
 from cpfleet.processes import alive, descendants, die_with_parent, http_get, proc_table, stop_process_group
-from cpfleet.redis_server import RedisServer, free_port
+from cpfleet.redis_server import PORT_TRIES, RedisServer, free_port, port_taken
 
 
 @dataclass
@@ -70,6 +70,7 @@ class LocalFleet:
         self.redis_url = redis_url
         self.workers = workers
         self.flower_port = free_port() if flower_port == 0 else flower_port
+        self._flower_port_picked = flower_port == 0  # may move if taken before Flower binds it
         self.metrics_port = free_port() if metrics_port == 0 else metrics_port
         self.log_dir = log_dir
         self.worker_env = dict(worker_env or {})
@@ -132,7 +133,7 @@ class LocalFleet:
                 self.flower = self._spawn("flower", self._flower_argv(), self._env(worker=False))
             self._wait_worker(deadline)
             if self.flower is not None:
-                self._wait_http("flower", f"{self.flower_url}/healthcheck", self.flower, deadline)
+                self._wait_flower(deadline)
             if self.metrics_port is not None:
                 self._wait_http("metrics", str(self.metrics_url), self.worker, deadline)
         except BaseException:
@@ -239,6 +240,26 @@ class LocalFleet:
             stats = app.control.inspect(destination=[self.node_name], timeout=2.0).stats() or {}
             return int(stats[self.node_name]["pool"]["max-concurrency"])
         return None
+
+    def _wait_flower(self, deadline: float) -> None:
+        """Until Flower answers. A port picked here was free when picked, not when Flower binds
+        it (another process's connection may take it meanwhile): Flower then exits, and is
+        started again on another port. A port the caller named never moves."""
+        for attempt in range(PORT_TRIES):
+            assert self.flower is not None and self.flower_port is not None
+            try:
+                self._wait_http("flower", f"{self.flower_url}/healthcheck", self.flower, deadline)
+                return
+            except FleetError:
+                moved = (self._flower_port_picked and attempt < PORT_TRIES - 1
+                         and self.flower.proc.poll() is not None and port_taken(self.flower_port))
+                if not moved:
+                    raise
+            self._stop_child(self.flower, signal.SIGTERM, 5.0)
+            if self.flower.log_file is not None:
+                self.flower.log_file.close()
+            self.flower_port = free_port()
+            self.flower = self._spawn("flower", self._flower_argv(), self._env(worker=False))
 
     def _wait_http(self, what: str, url: str, child: _Child, deadline: float) -> None:
         while True:

@@ -45,7 +45,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _port_taken(port: int) -> bool:
+def port_taken(port: int) -> bool:
     """Whether a socket of another process holds ``port`` on 127.0.0.1 (bound as redis-server
     binds it, SO_REUSEADDR: a connection in TIME_WAIT does not count)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -57,7 +57,7 @@ def _port_taken(port: int) -> bool:
         return False
 
 
-PORT_TRIES = 5  # ports picked for a RedisServer before one that stays free long enough to bind
+PORT_TRIES = 5  # ports picked for a server before one that stays free long enough to bind
 
 
 class _PortTaken(RuntimeError):
@@ -129,7 +129,7 @@ class RedisServer:
             if self.proc.poll() is not None:
                 err = self.proc.stderr.read().decode(errors="replace") if self.proc.stderr else ""
                 self.stop()
-                if _port_taken(self.port):  # redis-server says why on stdout, which is not kept
+                if port_taken(self.port):  # redis-server says why on stdout, which is not kept
                     raise _PortTaken(f"redis-server could not bind port {self.port}: another process holds it")
                 raise RuntimeError(f"redis-server exited at start: {err.strip()}")
             try:
