@@ -24,15 +24,19 @@ def positive_float(text: str) -> float:
     return value
 
 
-def positive_int(text: str) -> int:
-    """A count >= 1."""
+def _int_at_least(text: str, low: int) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a whole number >= {low}, got {text!r}") from None
+    if value < low:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= {low}, got {text!r}")
     return value
+
+
+def positive_int(text: str) -> int:
+    """A count >= 1."""
+    return _int_at_least(text, 1)
 
 
 def output_file(text: str) -> str:
@@ -55,10 +59,4 @@ def output_file(text: str) -> str:
 
 def nonnegative_int(text: str) -> int:
     """A count >= 0 (a negative one would slice from the end, silently)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
-    return value
+    return _int_at_least(text, 0)

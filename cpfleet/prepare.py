@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from cpfleet import dataset_formats
-from cpfleet.argtypes import output_file
+from cpfleet.argtypes import nonnegative_int, output_file
 from cpfleet.core.errors import DatasetUnavailableError, PrepareError
 from cpfleet.core.records import loader_check, record_errors
 from cpfleet.dataset_formats import DatasetFormat, register_format
@@ -570,16 +570,6 @@ def parse_difficulty(text: str) -> tuple[int | None, int | None]:
     return lo, hi
 
 
-def _non_negative(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {n}")
-    return n
-
-
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dataset", default="deepmind/code_contests",
                         help="hub name, or a local file/folder (parquet, json, jsonl, arrow) in that schema")
@@ -588,17 +578,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", dest="fmt", choices=dataset_formats.names(), default=None,
                         help="dataset schema when the columns do not tell (default: detected from the columns "
                              "or the folder): " + dataset_formats.help_text())
-    parser.add_argument("--max-hidden", type=_non_negative, default=None,
+    parser.add_argument("--max-hidden", type=nonnegative_int, default=None,
                         help="keep at most N hidden tests per problem (default: all)")
-    parser.add_argument("--min-public", type=_non_negative, default=1, help="skip problems with fewer public tests")
+    parser.add_argument("--min-public", type=nonnegative_int, default=1, help="skip problems with fewer public tests")
     parser.add_argument("--difficulty", type=parse_difficulty, default=None, metavar="LO:HI",
                         help="keep difficulty in [LO, HI] (either side optional; default: every difficulty)")
-    parser.add_argument("--max-samples", type=_non_negative, default=None, help="stop after N kept problems (default: no limit)")
+    parser.add_argument("--max-samples", type=nonnegative_int, default=None, help="stop after N kept problems (default: no limit)")
     parser.add_argument("--with-solutions", action="store_true",
                         help="keep Python 3 reference / incorrect solutions (for cpfleet validate)")
-    parser.add_argument("--max-solutions", type=_non_negative, default=None,
+    parser.add_argument("--max-solutions", type=nonnegative_int, default=None,
                         help="with --with-solutions: keep at most N of each kind per problem (default: all)")
-    parser.add_argument("--num-public", type=_non_negative, default=1,
+    parser.add_argument("--num-public", type=nonnegative_int, default=1,
                         help="formats without a public/hidden split (TACO, APPS, DeepCoder, PrimeIntellect): "
                              "how many of the tests are shown as public (default 1)")
     parser.add_argument("--config", default=None,

@@ -145,6 +145,12 @@ def _submit(client: Any, jobs: list[dict[str, Any]], progress: bool, skipped_ids
     position = {f: i for i, f in enumerate(futures)}
     done: dict[int, Any] = {}
     next_out = 0
+
+    def write(r: Any) -> None:
+        if r.verdict == Verdict.UNKNOWN_PROBLEM and r.problem_id in skipped_ids:
+            r.infra_message = skipped_ids[r.problem_id]  # why it is not in the store
+        sys.stdout.write(json.dumps(r.to_dict(), ensure_ascii=False) + "\n")
+
     try:
         with tqdm(total=len(futures), disable=not progress, file=sys.stderr, unit="job", dynamic_ncols=True) as bar:
             for future in cf.as_completed(futures):
@@ -155,21 +161,15 @@ def _submit(client: Any, jobs: list[dict[str, Any]], progress: bool, skipped_ids
                 tally.add(r)
                 done[position[future]] = r
                 while next_out in done:  # stream out in input order as soon as possible
-                    r = done.pop(next_out)
-                    if r.verdict == Verdict.UNKNOWN_PROBLEM and r.problem_id in skipped_ids:
-                        r.infra_message = skipped_ids[r.problem_id]  # why it is not in the store
+                    write(done.pop(next_out))
                     next_out += 1
-                    sys.stdout.write(json.dumps(r.to_dict(), ensure_ascii=False) + "\n")
                 sys.stdout.flush()  # results stream out as they come, as judge's do
     except KeyboardInterrupt:
         # results that came back ahead of an earlier job still running were held for input
         # order; they are judged and counted in the summary, so they are written now, in the
         # order of their jobs (each line carries its job_id), never dropped
         for i in sorted(done):
-            r = done.pop(i)
-            if r.verdict == Verdict.UNKNOWN_PROBLEM and r.problem_id in skipped_ids:
-                r.infra_message = skipped_ids[r.problem_id]
-            sys.stdout.write(json.dumps(r.to_dict(), ensure_ascii=False) + "\n")
+            write(done.pop(i))
         sys.stdout.flush()
         client.cancel_many(futures)  # the fleet drops what it has not started
         print(f"\ncpfleet submit: interrupted: {tally.done} of {len(jobs)} judged ({tally.summary()}); "

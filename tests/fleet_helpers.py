@@ -4,8 +4,10 @@ killed if a graceful stop takes too long), so no test leaves a process behind.""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -28,6 +30,16 @@ TEST_ENV = {
     "CPFLEET_REDIS_SOCKET_TIMEOUT": "5",
     "CPFLEET_HEALTH_CHECK_INTERVAL": "2",
 }
+
+
+@contextlib.contextmanager
+def port_held(port: int) -> Iterator[None]:
+    """``port`` on 127.0.0.1 bound and listening here: taken, as by another process's socket in the
+    moment between a server's port being picked and the server binding it."""
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", port))
+        squatter.listen()
+        yield
 
 
 def _tree_cpu_ticks(pid: int) -> int:

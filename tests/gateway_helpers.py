@@ -18,6 +18,17 @@ import uvicorn
 from cpfleet.gateway import ServeConfig, create_app
 from cpfleet.redis_server import free_port
 
+# open-r1 generated_checker style: argv = input, correct output, solution output; prints 1 or 0
+FLOAT_CHECKER = (
+    "import sys\n"
+    "inp, correct, sol = (open(p).read() for p in sys.argv[1:4])\n"
+    "try:\n"
+    "    ok = abs(float(correct.split()[0]) - float(sol.split()[0])) <= 1e-6\n"
+    "except (ValueError, IndexError):\n"
+    "    ok = False\n"
+    "print(1 if ok else 0)\n"
+)
+
 
 def start_server(config: ServeConfig) -> tuple[uvicorn.Server, threading.Thread, int]:
     port = free_port()

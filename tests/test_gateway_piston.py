@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from fleet_helpers import FleetWorker
-from gateway_helpers import http, serving
+from gateway_helpers import FLOAT_CHECKER, http, serving
 
 from cpfleet.gateway import ServeConfig
 from cpfleet.gateway.registry import protocols
@@ -24,16 +24,6 @@ from cpfleet.redis_server import RedisServer
 CPP_ADD = "#include <cstdio>\nint main(){long long a,b;scanf(\"%lld %lld\",&a,&b);printf(\"%lld\\n\",a+b);}\n"
 CPP_WRONG = "#include <cstdio>\nint main(){long long a,b;scanf(\"%lld %lld\",&a,&b);printf(\"%lld\\n\",a-b);}\n"
 PY_THIRD = "n = int(input())\nprint(1 / n)\n"
-# open-r1 generated_checker style: argv = input, correct output, solution output; prints 1 or 0
-FLOAT_CHECKER = (
-    "import sys\n"
-    "inp, correct, sol = (open(p).read() for p in sys.argv[1:4])\n"
-    "try:\n"
-    "    ok = abs(float(correct.split()[0]) - float(sol.split()[0])) <= 1e-6\n"
-    "except (ValueError, IndexError):\n"
-    "    ok = False\n"
-    "print(1 if ok else 0)\n"
-)
 
 
 def cf_problem(checker: str | None = None, time_limit: float = 2.0, memory_limit: float = 256.0) -> dict[str, Any]:

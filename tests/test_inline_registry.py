@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import redis
 from fleet_helpers import FleetWorker, wait_until
+from gateway_helpers import FLOAT_CHECKER
 
 from cpfleet.core.errors import InlineProblemError
 from cpfleet.core.store import fetch_problem, stored_ids
@@ -25,16 +26,6 @@ from cpfleet.producer.inline import content_id, problem_from_tests
 from cpfleet.producer.inline_registry import InlineRegistry, problem_record, record_key
 from cpfleet.redis_server import RedisServer
 
-# open-r1 generated_checker style: argv = input, correct output, solution output; prints 1 or 0
-FLOAT_CHECKER = (
-    "import sys\n"
-    "inp, correct, sol = (open(p).read() for p in sys.argv[1:4])\n"
-    "try:\n"
-    "    ok = abs(float(correct.split()[0]) - float(sol.split()[0])) <= 1e-6\n"
-    "except (ValueError, IndexError):\n"
-    "    ok = False\n"
-    "print(1 if ok else 0)\n"
-)
 THIRD = "```python\nn = int(input())\nprint(1 / n)\n```"
 SPIN = "```python\nwhile True:\n    pass\n```"
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 import redis
-from fleet_helpers import FleetWorker, store_problems, wait_until
+from fleet_helpers import FleetWorker, port_held, store_problems, wait_until
 
 from cpfleet.core.errors import BrokerUnavailable
 from cpfleet.producer.client import FleetClient
@@ -148,10 +148,8 @@ def test_a_picked_port_taken_before_redis_binds_it_is_picked_again() -> None:
     process's socket may take it in between (a loaded CI machine opens many connections). The
     server then comes up on another port; a port the caller named stays an error."""
     server = RedisServer()
-    with socket.socket() as squatter:
-        squatter.bind(("127.0.0.1", server.port))  # taken in between, as by another process
-        squatter.listen()
-        taken = server.port
+    taken = server.port
+    with port_held(taken):
         with server:
             assert server.port != taken
             assert redis.Redis.from_url(server.url).ping()

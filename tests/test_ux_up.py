@@ -197,17 +197,15 @@ def test_a_picked_flower_port_taken_before_flower_binds_it_is_picked_again(tmp_p
     """LocalFleet picks Flower's port, and Flower binds it seconds later: another process's
     socket may take it in between (a loaded CI machine opens many connections). Flower then
     exits on the taken port and is started again on another one."""
-    import socket
+    from fleet_helpers import port_held
 
     from cpfleet.local_fleet import LocalFleet
     from cpfleet.processes import http_get
 
     fleet = LocalFleet(workers=1, metrics_port=None, log_dir=str(tmp_path),
                        worker_env={"CPFLEET_REQUIRE_ISOLATION": "any"})
-    with socket.socket() as squatter:
-        squatter.bind(("127.0.0.1", fleet.flower_port))  # taken in between, as by another process
-        squatter.listen()
-        taken = fleet.flower_port
+    taken = fleet.flower_port
+    with port_held(taken):
         with fleet:
             assert fleet.flower_port != taken
             status, _ = http_get(f"{fleet.flower_url}/healthcheck", timeout=10)

@@ -42,7 +42,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from cpfleet.core.errors import BrokerFull, ClientClosed, FleetBusy, InlineProblemError, NotAScoringScript
+from cpfleet.core.errors import BrokerFull, ClientClosed, FleetBusy, NotAScoringScript
 from cpfleet.core.languages import fence
 from cpfleet.core.results import JobResult
 from cpfleet.gateway.app import Gateway, HTTPError, JSONResponse, Refused, permanent_error
@@ -61,6 +61,7 @@ class Scored:
     code: str
     tests: Any
     timeout_s: float | None = None  # the template's per-run timeout, when it is a number
+    tests_text: str = ""  # the tests as the script holds them (JSON text)
 
 
 def _number(node: ast.AST | None) -> float | None:
@@ -157,7 +158,7 @@ def parse_script(script: str) -> Scored:
         tests = json.loads(tests_text)
     except (json.JSONDecodeError, RecursionError) as e:
         raise NotAScoringScript(f"test_cases is not JSON ({e})") from None
-    return Scored(code=code, tests=tests, timeout_s=_run_timeout(fn))
+    return Scored(code=code, tests=tests, timeout_s=_run_timeout(fn), tests_text=tests_text)
 
 
 def not_executed(why: str) -> dict[str, Any]:
@@ -198,36 +199,38 @@ def _wait_s(body: dict[str, Any], default: float) -> float:
 
 @protocol("e2b_router")
 def routes(gw: Gateway) -> Sequence[Route]:
-    async def stored(asked: Scored) -> tuple[str, str]:
-        """The stored problem of the script's tests and per-run timeout: (its id, its registry key)."""
+    async def one(script: str, language: str, wait_s: float,
+                  records: dict[tuple[str, float | None], asyncio.Task[dict[str, Any]]]) -> dict[str, Any]:
         from cpfleet.producer.inline import problem_from_tests
         from cpfleet.producer.inline_registry import record_key
 
-        record = await asyncio.to_thread(problem_from_tests, asked.tests, time_limit_s=asked.timeout_s)
-        registry = gw.fleet.inline_registry
-        key = record_key(record)
-        return registry.known(key) or await asyncio.to_thread(registry.record_id, record), key
-
-    async def one(script: str, language: str, wait_s: float) -> dict[str, Any]:
         if language.lower() not in PYTHON:
             return not_executed(f"cpfleet judges open-r1's Python code_reward scripts; this one is {language!r}")
         try:
             asked = await asyncio.to_thread(parse_script, script)
         except NotAScoringScript as e:
             return not_executed(f"not open-r1's code_reward script, so not judged: {e}")
+        # the scripts of one GRPO group carry one test set: its record is built once per batch
+        shared = (asked.tests_text, asked.timeout_s)
+        if shared not in records:
+            records[shared] = asyncio.ensure_future(
+                asyncio.to_thread(problem_from_tests, asked.tests, time_limit_s=asked.timeout_s))
+        registry = gw.fleet.inline_registry
         completion = fence(asked.code, "python")
         result = None
-        for _ in range(2):  # a problem the store lost is stored again once
-            try:
-                pid, key = await stored(asked)
+        try:
+            record = await asyncio.shield(records[shared])
+            key = record_key(record)
+            for _ in range(2):  # a problem the store lost is stored again once
+                pid = registry.known(key) or await asyncio.to_thread(registry.record_id, record)
                 result = await gw.judge(pid, completion, reward_shape="fraction", wait_s=wait_s)
-            except (InlineProblemError, ValueError) as e:
-                return not_executed(f"the script's test_cases make no problem: {e}")
-            except (Refused, ConnectionError, BrokerFull, FleetBusy, ClientClosed) as e:
-                return not_executed(f"the fleet did not judge it: {e or type(e).__name__}")
-            if not permanent_error(result):
-                break
-            gw.fleet.inline_registry.forget(key)
+                if not permanent_error(result):
+                    break
+                registry.forget(key)
+        except ValueError as e:  # InlineProblemError: tests that make no problem
+            return not_executed(f"the script's test_cases make no problem: {e}")
+        except (Refused, ConnectionError, BrokerFull, FleetBusy, ClientClosed) as e:
+            return not_executed(f"the fleet did not judge it: {e or type(e).__name__}")
         assert result is not None
         reason = permanent_error(result)
         if reason or result.infra_error or result.reward is None:
@@ -239,7 +242,9 @@ def routes(gw: Gateway) -> Sequence[Route]:
         scripts = str_list(body, "scripts")
         languages = _languages(body, len(scripts))
         wait_s = _wait_s(body, gw.config.wait_s)
-        answers = await asyncio.gather(*(one(s, lang, wait_s) for s, lang in zip(scripts, languages, strict=True)))
+        records: dict[tuple[str, float | None], asyncio.Task[dict[str, Any]]] = {}
+        answers = await asyncio.gather(*(one(s, lang, wait_s, records)
+                                         for s, lang in zip(scripts, languages, strict=True)))
         return JSONResponse(list(answers))
 
     return [
