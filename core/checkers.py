@@ -73,7 +73,7 @@ from cpfleet.core.comparisons import (
     kattis_float_flags,
     parse_validator_flags,
 )
-from cpfleet.core.errors import CheckerSpecError
+from cpfleet.core.errors import CheckerSpecError, RegistrationError
 from cpfleet.core.program_specs import (
     BUILD_RUN,
     ProgramSpec,
@@ -194,12 +194,12 @@ def register_checker(name: str, factory: CheckerFactory, *, replace: bool = Fals
     distinct spec; with ``role="program"`` it returns a ProgramSpec of kind ``name``, run by the
     protocol ``cpfleet.sandbox.checker_programs.register_protocol`` binds to ``name``."""
     if not name or not isinstance(name, str):
-        raise ValueError("a checker needs a non-empty name")
+        raise RegistrationError("a checker needs a non-empty name")
     if role not in (COMPARE, PROGRAM, INTERACTOR):
-        raise ValueError(f"a checker's role is {COMPARE}, {PROGRAM} or {INTERACTOR}, got {role!r}")
+        raise RegistrationError(f"a checker's role is {COMPARE}, {PROGRAM} or {INTERACTOR}, got {role!r}")
     with _lock:
         if name in _KINDS and not replace:
-            raise ValueError(f"checker {name!r} is already registered (pass replace=True)")
+            raise RegistrationError(f"checker {name!r} is already registered (pass replace=True)")
         _KINDS[name] = CheckerKind(name, factory, role, shape)
         for key in [k for k in _CACHE if json.loads(k)[0] == name]:
             del _CACHE[key]
@@ -209,7 +209,7 @@ def unregister_checker(name: str) -> None:
     """Remove a registered checker kind (tests register toy ones and take them back)."""
     with _lock:
         if name in {k.name for k in BUILTIN_KINDS}:
-            raise ValueError(f"{name!r} is a built-in checker")
+            raise RegistrationError(f"{name!r} is a built-in checker")
         _KINDS.pop(name, None)
         for key in [k for k in _CACHE if json.loads(k)[0] == name]:
             del _CACHE[key]

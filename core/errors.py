@@ -60,8 +60,26 @@ class ProtocolError(CpfleetError, ValueError):
 
 class JobFormatError(CpfleetError, ValueError):
     """A job the caller built that no worker could take: not ``(problem_id, completion)`` nor a
-    mapping with ``problem_id`` or ``tests``, or a field of the wrong type. Raised before
-    anything of the call is published; the message names the job's position."""
+    mapping with ``problem_id`` or ``tests``, a completion over the size bound, a language the
+    problem does not allow. The client raises it before anything of the call is published (the
+    message names the job's position); a worker answers it as the job's infrastructure error."""
+
+
+class JobTypeError(JobFormatError, TypeError):
+    """A job field of the wrong type (a completion or stdin that is not text or bytes): a
+    ``TypeError`` as Python's own calls raise for it, and a ``JobFormatError`` like the rest."""
+
+
+class OptionError(CpfleetError, ValueError):
+    """A judging option or a setting passed to a constructor that cpfleet does not accept (an
+    unknown reward shape or mode, a timeout or bound out of range, a client id another open
+    client holds), raised by the call that was given it, before it does anything."""
+
+
+class RegistrationError(CpfleetError, ValueError):
+    """An extension registered wrongly: a name already taken without ``replace=True``, a
+    built-in replaced or removed, a malformed name or role (languages, toolchains, checkers,
+    checker protocols, dataset formats, gateway protocols)."""
 
 
 class ProblemStoreError(CpfleetError):

@@ -22,6 +22,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import overload
 
+from cpfleet.core.errors import RegistrationError
+
 
 @dataclass(frozen=True, slots=True)
 class LanguageInfo:
@@ -67,17 +69,17 @@ def register_language(info: LanguageInfo, *, replace: bool = False) -> None:
     tag, dataset name or extension another language already claims is refused unless that
     sharing is declared (dataset names may be shared: they map to several languages)."""
     if not info.name or not info.name.isidentifier():
-        raise ValueError(f"a language name must be an identifier, got {info.name!r}")
+        raise RegistrationError(f"a language name must be an identifier, got {info.name!r}")
     with _lock:
         if info.name in _REGISTRY and not replace:
-            raise ValueError(f"language {info.name!r} is already registered (pass replace=True)")
+            raise RegistrationError(f"language {info.name!r} is already registered (pass replace=True)")
         others = [i for n, i in _REGISTRY.items() if n != info.name]
         for tag in info.fence_tags:
             if any(tag in o.fence_tags for o in others):
-                raise ValueError(f"fence tag {tag!r} already names another language")
+                raise RegistrationError(f"fence tag {tag!r} already names another language")
         for ext in info.extensions:
             if any(ext in o.extensions for o in others):
-                raise ValueError(f"extension {ext!r} already names another language")
+                raise RegistrationError(f"extension {ext!r} already names another language")
         _REGISTRY[info.name] = info
 
 
@@ -85,7 +87,7 @@ def unregister_language(name: str) -> None:
     """Remove a registered language (tests register toy ones and take them back)."""
     with _lock:
         if name in {i.name for i in BUILTIN}:
-            raise ValueError(f"{name!r} is a built-in language")
+            raise RegistrationError(f"{name!r} is a built-in language")
         _REGISTRY.pop(name, None)
 
 

@@ -23,6 +23,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator
 from typing import Generic, TypeVar
 
+from cpfleet.core.errors import OptionError
+
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
@@ -42,13 +44,13 @@ class LRU(Generic[K, V]):
         weigh: Callable[[V], int] | None = None,
     ) -> None:
         if max_entries is None and max_weight is None:
-            raise ValueError("an LRU needs a bound: max_entries, max_weight or both")
+            raise OptionError("an LRU needs a bound: max_entries, max_weight or both")
         if max_entries is not None and max_entries < 0:
-            raise ValueError(f"max_entries must be >= 0, got {max_entries}")
+            raise OptionError(f"max_entries must be >= 0, got {max_entries}")
         if max_weight is not None and max_weight < 0:
-            raise ValueError(f"max_weight must be >= 0, got {max_weight}")
+            raise OptionError(f"max_weight must be >= 0, got {max_weight}")
         if (max_weight is None) != (weigh is None):
-            raise ValueError("max_weight and weigh go together")
+            raise OptionError("max_weight and weigh go together")
         self.max_entries = max_entries
         self.max_weight = max_weight
         self._weigh = weigh
@@ -83,7 +85,7 @@ class LRU(Generic[K, V]):
         if self._weigh is not None:
             weight = self._weigh(value)
             if weight < 0:
-                raise ValueError(f"a value must weigh >= 0, got {weight}")
+                raise OptionError(f"a value must weigh >= 0, got {weight}")
             if (self.max_weight is not None and weight > self.max_weight) or self.max_entries == 0:
                 self.pop(key)
                 return False

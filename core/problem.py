@@ -13,7 +13,7 @@ from typing import Any
 
 import msgpack
 
-from cpfleet.core.errors import NoHiddenTestsError, NoPublicTestsError, ProblemFormatError
+from cpfleet.core.errors import NoHiddenTestsError, NoPublicTestsError, OptionError, ProblemFormatError
 from cpfleet.core.protocol import MODES
 
 DEFAULT_TIME_LIMIT_S = 2.0
@@ -197,7 +197,7 @@ def validate_for_judging(problem: Problem, mode: str = "full") -> None:
     ``NoHiddenTestsError`` / ``NoPublicTestsError`` (both ``ProblemFormatError``).
     """
     if mode not in MODES:
-        raise ValueError(f"unknown mode {mode!r} (known: {', '.join(MODES)})")
+        raise OptionError(f"unknown mode {mode!r} (known: {', '.join(MODES)})")
     if mode == "full" and not problem.hidden_tests:
         raise NoHiddenTestsError(
             f"{problem.id}: no hidden tests: the reward comes from hidden tests only, so this problem "

@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 
 import msgpack
 
-from cpfleet.core.errors import ProtocolError
+from cpfleet.core.errors import OptionError, ProtocolError
 
 PROTOCOL_VERSION = 1
 KEY_PREFIX = "cpfleet"
@@ -209,9 +209,9 @@ def check_options(reward_shape: str, mode: str) -> None:
     """The one check of the judging options: every entry point (client, CLI, HTTP, the sandbox)
     calls it, so they accept and refuse exactly the same reward shapes and modes."""
     if reward_shape not in REWARD_SHAPES:
-        raise ValueError(f"unknown reward shape {reward_shape!r} (known: {', '.join(REWARD_SHAPES)})")
+        raise OptionError(f"unknown reward shape {reward_shape!r} (known: {', '.join(REWARD_SHAPES)})")
     if mode not in MODES:
-        raise ValueError(f"unknown mode {mode!r} (known: {', '.join(MODES)})")
+        raise OptionError(f"unknown mode {mode!r} (known: {', '.join(MODES)})")
 
 
 

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from cpfleet.core.checkers import checker_kind, get_checker, registered_checkers
-from cpfleet.core.errors import CheckerSpecError, ProblemFormatError
+from cpfleet.core.errors import CheckerSpecError, ProblemFormatError, UnknownLanguage
 from cpfleet.core.languages import LANGUAGES, dataset_languages, family_of
 from cpfleet.core.problem import Problem
 from cpfleet.core.testshapes import Test, TestSet, as_records
@@ -38,7 +38,7 @@ def languages_for(stated: str | None) -> list[str] | None:
         return None
     langs = dataset_languages(stated)  # core.languages: each language's ``dataset_names``
     if langs is None:
-        raise ValueError(f"language {stated[:20]!r} is not judged by cpfleet")
+        raise UnknownLanguage(f"language {stated[:20]!r} is not judged by cpfleet")
     return list(langs)
 
 

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgpack
 
-from cpfleet.core.errors import ProblemStoreError
+from cpfleet.core.errors import OptionError, ProblemStoreError
 from cpfleet.core.problem import Problem, ProblemFormatError, validate_for_judging
 from cpfleet.core.protocol import (
     PROBLEM_FAIL_FIELD_PREFIX,
@@ -126,7 +126,7 @@ def register_problems(
     """
     _require_bytes_client(client)
     if batch_problems < 1 or batch_bytes < 1:
-        raise ValueError("batch_problems and batch_bytes must be >= 1")
+        raise OptionError("batch_problems and batch_bytes must be >= 1")
     require_problem_iterable(problems)
     stats = RegisterStats()
     parsed = [_registrable(i, p) for i, p in enumerate(problems)]
@@ -254,7 +254,7 @@ def _batches(items: Iterable[Problem], n: int) -> Iterator[list[Problem]]:
 def _require_bytes_client(client: Any) -> None:
     encoder = getattr(client, "get_encoder", None)
     if encoder is not None and encoder().decode_responses:
-        raise ValueError("the problem store needs a Redis client with decode_responses=False (blobs are binary)")
+        raise OptionError("the problem store needs a Redis client with decode_responses=False (blobs are binary)")
 
 
 def _text(v: bytes | str) -> str:

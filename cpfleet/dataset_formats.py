@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cpfleet.core.errors import RegistrationError
+
 if TYPE_CHECKING:
     from cpfleet.prepare import PrepareOptions
 
@@ -62,12 +64,12 @@ _FORMATS: dict[str, DatasetFormat] = {}
 
 def register_format(fmt: DatasetFormat, *, replace: bool = False) -> None:
     if not fmt.name or not isinstance(fmt.name, str):
-        raise ValueError("a dataset format needs a non-empty name")
+        raise RegistrationError("a dataset format needs a non-empty name")
     if (fmt.convert is None) == (fmt.items is None) or (fmt.items is None) != (fmt.convert_item is None):
-        raise ValueError(f"format {fmt.name!r}: give either convert (rows) or items + convert_item (a folder)")
+        raise RegistrationError(f"format {fmt.name!r}: give either convert (rows) or items + convert_item (a folder)")
     with _lock:
         if fmt.name in _FORMATS and not replace:
-            raise ValueError(f"dataset format {fmt.name!r} is already registered (pass replace=True)")
+            raise RegistrationError(f"dataset format {fmt.name!r} is already registered (pass replace=True)")
         _FORMATS[fmt.name] = fmt
 
 

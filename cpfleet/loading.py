@@ -44,6 +44,7 @@ from cpfleet.core.errors import (
     InputFileError,
     NoHiddenTestsError,
     NoPublicTestsError,
+    OptionError,
     ProblemFileError,
     ProblemFileNotFoundError,
 )
@@ -121,9 +122,9 @@ def check_cap(name: str, value: int | None) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{name} must be an int or None, got {value!r}")
+        raise OptionError(f"{name} must be an int or None, got {value!r}")
     if value < 0:
-        raise ValueError(f"{name} must be >= 0 (None for no cap), got {value}")
+        raise OptionError(f"{name} must be >= 0 (None for no cap), got {value}")
     return value
 
 
@@ -161,7 +162,7 @@ def iter_records(path: str | Path, fmt: str | None = None) -> Iterator[tuple[int
     elif fmt == "arrow":
         yield from _iter_arrow(p)
     else:
-        raise ValueError(f"unknown problem file format {fmt!r}")
+        raise OptionError(f"unknown problem file format {fmt!r}")
 
 
 def load_problems(
@@ -180,12 +181,12 @@ def load_problems(
     """Load a problem file under the rules in this module's docstring. ``log_warnings=False``
     only collects the warnings in ``stats.warnings`` (a CLI prints them itself)."""
     if mode not in ("full", "public"):
-        raise ValueError(f"mode must be 'full' or 'public', got {mode!r}")
+        raise OptionError(f"mode must be 'full' or 'public', got {mode!r}")
     max_problems = check_cap("max_problems", max_problems)
     max_public_tests = check_cap("max_public_tests", max_public_tests)
     max_hidden_tests = check_cap("max_hidden_tests", max_hidden_tests)
     if on_duplicate not in ("error", "first", "last"):
-        raise ValueError(f"on_duplicate must be 'error', 'first' or 'last', got {on_duplicate!r}")
+        raise OptionError(f"on_duplicate must be 'error', 'first' or 'last', got {on_duplicate!r}")
     p = Path(path)
     _check_readable(p)
     stats = LoadStats(path=str(p), format=fmt or detect_format(p))

@@ -34,6 +34,7 @@ from typing import Any
 
 import msgpack
 
+from cpfleet.core.errors import OptionError
 from cpfleet.core.problem import Problem
 from cpfleet.core.protocol import check_options
 from cpfleet.core.results import JobResult, JobStamp
@@ -201,9 +202,9 @@ def judge_iter(
     once rather than waiting for the tests they are running."""
     check_options(reward_shape, mode)
     if runner_kind not in RUNNER_KINDS:
-        raise ValueError(f"runner_kind must be one of {RUNNER_KINDS}, got {runner_kind!r}")
+        raise OptionError(f"runner_kind must be one of {RUNNER_KINDS}, got {runner_kind!r}")
     if max_public_shown is not None and max_public_shown < 0:  # refused here, not once per job in the pool
-        raise ValueError(f"max_public_shown must be >= 0 (None: all), got {max_public_shown}")
+        raise OptionError(f"max_public_shown must be >= 0 (None: all), got {max_public_shown}")
     n_workers = max(1, workers if workers is not None else default_workers())
     total = len(jobs) if isinstance(jobs, Sized) else None
     options = {

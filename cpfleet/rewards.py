@@ -64,7 +64,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from cpfleet.core import defaults
-from cpfleet.core.errors import FleetUnusable, InlineProblemError, UnknownProblemError
+from cpfleet.core.errors import (
+    FleetUnusable,
+    InlineProblemError,
+    JobFormatError,
+    OptionError,
+    UnknownProblemError,
+)
 from cpfleet.core.results import JobResult
 from cpfleet.core.verdict import Verdict
 
@@ -156,7 +162,7 @@ class InfraStreak:
 
     def __init__(self, limit: int) -> None:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise ValueError(f"max_infra_calls must be an int >= 1, got {limit!r}")
+            raise OptionError(f"max_infra_calls must be an int >= 1, got {limit!r}")
         self.limit = limit
         self.count = 0
 
@@ -233,7 +239,7 @@ class _TRLCore:
 
         check_options(reward_shape, mode)
         if timeout_s <= 0:
-            raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
+            raise OptionError(f"timeout_s must be > 0, got {timeout_s}")
         self.problem_id_column = problem_id_column
         self.tests_column = tests_column
         self.reward_shape = reward_shape
@@ -252,7 +258,7 @@ class _TRLCore:
             raise KeyError(f"{self.name}: dataset column {column!r} not passed by the trainer (columns: {shown})")
         values = list(kwargs[column])
         if len(values) != n:
-            raise ValueError(f"{self.name}: column {column!r} has {len(values)} values for {n} completions")
+            raise JobFormatError(f"{self.name}: column {column!r} has {len(values)} values for {n} completions")
         if self.tests_column:
             return [problem_ref(v) if isinstance(v, str) else v for v in values]
         return [str(v) for v in values]

@@ -38,7 +38,7 @@ from typing import Any
 import redis
 
 from cpfleet.core import defaults, protocol
-from cpfleet.core.errors import BrokerFull, ClientClosed, FleetBusy, JobFormatError
+from cpfleet.core.errors import BrokerFull, ClientClosed, FleetBusy, JobFormatError, OptionError
 from cpfleet.core.protocol import JobMessage, RunMessage
 from cpfleet.core.redis_url import connection_hint
 from cpfleet.core.results import JobResult, RunJobResult
@@ -100,11 +100,11 @@ class FleetClient:
     ) -> None:
         protocol.check_options(reward_shape, mode)
         if not timeout > 0:
-            raise ValueError(f"timeout must be > 0 seconds, got {timeout!r}")
+            raise OptionError(f"timeout must be > 0 seconds, got {timeout!r}")
         if max_in_flight < 1:
-            raise ValueError(f"max_in_flight must be >= 1, got {max_in_flight!r}")
+            raise OptionError(f"max_in_flight must be >= 1, got {max_in_flight!r}")
         if unreachable_grace is not None and not unreachable_grace > 0:
-            raise ValueError(f"unreachable_grace must be > 0 seconds or None, got {unreachable_grace!r}")
+            raise OptionError(f"unreachable_grace must be > 0 seconds or None, got {unreachable_grace!r}")
         target = defaults.redis_target(redis_url)  # a bad URL is one clear RedisUrlError, before anything starts
         redis_url = target.url
         self.redis_url = redis_url
@@ -147,7 +147,7 @@ class FleetClient:
             raise BrokerUnavailable(f"cannot reach Redis at {target.safe}: {connection_hint(exc)}") from exc
         if not claimed:
             self._redis.close()
-            raise ValueError(
+            raise OptionError(
                 f"client_id {self.client_id!r} is in use by another open FleetClient (Redis key {self.claim_key}): "
                 f"two clients would steal each other's replies; use a distinct client_id (a client that died "
                 f"without close() releases its id after {self._claim_ttl_s}s)"
@@ -260,8 +260,8 @@ class FleetClient:
         for i, job in enumerate(jobs):
             try:
                 specs.append(submitter.make(submitter.resolve_inline(job), reward_shape, mode, timeout))
-            except JobFormatError as exc:
-                raise JobFormatError(f"job #{i}: {exc}") from None
+            except JobFormatError as exc:  # the same class (JobTypeError stays a TypeError), its position named
+                raise type(exc)(f"job #{i}: {exc}") from None
         self.known_problems.require(s.problem_id for s in specs)
         return self.submitter.publish(specs, wait_for_room)
 

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
+from cpfleet.core.errors import JobFormatError, OptionError
 from cpfleet.core.results import JobResult
 from cpfleet.producer.client import FleetClient, Job
 from cpfleet.producer.inline_registry import tests_digest
@@ -42,7 +43,7 @@ def _routing_key(job: Job) -> str:
             return str(pid)
         if "tests" in job:
             return tests_digest(job["tests"])
-        raise ValueError("a job needs a problem_id or inline tests")
+        raise JobFormatError("a job needs a problem_id or inline tests")
     problem = job[0]
     return problem if isinstance(problem, str) else tests_digest(problem)
 
@@ -52,9 +53,9 @@ class ShardedFleetClient:
 
     def __init__(self, redis_urls: Sequence[str], **client_options: Any) -> None:
         if not redis_urls:
-            raise ValueError("ShardedFleetClient needs at least one Redis URL")
+            raise OptionError("ShardedFleetClient needs at least one Redis URL")
         if len(set(redis_urls)) != len(redis_urls):
-            raise ValueError("each shard needs its own Redis: a URL is listed twice")
+            raise OptionError("each shard needs its own Redis: a URL is listed twice")
         self.shards: list[FleetClient] = []
         try:
             for url in redis_urls:

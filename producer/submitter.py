@@ -22,7 +22,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from cpfleet.core import protocol
-from cpfleet.core.errors import BrokerFull, ClientClosed, FleetBusy, JobFormatError, UnknownLanguage
+from cpfleet.core.errors import (
+    BrokerFull,
+    ClientClosed,
+    FleetBusy,
+    JobFormatError,
+    JobTypeError,
+    UnknownLanguage,
+)
 from cpfleet.core.languages import FENCE_TAGS, LANGUAGES
 from cpfleet.core.protocol import RunMessage
 from cpfleet.producer.inline_registry import InlineRegistry
@@ -143,10 +150,10 @@ class Submitter:
                 completion = completion.encode("utf-8", "surrogatepass")
                 size = len(completion)
         else:
-            raise TypeError(f"completion must be str or bytes, got {type(completion).__name__}")
+            raise JobTypeError(f"completion must be str or bytes, got {type(completion).__name__}")
         too_large = protocol.completion_size_error(job_id, size)
         if too_large is not None:
-            raise ValueError(too_large)
+            raise JobFormatError(too_large)
         return JobSpec(job_id, problem_id, completion, reward_shape, mode, self._timeout(timeout), language)
 
     def make_run(self, req: RunRequest) -> RunSpec:
@@ -158,7 +165,7 @@ class Submitter:
     def _timeout(self, timeout: float | None) -> float:
         t = float(timeout or self.timeout)
         if t <= 0:
-            raise ValueError(f"timeout must be > 0, got {t}")
+            raise JobFormatError(f"timeout must be > 0, got {t}")
         return t
 
     # --- the registry of jobs in flight (producer.pending) -----------------------------------
@@ -253,14 +260,14 @@ def run_message_fields(req: RunRequest) -> dict[str, Any]:
     no worker could take (both or neither of code/completion, an unknown language, a non-text
     stdin); the rest (names, limits, sizes) is the wire rule's to refuse."""
     if (req.code is None) == (req.completion is None):
-        raise ValueError("give exactly one of code (a program) and completion (text with a fenced block)")
+        raise JobFormatError("give exactly one of code (a program) and completion (text with a fenced block)")
     extract = req.completion is not None
     source = req.completion if extract else req.code
     language = req.language if extract else (req.language or "python3")
     if language is not None and language not in LANGUAGES:
         language = FENCE_TAGS.get(language.lower(), language)  # "python", "c++", ...: the fence tags' names
     if not isinstance(source, str | bytes):
-        raise TypeError(f"code/completion must be str or bytes, got {type(source).__name__}")
+        raise JobTypeError(f"code/completion must be str or bytes, got {type(source).__name__}")
     if isinstance(source, str) and not utf8(source):
         source = source.encode("utf-8", "surrogatepass")
     if language is not None and language not in LANGUAGES:
@@ -268,12 +275,12 @@ def run_message_fields(req: RunRequest) -> dict[str, Any]:
     stdins = [req.stdin or ""] if req.stdin is None or isinstance(req.stdin, str | bytes) else list(req.stdin)
     for s in stdins:
         if not isinstance(s, str | bytes):
-            raise TypeError(f"stdin must be str or bytes (or a list of them), got {type(s).__name__}")
+            raise JobTypeError(f"stdin must be str or bytes (or a list of them), got {type(s).__name__}")
     job_id = random_hex() if not req.job_id else str(req.job_id)
     if not utf8(job_id):
-        raise ValueError(f"job_id must be valid UTF-8 text, got {job_id!r}")
+        raise JobFormatError(f"job_id must be valid UTF-8 text, got {job_id!r}")
     if isinstance(req.fetch_files, str):
-        raise TypeError("fetch_files must be a list of names, not one string")
+        raise JobTypeError("fetch_files must be a list of names, not one string")
     return {
         "v": protocol.RUN_PROTOCOL_VERSION, "kind": protocol.RUN_KIND, "job_id": job_id, "reply_to": "-",
         "code": source, "stdins": [s.encode("utf-8", "surrogatepass") if isinstance(s, str) else s for s in stdins],

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cpfleet.core.checkers import BUILD_RUN, ProgramSpec
-from cpfleet.core.errors import CheckerBroken, ProgramError, SandboxFailure
+from cpfleet.core.errors import CheckerBroken, ProgramError, RegistrationError, SandboxFailure
 from cpfleet.core.verdict import Verdict
 from cpfleet.sandbox import languages, programs
 from cpfleet.sandbox.runner import CodeRunner, Limits, ProgramImage, RunResult
@@ -320,7 +320,7 @@ def register_protocol(kind: str, protocol: Protocol, *, replace: bool = False) -
     (``run_program``) and returns its verdict, raising CheckerBroken when it cannot judge."""
     with _protocols_lock:
         if kind in PROTOCOLS and not replace:
-            raise ValueError(f"checker protocol {kind!r} is already registered (pass replace=True)")
+            raise RegistrationError(f"checker protocol {kind!r} is already registered (pass replace=True)")
         PROTOCOLS[kind] = protocol
 
 

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field, replace
 
 from cpfleet.core import languages as core_languages
 from cpfleet.core.checkers import Checker, CheckerSpecError, ProgramSpec, get_checker
-from cpfleet.core.errors import BrokenProblem, SandboxFailure, UnknownLanguage
+from cpfleet.core.errors import BrokenProblem, JobFormatError, OptionError, SandboxFailure, UnknownLanguage
 from cpfleet.core.fncall import call_spec
 from cpfleet.core.languages import LANGUAGES
 from cpfleet.core.problem import Problem, TestCase, judging_refusal
@@ -125,7 +125,7 @@ class Judge:
     ) -> None:
         check_options(reward_shape, mode)
         if max_public_shown is not None and max_public_shown < 0:  # -1 sliced off the last test, silently
-            raise ValueError(f"max_public_shown must be >= 0 (None: all), got {max_public_shown}")
+            raise OptionError(f"max_public_shown must be >= 0 (None: all), got {max_public_shown}")
         self.problem, self.runner = problem, runner
         self.reward_shape, self.mode = reward_shape, mode
         self.max_public_shown = max_public_shown
@@ -375,13 +375,13 @@ def allowed_languages(problem: Problem, language: str | None) -> tuple[tuple[str
     if problem.fn_name is not None:
         # the function-call harness is Python (sandbox/callharness.py)
         if language not in (None, "python3"):
-            raise ValueError(f"problem {problem.id} is a function-call problem: judged in python3 only, not {language!r}")
+            raise JobFormatError(f"problem {problem.id} is a function-call problem: judged in python3 only, not {language!r}")
         return ("python3",), "python3"
     if language is not None:
         if language not in LANGUAGES:
             raise UnknownLanguage(f"unknown job language {language!r}; known: {', '.join(LANGUAGES)}")
         if problem.languages is not None and language not in problem.languages:
-            raise ValueError(f"job language {language!r} is not allowed by problem {problem.id} "
+            raise JobFormatError(f"job language {language!r} is not allowed by problem {problem.id} "
                              f"(languages: {', '.join(problem.languages)})")
         return (language,), language
     if problem.languages is not None:

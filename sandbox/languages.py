@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 
 from cpfleet.core import envvars
 from cpfleet.core import languages as core_languages
-from cpfleet.core.errors import UnknownLanguage
+from cpfleet.core.errors import RegistrationError, UnknownLanguage
 from cpfleet.core.languages import FENCE_TAGS, LANGUAGES
 from cpfleet.core.protocol import NAME_MAX
 from cpfleet.sandbox import syntax_errors
@@ -300,7 +300,7 @@ def register_toolchain(name: str, builder: Toolchain, *, replace: bool = False) 
         raise UnknownLanguage(f"declare {name!r} in cpfleet.core.languages (register_language) first")
     with _toolchains_lock:
         if name in TOOLCHAINS and not replace:
-            raise ValueError(f"toolchain {name!r} is already registered (pass replace=True)")
+            raise RegistrationError(f"toolchain {name!r} is already registered (pass replace=True)")
         TOOLCHAINS[name] = builder
     _forget()
 

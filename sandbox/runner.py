@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
 
+from cpfleet.core.errors import OptionError
 from cpfleet.core.verdict import Verdict
 
 MiB = 1024 * 1024
@@ -191,4 +192,4 @@ def make_runner(kind: str = "forkserver", *, isolate: bool = True) -> CodeRunner
         return ForkServerRunner(isolate=isolate)
     if kind == "subprocess":
         return SubprocessRunner(isolate=isolate)
-    raise ValueError(f"unknown runner kind {kind!r}; choose one of {RUNNER_KINDS}")
+    raise OptionError(f"unknown runner kind {kind!r}; choose one of {RUNNER_KINDS}")

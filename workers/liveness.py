@@ -53,6 +53,7 @@ from typing import Any
 import redis
 
 from cpfleet.core import protocol
+from cpfleet.core.errors import OptionError
 
 log = logging.getLogger("cpfleet.worker")
 
@@ -210,7 +211,7 @@ class Liveness:
         max_requeue: int = 1000,
     ) -> None:
         if not ttl > 0:
-            raise ValueError("ttl must be > 0")
+            raise OptionError("ttl must be > 0")
         self.node = node
         self.ttl = ttl
         self.grace = ttl if grace is None else grace

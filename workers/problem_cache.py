@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import redis
 
+from cpfleet.core.errors import OptionError
 from cpfleet.core.lru import LRU
 from cpfleet.core.problem import Problem
 from cpfleet.core.store import fetch_problem, fetch_version
@@ -59,7 +60,7 @@ class ProblemCache:
 
     def __init__(self, redis_client: redis.Redis, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         if max_bytes < 0:
-            raise ValueError(f"max_bytes must be >= 0, got {max_bytes}")
+            raise OptionError(f"max_bytes must be >= 0, got {max_bytes}")
         self._client = redis_client
         self.max_bytes = max_bytes
         # id -> (problem, stored version), weighed in bytes of decoded test data

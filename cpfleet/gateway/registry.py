@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 
 from starlette.routing import Route
 
+from cpfleet.core.errors import RegistrationError
+
 if TYPE_CHECKING:
     from cpfleet.gateway.app import Gateway
 
@@ -36,7 +38,7 @@ def protocol(name: str) -> Callable[[RouteFactory], RouteFactory]:
 
     def register(factory: RouteFactory) -> RouteFactory:
         if name in _PROTOCOLS and _PROTOCOLS[name] is not factory:
-            raise ValueError(f"gateway protocol {name!r} is registered twice")
+            raise RegistrationError(f"gateway protocol {name!r} is registered twice")
         _PROTOCOLS[name] = factory
         return factory
 

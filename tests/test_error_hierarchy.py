@@ -1,0 +1,105 @@
+"""A trainer catches ``CpfleetError`` for anything cpfleet raises: bad options, bad jobs and bad
+registrations through the public API are cpfleet errors, each also the builtin it refines
+(``ValueError``, ``TypeError``), so ``except ValueError`` written against older code still works.
+Every error class is importable from the one surface, ``cpfleet``."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import cpfleet
+import cpfleet.core.errors as errors_module
+from cpfleet import (
+    CpfleetError,
+    FleetClient,
+    JobFormatError,
+    JobTypeError,
+    OptionError,
+    RegistrationError,
+    UnknownLanguage,
+)
+from cpfleet.core import protocol
+from cpfleet.core.checkers import register_checker
+from cpfleet.core.records import languages_for
+from cpfleet.producer.sharded import ShardedFleetClient
+from cpfleet.producer.submitter import RunRequest, run_message_fields
+
+ERRORS = Path(errors_module.__file__)
+NO_REDIS = "redis://127.0.0.1:1/0"  # settings are refused before any connection is tried
+
+
+def test_every_error_class_is_exported_from_cpfleet() -> None:
+    names = [n.name for n in ast.parse(ERRORS.read_text()).body if isinstance(n, ast.ClassDef)]
+    assert names, "core/errors.py defines the hierarchy"
+    for name in names:
+        assert name in cpfleet.__all__, f"{name} is not in cpfleet.__all__"
+        cls = getattr(cpfleet, name)
+        assert issubclass(cls, CpfleetError), name
+
+
+@pytest.mark.parametrize("options", [
+    {"timeout": 0}, {"timeout": -1.0}, {"max_in_flight": 0}, {"unreachable_grace": 0},
+    {"reward_shape": "partial"}, {"mode": "hidden"},
+])
+def test_a_client_setting_out_of_range_is_an_option_error(options: dict[str, object]) -> None:
+    with pytest.raises(OptionError) as info:
+        FleetClient(redis_url=NO_REDIS, **options)  # type: ignore[arg-type]
+    assert isinstance(info.value, ValueError)
+    assert next(iter(options)) in str(info.value) or repr(next(iter(options.values()))) in str(info.value)
+
+
+def test_judging_options_are_checked_by_one_rule_raising_option_error() -> None:
+    with pytest.raises(OptionError, match="unknown reward shape 'partial'"):
+        protocol.check_options("partial", "full")
+    with pytest.raises(OptionError, match="unknown mode 'hidden'"):
+        protocol.check_options("all_or_nothing", "hidden")
+
+
+def test_a_sharded_client_without_distinct_urls_is_an_option_error() -> None:
+    with pytest.raises(OptionError, match="at least one Redis URL"):
+        ShardedFleetClient([])
+    with pytest.raises(OptionError, match="listed twice"):
+        ShardedFleetClient([NO_REDIS, NO_REDIS])
+
+
+def test_a_run_request_of_the_wrong_type_is_a_job_type_error_and_a_type_error() -> None:
+    with pytest.raises(JobTypeError) as info:
+        run_message_fields(RunRequest(code=123))  # type: ignore[arg-type]
+    assert isinstance(info.value, TypeError) and isinstance(info.value, JobFormatError)
+    with pytest.raises(JobTypeError, match="stdin"):
+        run_message_fields(RunRequest(code="print(1)", stdin=[b"1", 2]))  # type: ignore[list-item]
+    with pytest.raises(JobFormatError, match="exactly one of code"):
+        run_message_fields(RunRequest(code="print(1)", completion="```python\nprint(1)\n```"))
+
+
+def test_bad_jobs_on_a_real_client_are_job_format_errors_and_nothing_is_published(redis_url: str) -> None:
+    with FleetClient(redis_url=redis_url) as client:
+        with pytest.raises(JobTypeError, match="completion must be str or bytes"):
+            client.submit_many([("some-problem", 42)])  # type: ignore[list-item]
+        too_big = "x" * (protocol.MAX_COMPLETION_BYTES + 1)
+        with pytest.raises(JobFormatError):
+            client.submit_many([("some-problem", too_big)])
+        assert client.stats.submitted == 0
+
+
+def test_a_client_id_in_use_is_an_option_error(redis_url: str) -> None:
+    with FleetClient(redis_url=redis_url, client_id="held-id"):
+        with pytest.raises(OptionError, match="in use by another open FleetClient"):
+            FleetClient(redis_url=redis_url, client_id="held-id")
+
+
+def test_registering_a_taken_or_built_in_name_is_a_registration_error() -> None:
+    with pytest.raises(RegistrationError) as info:
+        register_checker("tokens", lambda params: None)  # type: ignore[arg-type,return-value]
+    assert isinstance(info.value, ValueError)
+    with pytest.raises(RegistrationError):
+        register_checker("", lambda params: None)  # type: ignore[arg-type,return-value]
+
+
+def test_a_dataset_language_cpfleet_does_not_judge_is_unknown_language() -> None:
+    with pytest.raises(UnknownLanguage, match="not judged by cpfleet"):
+        languages_for("COBOL")
+    assert languages_for("PYTHON3") is not None
