@@ -217,7 +217,7 @@ class FleetClient:
         ``language`` (python3, pypy3, cpp, c, java) fixes the solution's language; None: the
         problem's languages and the completion's fence tag decide."""
         job = {"problem_id": problem_id, "completion": completion, "job_id": job_id, "language": language}
-        return self.submit_many([job], reward_shape=reward_shape, mode=mode, timeout=timeout, wait_for_room=wait_for_room)[0]
+        return self._submit([job], reward_shape, mode, timeout, wait_for_room, positions=False)[0]
 
     def submit_many(
         self,
@@ -248,6 +248,14 @@ class FleetClient:
         after it were not submitted, and the exception's ``submitted`` attribute holds the futures
         of the batches published before it (they resolve as usual).
         """
+        return self._submit(jobs, reward_shape, mode, timeout, wait_for_room, positions=True)
+
+    def _submit(
+        self, jobs: Iterable[Job], reward_shape: str | None, mode: str | None, timeout: float | None,
+        wait_for_room: float | None, *, positions: bool,
+    ) -> list[cf.Future[JobResult]]:
+        """``submit_many``'s work; ``positions``: a bad job's error names its place in the list
+        (``submit`` has one job, whose error needs no place)."""
         if self._jobs.closed:
             raise ClientClosed("FleetClient is closed")
         submitter = self.submitter
@@ -260,7 +268,9 @@ class FleetClient:
         for i, job in enumerate(jobs):
             try:
                 specs.append(submitter.make(submitter.resolve_inline(job), reward_shape, mode, timeout))
-            except JobFormatError as exc:  # the same class (JobTypeError stays a TypeError), its position named
+            except JobFormatError as exc:  # the same class (JobTypeError stays a TypeError), its place named
+                if not positions:
+                    raise
                 raise type(exc)(f"job #{i}: {exc}") from None
         self.known_problems.require(s.problem_id for s in specs)
         return self.submitter.publish(specs, wait_for_room)
