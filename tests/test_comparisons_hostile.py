@@ -23,6 +23,7 @@ SPECS: dict[str, dict[str, Any]] = {
     "float": {"type": "float"},
     "exact_tokens": {"type": "exact_tokens"},
     "kattis_float": {"type": "float", "float_tolerance": 1e-6},
+    "lcb": {"type": "lcb"},
 }
 
 # (expected, got): every reference judge rejects got
