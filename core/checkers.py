@@ -27,6 +27,8 @@ Kelvin sign to ``k``, which no judge does (tests/test_comparisons_hostile.py).
   and inline problems for LiveCodeBench-shaped stdin tests: both outputs stripped and cut into
   lines, each line stripped; equal line counts, and each line equal as text or all its tokens
   equal as decimal numbers (``0.50`` is ``0.5``; no tolerance). Line structure counts.
+- ``lines``: the same lines, each equal as text only: open-r1's ``code_reward`` script
+  template's comparison without its ``zip`` truncation (the E2B/Morph router route uses it).
 
 - ``exact_tokens``: the Kattis default output validator (problemtools default_validator.cc):
   whitespace tokens compared case-insensitively unless ``case_sensitive`` is given, exactly as
@@ -71,6 +73,7 @@ from cpfleet.core.comparisons import (
     FloatChecker,
     KattisTokensChecker,
     LcbLinesChecker,
+    LinesChecker,
     TokensChecker,
     _exact_factory,
     _float_or_kattis_factory,
@@ -92,7 +95,7 @@ from cpfleet.core.program_specs import (
 __all__ = [
     "BUILD_RUN", "CODE_CONTESTS_TOLERANCE", "COMPARE", "DEFAULT_CHECKER", "INTERACTOR", "KATTIS_FLAG_KEYS",
     "PROGRAM", "BUILTIN_KINDS", "Checker", "CheckerFactory", "CheckerKind", "CheckerSpecError", "CheckResult",
-    "CodeContestsChecker", "FloatChecker", "KattisTokensChecker", "LcbLinesChecker", "ProgramSpec", "ShapeCheck", "TokensChecker",
+    "CodeContestsChecker", "FloatChecker", "KattisTokensChecker", "LcbLinesChecker", "LinesChecker", "ProgramSpec", "ShapeCheck", "TokensChecker",
     "checker_kind", "checker_language", "get_checker", "is_interactor", "kattis_float_flags",
     "parse_validator_flags", "program_checkers", "program_factory", "program_languages", "register_checker",
     "registered_checkers", "unregister_checker",
@@ -180,6 +183,7 @@ BUILTIN_KINDS: tuple[CheckerKind, ...] = (
     CheckerKind("code_contests", _no_params("code_contests", CodeContestsChecker), shape=_no_shape),
     CheckerKind("float", _float_or_kattis_factory, shape=_float_shape),
     CheckerKind("lcb", _no_params("lcb", LcbLinesChecker), shape=_no_shape),
+    CheckerKind("lines", _no_params("lines", LinesChecker), shape=_no_shape),
     CheckerKind("exact_tokens", _exact_factory, shape=_no_shape),
     CheckerKind("testlib", program_factory("testlib"), PROGRAM, _files_shape("testlib")),
     CheckerKind("kattis_validator", program_factory("kattis_validator"), PROGRAM, _files_shape("kattis_validator")),

@@ -1,7 +1,7 @@
 """Comparison checkers: is the program's stdout an accepted answer, compared in this process?
 
 The kinds a problem names in ``checker`` that compare text (``tokens``, ``code_contests``,
-``float``, ``lcb``, ``exact_tokens`` and ``float`` with Kattis ``validator_flags``); their rules are in
+``float``, ``lcb``, ``lines``, ``exact_tokens`` and ``float`` with Kattis ``validator_flags``); their rules are in
 core/checkers.py's docstring, the registry that names them. They live in one module because
 they share the tokenising, block-wise reading (bounded memory on any output shape) and the
 failure detail the model reads next turn: about 550 lines, over the ~500 a module aims for.
@@ -370,21 +370,15 @@ class FloatChecker:
 _C_NOT_SPACE = re.compile(f"[^{re.escape(_C_SPACE)}]")
 
 
-class LcbLinesChecker:
-    """LiveCodeBench's stdin/stdout comparison (``lcb_runner/evaluation/testing_util.py``
-    ``grade_stdio``), which LiveCodeBench-style datasets are graded by: both outputs stripped,
-    cut into lines at ``\n``, each line stripped; the line counts must be equal, and each pair
-    of lines is equal as text or, failing that, every whitespace-separated token of both lines
-    reads as a decimal number and the two lists of numbers are equal (``Decimal`` equality:
-    ``0.50`` is ``0.5``, ``1e2`` is ``100``; no tolerance, and NaN never equals NaN).
+class LinesChecker:
+    """Stripped lines, each equal as text: the comparison of open-r1's ``code_reward`` script
+    template (``output.strip()``, cut at ``\n``, each line stripped) without its ``zip``, which
+    pays a program that prints only the first lines of a longer answer. So the line structure
+    and the spacing inside a line count; the whitespace is ASCII (a line ending in U+3000 is not
+    the line without it). :class:`LcbLinesChecker` adds LiveCodeBench's number rule."""
 
-    So, unlike ``tokens``, the line structure counts (``1 2`` on one line is not ``1``, ``2`` on
-    two), and spaces inside a line count unless the line is all numbers. Stricter than the
-    reference in one respect only, as every kind here: whitespace is ASCII and numbers are ASCII
-    decimal syntax (Python's ``strip``, ``split`` and ``Decimal`` also take U+3000 for a space and
-    ``\u0661`` or ``1_000`` for numbers, which a wrong-looking output must not be paid for)."""
-
-    name = "lcb"
+    name = "lines"
+    numbers = False  # a line may also match when all its tokens are equal decimal numbers
 
     @staticmethod
     def _bounds(text: str) -> tuple[int, int]:
@@ -404,6 +398,46 @@ class LcbLinesChecker:
                 return
             yield text[start:cut].strip(_C_SPACE)
             start = cut + 1
+
+    def _numbers_equal(self, exp_line: str, got_line: str) -> bool:
+        return False
+
+    def check(self, expected: str, got: str) -> CheckResult:
+        if expected == got:
+            return CheckResult(True)
+        e_start, e_end = self._bounds(expected)
+        g_start, g_end = self._bounds(got)
+        n_e = expected.count("\n", e_start, e_end) + 1
+        n_g = got.count("\n", g_start, g_end) + 1
+        if n_e != n_g:
+            return CheckResult(False, f"the output has {n_g} lines, expected {n_e} "
+                                      "(lines are compared one by one, after stripping)")
+        for i, (a, b) in enumerate(zip(self._lines(expected, e_start, e_end),
+                                       self._lines(got, g_start, g_end), strict=True)):
+            if a == b or (self.numbers and self._numbers_equal(a, b)):
+                continue
+            rule = "as text, or when all its tokens are equal numbers" if self.numbers else "as text"
+            return CheckResult(False, f"first difference at line {i + 1}: expected {_clip(a)!r}, got {_clip(b)!r} "
+                                      f"(a line matches {rule})")
+        return CheckResult(True)
+
+
+class LcbLinesChecker(LinesChecker):
+    """LiveCodeBench's stdin/stdout comparison (``lcb_runner/evaluation/testing_util.py``
+    ``grade_stdio``), which LiveCodeBench-style datasets are graded by: both outputs stripped,
+    cut into lines at ``\n``, each line stripped; the line counts must be equal, and each pair
+    of lines is equal as text or, failing that, every whitespace-separated token of both lines
+    reads as a decimal number and the two lists of numbers are equal (``Decimal`` equality:
+    ``0.50`` is ``0.5``, ``1e2`` is ``100``; no tolerance, and NaN never equals NaN).
+
+    So, unlike ``tokens``, the line structure counts (``1 2`` on one line is not ``1``, ``2`` on
+    two), and spaces inside a line count unless the line is all numbers. Stricter than the
+    reference in one respect only, as every kind here: whitespace is ASCII and numbers are ASCII
+    decimal syntax (Python's ``strip``, ``split`` and ``Decimal`` also take U+3000 for a space and
+    ``\u0661`` or ``1_000`` for numbers, which a wrong-looking output must not be paid for)."""
+
+    name = "lcb"
+    numbers = True
 
     @staticmethod
     def _number(tok: str) -> decimal.Decimal | None:
@@ -429,24 +463,6 @@ class LcbLinesChecker:
             except decimal.DecimalException:  # pragma: no cover - no signalling NaN passes the regex
                 return False
         return True
-
-    def check(self, expected: str, got: str) -> CheckResult:
-        if expected == got:
-            return CheckResult(True)
-        e_start, e_end = self._bounds(expected)
-        g_start, g_end = self._bounds(got)
-        n_e = expected.count("\n", e_start, e_end) + 1
-        n_g = got.count("\n", g_start, g_end) + 1
-        if n_e != n_g:
-            return CheckResult(False, f"the output has {n_g} lines, expected {n_e} "
-                                      "(lines are compared one by one, after stripping)")
-        for i, (a, b) in enumerate(zip(self._lines(expected, e_start, e_end),
-                                       self._lines(got, g_start, g_end), strict=True)):
-            if a == b or self._numbers_equal(a, b):
-                continue
-            return CheckResult(False, f"first difference at line {i + 1}: expected {_clip(a)!r}, got {_clip(b)!r} "
-                                      "(a line matches as text, or when all its tokens are equal numbers)")
-        return CheckResult(True)
 
 
 # ---------------------------------------------------------------------------------------------

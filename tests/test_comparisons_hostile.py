@@ -55,6 +55,15 @@ def test_only_ascii_whitespace_separates_tokens(kind: str, sep: str) -> None:
     assert checker.check("1 2\n", "1 \t2\r\n").ok
 
 
+@pytest.mark.parametrize("sep", PYTHON_ONLY_SEPARATORS)
+def test_lines_strip_only_ascii_whitespace(sep: str) -> None:
+    # Python's strip() would take these for spaces; the lines kind compares them as text
+    checker = get_checker({"type": "lines"})
+    assert not checker.check("1\n", f"1{sep}\n").ok
+    assert not checker.check("1\n", f"{sep}1").ok
+    assert checker.check("1 2\n", " 1 2\t\r\n\v").ok
+
+
 def test_a_separator_inside_the_expected_output_is_part_of_a_token() -> None:
     # the answer file's own U+3000 is a character, as it is to testlib: the same bytes match
     for kind in SPECS:

@@ -16,9 +16,10 @@ returns the share of tests passed, then ``code_snippet = "<the completion's code
 test_cases)``, whose value is the reward. The script is recognised by that shape (parsed, never
 executed), and the code is judged on the fleet against the tests as inline tests with the
 fraction reward (the share of tests passed) and cpfleet's verdicts: the template's per-run
-timeout as the time limit (of CPU; the template's is wall-clock), the default memory limit, the
-token comparison. The template's own comparison pairs lines with ``zip``, so a program printing
-only the first line of a longer answer passes a test there; here it does not. Its reward is the
+timeout as the time limit (of CPU; the template's is wall-clock), the default memory limit, and
+the template's comparison (``output.strip()`` and the expected output cut into lines, each line
+stripped and equal as text: checker ``lines``) except that it pairs the lines with ``zip``, so a
+program printing only the first line of a longer answer passes a test there; here it does not. Its reward is the
 answer's ``text`` (``repr`` of a float, as the Jupyter kernel shows the value).
 
 A script of another shape (a different scoring function, another language) is answered
@@ -50,6 +51,8 @@ from cpfleet.gateway.payloads import json_object, str_list
 from cpfleet.gateway.registry import protocol
 
 PYTHON = ("python", "python3")
+# the template's comparison (stripped lines, each equal as text) without its zip truncation
+TEMPLATE_CHECKER = {"type": "lines"}
 ANSWER_MARGIN_S = 2.0  # answered this long before the caller's request_timeout
 MIN_WAIT_S = 5.0
 
@@ -214,7 +217,7 @@ def routes(gw: Gateway) -> Sequence[Route]:
         shared = (asked.tests_text, asked.timeout_s)
         if shared not in records:
             records[shared] = asyncio.ensure_future(
-                asyncio.to_thread(problem_from_tests, asked.tests, time_limit_s=asked.timeout_s))
+                asyncio.to_thread(problem_from_tests, asked.tests, time_limit_s=asked.timeout_s, checker=TEMPLATE_CHECKER))
         registry = gw.fleet.inline_registry
         completion = fence(asked.code, "python")
         result = None
