@@ -29,6 +29,8 @@ Kelvin sign to ``k``, which no judge does (tests/test_comparisons_hostile.py).
   equal as decimal numbers (``0.50`` is ``0.5``; no tolerance). Line structure counts.
 - ``lines``: the same lines, each equal as text only: open-r1's ``code_reward`` script
   template's comparison without its ``zip`` truncation (the E2B/Morph router route uses it).
+- ``sandboxfusion``: the same lines, each equal case-insensitively or as one real number within
+  relative 1e-5: SandboxFusion's CommonOJ comparison (``/submit`` with ``provided_data``).
 
 - ``exact_tokens``: the Kattis default output validator (problemtools default_validator.cc):
   whitespace tokens compared case-insensitively unless ``case_sensitive`` is given, exactly as
@@ -74,6 +76,7 @@ from cpfleet.core.comparisons import (
     KattisTokensChecker,
     LcbLinesChecker,
     LinesChecker,
+    SandboxFusionLinesChecker,
     TokensChecker,
     _exact_factory,
     _float_or_kattis_factory,
@@ -95,7 +98,7 @@ from cpfleet.core.program_specs import (
 __all__ = [
     "BUILD_RUN", "CODE_CONTESTS_TOLERANCE", "COMPARE", "DEFAULT_CHECKER", "INTERACTOR", "KATTIS_FLAG_KEYS",
     "PROGRAM", "BUILTIN_KINDS", "Checker", "CheckerFactory", "CheckerKind", "CheckerSpecError", "CheckResult",
-    "CodeContestsChecker", "FloatChecker", "KattisTokensChecker", "LcbLinesChecker", "LinesChecker", "ProgramSpec", "ShapeCheck", "TokensChecker",
+    "CodeContestsChecker", "FloatChecker", "KattisTokensChecker", "LcbLinesChecker", "LinesChecker", "SandboxFusionLinesChecker", "ProgramSpec", "ShapeCheck", "TokensChecker",
     "checker_kind", "checker_language", "get_checker", "is_interactor", "kattis_float_flags",
     "parse_validator_flags", "program_checkers", "program_factory", "program_languages", "register_checker",
     "registered_checkers", "unregister_checker",
@@ -184,6 +187,7 @@ BUILTIN_KINDS: tuple[CheckerKind, ...] = (
     CheckerKind("float", _float_or_kattis_factory, shape=_float_shape),
     CheckerKind("lcb", _no_params("lcb", LcbLinesChecker), shape=_no_shape),
     CheckerKind("lines", _no_params("lines", LinesChecker), shape=_no_shape),
+    CheckerKind("sandboxfusion", _no_params("sandboxfusion", SandboxFusionLinesChecker), shape=_no_shape),
     CheckerKind("exact_tokens", _exact_factory, shape=_no_shape),
     CheckerKind("testlib", program_factory("testlib"), PROGRAM, _files_shape("testlib")),
     CheckerKind("kattis_validator", program_factory("kattis_validator"), PROGRAM, _files_shape("kattis_validator")),

@@ -1,7 +1,7 @@
 """Comparison checkers: is the program's stdout an accepted answer, compared in this process?
 
 The kinds a problem names in ``checker`` that compare text (``tokens``, ``code_contests``,
-``float``, ``lcb``, ``lines``, ``exact_tokens`` and ``float`` with Kattis ``validator_flags``); their rules are in
+``float``, ``lcb``, ``lines``, ``sandboxfusion``, ``exact_tokens`` and ``float`` with Kattis ``validator_flags``); their rules are in
 core/checkers.py's docstring, the registry that names them. They live in one module because
 they share the tokenising, block-wise reading (bounded memory on any output shape) and the
 failure detail the model reads next turn: about 550 lines, over the ~500 a module aims for.
@@ -378,7 +378,7 @@ class LinesChecker:
     the line without it). :class:`LcbLinesChecker` adds LiveCodeBench's number rule."""
 
     name = "lines"
-    numbers = False  # a line may also match when all its tokens are equal decimal numbers
+    rule = "as text"  # how a pair of stripped lines matches, for the feedback
 
     @staticmethod
     def _bounds(text: str) -> tuple[int, int]:
@@ -399,8 +399,9 @@ class LinesChecker:
             yield text[start:cut].strip(_C_SPACE)
             start = cut + 1
 
-    def _numbers_equal(self, exp_line: str, got_line: str) -> bool:
-        return False
+    def same_line(self, exp_line: str, got_line: str) -> bool:
+        """Whether two stripped lines match (here: as text)."""
+        return exp_line == got_line
 
     def check(self, expected: str, got: str) -> CheckResult:
         if expected == got:
@@ -414,11 +415,10 @@ class LinesChecker:
                                       "(lines are compared one by one, after stripping)")
         for i, (a, b) in enumerate(zip(self._lines(expected, e_start, e_end),
                                        self._lines(got, g_start, g_end), strict=True)):
-            if a == b or (self.numbers and self._numbers_equal(a, b)):
+            if a == b or self.same_line(a, b):
                 continue
-            rule = "as text, or when all its tokens are equal numbers" if self.numbers else "as text"
             return CheckResult(False, f"first difference at line {i + 1}: expected {_clip(a)!r}, got {_clip(b)!r} "
-                                      f"(a line matches {rule})")
+                                      f"(a line matches {self.rule})")
         return CheckResult(True)
 
 
@@ -437,7 +437,7 @@ class LcbLinesChecker(LinesChecker):
     ``\u0661`` or ``1_000`` for numbers, which a wrong-looking output must not be paid for)."""
 
     name = "lcb"
-    numbers = True
+    rule = "as text, or when all its tokens are equal numbers"
 
     @staticmethod
     def _number(tok: str) -> decimal.Decimal | None:
@@ -448,7 +448,7 @@ class LcbLinesChecker(LinesChecker):
         except decimal.DecimalException:  # pragma: no cover - the regex admits only Decimal syntax
             return None
 
-    def _numbers_equal(self, exp_line: str, got_line: str) -> bool:
+    def same_line(self, exp_line: str, got_line: str) -> bool:
         e = _c_tokens(exp_line)
         g, n_got = _split_bounded(got_line, len(e) + 1, _c_tokens)
         if n_got != len(e):
@@ -463,6 +463,39 @@ class LcbLinesChecker(LinesChecker):
             except decimal.DecimalException:  # pragma: no cover - no signalling NaN passes the regex
                 return False
         return True
+
+
+class SandboxFusionLinesChecker(LinesChecker):
+    """SandboxFusion's CommonOJ comparison (``sandbox/utils/testing.py``
+    ``check_stdio_test_case``, ``lower_cmp`` on), which its ``/submit`` applies to
+    ``provided_data`` tests: stripped outputs cut into lines, equal line counts, and each pair of
+    lines equal once lowercased and stripped or, failing that, each line one real number and the
+    two within a relative 1e-5 of the expected one (``|got - exp| / max(|exp|, 1e-10) < 1e-5``;
+    NaN and infinities never match as numbers). Stricter than the reference where it would pay a
+    wrong answer: two integers are compared exactly (there ``1000001`` passes for ``1000000``);
+    and case folding and whitespace are ASCII, numbers ASCII decimal syntax (Python's ``lower``,
+    ``strip`` and ``float`` reach further)."""
+
+    name = "sandboxfusion"
+    rule = "case-insensitively as text, or as one number within relative 1e-5"
+    REL_TOL = 1e-5
+
+    @staticmethod
+    def _real(line: str) -> float | None:
+        if _REAL.fullmatch(line) is None:
+            return None
+        v = float(line)
+        return v if math.isfinite(v) else None
+
+    def same_line(self, exp_line: str, got_line: str) -> bool:
+        if exp_line.translate(_ASCII_LOWER) == got_line.translate(_ASCII_LOWER):
+            return True
+        if _INT.fullmatch(exp_line) and _INT.fullmatch(got_line):
+            return _int_key(exp_line) == _int_key(got_line)  # an integer is right or wrong
+        e, g = self._real(exp_line), self._real(got_line)
+        if e is None or g is None:
+            return False
+        return abs(g - e) / max(abs(e), 1e-10) < self.REL_TOL
 
 
 # ---------------------------------------------------------------------------------------------
