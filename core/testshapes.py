@@ -12,6 +12,8 @@ output means what it means there. Shapes:
 
 - code_contests ``{"input": [str], "output": [str]}``: stdin/stdout; a whole row's test columns
   (``public_tests``, ``private_tests``, ``generated_tests``) keep their public/hidden split.
+  Compared by the official tester's rules (checker ``code_contests``), as ``cpfleet prepare``
+  sets for the dataset's rows.
 - TACO / APPS ``input_output`` and verl/PRIME ``{"inputs", "outputs", "fn_name"?}``: with
   ``fn_name`` each input is the argument list and each output is the raw expected output,
   usually wrapped in a 1-element list, kept as it is: ``fn_semantics`` ``apps`` judges it as
@@ -82,8 +84,9 @@ class TestSet:
     stdio_checker: str | None = None
 
 
-# The stdin/stdout comparison of a shape's reference, by the rules name the shape reads as
-STDIO_CHECKERS = {"lcb": "lcb"}
+# The stdin/stdout comparison of a shape's reference, by the rules name the shape reads as:
+# LiveCodeBench's grade_stdio; CodeContests' official tester (what `cpfleet prepare` gives its rows)
+STDIO_CHECKERS = {"lcb": "lcb", "code_contests": "code_contests"}
 
 
 def tests_by_rules(public: Sequence[Test], hidden: Sequence[Test], fn_name: str | None, rules: str | None,
@@ -423,7 +426,7 @@ def normalize_tests(raw: Any, *, fn_name: str | None = None, num_public: int = 1
         # is rewarded on its public ones
         pub_cc = from_code_contests(raw.get("public_tests"))
         hid_cc = from_code_contests(raw.get("private_tests")) + from_code_contests(raw.get("generated_tests"))
-        return TestSet(tuple(pub_cc), tuple(hid_cc or pub_cc), None)
+        return tests_by_rules(pub_cc, hid_cc or pub_cc, None, "code_contests")
     if "public_tests" in raw or "hidden_tests" in raw:
         pub_l, hid_l = _own_tests(raw.get("public_tests")), _own_tests(raw.get("hidden_tests"))
         own_fn = raw.get("fn_name") or fn_name
@@ -454,7 +457,7 @@ def normalize_tests(raw: Any, *, fn_name: str | None = None, num_public: int = 1
     if "input" in raw and "output" in raw:
         tests = from_code_contests(raw)
         pub, hid = split_public(tests, num_public)
-        return TestSet(pub, hid, None)
+        return tests_by_rules(pub, hid, None, "code_contests")
     raise TestShapeError(f"unrecognised test shape with keys {sorted(map(str, raw))[:8]}")
 
 

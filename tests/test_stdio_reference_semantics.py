@@ -1,4 +1,6 @@
-"""LiveCodeBench stdin/stdout tests are judged by LiveCodeBench's own comparison.
+"""Stdin/stdout tests are compared as their dataset's reference compares them: LiveCodeBench's
+by LiveCodeBench's ``grade_stdio``, CodeContests' by the official tester's rules, inline or
+prepared alike.
 
 LiveCodeBench (``lcb_runner/evaluation/testing_util.py`` ``grade_stdio``), and the trainers
 that grade its rows with its code (rLLM for DeepCoder ``lcbv5``), strip both outputs, cut them
@@ -156,3 +158,27 @@ def test_a_prepared_livecodebench_stdin_problem_pays_what_livecodebench_pays(run
     one_line = "n = int(input())\nprint(*range(1, n + 1)) if n > 1 else print(0.5)"
     assert reward(right) == 1.0      # tokens refused "0.50" for "0.5"; LiveCodeBench pays it
     assert reward(one_line) == 0.0   # tokens paid "1 2 3" for three lines; LiveCodeBench does not
+
+
+def test_inline_code_contests_tests_get_the_checker_prepare_gives_the_dataset() -> None:
+    # cpfleet prepare gives deepmind/code_contests rows the official tester's comparison; the
+    # same tests sent inline must judge alike (case-insensitive, reals within 1e-5)
+    row = {"public_tests": {"input": ["1\n"], "output": ["YES\n"]},
+           "private_tests": {"input": ["2\n"], "output": ["0.5\n"]}, "generated_tests": None}
+    for tests in (row, json.dumps(row), {"input": ["1\n"], "output": ["YES\n"]}):
+        rec = problem_from_tests(tests)
+        assert rec["checker"] == {"type": "code_contests"}
+        assert get_checker(rec["checker"]).check("YES\n", "yes").ok
+
+
+def test_a_prepared_and_an_inline_code_contests_problem_judge_alike(runner: CodeRunner, tmp_path: Path) -> None:
+    row = {"name": "cc/yes", "description": "", "public_tests": {"input": ["1\n"], "output": ["YES\n"]},
+           "private_tests": {"input": ["2\n"], "output": ["0.5\n"]}, "generated_tests": {"input": [], "output": []},
+           "time_limit": None, "memory_limit_bytes": 0, "difficulty": 0, "solutions": None, "incorrect_solutions": None,
+           "input_file": "", "output_file": ""}
+    prepared_rec = prepared([row], tmp_path)["cc/yes"]
+    inline_rec = problem_from_tests({k: row[k] for k in ("public_tests", "private_tests", "generated_tests")})
+    code = "```python\nn = int(input())\nprint('yes' if n == 1 else '0.500000')\n```"
+    for rec in (prepared_rec, inline_rec):
+        res = evaluate(Problem.from_dict(rec), code, runner)
+        assert (res.reward, res.infra_error) == (1.0, False), res
