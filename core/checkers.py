@@ -74,9 +74,6 @@ from cpfleet.core.comparisons import (
     CodeContestsChecker,
     FloatChecker,
     KattisTokensChecker,
-    LcbLinesChecker,
-    LinesChecker,
-    SandboxFusionLinesChecker,
     TokensChecker,
     _exact_factory,
     _float_or_kattis_factory,
@@ -85,6 +82,7 @@ from cpfleet.core.comparisons import (
     parse_validator_flags,
 )
 from cpfleet.core.errors import CheckerSpecError
+from cpfleet.core.line_comparisons import LcbLinesChecker, LinesChecker, SandboxFusionLinesChecker
 from cpfleet.core.program_specs import (
     BUILD_RUN,
     ProgramSpec,
