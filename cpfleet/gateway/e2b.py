@@ -205,7 +205,6 @@ def routes(gw: Gateway) -> Sequence[Route]:
     async def one(script: str, language: str, wait_s: float,
                   records: dict[tuple[str, float | None], asyncio.Task[dict[str, Any]]]) -> dict[str, Any]:
         from cpfleet.producer.inline import problem_from_tests
-        from cpfleet.producer.inline_registry import record_key
 
         if language.lower() not in PYTHON:
             return not_executed(f"cpfleet judges open-r1's Python code_reward scripts; this one is {language!r}")
@@ -218,23 +217,14 @@ def routes(gw: Gateway) -> Sequence[Route]:
         if shared not in records:
             records[shared] = asyncio.ensure_future(
                 asyncio.to_thread(problem_from_tests, asked.tests, time_limit_s=asked.timeout_s, checker=TEMPLATE_CHECKER))
-        registry = gw.fleet.inline_registry
         completion = fence(asked.code, "python")
-        result = None
         try:
             record = await asyncio.shield(records[shared])
-            key = record_key(record)
-            for _ in range(2):  # a problem the store lost is stored again once
-                pid = registry.known(key) or await asyncio.to_thread(registry.record_id, record)
-                result = await gw.judge(pid, completion, reward_shape="fraction", wait_s=wait_s)
-                if not permanent_error(result):
-                    break
-                registry.forget(key)
+            result = await gw.judge_record(record, completion, reward_shape="fraction", wait_s=wait_s)
         except ValueError as e:  # InlineProblemError: tests that make no problem
             return not_executed(f"the script's test_cases make no problem: {e}")
         except (Refused, ConnectionError, BrokerFull, FleetBusy, ClientClosed) as e:
             return not_executed(f"the fleet did not judge it: {e or type(e).__name__}")
-        assert result is not None
         reason = permanent_error(result)
         if reason or result.infra_error or result.reward is None:
             return not_executed(f"the fleet could not judge it: {result.verdict}: {reason or result.infra_message}")
