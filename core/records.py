@@ -59,7 +59,7 @@ def make_record(
 
     A function-call problem without stated languages is limited to Python: the harness that
     calls ``fn_name`` is Python. Without ``checker``, stdin/stdout tests whose shape has its own
-    reference comparison (``tests.stdio_checker``: LiveCodeBench's) get that checker."""
+    reference comparison (``tests.stdio_checker``: LiveCodeBench's, CodeContests') get that checker."""
     rec: dict[str, Any] = {
         "id": pid,
         "name": name if name is not None else pid,

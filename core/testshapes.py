@@ -80,7 +80,7 @@ class TestSet:
     language: str | None = None  # the language the dataset states (PrimeIntellect), verbatim
     fn_semantics: str | None = None  # core/fncall.py SEMANTICS; None: the default
     # stdin/stdout tests: the checker type of the shape's reference comparison (``lcb``:
-    # LiveCodeBench's grade_stdio); None: the project's default checker
+    # LiveCodeBench's grade_stdio; ``code_contests``: its tester); None: the default checker
     stdio_checker: str | None = None
 
 
