@@ -23,6 +23,14 @@ Kelvin sign to ``k``, which no judge does (tests/test_comparisons_hostile.py).
 - ``float``: tokens; two integers exactly, a pair with a real number within ``abs`` or ``rel``
   (relative to the expected value; both default to 1e-6), computed exactly in decimal; NaN and
   infinities never match; words exactly (case-sensitive).
+- ``lcb``: LiveCodeBench's stdin/stdout grading (``grade_stdio``), set by ``cpfleet prepare``
+  and inline problems for LiveCodeBench-shaped stdin tests: both outputs stripped and cut into
+  lines, each line stripped; equal line counts, and each line equal as text or all its tokens
+  equal as decimal numbers (``0.50`` is ``0.5``; no tolerance). Line structure counts.
+- ``lines``: the same lines, each equal as text only: open-r1's ``code_reward`` script
+  template's comparison without its ``zip`` truncation (the E2B/Morph router route uses it).
+- ``sandboxfusion``: the same lines, each equal case-insensitively or as one real number within
+  relative 1e-5: SandboxFusion's CommonOJ comparison (``/submit`` with ``provided_data``).
 
 - ``exact_tokens``: the Kattis default output validator (problemtools default_validator.cc):
   whitespace tokens compared case-insensitively unless ``case_sensitive`` is given, exactly as
@@ -74,6 +82,7 @@ from cpfleet.core.comparisons import (
     parse_validator_flags,
 )
 from cpfleet.core.errors import CheckerSpecError, RegistrationError
+from cpfleet.core.line_comparisons import LcbLinesChecker, LinesChecker, SandboxFusionLinesChecker
 from cpfleet.core.program_specs import (
     BUILD_RUN,
     ProgramSpec,
@@ -87,7 +96,7 @@ from cpfleet.core.program_specs import (
 __all__ = [
     "BUILD_RUN", "CODE_CONTESTS_TOLERANCE", "COMPARE", "DEFAULT_CHECKER", "INTERACTOR", "KATTIS_FLAG_KEYS",
     "PROGRAM", "BUILTIN_KINDS", "Checker", "CheckerFactory", "CheckerKind", "CheckerSpecError", "CheckResult",
-    "CodeContestsChecker", "FloatChecker", "KattisTokensChecker", "ProgramSpec", "ShapeCheck", "TokensChecker",
+    "CodeContestsChecker", "FloatChecker", "KattisTokensChecker", "LcbLinesChecker", "LinesChecker", "SandboxFusionLinesChecker", "ProgramSpec", "ShapeCheck", "TokensChecker",
     "checker_kind", "checker_language", "get_checker", "is_interactor", "kattis_float_flags",
     "parse_validator_flags", "program_checkers", "program_factory", "program_languages", "register_checker",
     "registered_checkers", "unregister_checker",
@@ -174,6 +183,9 @@ BUILTIN_KINDS: tuple[CheckerKind, ...] = (
     CheckerKind("tokens", _no_params("tokens", TokensChecker), shape=_no_shape),
     CheckerKind("code_contests", _no_params("code_contests", CodeContestsChecker), shape=_no_shape),
     CheckerKind("float", _float_or_kattis_factory, shape=_float_shape),
+    CheckerKind("lcb", _no_params("lcb", LcbLinesChecker), shape=_no_shape),
+    CheckerKind("lines", _no_params("lines", LinesChecker), shape=_no_shape),
+    CheckerKind("sandboxfusion", _no_params("sandboxfusion", SandboxFusionLinesChecker), shape=_no_shape),
     CheckerKind("exact_tokens", _exact_factory, shape=_no_shape),
     CheckerKind("testlib", program_factory("testlib"), PROGRAM, _files_shape("testlib")),
     CheckerKind("kattis_validator", program_factory("kattis_validator"), PROGRAM, _files_shape("kattis_validator")),

@@ -1,10 +1,12 @@
 """Comparison checkers: is the program's stdout an accepted answer, compared in this process?
 
 The kinds a problem names in ``checker`` that compare text (``tokens``, ``code_contests``,
-``float``, ``exact_tokens`` and ``float`` with Kattis ``validator_flags``); their rules are in
-core/checkers.py's docstring, the registry that names them. They live in one module because
-they share the tokenising, block-wise reading (bounded memory on any output shape) and the
-failure detail the model reads next turn: about 550 lines, over the ~500 a module aims for.
+``float``, ``exact_tokens`` and ``float`` with Kattis ``validator_flags``; the line-wise kinds
+``lines``, ``lcb`` and ``sandboxfusion`` are in core/line_comparisons.py, on the helpers here);
+their rules are in core/checkers.py's docstring, the registry that names them. They live in one
+module because they share the tokenising, block-wise reading (bounded memory on any output
+shape) and the failure detail the model reads next turn: about 550 lines, over the ~500 a
+module aims for.
 """
 
 from __future__ import annotations

@@ -58,7 +58,8 @@ def make_record(
     """A record in the shared schema; optional fields are written only when set.
 
     A function-call problem without stated languages is limited to Python: the harness that
-    calls ``fn_name`` is Python."""
+    calls ``fn_name`` is Python. Without ``checker``, stdin/stdout tests whose shape has its own
+    reference comparison (``tests.stdio_checker``: LiveCodeBench's, CodeContests') get that checker."""
     rec: dict[str, Any] = {
         "id": pid,
         "name": name if name is not None else pid,
@@ -68,6 +69,8 @@ def make_record(
         "time_limit_s": time_limit_s,
         "memory_limit_mb": memory_limit_mb,
     }
+    if checker is None and tests.stdio_checker is not None and not tests.fn_name:
+        checker = {"type": tests.stdio_checker}  # the shape's reference comparison
     if checker is not None:
         rec["checker"] = dict(checker)
     if tests.fn_name:

@@ -12,6 +12,8 @@ output means what it means there. Shapes:
 
 - code_contests ``{"input": [str], "output": [str]}``: stdin/stdout; a whole row's test columns
   (``public_tests``, ``private_tests``, ``generated_tests``) keep their public/hidden split.
+  Compared by the official tester's rules (checker ``code_contests``), as ``cpfleet prepare``
+  sets for the dataset's rows.
 - TACO / APPS ``input_output`` and verl/PRIME ``{"inputs", "outputs", "fn_name"?}``: with
   ``fn_name`` each input is the argument list and each output is the raw expected output,
   usually wrapped in a 1-element list, kept as it is: ``fn_semantics`` ``apps`` judges it as
@@ -22,7 +24,10 @@ output means what it means there. Shapes:
   joined with newlines).
 - LiveCodeBench / DeepCoder case lists ``[{"input": str, "output": str, "testtype"}]`` with
   ``testtype`` ``stdin``, ``stdin_stdout`` or ``functional``; a functional input is one JSON
-  value per line (one line per argument) and its output is JSON text (``lcb``). The function
+  value per line (one line per argument) and its output is JSON text (``lcb``). ``stdin``
+  tests (LiveCodeBench's own label) are compared as LiveCodeBench's ``grade_stdio`` compares
+  them (checker ``lcb``: lines, then decimal numbers); ``stdin_stdout`` (rLLM's label for
+  TACO's tests) keeps the default checker. The function
   name comes from the case (``fn_name``, ``metadata.func_name``) or from the caller (the row's
   metadata).
 - PrimeIntellect ``verification_info`` ``{"language", "test_cases": [...]}`` with cases
@@ -74,6 +79,24 @@ class TestSet:
     fn_name: str | None = None
     language: str | None = None  # the language the dataset states (PrimeIntellect), verbatim
     fn_semantics: str | None = None  # core/fncall.py SEMANTICS; None: the default
+    # stdin/stdout tests: the checker type of the shape's reference comparison (``lcb``:
+    # LiveCodeBench's grade_stdio; ``code_contests``: its tester); None: the default checker
+    stdio_checker: str | None = None
+
+
+# The stdin/stdout comparison of a shape's reference, by the rules name the shape reads as:
+# LiveCodeBench's grade_stdio; CodeContests' official tester (what `cpfleet prepare` gives its rows)
+STDIO_CHECKERS = {"lcb": "lcb", "code_contests": "code_contests"}
+
+
+def tests_by_rules(public: Sequence[Test], hidden: Sequence[Test], fn_name: str | None, rules: str | None,
+                   language: str | None = None) -> TestSet:
+    """A :class:`TestSet` judged by the rules of the shape's reference harness: ``rules`` is its
+    ``fn_semantics`` for function-call tests, its stdin/stdout comparison (``STDIO_CHECKERS``)
+    otherwise."""
+    if fn_name:
+        return TestSet(tuple(public), tuple(hidden), fn_name, language, rules)
+    return TestSet(tuple(public), tuple(hidden), None, language, None, STDIO_CHECKERS.get(rules or ""))
 
 
 # --- primitives --------------------------------------------------------------------------------
@@ -290,8 +313,10 @@ def _case_fn_name(case: Mapping[str, Any]) -> str | None:
 
 def from_cases(cases: Any, *, fn_name: str | None = None) -> tuple[list[Test], str | None, str | None]:
     """A list of per-test objects (LiveCodeBench, DeepCoder, PrimeIntellect ``test_cases``): the
-    tests, ``fn_name`` and ``fn_semantics`` (``testtype``: LiveCodeBench's; ``type``:
-    PrimeIntellect's)."""
+    tests, ``fn_name`` and the reference's rules (``testtype``: LiveCodeBench's; ``type``:
+    PrimeIntellect's): ``fn_semantics`` for function-call tests; for stdin/stdout tests ``lcb``
+    when every case is LiveCodeBench's ``testtype: stdin``, else None (see
+    :func:`tests_by_rules`)."""
     cases = parse_json_field(cases, "test cases")
     if cases is None:
         return [], None, None
@@ -308,6 +333,7 @@ def from_cases(cases: Any, *, fn_name: str | None = None) -> tuple[list[Test], s
         kinds.add(kind)
         if kind == "stdio":
             tests.append((stdio_text(case["input"]), stdio_text(case["output"])))
+            rules.add("lcb" if case.get("testtype") == "stdin" else "")
             continue
         name = _case_fn_name(case) or fn_name
         if not name:
@@ -336,6 +362,8 @@ def from_cases(cases: Any, *, fn_name: str | None = None) -> tuple[list[Test], s
         raise TestShapeError("mixes stdin/stdout and function-call tests")
     if len(names) > 1:
         raise TestShapeError("function-call tests name several functions")
+    if kinds == {"stdio"}:  # LiveCodeBench's comparison only when every case is its own label
+        return tests, None, "lcb" if rules == {"lcb"} else None
     if len(rules) > 1:
         raise TestShapeError("mixes LiveCodeBench (testtype) and PrimeIntellect (type) function-call tests")
     return tests, (names.pop() if names else None), (rules.pop() if rules else None)
@@ -349,7 +377,7 @@ def from_verification_info(info: Any) -> TestSet:
         raise TestShapeError("verification_info has no test_cases list")
     tests, fn_name, semantics = from_cases(info["test_cases"])
     language = info.get("language")
-    return TestSet((), tuple(tests), fn_name, language if isinstance(language, str) else None, semantics)
+    return tests_by_rules((), tests, fn_name, semantics, language if isinstance(language, str) else None)
 
 
 def _merge_fn(a: str | None, b: str | None) -> str | None:
@@ -372,7 +400,7 @@ def from_lcb(public: Any, private: Any, metadata: Any = None) -> TestSet:
     fn = _merge_fn(fn_pub, fn_priv)
     if pub and priv and (fn_pub is None) != (fn_priv is None):
         raise TestShapeError("mixes stdin/stdout and function-call tests")
-    return TestSet(public=tuple(pub), hidden=tuple(pub + priv), fn_name=fn, fn_semantics="lcb" if fn else None)
+    return tests_by_rules(pub, pub + priv, fn, "lcb")
 
 
 def normalize_tests(raw: Any, *, fn_name: str | None = None, num_public: int = 1) -> TestSet:
@@ -387,7 +415,7 @@ def normalize_tests(raw: Any, *, fn_name: str | None = None, num_public: int = 1
     if isinstance(raw, list):
         tests, fn, rule = from_cases(raw, fn_name=fn_name)
         pub, hid = split_public(tests, num_public)
-        return TestSet(pub, hid, fn, fn_semantics=rule)
+        return tests_by_rules(pub, hid, fn, rule)
     if not isinstance(raw, Mapping):
         raise TestShapeError(f"tests of type {type(raw).__name__}")
     for wrapper in ("input_output", "verification_info"):  # a dataset row's column, passed whole
@@ -398,7 +426,7 @@ def normalize_tests(raw: Any, *, fn_name: str | None = None, num_public: int = 1
         # is rewarded on its public ones
         pub_cc = from_code_contests(raw.get("public_tests"))
         hid_cc = from_code_contests(raw.get("private_tests")) + from_code_contests(raw.get("generated_tests"))
-        return TestSet(tuple(pub_cc), tuple(hid_cc or pub_cc), None)
+        return tests_by_rules(pub_cc, hid_cc or pub_cc, None, "code_contests")
     if "public_tests" in raw or "hidden_tests" in raw:
         pub_l, hid_l = _own_tests(raw.get("public_tests")), _own_tests(raw.get("hidden_tests"))
         own_fn = raw.get("fn_name") or fn_name
@@ -429,7 +457,7 @@ def normalize_tests(raw: Any, *, fn_name: str | None = None, num_public: int = 1
     if "input" in raw and "output" in raw:
         tests = from_code_contests(raw)
         pub, hid = split_public(tests, num_public)
-        return TestSet(pub, hid, None)
+        return tests_by_rules(pub, hid, None, "code_contests")
     raise TestShapeError(f"unrecognised test shape with keys {sorted(map(str, raw))[:8]}")
 
 

@@ -28,6 +28,7 @@ from cpfleet.core.testshapes import (
     from_verification_info,
     parse_json_field,
     split_public,
+    tests_by_rules,
 )
 from cpfleet.dataset_formats import DatasetFormat, register_format
 
@@ -142,7 +143,7 @@ def convert_deepcoder(row: Mapping[str, Any], index: int, opts: PrepareOptions,
             tests, fn, rule = from_input_output(io_, counts)
         elif isinstance(raw, Mapping) and "test_cases" in raw:
             info = from_verification_info(raw)
-            tests, fn, rule = list(info.hidden), info.fn_name, info.fn_semantics
+            tests, fn, rule = list(info.hidden), info.fn_name, info.fn_semantics or info.stdio_checker
         else:
             tests, fn, rule = from_cases(raw, fn_name=fn_name)
     except TestShapeError as e:
@@ -154,7 +155,7 @@ def convert_deepcoder(row: Mapping[str, Any], index: int, opts: PrepareOptions,
     public, hidden = split_public(tests, opts.num_public)
     subset = opts.subset or "deepcoder"
     rec = make_record(
-        f"deepcoder/{subset}/{opts.split}/{index}", TestSet(public, hidden, fn, fn_semantics=rule),
+        f"deepcoder/{subset}/{opts.split}/{index}", tests_by_rules(public, hidden, fn, rule),
         description=row.get("problem") or "",
         starter_code=row.get("starter_code") or None,
     )

@@ -119,6 +119,16 @@ def _content(content: Any) -> str:
     return "" if content is None else str(content)
 
 
+def column_target(value: Any) -> str | Any:
+    """A ``tests_column`` value: inline tests or a problem id (:func:`problem_ref`); a verl
+    ``reward_model`` cell (``{"ground_truth": ..., "style": "rule"}``) is read as its
+    ``ground_truth``, what verl's own ``compute_score`` gets, so a verl parquet trains under TRL
+    with ``tests_column="reward_model"``."""
+    if isinstance(value, Mapping) and "ground_truth" in value and set(value) <= {"ground_truth", "style"}:
+        value = value["ground_truth"]
+    return problem_ref(value) if isinstance(value, str) else value
+
+
 def problem_ref(value: Any) -> str | Any:
     """A problem id (a plain string) or inline tests (a mapping, a list, or their JSON text).
 
@@ -260,7 +270,7 @@ class _TRLCore:
         if len(values) != n:
             raise JobFormatError(f"{self.name}: column {column!r} has {len(values)} values for {n} completions")
         if self.tests_column:
-            return [problem_ref(v) if isinstance(v, str) else v for v in values]
+            return [column_target(v) for v in values]
         return [str(v) for v in values]
 
     def rewards(

@@ -23,6 +23,7 @@ SPECS: dict[str, dict[str, Any]] = {
     "float": {"type": "float"},
     "exact_tokens": {"type": "exact_tokens"},
     "kattis_float": {"type": "float", "float_tolerance": 1e-6},
+    "lcb": {"type": "lcb"},
 }
 
 # (expected, got): every reference judge rejects got
@@ -54,6 +55,16 @@ def test_only_ascii_whitespace_separates_tokens(kind: str, sep: str) -> None:
     assert checker.check("1 2\n", "1 \t2\r\n").ok
 
 
+@pytest.mark.parametrize("kind", ["lines", "sandboxfusion"])
+@pytest.mark.parametrize("sep", PYTHON_ONLY_SEPARATORS)
+def test_line_kinds_strip_only_ascii_whitespace(kind: str, sep: str) -> None:
+    # Python's strip() would take these for spaces; the line-wise kinds compare them as text
+    checker = get_checker({"type": kind})
+    assert not checker.check("1\n", f"1{sep}\n").ok
+    assert not checker.check("1\n", f"{sep}1").ok
+    assert checker.check("1 2\n", " 1 2\t\r\n\v").ok
+
+
 def test_a_separator_inside_the_expected_output_is_part_of_a_token() -> None:
     # the answer file's own U+3000 is a character, as it is to testlib: the same bytes match
     for kind in SPECS:
@@ -62,13 +73,14 @@ def test_a_separator_inside_the_expected_output_is_part_of_a_token() -> None:
         assert not checker.check("a\u3000b\n", "a b").ok
 
 
-@pytest.mark.parametrize("kind", ["exact_tokens", "kattis_float", "code_contests"])
+@pytest.mark.parametrize("kind", ["exact_tokens", "kattis_float", "code_contests", "sandboxfusion"])
 @pytest.mark.parametrize(("expected", "got"), [("K", "\u212a"), ("k", "\u212a"), ("ohm", "\u2126hm"),
                                                 ("i", "\u0130"), ("ss", "\u1e9e")])
 def test_case_insensitive_kinds_fold_ascii_only(kind: str, expected: str, got: str) -> None:
     # strcasecmp / absl::AsciiStrToLower: the Kelvin sign is not a k
-    assert not get_checker(SPECS[kind]).check(expected, got).ok
-    assert get_checker(SPECS[kind]).check(expected, expected.upper()).ok
+    spec = SPECS.get(kind, {"type": kind})
+    assert not get_checker(spec).check(expected, got).ok
+    assert get_checker(spec).check(expected, expected.upper()).ok
 
 
 @pytest.mark.parametrize("kind", sorted(SPECS))

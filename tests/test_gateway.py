@@ -315,6 +315,24 @@ def test_x_coders_code_execution_manager_payloads_judge_on_the_worker(gw_fast: S
     assert all(r["reason"] == "" for r in body["results"])
 
 
+def test_codejudge_success_compares_the_stripped_text_exactly_as_code_judge_does(gw_fast: Served) -> None:
+    # code-judge's worker: success = exit 0 and stdout.strip() == expected_output.strip();
+    # whitespace-token equality would pay the first three, which code-judge does not
+    cases = [
+        ("print(1, 2)", "1\n2\n", False),        # the line breaks inside count
+        ("print('1  2')", "1 2", False),          # and the spacing inside
+        ("print('a\\tb')", "a b", False),
+        ("print('\\n  7  \\n')", "7", True),      # only the ends are stripped
+        ("print(1)\nprint(2)", "1\n2", True),
+        ("print('1 2 ')", "\n1 2\n\n", True),
+    ]
+    subs = [codejudge_submission(code, None, expected) for code, expected, _ in cases]
+    status, body, _ = http(gw_fast.url + "/judge/batch", codejudge_batch(subs))
+    assert status == 200
+    assert [r["success"] for r in body["results"]] == [ok for _, _, ok in cases]
+    assert all(r["reason"] == "" for r in body["results"])
+
+
 def test_codejudge_status_counts_the_queue_and_the_workers(gw_fast: Served) -> None:
     status, body, _ = http(gw_fast.url + "/status", method="GET")
     assert status == 200 and isinstance(body["queue"], int) and body["num_workers"] >= 1

@@ -107,6 +107,18 @@ def test_output_cut_short_earns_nothing_where_the_templates_zip_would_pass_it(ba
     assert e2b_rewards(body) == [0.0, 1.0]
 
 
+def test_lines_compare_as_the_templates_stripped_lines_not_as_tokens(base: str) -> None:
+    # the template compares each stripped line as text: "1 2" on one line is not the answer's
+    # two lines, and "1  2" is not "1 2"; only the ends of a line and of the output are free
+    tests = [{"input": "2\n", "output": "1\n2\n"}, {"input": "x\n", "output": "1 2\n"}]
+    one_line = "s = input()\nprint('1 2')\n"
+    wide = "s = input()\nprint('1\\n2' if s == '2' else '1  2')\n"
+    loose_ends = "s = input()\nprint('\\n  1\\n2  \\n' if s == '2' else ' 1 2\\t')\n"
+    status, body = execute_batch(base, [script(one_line, tests), script(wide, tests), script(loose_ends, tests)])
+    assert status == 200, body
+    assert e2b_rewards(body) == [0.5, 0.5, 1.0]
+
+
 def test_the_templates_per_run_timeout_is_the_time_limit(base: str) -> None:
     # 2.5 s of CPU: over cpfleet's default 2 s for inline tests, within the template's 5 s
     slow = "import time\nt = time.process_time()\nwhile time.process_time() - t < 2.5:\n    pass\nprint(3)\n"
@@ -154,10 +166,12 @@ def test_other_scripts_and_languages_are_not_executed_and_never_scored(base: str
 
 
 def test_tests_that_make_no_problem_are_that_scripts_failure_only(base: str) -> None:
-    status, body = execute_batch(base, [script(ADD, []), script(ADD)])
+    # function_call cases: the template would pipe the argument list to stdin and crash
+    calls = [{"type": "function_call", "fn_name": "add", "input": [1, 2], "output": 3}]
+    status, body = execute_batch(base, [script(ADD, []), script(ADD), script("def add(a, b):\n    return a + b\n", calls)])
     assert status == 200, body
-    assert e2b_rewards(body) == [None, 1.0]
-    assert "make no problem" in body[0]["exception_str"]
+    assert e2b_rewards(body) == [None, 1.0, None]
+    assert "make no problem" in body[0]["exception_str"] and "make no problem" in body[2]["exception_str"]
 
 
 def test_the_old_routers_single_language_field_is_read(base: str) -> None:

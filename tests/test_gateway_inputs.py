@@ -156,3 +156,30 @@ def test_submit_refuses_a_run_all_cases_it_cannot_honour_with_a_422(url: str, co
                                                                     needle: str) -> None:
     status, body = post(url + "/submit", {"id": "s/add", "completion": GOOD, "config": config})
     assert status == 422 and needle in body["error"], body
+
+
+# --- SandboxFusion /submit: CommonOJ tests compared as SandboxFusion compares them --------------
+
+# (expected stdout, what the program prints, SandboxFusion's verdict: check_stdio_test_case
+# with lower_cmp, the CommonOJ default)
+COMMON_OJ_COMPARISONS = [
+    ("YES\n", "yes", True),                  # lines compared case-insensitively
+    ("0.3333333\n", "0.333333", True),       # a line that is one number: relative 1e-5
+    ("1000000.0\n", "1000001", True),
+    ("1000000\n", "1000001", False),         # two integers exactly (SandboxFusion pays this one)
+    ("0.5\n", "0.6", False),
+    ("1\n2\n", "1 2", False),                # the line structure counts
+    ("1 2\n", "1  2", False),                # and the spacing inside a line
+    ("a b\n", "  A b  \n\n", True),          # only the ends are free
+    ("1 2\n", "1.0 2", False),               # a line of two numbers is text, not numbers
+]
+
+
+@pytest.mark.parametrize(("expected", "printed", "passed"), COMMON_OJ_COMPARISONS)
+def test_submit_compares_provided_tests_as_sandboxfusion_does(url: str, expected: str, printed: str,
+                                                              passed: bool) -> None:
+    completion = f"```python\nimport sys\nsys.stdout.write({printed!r})\n```"
+    config = {"provided_data": _common_oj([("", expected)])}
+    status, body = post(url + "/submit", {"id": 7, "completion": completion, "config": config})
+    assert status == 200, body
+    assert body["accepted"] is passed and [t["passed"] for t in body["tests"]] == [passed], body

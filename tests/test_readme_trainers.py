@@ -172,3 +172,12 @@ def test_the_serve_recipe_answers_every_client_line(node: FleetWorker, tmp_path:
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=30)
+
+
+def test_the_gateway_pages_serve_recipe_is_the_one_run_above() -> None:
+    # docs/gateway.md shows the serve command too; it must be the README's, which the test above
+    # starts as written, so the page's recipe is run by that test
+    readme = next(ln for b in blocks("bash") for ln in lines(b) if "cpfleet serve" in ln)
+    page = (REPO / "docs" / "gateway.md").read_text()
+    shown = [ln.strip() for ln in re.findall(r"```bash\n(.*?)```", page, re.S)[0].splitlines() if "cpfleet serve" in ln]
+    assert shown == [readme]

@@ -227,6 +227,21 @@ def test_trl_reward_pickles_before_first_use_and_connects_in_the_new_process_cop
     assert rewards == [0.5, 1.0]
 
 
+def test_trl_reward_reads_a_verl_reward_model_column_as_its_ground_truth(fleet: FleetClient) -> None:
+    # a verl parquet's reward_model cell: {"ground_truth": <tests as JSON text or a problem id>,
+    # "style": "rule"}; TRL passes it as a dataset column like any other
+    cells = [{"ground_truth": json.dumps(ADD_TESTS), "style": "rule"}, {"ground_truth": ADD_TESTS, "style": "rule"},
+             {"ground_truth": "t/add", "style": "rule"}]
+    for fn in (TRLReward(fleet.redis_url, tests_column="reward_model", reward_shape="fraction", timeout_s=60),
+               AsyncTRLReward(fleet.redis_url, tests_column="reward_model", reward_shape="fraction", timeout_s=60)):
+        try:
+            out = fn(completions=[HALF, GOOD, GOOD], reward_model=cells)
+            rewards = asyncio.run(out) if inspect.isawaitable(out) else out
+        finally:
+            fn.close()
+        assert rewards == [0.5, 1.0, 1.0]
+
+
 def test_async_trl_reward_is_a_coroutine_function_bound_to_the_loop_that_runs_it(fleet: FleetClient) -> None:
     fn = AsyncTRLReward(fleet.redis_url, timeout_s=60, name="cpfleet_async")
     assert inspect.iscoroutinefunction(fn) and asyncio.iscoroutinefunction(fn)

@@ -284,6 +284,24 @@ class Gateway:
         self.metrics.jobs.labels(str(result.verdict), str(result.infra_error).lower()).inc()
         return result
 
+    async def judge_record(self, record: Mapping[str, Any], completion: str, **kwargs: Any) -> JobResult:
+        """``judge`` of a problem record built by ``problem_from_tests`` (inline tests with the
+        checker or limits their protocol implies), stored once per content by the fleet
+        client's inline registry; a record the store lost is stored again once."""
+        from cpfleet.producer.inline_registry import record_key
+
+        registry = self.fleet.inline_registry
+        key = record_key(record)
+        result: JobResult | None = None
+        for _ in range(2):
+            pid = registry.known(key) or await asyncio.to_thread(registry.record_id, record)
+            result = await self.judge(pid, completion, **kwargs)
+            if not permanent_error(result):
+                break
+            registry.forget(key)
+        assert result is not None
+        return result
+
     @property
     def runs(self) -> Any:
         """The run-job coalescer (``cpfleet.gateway.runs.RunCoalescer``) over this gateway."""

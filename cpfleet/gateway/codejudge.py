@@ -8,10 +8,12 @@
   "batch", sub_id?, submissions: [...]}`` -> ``{sub_id, results: [...]}`` in order.
 - ``GET /status``: ``{queue, num_workers}``.
 
-``run_success``: the program exited 0 within the limits. ``success``: that, and its stdout
-matches ``expected_output`` by cpfleet's default checker (``tokens``: the same whitespace
-tokens, where code-judge compares the stripped text exactly) when one is given. Each submission runs as an input of a
-fleet run job; submissions with the same solution (one completion's tests) share one job.
+``run_success``: the program exited 0 within the limits. ``success``: that, and, when
+``expected_output`` is given, its stdout equals it after both are stripped, exactly as
+code-judge's worker compares (``stdout.strip() == expected_output.strip()``: the spacing and
+line breaks inside count, so ``1 2`` on one line is not ``1``, ``2`` on two). Each submission
+runs as an input of a fleet run job; submissions with the same solution (one completion's
+tests) share one job.
 
 ``reason``: "" (it ran; success says how it went), "worker_timeout" (the program hit the time
 limit), "queue_timeout" (no answer before the request's deadline: the fleet is busy; the
@@ -36,7 +38,6 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from cpfleet.core import protocol as wire
-from cpfleet.core.checkers import get_checker
 from cpfleet.core.results import RunStatus
 from cpfleet.gateway.app import FleetFailed, Gateway, HTTPError, JSONResponse, Refused
 from cpfleet.gateway.payloads import json_object
@@ -82,8 +83,9 @@ def to_result(sub: dict[str, Any], answer: RunAnswer) -> dict[str, Any]:
     success = run_success
     expected = sub.get("expected_output")
     if success and expected is not None:
+        # code-judge's own comparison (its worker: stdout.strip() == expected_output.strip());
         # bytes that are not UTF-8 equal no expected text, not even a U+FFFD written there
-        success = run.stdout_utf8 and get_checker(None).check(expected, run.stdout).ok
+        success = run.stdout_utf8 and run.stdout.strip() == expected.strip()
     reason = "worker_timeout" if run.status == RunStatus.TIME_LIMIT else ""
     return _result(sub["sub_id"], success=success, run_success=run_success, cost=run.wall_ms / 1000.0,
                    reason=reason, stdout=run.stdout, stderr=run.stderr)

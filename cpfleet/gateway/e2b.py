@@ -16,9 +16,10 @@ returns the share of tests passed, then ``code_snippet = "<the completion's code
 test_cases)``, whose value is the reward. The script is recognised by that shape (parsed, never
 executed), and the code is judged on the fleet against the tests as inline tests with the
 fraction reward (the share of tests passed) and cpfleet's verdicts: the template's per-run
-timeout as the time limit (of CPU; the template's is wall-clock), the default memory limit, the
-token comparison. The template's own comparison pairs lines with ``zip``, so a program printing
-only the first line of a longer answer passes a test there; here it does not. Its reward is the
+timeout as the time limit (of CPU; the template's is wall-clock), the default memory limit, and
+the template's comparison (``output.strip()`` and the expected output cut into lines, each line
+stripped and equal as text: checker ``lines``) except that it pairs the lines with ``zip``, so a
+program printing only the first line of a longer answer passes a test there; here it does not. Its reward is the
 answer's ``text`` (``repr`` of a float, as the Jupyter kernel shows the value).
 
 A script of another shape (a different scoring function, another language) is answered
@@ -50,6 +51,8 @@ from cpfleet.gateway.payloads import json_object, str_list
 from cpfleet.gateway.registry import protocol
 
 PYTHON = ("python", "python3")
+# the template's comparison (stripped lines, each equal as text) without its zip truncation
+TEMPLATE_CHECKER = {"type": "lines"}
 ANSWER_MARGIN_S = 2.0  # answered this long before the caller's request_timeout
 MIN_WAIT_S = 5.0
 
@@ -202,7 +205,6 @@ def routes(gw: Gateway) -> Sequence[Route]:
     async def one(script: str, language: str, wait_s: float,
                   records: dict[tuple[str, float | None], asyncio.Task[dict[str, Any]]]) -> dict[str, Any]:
         from cpfleet.producer.inline import problem_from_tests
-        from cpfleet.producer.inline_registry import record_key
 
         if language.lower() not in PYTHON:
             return not_executed(f"cpfleet judges open-r1's Python code_reward scripts; this one is {language!r}")
@@ -214,24 +216,15 @@ def routes(gw: Gateway) -> Sequence[Route]:
         shared = (asked.tests_text, asked.timeout_s)
         if shared not in records:
             records[shared] = asyncio.ensure_future(
-                asyncio.to_thread(problem_from_tests, asked.tests, time_limit_s=asked.timeout_s))
-        registry = gw.fleet.inline_registry
+                asyncio.to_thread(problem_from_tests, asked.tests, time_limit_s=asked.timeout_s, checker=TEMPLATE_CHECKER))
         completion = fence(asked.code, "python")
-        result = None
         try:
             record = await asyncio.shield(records[shared])
-            key = record_key(record)
-            for _ in range(2):  # a problem the store lost is stored again once
-                pid = registry.known(key) or await asyncio.to_thread(registry.record_id, record)
-                result = await gw.judge(pid, completion, reward_shape="fraction", wait_s=wait_s)
-                if not permanent_error(result):
-                    break
-                registry.forget(key)
+            result = await gw.judge_record(record, completion, reward_shape="fraction", wait_s=wait_s)
         except ValueError as e:  # InlineProblemError: tests that make no problem
             return not_executed(f"the script's test_cases make no problem: {e}")
         except (Refused, ConnectionError, BrokerFull, FleetBusy, ClientClosed) as e:
             return not_executed(f"the fleet did not judge it: {e or type(e).__name__}")
-        assert result is not None
         reason = permanent_error(result)
         if reason or result.infra_error or result.reward is None:
             return not_executed(f"the fleet could not judge it: {result.verdict}: {reason or result.infra_message}")

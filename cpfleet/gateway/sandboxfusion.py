@@ -12,7 +12,9 @@ only change their URL.
   ``config.provided_data.test`` CommonOJ tests (``[{input: {stdin}, output: {stdout}}]``).
   The tests stop at the first failure unless ``config.extra.run_all_cases`` is true: then every
   provided test runs and is listed with its own result (a stored problem's hidden tests report
-  only a count, so with an ``id`` that is a 422).
+  only a count, so with an ``id`` that is a 422). Provided tests are compared as SandboxFusion
+  compares them (checker ``sandboxfusion``: stripped lines, each equal case-insensitively or as
+  one number within relative 1e-5); a stored problem by its own checker.
 
 Refusals: verl's ``call_sandbox_api`` retries only HTTP 504 (3 attempts, 1 s then 2 s apart)
 and gives up at ``compile_timeout + run_timeout + 10`` seconds, so ``/run_code`` answers a 504
@@ -24,6 +26,7 @@ attempts, then raises.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import json
@@ -226,6 +229,17 @@ def every_test(tests: dict[str, list[str]]) -> dict[str, Any]:
     return {"public_tests": pairs, "hidden_tests": pairs}
 
 
+# SandboxFusion's own comparison of a CommonOJ test's output (core/comparisons.py)
+COMMON_OJ_CHECKER = {"type": "sandboxfusion"}
+
+
+def common_oj_record(tests: dict[str, Any]) -> dict[str, Any]:
+    """The problem record of CommonOJ tests, judged by SandboxFusion's comparison."""
+    from cpfleet.producer.inline import problem_from_tests
+
+    return problem_from_tests(tests, checker=COMMON_OJ_CHECKER)
+
+
 def _entry(passed: bool, verdict: str, ran: bool = True) -> dict[str, Any]:
     return {
         "passed": passed,
@@ -299,9 +313,14 @@ def routes(gw: Gateway) -> Sequence[Route]:
             # (an object nested nearly as deep as the parser allows) would fail the answer's render
             raise HTTPError(422, f"'id' must be a string or an integer, got {type(raw_id).__name__}")
         provided = config_.get("provided_data")
+        record: dict[str, Any] | None = None
+        problem = ""
         if provided:
             tests = common_oj_tests(provided)
-            problem: Any = every_test(tests) if every else tests
+            try:
+                record = await asyncio.to_thread(common_oj_record, every_test(tests) if every else tests)
+            except ValueError as e:  # InlineProblemError: tests that make no problem
+                raise HTTPError(422, str(e)) from None
         elif body.get("id") not in (None, ""):
             problem = utf8_text(str(body["id"]), "id")
             if every:
@@ -310,11 +329,12 @@ def routes(gw: Gateway) -> Sequence[Route]:
                                      "config.provided_data, or leave run_all_cases false")
         else:
             raise HTTPError(422, "'id' (a problem id) or config.provided_data (tests) is required")
+        shape: dict[str, Any] = {"reward_shape": "fraction", "mode": "public"} if every else {"reward_shape": "all_or_nothing"}
         try:
-            if every:
-                result = await gw.judge(problem, completion, reward_shape="fraction", mode="public")
+            if record is not None:
+                result = await gw.judge_record(record, completion, **shape)
             else:
-                result = await gw.judge(problem, completion, reward_shape="all_or_nothing")
+                result = await gw.judge(problem, completion, **shape)
         except ValueError as e:
             raise HTTPError(422, str(e)) from None
         raise_on_failure([result])
