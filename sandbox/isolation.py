@@ -323,6 +323,13 @@ def confine_to_test(
     _, stack_hard = resource.getrlimit(resource.RLIMIT_STACK)
     resource.setrlimit(resource.RLIMIT_STACK, (stack_hard, stack_hard))
     if layers.get("uid_drop"):
+        # The test's own stdio, the runner's pipes (created by root, mode 0600) and memfd,
+        # become the slot uid's: a program reopening them by name (``/dev/stdout``,
+        # ``/proc/self/fd/1``, ``freopen("/dev/stdout", "w", stdout)``) may, as it may under
+        # every judge, instead of failing with EACCES and losing the answer it writes there.
+        # They are new objects of this test alone (sandbox/jobs.py TestStdio).
+        for target in range(3):
+            os.fchown(target, uid, gid)
         os.setgroups([])
         os.setresgid(gid, gid, gid)
         os.setresuid(uid, uid, uid)
