@@ -110,12 +110,23 @@ def _reseed() -> None:
         rnd.seed()
 
 
+# What the interpreter makes of an int past a C long in SystemExit: CPython's conversion fails
+# and it exits with -1 (status 255); PyPy reports the OverflowError and exits with 1.
+_EXIT_PAST_C_LONG = 1 if PYPY else 255
+
+
 def _exit_code(exc: SystemExit) -> int:
+    """The exit status ``python3 solution.py`` ends with for ``exc``: an int's own value (read
+    from int's storage, as the interpreter's C conversion reads it: a subclass's ``__and__`` or
+    ``__index__`` is not asked) modulo 256 when it fits a C long, else ``_EXIT_PAST_C_LONG``
+    (``sys.exit(2**64)`` after a correct answer is a failure there, never status 0); anything
+    else printed and 1."""
     code = exc.code
     if code is None:
         return 0
     if isinstance(code, int):
-        return code & 0xFF
+        value = int.__index__(code)
+        return value & 0xFF if -sys.maxsize - 1 <= value <= sys.maxsize else _EXIT_PAST_C_LONG
     try:
         print(code, file=sys.stderr)
     except Exception:

@@ -145,3 +145,22 @@ def test_a_right_answer_printed_before_failing_earns_nothing(runner: CodeRunner,
     result = cpfleet.judge_locally(SUM, f"```python\n{AFTER_PRINT}{then}\n```", runner, reward_shape=shape)
     assert not result.infra_error, result.infra_message
     assert (result.verdict, result.reward, result.hidden.passed) == (verdict, 0.0, 0)
+
+
+# The exit status of a SystemExit holding an int: the fork server took ``code & 0xFF`` of any int,
+# so `sys.exit(2**64)` (past a C long: `python3 solution.py` exits 255) or an int subclass whose
+# ``__and__`` answers 0 (python3 reads the int's own value, 1) ended with status 0, and the right
+# answer printed before was paid where the reference interpreter fails the run. `sys.exit(256)`
+# is status 0 under python3 too, and stays a pass.
+SUBCLASS_EXIT = ("class I(int):\n    def __and__(self, other): return 0\n    __rand__ = __and__\n"
+                 "    def __index__(self): return 0\nsys.exit(I(1))")
+
+
+@pytest.mark.parametrize(("then", "verdict"), [("sys.exit(2**64)", Verdict.RUNTIME_ERROR),
+                                               ("sys.exit(-2**64)", Verdict.RUNTIME_ERROR),
+                                               (SUBCLASS_EXIT, Verdict.RUNTIME_ERROR),
+                                               ("sys.exit(256)", Verdict.OK)],
+                         ids=["past-c-long", "below-c-long", "int-subclass", "256"])
+def test_an_exit_status_is_the_one_python3_ends_with(runner: CodeRunner, then: str, verdict: Verdict) -> None:
+    result = judge(runner, AFTER_PRINT + then + "\n")
+    assert (result.verdict, result.reward) == (verdict, 1.0 if verdict == Verdict.OK else 0.0)
