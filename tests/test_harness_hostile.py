@@ -164,3 +164,17 @@ SUBCLASS_EXIT = ("class I(int):\n    def __and__(self, other): return 0\n    __r
 def test_an_exit_status_is_the_one_python3_ends_with(runner: CodeRunner, then: str, verdict: Verdict) -> None:
     result = judge(runner, AFTER_PRINT + then + "\n")
     assert (result.verdict, result.reward) == (verdict, 1.0 if verdict == Verdict.OK else 0.0)
+
+
+# An exception raised while the interpreter joins the program's threads at exit (the program
+# replaced ``threading._shutdown``): CPython and PyPy print it as ignored and keep the exit
+# status, the fork server took a SystemExit(0) there for the status, and a program that failed
+# with an uncaught exception after printing the right answer ended with status 0 and was paid.
+SHUTDOWN_EXIT_0 = ("import threading\ndef shutdown():\n    raise SystemExit(0)\nthreading._shutdown = shutdown\n"
+                   "raise ValueError('after the answer')\n")
+
+
+def test_an_exit_forced_at_thread_shutdown_does_not_undo_a_failure(runner: CodeRunner) -> None:
+    result = judge(runner, AFTER_PRINT + SHUTDOWN_EXIT_0)
+    assert (result.verdict, result.reward) == (Verdict.RUNTIME_ERROR, 0.0)
+    assert "ValueError: after the answer" in result.observation

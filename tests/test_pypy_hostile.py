@@ -65,12 +65,15 @@ def test_a_compile_past_the_budget_is_the_programs_compile_error(fork_runner: Fo
     assert error is not None and error.startswith("MemoryError: compiling the program needs more than"), error
 
 
-@pytest.mark.parametrize("code", ["2**64", "-2**64",
-                                  "type('I', (int,), {'__and__': lambda s, o: 0, '__index__': lambda s: 0})(1)"],
-                         ids=["past-c-long", "below-c-long", "int-subclass"])
-def test_an_exit_status_is_the_one_pypy_ends_with(fork_runner: ForkServerRunner, code: str, tmp_path: Path) -> None:
-    # the fork server took ``code & 0xFF`` of any int: status 0 where `pypy3 solution.py` fails
-    source = f"import sys\nprint(3, flush=True)\nsys.exit({code})\n"
+@pytest.mark.parametrize("tail", [
+    "sys.exit(2**64)", "sys.exit(-2**64)",
+    "sys.exit(type('I', (int,), {'__and__': lambda s, o: 0, '__index__': lambda s: 0})(1))",
+    "import threading\ndef shutdown():\n    raise SystemExit(0)\nthreading._shutdown = shutdown\nraise ValueError",
+], ids=["past-c-long", "below-c-long", "int-subclass", "exit-0-at-thread-shutdown"])
+def test_an_exit_status_is_the_one_pypy_ends_with(fork_runner: ForkServerRunner, tail: str, tmp_path: Path) -> None:
+    # the fork server took ``code & 0xFF`` of any int, and a SystemExit raised while joining
+    # threads at exit for the status: status 0 where `pypy3 solution.py` fails
+    source = f"import sys\nprint(3, flush=True)\n{tail}\n"
     script = tmp_path / "solution.py"
     script.write_text(source)
     pypy = languages.get("pypy3").tools[0]
