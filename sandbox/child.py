@@ -15,6 +15,7 @@ from types import CodeType
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing would grow every fork
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any, NoReturn
 
 # PyPy's own start-up and shutdown differ from CPython's in ways a program can observe (its
@@ -233,9 +234,19 @@ def _report_uncaught() -> int:
             sys.excepthook(exc_type, exc, tb)  # type: ignore[arg-type]
     except BaseException:
         # e.g. no memory left to print with: still say what killed the program
-        name = getattr(exc_type, "__name__", "Exception")
-        os.write(2, f"Traceback (most recent call last):\n  File \"{SCRIPT_NAME}\"\n{name}\n".encode())
+        last_words(lambda: f"Traceback (most recent call last):\n  File \"{SCRIPT_NAME}\"\n{getattr(exc_type, '__name__', 'Exception')}\n")
     return 130 if exc_type is KeyboardInterrupt else 1
+
+
+def last_words(text: Callable[[], str]) -> None:
+    """Write ``text()`` to fd 2 if it can be: the last resort of the harness's own error reports,
+    which must never raise. The program may have closed fd 2 or made its exception's class
+    raise on ``__name__``; what raised here would otherwise end the run unreported (in the fork
+    server, unwinding into the job init's frames)."""
+    try:
+        os.write(2, text().encode(errors="replace"))
+    except BaseException:
+        pass
 
 
 def _place_source() -> bool:
@@ -322,7 +333,7 @@ def _report_ignored(exc: BaseException, where: str) -> None:
         sys.stderr.write(f"Exception ignored in: {where}\n" + "".join(traceback.format_exception(type(exc), exc, tb)))
         sys.stderr.flush()
     except BaseException:
-        os.write(2, f"Exception ignored in: {where}: {type(exc).__name__}\n".encode())
+        last_words(lambda: f"Exception ignored in: {where}: {type(exc).__name__}\n")
 
 
 def _only_main_thread(threading: Any) -> bool:

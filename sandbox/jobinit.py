@@ -518,7 +518,21 @@ class JobInit:
         self._start_program(status_w, extra_argv, mem_mb)
 
     def _start_program(self, status_w: int, extra_argv: list[str] | tuple[str, ...], mem_mb: int) -> None:
-        """In the confined child: become the program (exec it, or run the compiled code)."""
+        """In the confined child: become the program (exec it, or run the compiled code). The
+        child's life ends here whatever escapes the harness: it must never unwind into the init's
+        frames it was forked in, whose ``finally`` exits 0 (an uncaught exception whose report the
+        program made fail, with fd 2 closed and a raising ``sys.excepthook``, ended as status 0
+        and its printed answer was paid). 1 is the status CPython ends such a run with. The exit
+        is ``child._exit_now``, bound before any program could replace ``os._exit``."""
+        try:
+            self._become_program(status_w, extra_argv, mem_mb)
+        except BaseException:  # whatever escaped, the status below is all that is left to say
+            pass
+        child._exit_now(1)
+
+    def _become_program(self, status_w: int, extra_argv: list[str] | tuple[str, ...], mem_mb: int) -> None:
+        """Exec the program or its interpreter, or run the compiled code; returns only when the
+        harness failed to end the process itself."""
         if self.mode == "program":
             assert self.program is not None
             prog_dir = self.program["dir"]

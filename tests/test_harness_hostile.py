@@ -178,3 +178,21 @@ def test_an_exit_forced_at_thread_shutdown_does_not_undo_a_failure(runner: CodeR
     result = judge(runner, AFTER_PRINT + SHUTDOWN_EXIT_0)
     assert (result.verdict, result.reward) == (Verdict.RUNTIME_ERROR, 0.0)
     assert "ValueError: after the answer" in result.observation
+
+
+# An uncaught exception whose report fails (fd 2 closed, a ``sys.excepthook`` that raises): the
+# harness's last-resort write to fd 2 raised in turn, the exception unwound out of the fork
+# server's test child into the job init's frames it was forked in, and their ``finally`` exited
+# 0: the answer printed before was paid where python3 exits 1. A function-call program that
+# wrote its value on the result channel itself (fd 3) and then failed the same way was paid too.
+UNREPORTABLE = "os.close(2)\ndef hook(*args):\n    raise RuntimeError('hook')\nsys.excepthook = hook\nraise ValueError\n"
+UNREPORTABLE_CALL = ("import os\ndef add(a, b):\n    os.write(3, str(a + b).encode())\n    os.close(2)\n"
+                     "    raise ValueError\n")
+
+
+def test_an_exception_whose_report_fails_is_still_a_failure(runner: CodeRunner) -> None:
+    result = judge(runner, AFTER_PRINT + UNREPORTABLE)
+    assert (result.verdict, result.reward) == (Verdict.RUNTIME_ERROR, 0.0)
+    fn = Problem.from_dict({"id": "fn", "fn_name": "add", "hidden_tests": [{"input": "[5, 7]", "output": "12"}]})
+    called = cpfleet.judge_locally(fn, f"```python\n{UNREPORTABLE_CALL}```", runner)
+    assert (called.verdict, called.reward, called.infra_error) == (Verdict.RUNTIME_ERROR, 0.0, False)
