@@ -275,7 +275,13 @@ def _flush_std_files() -> bool:
     ok = True
     for name in ("stdout", "stderr"):
         stream = getattr(sys, name, None)
-        if stream is None or getattr(stream, "closed", False):
+        if stream is None:
+            continue
+        try:
+            closed = bool(getattr(stream, "closed", False))
+        except BaseException:  # CPython's file_is_closed: a ``closed`` that raises is "open"
+            closed = False
+        if closed:
             continue
         try:
             stream.flush()
@@ -306,12 +312,15 @@ def _finalize(status: int) -> int:
         return _finalize_pypy(status, flushed)
     import gc
 
-    gc.collect()
-    sys.modules.pop("__main__", None)
-    gc.collect()
-    # finalize_modules restores the original streams before its last flush: output written
-    # to sys.__stdout__ by an atexit handler while sys.stdout was replaced still comes out
-    sys.stdin, sys.stdout, sys.stderr = sys.__stdin__, sys.__stdout__, sys.__stderr__
+    try:  # steps the interpreter cannot fail: what the program did to ``sys`` leaves the status
+        gc.collect()
+        sys.modules.pop("__main__", None)
+        gc.collect()
+        # finalize_modules restores the original streams before its last flush: output written
+        # to sys.__stdout__ by an atexit handler while sys.stdout was replaced still comes out
+        sys.stdin, sys.stdout, sys.stderr = sys.__stdin__, sys.__stdout__, sys.__stderr__
+    except BaseException:
+        pass
     flushed = _flush_std_files() and flushed
     return status if flushed else 120
 
@@ -350,16 +359,23 @@ def _finalize_pypy(status: int, flushed: bool) -> int:
     a test), but its ``_io`` module flushes every buffered writer still alive. That registry is
     not reachable from Python; the writers a program keeps in its globals (``out =
     open(1, "w")``) are flushed here, which covers the idiom (docs/pypy.md)."""
-    main = sys.modules.get("__main__")
-    for value in list(getattr(main, "__dict__", {}).values()):
-        # _io._IOBase, not io.IOBase: an ABC, whose isinstance runs its registry in Python
-        if isinstance(value, _io._IOBase) and value is not sys.stdout and value is not sys.stderr:
-            try:
+    try:  # nothing the program did to its globals or to ``sys`` changes the status here
+        main = sys.modules.get("__main__")
+        values = list(getattr(main, "__dict__", {}).values())
+    except BaseException:
+        values = []
+    for value in values:
+        try:
+            # _io._IOBase, not io.IOBase: an ABC, whose isinstance runs its registry in Python
+            if isinstance(value, _io._IOBase) and value is not sys.stdout and value is not sys.stderr:
                 if not value.closed and value.writable():
                     value.flush()
-            except BaseException:
-                pass
-    sys.stdin, sys.stdout, sys.stderr = sys.__stdin__, sys.__stdout__, sys.__stderr__
+        except BaseException:
+            pass
+    try:
+        sys.stdin, sys.stdout, sys.stderr = sys.__stdin__, sys.__stdout__, sys.__stderr__
+    except BaseException:
+        pass
     flushed = _flush_std_files() and flushed
     return status if flushed else 120
 
