@@ -100,6 +100,9 @@ class Compiled:
     seconds: float = 0.0  # wall time of the compile (0 on a cache hit)
     cache_hit: bool = False
     key: str = ""
+    # False: the limit that ended it depended on machine load (the wall-clock backstop, a CPU
+    # rlimit running ahead): another compile may pass, so no result built on it may be cached
+    deterministic: bool = True
 
 
 # --- the compile cache ---------------------------------------------------------------------------
@@ -422,7 +425,7 @@ def _from_entry(lang: languages.Language, entry: Mapping[str, Any], key: str, ma
                 seconds: float = 0.0) -> Compiled:
     if not entry.get("ok"):
         return Compiled(False, lang.name, None, str(entry.get("diagnostics", "")), str(entry.get("limit", "")),
-                        seconds, cache_hit, key)
+                        seconds, cache_hit, key, deterministic=bool(entry.get("deterministic", True)))
     files = {str(k): (bytes(v[0]), int(v[1])) for k, v in entry["files"].items()}
     image = ProgramImage(files=files, argv=lang.run_argv_for(main),
                          memory_model=lang.memory_model, extra_cgroup_mb=lang.extra_cgroup_mb)
@@ -466,7 +469,7 @@ def _run_build(runner: CodeRunner, image: ProgramImage, limits: Limits) -> tuple
             # the compiler's own exit status: an ordinary compile error, deterministic
             return {"ok": False, "diagnostics": diagnostics or f"compiler exit code {rr.exit_code}"}, True
         return {"ok": False, "diagnostics": (diagnostics + "\n" if diagnostics else "") + message,
-                "limit": limit}, False
+                "limit": limit, "deterministic": rr.deterministic}, False
     try:
         files = _untar(rr.stdout, limits.stdout_bytes)
     except (tarfile.TarError, ValueError) as e:
