@@ -234,11 +234,11 @@ def _report_uncaught() -> int:
             sys.excepthook(exc_type, exc, tb)  # type: ignore[arg-type]
     except BaseException:
         # e.g. no memory left to print with: still say what killed the program
-        last_words(lambda: f"Traceback (most recent call last):\n  File \"{SCRIPT_NAME}\"\n{getattr(exc_type, '__name__', 'Exception')}\n")
+        _last_words(lambda: f"Traceback (most recent call last):\n  File \"{SCRIPT_NAME}\"\n{getattr(exc_type, '__name__', 'Exception')}\n")
     return 130 if exc_type is KeyboardInterrupt else 1
 
 
-def last_words(text: Callable[[], str]) -> None:
+def _last_words(text: Callable[[], str]) -> None:
     """Write ``text()`` to fd 2 if it can be: the last resort of the harness's own error reports,
     which must never raise. The program may have closed fd 2 or made its exception's class
     raise on ``__name__``; what raised here would otherwise end the run unreported (in the fork
@@ -342,7 +342,7 @@ def _report_ignored(exc: BaseException, where: str) -> None:
         sys.stderr.write(f"Exception ignored in: {where}\n" + "".join(traceback.format_exception(type(exc), exc, tb)))
         sys.stderr.flush()
     except BaseException:
-        last_words(lambda: f"Exception ignored in: {where}: {type(exc).__name__}\n")
+        _last_words(lambda: f"Exception ignored in: {where}: {type(exc).__name__}\n")
 
 
 def _only_main_thread(threading: Any) -> bool:
