@@ -70,6 +70,7 @@ from cpfleet.core.checkers import BUILD_RUN
 from cpfleet.core.errors import ProgramError, SandboxBroken
 from cpfleet.core.verdict import Verdict
 from cpfleet.sandbox import languages
+from cpfleet.sandbox.jobinit import COMPILE_CPU_S
 from cpfleet.sandbox.runner import CodeRunner, Limits, ProgramImage, RunResult
 
 if TYPE_CHECKING:
@@ -79,7 +80,7 @@ if TYPE_CHECKING:
 MiB = 1024 * 1024
 DIAGNOSTICS_CHARS = 2000  # compiler output kept for feedback (the first lines matter most)
 # A compile is bounded like a test, with room for g++ -O2 on a large source and the JVM of javac.
-COMPILE_LIMITS = Limits(time_s=15.0, memory_mb=2048, wall_s=60.0, stdout_bytes=64 * MiB,
+COMPILE_LIMITS = Limits(time_s=float(COMPILE_CPU_S), memory_mb=2048, wall_s=60.0, stdout_bytes=64 * MiB,
                         stderr_bytes=1 * MiB, stderr_keep_bytes=64 * 1024, file_size_mb=256, nproc=64,
                         nofile=256)
 SHELL = "/bin/sh"

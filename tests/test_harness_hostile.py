@@ -129,6 +129,21 @@ def test_a_program_replacing_os_exit_ends_as_python_would(runner: CodeRunner, an
     assert (result.verdict, result.infra_error) == (verdict, False)
 
 
+# A source whose compile takes minutes: CPython compiles one f-string of n fields in time
+# quadratic in n (~1 MB of `{a}`: past a minute here). The fork server's job init compiled it
+# with no CPU limit of its own, the runner stopped waiting after 60 s and the job was INTERNAL
+# (reward None) for the program's own doing, the worker's CPU burnt all along (twice, with a
+# spare job); it is now the program's COMPILE_ERROR at the compile time limit.
+SLOW_COMPILE = "a, b = map(int, input().split())\nx = f'" + "{a}" * 330_000 + "'\nprint(a + b)\n"
+
+
+@pytest.mark.slow
+def test_a_source_that_takes_minutes_to_compile_is_a_compile_error(runner: CodeRunner) -> None:
+    result = judge(runner, SLOW_COMPILE)
+    assert (result.verdict, result.reward) == (Verdict.COMPILE_ERROR, 0.0)
+    assert "compile time limit" in result.observation
+
+
 # Defence that holds: the right answer printed (and flushed) before the program fails is no pass
 # under either reward shape: the exit status and the limits decide before the output is compared.
 AFTER_PRINT = READ + "print(a + b, flush=True)\n"
