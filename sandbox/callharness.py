@@ -399,7 +399,10 @@ def _report(exc: BaseException, source: bytes | None) -> None:
             sys.stderr.write("".join(traceback.format_exception(type(exc), exc, tb)))
         sys.stderr.flush()
     except BaseException:
-        os.write(2, f"{type(exc).__name__} (traceback unavailable)\n".encode())
+        try:  # the last resort must not raise: the program may have closed fd 2
+            os.write(2, f"{type(exc).__name__} (traceback unavailable)\n".encode(errors="replace"))
+        except BaseException:
+            pass
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -15,6 +15,7 @@ from types import CodeType
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing would grow every fork
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any, NoReturn
 
 # PyPy's own start-up and shutdown differ from CPython's in ways a program can observe (its
@@ -110,12 +111,23 @@ def _reseed() -> None:
         rnd.seed()
 
 
+# What the interpreter makes of an int past a C long in SystemExit: CPython's conversion fails
+# and it exits with -1 (status 255); PyPy reports the OverflowError and exits with 1.
+_EXIT_PAST_C_LONG = 1 if PYPY else 255
+
+
 def _exit_code(exc: SystemExit) -> int:
+    """The exit status ``python3 solution.py`` ends with for ``exc``: an int's own value (read
+    from int's storage, as the interpreter's C conversion reads it: a subclass's ``__and__`` or
+    ``__index__`` is not asked) modulo 256 when it fits a C long, else ``_EXIT_PAST_C_LONG``
+    (``sys.exit(2**64)`` after a correct answer is a failure there, never status 0); anything
+    else printed and 1."""
     code = exc.code
     if code is None:
         return 0
     if isinstance(code, int):
-        return code & 0xFF
+        value = int.__index__(code)
+        return value & 0xFF if -sys.maxsize - 1 <= value <= sys.maxsize else _EXIT_PAST_C_LONG
     try:
         print(code, file=sys.stderr)
     except Exception:
@@ -222,9 +234,19 @@ def _report_uncaught() -> int:
             sys.excepthook(exc_type, exc, tb)  # type: ignore[arg-type]
     except BaseException:
         # e.g. no memory left to print with: still say what killed the program
-        name = getattr(exc_type, "__name__", "Exception")
-        os.write(2, f"Traceback (most recent call last):\n  File \"{SCRIPT_NAME}\"\n{name}\n".encode())
+        _last_words(lambda: f"Traceback (most recent call last):\n  File \"{SCRIPT_NAME}\"\n{getattr(exc_type, '__name__', 'Exception')}\n")
     return 130 if exc_type is KeyboardInterrupt else 1
+
+
+def _last_words(text: Callable[[], str]) -> None:
+    """Write ``text()`` to fd 2 if it can be: the last resort of the harness's own error reports,
+    which must never raise. The program may have closed fd 2 or made its exception's class
+    raise on ``__name__``; what raised here would otherwise end the run unreported (in the fork
+    server, unwinding into the job init's frames)."""
+    try:
+        os.write(2, text().encode(errors="replace"))
+    except BaseException:
+        pass
 
 
 def _place_source() -> bool:
@@ -253,7 +275,13 @@ def _flush_std_files() -> bool:
     ok = True
     for name in ("stdout", "stderr"):
         stream = getattr(sys, name, None)
-        if stream is None or getattr(stream, "closed", False):
+        if stream is None:
+            continue
+        try:
+            closed = bool(getattr(stream, "closed", False))
+        except BaseException:  # CPython's file_is_closed: a ``closed`` that raises is "open"
+            closed = False
+        if closed:
             continue
         try:
             stream.flush()
@@ -273,10 +301,8 @@ def _finalize(status: int) -> int:
     if threading is not None and not (PYPY and _only_main_thread(threading)):
         try:
             threading._shutdown()
-        except SystemExit as e:
-            status = _exit_code(e)
-        except BaseException:
-            status = _report_uncaught()
+        except BaseException as e:
+            _report_ignored(e, "threading._shutdown()")  # the interpreter's exit status stands
     try:
         atexit._run_exitfuncs()
     except BaseException:
@@ -286,14 +312,37 @@ def _finalize(status: int) -> int:
         return _finalize_pypy(status, flushed)
     import gc
 
-    gc.collect()
-    sys.modules.pop("__main__", None)
-    gc.collect()
-    # finalize_modules restores the original streams before its last flush: output written
-    # to sys.__stdout__ by an atexit handler while sys.stdout was replaced still comes out
-    sys.stdin, sys.stdout, sys.stderr = sys.__stdin__, sys.__stdout__, sys.__stderr__
+    try:  # steps the interpreter cannot fail: what the program did to ``sys`` leaves the status
+        gc.collect()
+        sys.modules.pop("__main__", None)
+        gc.collect()
+        # finalize_modules restores the original streams before its last flush: output written
+        # to sys.__stdout__ by an atexit handler while sys.stdout was replaced still comes out
+        sys.stdin, sys.stdout, sys.stderr = sys.__stdin__, sys.__stdout__, sys.__stderr__
+    except BaseException:
+        pass
     flushed = _flush_std_files() and flushed
     return status if flushed else 120
+
+
+def _report_ignored(exc: BaseException, where: str) -> None:
+    """What the interpreter does with an exception raised while it shuts down (a
+    ``threading._shutdown`` the program replaced, an interrupt while joining its threads): print
+    it as unraisable and keep the exit status it had. A ``SystemExit(0)`` raised there after an
+    uncaught exception is a failure under ``python3 solution.py``, never status 0."""
+    try:
+        import linecache
+        import traceback
+
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_frame.f_code.co_filename != SCRIPT_NAME:
+            tb = tb.tb_next  # the harness's frames are not the program's
+        text = SOURCE.decode("utf-8", errors="replace")
+        linecache.cache[SCRIPT_NAME] = (len(text), None, text.splitlines(True), SCRIPT_NAME)
+        sys.stderr.write(f"Exception ignored in: {where}\n" + "".join(traceback.format_exception(type(exc), exc, tb)))
+        sys.stderr.flush()
+    except BaseException:
+        _last_words(lambda: f"Exception ignored in: {where}: {type(exc).__name__}\n")
 
 
 def _only_main_thread(threading: Any) -> bool:
@@ -310,16 +359,23 @@ def _finalize_pypy(status: int, flushed: bool) -> int:
     a test), but its ``_io`` module flushes every buffered writer still alive. That registry is
     not reachable from Python; the writers a program keeps in its globals (``out =
     open(1, "w")``) are flushed here, which covers the idiom (docs/pypy.md)."""
-    main = sys.modules.get("__main__")
-    for value in list(getattr(main, "__dict__", {}).values()):
-        # _io._IOBase, not io.IOBase: an ABC, whose isinstance runs its registry in Python
-        if isinstance(value, _io._IOBase) and value is not sys.stdout and value is not sys.stderr:
-            try:
+    try:  # nothing the program did to its globals or to ``sys`` changes the status here
+        main = sys.modules.get("__main__")
+        values = list(getattr(main, "__dict__", {}).values())
+    except BaseException:
+        values = []
+    for value in values:
+        try:
+            # _io._IOBase, not io.IOBase: an ABC, whose isinstance runs its registry in Python
+            if isinstance(value, _io._IOBase) and value is not sys.stdout and value is not sys.stderr:
                 if not value.closed and value.writable():
                     value.flush()
-            except BaseException:
-                pass
-    sys.stdin, sys.stdout, sys.stderr = sys.__stdin__, sys.__stdout__, sys.__stderr__
+        except BaseException:
+            pass
+    try:
+        sys.stdin, sys.stdout, sys.stderr = sys.__stdin__, sys.__stdout__, sys.__stderr__
+    except BaseException:
+        pass
     flushed = _flush_std_files() and flushed
     return status if flushed else 120
 

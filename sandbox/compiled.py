@@ -38,6 +38,9 @@ class Prepared:
     infra_message: str = ""
     compile_ms: float = 0.0
     cache_hit: bool = False
+    # False: the compile error is a limit that machine load decided (programs.Compiled): a
+    # result built on it must not be cached, or a loaded moment fails the program for good
+    deterministic: bool = True
 
 
 def missing_toolchain(language: str) -> str:
@@ -75,13 +78,13 @@ def prepare(runner: CodeRunner, found: Extracted, fn_name: str | None = None) ->
     files, entries = programs.solution_sources(lang, found.code)
     t0 = time.perf_counter()
     try:
-        built = programs.compile_program(runner, lang, files, entries)
+        built = programs.compile_program(runner, lang, files, entries, limits=programs.COMPILE_LIMITS)
     except SandboxFailure as e:  # the sandbox failed, not the program
         return Prepared(infra_message=f"compiling {lang} failed in the sandbox: {e}")
     compile_ms = 0.0 if built.cache_hit else (time.perf_counter() - t0) * 1000.0
     if not built.ok or built.image is None:
         return Prepared(compile_error=built.diagnostics or "compilation failed", compile_ms=compile_ms,
-                        cache_hit=built.cache_hit)
+                        cache_hit=built.cache_hit, deterministic=built.deterministic)
     try:
         runner.load_program(built.image)
     except SandboxFailure as e:

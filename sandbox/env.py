@@ -181,7 +181,7 @@ class Judge:
             observation = "Compile error (no test was run):\n" + clip(prepared.compile_error.rstrip("\n"), 2000) + "\n"
             return self.stamp.result(0.0, Verdict.COMPILE_ERROR, observation=observation,
                                      executed_ms=self._elapsed_ms(), compile_ms=prepared.compile_ms,
-                                     language=found.language)
+                                     language=found.language, deterministic=prepared.deterministic)
         self.runner.expect_runs(len(problem.public_tests) + (len(problem.hidden_tests) if self.mode == "full" else 0))
         limits = problem_limits(problem, found.language)
         self.budget = JobBudget(self.time_budget_s)

@@ -41,6 +41,16 @@ GOT_TEST = "+"  # a child forked ahead writes it on its status pipe when its tes
 # then computed, under the test's own limits, when the program runs) and a compile that needs
 # more is a MemoryError, the program's COMPILE_ERROR.
 COMPILE_DATA_BUDGET = 512 << 20
+# A source past this many bytes is compiled in a child of the init with COMPILE_CPU_S of CPU
+# (``_compile_in_child``), not by the init itself, which has no CPU limit: CPython's compile of
+# one f-string of n fields takes time quadratic in n (480 kB: 20 s here, ~1 MB: past the
+# runner's 60 s wait for the init's answer, an INTERNAL the program provoked, with the worker's
+# CPU burnt all along). Smaller sources compile within a second or two; the fork is kept off
+# their path.
+CHILD_COMPILE_BYTES = 256 << 10
+# CPU seconds a compile may take, here and for compiled languages (sandbox/programs.py
+# COMPILE_LIMITS)
+COMPILE_CPU_S = 15
 
 
 def gc_freeze() -> None:
@@ -283,14 +293,15 @@ class JobInit:
             return self.program_error or None  # compiled already (sandbox/programs.py)
         limit = _limit_data(COMPILE_DATA_BUDGET)
         try:
-            self.code = compile(self.source, child.SCRIPT_NAME, "exec", dont_inherit=True)
-        except MemoryError:
-            return f"MemoryError: compiling the program needs more than {COMPILE_DATA_BUDGET >> 20} MB\n"
-        except syntax_errors.COMPILE_ERRORS as e:
-            return syntax_errors.compile_error_text(e)
+            compiled = _compile_in_child(self.source) if len(self.source) > CHILD_COMPILE_BYTES else None
+            if compiled is None:
+                compiled = _compile_here(self.source)
         finally:
             if limit is not None:
                 resource.setrlimit(resource.RLIMIT_DATA, limit)
+        if isinstance(compiled, str):
+            return compiled
+        self.code = compiled
         child.SOURCE = self.source  # for tracebacks (linecache is filled only if one is printed)
         if self.fn_name is not None and self.mode == "fork":
             # the function-call harness's globals, imported once per job instead of per test
@@ -518,7 +529,21 @@ class JobInit:
         self._start_program(status_w, extra_argv, mem_mb)
 
     def _start_program(self, status_w: int, extra_argv: list[str] | tuple[str, ...], mem_mb: int) -> None:
-        """In the confined child: become the program (exec it, or run the compiled code)."""
+        """In the confined child: become the program (exec it, or run the compiled code). The
+        child's life ends here whatever escapes the harness: it must never unwind into the init's
+        frames it was forked in, whose ``finally`` exits 0 (an uncaught exception whose report the
+        program made fail, with fd 2 closed and a raising ``sys.excepthook``, ended as status 0
+        and its printed answer was paid). 1 is the status CPython ends such a run with. The exit
+        is ``child._exit_now``, bound before any program could replace ``os._exit``."""
+        try:
+            self._become_program(status_w, extra_argv, mem_mb)
+        except BaseException:  # whatever escaped, the status below is all that is left to say
+            pass
+        child._exit_now(1)
+
+    def _become_program(self, status_w: int, extra_argv: list[str] | tuple[str, ...], mem_mb: int) -> None:
+        """Exec the program or its interpreter, or run the compiled code; returns only when the
+        harness failed to end the process itself."""
         if self.mode == "program":
             assert self.program is not None
             prog_dir = self.program["dir"]
@@ -532,6 +557,44 @@ class JobInit:
         if self.fn_name is not None:
             callharness.run_call(self.code, self.fn_name, self.call_globals or {})
         child.run_compiled(self.code)
+
+
+def _compile_here(source: bytes) -> Any:
+    """The program's code object, or its compile error's text (the program's COMPILE_ERROR)."""
+    try:
+        return compile(source, child.SCRIPT_NAME, "exec", dont_inherit=True)
+    except MemoryError:
+        return f"MemoryError: compiling the program needs more than {COMPILE_DATA_BUDGET >> 20} MB\n"
+    except syntax_errors.COMPILE_ERRORS as e:
+        return syntax_errors.compile_error_text(e)
+
+
+def _compile_in_child(source: bytes) -> Any:
+    """``_compile_here`` in a child of the init under RLIMIT_CPU (COMPILE_CPU_S) and the data
+    budget the caller set, its outcome marshalled back through a memfd: a compile past the CPU
+    limit is the program's COMPILE_ERROR. None when the child failed otherwise (the caller
+    compiles in the init, as for a small source)."""
+    out = os.memfd_create("compiled", os.MFD_CLOEXEC)
+    try:
+        pid = os.fork()
+        if pid == 0:
+            try:
+                resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # SIGXCPU dumps no core
+                resource.setrlimit(resource.RLIMIT_CPU, (COMPILE_CPU_S, COMPILE_CPU_S + 1))
+                child.write_all(out, marshal.dumps(_compile_here(source)))
+            finally:
+                child._exit_now(0)
+        _, status = os.waitpid(pid, 0)
+        if os.WIFSIGNALED(status) and os.WTERMSIG(status) in (signal.SIGXCPU, signal.SIGKILL):
+            return f"compiling the program took more than {COMPILE_CPU_S} s of CPU (the compile time limit)\n"
+        data = read_all(out)
+        if status != 0 or not data:
+            return None
+        return marshal.loads(data)
+    except (OSError, ValueError, EOFError, TypeError):
+        return None
+    finally:
+        os.close(out)
 
 
 def _confinement_failed(status_w: int, e: BaseException) -> NoReturn:

@@ -70,6 +70,7 @@ from cpfleet.core.checkers import BUILD_RUN
 from cpfleet.core.errors import ProgramError, SandboxBroken
 from cpfleet.core.verdict import Verdict
 from cpfleet.sandbox import languages
+from cpfleet.sandbox.jobinit import COMPILE_CPU_S
 from cpfleet.sandbox.runner import CodeRunner, Limits, ProgramImage, RunResult
 
 if TYPE_CHECKING:
@@ -79,7 +80,7 @@ if TYPE_CHECKING:
 MiB = 1024 * 1024
 DIAGNOSTICS_CHARS = 2000  # compiler output kept for feedback (the first lines matter most)
 # A compile is bounded like a test, with room for g++ -O2 on a large source and the JVM of javac.
-COMPILE_LIMITS = Limits(time_s=15.0, memory_mb=2048, wall_s=60.0, stdout_bytes=64 * MiB,
+COMPILE_LIMITS = Limits(time_s=float(COMPILE_CPU_S), memory_mb=2048, wall_s=60.0, stdout_bytes=64 * MiB,
                         stderr_bytes=1 * MiB, stderr_keep_bytes=64 * 1024, file_size_mb=256, nproc=64,
                         nofile=256)
 SHELL = "/bin/sh"
@@ -100,6 +101,9 @@ class Compiled:
     seconds: float = 0.0  # wall time of the compile (0 on a cache hit)
     cache_hit: bool = False
     key: str = ""
+    # False: the limit that ended it depended on machine load (the wall-clock backstop, a CPU
+    # rlimit running ahead): another compile may pass, so no result built on it may be cached
+    deterministic: bool = True
 
 
 # --- the compile cache ---------------------------------------------------------------------------
@@ -422,7 +426,7 @@ def _from_entry(lang: languages.Language, entry: Mapping[str, Any], key: str, ma
                 seconds: float = 0.0) -> Compiled:
     if not entry.get("ok"):
         return Compiled(False, lang.name, None, str(entry.get("diagnostics", "")), str(entry.get("limit", "")),
-                        seconds, cache_hit, key)
+                        seconds, cache_hit, key, deterministic=bool(entry.get("deterministic", True)))
     files = {str(k): (bytes(v[0]), int(v[1])) for k, v in entry["files"].items()}
     image = ProgramImage(files=files, argv=lang.run_argv_for(main),
                          memory_model=lang.memory_model, extra_cgroup_mb=lang.extra_cgroup_mb)
@@ -466,7 +470,7 @@ def _run_build(runner: CodeRunner, image: ProgramImage, limits: Limits) -> tuple
             # the compiler's own exit status: an ordinary compile error, deterministic
             return {"ok": False, "diagnostics": diagnostics or f"compiler exit code {rr.exit_code}"}, True
         return {"ok": False, "diagnostics": (diagnostics + "\n" if diagnostics else "") + message,
-                "limit": limit}, False
+                "limit": limit, "deterministic": rr.deterministic}, False
     try:
         files = _untar(rr.stdout, limits.stdout_bytes)
     except (tarfile.TarError, ValueError) as e:

@@ -129,6 +129,21 @@ def test_a_program_replacing_os_exit_ends_as_python_would(runner: CodeRunner, an
     assert (result.verdict, result.infra_error) == (verdict, False)
 
 
+# A source whose compile takes minutes: CPython compiles one f-string of n fields in time
+# quadratic in n (~1 MB of `{a}`: past a minute here). The fork server's job init compiled it
+# with no CPU limit of its own, the runner stopped waiting after 60 s and the job was INTERNAL
+# (reward None) for the program's own doing, the worker's CPU burnt all along (twice, with a
+# spare job); it is now the program's COMPILE_ERROR at the compile time limit.
+SLOW_COMPILE = "a, b = map(int, input().split())\nx = f'" + "{a}" * 330_000 + "'\nprint(a + b)\n"
+
+
+@pytest.mark.slow
+def test_a_source_that_takes_minutes_to_compile_is_a_compile_error(runner: CodeRunner) -> None:
+    result = judge(runner, SLOW_COMPILE)
+    assert (result.verdict, result.reward) == (Verdict.COMPILE_ERROR, 0.0)
+    assert "compile time limit" in result.observation
+
+
 # Defence that holds: the right answer printed (and flushed) before the program fails is no pass
 # under either reward shape: the exit status and the limits decide before the output is compared.
 AFTER_PRINT = READ + "print(a + b, flush=True)\n"
@@ -145,3 +160,54 @@ def test_a_right_answer_printed_before_failing_earns_nothing(runner: CodeRunner,
     result = cpfleet.judge_locally(SUM, f"```python\n{AFTER_PRINT}{then}\n```", runner, reward_shape=shape)
     assert not result.infra_error, result.infra_message
     assert (result.verdict, result.reward, result.hidden.passed) == (verdict, 0.0, 0)
+
+
+# The exit status of a SystemExit holding an int: the fork server took ``code & 0xFF`` of any int,
+# so `sys.exit(2**64)` (past a C long: `python3 solution.py` exits 255) or an int subclass whose
+# ``__and__`` answers 0 (python3 reads the int's own value, 1) ended with status 0, and the right
+# answer printed before was paid where the reference interpreter fails the run. `sys.exit(256)`
+# is status 0 under python3 too, and stays a pass.
+SUBCLASS_EXIT = ("class I(int):\n    def __and__(self, other): return 0\n    __rand__ = __and__\n"
+                 "    def __index__(self): return 0\nsys.exit(I(1))")
+
+
+@pytest.mark.parametrize(("then", "verdict"), [("sys.exit(2**64)", Verdict.RUNTIME_ERROR),
+                                               ("sys.exit(-2**64)", Verdict.RUNTIME_ERROR),
+                                               (SUBCLASS_EXIT, Verdict.RUNTIME_ERROR),
+                                               ("sys.exit(256)", Verdict.OK)],
+                         ids=["past-c-long", "below-c-long", "int-subclass", "256"])
+def test_an_exit_status_is_the_one_python3_ends_with(runner: CodeRunner, then: str, verdict: Verdict) -> None:
+    result = judge(runner, AFTER_PRINT + then + "\n")
+    assert (result.verdict, result.reward) == (verdict, 1.0 if verdict == Verdict.OK else 0.0)
+
+
+# An exception raised while the interpreter joins the program's threads at exit (the program
+# replaced ``threading._shutdown``): CPython and PyPy print it as ignored and keep the exit
+# status, the fork server took a SystemExit(0) there for the status, and a program that failed
+# with an uncaught exception after printing the right answer ended with status 0 and was paid.
+SHUTDOWN_EXIT_0 = ("import threading\ndef shutdown():\n    raise SystemExit(0)\nthreading._shutdown = shutdown\n"
+                   "raise ValueError('after the answer')\n")
+
+
+def test_an_exit_forced_at_thread_shutdown_does_not_undo_a_failure(runner: CodeRunner) -> None:
+    result = judge(runner, AFTER_PRINT + SHUTDOWN_EXIT_0)
+    assert (result.verdict, result.reward) == (Verdict.RUNTIME_ERROR, 0.0)
+    assert "ValueError: after the answer" in result.observation
+
+
+# An uncaught exception whose report fails (fd 2 closed, a ``sys.excepthook`` that raises): the
+# harness's last-resort write to fd 2 raised in turn, the exception unwound out of the fork
+# server's test child into the job init's frames it was forked in, and their ``finally`` exited
+# 0: the answer printed before was paid where python3 exits 1. A function-call program that
+# wrote its value on the result channel itself (fd 3) and then failed the same way was paid too.
+UNREPORTABLE = "os.close(2)\ndef hook(*args):\n    raise RuntimeError('hook')\nsys.excepthook = hook\nraise ValueError\n"
+UNREPORTABLE_CALL = ("import os\ndef add(a, b):\n    os.write(3, str(a + b).encode())\n    os.close(2)\n"
+                     "    raise ValueError\n")
+
+
+def test_an_exception_whose_report_fails_is_still_a_failure(runner: CodeRunner) -> None:
+    result = judge(runner, AFTER_PRINT + UNREPORTABLE)
+    assert (result.verdict, result.reward) == (Verdict.RUNTIME_ERROR, 0.0)
+    fn = Problem.from_dict({"id": "fn", "fn_name": "add", "hidden_tests": [{"input": "[5, 7]", "output": "12"}]})
+    called = cpfleet.judge_locally(fn, f"```python\n{UNREPORTABLE_CALL}```", runner)
+    assert (called.verdict, called.reward, called.infra_error) == (Verdict.RUNTIME_ERROR, 0.0, False)

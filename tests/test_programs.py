@@ -3,14 +3,18 @@ and collected outputs, connect two programs interactively."""
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import os
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+import cpfleet
 from cpfleet.core.errors import ProgramError
+from cpfleet.core.problem import Problem
 from cpfleet.core.verdict import Verdict
 from cpfleet.sandbox import languages, programs
 from cpfleet.sandbox.runner import CodeRunner, Limits
@@ -200,3 +204,18 @@ def test_java_program_with_a_package_and_helper_classes(runner: CodeRunner, cach
     assert built.ok, built.diagnostics
     rr = programs.run_program(runner, built.image, limits=Limits(time_s=5, memory_mb=256))  # type: ignore[arg-type]
     assert (rr.status, rr.stdout) == (Verdict.OK, b"7"), rr.stderr
+
+
+def test_a_compile_stopped_by_the_wall_clock_is_never_a_cached_verdict(runner: CodeRunner,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The wall-clock backstop of a compile fires on machine load (its CPU limit not reached):
+    the program's COMPILE_ERROR, as a test's wall TIME_LIMIT is its own, but the job's result
+    was marked deterministic, so the result cache kept it and every later submission of the
+    same program failed to compile for good."""
+    monkeypatch.setattr(programs, "COMPILE_LIMITS", dataclasses.replace(programs.COMPILE_LIMITS, wall_s=0.05))
+    problem = Problem.from_dict({"id": "sum-wall", "hidden_tests": [{"input": "1 2\n", "output": "3\n"}]})
+    code = (f"#include <cstdio>\n// {uuid.uuid4()}: a source no compile cache holds\n"
+            "int main() { int a, b; if (scanf(\"%d %d\", &a, &b) != 2) return 1; printf(\"%d\\n\", a + b); }\n")
+    result = cpfleet.judge_locally(problem, f"```cpp\n{code}```", runner)
+    assert (result.verdict, result.reward, result.deterministic) == (Verdict.COMPILE_ERROR, 0.0, False)
+    assert "compile time limit" in result.observation

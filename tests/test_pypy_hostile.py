@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -62,3 +63,23 @@ def test_a_compile_past_the_budget_is_the_programs_compile_error(fork_runner: Fo
     code = "x = (" + "1," * 2_000_000 + ")\n"
     error = fork_runner.load(code)  # CPython's fork server: the same job init
     assert error is not None and error.startswith("MemoryError: compiling the program needs more than"), error
+
+
+@pytest.mark.parametrize("tail", [
+    "sys.exit(2**64)", "sys.exit(-2**64)",
+    "sys.exit(type('I', (int,), {'__and__': lambda s, o: 0, '__index__': lambda s: 0})(1))",
+    "import threading\ndef shutdown():\n    raise SystemExit(0)\nthreading._shutdown = shutdown\nraise ValueError",
+], ids=["past-c-long", "below-c-long", "int-subclass", "exit-0-at-thread-shutdown"])
+def test_an_exit_status_is_the_one_pypy_ends_with(fork_runner: ForkServerRunner, tail: str, tmp_path: Path) -> None:
+    # the fork server took ``code & 0xFF`` of any int, and a SystemExit raised while joining
+    # threads at exit for the status: status 0 where `pypy3 solution.py` fails
+    source = f"import sys\nprint(3, flush=True)\n{tail}\n"
+    script = tmp_path / "solution.py"
+    script.write_text(source)
+    pypy = languages.get("pypy3").tools[0]
+    reference = subprocess.run([pypy, str(script)], capture_output=True, timeout=60).returncode
+    assert fork_runner.forks_pypy()
+    prepared = compiled.prepare(fork_runner, Extracted("pypy3", source))
+    assert prepared.compile_error is None and not prepared.infra_message, prepared
+    rr = fork_runner.run(b"", Limits(time_s=10, memory_mb=256))
+    assert (rr.status, rr.exit_code, rr.stdout) == (Verdict.RUNTIME_ERROR, reference, b"3\n")

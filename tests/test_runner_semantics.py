@@ -303,3 +303,38 @@ def test_atexit_writer_to_the_original_stdout_is_flushed(runner: CodeRunner) -> 
         print(42)
     """)
     assert run(runner, code).stdout == b"42\n"
+
+
+def test_stdio_reopened_by_name_reaches_the_judge(runner: CodeRunner) -> None:
+    """``open('/dev/stdout')``, ``/proc/self/fd/1`` or C's ``freopen("/dev/stdout", ...)`` open the
+    test's own pipes anew, as any judge lets a program: the pipes were root's (mode 0600), the
+    open failed with EACCES under the slot's uid and a correct answer written there was lost."""
+    code = src("""
+        a, b = map(int, open('/dev/stdin').read().split())
+        with open('/dev/stdout', 'w') as out:
+            out.write(f'{a + b}\\n')
+        with open('/proc/self/fd/1', 'w') as out:
+            out.write(f'{a * b}\\n')
+        with open('/dev/stderr', 'w') as err:
+            err.write('note\\n')
+    """)
+    res = run(runner, code, "3 5\n")
+    assert (res.status, res.stdout, res.stderr) == (Verdict.OK, b"8\n15\n", b"note\n")
+
+
+def test_a_stream_whose_closed_raises_is_flushed_at_exit_as_python_does(runner: CodeRunner) -> None:
+    """CPython's exit flush takes a ``closed`` that raises for "open" and flushes; the fork
+    server's must not turn it into a failure of the harness (status 1 for a correct program)."""
+    code = src("""
+        import os, sys
+        class Writer:
+            def __init__(self): self.held = []
+            def write(self, s): self.held.append(s); return len(s)
+            def flush(self): os.write(1, ''.join(self.held).encode()); self.held = []
+            @property
+            def closed(self): raise RuntimeError('no')
+        sys.stdout = Writer()
+        print('hello')
+    """)
+    res = run(runner, code)
+    assert (res.status, res.exit_code, res.stdout) == (Verdict.OK, 0, b"hello\n")
