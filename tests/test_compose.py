@@ -108,6 +108,17 @@ def test_workers_scale_stop_gracefully_after_the_hard_limit_and_expose_metrics(c
     assert "ping" in " ".join(worker["healthcheck"]["test"])
 
 
+def test_the_worker_tmp_lets_the_language_self_tests_run_what_they_compile(compose: dict[str, Any]) -> None:
+    """Docker mounts a tmpfs noexec unless told ``exec``: the C and C++ self-tests compile into
+    /tmp and run the result, so on a noexec /tmp both languages came back INTERNAL in the real
+    stack (scripts/test-containers). The container test's own worker run mounts it the same way."""
+    (entry,) = [t for t in compose["services"]["worker"]["tmpfs"] if t.split(":")[0] == "/tmp"]
+    options = entry.split(":", 1)[1].split(",")
+    assert "exec" in options and "noexec" not in options
+    script = (REPO / "scripts" / "test_containers.py").read_text()
+    assert '"--tmpfs", "/tmp:size=256m,mode=1777,exec"' in script
+
+
 def test_every_cpfleet_variable_the_compose_file_sets_is_read_by_the_code(compose: dict[str, Any]) -> None:
     entrypoint_vars = set(re.findall(r"\$\{(CPFLEET_[A-Z_]+)", ENTRYPOINT.read_text()))
     assert {"CPFLEET_CGROUP_SETUP", "CPFLEET_NOFILE"} <= entrypoint_vars

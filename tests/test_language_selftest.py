@@ -4,7 +4,11 @@ never COMPILE_ERROR with reward 0; the worker says at start which languages pass
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
 import urllib.request
+from pathlib import Path
 
 import pytest
 from fleet_helpers import start_worker  # noqa: F401  (fixture)
@@ -92,3 +96,26 @@ def test_a_pass_is_remembered_per_toolchain_and_a_failure_never(monkeypatch: pyt
     finally:
         monkeypatch.undo()
         languages.table.cache_clear()
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare (util-linux)")
+def test_a_noexec_temporary_folder_fails_the_self_test_saying_so_and_how_to_fix_it(tmp_path: Path) -> None:
+    """Docker mounts a container's tmpfs noexec unless told ``exec``: the C self-test's program,
+    compiled there, cannot run, and the language goes unavailable on a healthy toolchain. The
+    reason must say it is the mount, not the compiler. A tmpfs mounted noexec in a private
+    mount namespace (a user namespace maps us to root there) stands in for the container's /tmp."""
+    if languages.missing_tools("c"):
+        pytest.skip("gcc not installed here")
+    noexec = tmp_path / "noexec"
+    noexec.mkdir()
+    probe = "from cpfleet.sandbox import selftest; print(selftest.check('c').detail)"
+    ran = subprocess.run(
+        ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c",
+         'mount -t tmpfs -o noexec tmpfs "$1" && TMPDIR="$1" exec "$2" -c "$3"', "sh", str(noexec), sys.executable, probe],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    if ran.returncode != 0 and "mount" in ran.stderr:
+        pytest.skip(f"no private mount namespace here: {ran.stderr.strip()}")
+    assert ran.returncode == 0, ran.stderr
+    assert "Permission denied" in ran.stdout
+    assert f"{noexec} is mounted noexec: point TMPDIR at a folder that allows running programs" in ran.stdout
