@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -46,7 +48,8 @@ class _Child:
 class LocalFleet:
     """Redis (unless ``redis_url`` is given) + one prefork worker node + Flower, as a context manager.
 
-    Ports: ``None`` turns Flower / the metrics endpoint off; ``0`` picks a free port. ``log_dir``:
+    Ports: ``None`` turns Flower / the metrics endpoint off; ``0`` picks a free port (the
+    worker binds its metrics port itself, see ``_wait_metrics_port``). ``log_dir``:
     children write ``worker.log`` / ``flower.log`` there; ``None`` lets them write to our
     terminal. ``worker_env`` / ``flower_env`` add environment variables (e.g. CPFLEET_RUNNER,
     FLOWER_BASIC_AUTH=user:password).
@@ -71,7 +74,8 @@ class LocalFleet:
         self.workers = workers
         self.flower_port = free_port() if flower_port == 0 else flower_port
         self._flower_port_picked = flower_port == 0  # may move if taken before Flower binds it
-        self.metrics_port = free_port() if metrics_port == 0 else metrics_port
+        self.metrics_port = metrics_port  # 0: any free one, known once the worker has bound it
+        self._metrics_port_dir: str | None = None  # where the worker writes the port it bound
         self.log_dir = log_dir
         self.worker_env = dict(worker_env or {})
         self.flower_env = dict(flower_env or {})
@@ -95,7 +99,7 @@ class LocalFleet:
 
     @property
     def metrics_url(self) -> str | None:
-        return None if self.metrics_port is None else f"http://127.0.0.1:{self.metrics_port}/metrics"
+        return f"http://127.0.0.1:{self.metrics_port}/metrics" if self.metrics_port else None
 
     def pids(self) -> dict[int, int]:
         """Every process this fleet started, with their descendants: pid -> start time."""
@@ -128,6 +132,8 @@ class LocalFleet:
                 self.redis_url = self.redis.url
             else:
                 self._check_redis(self.redis_url)
+            if self.metrics_port is not None:
+                self._metrics_port_dir = tempfile.mkdtemp(prefix="cpfleet-metrics-port-")
             self.worker = self._spawn("worker", self._worker_argv(), self._env(worker=True))
             if self.flower_port is not None:
                 self.flower = self._spawn("flower", self._flower_argv(), self._env(worker=False))
@@ -135,6 +141,7 @@ class LocalFleet:
             if self.flower is not None:
                 self._wait_flower(deadline)
             if self.metrics_port is not None:
+                self.metrics_port = self._wait_metrics_port(deadline)
                 self._wait_http("metrics", str(self.metrics_url), self.worker, deadline)
         except BaseException:
             self.stop()
@@ -147,11 +154,13 @@ class LocalFleet:
         env.setdefault("PYTHONUNBUFFERED", "1")
         if worker:
             env.update(self.worker_env)
-            if self.metrics_port is not None:
-                env["CPFLEET_METRICS_PORT"] = str(self.metrics_port)
+            if self.metrics_port is not None and self._metrics_port_dir is not None:
+                env["CPFLEET_METRICS_PORT"] = str(self.metrics_port or "any")
+                env["CPFLEET_METRICS_PORT_FILE"] = self._metrics_port_file()
                 env.setdefault("CPFLEET_METRICS_ADDR", "127.0.0.1")
             else:
                 env.pop("CPFLEET_METRICS_PORT", None)
+                env.pop("CPFLEET_METRICS_PORT_FILE", None)
         else:
             # Flower on loopback only, so its API may go without a password here; the
             # compose file sets FLOWER_BASIC_AUTH instead.
@@ -261,6 +270,26 @@ class LocalFleet:
             self.flower_port = free_port()
             self.flower = self._spawn("flower", self._flower_argv(), self._env(worker=False))
 
+    def _metrics_port_file(self) -> str:
+        assert self._metrics_port_dir is not None
+        return os.path.join(self._metrics_port_dir, "port")
+
+    def _wait_metrics_port(self, deadline: float) -> int:
+        """The port the worker's /metrics listens on, as the worker wrote it once bound. A port
+        picked here and bound later could be taken in between (and another server answering
+        there be scraped in the worker's place), so for "any free port" the worker binds port 0
+        and reads the number back; for a named port the file says the worker got it."""
+        assert self.worker is not None
+        while True:
+            with contextlib.suppress(OSError, ValueError):
+                with open(self._metrics_port_file()) as f:
+                    return int(f.read())
+            if self.worker.proc.poll() is not None:
+                raise self._fail(self.worker, f"exited with status {self.worker.proc.returncode}")
+            if time.monotonic() > deadline:
+                raise self._fail(self.worker, "did not start its metrics endpoint in time")
+            time.sleep(0.2)
+
     def _wait_http(self, what: str, url: str, child: _Child, deadline: float) -> None:
         while True:
             if child.proc.poll() is not None:
@@ -299,6 +328,9 @@ class LocalFleet:
             if child.log_file is not None:
                 child.log_file.close()
         self.worker = self.flower = None
+        if self._metrics_port_dir is not None:
+            shutil.rmtree(self._metrics_port_dir, ignore_errors=True)
+            self._metrics_port_dir = None
         if self.redis is not None:
             self.redis = None
             self.redis_url = None

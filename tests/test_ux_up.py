@@ -210,3 +210,29 @@ def test_a_picked_flower_port_taken_before_flower_binds_it_is_picked_again(tmp_p
             assert fleet.flower_port != taken
             status, _ = http_get(f"{fleet.flower_url}/healthcheck", timeout=10)
             assert status == 200
+
+
+def test_the_worker_binds_its_any_metrics_port_itself_so_no_pick_can_be_taken_first(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A port picked by LocalFleet and bound by the worker seconds later may be taken in between
+    (another process's connection; or a server that answers, scraped in the worker's place). Every
+    port LocalFleet could pick in advance is taken here: the worker binds port 0 itself and
+    reports the port it got, so its /metrics is up and it is the worker's own."""
+    from fleet_helpers import port_held
+
+    from cpfleet import local_fleet
+    from cpfleet.processes import http_get
+
+    taken = free_port()
+    monkeypatch.setattr(local_fleet, "free_port", lambda: taken)
+    fleet = local_fleet.LocalFleet(workers=1, flower_port=None, metrics_port=0, log_dir=str(tmp_path),
+                                   worker_env={"CPFLEET_REQUIRE_ISOLATION": "any"})
+    with port_held(taken):
+        try:
+            fleet.start(timeout=60)
+            assert fleet.metrics_port not in (None, 0, taken)
+            status, body = http_get(str(fleet.metrics_url), timeout=10)
+            assert status == 200 and b"cpfleet_" in body
+        finally:
+            fleet.stop()
+
