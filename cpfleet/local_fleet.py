@@ -17,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -53,6 +53,12 @@ class LocalFleet:
     children write ``worker.log`` / ``flower.log`` there; ``None`` lets them write to our
     terminal. ``worker_env`` / ``flower_env`` add environment variables (e.g. CPFLEET_RUNNER,
     FLOWER_BASIC_AUTH=user:password).
+
+    ``hold``: a context manager factory each start-up step that imports or polls runs under.
+    ``cpfleet up`` and ``demo`` set it to their StopSignals' ``held``: those steps import Celery,
+    kombu and redis lazily, and a stop signal raised inside an import's class body reaches the
+    caller as a RuntimeError (a traceback instead of a clean stop); held, it is raised when the
+    step ends, a second or so later at most.
     """
 
     def __init__(
@@ -89,6 +95,7 @@ class LocalFleet:
         self.concurrency: int | None = None  # known once the worker answers
         # jobs still in the broker queue(s) when stop() had stopped the worker (None: unknown)
         self.left_in_queue: int | None = None
+        self.hold: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext
         self.node_name = f"cpfleet-local.{os.getpid()}.{int(time.time() * 1000) % 100000}@{socket.gethostname()}"
 
     # --- what it exposes -----------------------------------------------------------------
@@ -128,7 +135,9 @@ class LocalFleet:
                     data_dir=self.redis_dir,
                     appendonly=self.redis_dir is not None,
                     launch=die_with_parent,
-                ).start()
+                )
+                with self.hold():
+                    self.redis.start()
                 self.redis_url = self.redis.url
             else:
                 self._check_redis(self.redis_url)
@@ -200,13 +209,14 @@ class LocalFleet:
         return _Child(name, proc, log_path, log_file)
 
     def _check_redis(self, url: str) -> None:
-        import redis
+        with self.hold():
+            import redis
 
-        from cpfleet.core.redis_url import connection_hint, parse_redis_url
-        from cpfleet.producer.connection import connect
+            from cpfleet.core.redis_url import connection_hint, parse_redis_url
+            from cpfleet.producer.connection import connect
 
-        target = parse_redis_url(url)
-        client = connect(target, socket_connect_timeout=3, socket_timeout=3)
+            target = parse_redis_url(url)
+            client = connect(target, socket_connect_timeout=3, socket_timeout=3)
         try:
             client.ping()
         except redis.RedisError as e:
@@ -221,27 +231,29 @@ class LocalFleet:
 
     def _wait_worker(self, deadline: float) -> None:
         """Until the node answers a control ping (its consumer is up; pool processes may still warm up)."""
-        from celery import Celery
-
-        from cpfleet.workers.config import Settings
-
         assert self.worker is not None
-        app = Celery("cpfleet-up", set_as_current=False)
-        app.conf.update(Settings.from_env({"CPFLEET_REDIS_URL": str(self.redis_url)}).celery_config())
+        with self.hold():
+            from celery import Celery
+
+            from cpfleet.workers.config import Settings
+
+            app = Celery("cpfleet-up", set_as_current=False)
+            app.conf.update(Settings.from_env({"CPFLEET_REDIS_URL": str(self.redis_url)}).celery_config())
         try:
             while True:
                 if self.worker.proc.poll() is not None:
                     raise self._fail(self.worker, f"exited with status {self.worker.proc.returncode}")
                 if time.monotonic() > deadline:
                     raise self._fail(self.worker, "did not answer a ping in time")
-                with contextlib.suppress(Exception):
+                with self.hold(), contextlib.suppress(Exception):
                     replies = app.control.ping(destination=[self.node_name], timeout=1.0)
                     if replies:
                         self.concurrency = self._pool_size(app)
                         return
                 time.sleep(0.2)
         finally:
-            app.close()
+            with self.hold():
+                app.close()
 
     def _pool_size(self, app: Any) -> int | None:
         """The node's actual pool size (``-c auto`` resolves it from CPUs and the CPU quota)."""
@@ -296,7 +308,7 @@ class LocalFleet:
                 raise self._fail(child, f"exited with status {child.proc.returncode}")
             if time.monotonic() > deadline:
                 raise self._fail(child, f"{what} did not answer on {url} in time")
-            with contextlib.suppress(OSError):
+            with self.hold(), contextlib.suppress(OSError):
                 status, _ = http_get(url, timeout=1.0)
                 if status == 200:
                     return

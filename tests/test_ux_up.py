@@ -236,3 +236,52 @@ def test_the_worker_binds_its_any_metrics_port_itself_so_no_pick_can_be_taken_fi
         finally:
             fleet.stop()
 
+
+# Run as the driver of a `cpfleet` command: the first class body's __set_name__ after the command
+# installed its stop handlers (a StopSignals.handle) gets the signal, the window where Python 3.11
+# wraps the raised KeyboardInterrupt/Stopped in a RuntimeError ("Error calling __set_name__").
+# Start-up imports Celery, kombu and redis lazily, whose class bodies run such hooks.
+SIGNAL_IN_A_CLASS_BODY = """
+import os, signal, sys
+sig = getattr(signal, sys.argv[1])
+fired = []
+
+def hook(frame, event, arg):
+    if event == "call" and frame.f_code.co_name == "__set_name__" and not fired:
+        handler = signal.getsignal(signal.SIGINT)
+        if type(getattr(handler, "__self__", None)).__name__ == "StopSignals":
+            fired.append(frame.f_code.co_filename)
+            sys.setprofile(None)
+            os.kill(os.getpid(), sig)
+
+sys.setprofile(hook)
+from cpfleet.cli import main
+status = main(sys.argv[2:])
+print("signal sent in a class body of", fired, file=sys.stderr)
+sys.exit(status)
+"""
+
+
+@pytest.mark.parametrize("command, sig, status, said", [
+    (["up", "--ephemeral", "--redis-port", "0"], "SIGINT", 0, "cpfleet up: stopping (SIGINT)"),
+    (["demo", "--jobs", "4"], "SIGTERM", 143, "cpfleet demo: stopping (SIGTERM)"),
+])
+def test_a_stop_signal_inside_a_lazy_import_during_start_up_stops_cleanly(
+        tmp_path: Path, command: list[str], sig: str, status: int, said: str) -> None:
+    """Ctrl-C (or SIGTERM) while `cpfleet up` or `demo` starts its fleet lands wherever the main
+    thread is, often inside one of Celery's lazy imports: it must stop the fleet and say so in
+    a line, never print a traceback."""
+    args = [*command, "--workers", "1", "--flower-port", "-1", "--metrics-port", "-1", "--logs", str(tmp_path / "logs")]
+    proc = subprocess.Popen([sys.executable, "-c", SIGNAL_IN_A_CLASS_BODY, sig, *args], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "CPFLEET_REQUIRE_ISOLATION": "any"})
+    try:
+        _, err = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert "signal sent in a class body of ['" in err, err  # the hook found a class body to land in
+    assert "Traceback" not in err and "RuntimeError" not in err, err
+    assert said in err, err
+    assert proc.returncode == status, err
