@@ -16,7 +16,6 @@ from fleet_helpers import start_worker  # noqa: F401  (fixture)
 from cpfleet.core.problem import Problem
 from cpfleet.core.verdict import Verdict
 from cpfleet.producer.client import FleetClient
-from cpfleet.redis_server import free_port
 from cpfleet.sandbox import languages, selftest
 
 SUM = Problem.from_dict({
@@ -56,13 +55,15 @@ def test_a_missing_toolchain_fails_its_self_test(monkeypatch: pytest.MonkeyPatch
 
 
 def test_a_broken_compiler_setting_is_internal_through_the_fleet_never_a_compile_error(
-        redis_url: str, start_worker) -> None:  # noqa: F811
+        redis_url: str, start_worker, tmp_path: Path) -> None:  # noqa: F811
     """g++ is installed but the worker's C++ standard is one g++ rejects: without the self-test
     every C++ job would be COMPILE_ERROR (reward 0) for the host's fault."""
     if languages.missing_tools("cpp"):
         pytest.skip("g++ not installed here")
-    port = free_port()
-    worker = start_worker(redis_url, concurrency=1, env={"CPFLEET_CPP_STD": "gnu++99", "CPFLEET_METRICS_PORT": str(port)})
+    port_file = tmp_path / "metrics-port"  # the worker binds a free port itself and writes it here
+    worker = start_worker(redis_url, concurrency=1, env={
+        "CPFLEET_CPP_STD": "gnu++99", "CPFLEET_METRICS_PORT": "any", "CPFLEET_METRICS_PORT_FILE": str(port_file)})
+    port = int(port_file.read_text())
     log = worker.log_text()
     assert "self-test: python3 ok" in log and "cpp FAILED" in log and "gnu++99" in log
     with FleetClient(redis_url, timeout=120, use_cache=False) as fleet:
