@@ -291,11 +291,21 @@ class LocalFleet:
         picked here and bound later could be taken in between (and another server answering
         there be scraped in the worker's place), so for "any free port" the worker binds port 0
         and reads the number back; for a named port the file says the worker got it."""
+        with self.hold():
+            from cpfleet.workers.metrics import PORT_FILE_ERROR
+
         assert self.worker is not None
         while True:
-            with contextlib.suppress(OSError, ValueError):
+            text = ""
+            with contextlib.suppress(OSError):
                 with open(self._metrics_port_file()) as f:
-                    return int(f.read())
+                    text = f.read().strip()
+            if text.startswith(PORT_FILE_ERROR):
+                raise self._fail(self.worker, f"could not serve its metrics on port {self.metrics_port} "
+                                              f"({text.removeprefix(PORT_FILE_ERROR)}): name another port, or 0 "
+                                              "for any free one")
+            if text.isdigit():
+                return int(text)
             if self.worker.proc.poll() is not None:
                 raise self._fail(self.worker, f"exited with status {self.worker.proc.returncode}")
             if time.monotonic() > deadline:

@@ -285,3 +285,23 @@ def test_a_stop_signal_inside_a_lazy_import_during_start_up_stops_cleanly(
     assert "Traceback" not in err and "RuntimeError" not in err, err
     assert said in err, err
     assert proc.returncode == status, err
+
+
+def test_a_named_metrics_port_taken_before_the_worker_binds_it_fails_the_start_saying_why(tmp_path: Path) -> None:
+    """A port the caller named never moves, so when another process takes it first the worker
+    runs without /metrics: the start must fail at once with the bind's reason and the way out,
+    not wait out its deadline and report a port that did not answer."""
+    from fleet_helpers import port_held
+
+    from cpfleet.core.errors import FleetError
+    from cpfleet.local_fleet import LocalFleet
+
+    port = free_port()
+    fleet = LocalFleet(workers=1, flower_port=None, metrics_port=port, log_dir=str(tmp_path),
+                       worker_env={"CPFLEET_REQUIRE_ISOLATION": "any"})
+    with port_held(port), pytest.raises(FleetError) as caught:
+        fleet.start(timeout=60)
+    message = str(caught.value)
+    assert f"worker could not serve its metrics on port {port} ([Errno 98] Address already in use)" in message
+    assert "name another port, or 0 for any free one" in message
+    assert fleet.worker is None  # the failed start stopped what it had started

@@ -28,6 +28,7 @@ reads).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -69,8 +70,12 @@ def metrics_port_from_env() -> int | None:
     return port
 
 
-def write_port_file(path: str, port: int) -> None:
-    """``port`` into ``path``, whole or not at all (a reader never sees half a number)."""
+PORT_FILE_ERROR = "error: "  # a port file holding this and a reason: the endpoint did not start
+
+
+def write_port_file(path: str, port: int | str) -> None:
+    """``port`` into ``path`` (or PORT_FILE_ERROR and the reason the endpoint did not start),
+    whole or not at all: a reader never sees half a line."""
     tmp = f"{path}.{os.getpid()}.tmp"
     with open(tmp, "w") as f:
         f.write(f"{port}\n")
@@ -443,6 +448,10 @@ def connect_celery_signals() -> None:
             logging.getLogger("cpfleet.metrics").error(
                 "metrics endpoint not started on port %s: %s", os.environ.get(ENV_PORT), e
             )
+            port_file: str | None = envvars.read(ENV_PORT_FILE)
+            if port_file:  # whoever waits for the port learns why there is none, at once
+                with contextlib.suppress(OSError):
+                    write_port_file(port_file, f"{PORT_FILE_ERROR}{e}")
 
     def _on_child_exit(pid: int | None = None, **_: Any) -> None:
         mark_process_dead(pid)
