@@ -139,6 +139,14 @@ def parse_multipliers(raw: str) -> dict[str, float]:
     return out
 
 
+def _metrics_port(raw: str) -> int | None:
+    """``0`` -> None (no endpoint); ``any`` -> 0 (bind port 0: the kernel's free port, which the
+    worker reads back from its socket and writes to ``CPFLEET_METRICS_PORT_FILE``); else the port."""
+    if raw.strip().lower() == "any":
+        return 0
+    return _integer(0, 65535)(raw) or None
+
+
 def _redis_url(raw: str) -> str:
     from cpfleet.core.redis_url import parse_redis_url
 
@@ -172,7 +180,8 @@ VARIABLES: tuple[EnvVar, ...] = (
     EnvVar("CPFLEET_HEALTH_CHECK_INTERVAL", "a whole number of seconds >= 0", _integer(0)),
     EnvVar("CPFLEET_REPLY_RETRY_S", f"{SECONDS} >= 0", _number(0.0)),
     EnvVar("CPFLEET_REQUIRE_ISOLATION", "full, partial or any", _choice("full", "partial", "any")),
-    EnvVar("CPFLEET_METRICS_PORT", "a port 1-65535, or 0 (off)", _integer(0, 65535)),
+    EnvVar("CPFLEET_METRICS_PORT", "a port 1-65535, 0 (off), or any (a free one)", _metrics_port),
+    EnvVar("CPFLEET_METRICS_PORT_FILE", "a file path", _text),
     EnvVar("CPFLEET_METRICS_ADDR", "an address to bind, e.g. 0.0.0.0 or 127.0.0.1", _text),
     EnvVar("CPFLEET_FLOWER_REFRESH_S", f"{SECONDS} > 0", _number(0.0, allow_min=False)),
     EnvVar("CPFLEET_DATA_DIR", "a folder", _text),

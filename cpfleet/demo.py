@@ -374,6 +374,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         with stop_on_signals() as stop:
             fleet = fleet_from_args(args, log_dir)
+            fleet.hold = stop.held  # start-up's lazy imports and polls: see LocalFleet
             print("starting a local fleet" + (f" (logs in {log_dir})" if args.logs else "") + " ...", file=sys.stderr)
             t_start = time.perf_counter()
             with fleet:

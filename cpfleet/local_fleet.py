@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -46,10 +48,17 @@ class _Child:
 class LocalFleet:
     """Redis (unless ``redis_url`` is given) + one prefork worker node + Flower, as a context manager.
 
-    Ports: ``None`` turns Flower / the metrics endpoint off; ``0`` picks a free port. ``log_dir``:
+    Ports: ``None`` turns Flower / the metrics endpoint off; ``0`` picks a free port (the
+    worker binds its metrics port itself, see ``_wait_metrics_port``). ``log_dir``:
     children write ``worker.log`` / ``flower.log`` there; ``None`` lets them write to our
     terminal. ``worker_env`` / ``flower_env`` add environment variables (e.g. CPFLEET_RUNNER,
     FLOWER_BASIC_AUTH=user:password).
+
+    ``hold``: a context manager factory each start-up step that imports or polls runs under.
+    ``cpfleet up`` and ``demo`` set it to their StopSignals' ``held``: those steps import Celery,
+    kombu and redis lazily, and a stop signal raised inside an import's class body reaches the
+    caller as a RuntimeError (a traceback instead of a clean stop); held, it is raised when the
+    step ends, a second or so later at most.
     """
 
     def __init__(
@@ -71,7 +80,8 @@ class LocalFleet:
         self.workers = workers
         self.flower_port = free_port() if flower_port == 0 else flower_port
         self._flower_port_picked = flower_port == 0  # may move if taken before Flower binds it
-        self.metrics_port = free_port() if metrics_port == 0 else metrics_port
+        self.metrics_port = metrics_port  # 0: any free one, known once the worker has bound it
+        self._metrics_port_dir: str | None = None  # where the worker writes the port it bound
         self.log_dir = log_dir
         self.worker_env = dict(worker_env or {})
         self.flower_env = dict(flower_env or {})
@@ -85,6 +95,7 @@ class LocalFleet:
         self.concurrency: int | None = None  # known once the worker answers
         # jobs still in the broker queue(s) when stop() had stopped the worker (None: unknown)
         self.left_in_queue: int | None = None
+        self.hold: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext
         self.node_name = f"cpfleet-local.{os.getpid()}.{int(time.time() * 1000) % 100000}@{socket.gethostname()}"
 
     # --- what it exposes -----------------------------------------------------------------
@@ -95,7 +106,7 @@ class LocalFleet:
 
     @property
     def metrics_url(self) -> str | None:
-        return None if self.metrics_port is None else f"http://127.0.0.1:{self.metrics_port}/metrics"
+        return f"http://127.0.0.1:{self.metrics_port}/metrics" if self.metrics_port else None
 
     def pids(self) -> dict[int, int]:
         """Every process this fleet started, with their descendants: pid -> start time."""
@@ -124,10 +135,14 @@ class LocalFleet:
                     data_dir=self.redis_dir,
                     appendonly=self.redis_dir is not None,
                     launch=die_with_parent,
-                ).start()
+                )
+                with self.hold():
+                    self.redis.start()
                 self.redis_url = self.redis.url
             else:
                 self._check_redis(self.redis_url)
+            if self.metrics_port is not None:
+                self._metrics_port_dir = tempfile.mkdtemp(prefix="cpfleet-metrics-port-")
             self.worker = self._spawn("worker", self._worker_argv(), self._env(worker=True))
             if self.flower_port is not None:
                 self.flower = self._spawn("flower", self._flower_argv(), self._env(worker=False))
@@ -135,6 +150,7 @@ class LocalFleet:
             if self.flower is not None:
                 self._wait_flower(deadline)
             if self.metrics_port is not None:
+                self.metrics_port = self._wait_metrics_port(deadline)
                 self._wait_http("metrics", str(self.metrics_url), self.worker, deadline)
         except BaseException:
             self.stop()
@@ -147,11 +163,13 @@ class LocalFleet:
         env.setdefault("PYTHONUNBUFFERED", "1")
         if worker:
             env.update(self.worker_env)
-            if self.metrics_port is not None:
-                env["CPFLEET_METRICS_PORT"] = str(self.metrics_port)
+            if self.metrics_port is not None and self._metrics_port_dir is not None:
+                env["CPFLEET_METRICS_PORT"] = str(self.metrics_port or "any")
+                env["CPFLEET_METRICS_PORT_FILE"] = self._metrics_port_file()
                 env.setdefault("CPFLEET_METRICS_ADDR", "127.0.0.1")
             else:
                 env.pop("CPFLEET_METRICS_PORT", None)
+                env.pop("CPFLEET_METRICS_PORT_FILE", None)
         else:
             # Flower on loopback only, so its API may go without a password here; the
             # compose file sets FLOWER_BASIC_AUTH instead.
@@ -191,13 +209,14 @@ class LocalFleet:
         return _Child(name, proc, log_path, log_file)
 
     def _check_redis(self, url: str) -> None:
-        import redis
+        with self.hold():
+            import redis
 
-        from cpfleet.core.redis_url import connection_hint, parse_redis_url
-        from cpfleet.producer.connection import connect
+            from cpfleet.core.redis_url import connection_hint, parse_redis_url
+            from cpfleet.producer.connection import connect
 
-        target = parse_redis_url(url)
-        client = connect(target, socket_connect_timeout=3, socket_timeout=3)
+            target = parse_redis_url(url)
+            client = connect(target, socket_connect_timeout=3, socket_timeout=3)
         try:
             client.ping()
         except redis.RedisError as e:
@@ -212,27 +231,29 @@ class LocalFleet:
 
     def _wait_worker(self, deadline: float) -> None:
         """Until the node answers a control ping (its consumer is up; pool processes may still warm up)."""
-        from celery import Celery
-
-        from cpfleet.workers.config import Settings
-
         assert self.worker is not None
-        app = Celery("cpfleet-up", set_as_current=False)
-        app.conf.update(Settings.from_env({"CPFLEET_REDIS_URL": str(self.redis_url)}).celery_config())
+        with self.hold():
+            from celery import Celery
+
+            from cpfleet.workers.config import Settings
+
+            app = Celery("cpfleet-up", set_as_current=False)
+            app.conf.update(Settings.from_env({"CPFLEET_REDIS_URL": str(self.redis_url)}).celery_config())
         try:
             while True:
                 if self.worker.proc.poll() is not None:
                     raise self._fail(self.worker, f"exited with status {self.worker.proc.returncode}")
                 if time.monotonic() > deadline:
                     raise self._fail(self.worker, "did not answer a ping in time")
-                with contextlib.suppress(Exception):
+                with self.hold(), contextlib.suppress(Exception):
                     replies = app.control.ping(destination=[self.node_name], timeout=1.0)
                     if replies:
                         self.concurrency = self._pool_size(app)
                         return
                 time.sleep(0.2)
         finally:
-            app.close()
+            with self.hold():
+                app.close()
 
     def _pool_size(self, app: Any) -> int | None:
         """The node's actual pool size (``-c auto`` resolves it from CPUs and the CPU quota)."""
@@ -261,13 +282,43 @@ class LocalFleet:
             self.flower_port = free_port()
             self.flower = self._spawn("flower", self._flower_argv(), self._env(worker=False))
 
+    def _metrics_port_file(self) -> str:
+        assert self._metrics_port_dir is not None
+        return os.path.join(self._metrics_port_dir, "port")
+
+    def _wait_metrics_port(self, deadline: float) -> int:
+        """The port the worker's /metrics listens on, as the worker wrote it once bound. A port
+        picked here and bound later could be taken in between (and another server answering
+        there be scraped in the worker's place), so for "any free port" the worker binds port 0
+        and reads the number back; for a named port the file says the worker got it."""
+        with self.hold():
+            from cpfleet.workers.metrics import PORT_FILE_ERROR
+
+        assert self.worker is not None
+        while True:
+            text = ""
+            with contextlib.suppress(OSError):
+                with open(self._metrics_port_file()) as f:
+                    text = f.read().strip()
+            if text.startswith(PORT_FILE_ERROR):
+                raise self._fail(self.worker, f"could not serve its metrics on port {self.metrics_port} "
+                                              f"({text.removeprefix(PORT_FILE_ERROR)}): name another port, or 0 "
+                                              "for any free one")
+            if text.isdigit():
+                return int(text)
+            if self.worker.proc.poll() is not None:
+                raise self._fail(self.worker, f"exited with status {self.worker.proc.returncode}")
+            if time.monotonic() > deadline:
+                raise self._fail(self.worker, "did not start its metrics endpoint in time")
+            time.sleep(0.2)
+
     def _wait_http(self, what: str, url: str, child: _Child, deadline: float) -> None:
         while True:
             if child.proc.poll() is not None:
                 raise self._fail(child, f"exited with status {child.proc.returncode}")
             if time.monotonic() > deadline:
                 raise self._fail(child, f"{what} did not answer on {url} in time")
-            with contextlib.suppress(OSError):
+            with self.hold(), contextlib.suppress(OSError):
                 status, _ = http_get(url, timeout=1.0)
                 if status == 200:
                     return
@@ -299,6 +350,9 @@ class LocalFleet:
             if child.log_file is not None:
                 child.log_file.close()
         self.worker = self.flower = None
+        if self._metrics_port_dir is not None:
+            shutil.rmtree(self._metrics_port_dir, ignore_errors=True)
+            self._metrics_port_dir = None
         if self.redis is not None:
             self.redis = None
             self.redis_url = None

@@ -190,6 +190,7 @@ def run(args: argparse.Namespace) -> int:
 def _run_fleet(fleet: LocalFleet, places: Places) -> int:
     status = 0
     with stop_on_signals() as stop:
+        fleet.hold = stop.held  # start-up's lazy imports and polls: see LocalFleet
         try:
             with fleet:
                 print_urls(fleet, places=places)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import errno
 import hashlib
 import os
 import subprocess
@@ -67,6 +68,21 @@ def _fill(argv: Iterable[str], prog: str, entries: list[str], main: str) -> list
     return out
 
 
+def _noexec_hint(folder: str, error: OSError) -> str:
+    """Why a program compiled into ``folder`` may not run, and the fix: the temporary folder is on
+    a noexec mount (Docker mounts a container's tmpfs noexec unless told ``exec``)."""
+    if error.errno != errno.EACCES:
+        return ""
+    try:
+        noexec = bool(os.statvfs(folder).f_flag & os.ST_NOEXEC)
+    except OSError:
+        return ""
+    if not noexec:
+        return ""
+    return (f" ({tempfile.gettempdir()} is mounted noexec: point TMPDIR at a folder that allows running "
+            "programs, or mount it with exec, as docker-compose.yml's worker /tmp does)")
+
+
 def check(name: str, program: str | None = None) -> SelfTest:
     """Compile and run ``name``'s self-test program (default: its PROGRAMS entry) with this
     process's toolchain; it must print EXPECTED and exit 0."""
@@ -99,7 +115,7 @@ def check(name: str, program: str | None = None) -> SelfTest:
         except subprocess.TimeoutExpired:
             return SelfTest(name, False, f"the self-test did not finish in {TIMEOUT_S:g}s")
         except OSError as e:
-            return SelfTest(name, False, f"cannot run the toolchain: {e}")
+            return SelfTest(name, False, f"cannot run the toolchain: {e}{_noexec_hint(tmp, e)}")
     if ran.returncode != 0 or ran.stdout.decode(errors="replace").strip() != EXPECTED:
         return SelfTest(name, False, f"the self-test program exited {ran.returncode} printing "
                                      f"{_clip(ran.stdout, 80)!r}: {_clip(ran.stderr)}")

@@ -102,10 +102,21 @@ def test_workers_scale_stop_gracefully_after_the_hard_limit_and_expose_metrics(c
     hard = Settings.from_env(env).hard_time_limit_s
     assert _seconds(worker["stop_grace_period"]) > hard
     assert worker.get("stop_signal", "SIGTERM") == "SIGTERM"  # Celery's warm shutdown
-    assert env["CPFLEET_REDIS_URL"].startswith("redis://redis:")
+    assert env["CPFLEET_REDIS_URL"] == "redis://redis:6379/0"  # this file's Redis unless the host sets one
     assert worker["depends_on"]["redis"]["condition"] == "service_healthy"
     assert env["CPFLEET_METRICS_PORT"] in [str(p) for p in worker["expose"]]
     assert "ping" in " ".join(worker["healthcheck"]["test"])
+
+
+def test_the_worker_tmp_lets_the_language_self_tests_run_what_they_compile(compose: dict[str, Any]) -> None:
+    """Docker mounts a tmpfs noexec unless told ``exec``: the C and C++ self-tests compile into
+    /tmp and run the result, so on a noexec /tmp both languages came back INTERNAL in the real
+    stack (scripts/test-containers). The container test's own worker run mounts it the same way."""
+    (entry,) = [t for t in compose["services"]["worker"]["tmpfs"] if t.split(":")[0] == "/tmp"]
+    options = entry.split(":", 1)[1].split(",")
+    assert "exec" in options and "noexec" not in options
+    script = (REPO / "scripts" / "test_containers.py").read_text()
+    assert '"--tmpfs", "/tmp:size=256m,mode=1777,exec"' in script
 
 
 def test_every_cpfleet_variable_the_compose_file_sets_is_read_by_the_code(compose: dict[str, Any]) -> None:
@@ -409,6 +420,26 @@ def test_docker_compose_config_accepts_the_file_and_requires_the_flower_password
     assert "FLOWER_BASIC_AUTH" in missing.stderr
 
 
+@pytest.mark.skipif(shutil.which("docker-compose") is None, reason="docker-compose not installed (apt-get install docker-compose)")
+def test_a_worker_only_host_points_its_workers_at_another_hosts_redis() -> None:
+    """Workers on several hosts share one Redis: a host that runs only the worker service
+    (`--no-deps`, docs/deployment.md) names that Redis in CPFLEET_REDIS_URL; unset, the workers
+    use this file's own Redis. scripts/test-containers runs such a host for real."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CPFLEET_")}
+    env["FLOWER_BASIC_AUTH"] = "admin:pw"
+    urls = {}
+    for given in (None, "redis://10.0.0.5:6379/0"):
+        out = subprocess.run(
+            ["docker-compose", "-f", str(COMPOSE), "config"], cwd=REPO,
+            env={**env, **({"CPFLEET_REDIS_URL": given} if given else {})}, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        services = yaml.safe_load(out.stdout)["services"]
+        urls[given] = {services[s]["environment"]["CPFLEET_REDIS_URL"] for s in ("worker", "flower")}
+    assert urls == {None: {"redis://redis:6379/0"}, "redis://10.0.0.5:6379/0": {"redis://10.0.0.5:6379/0"}}
+    assert "--no-deps --scale worker=" in DEPLOY_DOC.read_text()
+
+
 def test_the_container_test_changes_only_networking_and_timers_of_the_compose_file() -> None:
     """scripts/test-containers runs docker-compose.yml with docker/compose.test.yml on top: the
     override may move the services to host networking and shorten timers, never loosen the
@@ -418,7 +449,7 @@ def test_the_container_test_changes_only_networking_and_timers_of_the_compose_fi
     for key in ("cap_add", "cap_drop", "security_opt", "read_only", "privileged", "tmpfs", "entrypoint"):
         assert key not in worker, key
     assert set(worker["environment"]) <= {
-        "CPFLEET_REDIS_URL", "CPFLEET_METRICS_PORT", "CPFLEET_SOFT_TIME_LIMIT", "CPFLEET_HARD_TIME_LIMIT",
+        "CPFLEET_METRICS_PORT", "CPFLEET_SOFT_TIME_LIMIT", "CPFLEET_HARD_TIME_LIMIT",
         "CPFLEET_VISIBILITY_TIMEOUT", "CPFLEET_UNACKED_RESTORE_INTERVAL",
     }  # fmt: skip
     assert all(s["network_mode"] == "host" for s in override["services"].values())

@@ -4,7 +4,11 @@ never COMPILE_ERROR with reward 0; the worker says at start which languages pass
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
 import urllib.request
+from pathlib import Path
 
 import pytest
 from fleet_helpers import start_worker  # noqa: F401  (fixture)
@@ -12,7 +16,6 @@ from fleet_helpers import start_worker  # noqa: F401  (fixture)
 from cpfleet.core.problem import Problem
 from cpfleet.core.verdict import Verdict
 from cpfleet.producer.client import FleetClient
-from cpfleet.redis_server import free_port
 from cpfleet.sandbox import languages, selftest
 
 SUM = Problem.from_dict({
@@ -52,13 +55,15 @@ def test_a_missing_toolchain_fails_its_self_test(monkeypatch: pytest.MonkeyPatch
 
 
 def test_a_broken_compiler_setting_is_internal_through_the_fleet_never_a_compile_error(
-        redis_url: str, start_worker) -> None:  # noqa: F811
+        redis_url: str, start_worker, tmp_path: Path) -> None:  # noqa: F811
     """g++ is installed but the worker's C++ standard is one g++ rejects: without the self-test
     every C++ job would be COMPILE_ERROR (reward 0) for the host's fault."""
     if languages.missing_tools("cpp"):
         pytest.skip("g++ not installed here")
-    port = free_port()
-    worker = start_worker(redis_url, concurrency=1, env={"CPFLEET_CPP_STD": "gnu++99", "CPFLEET_METRICS_PORT": str(port)})
+    port_file = tmp_path / "metrics-port"  # the worker binds a free port itself and writes it here
+    worker = start_worker(redis_url, concurrency=1, env={
+        "CPFLEET_CPP_STD": "gnu++99", "CPFLEET_METRICS_PORT": "any", "CPFLEET_METRICS_PORT_FILE": str(port_file)})
+    port = int(port_file.read_text())
     log = worker.log_text()
     assert "self-test: python3 ok" in log and "cpp FAILED" in log and "gnu++99" in log
     with FleetClient(redis_url, timeout=120, use_cache=False) as fleet:
@@ -92,3 +97,26 @@ def test_a_pass_is_remembered_per_toolchain_and_a_failure_never(monkeypatch: pyt
     finally:
         monkeypatch.undo()
         languages.table.cache_clear()
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare (util-linux)")
+def test_a_noexec_temporary_folder_fails_the_self_test_saying_so_and_how_to_fix_it(tmp_path: Path) -> None:
+    """Docker mounts a container's tmpfs noexec unless told ``exec``: the C self-test's program,
+    compiled there, cannot run, and the language goes unavailable on a healthy toolchain. The
+    reason must say it is the mount, not the compiler. A tmpfs mounted noexec in a private
+    mount namespace (a user namespace maps us to root there) stands in for the container's /tmp."""
+    if languages.missing_tools("c"):
+        pytest.skip("gcc not installed here")
+    noexec = tmp_path / "noexec"
+    noexec.mkdir()
+    probe = "from cpfleet.sandbox import selftest; print(selftest.check('c').detail)"
+    ran = subprocess.run(
+        ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c",
+         'mount -t tmpfs -o noexec tmpfs "$1" && TMPDIR="$1" exec "$2" -c "$3"', "sh", str(noexec), sys.executable, probe],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    if ran.returncode != 0 and "mount" in ran.stderr:
+        pytest.skip(f"no private mount namespace here: {ran.stderr.strip()}")
+    assert ran.returncode == 0, ran.stderr
+    assert "Permission denied" in ran.stdout
+    assert f"{noexec} is mounted noexec: point TMPDIR at a folder that allows running programs" in ran.stdout

@@ -4,10 +4,14 @@ variables and Flower. Read from the files and the code (no Docker engine here)."
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from cpfleet.core import defaults, envvars
@@ -78,3 +82,16 @@ def test_references_to_the_readme_and_docs_point_at_what_exists() -> None:
         if path.suffix != ".md":
             for doc in re.findall(r"\bdocs/[a-z0-9-]+\.md", text):
                 assert (REPO / doc).is_file(), f"{path.name}: {doc}"
+
+
+@pytest.mark.parametrize("option, value, variable", [("-c", "0", "CPFLEET_CONCURRENCY"), ("--queues", ",", "CPFLEET_QUEUES")])
+def test_a_refused_worker_option_is_named_as_typed_not_only_as_its_variable(option: str, value: str, variable: str) -> None:
+    """`cpfleet worker -c 0` is checked as the CPFLEET_CONCURRENCY it sets: the one line must
+    say the value came from -c, which the operator typed, not only name a variable they never set."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CPFLEET_")}
+    out = subprocess.run([sys.executable, "-m", "cpfleet", "worker", option, value, "--dry-run"],
+                         capture_output=True, text=True, timeout=60, env=env, cwd=REPO)
+    assert out.returncode == 2
+    assert out.stderr.startswith(f"cpfleet worker: {variable}={value!r} is not valid")
+    assert out.stderr.rstrip().endswith(f"(from {option})")
+    assert "Traceback" not in out.stderr

@@ -210,3 +210,98 @@ def test_a_picked_flower_port_taken_before_flower_binds_it_is_picked_again(tmp_p
             assert fleet.flower_port != taken
             status, _ = http_get(f"{fleet.flower_url}/healthcheck", timeout=10)
             assert status == 200
+
+
+def test_the_worker_binds_its_any_metrics_port_itself_so_no_pick_can_be_taken_first(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A port picked by LocalFleet and bound by the worker seconds later may be taken in between
+    (another process's connection; or a server that answers, scraped in the worker's place). Every
+    port LocalFleet could pick in advance is taken here: the worker binds port 0 itself and
+    reports the port it got, so its /metrics is up and it is the worker's own."""
+    from fleet_helpers import port_held
+
+    from cpfleet import local_fleet
+    from cpfleet.processes import http_get
+
+    taken = free_port()
+    monkeypatch.setattr(local_fleet, "free_port", lambda: taken)
+    fleet = local_fleet.LocalFleet(workers=1, flower_port=None, metrics_port=0, log_dir=str(tmp_path),
+                                   worker_env={"CPFLEET_REQUIRE_ISOLATION": "any"})
+    with port_held(taken):
+        try:
+            fleet.start(timeout=60)
+            assert fleet.metrics_port not in (None, 0, taken)
+            status, body = http_get(str(fleet.metrics_url), timeout=10)
+            assert status == 200 and b"cpfleet_" in body
+        finally:
+            fleet.stop()
+
+
+# Run as the driver of a `cpfleet` command: the first class body's __set_name__ after the command
+# installed its stop handlers (a StopSignals.handle) gets the signal, the window where Python 3.11
+# wraps the raised KeyboardInterrupt/Stopped in a RuntimeError ("Error calling __set_name__").
+# Start-up imports Celery, kombu and redis lazily, whose class bodies run such hooks.
+SIGNAL_IN_A_CLASS_BODY = """
+import os, signal, sys
+sig = getattr(signal, sys.argv[1])
+fired = []
+
+def hook(frame, event, arg):
+    if event == "call" and frame.f_code.co_name == "__set_name__" and not fired:
+        handler = signal.getsignal(signal.SIGINT)
+        if type(getattr(handler, "__self__", None)).__name__ == "StopSignals":
+            fired.append(frame.f_code.co_filename)
+            sys.setprofile(None)
+            os.kill(os.getpid(), sig)
+
+sys.setprofile(hook)
+from cpfleet.cli import main
+status = main(sys.argv[2:])
+print("signal sent in a class body of", fired, file=sys.stderr)
+sys.exit(status)
+"""
+
+
+@pytest.mark.parametrize("command, sig, status, said", [
+    (["up", "--ephemeral", "--redis-port", "0"], "SIGINT", 0, "cpfleet up: stopping (SIGINT)"),
+    (["demo", "--jobs", "4"], "SIGTERM", 143, "cpfleet demo: stopping (SIGTERM)"),
+])
+def test_a_stop_signal_inside_a_lazy_import_during_start_up_stops_cleanly(
+        tmp_path: Path, command: list[str], sig: str, status: int, said: str) -> None:
+    """Ctrl-C (or SIGTERM) while `cpfleet up` or `demo` starts its fleet lands wherever the main
+    thread is, often inside one of Celery's lazy imports: it must stop the fleet and say so in
+    a line, never print a traceback."""
+    args = [*command, "--workers", "1", "--flower-port", "-1", "--metrics-port", "-1", "--logs", str(tmp_path / "logs")]
+    proc = subprocess.Popen([sys.executable, "-c", SIGNAL_IN_A_CLASS_BODY, sig, *args], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "CPFLEET_REQUIRE_ISOLATION": "any"})
+    try:
+        _, err = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert "signal sent in a class body of ['" in err, err  # the hook found a class body to land in
+    assert "Traceback" not in err and "RuntimeError" not in err, err
+    assert said in err, err
+    assert proc.returncode == status, err
+
+
+def test_a_named_metrics_port_taken_before_the_worker_binds_it_fails_the_start_saying_why(tmp_path: Path) -> None:
+    """A port the caller named never moves, so when another process takes it first the worker
+    runs without /metrics: the start must fail at once with the bind's reason and the way out,
+    not wait out its deadline and report a port that did not answer."""
+    from fleet_helpers import port_held
+
+    from cpfleet.core.errors import FleetError
+    from cpfleet.local_fleet import LocalFleet
+
+    port = free_port()
+    fleet = LocalFleet(workers=1, flower_port=None, metrics_port=port, log_dir=str(tmp_path),
+                       worker_env={"CPFLEET_REQUIRE_ISOLATION": "any"})
+    with port_held(port), pytest.raises(FleetError) as caught:
+        fleet.start(timeout=60)
+    message = str(caught.value)
+    assert f"worker could not serve its metrics on port {port} ([Errno 98] Address already in use)" in message
+    assert "name another port, or 0 for any free one" in message
+    assert fleet.worker is None  # the failed start stopped what it had started

@@ -13,7 +13,16 @@ import socket
 import sys
 
 from cpfleet.core import defaults
+from cpfleet.core.errors import ConfigError
 from cpfleet.workers.config import Settings
+
+# the variable each option sets (build_command), so a refused value names the option typed
+OPTION_VARIABLES = {
+    "concurrency": ("-c", "CPFLEET_CONCURRENCY"),
+    "queues": ("--queues", "CPFLEET_QUEUES"),
+    "runner": ("--runner", "CPFLEET_RUNNER"),
+    "require_isolation": ("--require-isolation", "CPFLEET_REQUIRE_ISOLATION"),
+}
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -37,14 +46,9 @@ def build_command(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
     env = dict(os.environ)
     if args.redis:
         env[defaults.REDIS_URL_ENV] = args.redis
-    if args.concurrency:
-        env["CPFLEET_CONCURRENCY"] = args.concurrency
-    if args.queues:
-        env["CPFLEET_QUEUES"] = args.queues
-    if args.runner:
-        env["CPFLEET_RUNNER"] = args.runner
-    if args.require_isolation:
-        env["CPFLEET_REQUIRE_ISOLATION"] = args.require_isolation
+    for attr, (_, variable) in OPTION_VARIABLES.items():
+        if getattr(args, attr):
+            env[variable] = getattr(args, attr)
     if args.no_events:
         env["CPFLEET_TASK_EVENTS"] = "0"
     settings = Settings.from_env(env)  # raises ValueError with the reason on a bad value
@@ -109,11 +113,21 @@ def preflight(url: str, hostname: str) -> tuple[str | None, list[str]]:
     return None, warnings
 
 
+def from_option(exc: ValueError, args: argparse.Namespace) -> str:
+    """`` (from -c)`` when the refused variable's value came from an option on the command line:
+    the message names the variable, which the user did not type."""
+    if isinstance(exc, ConfigError):
+        for attr, (option, variable) in OPTION_VARIABLES.items():
+            if exc.variable == variable and getattr(args, attr):
+                return f" (from {option})"
+    return ""
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         argv, env = build_command(args)
     except ValueError as exc:
-        print(f"cpfleet worker: {exc}", file=sys.stderr)
+        print(f"cpfleet worker: {exc}{from_option(exc, args)}", file=sys.stderr)
         return 2
     if args.dry_run:
         print(" ".join(argv))

@@ -12,7 +12,10 @@ Configuration (environment):
 
 * ``CPFLEET_METRICS_PORT`` -- port of the parent's ``/metrics`` endpoint. Unset, empty or ``0``:
   no endpoint (the default for a bare ``celery worker``; ``cpfleet up`` and docker-compose set
-  9808).
+  9808). ``any``: a free port, bound at once (port 0) and read back from the socket, so no other
+  process can take it between a pick and the bind.
+* ``CPFLEET_METRICS_PORT_FILE`` -- where the bound port is written once the endpoint listens
+  (``cpfleet up`` reads an ``any`` port there).
 * ``CPFLEET_METRICS_ADDR`` -- bind address, default ``0.0.0.0``.
 * ``PROMETHEUS_MULTIPROC_DIR`` -- where the per-process files go. Unset: a fresh temporary
   directory is made. A given directory is emptied at worker start (stale files from a previous
@@ -25,6 +28,7 @@ reads).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -46,6 +50,7 @@ log = logging.getLogger("cpfleet.jobs")
 
 ENV_PORT = "CPFLEET_METRICS_PORT"
 ENV_ADDR = "CPFLEET_METRICS_ADDR"
+ENV_PORT_FILE = "CPFLEET_METRICS_PORT_FILE"
 ENV_MULTIPROC = "PROMETHEUS_MULTIPROC_DIR"
 DEFAULT_PORT = 9808  # what `cpfleet up` and docker-compose use; a bare worker has none unless set
 
@@ -60,9 +65,21 @@ REWARD_BUCKETS = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0)
 
 
 def metrics_port_from_env() -> int | None:
-    """The configured endpoint port, or None when metrics exposition is off."""
+    """The configured endpoint port (0: any free one), or None when metrics exposition is off."""
     port: int | None = envvars.read(ENV_PORT)
-    return port or None
+    return port
+
+
+PORT_FILE_ERROR = "error: "  # a port file holding this and a reason: the endpoint did not start
+
+
+def write_port_file(path: str, port: int | str) -> None:
+    """``port`` into ``path`` (or PORT_FILE_ERROR and the reason the endpoint did not start),
+    whole or not at all: a reader never sees half a line."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        f.write(f"{port}\n")
+    os.replace(tmp, path)
 
 
 @dataclass
@@ -388,6 +405,9 @@ def start_worker_metrics(
     if not given:
         _owned_dir = path
     _server = MetricsServer(port, addr or os.environ.get(ENV_ADDR, "0.0.0.0"), redis_url, queues).start()
+    port_file: str | None = envvars.read(ENV_PORT_FILE)
+    if port_file:
+        write_port_file(port_file, _server.port)
     logging.getLogger("cpfleet.metrics").info(
         "metrics on http://%s:%d/metrics (multiprocess dir %s)", _server.addr, _server.port, path
     )
@@ -428,6 +448,10 @@ def connect_celery_signals() -> None:
             logging.getLogger("cpfleet.metrics").error(
                 "metrics endpoint not started on port %s: %s", os.environ.get(ENV_PORT), e
             )
+            port_file: str | None = envvars.read(ENV_PORT_FILE)
+            if port_file:  # whoever waits for the port learns why there is none, at once
+                with contextlib.suppress(OSError):
+                    write_port_file(port_file, f"{PORT_FILE_ERROR}{e}")
 
     def _on_child_exit(pid: int | None = None, **_: Any) -> None:
         mark_process_dead(pid)
