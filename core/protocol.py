@@ -132,11 +132,7 @@ class JobMessage:
         }
         if self.language is not None:
             d["language"] = self.language
-        if self.client_id is not None and self.client_token is not None:
-            d["client_id"] = self.client_id
-            d["client_token"] = self.client_token
-        if self.reply_stream is not None:
-            d["reply_stream"] = self.reply_stream
+        _put_client_fields(d, self.client_id, self.client_token, self.reply_stream)
         return d
 
     @classmethod
@@ -174,12 +170,7 @@ class JobMessage:
         language = d.get("language")
         if language is not None and (not isinstance(language, str) or not language):
             raise ProtocolError("job field 'language' must be a non-empty string or nil")
-        client_id, client_token = d.get("client_id"), d.get("client_token")
-        if (client_id is None) != (client_token is None):
-            raise ProtocolError("job fields 'client_id' and 'client_token' come together or not at all")
-        for name, value in (("client_id", client_id), ("client_token", client_token)):
-            if value is not None and (not isinstance(value, str) or not value):
-                raise ProtocolError(f"job field {name!r} must be a non-empty string")
+        client_id, client_token = _client_claim(d, "job")
         return cls(
             job_id=d["job_id"],
             problem_id=d["problem_id"],
@@ -196,6 +187,29 @@ class JobMessage:
             client_token=client_token,
             reply_stream=_reply_stream(d, "job"),
         )
+
+
+def _put_client_fields(d: dict[str, Any], client_id: str | None, client_token: str | None,
+                       reply_stream: str | None) -> None:
+    """Add a job's or run's client fields to its wire map ``d``: the claim only whole (a worker
+    checks the token against the id's claim key), the reply stream where the client has one."""
+    if client_id is not None and client_token is not None:
+        d["client_id"] = client_id
+        d["client_token"] = client_token
+    if reply_stream is not None:
+        d["reply_stream"] = reply_stream
+
+
+def _client_claim(d: Mapping[str, Any], kind: str) -> tuple[str | None, str | None]:
+    """The ``client_id`` and ``client_token`` of a decoded ``kind`` ("job" or "run") message:
+    both or neither (a worker checks the token against the id's claim), each a non-empty string."""
+    client_id, client_token = d.get("client_id"), d.get("client_token")
+    if (client_id is None) != (client_token is None):
+        raise ProtocolError(f"{kind} fields 'client_id' and 'client_token' come together or not at all")
+    for name, value in (("client_id", client_id), ("client_token", client_token)):
+        if value is not None and (not isinstance(value, str) or not value):
+            raise ProtocolError(f"{kind} field {name!r} must be a non-empty string")
+    return client_id, client_token
 
 
 def _reply_stream(d: Mapping[str, Any], kind: str) -> str | None:
@@ -355,11 +369,7 @@ class RunMessage:
             d["files"] = dict(self.files)
         if self.fetch_files:
             d["fetch_files"] = list(self.fetch_files)
-        if self.client_id is not None and self.client_token is not None:
-            d["client_id"] = self.client_id
-            d["client_token"] = self.client_token
-        if self.reply_stream is not None:
-            d["reply_stream"] = self.reply_stream
+        _put_client_fields(d, self.client_id, self.client_token, self.reply_stream)
         return d
 
     @classmethod
@@ -435,12 +445,7 @@ class RunMessage:
         ttl = d.get("reply_ttl", DEFAULT_REPLY_TTL_S)
         if not isinstance(ttl, int) or ttl <= 0:
             raise ProtocolError("run field 'reply_ttl' must be a positive integer")
-        client_id, client_token = d.get("client_id"), d.get("client_token")
-        if (client_id is None) != (client_token is None):
-            raise ProtocolError("run fields 'client_id' and 'client_token' come together or not at all")
-        for name, value in (("client_id", client_id), ("client_token", client_token)):
-            if value is not None and (not isinstance(value, str) or not value):
-                raise ProtocolError(f"run field {name!r} must be a non-empty string")
+        client_id, client_token = _client_claim(d, "run")
         msg = cls(
             job_id=d["job_id"],
             reply_to=d["reply_to"],
