@@ -24,7 +24,7 @@ from cpfleet.argtypes import nonnegative_int
 from cpfleet.core import protocol
 from cpfleet.core.problem import Problem
 from cpfleet.jobs_file import InputFileError as InputError
-from cpfleet.jobs_file import Tally, looks_like, print_skipped, read_jobs
+from cpfleet.jobs_file import Tally, print_no_jobs, print_skipped, read_jobs
 from cpfleet.loading import load_problems
 from cpfleet.pool import RUNNER_KINDS, default_workers, judge_iter
 from cpfleet.sandbox.env import DEFAULT_MAX_PUBLIC_SHOWN
@@ -64,10 +64,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     print_skipped(read, "judge")
     jobs = read.jobs
-    if not jobs:  # as for a problem file that loads no problem: nothing to do is a mistake
-        print(f"cpfleet judge: no usable job in {args.jobs}: {read.summary()}", file=sys.stderr)
-        if looks_like(args.jobs) == "problem":
-            print(f"cpfleet judge: {args.jobs} holds problems, not jobs: cpfleet judge PROBLEMS JOBS", file=sys.stderr)
+    if not jobs:
+        print_no_jobs(read, args.jobs, "judge", "cpfleet judge PROBLEMS JOBS")
         return 2
     if args.workers < 1:
         print("cpfleet judge: --workers must be >= 1", file=sys.stderr)
