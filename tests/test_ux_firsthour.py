@@ -61,9 +61,9 @@ def test_a_deadline_or_bound_at_or_below_zero_is_a_usage_error(
     ],
 )
 def test_v1_judge_refuses_a_key_it_does_not_read(redis_url: str, payload: dict, named: str) -> None:
-    """docs/trainers.md spelled the option `reward?`; the endpoint reads `reward_shape`, so a
-    user following the docs got all_or_nothing rewards with no word said. A key /v1/judge does
-    not read is now a 422 naming it and listing the accepted ones, before anything is queued."""
+    """A key /v1/judge does not read (a misspelt `reward` for `reward_shape`) is a 422 naming it
+    and listing the accepted ones, before anything is queued: ignored, it would leave the user
+    with all_or_nothing rewards and no word said."""
     from gateway_helpers import http, serving
 
     from cpfleet.gateway import ServeConfig
@@ -109,10 +109,10 @@ def test_register_problems_given_a_path_or_one_problem_says_so(redis_url: str, t
 
 
 def test_a_job_of_the_wrong_shape_is_a_job_format_error_naming_it(redis_url: str) -> None:
-    """`submit_many("demo/a-plus-b")` was "not enough values to unpack", a job mapping without
-    `problem_id` a bare KeyError('problem_id'), an int problem id a plain ValueError outside
-    the error hierarchy. Each is now a JobFormatError (a CpfleetError and a ValueError) saying
-    what a job is and which one was wrong, and nothing of the call is published."""
+    """`submit_many("demo/a-plus-b")` (a string, not jobs), a job mapping without `problem_id`
+    and an int problem id are each a JobFormatError (a CpfleetError and a ValueError) saying
+    what a job is and which one was wrong, not "not enough values to unpack" or a bare
+    KeyError from deep inside; nothing of the call is published."""
     import redis
 
     from cpfleet import CpfleetError, FleetClient, JobFormatError
@@ -153,10 +153,10 @@ def test_cpfleet_run_names_a_missing_or_wrong_file_in_words(tmp_path: Path) -> N
 
 
 def test_a_redis_url_naming_a_database_the_server_lacks_says_so(redis_url: str) -> None:
-    """redis://HOST:PORT/99 on a Redis with 16 databases: the client said only "DB index is out
-    of range", and `cpfleet worker` warned that Redis "does not answer yet" and waited for it
-    forever, though it answers and waiting never heals a wrong URL. Both now say what to fix,
-    and the worker refuses to start (exit 3, as for a wrong password)."""
+    """redis://HOST:PORT/99 on a Redis with 16 databases: the client and `cpfleet worker` say
+    what to fix (more than redis's "DB index is out of range"), and the worker refuses to start
+    (exit 3, as for a wrong password) rather than wait for a Redis that answers: waiting never
+    heals a wrong URL."""
     from cpfleet import BrokerUnavailable, FleetClient
 
     wrong = redis_url.rsplit("/", 1)[0] + "/99"
@@ -169,9 +169,9 @@ def test_a_redis_url_naming_a_database_the_server_lacks_says_so(redis_url: str) 
 
 def test_ctrl_c_on_submit_writes_every_result_it_counted(redis_url: str, tmp_path: Path) -> None:
     """`cpfleet submit` prints results in input order, holding those that finish ahead of an
-    earlier job. Ctrl-C said "3 of 4 judged" but wrote only the results before the first job
-    still running: judged results, counted in the summary, were dropped. Now every result it
-    counts is on stdout (out of order, each with its job_id)."""
+    earlier job. On Ctrl-C every result its summary counts ("3 of 4 judged") is on stdout, the
+    held ones too (out of order, each with its job_id), not only those before the first job
+    still running."""
     import signal
     import time
 
@@ -232,9 +232,9 @@ def test_prepare_of_a_hub_dataset_without_the_hub_says_how_to_get_it_here(tmp_pa
 
 def test_an_output_file_in_a_missing_folder_is_refused_before_any_work(tmp_path: Path) -> None:
     """`cpfleet validate P --json out/report.json`, `cpfleet prepare --out out/p.jsonl` and the
-    README's `python -m cpfleet.demo_problems -o out/demo.jsonl` did all their work and then
-    died with a FileNotFoundError traceback when `out/` did not exist. The output path is now
-    checked with the arguments: one line naming the folder, exit 2, nothing written."""
+    README's `python -m cpfleet.demo_problems -o out/demo.jsonl` check the output path with the
+    arguments: where `out/` does not exist, one line naming the folder, exit 2, nothing
+    written, rather than all the work done and then a FileNotFoundError traceback."""
     problems = tmp_path / "problems.jsonl"
     problems.write_text(json.dumps({"id": "ux/fh-v", "public_tests": [{"input": "1 2\n", "output": "3\n"}],
                                     "hidden_tests": [{"input": "5 7\n", "output": "12\n"}],
@@ -312,9 +312,9 @@ def test_inline_tests_that_are_broken_json_are_named_so_not_an_unknown_problem(r
 
 @pytest.mark.parametrize("value", ["0", "-2"])
 def test_cpfleet_up_refuses_a_worker_count_below_one(value: str) -> None:
-    """`cpfleet up --workers 0` started a worker with one process per CPU, silently (0 read as
-    "not given"), and `--workers -2` was refused in the name of CPFLEET_CONCURRENCY, a variable
-    the user never set. Both are now a usage error naming --workers, before anything starts."""
+    """`cpfleet up --workers 0` and `--workers -2` are a usage error naming --workers, before
+    anything starts: not 0 read as "not given" (a process per CPU, silently), nor a refusal in
+    the name of CPFLEET_CONCURRENCY, a variable the user never set."""
     proc = _cli("up", "--ephemeral", "--workers", value)
     assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
     assert "--workers" in proc.stderr and "CPFLEET_CONCURRENCY" not in proc.stderr, proc.stderr
