@@ -138,8 +138,8 @@ def test_a_job_of_the_wrong_shape_is_a_job_format_error_naming_it(redis_url: str
 
 
 def test_cpfleet_run_names_a_missing_or_wrong_file_in_words(tmp_path: Path) -> None:
-    """`cpfleet run nope.py` printed Python's "[Errno 2] No such file or directory: 'nope.py'";
-    every other command says "PATH: no such file" (exit 2). --local: no Redis is involved."""
+    """`cpfleet run nope.py` says "PATH: no such file" (exit 2) as every other command does, not
+    Python's "[Errno 2] No such file or directory: 'nope.py'". --local: no Redis is involved."""
     missing = tmp_path / "nope.py"
     for args, needle in (
         ([str(missing)], f"{missing}: no such file"),
@@ -214,10 +214,10 @@ def test_ctrl_c_on_submit_writes_every_result_it_counted(redis_url: str, tmp_pat
 
 
 def test_prepare_of_a_hub_dataset_without_the_hub_says_how_to_get_it_here(tmp_path: Path) -> None:
-    """Offline, `cpfleet prepare --dataset deepmind/code_contests` said only that it could not
-    reach the Hub (after 30 s of retries without HF_HUB_OFFLINE). The one line now says what to
-    do: download it where there is a network and pass the folder. HF_HUB_OFFLINE=1 makes the
-    same failure without touching any network."""
+    """Offline, `cpfleet prepare --dataset deepmind/code_contests` says in one line what to do
+    (download it where there is a network and pass the folder), not only that the Hub cannot
+    be reached. HF_HUB_OFFLINE=1 makes the same failure without touching any network (and
+    without 30 s of retries)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("CPFLEET_")} | {
         "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
     proc = subprocess.run([sys.executable, "-m", "cpfleet", "prepare", "--dataset", "deepmind/code_contests",
@@ -282,10 +282,10 @@ BROKEN_TESTS = '{"inputs": ["1 2\\n"], "outputs": ["3\\n"]'  # the closing brace
 
 
 def test_inline_tests_that_are_broken_json_are_named_so_not_an_unknown_problem(redis_url: str) -> None:
-    """Inline tests as JSON text with a syntax error were taken for a problem id: TRL, verl
-    and the HTTP endpoints answered "unknown problem '{"inputs": ...'", sending the user to
-    look for a problem never meant. Each now says the tests are not valid JSON, where it
-    breaks; /v1/judge also refuses a `tests` string that is not JSON at all."""
+    """Inline tests as JSON text with a syntax error are not taken for a problem id: TRL, verl
+    and the HTTP endpoints say the tests are not valid JSON, where it breaks, rather than
+    "unknown problem '{"inputs": ...'", which sends the user to look for a problem never
+    meant; /v1/judge also refuses a `tests` string that is not JSON at all."""
     from gateway_helpers import http, serving
 
     from cpfleet import InlineProblemError, TRLReward, compute_score
