@@ -59,8 +59,9 @@ MAX_COUNTED_TESTS = 512
 
 
 def fail_counts_key(problem_id: str) -> str:
-    """Where code before ``fail_count_field`` kept the counts (a hash per problem). Neither read
-    nor written now; the store deletes it with the problem, or when it writes a changed one."""
+    """The older key of a problem's fail counts (a hash per problem; they live in the problem's
+    hash, ``fail_count_field``). Neither read nor written; the store deletes it with the
+    problem, or when it writes a changed one, as older code may have left it."""
     return f"{KEY_PREFIX}:fails:{problem_id}"
 
 
@@ -545,9 +546,9 @@ def reply_stream_ttl(reply_ttl: int) -> int:
 
 
 def processing_key(client_id: str) -> str:
-    """Where older clients' readers moved replies until they had delivered them. Today's reader
-    reads and trims the reply list itself (``producer.replies``); a closing client still deletes
-    this key, which a previous client of the same id may have left."""
+    """Where older clients' readers moved replies until they had delivered them. No client
+    writes it (the reader reads and trims the reply list itself, ``producer.replies``); a
+    closing client deletes it, as an older client of the same id may have left it."""
     return f"{KEY_PREFIX}:processing:{client_id}"
 
 
