@@ -159,15 +159,7 @@ class JobMessage:
         mode = d.get("mode", "full")
         if mode not in MODES:
             raise ProtocolError(f"unknown mode {mode!r} (known: {', '.join(MODES)})")
-        deadline = d.get("deadline")
-        if deadline is not None and not isinstance(deadline, int | float):
-            raise ProtocolError("job field 'deadline' must be a number or nil")
-        submitted_at = d.get("submitted_at", 0.0)
-        if not isinstance(submitted_at, int | float):
-            raise ProtocolError("job field 'submitted_at' must be a number")
-        ttl = d.get("reply_ttl", DEFAULT_REPLY_TTL_S)
-        if not isinstance(ttl, int) or ttl <= 0:
-            raise ProtocolError("job field 'reply_ttl' must be a positive integer")
+        deadline, submitted_at, ttl = _timing(d, "job")
         language = d.get("language")
         if language is not None and (not isinstance(language, str) or not language):
             raise ProtocolError("job field 'language' must be a non-empty string or nil")
@@ -179,8 +171,8 @@ class JobMessage:
             reply_to=d["reply_to"],
             reward_shape=shape,
             mode=mode,
-            submitted_at=float(submitted_at),
-            deadline=None if deadline is None else float(deadline),
+            submitted_at=submitted_at,
+            deadline=deadline,
             reply_ttl=ttl,
             use_cache=bool(d.get("use_cache", True)),
             language=language,
@@ -188,6 +180,22 @@ class JobMessage:
             client_token=client_token,
             reply_stream=_reply_stream(d, "job"),
         )
+
+
+def _timing(d: Mapping[str, Any], kind: str) -> tuple[float | None, float, int]:
+    """The ``deadline`` (epoch seconds, or None: no deadline), ``submitted_at`` (default 0) and
+    ``reply_ttl`` (default ``DEFAULT_REPLY_TTL_S``) of a decoded ``kind`` ("job" or "run") message,
+    checked: a worker does not run a job past its deadline, and its reply expires after ``reply_ttl``."""
+    deadline = d.get("deadline")
+    if deadline is not None and not isinstance(deadline, int | float):
+        raise ProtocolError(f"{kind} field 'deadline' must be a number or nil")
+    submitted_at = d.get("submitted_at", 0.0)
+    if not isinstance(submitted_at, int | float):
+        raise ProtocolError(f"{kind} field 'submitted_at' must be a number")
+    ttl = d.get("reply_ttl", DEFAULT_REPLY_TTL_S)
+    if not isinstance(ttl, int) or ttl <= 0:
+        raise ProtocolError(f"{kind} field 'reply_ttl' must be a positive integer")
+    return None if deadline is None else float(deadline), float(submitted_at), ttl
 
 
 def _put_client_fields(d: dict[str, Any], client_id: str | None, client_token: str | None,
@@ -437,15 +445,7 @@ class RunMessage:
         cap = d.get("output_cap", DEFAULT_RUN_OUTPUT_CAP)
         if not isinstance(cap, int) or isinstance(cap, bool) or not 0 <= cap <= MAX_RUN_OUTPUT_CAP:
             raise ProtocolError(f"run field 'output_cap' must be an integer in [0, {MAX_RUN_OUTPUT_CAP}]")
-        deadline = d.get("deadline")
-        if deadline is not None and not isinstance(deadline, int | float):
-            raise ProtocolError("run field 'deadline' must be a number or nil")
-        submitted_at = d.get("submitted_at", 0.0)
-        if not isinstance(submitted_at, int | float):
-            raise ProtocolError("run field 'submitted_at' must be a number")
-        ttl = d.get("reply_ttl", DEFAULT_REPLY_TTL_S)
-        if not isinstance(ttl, int) or ttl <= 0:
-            raise ProtocolError("run field 'reply_ttl' must be a positive integer")
+        deadline, submitted_at, ttl = _timing(d, "run")
         client_id, client_token = _client_claim(d, "run")
         msg = cls(
             job_id=d["job_id"],
@@ -459,8 +459,8 @@ class RunMessage:
             time_limit_s=None if time_limit is None else float(time_limit),
             memory_limit_mb=memory,
             output_cap=cap,
-            submitted_at=float(submitted_at),
-            deadline=None if deadline is None else float(deadline),
+            submitted_at=submitted_at,
+            deadline=deadline,
             reply_ttl=ttl,
             client_id=client_id,
             client_token=client_token,
