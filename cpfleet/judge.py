@@ -20,7 +20,7 @@ import json
 import sys
 from pathlib import Path
 
-from cpfleet.argtypes import nonnegative_int
+from cpfleet.argtypes import nonnegative_int, positive_int
 from cpfleet.core import protocol
 from cpfleet.core.problem import Problem
 from cpfleet.jobs_file import InputFileError as InputError
@@ -41,7 +41,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("jobs", metavar="JOBS", help="jobs JSONL {problem_id, completion, job_id?}; - for stdin")
     parser.add_argument("--reward-shape", "--reward", dest="reward_shape", choices=protocol.REWARD_SHAPES, default="all_or_nothing", help="all_or_nothing: 1.0 only if every rewarded test passes; fraction: the share that pass")
     parser.add_argument("--mode", choices=protocol.MODES, default="full", help="full: hidden tests give the reward; public: public tests only")
-    parser.add_argument("--workers", type=int, default=default_workers(), help="judging processes (default: usable CPUs)")
+    parser.add_argument("--workers", type=positive_int, default=default_workers(), help="judging processes (default: usable CPUs)")
     parser.add_argument("--runner", choices=RUNNER_KINDS, default="forkserver", help="execution backend")
     parser.add_argument(
         "--max-public-shown", type=nonnegative_int, default=DEFAULT_MAX_PUBLIC_SHOWN, help="public tests shown in the observation"
@@ -66,9 +66,6 @@ def run(args: argparse.Namespace) -> int:
     jobs = read.jobs
     if not jobs:
         print_no_jobs(read, args.jobs, "judge", "cpfleet judge PROBLEMS JOBS")
-        return 2
-    if args.workers < 1:
-        print("cpfleet judge: --workers must be >= 1", file=sys.stderr)
         return 2
     print(f"judging {len(jobs)} jobs on {len(problems)} problems with {args.workers} workers", file=sys.stderr)
     tally = Tally()

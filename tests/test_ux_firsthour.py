@@ -38,9 +38,9 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 def test_a_deadline_or_bound_at_or_below_zero_is_a_usage_error(
     tmp_path: Path, redis_url: str, command: str, option: str, value: str
 ) -> None:
-    """`cpfleet submit --timeout -1` against a live Redis raised FleetClient's ValueError as a
-    traceback (exit 1), and --max-in-flight 0 was quietly made 1: each is the user's typo, to be
-    named in one line with exit 2 before anything connects."""
+    """`cpfleet submit --timeout -1` against a live Redis, --max-in-flight 0 and the like are
+    the user's typo: named in one line with exit 2 before anything connects, not FleetClient's
+    ValueError as a traceback (exit 1) nor a bound quietly made 1."""
     jobs = tmp_path / "jobs.jsonl"
     jobs.write_text(json.dumps(JOB) + "\n")
     prog = tmp_path / "p.py"
@@ -308,6 +308,20 @@ def test_inline_tests_that_are_broken_json_are_named_so_not_an_unknown_problem(r
             assert status == 422, (path, status, body)
             assert "not valid JSON" in body["error"] or "a problem id goes in problem_id" in body["error"], body
             assert "unknown problem" not in body["error"], body
+
+
+@pytest.mark.parametrize(("command", "value"), [("judge", "0"), ("judge", "-2"), ("validate", "0")])
+def test_local_judging_refuses_a_worker_count_below_one_before_reading_any_file(
+        tmp_path: Path, command: str, value: str) -> None:
+    """`cpfleet judge --workers 0` is the same usage error as `cpfleet up --workers 0` (the one
+    rule of argtypes.positive_int): one line naming --workers and the value, exit 2, before the
+    files are read, so the first error a user sees is the one they typed."""
+    missing = tmp_path / "nope.jsonl"
+    files = [str(missing), str(missing)] if command == "judge" else [str(missing)]
+    proc = _cli(command, *files, "--workers", value)
+    assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
+    assert "--workers" in proc.stderr and repr(value) in proc.stderr, proc.stderr
+    assert "no such file" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
 
 
 @pytest.mark.parametrize("value", ["0", "-2"])
