@@ -59,8 +59,9 @@ MAX_COUNTED_TESTS = 512
 
 
 def fail_counts_key(problem_id: str) -> str:
-    """Where code before ``fail_count_field`` kept the counts (a hash per problem). Neither read
-    nor written now; the store deletes it with the problem, or when it writes a changed one."""
+    """The older key of a problem's fail counts (a hash per problem; they live in the problem's
+    hash, ``fail_count_field``). Neither read nor written; the store deletes it with the
+    problem, or when it writes a changed one, as older code may have left it."""
     return f"{KEY_PREFIX}:fails:{problem_id}"
 
 
@@ -132,11 +133,7 @@ class JobMessage:
         }
         if self.language is not None:
             d["language"] = self.language
-        if self.client_id is not None and self.client_token is not None:
-            d["client_id"] = self.client_id
-            d["client_token"] = self.client_token
-        if self.reply_stream is not None:
-            d["reply_stream"] = self.reply_stream
+        _put_client_fields(d, self.client_id, self.client_token, self.reply_stream)
         return d
 
     @classmethod
@@ -162,24 +159,11 @@ class JobMessage:
         mode = d.get("mode", "full")
         if mode not in MODES:
             raise ProtocolError(f"unknown mode {mode!r} (known: {', '.join(MODES)})")
-        deadline = d.get("deadline")
-        if deadline is not None and not isinstance(deadline, int | float):
-            raise ProtocolError("job field 'deadline' must be a number or nil")
-        submitted_at = d.get("submitted_at", 0.0)
-        if not isinstance(submitted_at, int | float):
-            raise ProtocolError("job field 'submitted_at' must be a number")
-        ttl = d.get("reply_ttl", DEFAULT_REPLY_TTL_S)
-        if not isinstance(ttl, int) or ttl <= 0:
-            raise ProtocolError("job field 'reply_ttl' must be a positive integer")
+        deadline, submitted_at, ttl = _timing(d, "job")
         language = d.get("language")
         if language is not None and (not isinstance(language, str) or not language):
             raise ProtocolError("job field 'language' must be a non-empty string or nil")
-        client_id, client_token = d.get("client_id"), d.get("client_token")
-        if (client_id is None) != (client_token is None):
-            raise ProtocolError("job fields 'client_id' and 'client_token' come together or not at all")
-        for name, value in (("client_id", client_id), ("client_token", client_token)):
-            if value is not None and (not isinstance(value, str) or not value):
-                raise ProtocolError(f"job field {name!r} must be a non-empty string")
+        client_id, client_token = _client_claim(d, "job")
         return cls(
             job_id=d["job_id"],
             problem_id=d["problem_id"],
@@ -187,8 +171,8 @@ class JobMessage:
             reply_to=d["reply_to"],
             reward_shape=shape,
             mode=mode,
-            submitted_at=float(submitted_at),
-            deadline=None if deadline is None else float(deadline),
+            submitted_at=submitted_at,
+            deadline=deadline,
             reply_ttl=ttl,
             use_cache=bool(d.get("use_cache", True)),
             language=language,
@@ -196,6 +180,45 @@ class JobMessage:
             client_token=client_token,
             reply_stream=_reply_stream(d, "job"),
         )
+
+
+def _timing(d: Mapping[str, Any], kind: str) -> tuple[float | None, float, int]:
+    """The ``deadline`` (epoch seconds, or None: no deadline), ``submitted_at`` (default 0) and
+    ``reply_ttl`` (default ``DEFAULT_REPLY_TTL_S``) of a decoded ``kind`` ("job" or "run") message,
+    checked: a worker does not run a job past its deadline, and its reply expires after ``reply_ttl``."""
+    deadline = d.get("deadline")
+    if deadline is not None and not isinstance(deadline, int | float):
+        raise ProtocolError(f"{kind} field 'deadline' must be a number or nil")
+    submitted_at = d.get("submitted_at", 0.0)
+    if not isinstance(submitted_at, int | float):
+        raise ProtocolError(f"{kind} field 'submitted_at' must be a number")
+    ttl = d.get("reply_ttl", DEFAULT_REPLY_TTL_S)
+    if not isinstance(ttl, int) or ttl <= 0:
+        raise ProtocolError(f"{kind} field 'reply_ttl' must be a positive integer")
+    return None if deadline is None else float(deadline), float(submitted_at), ttl
+
+
+def _put_client_fields(d: dict[str, Any], client_id: str | None, client_token: str | None,
+                       reply_stream: str | None) -> None:
+    """Add a job's or run's client fields to its wire map ``d``: the claim only whole (a worker
+    checks the token against the id's claim key), the reply stream where the client has one."""
+    if client_id is not None and client_token is not None:
+        d["client_id"] = client_id
+        d["client_token"] = client_token
+    if reply_stream is not None:
+        d["reply_stream"] = reply_stream
+
+
+def _client_claim(d: Mapping[str, Any], kind: str) -> tuple[str | None, str | None]:
+    """The ``client_id`` and ``client_token`` of a decoded ``kind`` ("job" or "run") message:
+    both or neither (a worker checks the token against the id's claim), each a non-empty string."""
+    client_id, client_token = d.get("client_id"), d.get("client_token")
+    if (client_id is None) != (client_token is None):
+        raise ProtocolError(f"{kind} fields 'client_id' and 'client_token' come together or not at all")
+    for name, value in (("client_id", client_id), ("client_token", client_token)):
+        if value is not None and (not isinstance(value, str) or not value):
+            raise ProtocolError(f"{kind} field {name!r} must be a non-empty string")
+    return client_id, client_token
 
 
 def _reply_stream(d: Mapping[str, Any], kind: str) -> str | None:
@@ -355,11 +378,7 @@ class RunMessage:
             d["files"] = dict(self.files)
         if self.fetch_files:
             d["fetch_files"] = list(self.fetch_files)
-        if self.client_id is not None and self.client_token is not None:
-            d["client_id"] = self.client_id
-            d["client_token"] = self.client_token
-        if self.reply_stream is not None:
-            d["reply_stream"] = self.reply_stream
+        _put_client_fields(d, self.client_id, self.client_token, self.reply_stream)
         return d
 
     @classmethod
@@ -426,21 +445,8 @@ class RunMessage:
         cap = d.get("output_cap", DEFAULT_RUN_OUTPUT_CAP)
         if not isinstance(cap, int) or isinstance(cap, bool) or not 0 <= cap <= MAX_RUN_OUTPUT_CAP:
             raise ProtocolError(f"run field 'output_cap' must be an integer in [0, {MAX_RUN_OUTPUT_CAP}]")
-        deadline = d.get("deadline")
-        if deadline is not None and not isinstance(deadline, int | float):
-            raise ProtocolError("run field 'deadline' must be a number or nil")
-        submitted_at = d.get("submitted_at", 0.0)
-        if not isinstance(submitted_at, int | float):
-            raise ProtocolError("run field 'submitted_at' must be a number")
-        ttl = d.get("reply_ttl", DEFAULT_REPLY_TTL_S)
-        if not isinstance(ttl, int) or ttl <= 0:
-            raise ProtocolError("run field 'reply_ttl' must be a positive integer")
-        client_id, client_token = d.get("client_id"), d.get("client_token")
-        if (client_id is None) != (client_token is None):
-            raise ProtocolError("run fields 'client_id' and 'client_token' come together or not at all")
-        for name, value in (("client_id", client_id), ("client_token", client_token)):
-            if value is not None and (not isinstance(value, str) or not value):
-                raise ProtocolError(f"run field {name!r} must be a non-empty string")
+        deadline, submitted_at, ttl = _timing(d, "run")
+        client_id, client_token = _client_claim(d, "run")
         msg = cls(
             job_id=d["job_id"],
             reply_to=d["reply_to"],
@@ -453,8 +459,8 @@ class RunMessage:
             time_limit_s=None if time_limit is None else float(time_limit),
             memory_limit_mb=memory,
             output_cap=cap,
-            submitted_at=float(submitted_at),
-            deadline=None if deadline is None else float(deadline),
+            submitted_at=submitted_at,
+            deadline=deadline,
             reply_ttl=ttl,
             client_id=client_id,
             client_token=client_token,
@@ -540,9 +546,9 @@ def reply_stream_ttl(reply_ttl: int) -> int:
 
 
 def processing_key(client_id: str) -> str:
-    """Where older clients' readers moved replies until they had delivered them. Today's reader
-    reads and trims the reply list itself (``producer.replies``); a closing client still deletes
-    this key, which a previous client of the same id may have left."""
+    """Where older clients' readers moved replies until they had delivered them. No client
+    writes it (the reader reads and trims the reply list itself, ``producer.replies``); a
+    closing client deletes it, as an older client of the same id may have left it."""
     return f"{KEY_PREFIX}:processing:{client_id}"
 
 

@@ -135,6 +135,14 @@ def print_skipped(read: JobsRead, command: str) -> None:
         print(f"cpfleet {command}: jobs: {read.summary()}", file=sys.stderr)
 
 
+def print_no_jobs(read: JobsRead, path: str | Path, command: str, problems_hint: str) -> None:
+    """Why a jobs file gave no job, on stderr: nothing to do is a mistake, as a problem file that
+    loads no problem is; ``problems_hint`` is what to do instead when the file holds problems."""
+    print(f"cpfleet {command}: no usable job in {path}: {read.summary()}", file=sys.stderr)
+    if looks_like(path) == "problem":
+        print(f"cpfleet {command}: {path} holds problems, not jobs: {problems_hint}", file=sys.stderr)
+
+
 class Tally:
     """What ``cpfleet judge`` and ``cpfleet submit`` count of the results they print, and their
     one summary line. Infrastructure errors are counted by message, so the summary names the

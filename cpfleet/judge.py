@@ -20,11 +20,11 @@ import json
 import sys
 from pathlib import Path
 
-from cpfleet.argtypes import nonnegative_int
+from cpfleet.argtypes import nonnegative_int, positive_int
 from cpfleet.core import protocol
 from cpfleet.core.problem import Problem
 from cpfleet.jobs_file import InputFileError as InputError
-from cpfleet.jobs_file import Tally, looks_like, print_skipped, read_jobs
+from cpfleet.jobs_file import Tally, print_no_jobs, print_skipped, read_jobs
 from cpfleet.loading import load_problems
 from cpfleet.pool import RUNNER_KINDS, default_workers, judge_iter
 from cpfleet.sandbox.env import DEFAULT_MAX_PUBLIC_SHOWN
@@ -41,7 +41,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("jobs", metavar="JOBS", help="jobs JSONL {problem_id, completion, job_id?}; - for stdin")
     parser.add_argument("--reward-shape", "--reward", dest="reward_shape", choices=protocol.REWARD_SHAPES, default="all_or_nothing", help="all_or_nothing: 1.0 only if every rewarded test passes; fraction: the share that pass")
     parser.add_argument("--mode", choices=protocol.MODES, default="full", help="full: hidden tests give the reward; public: public tests only")
-    parser.add_argument("--workers", type=int, default=default_workers(), help="judging processes (default: usable CPUs)")
+    parser.add_argument("--workers", type=positive_int, default=default_workers(), help="judging processes (default: usable CPUs)")
     parser.add_argument("--runner", choices=RUNNER_KINDS, default="forkserver", help="execution backend")
     parser.add_argument(
         "--max-public-shown", type=nonnegative_int, default=DEFAULT_MAX_PUBLIC_SHOWN, help="public tests shown in the observation"
@@ -64,13 +64,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     print_skipped(read, "judge")
     jobs = read.jobs
-    if not jobs:  # as for a problem file that loads no problem: nothing to do is a mistake
-        print(f"cpfleet judge: no usable job in {args.jobs}: {read.summary()}", file=sys.stderr)
-        if looks_like(args.jobs) == "problem":
-            print(f"cpfleet judge: {args.jobs} holds problems, not jobs: cpfleet judge PROBLEMS JOBS", file=sys.stderr)
-        return 2
-    if args.workers < 1:
-        print("cpfleet judge: --workers must be >= 1", file=sys.stderr)
+    if not jobs:
+        print_no_jobs(read, args.jobs, "judge", "cpfleet judge PROBLEMS JOBS")
         return 2
     print(f"judging {len(jobs)} jobs on {len(problems)} problems with {args.workers} workers", file=sys.stderr)
     tally = Tally()

@@ -385,15 +385,24 @@ def convert_rows(rows: Iterable[Mapping[str, Any]], fmt: str, opts: PrepareOptio
             rec = convert_row(row, index, fmt, opts, counts)
         except RecursionError:  # hostile nesting in a JSON or pickled column
             rec = "tests nested too deeply"
-        reason = admit(rec, opts, summary, seen)
-        if reason is not None:
-            summary.skip(reason, _row_name(row, index))
-            continue
-        assert isinstance(rec, dict)
-        seen.add(rec["id"])
-        summary.kept += 1
-        _merge_counts(summary, counts)
-        yield rec
+        kept = _keep(rec, _row_name(row, index), opts, summary, seen, counts)
+        if kept is not None:
+            yield kept
+
+
+def _keep(rec: dict[str, Any] | str, name: str, opts: PrepareOptions, summary: PrepareSummary,
+          seen: set[str], counts: Counter[str]) -> dict[str, Any] | None:
+    """The converted record ``rec`` (of the row or package ``name``) if ``admit`` keeps it, counted
+    kept with its conversion's ``counts``; else None, counted skipped with the reason."""
+    reason = admit(rec, opts, summary, seen)
+    if reason is not None:
+        summary.skip(reason, name)
+        return None
+    assert isinstance(rec, dict)
+    seen.add(rec["id"])
+    summary.kept += 1
+    _merge_counts(summary, counts)
+    return rec
 
 
 def _merge_counts(summary: PrepareSummary, counts: Counter[str]) -> None:
@@ -420,15 +429,9 @@ def convert_packages(root: Path, opts: PrepareOptions, summary: PrepareSummary,
             rec = declared.convert_item(item, pid, opts, counts)
         except (PrepareError, OSError) as e:
             rec = f"unreadable package ({_first_line(str(e))[:120]})"
-        reason = admit(rec, opts, summary, seen)
-        if reason is not None:
-            summary.skip(reason, pid)
-            continue
-        assert isinstance(rec, dict)
-        seen.add(rec["id"])
-        summary.kept += 1
-        _merge_counts(summary, counts)
-        yield rec
+        kept = _keep(rec, pid, opts, summary, seen, counts)
+        if kept is not None:
+            yield kept
 
 
 # --- the whole run -----------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from cpfleet.core import defaults, protocol
 from cpfleet.jobs_file import (  # shared with `cpfleet judge`
     InputFileError,
     Tally,
-    looks_like,
+    print_no_jobs,
     print_skipped,
     read_jobs,
 )
@@ -54,10 +54,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     print_skipped(read, "submit")
     jobs = read.jobs
-    if not jobs:  # as for a problem file that loads no problem: nothing to do is a mistake
-        print(f"cpfleet submit: no usable job in {args.jobs}: {read.summary()}", file=sys.stderr)
-        if looks_like(args.jobs) == "problem":
-            print(f"cpfleet submit: {args.jobs} holds problems, not jobs: upload them with cpfleet load", file=sys.stderr)
+    if not jobs:
+        print_no_jobs(read, args.jobs, "submit", "upload them with cpfleet load")
         return 2
     try:
         client = FleetClient(

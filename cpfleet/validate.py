@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cpfleet.argtypes import output_file
+from cpfleet.argtypes import nonnegative_int, output_file, positive_int
 from cpfleet.core.errors import CheckerBroken
 from cpfleet.core.languages import fence
 from cpfleet.core.problem import Problem
@@ -228,11 +228,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     from cpfleet.pool import RUNNER_KINDS, default_workers
 
     parser.add_argument("problems", metavar="PROBLEMS", help="problem file with correct_/incorrect_solutions")
-    parser.add_argument("--workers", type=int, default=default_workers(), help="judging processes (default: CPUs)")
+    parser.add_argument("--workers", type=positive_int, default=default_workers(), help="judging processes (default: CPUs)")
     parser.add_argument("--json", dest="json_out", metavar="OUT", default=None, type=output_file, help="also write the report as JSON to OUT (default: no JSON file)")
     parser.add_argument("--runner", choices=RUNNER_KINDS, default="forkserver", help="execution backend")
     parser.add_argument("--kinds", default="correct,incorrect", help="which solutions to judge (comma list)")
-    parser.add_argument("--max-solutions", type=int, default=None, help="judge at most N solutions of each kind (default: all)")
+    parser.add_argument("--max-solutions", type=nonnegative_int, default=None, help="judge at most N solutions of each kind (default: all)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     add_loading_arguments(parser, STRICT_HELP + "; also exit 1 when anything is found")
 
@@ -242,9 +242,6 @@ def run(args: argparse.Namespace) -> int:
     bad = [k for k in kinds if k not in KINDS]
     if bad or not kinds:
         print(f"cpfleet validate: --kinds takes {', '.join(KINDS)}; got {args.kinds!r}", file=sys.stderr)
-        return 2
-    if args.workers < 1 or (args.max_solutions is not None and args.max_solutions < 0):
-        print("cpfleet validate: --workers must be >= 1 and --max-solutions >= 0", file=sys.stderr)
         return 2
     loaded = load_for_command(args, "validate")
     if loaded is None:

@@ -58,9 +58,9 @@ class RunRequest:
 
 
 def check_job_shape(job: object) -> None:
-    """Refuse a job that is neither a pair nor a mapping naming its problem, in words: a bare
-    string was unpacked ("not enough values to unpack") and a mapping without ``problem_id``
-    was a KeyError, neither saying what a job is."""
+    """Refuse a job that is neither a pair nor a mapping naming its problem, in words that say
+    what a job is: unchecked, a bare string would fail to unpack ("not enough values to
+    unpack") and a mapping without ``problem_id`` would be a KeyError."""
     if isinstance(job, Mapping):
         if not job.get("problem_id") and "tests" not in job:
             raise JobFormatError(

@@ -57,7 +57,7 @@ OK, WA, RE = Verdict.OK, Verdict.WRONG_ANSWER, Verdict.RUNTIME_ERROR
 @pytest.mark.parametrize("semantics", [None, "lcb"])
 def test_int_keys_are_not_string_keys_under_python_equality(runner: CodeRunner, semantics: str | None) -> None:
     """LCB ``grade_call_based``: ``prediction == json.loads(output)``: a returned {1: 2} is not
-    the expected {"1": 2} (before, JSON made both {"1": 2}); nor are float, bool or None keys."""
+    the expected {"1": 2} (a JSON round trip would make both {"1": 2}); nor are float, bool or None keys."""
     p = problem(semantics, [([], {"1": 2})])
     assert verdict(runner, p, "def f():\n    return {'1': 2}") == OK
     assert verdict(runner, p, "def f():\n    return {1: 2}") == WA
@@ -77,7 +77,7 @@ def test_python_equality_keeps_true_equal_to_one(runner: CodeRunner) -> None:
 
 def test_a_tuple_is_a_list_at_the_top_only(runner: CodeRunner) -> None:
     """LCB: ``if isinstance(prediction, tuple): prediction = list(prediction)``, then ``==``: a
-    tuple inside (before, JSON made every tuple a list) is not a list."""
+    tuple inside (a JSON round trip would make every tuple a list) is not a list."""
     p = problem("lcb", [([], [[1, 2], [3, 4]])])
     assert verdict(runner, p, "def f():\n    return ([1, 2], [3, 4])") == OK
     assert verdict(runner, p, "def f():\n    return [(1, 2), (3, 4)]") == WA
@@ -87,7 +87,7 @@ def test_a_tuple_is_a_list_at_the_top_only(runner: CodeRunner) -> None:
 
 def test_no_reference_accepts_a_generator_or_a_set(runner: CodeRunner) -> None:
     """LCB/APPS ``prediction == expected`` is False for a generator and for a set against any
-    JSON value (the harness no longer drains generators into lists)."""
+    JSON value (a generator has no typed form: the harness never drains it into a list)."""
     p = problem("lcb", [([3], [0, 1, 4])])
     assert verdict(runner, p, "def f(n):\n    return (i * i for i in range(n))") == WA
     assert verdict(runner, p, "def f(n):\n    return {0, 1, 4}") == WA

@@ -154,9 +154,10 @@ def test_a_broken_interactor_stays_internal_even_with_a_correct_solution(runner:
 def test_a_broken_interactor_costs_a_correct_program_nothing_when_its_eof_death_is_seen_first(
         runner: CodeRunner, monkeypatch: pytest.MonkeyPatch) -> None:
     """An interactor that crashes closes the program's input, and the program dies of the EOF a
-    moment later; which of the two ends the runner sees first is chance. The real runs, with the
-    order reported as the program's end first (the unlucky draw), made a correct program's
-    EOF crash its RUNTIME_ERROR (a 0) on a broken interactor; now the reference decides."""
+    moment later; which of the two ends the runner sees first is chance. The real runs, reported
+    in the unlucky order (the program's end first): the reference solution's dialogue decides,
+    so a correct program's EOF crash on a broken interactor is a judge failure (INTERNAL), never
+    its RUNTIME_ERROR (a 0)."""
     real = programs.run_interactive
 
     def program_seen_first(*args: Any, **kwargs: Any) -> programs.InteractiveResult:

@@ -200,8 +200,8 @@ def test_the_display_prefix_renders_exactly_like_the_whole_output(text: str) -> 
 
 
 def test_judging_memory_does_not_grow_with_the_number_of_tests(runner: CodeRunner) -> None:
-    # 8 public tests, each printing 8 MiB (one wrong token): keeping every test's stdout until
-    # the feedback is built held 8 x 8 MiB; now one test's output is alive at a time
+    # 8 public tests, each printing 8 MiB (one wrong token): one test's output is alive at a
+    # time, not every test's stdout kept until the feedback is built (8 x 8 MiB)
     size = 8 << 20
     problem = _problem(n_public=8, n_hidden=1, time_limit_s=5)
     code = py(f"import sys\nsys.stdout.write('7' * {size})")

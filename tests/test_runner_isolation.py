@@ -378,8 +378,8 @@ def test_every_test_of_a_job_starts_as_pid_2(runner: CodeRunner) -> None:
 
 def test_state_attached_to_the_standard_fds_does_not_reach_the_next_test(runner: CodeRunner) -> None:
     """Each test gets new kernel objects for fds 0/1/2: an xattr on its input, a signal owner
-    or lock on its fds, or status flags would otherwise carry data to the next test (found
-    by review on the job-wide memfd and pipes this replaced)."""
+    or lock on its fds, or status flags would otherwise carry data to the next test (as they
+    would through one memfd and one pair of pipes shared by the whole job)."""
     code = src("""
         import fcntl, os, struct, sys
         F_SETOWN, F_GETOWN, F_SETSIG, F_GETSIG = 8, 9, 10, 11

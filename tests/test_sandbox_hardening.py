@@ -102,7 +102,7 @@ def test_fds_numbered_above_65536_are_closed_before_the_program_runs(tmp_path: P
                        check=True, capture_output=True)
     except subprocess.CalledProcessError:
         pytest.skip("this machine does not let RLIMIT_NOFILE go above 65536 (hard limit or nr_open), "
-                    "so no fd can be numbered where the old fixed bound stopped")
+                    "so no fd can be numbered above 65536 here")
     result = tmp_path / "result"
     script = src(f"""
         import json, os, resource, sys

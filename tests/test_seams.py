@@ -98,9 +98,10 @@ def test_a_cache_hit_answers_with_this_jobs_fields_and_the_cached_judging() -> N
 
 
 def test_the_old_names_still_work_as_aliases_of_the_new(fork_runner: CodeRunner) -> None:
-    """Renamed for what they are, the old names kept for code that uses them: the local judge
-    (``cpfleet.judge_locally``, not to be confused with the fleet's ``FleetClient.evaluate``)
-    and the runner factory (``cpfleet.sandbox.runner``, not a module a letter apart)."""
+    """Each has a name for what it is and keeps its older name as an alias for code that uses
+    it: the local judge (``cpfleet.judge_locally``, not to be confused with the fleet's
+    ``FleetClient.evaluate``) and the runner factory (``cpfleet.sandbox.runner``, not a module a
+    letter apart)."""
     import cpfleet
     from cpfleet.sandbox import runner, runners
 

@@ -38,9 +38,9 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 def test_a_deadline_or_bound_at_or_below_zero_is_a_usage_error(
     tmp_path: Path, redis_url: str, command: str, option: str, value: str
 ) -> None:
-    """`cpfleet submit --timeout -1` against a live Redis raised FleetClient's ValueError as a
-    traceback (exit 1), and --max-in-flight 0 was quietly made 1: each is the user's typo, to be
-    named in one line with exit 2 before anything connects."""
+    """`cpfleet submit --timeout -1` against a live Redis, --max-in-flight 0 and the like are
+    the user's typo: named in one line with exit 2 before anything connects, not FleetClient's
+    ValueError as a traceback (exit 1) nor a bound quietly made 1."""
     jobs = tmp_path / "jobs.jsonl"
     jobs.write_text(json.dumps(JOB) + "\n")
     prog = tmp_path / "p.py"
@@ -61,9 +61,9 @@ def test_a_deadline_or_bound_at_or_below_zero_is_a_usage_error(
     ],
 )
 def test_v1_judge_refuses_a_key_it_does_not_read(redis_url: str, payload: dict, named: str) -> None:
-    """docs/trainers.md spelled the option `reward?`; the endpoint reads `reward_shape`, so a
-    user following the docs got all_or_nothing rewards with no word said. A key /v1/judge does
-    not read is now a 422 naming it and listing the accepted ones, before anything is queued."""
+    """A key /v1/judge does not read (a misspelt `reward` for `reward_shape`) is a 422 naming it
+    and listing the accepted ones, before anything is queued: ignored, it would leave the user
+    with all_or_nothing rewards and no word said."""
     from gateway_helpers import http, serving
 
     from cpfleet.gateway import ServeConfig
@@ -109,10 +109,10 @@ def test_register_problems_given_a_path_or_one_problem_says_so(redis_url: str, t
 
 
 def test_a_job_of_the_wrong_shape_is_a_job_format_error_naming_it(redis_url: str) -> None:
-    """`submit_many("demo/a-plus-b")` was "not enough values to unpack", a job mapping without
-    `problem_id` a bare KeyError('problem_id'), an int problem id a plain ValueError outside
-    the error hierarchy. Each is now a JobFormatError (a CpfleetError and a ValueError) saying
-    what a job is and which one was wrong, and nothing of the call is published."""
+    """`submit_many("demo/a-plus-b")` (a string, not jobs), a job mapping without `problem_id`
+    and an int problem id are each a JobFormatError (a CpfleetError and a ValueError) saying
+    what a job is and which one was wrong, not "not enough values to unpack" or a bare
+    KeyError from deep inside; nothing of the call is published."""
     import redis
 
     from cpfleet import CpfleetError, FleetClient, JobFormatError
@@ -138,8 +138,8 @@ def test_a_job_of_the_wrong_shape_is_a_job_format_error_naming_it(redis_url: str
 
 
 def test_cpfleet_run_names_a_missing_or_wrong_file_in_words(tmp_path: Path) -> None:
-    """`cpfleet run nope.py` printed Python's "[Errno 2] No such file or directory: 'nope.py'";
-    every other command says "PATH: no such file" (exit 2). --local: no Redis is involved."""
+    """`cpfleet run nope.py` says "PATH: no such file" (exit 2) as every other command does, not
+    Python's "[Errno 2] No such file or directory: 'nope.py'". --local: no Redis is involved."""
     missing = tmp_path / "nope.py"
     for args, needle in (
         ([str(missing)], f"{missing}: no such file"),
@@ -153,10 +153,10 @@ def test_cpfleet_run_names_a_missing_or_wrong_file_in_words(tmp_path: Path) -> N
 
 
 def test_a_redis_url_naming_a_database_the_server_lacks_says_so(redis_url: str) -> None:
-    """redis://HOST:PORT/99 on a Redis with 16 databases: the client said only "DB index is out
-    of range", and `cpfleet worker` warned that Redis "does not answer yet" and waited for it
-    forever, though it answers and waiting never heals a wrong URL. Both now say what to fix,
-    and the worker refuses to start (exit 3, as for a wrong password)."""
+    """redis://HOST:PORT/99 on a Redis with 16 databases: the client and `cpfleet worker` say
+    what to fix (more than redis's "DB index is out of range"), and the worker refuses to start
+    (exit 3, as for a wrong password) rather than wait for a Redis that answers: waiting never
+    heals a wrong URL."""
     from cpfleet import BrokerUnavailable, FleetClient
 
     wrong = redis_url.rsplit("/", 1)[0] + "/99"
@@ -169,9 +169,9 @@ def test_a_redis_url_naming_a_database_the_server_lacks_says_so(redis_url: str) 
 
 def test_ctrl_c_on_submit_writes_every_result_it_counted(redis_url: str, tmp_path: Path) -> None:
     """`cpfleet submit` prints results in input order, holding those that finish ahead of an
-    earlier job. Ctrl-C said "3 of 4 judged" but wrote only the results before the first job
-    still running: judged results, counted in the summary, were dropped. Now every result it
-    counts is on stdout (out of order, each with its job_id)."""
+    earlier job. On Ctrl-C every result its summary counts ("3 of 4 judged") is on stdout, the
+    held ones too (out of order, each with its job_id), not only those before the first job
+    still running."""
     import signal
     import time
 
@@ -214,10 +214,10 @@ def test_ctrl_c_on_submit_writes_every_result_it_counted(redis_url: str, tmp_pat
 
 
 def test_prepare_of_a_hub_dataset_without_the_hub_says_how_to_get_it_here(tmp_path: Path) -> None:
-    """Offline, `cpfleet prepare --dataset deepmind/code_contests` said only that it could not
-    reach the Hub (after 30 s of retries without HF_HUB_OFFLINE). The one line now says what to
-    do: download it where there is a network and pass the folder. HF_HUB_OFFLINE=1 makes the
-    same failure without touching any network."""
+    """Offline, `cpfleet prepare --dataset deepmind/code_contests` says in one line what to do
+    (download it where there is a network and pass the folder), not only that the Hub cannot
+    be reached. HF_HUB_OFFLINE=1 makes the same failure without touching any network (and
+    without 30 s of retries)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("CPFLEET_")} | {
         "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
     proc = subprocess.run([sys.executable, "-m", "cpfleet", "prepare", "--dataset", "deepmind/code_contests",
@@ -232,9 +232,9 @@ def test_prepare_of_a_hub_dataset_without_the_hub_says_how_to_get_it_here(tmp_pa
 
 def test_an_output_file_in_a_missing_folder_is_refused_before_any_work(tmp_path: Path) -> None:
     """`cpfleet validate P --json out/report.json`, `cpfleet prepare --out out/p.jsonl` and the
-    README's `python -m cpfleet.demo_problems -o out/demo.jsonl` did all their work and then
-    died with a FileNotFoundError traceback when `out/` did not exist. The output path is now
-    checked with the arguments: one line naming the folder, exit 2, nothing written."""
+    README's `python -m cpfleet.demo_problems -o out/demo.jsonl` check the output path with the
+    arguments: where `out/` does not exist, one line naming the folder, exit 2, nothing
+    written, rather than all the work done and then a FileNotFoundError traceback."""
     problems = tmp_path / "problems.jsonl"
     problems.write_text(json.dumps({"id": "ux/fh-v", "public_tests": [{"input": "1 2\n", "output": "3\n"}],
                                     "hidden_tests": [{"input": "5 7\n", "output": "12\n"}],
@@ -282,10 +282,10 @@ BROKEN_TESTS = '{"inputs": ["1 2\\n"], "outputs": ["3\\n"]'  # the closing brace
 
 
 def test_inline_tests_that_are_broken_json_are_named_so_not_an_unknown_problem(redis_url: str) -> None:
-    """Inline tests as JSON text with a syntax error were taken for a problem id: TRL, verl
-    and the HTTP endpoints answered "unknown problem '{"inputs": ...'", sending the user to
-    look for a problem never meant. Each now says the tests are not valid JSON, where it
-    breaks; /v1/judge also refuses a `tests` string that is not JSON at all."""
+    """Inline tests as JSON text with a syntax error are not taken for a problem id: TRL, verl
+    and the HTTP endpoints say the tests are not valid JSON, where it breaks, rather than
+    "unknown problem '{"inputs": ...'", which sends the user to look for a problem never
+    meant; /v1/judge also refuses a `tests` string that is not JSON at all."""
     from gateway_helpers import http, serving
 
     from cpfleet import InlineProblemError, TRLReward, compute_score
@@ -310,11 +310,25 @@ def test_inline_tests_that_are_broken_json_are_named_so_not_an_unknown_problem(r
             assert "unknown problem" not in body["error"], body
 
 
+@pytest.mark.parametrize(("command", "value"), [("judge", "0"), ("judge", "-2"), ("validate", "0")])
+def test_local_judging_refuses_a_worker_count_below_one_before_reading_any_file(
+        tmp_path: Path, command: str, value: str) -> None:
+    """`cpfleet judge --workers 0` is the same usage error as `cpfleet up --workers 0` (the one
+    rule of argtypes.positive_int): one line naming --workers and the value, exit 2, before the
+    files are read, so the first error a user sees is the one they typed."""
+    missing = tmp_path / "nope.jsonl"
+    files = [str(missing), str(missing)] if command == "judge" else [str(missing)]
+    proc = _cli(command, *files, "--workers", value)
+    assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
+    assert "--workers" in proc.stderr and repr(value) in proc.stderr, proc.stderr
+    assert "no such file" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
 @pytest.mark.parametrize("value", ["0", "-2"])
 def test_cpfleet_up_refuses_a_worker_count_below_one(value: str) -> None:
-    """`cpfleet up --workers 0` started a worker with one process per CPU, silently (0 read as
-    "not given"), and `--workers -2` was refused in the name of CPFLEET_CONCURRENCY, a variable
-    the user never set. Both are now a usage error naming --workers, before anything starts."""
+    """`cpfleet up --workers 0` and `--workers -2` are a usage error naming --workers, before
+    anything starts: not 0 read as "not given" (a process per CPU, silently), nor a refusal in
+    the name of CPFLEET_CONCURRENCY, a variable the user never set."""
     proc = _cli("up", "--ephemeral", "--workers", value)
     assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
     assert "--workers" in proc.stderr and "CPFLEET_CONCURRENCY" not in proc.stderr, proc.stderr

@@ -204,14 +204,19 @@ def _answer(msg: JobMessage | RunMessage, result: JobResult | RunJobResult,
         resources.prepare_next()
 
 
-@app.task(
-    name=protocol.TASK_NAME,
-    bind=True,
-    acks_late=True,
-    max_retries=settings.max_retries,
-    default_retry_delay=0,
-    ignore_result=True,
-)
+# Both tasks alike: acked only after their reply (a job its node loses is delivered again, never
+# dropped), run again at once up to max_retries times when their pool process dies (then an
+# INTERNAL reply), and no result backend (the reply goes to the client's stream or list).
+_TASK_OPTIONS: dict[str, Any] = {
+    "bind": True,
+    "acks_late": True,
+    "max_retries": settings.max_retries,
+    "default_retry_delay": 0,
+    "ignore_result": True,
+}
+
+
+@app.task(name=protocol.TASK_NAME, **_TASK_OPTIONS)
 def evaluate_task(self: Any, job: Any = None, *args: Any, **kwargs: Any) -> dict[str, Any]:
     """The Celery entry point: validate the message, evaluate, push the one reply.
 
@@ -291,14 +296,7 @@ def run_run_job(msg: RunMessage, hostname: str) -> RunJobResult:
     return _guarded(run, infra, "run job", msg.job_id)
 
 
-@app.task(
-    name=protocol.RUN_TASK_NAME,
-    bind=True,
-    acks_late=True,
-    max_retries=settings.max_retries,
-    default_retry_delay=0,
-    ignore_result=True,
-)
+@app.task(name=protocol.RUN_TASK_NAME, **_TASK_OPTIONS)
 def run_task(self: Any, job: Any = None, *args: Any, **kwargs: Any) -> dict[str, Any]:
     """The Celery entry point of run jobs: validate, withdraw-check, execute, push the one reply
     (the same reply list, dedupe and withdrawal as evaluate jobs). Returns a small summary for

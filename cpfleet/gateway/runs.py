@@ -180,8 +180,7 @@ class RunCoalescer:
         try:
             answer = await self._until_run(spec, stdin)
         except BaseException as exc:
-            fut.set_exception(exc)
-            fut.exception()  # retrieved: sharers get it through their own await
+            _fail(fut, exc)  # sharers get it through their own await
             raise
         fut.set_result(answer)
         return answer
@@ -390,33 +389,38 @@ class RunCoalescer:
         if exc is not None:
             if not isinstance(exc, Refused | ConnectionError | ValueError):
                 exc = Refused(f"the run job failed: {type(exc).__name__}: {exc}")
-            for f in group.futures:
-                if not f.done():
-                    f.set_exception(exc)
-                    f.exception()
+            _fail_open(group.futures, exc)
             return
         job = task.result()
         self.queue_wait_ms += QUEUE_WAIT_WEIGHT * (job.queued_ms - self.queue_wait_ms)
         if job.infra_error:
-            refused = FleetFailed(f"the fleet could not run the program: {job.infra_message}")
-            for f in group.futures:
-                if not f.done():
-                    f.set_exception(refused)
-                    f.exception()
+            _fail_open(group.futures, FleetFailed(f"the fleet could not run the program: {job.infra_message}"))
             return
         for i, f in enumerate(group.futures):
             if f.done():
                 continue
             run = job.runs[i] if i < len(job.runs) else None
             if run is not None and run.status == RunStatus.INTERNAL:
-                f.set_exception(FleetFailed(f"the fleet could not run this input: {run.detail or 'sandbox failure'}"))
-                f.exception()
+                _fail(f, FleetFailed(f"the fleet could not run this input: {run.detail or 'sandbox failure'}"))
             elif run is None and job.status == RunStatus.FINISHED:
-                f.set_exception(Refused(f"the run job answered {len(job.runs)} of {len(group.futures)} inputs"))
-                f.exception()
+                _fail(f, Refused(f"the run job answered {len(job.runs)} of {len(group.futures)} inputs"))
             else:
                 clipped = capped and run is not None and (run.stdout_truncated or run.stderr_truncated)
                 f.set_result(RunAnswer(job, run, clipped_by_group=clipped))
+
+
+def _fail(fut: asyncio.Future[RunAnswer], exc: BaseException) -> None:
+    """Fail ``fut`` with ``exc``, marked retrieved: whoever awaits it gets ``exc``, and a future
+    no one awaits any more (its caller gone) is not logged as 'exception never retrieved'."""
+    fut.set_exception(exc)
+    fut.exception()
+
+
+def _fail_open(futures: list[asyncio.Future[RunAnswer]], exc: BaseException) -> None:
+    """``_fail`` each of ``futures`` not yet done with the one ``exc``."""
+    for f in futures:
+        if not f.done():
+            _fail(f, exc)
 
 
 def _size(answer: RunAnswer) -> int:
