@@ -4,7 +4,7 @@ cleanup come back to it and are killed and reaped before it exits; SIGTERM and S
 like Ctrl-C.
 
 What it keeps: by default Redis runs with its append-only file in a data folder
-(``--data-dir``, default ``$CPFLEET_DATA_DIR`` or ``~/.local/share/cpfleet``), so the queue and
+(``--data-dir``, default ``$CPFLEET_DATA_DIR``, ``$XDG_DATA_HOME/cpfleet`` or ``~/.local/share/cpfleet``), so the queue and
 the problem store survive a stop or a crash and the next ``cpfleet up`` on that folder carries
 on; ``--ephemeral`` keeps everything in memory. One ``up`` at a time owns a data folder (a lock
 file), since two Redis servers on one AOF would corrupt it.
@@ -111,7 +111,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--data-dir", metavar="DIR",
         help=f"keep Redis's append-only file (the queue and the problem store) in DIR/redis and the logs in "
-        f"DIR/logs (default: ${DATA_DIR_ENV}, else ~/.local/share/cpfleet)",
+        f"DIR/logs (default: ${DATA_DIR_ENV}, else $XDG_DATA_HOME/cpfleet, else ~/.local/share/cpfleet)",
     )  # fmt: skip
     parser.add_argument(
         "--ephemeral", action="store_true",
