@@ -231,9 +231,11 @@ class FleetClient:
         """Publish jobs in batches; returns their futures in order.
 
         A job is ``(problem_id, completion)`` or a mapping with ``problem_id``, ``completion`` and
-        optional ``job_id``, ``reward_shape``, ``mode``, ``timeout``. ``job_id`` is only a label for the
-        caller (the result carries it back); it need not be unique. Every job is validated before
-        anything is published: an invalid one raises ValueError/TypeError and nothing is sent.
+        optional ``job_id``, ``reward_shape``, ``mode``, ``timeout``, ``language`` (or ``tests``
+        instead of ``problem_id``: inline tests); any other key is refused. ``job_id`` is only a
+        label for the caller (the result carries it back); it need not be unique. Every job is
+        validated before anything is published: an invalid one raises ``JobFormatError`` (a
+        ValueError; ``JobTypeError`` for a wrong type, also a TypeError) and nothing is sent.
         Likewise a job naming a problem the store does not have raises ``UnknownProblemError``
         (its ``problem_ids`` name them all) and nothing is sent: the problem ids this client has
         not seen in the store yet are checked with one pipelined round trip, and ids found (or

@@ -57,15 +57,24 @@ class RunRequest:
     job_id: str | None = None
 
 
+# The keys a job mapping may carry (``FleetClient.submit_many``'s docstring says what each means).
+JOB_KEYS = ("problem_id", "tests", "completion", "job_id", "reward_shape", "mode", "timeout", "language")
+
+
 def check_job_shape(job: object) -> None:
     """Refuse a job that is neither a pair nor a mapping naming its problem, in words that say
     what a job is: unchecked, a bare string would fail to unpack ("not enough values to
-    unpack") and a mapping without ``problem_id`` would be a KeyError."""
+    unpack") and a mapping without ``problem_id`` would be a KeyError. A mapping's key outside
+    ``JOB_KEYS`` is refused too: a misspelt option (``reward`` for ``reward_shape``) would
+    otherwise be judged under the default, and the caller train on rewards it did not ask for."""
     if isinstance(job, Mapping):
         if not job.get("problem_id") and "tests" not in job:
             raise JobFormatError(
                 f"a job mapping needs 'problem_id' or 'tests' (and 'completion'), got keys {sorted(map(str, job))[:10]}"
             )
+        extra = sorted(map(str, set(job) - set(JOB_KEYS)))
+        if extra:
+            raise JobFormatError(f"unknown job key(s) {', '.join(map(repr, extra[:10]))}; accepted: {', '.join(JOB_KEYS)}")
         return
     if isinstance(job, (str, bytes)) or not isinstance(job, Sequence) or len(job) != 2:
         raise JobFormatError(

@@ -103,3 +103,10 @@ def test_a_dataset_language_cpfleet_does_not_judge_is_unknown_language() -> None
     with pytest.raises(UnknownLanguage, match="not judged by cpfleet"):
         languages_for("COBOL")
     assert languages_for("PYTHON3") is not None
+
+
+def test_a_misspelt_job_option_is_refused_not_judged_under_the_default(redis_url: str) -> None:
+    with FleetClient(redis_url=redis_url) as client:
+        with pytest.raises(JobFormatError, match=r"job #0: unknown job key\(s\) 'reward'; accepted: .*reward_shape"):
+            client.submit_many([{"problem_id": "some-problem", "completion": "x", "reward": "fraction"}])
+        assert client.stats.submitted == 0
