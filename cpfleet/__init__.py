@@ -24,6 +24,8 @@ _EXPORTS: dict[str, str] = {
     "FleetStats": "cpfleet.producer.client",
     "ShardedFleetClient": "cpfleet.producer.sharded",
     "RunRequest": "cpfleet.producer.client",
+    # a whole fleet on this machine (Redis, workers, Flower), as ``cpfleet up`` starts it
+    "LocalFleet": "cpfleet.local_fleet",
     # run jobs: execute a program on the fleet, no judging
     "RunJobResult": "cpfleet.core.results",
     "RunOutput": "cpfleet.core.results",
@@ -97,6 +99,7 @@ _EXPORTS: dict[str, str] = {
 __all__ = [
     "__version__",
     "FleetClient",
+    "LocalFleet",
     "FleetStats",
     "RunRequest",
     "RunJobResult",
@@ -220,6 +223,7 @@ if TYPE_CHECKING:
         Timings,
     )
     from cpfleet.core.verdict import Verdict
+    from cpfleet.local_fleet import LocalFleet
     from cpfleet.producer.client import FleetClient, FleetStats, RunRequest
     from cpfleet.producer.inline import problem_from_tests
     from cpfleet.producer.sharded import ShardedFleetClient
