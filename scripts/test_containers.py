@@ -390,16 +390,23 @@ def check_scale_out(stack: Stack, before: Sequence[str]) -> None:
     wait_for(third_ready, 300, "the new replica to be ready")
     assert_full_isolation(stack, new)
     names = {stack.node_name(c) for c in new}
+    by_node = judge_correct_batch(stack, first=10_000, copies=2)
+    check(any(by_node.get(n, 0) > 0 for n in names), f"the new replica {names} took no job: {dict(by_node)}")
+    print(f"    jobs by node: {dict(by_node)}")
+
+
+def judge_correct_batch(stack: Stack, first: int, copies: int) -> Counter[str | None]:
+    """The demo's correct completions, ``copies`` times, each made unique (``first`` + its
+    position: no result-cache hit), judged on the stack; every one must be accepted. Returns how
+    many jobs each node judged."""
     problems = dp.load_shipped()
     batch = [j for j in build_batch(problems, dp.demo_completions(), True) if j.kind == "correct"]
     with FleetClient(stack.redis_url, timeout=600) as client:
         client.register_problems(problems)
         results = client.gather(client.submit_many(
-            [{"problem_id": j.problem_id, "completion": _unique(j.completion, 10_000 + n)} for n, j in enumerate(batch * 2)]))
-    by_node = Counter(r.worker for r in results)
+            [{"problem_id": j.problem_id, "completion": _unique(j.completion, first + n)} for n, j in enumerate(batch * copies)]))
     check(all(str(r.verdict) == "OK" for r in results), "every correct completion accepted")
-    check(any(by_node.get(n, 0) > 0 for n in names), f"the new replica {names} took no job: {dict(by_node)}")
-    print(f"    jobs by node: {dict(by_node)}")
+    return Counter(r.worker for r in results)
 
 
 @step("a second host's workers (worker service only, --no-deps, CPFLEET_REDIS_URL) join the fleet")
@@ -417,14 +424,7 @@ def check_second_host(stack: Stack) -> None:
 
         wait_for(ready, 300, "the second host's replica to be ready")
         name = stack.node_name(new[0])
-        problems = dp.load_shipped()
-        batch = [j for j in build_batch(problems, dp.demo_completions(), True) if j.kind == "correct"]
-        with FleetClient(stack.redis_url, timeout=600) as client:
-            client.register_problems(problems)
-            results = client.gather(client.submit_many(
-                [{"problem_id": j.problem_id, "completion": _unique(j.completion, 20_000 + n)} for n, j in enumerate(batch * 3)]))
-        by_node = Counter(r.worker for r in results)
-        check(all(str(r.verdict) == "OK" for r in results), "every correct completion accepted")
+        by_node = judge_correct_batch(stack, first=20_000, copies=3)
         check(by_node.get(name, 0) > 0, f"the second host's replica {name} took no job: {dict(by_node)}")
         print(f"    jobs by node: {dict(by_node)}")
     finally:
