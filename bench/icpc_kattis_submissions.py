@@ -36,6 +36,10 @@ from cpfleet.pool import default_workers, judge_iter  # noqa: E402
 DEFAULT_DATA = Path(os.environ.get("CPFLEET_SHARED_DATA", REPO.parent / "shared" / "data")) / "icpc-kattis-31.jsonl.gz"
 FENCE_TAG = {"python3": "python", "cpp": "cpp", "c": "c", "java": "java"}
 EXPECTED_REWARD = {"accepted": 1.0, "wrong_answer": 0.0}
+# A package that states no memory limit is judged with the reference judges' default, 2048 MiB
+# (problemtools' limits.memory; DOMjudge's memory_limit, 2 GiB), not cpfleet's 512 MB: the jury's
+# accepted FFT solutions of gcpc2021/decryptingzodiac need ~800 MB and were MEMORY_LIMIT.
+KATTIS_DEFAULT_MEMORY_MB = 2048
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +81,7 @@ def select(
             continue
         if not interactive and rec.get("time_limit_s") is None:
             continue
-        problem = Problem.from_dict(rec)
+        problem = Problem.from_dict({**rec, "memory_limit_mb": rec.get("memory_limit_mb") or KATTIS_DEFAULT_MEMORY_MB})
         for sub in rec.get("submissions") or []:
             if sub["language"] not in languages or sub["expected"] not in EXPECTED_REWARD:
                 continue

@@ -29,11 +29,11 @@ from cpfleet.core.checkers import get_checker
 from cpfleet.core.errors import CheckerSpecError
 from cpfleet.core.problem import Problem
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from icpc_kattis_submissions import KATTIS_DEFAULT_MEMORY_MB  # one home for the Kattis default
+
 DEFAULT_PATH = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "icpc-kattis-31.jsonl.gz"
 COMPARISON_CHECKERS = ("exact_tokens", "float")
-# a package that states no memory limit gets problemtools' default (cpfleet's own default, 512 MB,
-# is below what some jury solutions use: decryptingzodiac's FFT needs ~800 MB)
-KATTIS_DEFAULT_MEMORY_MB = 2048
 EXPECTED_REWARD = {"accepted": 1.0, "wrong_answer": 0.0}
 FENCE = {"cpp": "cpp", "c": "c", "java": "java", "python3": "python"}
 

@@ -48,3 +48,11 @@ def test_jury_python_submissions_get_the_jury_verdict(tmp_path: Path, monkeypatc
         if r.reward != bench.EXPECTED_REWARD[case.expected]
     ]
     assert not wrong
+
+
+@pytest.mark.skipif(not DATA.exists(), reason=f"shared data not found at {DATA} (set CPFLEET_SHARED_DATA)")
+def test_a_package_without_a_memory_limit_gets_the_kattis_default() -> None:
+    # problemtools and DOMjudge judge such a package with 2048 MiB; the jury's accepted FFT
+    # solutions of decryptingzodiac need ~800 MB and were MEMORY_LIMIT under cpfleet's 512 MB
+    problems, _, _ = bench.select(bench.load(DATA), {"cpp"}, include_interactive=False, only={"gcpc2021/decryptingzodiac"})
+    assert problems["gcpc2021/decryptingzodiac"].memory_limit_mb == bench.KATTIS_DEFAULT_MEMORY_MB == 2048
