@@ -36,9 +36,9 @@ from cpfleet.pool import default_workers, judge_iter  # noqa: E402
 DEFAULT_DATA = Path(os.environ.get("CPFLEET_SHARED_DATA", REPO.parent / "shared" / "data")) / "icpc-kattis-31.jsonl.gz"
 FENCE_TAG = {"python3": "python", "cpp": "cpp", "c": "c", "java": "java"}
 EXPECTED_REWARD = {"accepted": 1.0, "wrong_answer": 0.0}
-# A package that states no memory limit is judged with the reference judges' default, 2048 MiB
-# (problemtools' limits.memory; DOMjudge's memory_limit, 2 GiB), not cpfleet's 512 MB: the jury's
-# accepted FFT solutions of gcpc2021/decryptingzodiac need ~800 MB and were MEMORY_LIMIT.
+# A package that states no memory limit is judged with DOMjudge's default memory limit, 2 GiB
+# (problemtools' own config says 1024 MiB), not cpfleet's 512 MB: the jury's accepted FFT
+# solutions of gcpc2021/decryptingzodiac need ~800 MB and were MEMORY_LIMIT under 512.
 KATTIS_DEFAULT_MEMORY_MB = 2048
 
 
