@@ -53,7 +53,7 @@ def fleet_url(redis_url: str | None) -> Iterator[str]:
     if redis_url:
         yield redis_url
         return
-    from cpfleet.local_fleet import LocalFleet
+    from cpfleet.fleet.local import LocalFleet
 
     with tempfile.TemporaryDirectory() as logs, LocalFleet(flower_port=None, metrics_port=None, log_dir=logs) as f:
         yield str(f.redis_url)

@@ -49,8 +49,8 @@ sys.path.insert(0, str(REPO / "bench"))
 import redis  # noqa: E402
 from procs import stop_process_group  # noqa: E402
 
+from cpfleet.fleet.redis_server import RedisServer  # noqa: E402
 from cpfleet.producer.client import FleetClient  # noqa: E402
-from cpfleet.redis_server import RedisServer  # noqa: E402
 
 ONE = {"id": "bench/broker-one", "hidden_tests": [{"input": "7\n", "output": "7\n"}]}
 ECHO = "```python\nprint(input())\n```"

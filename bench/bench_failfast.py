@@ -50,8 +50,8 @@ from procs import children, shared_file, stop_process_group  # noqa: E402
 
 from cpfleet.core.results import JobResult  # noqa: E402
 from cpfleet.core.store import register_problems  # noqa: E402
+from cpfleet.fleet.redis_server import RedisServer  # noqa: E402
 from cpfleet.producer.client import FleetClient  # noqa: E402
-from cpfleet.redis_server import RedisServer  # noqa: E402
 
 
 def demo_records() -> list[dict[str, Any]]:

@@ -31,8 +31,8 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from procs import children, stop_process_group  # noqa: E402
 
+from cpfleet.fleet.redis_server import RedisServer  # noqa: E402
 from cpfleet.producer.client import FleetClient  # noqa: E402
-from cpfleet.redis_server import RedisServer  # noqa: E402
 
 TRIVIAL: dict[str, Any] = {
     "id": "bench/echo10",

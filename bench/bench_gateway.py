@@ -48,8 +48,8 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from procs import children  # noqa: E402
 
+from cpfleet.fleet.redis_server import RedisServer, free_port  # noqa: E402
 from cpfleet.producer.client import FleetClient  # noqa: E402
-from cpfleet.redis_server import RedisServer, free_port  # noqa: E402
 
 
 def shared_data() -> Path:

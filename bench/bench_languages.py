@@ -8,7 +8,7 @@ numbers, are what carries across machines). Not a test: no assertions, only numb
    network) against a bare ``subprocess.run`` of the same binary with no isolation. Goal: the
    isolated run costs at most 1.5 ms more per test.
 2. ``cache``: 64 jobs that are 8 distinct C++ sources (a GRPO group's duplicates), judged by
-   ``cpfleet.pool.judge_iter`` with 2 pool processes and a fresh compile cache: counts the
+   ``cpfleet.jobs.pool.judge_iter`` with 2 pool processes and a fresh compile cache: counts the
    compiles (jobs whose ``timings.compile_ms`` is not 0). Goal: 8.
 3. ``pch``: a ``#include <bits/stdc++.h>`` solution compiled (confined, no cache) with and
    without the precompiled header, alternating; both binaries give the same output. Goal: >= 2.5x.
@@ -72,7 +72,7 @@ def overhead(tests: int) -> None:
 
 
 def cache(jobs: int, distinct: int) -> None:
-    from cpfleet.pool import judge_iter
+    from cpfleet.jobs.pool import judge_iter
 
     root = tempfile.mkdtemp(prefix="cpfleet-bench-cache-")
     os.environ["CPFLEET_COMPILE_CACHE_DIR"] = root  # the pool processes' default cache

@@ -29,8 +29,8 @@ sys.path.insert(0, str(REPO))
 import redis  # noqa: E402
 
 from cpfleet.core import protocol  # noqa: E402
+from cpfleet.fleet.redis_server import RedisServer  # noqa: E402
 from cpfleet.producer.client import FleetClient  # noqa: E402
-from cpfleet.redis_server import RedisServer  # noqa: E402
 
 
 def echo_problem(sleep_s: float) -> dict[str, object]:

@@ -30,8 +30,8 @@ sys.path.insert(0, str(REPO / "bench"))
 from bench_fleet import Worker, cores  # noqa: E402
 
 from cpfleet.core.results import RunStatus  # noqa: E402
+from cpfleet.fleet.redis_server import RedisServer  # noqa: E402
 from cpfleet.producer.client import FleetClient, RunRequest  # noqa: E402
-from cpfleet.redis_server import RedisServer  # noqa: E402
 
 PROGRAM = "n = int(input())\nprint(n * n)\n"
 

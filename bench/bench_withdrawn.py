@@ -29,8 +29,8 @@ import redis  # noqa: E402
 
 from cpfleet.core import protocol  # noqa: E402
 from cpfleet.core.store import register_problems  # noqa: E402
+from cpfleet.fleet.redis_server import RedisServer  # noqa: E402
 from cpfleet.producer.client import FleetClient  # noqa: E402
-from cpfleet.redis_server import RedisServer  # noqa: E402
 
 ECHO = {"id": "bench/echo", "public_tests": [{"input": "1\n", "output": "1\n"}], "hidden_tests": [{"input": "2\n", "output": "2\n"}]}
 

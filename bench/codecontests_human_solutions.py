@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/codecontests_human_solutions.py [--data PATH] [--workers N] [--runner KIND]
 
-Runs each problem's ``correct_solutions[0]`` through ``cpfleet.pool.judge_iter`` exactly as a
+Runs each problem's ``correct_solutions[0]`` through ``cpfleet.jobs.pool.judge_iter`` exactly as a
 model's completion would go (fenced block, all-or-nothing, full mode, the problem's
 ``code_contests`` checker, the project's default limits) and writes
 docs/codecontests-human-solutions.json and .md. Reasons for failures are written by a person
@@ -30,8 +30,8 @@ sys.path.insert(0, str(REPO))
 
 from cpfleet.core.problem import Problem  # noqa: E402
 from cpfleet.core.results import JobResult  # noqa: E402
-from cpfleet.judge import read_problems  # noqa: E402
-from cpfleet.pool import default_workers, judge_iter  # noqa: E402
+from cpfleet.jobs.judge import read_problems  # noqa: E402
+from cpfleet.jobs.pool import default_workers, judge_iter  # noqa: E402
 
 # $CPFLEET_SHARED_DATA, else the first shared/data beside the repository or a parent (as the tests)
 DEFAULT_DATA = next(
@@ -111,7 +111,7 @@ def build_record(
         )
     return {
         "data": "shared/data/codecontests-300.jsonl",
-        "path": "cpfleet.pool.judge_iter, all_or_nothing, mode full, checker code_contests, default limits",
+        "path": "cpfleet.jobs.pool.judge_iter, all_or_nothing, mode full, checker code_contests, default limits",
         "runner": runner,
         "generated": time.strftime("%Y-%m-%d"),
         "total": len(results),
@@ -131,7 +131,7 @@ def render_markdown(record: dict[str, Any]) -> str:
         f"({record['path']}; runner `{record['runner']}`; generated {record['generated']}).",
         "",
         "Each problem's `correct_solutions[0]` (a real human Python 3 solution from code_contests) is",
-        "sent as a model completion would be: one fenced block, judged by `cpfleet.pool.judge_iter`",
+        "sent as a model completion would be: one fenced block, judged by `cpfleet.jobs.pool.judge_iter`",
         "with the problem's `code_contests` checker (the official OutputsMatch), all-or-nothing on the",
         "hidden tests, the project's default limits (2 s CPU, 512 MB) because this copy has none.",
         "Reward 1.0 needs every hidden test to pass and no test to hit a time, memory or output",

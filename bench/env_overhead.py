@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cpfleet.core.problem import Problem
-from cpfleet.pool import default_workers, judge_iter
+from cpfleet.jobs.pool import default_workers, judge_iter
 from cpfleet.sandbox.env import evaluate
 from cpfleet.sandbox.runner import Limits, make_runner
 

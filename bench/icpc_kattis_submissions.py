@@ -5,7 +5,7 @@
         [--include-interactive] [--problem ID ...]
 
 Every submission becomes a completion (one fenced block) and goes through
-``cpfleet.pool.evaluate_many`` exactly as a model's would: the problem's own checker
+``cpfleet.jobs.pool.evaluate_many`` exactly as a model's would: the problem's own checker
 (exact_tokens, float with Kattis flags, the jury's output validator, or the interactor),
 all-or-nothing over all its tests. Expectation (the data README): ``accepted`` gets 1.0,
 ``wrong_answer`` 0.0. Only problems whose package states a time limit are counted for the
@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from cpfleet.core.problem import Problem  # noqa: E402
-from cpfleet.pool import default_workers, judge_iter  # noqa: E402
+from cpfleet.jobs.pool import default_workers, judge_iter  # noqa: E402
 
 DEFAULT_DATA = Path(os.environ.get("CPFLEET_SHARED_DATA", REPO.parent / "shared" / "data")) / "icpc-kattis-31.jsonl.gz"
 FENCE_TAG = {"python3": "python", "cpp": "cpp", "c": "c", "java": "java"}

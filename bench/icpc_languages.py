@@ -106,7 +106,7 @@ def main() -> int:
     if not path.exists():
         print(f"shared data not found at {path} (set CPFLEET_SHARED_DATA)", file=sys.stderr)
         return 2
-    from cpfleet.pool import judge_iter
+    from cpfleet.jobs.pool import judge_iter
 
     problems, jobs = selection(load(path), tuple(args.languages.split(",")), args.sample, args.time_scale)
     print(f"{len(jobs)} submissions on {len(problems)} problems ({args.languages}), workers={args.workers}")

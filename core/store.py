@@ -96,7 +96,7 @@ def require_problem_iterable(problems: object) -> None:
         raise ProblemFormatError(
             f"register_problems wants problems (Problem objects or problem dicts), got a path-like "
             f"{type(problems).__name__} {str(problems)[:80]!r}: load a file first with "
-            f"cpfleet.loading.load_problems(path).problems, or run `cpfleet load PATH`"
+            f"cpfleet.datasets.loading.load_problems(path).problems, or run `cpfleet load PATH`"
         )
     if isinstance(problems, (Mapping, Problem)):
         raise ProblemFormatError(
@@ -122,7 +122,7 @@ def register_problems(
     its ``ProblemFormatError`` (``NoHiddenTestsError``, ``CheckerSpecError``, ...), naming its
     position, and nothing of the call is stored. A public-mode job on a stored problem without
     public tests is refused by the worker, with the reason. Within one call, a later problem with an already-seen id replaces the earlier
-    one (callers that must reject duplicates do so when loading, see ``cpfleet.loading``).
+    one (callers that must reject duplicates do so when loading, see ``cpfleet.datasets.loading``).
     """
     _require_bytes_client(client)
     if batch_problems < 1 or batch_bytes < 1:

@@ -25,7 +25,7 @@ _EXPORTS: dict[str, str] = {
     "ShardedFleetClient": "cpfleet.producer.sharded",
     "RunRequest": "cpfleet.producer.client",
     # a whole fleet on this machine (Redis, workers, Flower), as ``cpfleet up`` starts it
-    "LocalFleet": "cpfleet.local_fleet",
+    "LocalFleet": "cpfleet.fleet.local",
     # run jobs: execute a program on the fleet, no judging
     "RunJobResult": "cpfleet.core.results",
     "RunOutput": "cpfleet.core.results",
@@ -223,7 +223,7 @@ if TYPE_CHECKING:
         Timings,
     )
     from cpfleet.core.verdict import Verdict
-    from cpfleet.local_fleet import LocalFleet
+    from cpfleet.fleet.local import LocalFleet
     from cpfleet.producer.client import FleetClient, FleetStats, RunRequest
     from cpfleet.producer.inline import problem_from_tests
     from cpfleet.producer.sharded import ShardedFleetClient

@@ -12,16 +12,16 @@ from cpfleet.core import defaults
 
 # name -> (module, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "judge": ("cpfleet.judge", "evaluate jobs locally, without any queue"),
-    "prepare": ("cpfleet.prepare", "convert a dataset (code_contests, TACO/APPS, LiveCodeBench, PrimeIntellect, DeepCoder, open-r1 codeforces, a Kattis package) to problem JSONL"),
-    "load": ("cpfleet.store_cli", "upload problems to the Redis problem store"),
-    "validate": ("cpfleet.validate", "run reference solutions to find broken or weak problems"),
+    "judge": ("cpfleet.jobs.judge", "evaluate jobs locally, without any queue"),
+    "prepare": ("cpfleet.datasets.prepare", "convert a dataset (code_contests, TACO/APPS, LiveCodeBench, PrimeIntellect, DeepCoder, open-r1 codeforces, a Kattis package) to problem JSONL"),
+    "load": ("cpfleet.datasets.load", "upload problems to the Redis problem store"),
+    "validate": ("cpfleet.datasets.validate", "run reference solutions to find broken or weak problems"),
     "worker": ("cpfleet.workers.cli", "start a Celery worker (prefork, concurrency = CPUs)"),
-    "submit": ("cpfleet.submit_cli", "submit jobs through the fleet, JSONL in and out"),
-    "run": ("cpfleet.run_cli", "run a program on inputs in the fleet's sandbox (no judging), or --local"),
-    "up": ("cpfleet.up", "start redis + worker + flower locally"),
-    "demo": ("cpfleet.demo", "run a demo batch on an embedded Redis"),
-    "serve": ("cpfleet.serve", "HTTP gateway: OpenRLHF and slime rewards, SandboxFusion (verl), code-judge, Piston, E2B router, batch judge"),
+    "submit": ("cpfleet.jobs.submit", "submit jobs through the fleet, JSONL in and out"),
+    "run": ("cpfleet.jobs.run", "run a program on inputs in the fleet's sandbox (no judging), or --local"),
+    "up": ("cpfleet.fleet.up", "start redis + worker + flower locally"),
+    "demo": ("cpfleet.demo.command", "run a demo batch on an embedded Redis"),
+    "serve": ("cpfleet.gateway.serve", "HTTP gateway: OpenRLHF and slime rewards, SandboxFusion (verl), code-judge, Piston, E2B router, batch judge"),
 }
 
 

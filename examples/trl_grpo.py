@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     from trl import GRPOConfig, GRPOTrainer
 
     from cpfleet import AsyncTRLReward, FleetClient, TRLReward
-    from cpfleet.demo_problems import SPECS, load_shipped, problem_id
+    from cpfleet.demo.problems import SPECS, load_shipped, problem_id
 
     specs = [s for s in SPECS if s.name in DEMO_PROBLEMS]
     tokenizer = build_tokenizer(specs)

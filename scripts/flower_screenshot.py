@@ -23,11 +23,11 @@ import time
 import urllib.parse
 from typing import Any
 
-from cpfleet import demo_problems as dp
 from cpfleet.core import protocol
-from cpfleet.demo import build_batch, run_batch
-from cpfleet.local_fleet import LocalFleet
-from cpfleet.processes import http_get
+from cpfleet.demo import problems as dp
+from cpfleet.demo.command import build_batch, run_batch
+from cpfleet.fleet.local import LocalFleet
+from cpfleet.fleet.processes import http_get
 
 CHROMIUM_FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

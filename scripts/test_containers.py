@@ -41,10 +41,10 @@ from typing import Any
 import redis
 import yaml
 
-from cpfleet import demo_problems as dp
 from cpfleet.core.results import JobResult
 from cpfleet.core.store import stored_ids
-from cpfleet.demo import DemoJob, build_batch
+from cpfleet.demo import problems as dp
+from cpfleet.demo.command import DemoJob, build_batch
 from cpfleet.producer.client import FleetClient
 
 REPO = Path(__file__).resolve().parents[1]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cpfleet.redis_server import RedisServer
+from cpfleet.fleet.redis_server import RedisServer
 from cpfleet.sandbox.forkserver import ForkServerRunner
 from cpfleet.sandbox.runner import CodeRunner
 from cpfleet.sandbox.runners import RUNNER_KINDS, make_runner

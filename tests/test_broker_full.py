@@ -17,8 +17,8 @@ from fleet_helpers import FleetWorker, store_problems, wait_until
 from cpfleet.core import protocol
 from cpfleet.core.results import JobResult
 from cpfleet.core.verdict import Verdict
+from cpfleet.fleet.redis_server import RedisServer
 from cpfleet.producer.client import BrokerFull, BrokerUnavailable, FleetClient
-from cpfleet.redis_server import RedisServer
 from cpfleet.workers.replies import push_reply
 
 ECHO_OK = "```python\nprint(input())\n```"

@@ -11,8 +11,8 @@ import pytest
 import redis
 from fleet_helpers import FleetWorker, taken_unacked, wait_until
 
+from cpfleet.fleet.redis_server import RedisServer
 from cpfleet.producer.client import FleetClient
-from cpfleet.redis_server import RedisServer
 from cpfleet.workers.config import Settings
 
 ONE = {"id": "lean/echo", "hidden_tests": [{"input": "3\n", "output": "3\n"}]}

@@ -152,8 +152,8 @@ def test_an_interactor_folder_with_only_a_run_script_is_run_as_it_is(runner: Cod
 
 
 def test_prepare_converts_a_package_with_build_and_run_scripts(tmp_path: Path) -> None:
-    from cpfleet.prepare import PrepareOptions
-    from cpfleet.prepare_kattis import convert_package
+    from cpfleet.datasets.formats.kattis import convert_package
+    from cpfleet.datasets.prepare import PrepareOptions
 
     pkg = tmp_path / "contest" / "sum"
     (pkg / "data" / "sample").mkdir(parents=True)

@@ -10,8 +10,8 @@ import pytest
 from fleet_helpers import store_problems, wait_until
 
 from cpfleet.core.errors import BrokerUnavailable
+from cpfleet.fleet.redis_server import RedisServer
 from cpfleet.producer.client import FleetClient
-from cpfleet.redis_server import RedisServer
 
 JOB = {"problem_id": "t/none", "completion": "print(1)"}
 
@@ -58,7 +58,7 @@ def test_serve_answers_503_with_retry_after_when_redis_is_gone() -> None:
 
     from test_serve import start_server
 
-    from cpfleet.serve import ServeConfig
+    from cpfleet.gateway.serve import ServeConfig
 
     with RedisServer() as server:
         srv, thread, port = start_server(ServeConfig(redis_url=server.url, timeout_s=60))

@@ -17,7 +17,7 @@ from types import ModuleType
 import pytest
 
 from cpfleet.core.verdict import Verdict
-from cpfleet.judge import read_problems
+from cpfleet.jobs.judge import read_problems
 
 REPO = Path(__file__).resolve().parents[1]
 RECORD = REPO / "docs" / "codecontests-human-solutions.json"

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from cpfleet import demo_problems as dp
-from cpfleet.pool import judge_iter
+from cpfleet.demo import problems as dp
+from cpfleet.jobs.pool import judge_iter
 
 
 def test_the_shipped_file_is_exactly_what_the_generator_writes() -> None:
     regenerated = dp.gzip_bytes(dp.to_jsonl(dp.build_problems()))
-    assert dp.shipped_bytes() == regenerated, "run: python -m cpfleet.demo_problems --write"
+    assert dp.shipped_bytes() == regenerated, "run: python -m cpfleet.demo.problems --write"
 
 
 def test_generation_is_deterministic_and_the_seed_matters() -> None:

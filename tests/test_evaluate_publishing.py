@@ -19,9 +19,9 @@ from fleet_helpers import FleetWorker, store_problems, wait_until
 
 from cpfleet.core.errors import BrokerFull, BrokerUnavailable, ClientClosed
 from cpfleet.core.verdict import Verdict
+from cpfleet.fleet.redis_server import RedisServer
 from cpfleet.producer.aiopush import AsyncPusher, lpush_command
 from cpfleet.producer.client import FleetClient
-from cpfleet.redis_server import RedisServer
 
 ECHO = {"id": "t/echo", "public_tests": [{"input": "1\n", "output": "1\n"}], "hidden_tests": [{"input": "5\n", "output": "5\n"}]}
 

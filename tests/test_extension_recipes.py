@@ -124,7 +124,7 @@ DIVISORS_BACKWARDS = "```python\nn = int(input())\nfor d in range(n, 0, -1):\n  
 
 
 def test_a_comparison_checker_kind_is_one_registration(runner: CodeRunner, tmp_path: Path) -> None:
-    from cpfleet.prepare import PrepareOptions, PrepareSummary, admit
+    from cpfleet.datasets.prepare import PrepareOptions, PrepareSummary, admit
 
     checkers.register_checker("toy_sorted_lines", _sorted_lines)
     try:
@@ -192,7 +192,8 @@ def _toy_convert(row: Mapping[str, Any], index: int, opts: Any, counts: Counter[
 
 
 def test_a_dataset_format_is_one_registration(tmp_path: Path) -> None:
-    from cpfleet import dataset_formats, prepare
+    from cpfleet.datasets import formats as dataset_formats
+    from cpfleet.datasets import prepare
 
     dataset_formats.register_format(dataset_formats.DatasetFormat(
         "toy_rows", "a toy format (toy_name, toy_statement, toy_cases)", convert=_toy_convert,
@@ -215,8 +216,21 @@ def test_a_dataset_format_is_one_registration(tmp_path: Path) -> None:
         dataset_formats.unregister_format("toy_rows")
 
 
+def test_each_builtin_dataset_format_is_its_own_module() -> None:
+    """A format is one file in cpfleet/datasets/formats/ (APPS shares TACO's schema and file)."""
+    from cpfleet.datasets import formats as dataset_formats
+
+    home = {name: name for name in dataset_formats.names()} | {"apps": "taco"}
+    for name, fmt in dataset_formats.formats().items():
+        converter = fmt.convert or fmt.convert_item
+        assert converter is not None
+        assert converter.__module__ == f"cpfleet.datasets.formats.{home[name]}", name
+    modules = {p.stem for p in (Path(dataset_formats.__file__).parent).glob("*.py")} - {"__init__", "common"}
+    assert modules == set(dataset_formats.BUILTIN_MODULES) == set(home.values())
+
+
 def test_prepare_help_names_every_registered_format() -> None:
-    from cpfleet import dataset_formats
+    from cpfleet.datasets import formats as dataset_formats
 
     out = subprocess.run([sys.executable, "-m", "cpfleet", "prepare", "--help"], capture_output=True, text=True,
                          timeout=120, check=True).stdout

@@ -28,8 +28,8 @@ from cpfleet.core.problem import Problem
 from cpfleet.core.results import JobResult
 from cpfleet.core.store import register_problems, remove_problems
 from cpfleet.core.verdict import Verdict
+from cpfleet.fleet.redis_server import RedisServer
 from cpfleet.producer.client import FleetClient
-from cpfleet.redis_server import RedisServer
 from cpfleet.sandbox.env import evaluate
 from cpfleet.sandbox.runner import CodeRunner
 from cpfleet.workers.failorder import failed_test, order_from_counts, parse_counts

@@ -181,7 +181,7 @@ def test_the_next_client_sweeps_a_crashed_trainers_jobs_out_of_the_queue_and_kee
 def test_a_cancel_made_while_redis_is_down_reaches_the_workers_once_it_is_back() -> None:
     """cancel() never waits on Redis (asyncio calls it on its event loop); the withdrawal is
     sent by the reader, and retried until Redis takes it."""
-    from cpfleet.redis_server import RedisServer
+    from cpfleet.fleet.redis_server import RedisServer
 
     with RedisServer() as server:
         register_problems(redis.Redis.from_url(server.url), [ECHO])

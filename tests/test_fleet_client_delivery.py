@@ -20,9 +20,9 @@ from net_helpers import CuttingProxy
 from cpfleet.core import protocol
 from cpfleet.core.results import JobResult
 from cpfleet.core.verdict import Verdict
+from cpfleet.fleet.redis_server import RedisServer
 from cpfleet.producer.client import ClientClosed, FleetClient
 from cpfleet.producer.publisher import Publisher, PublisherClosed
-from cpfleet.redis_server import RedisServer
 
 ECHO = {"id": "t/echo", "public_tests": [{"input": "1\n", "output": "1\n"}], "hidden_tests": [{"input": "5\n", "output": "5\n"}]}
 DOUBLE = {"id": "t/double", "public_tests": [{"input": "1\n", "output": "2\n"}], "hidden_tests": [{"input": "5\n", "output": "10\n"}]}

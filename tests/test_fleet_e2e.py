@@ -1,5 +1,5 @@
 """Real CodeContests jobs through a real fleet (redis-server + prefork worker) give exactly the
-rewards of ``cpfleet judge`` (``cpfleet.pool.judge_iter``) on the same jobs."""
+rewards of ``cpfleet judge`` (``cpfleet.jobs.pool.judge_iter``) on the same jobs."""
 
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ def records(codecontests_records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def test_fleet_rewards_equal_judge_on_220_real_jobs(redis_url: str, start_worker, records) -> None:  # noqa: F811
-    from cpfleet.pool import judge_iter
+    from cpfleet.jobs.pool import judge_iter
 
     jobs = _jobs(records)
     assert len(jobs) >= 200
@@ -116,7 +116,7 @@ def test_submit_cli_prints_the_judge_fields_in_input_order(
 
 
 def test_submit_cli_reports_an_unreachable_broker_clearly(tmp_path: Path) -> None:
-    from cpfleet.redis_server import free_port
+    from cpfleet.fleet.redis_server import free_port
 
     jobs_file = tmp_path / "jobs.jsonl"
     jobs_file.write_text(json.dumps({"problem_id": "p", "completion": "x"}) + "\n")

@@ -12,8 +12,8 @@ import pytest
 from fleet_helpers import start_worker, taken_unacked, wait_until  # noqa: F401  (fixture)
 
 from cpfleet.core.verdict import Verdict
+from cpfleet.fleet.redis_server import RedisServer
 from cpfleet.producer.client import FleetClient
-from cpfleet.redis_server import RedisServer
 
 # Each test burns ~0.1 s of CPU, so a job (4 tests) takes ~0.5 s: long enough to be caught mid-run.
 SLOW = {

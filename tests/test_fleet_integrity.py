@@ -14,8 +14,8 @@ from fleet_helpers import FleetWorker
 
 from cpfleet.core.results import JobResult
 from cpfleet.core.verdict import Verdict
+from cpfleet.fleet.redis_server import RedisServer
 from cpfleet.producer.client import FleetClient
-from cpfleet.redis_server import RedisServer
 from cpfleet.workers.config import JOB_OVERHEAD_S, Settings, job_time_budget
 from cpfleet.workers.result_cache import ResultCache
 

@@ -23,9 +23,9 @@ from kombu import Connection, Producer
 from cpfleet.core import protocol
 from cpfleet.core.errors import UnknownProblemError
 from cpfleet.core.verdict import Verdict
+from cpfleet.fleet.redis_server import RedisServer, free_port
 from cpfleet.producer.client import BrokerUnavailable, FleetBusy, FleetClient
 from cpfleet.producer.publisher import task_message
-from cpfleet.redis_server import RedisServer, free_port
 
 ADD = {
     "id": "test/add",
@@ -285,7 +285,7 @@ def test_each_job_leaves_one_structured_log_line_with_its_id(fleet: FleetClient,
 
 def test_importing_the_producer_loads_no_runner_and_no_worker_code() -> None:
     code = (
-        "import sys, cpfleet.producer.client, cpfleet.submit_cli\n"
+        "import sys, cpfleet.producer.client, cpfleet.jobs.submit\n"
         "bad = [m for m in sys.modules if m.startswith(('workers', 'cpfleet.sandbox.forkserver', 'cpfleet.sandbox.zygote',"
         " 'cpfleet.sandbox.jobinit', 'cpfleet.sandbox.jobs', 'cpfleet.sandbox.pairs', 'cpfleet.sandbox.police',"
         " 'cpfleet.sandbox.runners', 'cpfleet.sandbox.env', 'cpfleet.sandbox.isolation', 'celery.worker'))]\n"

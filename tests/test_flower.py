@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from cpfleet import demo_problems as dp
 from cpfleet.core import protocol
-from cpfleet.demo import build_batch, run_batch
-from cpfleet.local_fleet import LocalFleet
-from cpfleet.processes import http_get
+from cpfleet.demo import problems as dp
+from cpfleet.demo.command import build_batch, run_batch
+from cpfleet.fleet.local import LocalFleet
+from cpfleet.fleet.processes import http_get
 
 AUTH = ("cpfleet", "s3cret-test")
 

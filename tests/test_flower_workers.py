@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from fleet_helpers import FleetWorker
 
-from cpfleet.flower_launch import REFRESH_ENV, refresh_interval_s
-from cpfleet.local_fleet import LocalFleet
-from cpfleet.processes import http_get
+from cpfleet.fleet.flower_launch import REFRESH_ENV, refresh_interval_s
+from cpfleet.fleet.local import LocalFleet
+from cpfleet.fleet.processes import http_get
 
 
 def _listed(fleet: LocalFleet) -> set[str]:

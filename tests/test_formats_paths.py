@@ -14,7 +14,7 @@ from fleet_helpers import REPO, start_worker  # noqa: F401  (fixture)
 from test_checker_programs import GUESS_INTERACTOR, SUM_VALIDATOR, kattis
 
 from cpfleet.core.problem import Problem
-from cpfleet.pool import judge_iter
+from cpfleet.jobs.pool import judge_iter
 from cpfleet.producer.client import FleetClient
 
 GUESS = kattis(GUESS_INTERACTOR)

@@ -24,11 +24,11 @@ import pytest
 from fleet_helpers import FleetWorker
 from gateway_helpers import codejudge_batch, codejudge_submission, http, start_server, verl_call, verl_payload
 
+from cpfleet.fleet.redis_server import RedisServer, free_port
 from cpfleet.gateway import ServeConfig
 from cpfleet.gateway.app import Gateway
 from cpfleet.gateway.registry import protocols
 from cpfleet.producer.client import FleetClient
-from cpfleet.redis_server import RedisServer, free_port
 
 REPO = Path(__file__).resolve().parents[1]
 ADD = {
@@ -101,7 +101,7 @@ SERVE_AND_LIST_MODULES = """
 import json, sys, threading, time, urllib.request
 import uvicorn
 from cpfleet.gateway import ServeConfig, create_app
-from cpfleet.redis_server import free_port
+from cpfleet.fleet.redis_server import free_port
 port = free_port()
 server = uvicorn.Server(uvicorn.Config(create_app(ServeConfig(redis_url=sys.argv[1])), host="127.0.0.1", port=port,
                                       log_level="warning"))

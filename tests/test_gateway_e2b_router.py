@@ -13,10 +13,10 @@ from fleet_helpers import FleetWorker
 from gateway_helpers import http, serving
 
 from cpfleet.core.errors import NotAScoringScript
+from cpfleet.fleet.redis_server import RedisServer
 from cpfleet.gateway import ServeConfig
 from cpfleet.gateway.e2b import parse_script
 from cpfleet.gateway.registry import protocols
-from cpfleet.redis_server import RedisServer
 
 # The shape of open-r1's code_reward script (written here, not copied): indented as it sits in
 # their source, a scorer that runs `python3 -c code` per test and returns the share passed,

@@ -15,9 +15,9 @@ import pytest
 import redis
 from gateway_helpers import start_server
 
+from cpfleet.fleet.redis_server import RedisServer
 from cpfleet.gateway import ServeConfig
 from cpfleet.producer.client import FleetClient
-from cpfleet.redis_server import RedisServer
 
 GOOD = "```python\na, b = map(int, input().split())\nprint(a + b)\n```"
 

@@ -15,9 +15,9 @@ import pytest
 from fleet_helpers import FleetWorker
 from gateway_helpers import serving
 
+from cpfleet.fleet.redis_server import RedisServer
 from cpfleet.gateway import ServeConfig
 from cpfleet.producer.client import FleetClient
-from cpfleet.redis_server import RedisServer
 
 ADD = {
     "id": "s/add",

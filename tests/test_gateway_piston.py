@@ -17,9 +17,9 @@ import pytest
 from fleet_helpers import FleetWorker
 from gateway_helpers import FLOAT_CHECKER, http, serving
 
+from cpfleet.fleet.redis_server import RedisServer
 from cpfleet.gateway import ServeConfig
 from cpfleet.gateway.registry import protocols
-from cpfleet.redis_server import RedisServer
 
 CPP_ADD = "#include <cstdio>\nint main(){long long a,b;scanf(\"%lld %lld\",&a,&b);printf(\"%lld\\n\",a+b);}\n"
 CPP_WRONG = "#include <cstdio>\nint main(){long long a,b;scanf(\"%lld %lld\",&a,&b);printf(\"%lld\\n\",a-b);}\n"

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from cpfleet.pool import judge_iter
+from cpfleet.jobs.pool import judge_iter
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))

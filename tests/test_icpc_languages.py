@@ -45,7 +45,7 @@ def test_accepted_submissions_earn_1_and_wrong_answers_0() -> None:
     chosen = sorted(problems, key=lambda p: (len(problems[p].hidden_tests), p))[:4]  # the quickest to judge
     jobs = [j for j in jobs if j["problem_id"] in chosen]
     assert jobs and {j["language"] for j in jobs} >= {"cpp"}
-    from cpfleet.pool import judge_iter
+    from cpfleet.jobs.pool import judge_iter
 
     results = list(judge_iter({p: problems[p] for p in chosen}, jobs, workers=2))
     wrong = [(j["job_id"], j["expected"], r.reward, str(r.verdict), r.infra_message or r.stopped)

@@ -20,11 +20,11 @@ from gateway_helpers import FLOAT_CHECKER
 from cpfleet.core.errors import InlineProblemError
 from cpfleet.core.store import fetch_problem, stored_ids
 from cpfleet.core.verdict import Verdict
+from cpfleet.fleet.redis_server import RedisServer
 from cpfleet.producer import inline_registry
 from cpfleet.producer.client import FleetClient
 from cpfleet.producer.inline import content_id, problem_from_tests
 from cpfleet.producer.inline_registry import InlineRegistry, problem_record, record_key
-from cpfleet.redis_server import RedisServer
 
 THIRD = "```python\nn = int(input())\nprint(1 / n)\n```"
 SPIN = "```python\nwhile True:\n    pass\n```"

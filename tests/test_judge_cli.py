@@ -16,8 +16,8 @@ from cpfleet.core.errors import DuplicateProblemError
 from cpfleet.core.problem import Problem
 from cpfleet.core.results import JobResult
 from cpfleet.core.verdict import Verdict
-from cpfleet.judge import InputError, read_jobs, read_problems
-from cpfleet.pool import judge_iter
+from cpfleet.jobs.judge import InputError, read_jobs, read_problems
+from cpfleet.jobs.pool import judge_iter
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -304,16 +304,16 @@ def test_a_killed_pool_process_costs_no_job(monkeypatch: pytest.MonkeyPatch) -> 
     import os
     import signal
 
-    import cpfleet.pool
+    import cpfleet.jobs.pool
 
     reruns: list[str] = []
-    isolated = cpfleet.pool._isolated
+    isolated = cpfleet.jobs.pool._isolated
 
     def counting(new_pool: Any, submit: Any, index: int, job: Any) -> JobResult:
         reruns.append(job["job_id"])
         return isolated(new_pool, submit, index, job)
 
-    monkeypatch.setattr(cpfleet.pool, "_isolated", counting)
+    monkeypatch.setattr(cpfleet.jobs.pool, "_isolated", counting)
 
     slow = py("x = 0\nfor i in range(4_000_000):\n    x += i\na, b = map(int, input().split())\nprint(a + b)")
     problems = {"add": Problem.from_dict({**ADD, "time_limit_s": 20})}

@@ -200,7 +200,7 @@ def test_deep_recursion_works_in_cpp_and_java(runner: CodeRunner) -> None:
 def test_job_language_reaches_pool_processes(tmp_path: object) -> None:
     """cpfleet judge with several workers: each job's own language is honoured."""
     _needs("pypy3")
-    from cpfleet.pool import judge_iter
+    from cpfleet.jobs.pool import judge_iter
 
     jobs = [{"problem_id": "sum", "job_id": str(i), "completion": "```python\nprint(sum(map(int, input().split())))\n```",
              "language": "pypy3" if i % 2 else "python3"} for i in range(4)]

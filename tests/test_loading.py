@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from cpfleet.loading import (
+from cpfleet.datasets.loading import (
     DuplicateProblemError,
     ProblemFileError,
     ProblemFileNotFoundError,
@@ -45,7 +45,7 @@ def test_malformed_lines_are_skipped_with_bounded_warnings(tmp_path: Path, caplo
         if i % 20 == 0:  # ten bad lines of different kinds
             lines.append(["{not json", '"a string"', '{"id": "bad", "public_tests": "x"}', "[1, 2]"][i // 20 % 4])
     path = write_jsonl(tmp_path / "p.jsonl", lines)
-    with caplog.at_level(logging.WARNING, logger="cpfleet.loading"):
+    with caplog.at_level(logging.WARNING, logger="cpfleet.datasets.loading"):
         result = load_problems(path, max_warnings=3)
     assert len(result) == 200
     assert result.stats.malformed == 10

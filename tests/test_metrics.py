@@ -16,9 +16,9 @@ from cpfleet.core.results import JobResult, Timings
 from cpfleet.core.results import TestReport as Report
 from cpfleet.core.results import TestSetSummary as SetSummary
 from cpfleet.core.verdict import Verdict
-from cpfleet.local_fleet import LocalFleet
-from cpfleet.processes import http_get
-from cpfleet.redis_server import free_port
+from cpfleet.fleet.local import LocalFleet
+from cpfleet.fleet.processes import http_get
+from cpfleet.fleet.redis_server import free_port
 from cpfleet.workers import metrics
 
 REPO = Path(__file__).resolve().parents[1]
@@ -215,8 +215,8 @@ def test_queue_depth_collector_reports_a_missing_broker_instead_of_failing() -> 
 
 
 def test_a_real_worker_exposes_job_counts_and_isolation_on_its_endpoint(tmp_path: Path) -> None:
-    from cpfleet import demo_problems as dp
-    from cpfleet.demo import build_batch, run_batch
+    from cpfleet.demo import problems as dp
+    from cpfleet.demo.command import build_batch, run_batch
 
     problems = dp.load_shipped()[:2]
     batch = [j for j in build_batch(problems, dp.demo_completions(), True) if j.kind != "slow"]

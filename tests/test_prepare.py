@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from cpfleet.loading import load_problems
-from cpfleet.prepare import (
+from cpfleet.datasets.loading import load_problems
+from cpfleet.datasets.prepare import (
     PrepareError,
     PrepareOptions,
     detect_format,

@@ -23,7 +23,7 @@ import pytest
 
 from cpfleet.core.errors import DatasetUnavailableError, PrepareError
 from cpfleet.core.records import record_errors, registered_checker_types
-from cpfleet.prepare import PrepareOptions, PrepareSummary, detect_format, open_dataset, prepare
+from cpfleet.datasets.prepare import PrepareOptions, PrepareSummary, detect_format, open_dataset, prepare
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -24,7 +24,7 @@ from cpfleet.core.checkers import get_checker
 from cpfleet.core.errors import CheckerSpecError
 from cpfleet.core.problem import Problem
 from cpfleet.core.records import loader_check, record_errors
-from cpfleet.prepare import PrepareOptions, PrepareSummary, prepare
+from cpfleet.datasets.prepare import PrepareOptions, PrepareSummary, prepare
 
 REPO = Path(__file__).resolve().parents[1]
 ICPC = find_shared_data() / "icpc-kattis-31.jsonl.gz"

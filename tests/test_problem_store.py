@@ -218,7 +218,7 @@ def test_text_mode_client_is_refused(redis_url: str) -> None:
 
 
 def test_cli_load_with_unreachable_redis_is_one_line_exit_3(tmp_path: Path) -> None:
-    from cpfleet.redis_server import free_port
+    from cpfleet.fleet.redis_server import free_port
 
     path = tmp_path / "p.jsonl"
     path.write_text(json.dumps(make("a").to_dict()) + "\n")

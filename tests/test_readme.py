@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from cpfleet.cli import build_parser
-from cpfleet.local_fleet import LocalFleet
+from cpfleet.fleet.local import LocalFleet
 from cpfleet.workers.config import SETTINGS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -104,7 +104,7 @@ RUN_BY = [
     (r"^python3 -m venv \.venv && \.venv/bin/pip install -e '\.\[test\]' && \.venv/bin/cpfleet demo$",
      "test_up_demo.py::test_cpfleet_demo_gets_every_expected_verdict_and_leaves_nothing_running"),
     (r"^scripts/test$", "the suite itself"),
-    (r"^\.venv/bin/(python -m cpfleet\.demo_problems|cpfleet (judge|up|load|submit)) ",
+    (r"^\.venv/bin/(python -m cpfleet\.demo\.problems|cpfleet (judge|up|load|submit)) ",
      "test_readme.py::test_the_tour_runs_and_the_fleet_agrees_with_the_local_judge"),
     (r"^\.venv/bin/cpfleet up$", "test_readme.py::test_the_tour_runs_and_the_fleet_agrees_with_the_local_judge"),
     (r"^python3 -m verl\.trainer\.main_ppo\s+custom_reward_function",

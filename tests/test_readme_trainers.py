@@ -24,7 +24,7 @@ import pytest
 from fleet_helpers import FleetWorker
 
 from cpfleet.core.store import register_problems
-from cpfleet.redis_server import RedisServer, free_port
+from cpfleet.fleet.redis_server import RedisServer, free_port
 
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text()

@@ -143,7 +143,7 @@ def test_the_documented_forms_are_accepted(url: str) -> None:
 
 
 def test_an_unreachable_redis_is_one_line_for_a_command(files: dict[str, Path]) -> None:
-    from cpfleet.redis_server import free_port
+    from cpfleet.fleet.redis_server import free_port
 
     url = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
     for argv in (["load", str(files["problems"]), "--redis", url], ["serve", "--redis", url, "--port", "1"]):
@@ -156,7 +156,7 @@ def test_an_unreachable_redis_is_one_line_for_a_command(files: dict[str, Path]) 
 def test_celery_and_flower_started_on_the_app_refuse_a_bad_url_in_one_line() -> None:
     url = "127.0.0.1:6379"
     for argv in (["-m", "celery", "-A", "cpfleet.workers.app", "worker"],
-                 ["-m", "cpfleet.flower_launch", "-A", "cpfleet.workers.app", "flower"]):
+                 ["-m", "cpfleet.fleet.flower_launch", "-A", "cpfleet.workers.app", "flower"]):
         out = subprocess.run([sys.executable, *argv], cwd=REPO, capture_output=True, text=True, timeout=120,
                              env={**os.environ, "CPFLEET_REDIS_URL": url})
         assert out.returncode != 0 and "Traceback" not in out.stderr, out.stderr

@@ -48,7 +48,7 @@ def test_every_declared_fence_tag_extension_and_dataset_name_reaches_its_languag
 
 
 def test_a_kattis_validator_in_a_language_checkers_cannot_use_is_skipped_with_the_reason(tmp_path: Path) -> None:
-    from cpfleet.prepare_kattis import program_checker
+    from cpfleet.datasets.formats.kattis import program_checker
 
     folder = tmp_path / "output_validators" / "v"
     folder.mkdir(parents=True)

@@ -14,8 +14,8 @@ import pytest
 import redis
 from fleet_helpers import store_problems
 
-from cpfleet import demo_problems as dp
 from cpfleet.core.problem import Problem
+from cpfleet.demo import problems as dp
 from cpfleet.producer.client import FleetClient
 
 REPO = Path(__file__).resolve().parents[1]
@@ -47,7 +47,7 @@ def test_the_syntax_error_completion_of_every_shipped_demo_problem_is_invalid() 
     assert problems
     for spec in dp.SPECS:
         assert not _is_valid_python(dp.syntax_error(spec.reference)), spec
-    from cpfleet.demo import generic_completions
+    from cpfleet.demo.command import generic_completions
 
     for problem in problems:
         text = generic_completions(problem).get("syntax_error")
@@ -58,7 +58,7 @@ def test_the_syntax_error_completion_of_every_shipped_demo_problem_is_invalid() 
 def test_the_syntax_error_completion_of_every_shared_codecontests_problem_is_invalid(
     codecontests_records: list[dict],
 ) -> None:
-    from cpfleet.demo import generic_completions
+    from cpfleet.demo.command import generic_completions
 
     checked = 0
     for record in codecontests_records:
@@ -88,7 +88,7 @@ def test_the_demo_helpers_load_from_a_script_next_to_a_checkout_named_cpfleet(tm
     (tmp_path / "cpfleet" / "README.md").write_text("a checkout of the project\n")
     script = tmp_path / "trainer.py"
     script.write_text(
-        "from cpfleet.demo_problems import demo_completions, load_shipped\n"
+        "from cpfleet.demo.problems import demo_completions, load_shipped\n"
         "problems = load_shipped()\n"
         "samples = demo_completions()\n"
         "print(len(problems), len(samples))\n"

@@ -20,9 +20,9 @@ from gateway_helpers import http, start_server, verl_payload
 
 from cpfleet import RunStatus
 from cpfleet.core import protocol
+from cpfleet.fleet.redis_server import RedisServer
 from cpfleet.gateway import ServeConfig
 from cpfleet.producer.client import FleetClient
-from cpfleet.redis_server import RedisServer
 
 # a job's wall-clock budget of 4 s, so an input that starts late in a job is cut by it
 ENV = {"CPFLEET_SOFT_TIME_LIMIT": "100", "CPFLEET_HARD_TIME_LIMIT": "110", "CPFLEET_VISIBILITY_TIMEOUT": "130",

@@ -137,8 +137,8 @@ def test_a_health_check_asks_the_client_not_its_redis_connection() -> None:
     from fleet_helpers import store_problems
 
     from cpfleet.core.errors import BrokerUnavailable
+    from cpfleet.fleet.redis_server import RedisServer
     from cpfleet.producer.client import FleetClient
-    from cpfleet.redis_server import RedisServer
 
     with RedisServer() as server:
         store_problems(server.url, "t/none")

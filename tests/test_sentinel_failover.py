@@ -22,8 +22,8 @@ from sentinel_helpers import SentinelGroup
 from test_serve import start_server
 
 from cpfleet.core.redis_url import parse_redis_url
+from cpfleet.gateway.serve import ServeConfig
 from cpfleet.producer.client import FleetClient
-from cpfleet.serve import ServeConfig
 
 ECHO = {
     "id": "test/sentinel-echo",

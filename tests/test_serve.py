@@ -19,9 +19,9 @@ from gateway_helpers import start_server
 
 from cpfleet.cli import main as cli_main
 from cpfleet.core.store import remove_problems
+from cpfleet.fleet.redis_server import RedisServer, free_port
 from cpfleet.gateway import ServeConfig
 from cpfleet.producer.client import FleetClient
-from cpfleet.redis_server import RedisServer, free_port
 
 TOKEN = "s3cret-token"
 ADD = {

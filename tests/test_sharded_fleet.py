@@ -12,9 +12,9 @@ import redis
 from fleet_helpers import FleetWorker
 
 from cpfleet.core import protocol
+from cpfleet.fleet.redis_server import RedisServer
 from cpfleet.producer.client import BrokerUnavailable
 from cpfleet.producer.sharded import ShardedFleetClient, shard_of
-from cpfleet.redis_server import RedisServer
 
 PROBLEMS = [
     {"id": f"shard/add-{k}", "hidden_tests": [{"input": f"{i} {k}\n", "output": f"{i + k}\n"} for i in range(3)]}

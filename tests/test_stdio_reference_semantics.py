@@ -24,7 +24,7 @@ import pytest
 
 from cpfleet.core.checkers import get_checker
 from cpfleet.core.problem import Problem
-from cpfleet.prepare import PrepareOptions, prepare
+from cpfleet.datasets.prepare import PrepareOptions, prepare
 from cpfleet.producer.inline import problem_from_tests
 from cpfleet.sandbox.env import evaluate
 from cpfleet.sandbox.runner import CodeRunner

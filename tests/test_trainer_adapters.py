@@ -18,9 +18,9 @@ from fleet_helpers import FleetWorker
 from cpfleet.core import protocol
 from cpfleet.core.errors import InlineProblemError
 from cpfleet.core.verdict import Verdict
+from cpfleet.fleet.redis_server import RedisServer, free_port
 from cpfleet.producer.client import FleetClient
 from cpfleet.producer.inline_registry import problem_record
-from cpfleet.redis_server import RedisServer, free_port
 from cpfleet.rewards import (
     VERDICT_CODES,
     VERL_KEYS,

@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from cpfleet.local_fleet import LocalFleet
-from cpfleet.processes import alive, descendants, http_get
+from cpfleet.fleet.local import LocalFleet
+from cpfleet.fleet.processes import alive, descendants, http_get
 
 REPO = Path(__file__).resolve().parents[1]
 CPFLEET = [sys.executable, "-m", "cpfleet"]
@@ -128,9 +128,9 @@ def test_cpfleet_demo_with_a_problem_file_uses_its_correct_solutions(codecontest
     assert m and int(m.group(2)) == 8, out  # two correct completions per problem
     # the fleet agrees with the local judge on the same completions (multi-answer problems
     # fail in both: the file's README lists them)
-    from cpfleet.demo import generic_completions
-    from cpfleet.loading import load_problems
-    from cpfleet.pool import judge_iter
+    from cpfleet.datasets.loading import load_problems
+    from cpfleet.demo.command import generic_completions
+    from cpfleet.jobs.pool import judge_iter
 
     problems = load_problems(codecontests_path, max_problems=4).problems
     jobs = [{"problem_id": p.id, "completion": generic_completions(p)["correct"]} for p in problems]
@@ -272,8 +272,8 @@ def test_a_worker_that_cannot_start_is_reported_with_its_log(tmp_path: Path) -> 
 
 
 def test_the_demo_batch_mixes_every_kind_and_jobs_n_repeats_or_cuts_it() -> None:
-    from cpfleet import demo_problems as dp
-    from cpfleet.demo import SLOW_EVERY, build_batch
+    from cpfleet.demo import problems as dp
+    from cpfleet.demo.command import SLOW_EVERY, build_batch
 
     problems = dp.load_shipped()
     batch = build_batch(problems, dp.demo_completions(), True)
@@ -289,7 +289,7 @@ def test_the_demo_batch_mixes_every_kind_and_jobs_n_repeats_or_cuts_it() -> None
 
 def test_completions_for_any_problem_file_cover_the_failure_modes(codecontests_records: list[dict[str, Any]]) -> None:
     from cpfleet.core.problem import Problem
-    from cpfleet.demo import generic_completions
+    from cpfleet.demo.command import generic_completions
     from cpfleet.sandbox.extract import extract_code
 
     problem = Problem.from_dict(codecontests_records[0])
@@ -302,7 +302,7 @@ def test_completions_for_any_problem_file_cover_the_failure_modes(codecontests_r
 
 
 def test_summary_statistics() -> None:
-    from cpfleet.demo import percentile, reward_histogram
+    from cpfleet.demo.command import percentile, reward_histogram
 
     assert percentile([], 50) == 0.0
     assert percentile([5.0, 1.0, 3.0, 2.0, 4.0], 50) == 3.0

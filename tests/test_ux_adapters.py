@@ -13,8 +13,8 @@ import pytest
 from fleet_helpers import FleetWorker
 
 from cpfleet import FleetUnusable, InlineProblemError, UnknownProblemError
+from cpfleet.fleet.redis_server import RedisServer, free_port
 from cpfleet.producer.client import FleetClient
-from cpfleet.redis_server import RedisServer, free_port
 from cpfleet.rewards import (
     AsyncTRLReward,
     TRLReward,

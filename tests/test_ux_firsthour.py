@@ -232,7 +232,7 @@ def test_prepare_of_a_hub_dataset_without_the_hub_says_how_to_get_it_here(tmp_pa
 
 def test_an_output_file_in_a_missing_folder_is_refused_before_any_work(tmp_path: Path) -> None:
     """`cpfleet validate P --json out/report.json`, `cpfleet prepare --out out/p.jsonl` and the
-    README's `python -m cpfleet.demo_problems -o out/demo.jsonl` check the output path with the
+    README's `python -m cpfleet.demo.problems -o out/demo.jsonl` check the output path with the
     arguments: where `out/` does not exist, one line naming the folder, exit 2, nothing
     written, rather than all the work done and then a FileNotFoundError traceback."""
     problems = tmp_path / "problems.jsonl"
@@ -244,8 +244,8 @@ def test_an_output_file_in_a_missing_folder_is_refused_before_any_work(tmp_path:
     runs = [
         ["-m", "cpfleet", "validate", str(problems), "--no-progress", "--json", str(missing / "report.json")],
         ["-m", "cpfleet", "prepare", "--dataset", str(problems), "--no-progress", "--out", str(missing / "p.jsonl")],
-        ["-m", "cpfleet.demo_problems", "-o", str(missing / "demo.jsonl")],
-        ["-m", "cpfleet.demo_problems", "-o", str(tmp_path / "d.jsonl"), "--jobs-out", str(missing / "jobs.jsonl")],
+        ["-m", "cpfleet.demo.problems", "-o", str(missing / "demo.jsonl")],
+        ["-m", "cpfleet.demo.problems", "-o", str(tmp_path / "d.jsonl"), "--jobs-out", str(missing / "jobs.jsonl")],
         ["-m", "cpfleet", "prepare", "--dataset", str(problems), "--out", str(tmp_path)],
     ]
     for argv in runs:
@@ -262,7 +262,7 @@ def test_a_negative_max_public_shown_is_refused_not_sliced(tmp_path: Path, fork_
     local pool, before any job."""
     from cpfleet import judge_locally
     from cpfleet.core.problem import Problem
-    from cpfleet.pool import judge_iter
+    from cpfleet.jobs.pool import judge_iter
 
     record = {"id": "ux/fh-shown", "public_tests": [{"input": "1 2\n", "output": "3\n"}, {"input": "2 2\n", "output": "4\n"}],
               "hidden_tests": [{"input": "5 7\n", "output": "12\n"}]}

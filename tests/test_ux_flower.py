@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from cpfleet import demo_problems as dp
 from cpfleet.core import protocol
-from cpfleet.demo import build_batch, run_batch
-from cpfleet.local_fleet import LocalFleet
+from cpfleet.demo import problems as dp
+from cpfleet.demo.command import build_batch, run_batch
+from cpfleet.fleet.local import LocalFleet
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "scripts"))

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from cpfleet.local_fleet import LocalFleet
-from cpfleet.processes import http_get
+from cpfleet.fleet.local import LocalFleet
+from cpfleet.fleet.processes import http_get
 from cpfleet.producer.client import FleetClient
 
 REPO = Path(__file__).resolve().parents[1]

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from cpfleet.core import protocol
-from cpfleet.jobs_file import read_jobs
+from cpfleet.jobs.files import read_jobs
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -21,8 +21,8 @@ import redis
 from fleet_helpers import FleetWorker, port_held, store_problems, wait_until
 
 from cpfleet.core.errors import BrokerUnavailable
+from cpfleet.fleet.redis_server import RedisServer, free_port
 from cpfleet.producer.client import FleetClient
-from cpfleet.redis_server import RedisServer, free_port
 
 PASSWORD = "s3cret-pw"
 

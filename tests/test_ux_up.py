@@ -19,9 +19,9 @@ import pytest
 import redis
 
 from cpfleet.core import protocol
-from cpfleet.local_fleet import queued_jobs
-from cpfleet.processes import Stopped, alive, descendants, stop_on_signals
-from cpfleet.redis_server import RedisServer, free_port
+from cpfleet.fleet.local import queued_jobs
+from cpfleet.fleet.processes import Stopped, alive, descendants, stop_on_signals
+from cpfleet.fleet.redis_server import RedisServer, free_port
 
 REPO = Path(__file__).resolve().parents[1]
 SLOW = {
@@ -149,8 +149,8 @@ def test_a_data_folder_that_cannot_be_made_is_one_line_not_a_traceback(tmp_path:
 
 
 def test_the_stop_line_says_where_queued_jobs_went() -> None:
-    from cpfleet.local_fleet import LocalFleet
-    from cpfleet.up import Places, left_in_queue_line
+    from cpfleet.fleet.local import LocalFleet
+    from cpfleet.fleet.up import Places, left_in_queue_line
 
     own = LocalFleet(flower_port=None, metrics_port=None)  # never started: redis_url None, as after stop()
     external = LocalFleet("redis://127.0.0.1:6390/0", flower_port=None, metrics_port=None)
@@ -199,8 +199,8 @@ def test_a_picked_flower_port_taken_before_flower_binds_it_is_picked_again(tmp_p
     exits on the taken port and is started again on another one."""
     from fleet_helpers import port_held
 
-    from cpfleet.local_fleet import LocalFleet
-    from cpfleet.processes import http_get
+    from cpfleet.fleet.local import LocalFleet
+    from cpfleet.fleet.processes import http_get
 
     fleet = LocalFleet(workers=1, metrics_port=None, log_dir=str(tmp_path),
                        worker_env={"CPFLEET_REQUIRE_ISOLATION": "any"})
@@ -220,8 +220,8 @@ def test_the_worker_binds_its_any_metrics_port_itself_so_no_pick_can_be_taken_fi
     reports the port it got, so its /metrics is up and it is the worker's own."""
     from fleet_helpers import port_held
 
-    from cpfleet import local_fleet
-    from cpfleet.processes import http_get
+    from cpfleet.fleet import local as local_fleet
+    from cpfleet.fleet.processes import http_get
 
     taken = free_port()
     monkeypatch.setattr(local_fleet, "free_port", lambda: taken)
@@ -294,7 +294,7 @@ def test_a_named_metrics_port_taken_before_the_worker_binds_it_fails_the_start_s
     from fleet_helpers import port_held
 
     from cpfleet.core.errors import FleetError
-    from cpfleet.local_fleet import LocalFleet
+    from cpfleet.fleet.local import LocalFleet
 
     port = free_port()
     fleet = LocalFleet(workers=1, flower_port=None, metrics_port=port, log_dir=str(tmp_path),

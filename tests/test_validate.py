@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from cpfleet.core.problem import Problem
+from cpfleet.datasets.validate import ACCEPTED_FAILS, WEAK_TESTS, fence, validate
 from cpfleet.sandbox.extract import extract_code
-from cpfleet.validate import ACCEPTED_FAILS, WEAK_TESTS, fence, validate
 
 REPO = Path(__file__).resolve().parents[1]
 # "print any of them" statements whose human solution prints another valid answer than the

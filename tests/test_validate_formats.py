@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from cpfleet.core.problem import Problem
-from cpfleet.validate import ACCEPTED_FAILS, CHECKER_ERROR, WEAK_TESTS, validate
+from cpfleet.datasets.validate import ACCEPTED_FAILS, CHECKER_ERROR, WEAK_TESTS, validate
 
 VALIDATOR_OK = r"""
 #include <cstdio>

@@ -9,8 +9,8 @@ tests, hits the time limit on a large hidden one), and the broken completions a 
 (a syntax error, a runtime error, no code at all).
 
 Tests are generated from a fixed seed, so the set is the same everywhere; the shipped copy
-``cpfleet/data/demo-problems.jsonl.gz`` is this module's output (``python -m
-cpfleet.demo_problems --write``), and a test checks that it has not drifted.
+``cpfleet/demo/data/demo-problems.jsonl.gz`` is this module's output (``python -m
+cpfleet.demo.problems --write``), and a test checks that it has not drifted.
 
 Over 500 lines because most of it is data: each problem's statement, generator, oracle and
 solutions, kept together so a problem reads as one unit.
@@ -379,7 +379,7 @@ def _oracle_pal(inp: str) -> str:
 
 def _solutions(name: str) -> dict[str, str]:
     """The reference, wrong and slow programs of problem ``name``, from ``demo_solutions/``."""
-    folder = _HERE / "demo_solutions"
+    folder = _HERE / "solutions"
     base = name.replace("-", "_")
     return {kind: (folder / f"{base}_{kind}.py").read_text(encoding="utf-8") for kind in ("reference", "wrong", "slow")}
 
@@ -635,7 +635,7 @@ def read_problem_file(path: str | Path) -> list[Problem]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="Generate the demo problem set.")
-    p.add_argument("--write", action="store_true", help=f"rewrite the shipped cpfleet/data/{SHIPPED}")
+    p.add_argument("--write", action="store_true", help=f"rewrite the shipped cpfleet/demo/data/{SHIPPED}")
     p.add_argument("-o", "--out", type=output_file, help="write plain JSONL to this file ('-' for stdout)")
     p.add_argument("--jobs-out", metavar="FILE", type=output_file, help="write one job per problem and completion kind (JSONL)")
     p.add_argument("--seed", type=int, default=SEED)

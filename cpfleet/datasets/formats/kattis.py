@@ -33,19 +33,14 @@ import shlex
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cpfleet.core.checkers import checker_language
 from cpfleet.core.errors import PrepareError
 from cpfleet.core.languages import LANGUAGES, by_extension, checker_languages
 from cpfleet.core.records import make_record
 from cpfleet.core.testshapes import Test, TestSet
-from cpfleet.dataset_formats import DatasetFormat, register_format
-
-if TYPE_CHECKING:
-    from cpfleet.prepare import PrepareOptions
-
-Converted = dict[str, Any] | str
+from cpfleet.datasets.formats import Converted, DatasetFormat, PrepareOptions, register_format
 
 VERDICT_DIRS = {
     "accepted": "accepted", "slow_accepted": "accepted", "wrong_answer": "wrong_answer",

@@ -1,4 +1,4 @@
-"""``python -m cpfleet.flower_launch -A cpfleet.workers.app flower [FLOWER OPTIONS]``: Flower for the
+"""``python -m cpfleet.fleet.flower_launch -A cpfleet.workers.app flower [FLOWER OPTIONS]``: Flower for the
 fleet, with its worker list kept current.
 
 Flower fills the worker list of ``/api/workers`` (and its Workers page) by a remote-control

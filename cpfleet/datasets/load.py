@@ -15,8 +15,8 @@ import time
 
 from cpfleet.core import defaults
 from cpfleet.core.errors import InputFileError
-from cpfleet.jobs_file import looks_like
-from cpfleet.loading import DuplicateProblemError, LoadResult, ProblemFileError, load_problems
+from cpfleet.datasets.loading import DuplicateProblemError, LoadResult, ProblemFileError, load_problems
+from cpfleet.jobs.files import looks_like
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

@@ -9,17 +9,13 @@ local file or folder (parquet, JSON, JSONL, Arrow) in the same schema goes throu
 ``parquet`` / ``json`` / ``arrow`` builders, so tests and offline machines run the very same
 conversion code as a hub download. A folder holding ``problem.yaml`` packages is read as Kattis.
 
-Per problem (output: the project's problem JSONL, what ``cpfleet.loading`` reads):
+Per problem (output: the project's problem JSONL, what ``cpfleet.datasets.loading`` reads):
 
-- code_contests: ``id`` = the problem ``name``; public = ``public_tests``; hidden =
-  ``private_tests`` ++ ``generated_tests``; time limit from ``{seconds, nanos}``, memory from
-  bytes (MiB); checker ``{"type": "code_contests"}`` (the official tester's comparison).
-  Problems that read or write named files (``input_file`` / ``output_file``) are skipped.
-- the other row formats: cpfleet.prepare_formats (TACO / APPS incl. call-based, LiveCodeBench,
-  DeepCoder, PrimeIntellect) and cpfleet.prepare_codeforces (open-r1); Kattis packages:
-  cpfleet.prepare_kattis. Test shapes are normalised by cpfleet.core.testshapes, the code
-  inline problems use too. Function-call problems carry ``fn_name`` (tests: JSON text of the
-  argument list / the plain return value) and ``languages`` Python.
+- each format's conversion is its own module in cpfleet.datasets.formats (code_contests, taco
+  and apps, livecodebench, deepcoder, primeintellect, codeforces, kattis), which says what it
+  keeps; test shapes are normalised by cpfleet.core.testshapes, the code inline problems use
+  too. Function-call problems carry ``fn_name`` (tests: JSON text of the argument list / the
+  plain return value) and ``languages`` Python.
 - ``--with-solutions``: code_contests keeps language 3 (Python 3) solutions as
   ``correct_solutions`` / ``incorrect_solutions``; Python 2 (language 1) and other languages
   are counted and dropped. TACO/APPS/DeepCoder solutions (Python) and PrimeIntellect Python
@@ -33,8 +29,8 @@ DIFFICULTY_RANKS), ``--max-samples`` (stop after N kept), ``--max-hidden N``. A 
 kept, skipped per reason with the first rows skipped for it, notes, solution counts) goes to
 stderr at the end, with a progress bar while it works.
 
-Over 500 lines: the command's driver, the code_contests conversion and its reporting; each other
-format is its own module, registered in cpfleet.dataset_formats.
+This module is the command's driver and its reporting; each format is its own module, registered
+in cpfleet.datasets.formats.
 """
 
 from __future__ import annotations
@@ -50,19 +46,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from cpfleet import dataset_formats
 from cpfleet.argtypes import nonnegative_int, output_file
 from cpfleet.core.errors import DatasetUnavailableError, PrepareError
 from cpfleet.core.records import loader_check, record_errors
-from cpfleet.dataset_formats import DatasetFormat, register_format
+from cpfleet.datasets import formats as dataset_formats
+from cpfleet.datasets.formats import PrepareOptions
 
-# the modules of the other built-in formats register them on import (cpfleet/dataset_formats.py)
-from cpfleet import prepare_codeforces, prepare_formats, prepare_kattis  # noqa: F401  isort: skip
-
-CODE_CONTESTS_CHECKER = {"type": "code_contests"}
-# code_contests Language enum
-LANG_PYTHON2 = 1
-LANG_PYTHON3 = 3
 # TACO and APPS give difficulty as names; ranks make --difficulty LO:HI work for them too.
 DIFFICULTY_RANKS: dict[str, int] = {
     "UNKNOWN_DIFFICULTY": 0,
@@ -77,23 +66,6 @@ DIFFICULTY_RANKS: dict[str, int] = {
 }
 MAX_EXAMPLES = 3  # rows named per skip reason in the log (the rest are only counted)
 LOCAL_BUILDERS = {".parquet": "parquet", ".json": "json", ".jsonl": "json", ".arrow": "arrow"}
-
-
-@dataclass(frozen=True, slots=True)
-class PrepareOptions:
-    split: str = "test"
-    fmt: str | None = None
-    max_hidden: int | None = None
-    min_public: int = 1
-    difficulty: tuple[int | None, int | None] | None = None
-    max_samples: int | None = None
-    with_solutions: bool = False
-    max_solutions: int | None = None
-    num_public: int = 1  # formats without a public/hidden split
-    config: str | None = None  # the hub dataset's config (DeepCoder: primeintellect, taco, lcbv5, codeforces)
-    subset: str | None = None  # names DeepCoder ids (deepcoder/<subset>/<split>/<row>); defaults to config
-    generated_tests: str | None = None  # open-r1/codeforces: folder of test_cases_XXXX.parquet
-    data_files: tuple[str, ...] = ()  # hub repo files to load (e.g. LiveCodeBench test6.jsonl)
 
 
 @dataclass(slots=True)
@@ -199,7 +171,7 @@ def _local_files(path: Path, split: str) -> tuple[str, list[str]]:
 
 
 def detect_format(columns: Iterable[str]) -> str:
-    """The dataset format from its column names (each format's ``detect``, cpfleet/dataset_formats.py);
+    """The dataset format from its column names (each format's ``detect``, cpfleet.datasets.formats);
     PrepareError when they do not tell."""
     cols = set(columns)
     found = dataset_formats.detect_columns(cols)
@@ -209,89 +181,6 @@ def detect_format(columns: Iterable[str]) -> str:
 
 
 # --- per-row conversion ------------------------------------------------------------------------
-
-
-def _tests(raw: Any) -> list[dict[str, str]]:
-    """code_contests ``{"input": [...], "output": [...]}`` -> ``[{"input", "output"}]``."""
-    if not raw:
-        return []
-    inputs, outputs = raw.get("input") or [], raw.get("output") or []
-    if len(inputs) != len(outputs):
-        raise ValueError(f"{len(inputs)} inputs but {len(outputs)} outputs")
-    return [{"input": i, "output": o} for i, o in zip(inputs, outputs, strict=True)]
-
-
-def time_limit_seconds(raw: Any) -> float | None:
-    """``{"seconds", "nanos"}`` -> seconds; None (project default) when absent or zero."""
-    if not isinstance(raw, Mapping):
-        return None
-    total = float(raw.get("seconds") or 0) + float(raw.get("nanos") or 0) / 1e9
-    return total if total > 0 else None
-
-
-def memory_limit_mb(raw: Any) -> int | None:
-    """Bytes -> MiB (rounded); None (project default) when absent or zero."""
-    if not isinstance(raw, int | float) or raw <= 0:
-        return None
-    return max(1, round(raw / (1 << 20)))
-
-
-def _python3_solutions(raw: Any, kind: str, counts: Counter[str], cap: int | None) -> list[str]:
-    if not raw:
-        return []
-    kept: list[str] = []
-    for lang, code in zip(raw.get("language") or [], raw.get("solution") or [], strict=False):
-        if lang == LANG_PYTHON3:
-            kept.append(code)
-        elif lang == LANG_PYTHON2:
-            counts[f"{kind} python2 dropped"] += 1
-        else:
-            counts[f"{kind} other languages dropped"] += 1
-    if cap is not None and len(kept) > cap:
-        counts[f"{kind} python3 over --max-solutions"] += len(kept) - cap
-        kept = kept[:cap]
-    counts[f"{kind} python3 kept"] += len(kept)
-    return kept
-
-
-def convert_code_contests(row: Mapping[str, Any], opts: PrepareOptions, counts: Counter[str]) -> dict[str, Any] | str:
-    """One code_contests row -> a problem record, or the reason it is skipped.
-
-    ``counts`` receives the solution accounting of this row (merged into the summary only
-    when the problem is kept)."""
-    if row.get("input_file") or row.get("output_file"):
-        return "reads or writes named files (input_file/output_file), not stdin/stdout"
-    try:
-        public = _tests(row.get("public_tests"))
-        hidden = _tests(row.get("private_tests")) + _tests(row.get("generated_tests"))
-    except (ValueError, AttributeError, TypeError) as e:
-        return f"malformed tests ({e.__class__.__name__})"
-    rec: dict[str, Any] = {
-        "id": row.get("name") or "",
-        "name": row.get("name") or "",
-        "description": row.get("description") or "",
-        "public_tests": public,
-        "hidden_tests": hidden,
-        "time_limit_s": time_limit_seconds(row.get("time_limit")),
-        "memory_limit_mb": memory_limit_mb(row.get("memory_limit_bytes")),
-        "checker": dict(CODE_CONTESTS_CHECKER),
-        "difficulty": row.get("difficulty"),
-    }
-    if opts.with_solutions:
-        rec["correct_solutions"] = _python3_solutions(row.get("solutions"), "correct", counts, opts.max_solutions)
-        rec["incorrect_solutions"] = _python3_solutions(
-            row.get("incorrect_solutions"), "incorrect", counts, opts.max_solutions
-        )
-    return rec
-
-
-register_format(DatasetFormat(
-    "code_contests", "deepmind/code_contests (public/private/generated tests, the official tester's comparison)",
-    convert=lambda row, index, opts, counts: convert_code_contests(row, opts, counts),
-    detect=lambda cols: {"public_tests", "private_tests"} <= cols or {"public_tests", "generated_tests"} <= cols,
-    priority=10,
-    drop_columns=lambda opts, cols: [] if opts.with_solutions else [c for c in ("solutions", "incorrect_solutions")
-                                                                    if c in cols]))
 
 
 def _difficulty_rank(value: Any) -> int | None:
@@ -440,7 +329,7 @@ def convert_packages(root: Path, opts: PrepareOptions, summary: PrepareSummary,
 def prepare(
     dataset: str,
     out: str | Path,
-    opts: PrepareOptions = PrepareOptions(),  # frozen: a shared default is safe
+    opts: PrepareOptions = PrepareOptions(),
     *,
     streaming: bool = False,
     cache_dir: str | None = None,

@@ -33,8 +33,8 @@ from typing import IO
 from cpfleet.argtypes import positive_int
 from cpfleet.core.defaults import DEFAULT_FLOWER_PORT, DEFAULT_METRICS_PORT, DEFAULT_REDIS_PORT
 from cpfleet.core.errors import FleetError
-from cpfleet.local_fleet import LocalFleet
-from cpfleet.processes import (
+from cpfleet.fleet.local import LocalFleet
+from cpfleet.fleet.processes import (
     Stopped,
     become_subreaper,
     http_get,

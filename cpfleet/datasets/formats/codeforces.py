@@ -24,17 +24,12 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cpfleet.core.errors import TestShapeError
 from cpfleet.core.records import languages_for, make_record
 from cpfleet.core.testshapes import Test, TestSet, stdio_text
-from cpfleet.dataset_formats import DatasetFormat, register_format
-
-if TYPE_CHECKING:
-    from cpfleet.prepare import PrepareOptions
-
-Converted = dict[str, Any] | str
+from cpfleet.datasets.formats import Converted, DatasetFormat, PrepareOptions, register_format
 
 INTERACTIVE_REASON = "interactive (interaction_format set): the dataset carries no interactor program"
 FILE_IO_REASON = "input_mode is not stdio: reads or writes named files"

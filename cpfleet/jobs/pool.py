@@ -46,7 +46,7 @@ from cpfleet.sandbox.runner import (  # the factory starts nothing until called
     make_runner,
 )
 
-log = logging.getLogger("cpfleet.pool")
+log = logging.getLogger("cpfleet.jobs.pool")
 
 
 def default_workers() -> int:

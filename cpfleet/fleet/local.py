@@ -3,7 +3,7 @@ one unit (``cpfleet up``, ``cpfleet demo`` and the tests use it).
 
 Children are stopped in order (the worker first, while the broker is still up for its warm
 shutdown, then Flower, then Redis); on stop every descendant is snapshotted, each process group
-signalled, and any descendant that outlived its group killed (see ``cpfleet.processes``).
+signalled, and any descendant that outlived its group killed (see ``cpfleet.fleet.processes``).
 """
 
 from __future__ import annotations
@@ -24,8 +24,15 @@ from types import TracebackType
 from typing import IO, Any
 
 from cpfleet.core.errors import FleetError
-from cpfleet.processes import alive, descendants, die_with_parent, http_get, proc_table, stop_process_group
-from cpfleet.redis_server import PORT_TRIES, RedisServer, free_port, port_taken
+from cpfleet.fleet.processes import (
+    alive,
+    descendants,
+    die_with_parent,
+    http_get,
+    proc_table,
+    stop_process_group,
+)
+from cpfleet.fleet.redis_server import PORT_TRIES, RedisServer, free_port, port_taken
 
 
 @dataclass
@@ -187,7 +194,7 @@ class LocalFleet:
 
     def _flower_argv(self) -> list[str]:
         return [
-            sys.executable, "-m", "cpfleet.flower_launch", "-A", "cpfleet.workers.app", "flower",
+            sys.executable, "-m", "cpfleet.fleet.flower_launch", "-A", "cpfleet.workers.app", "flower",
             f"--port={self.flower_port}", "--address=127.0.0.1", "--max_tasks=20000",
             "--logging=warning",
         ]  # fmt: skip

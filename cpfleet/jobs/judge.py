@@ -7,7 +7,7 @@ PROBLEMS is JSONL (optionally .gz; or parquet / Arrow), one problem per line (``
 progress and a summary go to stderr. Exit status: 0 when every job was judged (whatever its
 verdict, infrastructure errors included: they are in the output), 2 for unusable input files.
 
-PROBLEMS is read by the one problem loader (``cpfleet.loading``), as ``cpfleet load`` and
+PROBLEMS is read by the one problem loader (``cpfleet.datasets.loading``), as ``cpfleet load`` and
 ``cpfleet validate`` read it: a malformed record, or one the judging rule refuses for
 ``--mode`` (no hidden tests in full mode, no public tests in public mode), is skipped with a bounded number of warnings and counted; ``--strict`` makes
 any of them an error; a file that loads no problem exits 2, as does a duplicate id.
@@ -23,16 +23,16 @@ from pathlib import Path
 from cpfleet.argtypes import nonnegative_int, positive_int
 from cpfleet.core import protocol
 from cpfleet.core.problem import Problem
-from cpfleet.jobs_file import InputFileError as InputError
-from cpfleet.jobs_file import Tally, print_no_jobs, print_skipped, read_jobs
-from cpfleet.loading import load_problems
-from cpfleet.pool import RUNNER_KINDS, default_workers, judge_iter
+from cpfleet.datasets.load import JOBS_STRICT_HELP, add_loading_arguments, load_for_command
+from cpfleet.datasets.loading import load_problems
+from cpfleet.jobs.files import InputFileError as InputError
+from cpfleet.jobs.files import Tally, print_no_jobs, print_skipped, read_jobs
+from cpfleet.jobs.pool import RUNNER_KINDS, default_workers, judge_iter
 from cpfleet.sandbox.env import DEFAULT_MAX_PUBLIC_SHOWN
-from cpfleet.store_cli import JOBS_STRICT_HELP, add_loading_arguments, load_for_command
 
 
 def read_problems(path: str | Path, *, strict: bool = False, mode: str = "full") -> dict[str, Problem]:
-    """Every problem of a file judgeable in ``mode``, by id, through the one loader (``cpfleet.loading``)."""
+    """Every problem of a file judgeable in ``mode``, by id, through the one loader (``cpfleet.datasets.loading``)."""
     return load_problems(path, strict=strict, mode=mode).by_id()
 
 

@@ -3,7 +3,7 @@
 Real datasets contain both kinds of damage: accepted solutions that fail (broken tests,
 multi-answer statements judged by token comparison, limits too tight for Python) and
 incorrect solutions that pass (weak tests). Each problem's ``correct_solutions`` and
-``incorrect_solutions`` are judged through ``cpfleet.pool.judge_iter``, the same judging
+``incorrect_solutions`` are judged through ``cpfleet.jobs.pool.judge_iter``, the same judging
 code the fleet's workers run, in parallel across CPUs, all-or-nothing over the hidden tests
 after all public tests. Findings come out as a table on stdout and, with ``--json OUT``, as
 a JSON report; infrastructure errors are listed apart (they say nothing about the problem).
@@ -29,7 +29,7 @@ from cpfleet.core.languages import fence
 from cpfleet.core.problem import Problem
 from cpfleet.core.results import JobResult
 from cpfleet.core.verdict import Verdict
-from cpfleet.store_cli import STRICT_HELP, add_loading_arguments, load_for_command
+from cpfleet.datasets.load import STRICT_HELP, add_loading_arguments, load_for_command
 
 KINDS = ("correct", "incorrect")
 ACCEPTED_FAILS = "accepted solution fails"
@@ -155,7 +155,7 @@ def validate(
     progress: bool = False,
 ) -> ValidationReport:
     """Judge every reference solution of ``problems`` and collect the findings."""
-    from cpfleet.pool import judge_iter
+    from cpfleet.jobs.pool import judge_iter
 
     kinds = tuple(kinds)
     report = ValidationReport(problems=len(problems))
@@ -225,7 +225,7 @@ def format_table(report: ValidationReport) -> str:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    from cpfleet.pool import RUNNER_KINDS, default_workers
+    from cpfleet.jobs.pool import RUNNER_KINDS, default_workers
 
     parser.add_argument("problems", metavar="PROBLEMS", help="problem file with correct_/incorrect_solutions")
     parser.add_argument("--workers", type=positive_int, default=default_workers(), help="judging processes (default: CPUs)")

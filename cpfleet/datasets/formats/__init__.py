@@ -1,12 +1,13 @@
-"""The dataset formats ``cpfleet prepare`` reads: one declaration each, found by name.
+"""The dataset formats ``cpfleet prepare`` reads: one module each, found by name.
 
-A format is one :class:`DatasetFormat` registered by the module that converts it
-(cpfleet/prepare.py: ``code_contests``; cpfleet/prepare_formats.py: ``taco``, ``apps``,
-``livecodebench``, ``deepcoder``, ``primeintellect``; cpfleet/prepare_codeforces.py:
-``codeforces``; cpfleet/prepare_kattis.py: ``kattis``). Everything else reads this registry:
+A format is one :class:`DatasetFormat` registered by its own module in this package:
+``code_contests``, ``taco`` (``taco`` and ``apps``, one schema), ``livecodebench``, ``deepcoder``,
+``primeintellect``, ``codeforces`` (open-r1) and ``kattis`` (a folder of problem packages);
+``common`` holds what two inline-JSON formats share. Everything else reads this registry:
 ``--format``'s choices and help, the detection from a dataset's columns (or, for a folder format,
-from the path), and the conversion loop. Adding a format is one module that calls
-:func:`register_format` plus its tests (docs/ARCHITECTURE.md has the recipe).
+from the path), and the conversion loop (cpfleet/datasets/prepare.py). Adding a format is one
+module here that calls :func:`register_format`, its name in :data:`BUILTIN_MODULES`, and its
+tests (docs/ARCHITECTURE.md has the recipe).
 
 Two kinds: a **row** format converts each row of a table (a hub dataset or a local parquet /
 JSON / Arrow file) with ``convert(row, index, opts, counts)``; a **folder** format reads a local
@@ -17,21 +18,37 @@ schema or the reason the row is skipped (a string), adding to ``counts`` what it
 
 from __future__ import annotations
 
+import importlib
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cpfleet.core.errors import RegistrationError
 
-if TYPE_CHECKING:
-    from cpfleet.prepare import PrepareOptions
+
+@dataclass(frozen=True, slots=True)
+class PrepareOptions:
+    split: str = "test"
+    fmt: str | None = None
+    max_hidden: int | None = None
+    min_public: int = 1
+    difficulty: tuple[int | None, int | None] | None = None
+    max_samples: int | None = None
+    with_solutions: bool = False
+    max_solutions: int | None = None
+    num_public: int = 1  # formats without a public/hidden split
+    config: str | None = None  # the hub dataset's config (DeepCoder: primeintellect, taco, lcbv5, codeforces)
+    subset: str | None = None  # names DeepCoder ids (deepcoder/<subset>/<split>/<row>); defaults to config
+    generated_tests: str | None = None  # open-r1/codeforces: folder of test_cases_XXXX.parquet
+    data_files: tuple[str, ...] = ()  # hub repo files to load (e.g. LiveCodeBench test6.jsonl)
+
 
 Converted = dict[str, Any] | str
-RowConverter = Callable[[Mapping[str, Any], int, "PrepareOptions", Counter[str]], Converted]
-ItemConverter = Callable[[Any, str, "PrepareOptions", Counter[str]], Converted]
+RowConverter = Callable[[Mapping[str, Any], int, PrepareOptions, Counter[str]], Converted]
+ItemConverter = Callable[[Any, str, PrepareOptions, Counter[str]], Converted]
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,9 +95,14 @@ def unregister_format(name: str) -> None:
         _FORMATS.pop(name, None)
 
 
+# the modules of the built-in formats, in the order ``--format``'s help lists them
+BUILTIN_MODULES = ("code_contests", "taco", "livecodebench", "deepcoder", "primeintellect", "codeforces", "kattis")
+
+
 def _load_builtin() -> None:
     """Import the modules that register the built-in formats (they register on import)."""
-    import cpfleet.prepare  # noqa: F401  (code_contests, and it imports the other format modules)
+    for module in BUILTIN_MODULES:
+        importlib.import_module(f"{__name__}.{module}")
 
 
 def formats() -> dict[str, DatasetFormat]:

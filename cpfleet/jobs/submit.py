@@ -18,7 +18,7 @@ from typing import Any
 
 from cpfleet.argtypes import positive_float, positive_int
 from cpfleet.core import defaults, protocol
-from cpfleet.jobs_file import (  # shared with `cpfleet judge`
+from cpfleet.jobs.files import (  # shared with `cpfleet judge`
     InputFileError,
     Tally,
     print_no_jobs,
@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _register(client: Any, path: str, strict: bool, skipped_ids: dict[str, str]) -> int:
-    from cpfleet.loading import ProblemFileError, load_problems
+    from cpfleet.datasets.loading import ProblemFileError, load_problems
 
     try:
         loaded = load_problems(path, strict=strict, log_warnings=False)

@@ -23,13 +23,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from cpfleet import demo_problems as dp
 from cpfleet.core.errors import FleetError
 from cpfleet.core.problem import Problem
 from cpfleet.core.results import JobResult
-from cpfleet.local_fleet import LocalFleet
-from cpfleet.processes import Stopped, StopSignals, become_subreaper, http_get, kill_strays, stop_on_signals
-from cpfleet.up import add_fleet_arguments, default_log_dir, fleet_from_args
+from cpfleet.demo import problems as dp
+from cpfleet.fleet.local import LocalFleet
+from cpfleet.fleet.processes import (
+    Stopped,
+    StopSignals,
+    become_subreaper,
+    http_get,
+    kill_strays,
+    stop_on_signals,
+)
+from cpfleet.fleet.up import add_fleet_arguments, default_log_dir, fleet_from_args
 
 DEFAULT_FILE_PROBLEMS = 24  # with --problems FILE: how many problems of the file the demo uses
 SLOW_EVERY = 4  # one slow (time-limit) completion per this many problems: each costs a time limit
@@ -122,7 +129,7 @@ def load_problem_set(path: str | None, max_problems: int | None) -> tuple[list[P
         if max_problems:
             problems = problems[:max_problems]
         return problems, dp.demo_completions(), True
-    from cpfleet.loading import load_problems
+    from cpfleet.datasets.loading import load_problems
 
     loaded = load_problems(path, max_problems=max_problems or DEFAULT_FILE_PROBLEMS, on_duplicate="first")
     problems = list(loaded.problems)
@@ -410,7 +417,7 @@ def run(args: argparse.Namespace) -> int:
     return status
 
 
-def main(argv: list[str] | None = None) -> Any:  # pragma: no cover - `python -m cpfleet.demo`
+def main(argv: list[str] | None = None) -> Any:  # pragma: no cover - `python -m cpfleet.demo.command`
     p = argparse.ArgumentParser(prog="cpfleet demo")
     configure(p)
     return run(p.parse_args(argv))

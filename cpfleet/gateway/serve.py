@@ -17,6 +17,7 @@ import sys
 from cpfleet.argtypes import positive_float, positive_int
 from cpfleet.core import defaults
 from cpfleet.core.errors import RedisUrlError
+from cpfleet.fleet.processes import port_arg
 from cpfleet.gateway.app import (
     DEFAULT_COALESCE_MS,
     DEFAULT_JOB_TIMEOUT_S,
@@ -26,7 +27,6 @@ from cpfleet.gateway.app import (
     ServeConfig,
     create_app,
 )
-from cpfleet.processes import port_arg
 
 DEFAULT_PORT = 8080
 

@@ -1,0 +1,105 @@
+"""``code_contests``: deepmind/code_contests rows.
+
+``id`` = the problem ``name``; public = ``public_tests``; hidden = ``private_tests`` ++
+``generated_tests``; time limit from ``{seconds, nanos}``, memory from bytes (MiB); checker
+``{"type": "code_contests"}`` (the official tester's comparison). Problems that read or write
+named files (``input_file`` / ``output_file``) are skipped. ``--with-solutions`` keeps language 3
+(Python 3) solutions as ``correct_solutions`` / ``incorrect_solutions``; Python 2 (language 1)
+and other languages are counted and dropped.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+from cpfleet.datasets.formats import DatasetFormat, PrepareOptions, register_format
+
+CODE_CONTESTS_CHECKER = {"type": "code_contests"}
+# code_contests Language enum
+LANG_PYTHON2 = 1
+LANG_PYTHON3 = 3
+
+
+def _tests(raw: Any) -> list[dict[str, str]]:
+    """code_contests ``{"input": [...], "output": [...]}`` -> ``[{"input", "output"}]``."""
+    if not raw:
+        return []
+    inputs, outputs = raw.get("input") or [], raw.get("output") or []
+    if len(inputs) != len(outputs):
+        raise ValueError(f"{len(inputs)} inputs but {len(outputs)} outputs")
+    return [{"input": i, "output": o} for i, o in zip(inputs, outputs, strict=True)]
+
+
+def time_limit_seconds(raw: Any) -> float | None:
+    """``{"seconds", "nanos"}`` -> seconds; None (project default) when absent or zero."""
+    if not isinstance(raw, Mapping):
+        return None
+    total = float(raw.get("seconds") or 0) + float(raw.get("nanos") or 0) / 1e9
+    return total if total > 0 else None
+
+
+def memory_limit_mb(raw: Any) -> int | None:
+    """Bytes -> MiB (rounded); None (project default) when absent or zero."""
+    if not isinstance(raw, int | float) or raw <= 0:
+        return None
+    return max(1, round(raw / (1 << 20)))
+
+
+def _python3_solutions(raw: Any, kind: str, counts: Counter[str], cap: int | None) -> list[str]:
+    if not raw:
+        return []
+    kept: list[str] = []
+    for lang, code in zip(raw.get("language") or [], raw.get("solution") or [], strict=False):
+        if lang == LANG_PYTHON3:
+            kept.append(code)
+        elif lang == LANG_PYTHON2:
+            counts[f"{kind} python2 dropped"] += 1
+        else:
+            counts[f"{kind} other languages dropped"] += 1
+    if cap is not None and len(kept) > cap:
+        counts[f"{kind} python3 over --max-solutions"] += len(kept) - cap
+        kept = kept[:cap]
+    counts[f"{kind} python3 kept"] += len(kept)
+    return kept
+
+
+def convert_code_contests(row: Mapping[str, Any], opts: PrepareOptions, counts: Counter[str]) -> dict[str, Any] | str:
+    """One code_contests row -> a problem record, or the reason it is skipped.
+
+    ``counts`` receives the solution accounting of this row (merged into the summary only
+    when the problem is kept)."""
+    if row.get("input_file") or row.get("output_file"):
+        return "reads or writes named files (input_file/output_file), not stdin/stdout"
+    try:
+        public = _tests(row.get("public_tests"))
+        hidden = _tests(row.get("private_tests")) + _tests(row.get("generated_tests"))
+    except (ValueError, AttributeError, TypeError) as e:
+        return f"malformed tests ({e.__class__.__name__})"
+    rec: dict[str, Any] = {
+        "id": row.get("name") or "",
+        "name": row.get("name") or "",
+        "description": row.get("description") or "",
+        "public_tests": public,
+        "hidden_tests": hidden,
+        "time_limit_s": time_limit_seconds(row.get("time_limit")),
+        "memory_limit_mb": memory_limit_mb(row.get("memory_limit_bytes")),
+        "checker": dict(CODE_CONTESTS_CHECKER),
+        "difficulty": row.get("difficulty"),
+    }
+    if opts.with_solutions:
+        rec["correct_solutions"] = _python3_solutions(row.get("solutions"), "correct", counts, opts.max_solutions)
+        rec["incorrect_solutions"] = _python3_solutions(
+            row.get("incorrect_solutions"), "incorrect", counts, opts.max_solutions
+        )
+    return rec
+
+
+register_format(DatasetFormat(
+    "code_contests", "deepmind/code_contests (public/private/generated tests, the official tester's comparison)",
+    convert=lambda row, index, opts, counts: convert_code_contests(row, opts, counts),
+    detect=lambda cols: {"public_tests", "private_tests"} <= cols or {"public_tests", "generated_tests"} <= cols,
+    priority=10,
+    drop_columns=lambda opts, cols: [] if opts.with_solutions else [c for c in ("solutions", "incorrect_solutions")
+                                                                    if c in cols]))

@@ -1,0 +1,74 @@
+"""``primeintellect``: ``PrimeIntellect/verifiable-coding-problems`` (SYNTHETIC-1) rows:
+``verification_info`` JSON with ``language`` and ``test_cases``; Python gold answers become
+``correct_solutions``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+from cpfleet.core.errors import TestShapeError
+from cpfleet.core.languages import dataset_languages
+from cpfleet.core.records import languages_for, make_record
+from cpfleet.core.testshapes import from_verification_info, split_public
+from cpfleet.datasets.formats import Converted, DatasetFormat, PrepareOptions, register_format
+
+_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+#-]*)[^\n]*\n(.*?)```", re.S)
+
+
+def _fenced_code(text: str) -> tuple[str | None, str]:
+    """The first fenced block of a gold-standard answer: (fence tag, code); the text itself
+    when it has no fence."""
+    m = _FENCE.search(text)
+    if m is None:
+        return None, text
+    return (m.group(1).lower() or None), m.group(2)
+
+
+def convert_primeintellect(row: Mapping[str, Any], index: int, opts: PrepareOptions,
+                           counts: Counter[str]) -> Converted:
+    """One ``PrimeIntellect/verifiable-coding-problems`` (SYNTHETIC-1) row: ``verification_info``
+    JSON with ``language`` and ``test_cases``; the stated language becomes ``languages``
+    (rust / javascript rows are skipped: cpfleet judges python3, pypy3, cpp, c, java)."""
+    task = row.get("task_type")
+    if task is not None and task != "verifiable_code":
+        return f"task_type {str(task)[:40]!r} is not verifiable_code"
+    try:
+        info = from_verification_info(row.get("verification_info"))
+    except TestShapeError as e:
+        return str(e)
+    language = info.language
+    try:
+        languages = languages_for(language)
+    except ValueError as e:
+        return str(e)
+    public, hidden = split_public(info.hidden, opts.num_public)
+    pid = row.get("problem_id") or row.get("in_source_id") or index
+    rec = make_record(
+        f"primeintellect/{pid}", dataclasses.replace(info, public=public, hidden=hidden),
+        name=str(row.get("in_source_id") or pid),
+        description=row.get("prompt") or "",
+        languages=languages,
+        extra={"source": row.get("source")} if row.get("source") else None,
+    )
+    gold = row.get("gold_standard_solution")
+    if opts.with_solutions:
+        kept: list[str] = []
+        if isinstance(gold, str) and gold.strip():
+            tag, code = _fenced_code(gold)
+            if "python3" in (dataset_languages(tag or language or "") or ()):
+                kept.append(code)
+                counts["correct python3 kept"] += 1
+            else:
+                counts["correct other languages dropped"] += 1
+        rec["correct_solutions"] = kept
+    return rec
+
+
+register_format(DatasetFormat(
+    "primeintellect", "PrimeIntellect verifiable-coding-problems (verification_info)", convert=convert_primeintellect,
+    detect=lambda cols: "verification_info" in cols, priority=31))
