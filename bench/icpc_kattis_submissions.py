@@ -7,7 +7,7 @@
 Every submission becomes a completion (one fenced block) and goes through
 ``cpfleet.jobs.pool.evaluate_many`` exactly as a model's would: the problem's own checker
 (exact_tokens, float with Kattis flags, the jury's output validator, or the interactor),
-all-or-nothing over all its tests. Expectation (the data README): ``accepted`` gets 1.0,
+all-or-nothing over all its tests (the samples, then the secret tests, as Kattis judges). Expectation (the data README): ``accepted`` gets 1.0,
 ``wrong_answer`` 0.0. Only problems whose package states a time limit are counted for the
 non-interactive set (elsewhere the contest derived it from the jury's slowest solution).
 Prints one line per submission and a summary; exits 1 if any counted submission disagrees.
@@ -31,15 +31,16 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from cpfleet.core.problem import Problem  # noqa: E402
+from cpfleet.datasets.formats.kattis import DEFAULT_MEMORY_MB  # noqa: E402
 from cpfleet.jobs.pool import default_workers, judge_iter  # noqa: E402
 
 DEFAULT_DATA = Path(os.environ.get("CPFLEET_SHARED_DATA", REPO.parent / "shared" / "data")) / "icpc-kattis-31.jsonl.gz"
 FENCE_TAG = {"python3": "python", "cpp": "cpp", "c": "c", "java": "java"}
 EXPECTED_REWARD = {"accepted": 1.0, "wrong_answer": 0.0}
-# A package that states no memory limit is judged with DOMjudge's default memory limit, 2 GiB
-# (problemtools' own config says 1024 MiB), not cpfleet's 512 MB: the jury's accepted FFT
+# A package that states no memory limit is judged with the judges' default, as `cpfleet prepare`
+# gives it (problemtools and DOMjudge: 2 GiB), not cpfleet's 512 MB: the jury's accepted FFT
 # solutions of gcpc2021/decryptingzodiac need ~800 MB and were MEMORY_LIMIT under 512.
-KATTIS_DEFAULT_MEMORY_MB = 2048
+KATTIS_DEFAULT_MEMORY_MB = DEFAULT_MEMORY_MB
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +82,10 @@ def select(
             continue
         if not interactive and rec.get("time_limit_s") is None:
             continue
-        problem = Problem.from_dict({**rec, "memory_limit_mb": rec.get("memory_limit_mb") or KATTIS_DEFAULT_MEMORY_MB})
+        # Kattis accepts a submission only when data/sample passes too: the reward covers the
+        # samples, then the secret tests (what `cpfleet prepare` of the package gives)
+        problem = Problem.from_dict({**rec, "hidden_tests": rec["public_tests"] + rec["hidden_tests"],
+                                    "memory_limit_mb": rec.get("memory_limit_mb") or KATTIS_DEFAULT_MEMORY_MB})
         for sub in rec.get("submissions") or []:
             if sub["language"] not in languages or sub["expected"] not in EXPECTED_REWARD:
                 continue

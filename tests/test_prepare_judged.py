@@ -139,3 +139,29 @@ def test_kattis_float_flags_package_judges_accepted_one_and_wrong_zero(runner: C
     problem = Problem.from_dict(rec)
     assert [reward(problem, s, runner) for s in problem.correct_solutions] == [1.0]
     assert [reward(problem, s, runner) for s in problem.incorrect_solutions] == [0.0]
+
+
+def test_a_kattis_program_failing_only_a_sample_is_not_paid(runner: CodeRunner, tmp_path: Path) -> None:
+    """Kattis, problemtools and DOMjudge accept a submission only when the samples pass too: the
+    prepared problem's reward covers data/sample before data/secret, and a package stating no
+    memory limit gets the judges' 2048 MiB, not the project's 512."""
+    pkg = tmp_path / "contest" / "double"
+    files = {
+        "problem.yaml": "name: Double\n",
+        "data/sample/1.in": "0\n", "data/sample/1.ans": "0\n",
+        "data/secret/1.in": "2\n", "data/secret/1.ans": "4\n",
+        "data/secret/2.in": "5\n", "data/secret/2.ans": "10\n",
+    }
+    for rel, text in files.items():
+        (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / rel).write_text(text)
+    out = tmp_path / "k.jsonl"
+    prepare(str(pkg), out, PrepareOptions(), progress=False)
+    rec = json.loads(out.read_text())
+    assert (rec["memory_limit_mb"], rec["memory_limit_source"]) == (2048, "default")
+    problem = Problem.from_dict(rec)
+    assert [t.input for t in problem.hidden_tests] == ["0\n", "2\n", "5\n"]
+    assert reward(problem, "n = int(input())\nprint(2 * n)\n", runner) == 1.0
+    # right on every secret test, wrong on the sample: Kattis says WRONG_ANSWER
+    res = evaluate(problem, fenced("n = int(input())\nprint(2 * n if n else 1)\n"), runner)
+    assert (res.reward, str(res.verdict), res.infra_error) == (0.0, "WRONG_ANSWER", False)

@@ -24,6 +24,7 @@ from cpfleet.core.checkers import get_checker
 from cpfleet.core.errors import CheckerSpecError
 from cpfleet.core.problem import Problem
 from cpfleet.core.records import loader_check, record_errors
+from cpfleet.datasets.formats.kattis import DEFAULT_MEMORY_MB
 from cpfleet.datasets.prepare import PrepareOptions, PrepareSummary, prepare
 
 REPO = Path(__file__).resolve().parents[1]
@@ -128,8 +129,10 @@ def test_kattis_packages_tests_limits_checkers_and_skips(contest: Path, tmp_path
     floaty = recs["mycontest/floaty"]
     assert floaty["name"] == "Floaty" and floaty["description"].startswith("\\problemname{Floaty}")
     assert pairs(floaty, "public_tests") == [("1\n", "0.5\n")]
-    assert pairs(floaty, "hidden_tests") == [("2\n", "1.0\n"), ("3\n", "1.5\n"), ("4\n", "2.0\n")]
+    # the reward covers the samples too, first, as Kattis judges them
+    assert pairs(floaty, "hidden_tests") == [("1\n", "0.5\n"), ("2\n", "1.0\n"), ("3\n", "1.5\n"), ("4\n", "2.0\n")]
     assert (floaty["time_limit_s"], floaty["time_limit_source"], floaty["memory_limit_mb"]) == (2.0, ".timelimit", 1024)
+    assert floaty["memory_limit_source"] == "problem.yaml"
     assert floaty["checker"] == {"type": "float", "validator_flags": "float_tolerance 1e-4", "float_tolerance": 1e-4}
     assert "submissions" not in floaty and "correct_solutions" not in floaty  # only with --with-solutions
     # Kattis judges Python 3 with PyPy: so does a prepared package
@@ -152,7 +155,7 @@ def test_kattis_packages_tests_limits_checkers_and_skips(contest: Path, tmp_path
         "entry_points": ["output_validators/interactor/interactor.py"], "validator_flags": None,
     }
     assert guessing["problem_type"] == "interactive"
-    assert pairs(guessing, "public_tests") == [("42\n", "")] and pairs(guessing, "hidden_tests") == [("7\n", "\n")]
+    assert pairs(guessing, "public_tests") == [("42\n", "")] and pairs(guessing, "hidden_tests") == [("42\n", ""), ("7\n", "\n")]
     assert (guessing["time_limit_s"], guessing["time_limit_source"]) == (None, None)
 
     new = recs["mycontest/newformat"]
@@ -293,10 +296,11 @@ def test_the_shared_icpc_packages_convert_back_to_the_shared_records(tmp_path: P
     for want in shared:
         got = recs[want["id"]]
         assert pairs(got, "public_tests") == pairs(want, "public_tests"), want["id"]
-        assert pairs(got, "hidden_tests") == pairs(want, "hidden_tests"), want["id"]
+        # the shared file keeps data/sample and data/secret apart; prepare's reward covers both
+        assert pairs(got, "hidden_tests") == pairs(want, "public_tests") + pairs(want, "hidden_tests"), want["id"]
         assert got["checker"] == {k: v for k, v in want["checker"].items() if k != "protocol"}, want["id"]
         assert (got["time_limit_s"], got["time_limit_source"]) == (want["time_limit_s"], want["time_limit_source"])
-        assert got["memory_limit_mb"] == want["memory_limit_mb"]
+        assert got["memory_limit_mb"] == (want["memory_limit_mb"] or DEFAULT_MEMORY_MB)
         assert got["name"] == want["name"] and got["description"] == want["description"]
         assert got["problem_type"] == ("interactive" if want["checker"]["type"] == "interactive" else "pass-fail")
         key = lambda s: s["file"]  # noqa: E731

@@ -3,11 +3,15 @@
 A package (problemarchive.org problem format, legacy and 2023-07) is a folder with
 ``problem.yaml``; the record follows $CPFLEET_SHARED_DATA/icpc-kattis-31.jsonl.gz field for field:
 
-- tests: ``data/sample/**.in`` (public) and ``data/secret/**.in`` (hidden), each with its
-  ``.ans`` (one valid answer), in path order; an interactive test without ``.ans`` gets "".
+- tests: ``data/sample/**.in`` (public) and ``data/secret/**.in``, each with its ``.ans`` (one
+  valid answer), in path order; an interactive test without ``.ans`` gets "". The hidden tests,
+  which decide the reward, are the samples followed by the secret tests: Kattis, problemtools and
+  DOMjudge run both groups and accept a submission only when every test passes, so a program
+  failing a sample is never paid (the shared file keeps the two groups apart; see docs/formats.md).
 - limits: ``problem.yaml`` ``limits.time_limit`` (2023-07), else a DOMjudge ``.timelimit``
   file, else ``domjudge-problem.ini`` ``timelimit``; else none (legacy Kattis sets it from
-  the jury's solutions), with the source in ``time_limit_source``. ``limits.memory`` (MiB).
+  the jury's solutions), with the source in ``time_limit_source``. ``limits.memory`` (MiB), else
+  :data:`DEFAULT_MEMORY_MB`, with the source in ``memory_limit_source``.
 - checker: ``validation: default`` (or absent) -> ``exact_tokens``, or ``float`` when
   ``validator_flags`` carry ``float_tolerance`` / ``float_absolute_tolerance`` /
   ``float_relative_tolerance`` (parsed into the spec, the flag string kept); a custom
@@ -50,6 +54,10 @@ VERDICT_DIRS = {
     "compile_error": "compile_error",
 }
 FLOAT_FLAGS = ("float_tolerance", "float_absolute_tolerance", "float_relative_tolerance")
+# A package that states no memory limit gets the judges' own default: problemtools'
+# system_default.yaml (memory: 2048) and DOMjudge's 2 GiB; the project's 512 MB would refuse
+# accepted jury solutions that need ~800 MB
+DEFAULT_MEMORY_MB = 2048
 MAX_FILE_BYTES = 64 << 20  # a test or validator file above this is refused, not read
 
 
@@ -143,12 +151,13 @@ def _time_limit(pkg: Path, meta: dict[str, Any]) -> tuple[float | None, str | No
     return None, None
 
 
-def _memory_limit(meta: dict[str, Any]) -> int | None:
+def _memory_limit(meta: dict[str, Any]) -> tuple[int, str]:
+    """The memory limit in MiB and where it comes from."""
     limits = _limits(meta)
     mem = limits.get("memory")
     if isinstance(mem, int | float) and not isinstance(mem, bool) and mem >= 16:
-        return int(mem)
-    return None
+        return int(mem), "problem.yaml"
+    return DEFAULT_MEMORY_MB, "default"
 
 
 def _flags_text(meta: dict[str, Any], pkg: Path) -> str | None:
@@ -323,17 +332,18 @@ def convert_package(pkg: Path, pid: str, opts: PrepareOptions, counts: Counter[s
     if isinstance(checker, str):
         return checker
     public = _tests(pkg, "sample", interactive, counts)
-    hidden = _tests(pkg, "secret", interactive, counts)
+    secret = _tests(pkg, "secret", interactive, counts)
     tl, tl_source = _time_limit(pkg, meta)
+    memory_mb, memory_source = _memory_limit(meta)
     description, fmt = _statement(pkg)
     rec = make_record(
-        pid, TestSet(tuple(public), tuple(hidden)),
+        pid, TestSet(tuple(public), (*public, *secret)),
         name=_name(meta, pkg),
         description=description,
         time_limit_s=tl,
-        memory_limit_mb=_memory_limit(meta),
+        memory_limit_mb=memory_mb,
         checker=checker,
-        extra={"time_limit_source": tl_source, "description_format": fmt,
+        extra={"time_limit_source": tl_source, "memory_limit_source": memory_source, "description_format": fmt,
                "problem_type": "interactive" if interactive else "pass-fail",
                "source": meta.get("source"), "license": meta.get("license")},
     )
