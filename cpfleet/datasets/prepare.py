@@ -29,8 +29,9 @@ DIFFICULTY_RANKS), ``--max-samples`` (stop after N kept), ``--max-hidden N``. A 
 kept, skipped per reason with the first rows skipped for it, notes, solution counts) goes to
 stderr at the end, with a progress bar while it works.
 
-This module is the command's driver and its reporting; each format is its own module, registered
-in cpfleet.datasets.formats.
+Over 500 lines: the command's driver (hub and local datasets, the row and folder loops, the
+filters, the atomic write) and its reporting; each format is its own module, registered in
+cpfleet.datasets.formats.
 """
 
 from __future__ import annotations

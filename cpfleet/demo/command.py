@@ -45,7 +45,7 @@ SLOW_EVERY = 4  # one slow (time-limit) completion per this many problems: each 
 @dataclass(frozen=True)
 class DemoJob:
     problem_id: str
-    kind: str  # a key of demo_problems.KINDS
+    kind: str  # a key of cpfleet.demo.problems.KINDS
     completion: str
     expected: str | None  # the verdict it must get, when known
 

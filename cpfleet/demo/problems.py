@@ -64,7 +64,7 @@ class Spec:
     statement: str
     gen: Callable[[random.Random, str], str]  # (rng, size: tiny|small|medium|large) -> input
     oracle: Callable[[str], str]  # input -> expected output
-    reference: str  # the files in demo_solutions/ (real Python files, so ruff and mypy check them)
+    reference: str  # the files in solutions/ (real Python files, so ruff and mypy check them)
     wrong: str
     slow: str
 
@@ -378,7 +378,7 @@ def _oracle_pal(inp: str) -> str:
 # ---- the specs: statements and the three solutions of each ----------------------------------
 
 def _solutions(name: str) -> dict[str, str]:
-    """The reference, wrong and slow programs of problem ``name``, from ``demo_solutions/``."""
+    """The reference, wrong and slow programs of problem ``name``, from ``solutions/``."""
     folder = _HERE / "solutions"
     base = name.replace("-", "_")
     return {kind: (folder / f"{base}_{kind}.py").read_text(encoding="utf-8") for kind in ("reference", "wrong", "slow")}
