@@ -10,6 +10,7 @@ import os
 import pathlib
 import shutil
 import zlib
+from collections.abc import Mapping
 
 import pytest
 
@@ -288,6 +289,26 @@ def test_a_corrupt_class_sharing_archive_is_named_and_the_program_still_judged(r
     runner.load_program(image)
     result = runner.run(b"5 7\n", Limits(time_s=5, memory_mb=256))
     assert result.status == Verdict.OK and result.stdout == b"12\n", result
+
+
+def test_a_jvm_that_cannot_map_its_class_sharing_archive_is_named_on_the_start_up_line(tmp_path: pathlib.Path) -> None:
+    # the warning is the java module's start_warning, read by the registry's availability_line
+    _needs("java")
+    bad = tmp_path / "classes.jsa"
+    bad.write_bytes(b"not an archive" * 4096)
+    builtin = languages.TOOLCHAINS["java"]
+
+    def broken(env: Mapping[str, str]) -> languages.Language:
+        lang = builtin(env)
+        return dataclasses.replace(lang, run_argv=(lang.run_argv[0], f"-XX:SharedArchiveFile={bad}", *lang.run_argv[1:]))
+
+    languages.register_toolchain("java", broken, replace=True)
+    try:
+        line = languages.availability_line()
+    finally:
+        languages.register_toolchain("java", builtin, replace=True)
+    assert "java (WARNING: no class-data sharing, each test starts ~2x slower: " in line, line
+    assert "shared archive" in line and line.count("WARNING") == 1, line
 
 
 def test_java_under_a_memory_limit_above_1gb_runs(runner: CodeRunner) -> None:

@@ -34,6 +34,7 @@ import shutil
 import subprocess
 import threading
 from collections.abc import Mapping
+from types import ModuleType
 
 from cpfleet.core import envvars
 from cpfleet.core import languages as core_languages
@@ -42,6 +43,7 @@ from cpfleet.core.languages import FENCE_TAGS, LANGUAGES
 from cpfleet.sandbox.languages.base import (
     JVM_AS_FALLBACK_MB,
     PROG_DIR,
+    SELF_TEST_EXPECTED,
     SOURCES,
     CompileStep,
     Language,
@@ -49,22 +51,24 @@ from cpfleet.sandbox.languages.base import (
 )
 
 __all__ = ["FENCE_TAGS", "LANGUAGES", "UnknownLanguage", "Language", "CompileStep", "Toolchain", "SOURCES", "PROG_DIR",
-           "JVM_AS_FALLBACK_MB", "TOOLCHAINS", "builtin_toolchain", "register_toolchain", "unregister_toolchain",
+           "JVM_AS_FALLBACK_MB", "SELF_TEST_EXPECTED", "TOOLCHAINS", "SELF_TESTS", "builtin_module", "register_toolchain", "unregister_toolchain",
            "oom_markers", "build_table", "table", "get", "availability", "availability_line", "fingerprint",
            "installed_packages", "missing_tools", "time_multiplier", "toolchain_version"]
 
 
-def builtin_toolchain(name: str) -> Toolchain:
-    """The ``toolchain`` of this package's module named ``name`` (a built-in language's file)."""
-    module = importlib.import_module(f"{__name__}.{name}")
-    builder: Toolchain = module.toolchain
-    return builder
+def builtin_module(name: str) -> ModuleType:
+    """This package's module named ``name``: a built-in language's file, holding its
+    ``toolchain`` (environment -> :class:`Language`) and ``SELF_TEST`` (a program printing
+    ``SELF_TEST_EXPECTED``, run by sandbox/selftest.py at a worker's start)."""
+    return importlib.import_module(f"{__name__}.{name}")
 
 
 _toolchains_lock = threading.Lock()
-# every built-in language of core.languages has its module here; a plug-in adds its own with
-# register_toolchain
-TOOLCHAINS: dict[str, Toolchain] = {info.name: builtin_toolchain(info.name) for info in core_languages.BUILTIN}
+# every built-in language of core.languages has its module here, found by its name; a plug-in
+# adds its own with register_toolchain
+_BUILTIN_MODULES = {info.name: builtin_module(info.name) for info in core_languages.BUILTIN}
+TOOLCHAINS: dict[str, Toolchain] = {name: module.toolchain for name, module in _BUILTIN_MODULES.items()}
+SELF_TESTS: dict[str, str] = {name: module.SELF_TEST for name, module in _BUILTIN_MODULES.items()}
 
 
 def register_toolchain(name: str, builder: Toolchain, *, replace: bool = False) -> None:

@@ -21,14 +21,16 @@ from dataclasses import dataclass, field
 from cpfleet.core import envvars
 from cpfleet.core.protocol import NAME_MAX
 
-__all__ = ["SOURCES", "PROG_DIR", "JVM_AS_FALLBACK_MB", "CompileStep", "Language", "Toolchain", "which",
-           "static_link"]
+__all__ = ["SOURCES", "PROG_DIR", "JVM_AS_FALLBACK_MB", "SELF_TEST_EXPECTED", "CompileStep", "Language", "Toolchain",
+           "which", "static_link"]
 
 SOURCES = "{sources}"  # placeholder for the entry points' paths in a compile argv
 PROG_DIR = "{prog}"  # placeholder for the directory the artifact's files are placed in (read-only)
 # the ``cgroup`` memory model without a cgroup: RLIMIT_AS = 2 x the limit (heap and main stack)
 # plus this much for the runtime itself
 JVM_AS_FALLBACK_MB = 4096
+# what each language module's ``SELF_TEST`` program prints (sandbox/selftest.py runs it at start)
+SELF_TEST_EXPECTED = "cpfleet-self-test-ok"
 
 
 @dataclass(frozen=True, slots=True)

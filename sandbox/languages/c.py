@@ -5,7 +5,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from cpfleet.sandbox.languages.base import PROG_DIR, SOURCES, CompileStep, Language, static_link, which
+from cpfleet.sandbox.languages.base import (
+    PROG_DIR,
+    SELF_TEST_EXPECTED,
+    SOURCES,
+    CompileStep,
+    Language,
+    static_link,
+    which,
+)
+
+# the worker's start-up check (sandbox/selftest.py): stdio and libm
+SELF_TEST = (
+    f'#include <stdio.h>\n#include <math.h>\nint main(void) {{ printf("{SELF_TEST_EXPECTED}\\n"); return (int)floor(0.5); }}\n'
+)
 
 
 def toolchain(env: Mapping[str, str]) -> Language:

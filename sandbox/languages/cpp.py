@@ -10,7 +10,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from cpfleet.core import envvars
-from cpfleet.sandbox.languages.base import PROG_DIR, SOURCES, CompileStep, Language, static_link, which
+from cpfleet.sandbox.languages.base import (
+    PROG_DIR,
+    SELF_TEST_EXPECTED,
+    SOURCES,
+    CompileStep,
+    Language,
+    static_link,
+    which,
+)
+
+# the worker's start-up check (sandbox/selftest.py): bits/stdc++.h and the standard library
+SELF_TEST = (
+    f'#include <bits/stdc++.h>\nint main() {{ std::vector<int> v{{1}}; std::cout << "{SELF_TEST_EXPECTED}" << std::endl; return v[0] - 1; }}\n'
+)
 
 
 def toolchain(env: Mapping[str, str]) -> Language:

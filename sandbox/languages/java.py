@@ -23,7 +23,7 @@ import subprocess
 from collections.abc import Mapping
 
 from cpfleet.core import envvars
-from cpfleet.sandbox.languages.base import PROG_DIR, SOURCES, CompileStep, Language, which
+from cpfleet.sandbox.languages.base import PROG_DIR, SELF_TEST_EXPECTED, SOURCES, CompileStep, Language, which
 
 __all__ = ["JVM_OVERHEAD_MB", "JVM_THREAD_STACK_KB", "JVM_START_FLAGS", "JVM_FAST_START_FLAGS", "JAVA_GCS",
            "jvm_fast_start", "java_gc_flags", "java_main_class", "jvm_class_sharing", "toolchain"]
@@ -57,6 +57,12 @@ JAVA_GCS = {
     # whose Java tests are short; with -XX:ActiveProcessorCount=1 it runs one GC thread
     "g1": ("-XX:+UseG1GC",),
 }
+
+
+# the worker's start-up check (sandbox/selftest.py) compiles and runs it
+SELF_TEST = (
+    f'public class Main {{ public static void main(String[] a) {{ System.out.println("{SELF_TEST_EXPECTED}"); }} }}\n'
+)
 
 
 def _java_tool(tool: str) -> str:

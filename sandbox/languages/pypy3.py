@@ -11,7 +11,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from cpfleet.sandbox import syntax_errors
-from cpfleet.sandbox.languages.base import PROG_DIR, SOURCES, CompileStep, Language, which
+from cpfleet.sandbox.languages.base import PROG_DIR, SELF_TEST_EXPECTED, SOURCES, CompileStep, Language, which
+
+# the worker's start-up check (sandbox/selftest.py) compiles and runs it
+SELF_TEST = (
+    f'print("{SELF_TEST_EXPECTED}")\n'
+)
 
 
 def toolchain(env: Mapping[str, str]) -> Language:

@@ -13,7 +13,12 @@ import os
 import sys
 from collections.abc import Mapping
 
-from cpfleet.sandbox.languages.base import PROG_DIR, Language
+from cpfleet.sandbox.languages.base import PROG_DIR, SELF_TEST_EXPECTED, Language
+
+# the worker's start-up check (sandbox/selftest.py) compiles and runs it
+SELF_TEST = (
+    f'print("{SELF_TEST_EXPECTED}")\n'
+)
 
 
 def solution_python() -> str:
