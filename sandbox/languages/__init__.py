@@ -51,9 +51,10 @@ from cpfleet.sandbox.languages.base import (
 )
 
 __all__ = ["FENCE_TAGS", "LANGUAGES", "UnknownLanguage", "Language", "CompileStep", "Toolchain", "SOURCES", "PROG_DIR",
-           "JVM_AS_FALLBACK_MB", "SELF_TEST_EXPECTED", "TOOLCHAINS", "SELF_TESTS", "builtin_module", "register_toolchain", "unregister_toolchain",
-           "oom_markers", "build_table", "table", "get", "availability", "availability_line", "fingerprint",
-           "installed_packages", "missing_tools", "time_multiplier", "toolchain_version"]
+           "JVM_AS_FALLBACK_MB", "SELF_TEST_EXPECTED", "TOOLCHAINS", "SELF_TESTS", "builtin_module",
+           "register_toolchain", "unregister_toolchain", "oom_markers", "build_table", "table", "get", "availability",
+           "availability_line", "fingerprint", "installed_packages", "missing_tools", "time_multiplier",
+           "toolchain_version"]
 
 
 def builtin_module(name: str) -> ModuleType:
@@ -198,11 +199,12 @@ def availability_line() -> str:
     """One line for a worker's or ``cpfleet up``'s start-up log."""
     parts = []
     for name, missing in availability().items():
-        lang = table().get(name)
-        if not missing and lang is not None and lang.start_warning is not None and (why := lang.start_warning(lang)):
-            parts.append(f"{name} (WARNING: {why})")
+        if missing:
+            parts.append(f"{name} (missing: {', '.join(missing)})")
             continue
-        parts.append(name if not missing else f"{name} (missing: {', '.join(missing)})")
+        lang = get(name)
+        why = lang.start_warning(lang) if lang.start_warning is not None else ""
+        parts.append(f"{name} (WARNING: {why})" if why else name)
     return "languages: " + ", ".join(parts)
 
 

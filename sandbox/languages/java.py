@@ -26,7 +26,7 @@ from cpfleet.core import envvars
 from cpfleet.sandbox.languages.base import PROG_DIR, SELF_TEST_EXPECTED, SOURCES, CompileStep, Language, which
 
 __all__ = ["JVM_OVERHEAD_MB", "JVM_THREAD_STACK_KB", "JVM_START_FLAGS", "JVM_FAST_START_FLAGS", "JAVA_GCS",
-           "jvm_fast_start", "java_gc_flags", "java_main_class", "jvm_class_sharing", "toolchain"]
+           "jvm_fast_start", "java_gc_flags", "java_main_class", "jvm_class_sharing", "SELF_TEST", "toolchain"]
 
 JVM_OVERHEAD_MB = 256
 JVM_THREAD_STACK_KB = 64 << 10  # the stack of a Java thread other than main
@@ -124,13 +124,13 @@ def jvm_class_sharing(run_argv: tuple[str, ...] | None = None) -> str:
         from cpfleet.sandbox.languages import get  # the registry imports this module: read it at call time
 
         run_argv = get("java").run_argv
-    argv = run_argv
-    flags = [a.replace("{mem}", "256").replace("{stack}", "256") for a in argv[1:] if a.startswith("-X") and not a.startswith("-Xshare")]
+    flags = [a.replace("{mem}", "256").replace("{stack}", "256") for a in run_argv[1:]
+             if a.startswith("-X") and not a.startswith("-Xshare")]
     try:
-        out = subprocess.run([argv[0], *flags, "-Xshare:on", "-version"], capture_output=True, timeout=60,
+        out = subprocess.run([run_argv[0], *flags, "-Xshare:on", "-version"], capture_output=True, timeout=60,
                              check=False)
     except (OSError, subprocess.TimeoutExpired) as e:
-        return f"cannot run {argv[0]}: {e}"
+        return f"cannot run {run_argv[0]}: {e}"
     if out.returncode == 0:
         return ""
     said = (out.stdout + out.stderr).decode(errors="replace").split("\n")
