@@ -22,7 +22,8 @@ import tempfile
 import time
 
 from cpfleet.sandbox import languages, programs
-from cpfleet.sandbox.languages import JVM_THREAD_STACK_KB, PROG_DIR
+from cpfleet.sandbox.languages import PROG_DIR
+from cpfleet.sandbox.languages.java import JVM_THREAD_STACK_KB
 from cpfleet.sandbox.runner import Limits, make_runner
 
 TRIVIAL = 'public class Main { public static void main(String[] a) { System.out.println("hi"); } }\n'

@@ -38,7 +38,7 @@ from cpfleet.sandbox.jobs import (
     files_memfd,
     send_source,
 )
-from cpfleet.sandbox.languages import JVM_AS_FALLBACK_MB
+from cpfleet.sandbox.languages.base import JVM_AS_FALLBACK_MB
 from cpfleet.sandbox.runner import CodeRunner, IsolationReport, Limits, ProgramImage, RunResult
 from cpfleet.sandbox.slots import Slot, claim_slot
 from cpfleet.sandbox.verdicts import cpu_rlimit_s, judge_run, wall_fields
@@ -437,7 +437,7 @@ class ZygoteRunner(CodeRunner):
         mem = limits.memory_mb << 20
         if job.memory_model == "cgroup":
             # no cgroup: a loose bound on the address space, where the heap and the main
-            # thread's stack (languages.py: -Xss) may each reserve the memory limit
+            # thread's stack (languages/java.py: -Xss) may each reserve the memory limit
             as_bytes = -1 if cgroup_ok else 2 * mem + (JVM_AS_FALLBACK_MB << 20)
         else:
             as_bytes = mem

@@ -44,7 +44,7 @@ read-only; a C++ compile gets ``-I that -Winvalid-pch`` so GCC uses it for ``#in
 <bits/stdc++.h>`` and falls back to the real header (with a warning) when it does not match.
 
 Over 500 lines because compile, session, single run and interactive pair are one API over one
-program image; the languages' toolchains live in sandbox/languages.py, the runner in forkserver.
+program image; the languages' toolchains live in sandbox/languages/ (one module each), the runner in forkserver.
 """
 
 from __future__ import annotations
@@ -71,6 +71,7 @@ from cpfleet.core.errors import ProgramError, SandboxBroken
 from cpfleet.core.verdict import Verdict
 from cpfleet.sandbox import languages
 from cpfleet.sandbox.jobinit import COMPILE_CPU_S
+from cpfleet.sandbox.languages.java import JVM_OVERHEAD_MB
 from cpfleet.sandbox.runner import CodeRunner, Limits, ProgramImage, RunResult
 
 if TYPE_CHECKING:
@@ -380,7 +381,7 @@ def build_run_program(runner: CodeRunner, files: Mapping[str, str | bytes], *, c
     if "build" not in blobs and "run" not in blobs:
         raise ProgramError(f"a build/run program folder needs a 'build' or 'run' script, got {sorted(blobs)}")
     modes = {k: 0o755 if k in ("build", "run") else 0o644 for k in blobs}
-    run_limits = languages.JVM_OVERHEAD_MB
+    run_limits = JVM_OVERHEAD_MB
     if "build" not in blobs:
         image = ProgramImage(files={k: (v, modes[k]) for k, v in blobs.items()}, argv=(f"{languages.PROG_DIR}/run",),
                              memory_model="cgroup", extra_cgroup_mb=run_limits)

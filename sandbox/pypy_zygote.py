@@ -11,7 +11,7 @@ zygote has is missing here.
 
 What differs from a CPython job, and why:
 
-- Memory: the ``cgroup`` model of the pypy3 language table entry (sandbox/languages.py), as on
+- Memory: the ``cgroup`` model of the pypy3 language table entry (sandbox/languages/pypy3.py), as on
   the exec path: no RLIMIT_AS (PyPy reserves far more address space than it uses), the slot's
   cgroup at the memory limit plus the runtime's allowance. The zygote's own pages stay charged
   to the zygote; a test is charged for the pages it writes, never more than a fresh PyPy.

@@ -85,7 +85,7 @@ class RunResult:
 class ProgramImage:
     """A compiled program as a runner starts it: its files (placed read-only in a directory of
     their own), the argv each test execs (``{prog}`` stands for that directory) and the memory
-    model of its runtime (sandbox/languages.py: "address_space" bounds each process's address
+    model of its runtime (sandbox/languages/base.py: "address_space" bounds each process's address
     space at the memory limit as well as the cgroup; "cgroup" leaves the address space free,
     for runtimes such as the JVM that reserve far more than they use, with ``extra_cgroup_mb``
     on top of the limit for the runtime's own footprint)."""
@@ -119,7 +119,7 @@ class IsolationReport:
 
 
 class CodeRunner(ABC):
-    """Runs one untrusted program at a time (in any language of sandbox/languages.py) against many inputs."""
+    """Runs one untrusted program at a time (in any language of sandbox/languages/) against many inputs."""
 
     name: str = "abstract"
 

@@ -4,9 +4,9 @@ A toolchain can be present and still not work: a C++ standard the compiler rejec
 (``CPFLEET_CPP_STD``), a missing static libstdc++ under ``-static``, a JDK that cannot start,
 a PyPy that crashes. Without this check every job in such a language would come back
 COMPILE_ERROR (reward 0, the model punished for the host) or RUNTIME_ERROR. As DMOJ's judge
-does for its executors, a worker runs each language's :data:`PROGRAMS` entry through the very
-compile and run lines of cpfleet.sandbox.languages at start (``run_all``, the languages in
-parallel threads; a toolchain that passed on this host before, same fingerprint, is not compiled
+does for its executors, a worker runs each language's :data:`PROGRAMS` entry (the ``SELF_TEST``
+of its module in cpfleet.sandbox.languages) through the very compile and run lines of its
+toolchain at start (``run_all``, the languages in parallel threads; a toolchain that passed on this host before, same fingerprint, is not compiled
 again) and remembers the result in this process (``record``); pool processes forked
 after that inherit it. A job in a language whose self-test failed is answered INTERNAL naming it
 (sandbox/compiled.py: ``unavailable``), never judged.
@@ -31,15 +31,10 @@ from dataclasses import dataclass
 
 from cpfleet.sandbox import languages, programs
 
-EXPECTED = "cpfleet-self-test-ok"
+EXPECTED = languages.SELF_TEST_EXPECTED
 TIMEOUT_S = 120.0  # a cold javac on a loaded host takes seconds; a hang is a failure
-PROGRAMS: dict[str, str] = {
-    "python3": f'print("{EXPECTED}")\n',
-    "pypy3": f'print("{EXPECTED}")\n',
-    "cpp": f'#include <bits/stdc++.h>\nint main() {{ std::vector<int> v{{1}}; std::cout << "{EXPECTED}" << std::endl; return v[0] - 1; }}\n',
-    "c": f'#include <stdio.h>\n#include <math.h>\nint main(void) {{ printf("{EXPECTED}\\n"); return (int)floor(0.5); }}\n',
-    "java": f'public class Main {{ public static void main(String[] a) {{ System.out.println("{EXPECTED}"); }} }}\n',
-}
+# each built-in language's ``SELF_TEST``, kept in its own module of cpfleet.sandbox.languages
+PROGRAMS: dict[str, str] = languages.SELF_TESTS
 
 
 @dataclass(frozen=True, slots=True)

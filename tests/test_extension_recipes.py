@@ -6,6 +6,7 @@ protocol module). Each toy is registered for its test only and taken back afterw
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import subprocess
 import sys
@@ -78,6 +79,17 @@ def test_a_language_is_one_declaration_and_one_toolchain(runner: CodeRunner, toy
     assert record_errors({**SUM, "languages": ["toysh"], "time_limit_multipliers": {"toysh": 2}}) == []
     assert core_languages.by_extension(".sh") == "toysh"
     assert selftest.check("toysh", f"echo {selftest.EXPECTED}\n").ok
+
+
+@pytest.mark.parametrize("name", [info.name for info in core_languages.BUILTIN])
+def test_every_built_in_language_is_one_module_of_the_languages_package_found_by_its_name(name: str) -> None:
+    """The recipe's second half for a built-in language: one file, sandbox/languages/<name>.py,
+    whose ``toolchain`` and ``SELF_TEST`` the registry binds without any other edit."""
+    module = importlib.import_module(f"cpfleet.sandbox.languages.{name}")
+    assert languages.TOOLCHAINS[name] is module.toolchain
+    assert languages.TOOLCHAINS[name].__module__ == f"cpfleet.sandbox.languages.{name}"
+    assert languages.build_table({})[name].name == name
+    assert selftest.PROGRAMS[name] == module.SELF_TEST and selftest.EXPECTED in module.SELF_TEST
 
 
 def test_a_language_without_a_toolchain_is_internal_never_a_verdict(runner: CodeRunner) -> None:

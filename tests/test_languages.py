@@ -10,6 +10,7 @@ import os
 import pathlib
 import shutil
 import zlib
+from collections.abc import Mapping
 
 import pytest
 
@@ -17,6 +18,7 @@ from cpfleet.core.problem import Problem
 from cpfleet.core.verdict import Verdict
 from cpfleet.sandbox import languages
 from cpfleet.sandbox.env import evaluate
+from cpfleet.sandbox.languages import java as java_lang
 from cpfleet.sandbox.runner import CodeRunner
 
 SUM = Problem.from_dict({
@@ -260,7 +262,7 @@ def test_jvm_maps_the_jdks_class_sharing_archive_here() -> None:
     home = os.path.dirname(os.path.dirname(os.path.realpath(java)))
     if not os.path.exists(os.path.join(home, "lib", "server", "classes.jsa")):
         pytest.skip(f"this JDK ({home}) ships no class-data sharing archive")
-    assert languages.jvm_class_sharing() == ""
+    assert java_lang.jvm_class_sharing() == ""
     assert languages.availability_line().count("java") == 1  # no warning on the start-up line
 
 
@@ -276,7 +278,7 @@ def test_a_corrupt_class_sharing_archive_is_named_and_the_program_still_judged(r
     tmp_path.chmod(0o755)
     argv = languages.get("java").run_argv
     broken = (argv[0], f"-XX:SharedArchiveFile={bad}", *argv[1:])
-    why = languages.jvm_class_sharing(broken)
+    why = java_lang.jvm_class_sharing(broken)
     assert "shared archive" in why, why
     built = programs.compile_program(runner, "java", {"Adder.java": JAVA_OK}, ["Adder.java"],
                                      cache=programs.CompileCache(str(tmp_path / "cache")))
@@ -287,6 +289,26 @@ def test_a_corrupt_class_sharing_archive_is_named_and_the_program_still_judged(r
     runner.load_program(image)
     result = runner.run(b"5 7\n", Limits(time_s=5, memory_mb=256))
     assert result.status == Verdict.OK and result.stdout == b"12\n", result
+
+
+def test_a_jvm_that_cannot_map_its_class_sharing_archive_is_named_on_the_start_up_line(tmp_path: pathlib.Path) -> None:
+    # the warning is the java module's start_warning, read by the registry's availability_line
+    _needs("java")
+    bad = tmp_path / "classes.jsa"
+    bad.write_bytes(b"not an archive" * 4096)
+    builtin = languages.TOOLCHAINS["java"]
+
+    def broken(env: Mapping[str, str]) -> languages.Language:
+        lang = builtin(env)
+        return dataclasses.replace(lang, run_argv=(lang.run_argv[0], f"-XX:SharedArchiveFile={bad}", *lang.run_argv[1:]))
+
+    languages.register_toolchain("java", broken, replace=True)
+    try:
+        line = languages.availability_line()
+    finally:
+        languages.register_toolchain("java", builtin, replace=True)
+    assert "java (WARNING: no class-data sharing, each test starts ~2x slower: " in line, line
+    assert "shared archive" in line and line.count("WARNING") == 1, line
 
 
 def test_java_under_a_memory_limit_above_1gb_runs(runner: CodeRunner) -> None:
@@ -314,7 +336,7 @@ public class Main { public static void main(String[] a) throws Exception {
 
 def test_java_without_the_skipped_intrinsics_computes_the_same_hashes(runner: CodeRunner) -> None:
     _needs("java")
-    assert set(languages.JVM_FAST_START_FLAGS) <= set(languages.get("java").run_argv)  # this JDK takes them
+    assert set(java_lang.JVM_FAST_START_FLAGS) <= set(languages.get("java").run_argv)  # this JDK takes them
     m = b"cpfleet"
     expected = f"{hashlib.sha256(m).hexdigest()} {zlib.crc32(m)} {zlib.adler32(m)} {base64.b64encode(m).decode()} true\n"
     problem = Problem.from_dict({"id": "hashes", "hidden_tests": [{"input": "cpfleet\n", "output": expected}]})
@@ -329,8 +351,8 @@ def test_a_jvm_that_refuses_the_fast_start_flags_runs_without_them(tmp_path: pat
     old_jdk.write_text("#!/bin/sh\nfor a in \"$@\"; do case \"$a\" in *ArchiveRelocationMode*) "
                        "echo 'Unrecognized VM option' >&2; exit 1;; esac; done\nexit 0\n")
     old_jdk.chmod(0o755)
-    assert languages.jvm_fast_start(str(old_jdk)) == ()
-    assert languages.jvm_fast_start(str(tmp_path / "no-such-java")) == ()
+    assert java_lang.jvm_fast_start(str(old_jdk)) == ()
+    assert java_lang.jvm_fast_start(str(tmp_path / "no-such-java")) == ()
     real = languages.get("java").run_argv[0] if not languages.missing_tools("java") else None
     if real is not None:
-        assert languages.jvm_fast_start(real) == languages.JVM_FAST_START_FLAGS
+        assert java_lang.jvm_fast_start(real) == java_lang.JVM_FAST_START_FLAGS

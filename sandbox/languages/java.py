@@ -1,0 +1,159 @@
+"""Java: ``javac`` then the JVM, in the ``cgroup`` memory model (the JVM reserves far more
+address space than it uses).
+
+The JVM gets ``-Xmx`` = the memory limit and a main thread whose stack is the memory limit too,
+at most 1 GB, the largest ``-Xss`` a JVM accepts (the launcher sizes the main thread from
+``-Xss``; the later ``-XX:ThreadStackSize``, which the launcher does not read, gives every other
+thread 64 MB, as DOMjudge and Kattis give all of them), and its cgroup allowance is the limit
+plus ``JVM_OVERHEAD_MB`` for what lives outside the heap (metaspace, code cache, thread stacks).
+A solution's file and the class it is started by are its public class (``java_main_class``).
+
+Settings read from the environment when a table is built:
+
+- ``CPFLEET_JAVA_HOME``: a JDK whose ``bin/javac`` and ``bin/java`` are used; default: PATH.
+- ``CPFLEET_JAVA_GC`` (default ``serial``, or ``g1``): the collector (``JAVA_GCS``).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import subprocess
+from collections.abc import Mapping
+
+from cpfleet.core import envvars
+from cpfleet.sandbox.languages.base import PROG_DIR, SELF_TEST_EXPECTED, SOURCES, CompileStep, Language, which
+
+__all__ = ["JVM_OVERHEAD_MB", "JVM_THREAD_STACK_KB", "JVM_START_FLAGS", "JVM_FAST_START_FLAGS", "JAVA_GCS",
+           "jvm_fast_start", "java_gc_flags", "java_main_class", "jvm_class_sharing", "SELF_TEST", "toolchain"]
+
+JVM_OVERHEAD_MB = 256
+JVM_THREAD_STACK_KB = 64 << 10  # the stack of a Java thread other than main
+# The JDK's own class-data-sharing archive (lib/server/classes.jsa, shipped by the JDK packages)
+# maps the ~1,400 classes every start loads instead of parsing them; ``auto`` falls back to
+# loading them when the archive is missing or does not fit (``jvm_class_sharing`` says so loudly
+# at start-up), never failing the run. No per-program archive: an AppCDS archive of a
+# solution's few classes saves less than one JVM start costs to build it.
+JVM_START_FLAGS = ("-Xshare:auto", "-XX:-UsePerfData")
+# Start-up work a contest program never pays back, where the JVM accepts the flags
+# (``jvm_fast_start``; another JDK may lack one, and then none is used): the archive mapped at its
+# own address instead of relocated to a random one (JDK 17.0.x builds relocate by default,
+# ~8 ms of CPU per start; the sandbox, not the JVM's address layout, is the isolation), and no
+# stubs generated for the AES, SHA, GHASH, Base64 and CRC32/Adler32 intrinsics (~5 ms; a program
+# that uses those classes runs their Java code: the same results, slower). ~10 ms of ~65 ms of
+# CPU per trivial Java test (bench/bench_jvm.py).
+JVM_FAST_START_FLAGS = (
+    "-XX:+UnlockDiagnosticVMOptions", "-XX:ArchiveRelocationMode=0",
+    "-XX:-UseAESIntrinsics", "-XX:-UseAESCTRIntrinsics", "-XX:-UseGHASHIntrinsics", "-XX:-UseSHA",
+    "-XX:-UseBASE64Intrinsics", "-XX:-UseCRC32Intrinsics", "-XX:-UseCRC32CIntrinsics", "-XX:-UseAdler32Intrinsics",
+)
+JAVA_GCS = {
+    # DOMjudge's and Kattis's collector, the default: time limits sized on those judges hold;
+    # ~25% less CPU than G1 on an allocation-heavy run (bench/bench_jvm.py)
+    "serial": ("-XX:+UseSerialGC",),
+    # G1 maps the archive's heap objects too (JDK 17 maps them for G1 only): the module graph
+    # comes ready-made, ~15 ms of CPU less per test (~1.4x for a trivial program), for fleets
+    # whose Java tests are short; with -XX:ActiveProcessorCount=1 it runs one GC thread
+    "g1": ("-XX:+UseG1GC",),
+}
+
+
+# the worker's start-up check (sandbox/selftest.py) compiles and runs it
+SELF_TEST = (
+    f'public class Main {{ public static void main(String[] a) {{ System.out.println("{SELF_TEST_EXPECTED}"); }} }}\n'
+)
+
+
+def _java_tool(tool: str) -> str:
+    home = os.environ.get("CPFLEET_JAVA_HOME")
+    if home:
+        return os.path.join(home, "bin", tool)
+    found = which(tool)
+    return os.path.realpath(found) if os.path.isabs(found) else found
+
+
+@functools.lru_cache(maxsize=8)
+def jvm_fast_start(java: str) -> tuple[str, ...]:
+    """``JVM_FAST_START_FLAGS`` when the JVM at ``java`` starts with them, else (): asked once per
+    process and JVM, so a JDK without one of them runs Java at the plain start-up cost instead of
+    failing every test."""
+    if not os.path.isabs(java) or not os.access(java, os.X_OK):
+        return ()
+    try:
+        out = subprocess.run([java, *JVM_FAST_START_FLAGS, "-XX:-UsePerfData", "-version"], capture_output=True,
+                             timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return ()
+    return JVM_FAST_START_FLAGS if out.returncode == 0 else ()
+
+
+def java_gc_flags(env: Mapping[str, str]) -> tuple[str, ...]:
+    """The collector flags of ``CPFLEET_JAVA_GC`` (``serial``, the default, or ``g1``)."""
+    gc: str = envvars.read("CPFLEET_JAVA_GC", "serial", env)
+    return JAVA_GCS[gc]
+
+
+_JAVA_PUBLIC = re.compile(r"\bpublic\s+(?:(?:final|abstract|strictfp)\s+)*(?:class|interface|enum|record)\s+([A-Za-z_$][\w$]*)")
+_JAVA_CLASS = re.compile(r"\b(?:class|interface|enum|record)\s+([A-Za-z_$][\w$]*)")
+_JAVA_MAIN = re.compile(r"\bstatic\s+(?:final\s+)?(?:public\s+)?void\s+main\s*\(")
+_JAVA_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+_JAVA_PACKAGE = re.compile(r"^\s*package\s+([\w.]+)\s*;", re.M)
+
+
+def java_main_class(source: str) -> str:
+    """The class a Java solution is started by: its public class, else the class declared last
+    before the first ``static void main`` (a package-qualified name when it declares a package)."""
+    text = _JAVA_COMMENTS.sub(" ", source)
+    m = _JAVA_PUBLIC.search(text)
+    name = m.group(1) if m else ""
+    if not name:
+        main = _JAVA_MAIN.search(text)
+        before = [c.group(1) for c in _JAVA_CLASS.finditer(text[: main.start() if main else len(text)])]
+        name = before[-1] if before else "Main"
+    pkg = _JAVA_PACKAGE.search(text)
+    return f"{pkg.group(1)}.{name}" if pkg else name
+
+
+def jvm_class_sharing(run_argv: tuple[str, ...] | None = None) -> str:
+    """'' when the JVM of ``run_argv`` (default: the table's Java run line) maps its class-data
+    sharing archive, else why not (the JVM's own words). Asked once with ``-Xshare:on``, which
+    fails where ``-Xshare:auto`` silently starts without the archive: a worker whose JDK lost
+    or corrupted it still judges correctly, only slower, and its start-up line says so."""
+    if run_argv is None:
+        from cpfleet.sandbox.languages import get  # the registry imports this module: read it at call time
+
+        run_argv = get("java").run_argv
+    flags = [a.replace("{mem}", "256").replace("{stack}", "256") for a in run_argv[1:]
+             if a.startswith("-X") and not a.startswith("-Xshare")]
+    try:
+        out = subprocess.run([run_argv[0], *flags, "-Xshare:on", "-version"], capture_output=True, timeout=60,
+                             check=False)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"cannot run {run_argv[0]}: {e}"
+    if out.returncode == 0:
+        return ""
+    said = (out.stdout + out.stderr).decode(errors="replace").split("\n")
+    return " ".join(line.strip() for line in said if line.strip())[:300] or f"exit status {out.returncode}"
+
+
+def _class_sharing_warning(lang: Language) -> str:
+    why = jvm_class_sharing(lang.run_argv)
+    return f"no class-data sharing, each test starts ~2x slower: {why}" if why else ""
+
+
+def toolchain(env: Mapping[str, str]) -> Language:
+    javac, java = _java_tool("javac"), _java_tool("java")
+    fast = jvm_fast_start(java)  # javac runs the same JDK's JVM
+    return Language(
+        "java", "Main.java",
+        CompileStep((javac, "-J-Xmx768m", "-J-XX:+UseSerialGC", "-J-XX:-UsePerfData", "-J-Xss64m",
+                     *(f"-J{flag}" for flag in fast),
+                     "-J-XX:TieredStopAtLevel=1", "-encoding", "UTF-8", "-nowarn", "-d", "out",
+                     SOURCES), (javac, "-version")),
+        (java, "-Xmx{mem}m", "-Xss{stack}m", f"-XX:ThreadStackSize={JVM_THREAD_STACK_KB}", *java_gc_flags(env),
+         *JVM_START_FLAGS, *fast, "-XX:CICompilerCount=2", "-XX:ActiveProcessorCount=1", "-Dfile.encoding=UTF-8",
+         "-cp", PROG_DIR, "{main}"),
+        "cgroup", extra_cgroup_mb=JVM_OVERHEAD_MB, tools=(javac, java), compile_memory_model="cgroup",
+        oom_markers=(b"java.lang.OutOfMemoryError",), main_class=java_main_class, start_warning=_class_sharing_warning,
+    )
