@@ -55,7 +55,7 @@ from cpfleet.producer.client import FleetClient  # noqa: E402
 
 
 def demo_records() -> list[dict[str, Any]]:
-    with gzip.open(REPO / "cpfleet" / "data" / "demo-problems.jsonl.gz", "rt") as f:
+    with gzip.open(REPO / "cpfleet" / "demo" / "data" / "demo-problems.jsonl.gz", "rt") as f:
         return [json.loads(line) for line in f if line.strip()]
 
 

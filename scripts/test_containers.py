@@ -51,7 +51,7 @@ REPO = Path(__file__).resolve().parents[1]
 PROJECT = "cpfleet-test"
 HOST2 = "cpfleet-test-host2"  # a second host's compose project: workers only, on PROJECT's Redis
 WORKER_IMAGE = "cpfleet-worker:latest"
-SHIPPED_PROBLEMS = REPO / "cpfleet" / "data" / "demo-problems.jsonl.gz"
+SHIPPED_PROBLEMS = REPO / "cpfleet" / "demo" / "data" / "demo-problems.jsonl.gz"
 AB = "demo/a-plus-b"
 # a+b in the compiled languages and PyPy: the image's toolchains, judged like Python
 AB_PROGRAMS = {

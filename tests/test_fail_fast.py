@@ -141,7 +141,7 @@ def test_order_names_the_failing_test_and_leaves_fraction_and_public_alone(runne
 
 def test_demo_problems_same_rewards_in_any_order(fork_runner: CodeRunner) -> None:
     """The shipped demo set: reference, wrong and slow solutions, and mutants of the references."""
-    with gzip.open(REPO / "cpfleet" / "data" / "demo-problems.jsonl.gz", "rt") as f:
+    with gzip.open(REPO / "cpfleet" / "demo" / "data" / "demo-problems.jsonl.gz", "rt") as f:
         records = [json.loads(line) for line in f if line.strip()]
     rng = random.Random(7)
     wrong = 0
