@@ -1,7 +1,7 @@
 """Checker programs from the problem data: compiled once, run confined after each test.
 
-A problem's ``checker`` may be a program (``ProgramSpec`` in core/checkers/program_specs.py validates it
-when the problem is loaded): a testlib checker, a Kattis output validator, an open-r1
+A problem's ``checker`` may be a program (``ProgramSpec`` in core/checkers/program_specs.py
+validates it when the problem is loaded): a testlib checker, a Kattis output validator, an open-r1
 ``generated_checker`` (Python), or an interactor (sandbox/interactive.py). It is data from a
 dataset, so it is as untrusted as the program it judges. Compiling and running go through
 sandbox/programs.py, the one primitive for every non-Python program:
@@ -118,7 +118,7 @@ PROTOCOLS: dict[str, Protocol] = {"testlib": testlib.judge, "kattis_validator": 
 
 
 def register_protocol(kind: str, protocol: Protocol, *, replace: bool = False) -> None:
-    """Bind how a checker program of ``kind`` (declared in core/checkers.py with role
+    """Bind how a checker program of ``kind`` (declared in core/checkers/ with role
     ``program``) is called and judged: ``protocol(runner, spec, input, answer, output)`` runs it
     (``run_program``) and returns its verdict, raising CheckerBroken when it cannot judge."""
     with _protocols_lock:
