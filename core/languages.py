@@ -6,7 +6,7 @@ its source-file extensions, and whether checker programs may be written in it. E
 needs these facts reads them from here: extraction (sandbox/extract.py), the problem format
 (``languages``, ``time_limit_multipliers``), the job protocol, the dataset converters
 (core/records.py, cpfleet/datasets/formats/kattis.py), ``cpfleet run`` and the checker specs
-(core/checkers.py). How a language is compiled and run is the sandbox's business
+(core/checkers/). How a language is compiled and run is the sandbox's business
 (cpfleet.sandbox.languages: one module per name, its toolchain bound to the entry here by its name),
 so that the client layer needs no sandbox import to know the names.
 

@@ -8,7 +8,7 @@ optional ``fn_name`` (tests are then JSON text of the argument list / return val
 ``language`` and ``expected`` verdict, the shape of $CPFLEET_SHARED_DATA/icpc-kattis-31.jsonl.gz).
 
 :func:`record_errors` checks exactly that; the languages and checker kinds it accepts are the
-registries' (core/languages.py, core/checkers.py: a kind registered with ``register_checker`` is
+registries' (core/languages.py, core/checkers/: a kind registered with ``register_checker`` is
 accepted here too, its spec shape checked as its declaration says). :func:`loader_check` then
 runs ``Problem.from_dict`` whenever this build can build the record's checker.
 """
@@ -117,7 +117,7 @@ def _tests_errors(rec: Mapping[str, Any], key: str, call: bool) -> list[str]:
 
 def checker_errors(chk: Any) -> list[str]:
     """Shape errors of a ``checker`` object (not whether this build can run it): the shape its
-    kind declares (core/checkers.py: ``CheckerKind.shape``; a kind registered without one is
+    kind declares (core/checkers/: ``CheckerKind.shape``; a kind registered without one is
     checked by building it, :func:`loader_check`)."""
     if chk is None:
         return []

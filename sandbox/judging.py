@@ -165,7 +165,7 @@ def _program_failure(rr: RunResult) -> TestOutcome | None:
 
 def judge_any(runner: CodeRunner, checker: Checker, problem: Problem, test: TestCase, limits: Limits) -> TestOutcome:
     """One test of any problem kind: stdin/stdout with a built-in comparison (``judge_test``),
-    a function call (sandbox/fncall.py), a checker program (sandbox/checker_programs.py) or an
+    a function call (sandbox/fncall.py), a checker program (sandbox/checker_programs/) or an
     interaction (sandbox/interactive.py). A checker program that cannot judge raises
     BrokenProblem (CheckerBroken); the checker's or interactor's sandbox failing raises
     SandboxFailure."""

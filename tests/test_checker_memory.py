@@ -8,8 +8,7 @@ import tracemalloc
 
 import pytest
 
-from cpfleet.core import comparisons
-from cpfleet.core.checkers import get_checker
+from cpfleet.core.checkers import base, get_checker
 
 SPECS = [{"type": "tokens"}, {"type": "code_contests"}, {"type": "float", "abs": 1e-3}]
 
@@ -32,7 +31,7 @@ def _cases() -> list[tuple[str, str]]:
 def test_block_tokenising_gives_the_same_answers_as_one_block(spec: dict[str, object], monkeypatch: pytest.MonkeyPatch) -> None:
     checker = get_checker(spec)
     whole = [checker.check(e, g) for e, g in _cases()]
-    monkeypatch.setattr(comparisons, "_SPLIT_BLOCK", 5)  # every output now spans many blocks
+    monkeypatch.setattr(base, "_SPLIT_BLOCK", 5)  # every output now spans many blocks
     assert [checker.check(e, g) for e, g in _cases()] == whole
 
 
@@ -100,8 +99,8 @@ def test_a_long_line_of_tokens_is_judged_exactly(spec: dict[str, object], monkey
     checker = get_checker(spec)
     whole = [checker.check(expected, g) for g in cases]
     assert whole[0].ok and not whole[2].ok
-    monkeypatch.setattr(comparisons, "_SPLIT_BLOCK", 7)
-    monkeypatch.setattr(comparisons, "_STRIP_CHUNK", 5)
+    monkeypatch.setattr(base, "_SPLIT_BLOCK", 7)
+    monkeypatch.setattr(base, "_STRIP_CHUNK", 5)
     assert [checker.check(expected, g) for g in cases] == whole
 
 

@@ -190,7 +190,7 @@ def test_a_checker_that_does_not_compile_is_compiled_once_and_remembered(runner:
     assert isinstance(spec, ProgramSpec)
     with pytest.raises(CheckerBroken, match="does not compile"):
         checker_programs.image_for(runner, spec)
-    remembered = checker_programs._broken[spec.key()]
+    remembered = checker_programs.base._broken[spec.key()]  # read where image_for keeps it
     with pytest.raises(CheckerBroken) as again:
         checker_programs.image_for(runner, spec)
     assert again.value is remembered  # the same failure, not a second compilation

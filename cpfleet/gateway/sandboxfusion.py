@@ -229,7 +229,7 @@ def every_test(tests: dict[str, list[str]]) -> dict[str, Any]:
     return {"public_tests": pairs, "hidden_tests": pairs}
 
 
-# SandboxFusion's own comparison of a CommonOJ test's output (core/comparisons.py)
+# SandboxFusion's own comparison of a CommonOJ test's output (core/checkers/sandboxfusion.py)
 COMMON_OJ_CHECKER = {"type": "sandboxfusion"}
 
 

@@ -1,27 +1,10 @@
-"""Checker programs from the problem data: compiled once, run confined after each test.
+"""What every checker-program protocol shares: compiling a checker once, running it confined,
+the exit codes the protocols and the interactors read, and the detail a verdict quotes.
 
-A problem's ``checker`` may be a program (``ProgramSpec`` in core/checkers.py validates it
-when the problem is loaded): a testlib checker, a Kattis output validator, an open-r1
-``generated_checker`` (Python), or an interactor (sandbox/interactive.py). It is data from a
-dataset, so it is as untrusted as the program it judges. Compiling and running go through
-sandbox/programs.py, the one primitive for every non-Python program:
-
-- Compiled once per content, confined like a test, the artifact cached on the host
-  (``programs.compile_program``; failures are remembered in this process too). A checker that
-  does not compile is a problem error: INTERNAL (reward None) for every job of that problem,
-  never a 0 for the completion. testlib.h comes from the checker's own ``files`` when it ships
-  one, else from the directory ``CPFLEET_TESTLIB_DIR`` names (never from the repository; the
-  Dockerfile shows how an operator provides it).
-- Run as a job of its own next to the loaded solution in the runner's zygote (every isolation
-  layer of a test: pid/mount/IPC namespaces, seccomp, cgroup, rlimits, the slot's uid, no
-  network), after the program's run is complete, with its own limits. Its files (test input,
-  the program's output, the answer) are placed read-only in its fresh working directory; it
-  sees nothing of other tests. One job per checker is kept open per runner and reused.
-- Exit codes by protocol (``ProgramSpec`` docstring). A checker that crashes, is killed, runs
-  out of time or memory, or exits with anything but its accept/reject codes is run again on the
-  expected answer (``run_checker``): if it judges that, the program's output made it fail
-  (WRONG_ANSWER, never a masked sample a policy could learn to provoke); if not, the problem is
-  broken: INTERNAL with infra_error, the completion is not judged.
+The protocol modules (testlib.py, kattis_validator.py, python.py) import these; the package
+(__init__.py) binds the protocols by kind and judges with ``run_checker``; sandbox/interactive.py
+reads the same exit codes and sessions. The package docstring says how a checker program is
+built, confined and trusted.
 """
 
 from __future__ import annotations
@@ -36,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cpfleet.core.checkers import BUILD_RUN, ProgramSpec
-from cpfleet.core.errors import CheckerBroken, ProgramError, RegistrationError, SandboxFailure
+from cpfleet.core.errors import CheckerBroken, ProgramError, SandboxFailure
 from cpfleet.core.verdict import Verdict
 from cpfleet.sandbox import languages, programs
 from cpfleet.sandbox.runner import CodeRunner, Limits, ProgramImage, RunResult
@@ -219,115 +202,10 @@ def failed_run(spec: ProgramSpec, rr: RunResult, who: str = "") -> str | None:
     return None
 
 
-def _run(runner: CodeRunner, spec: ProgramSpec, stdin: bytes, argv: list[str], files: dict[str, bytes],
-         collect: tuple[str, ...] = ()) -> RunResult:
-    session = session_for(runner, spec)
-    rr = session.run(stdin, checker_limits(spec), argv=argv, files=files, collect=collect)
-    if rr.status == Verdict.INTERNAL:
-        drop_session(runner)
-        raise SandboxFailure(f"sandbox failure running the {spec.kind} checker: {rr.error}")
-    return rr
-
-
-def run_checker(runner: CodeRunner, spec: ProgramSpec, test_input: str, answer: str, output: bytes) -> CheckerVerdict:
-    """Judge one test's complete output with the problem's checker program; CheckerBroken if
-    the checker cannot judge, SandboxFailure if the sandbox failed.
-
-    A checker that fails on the program's output (a crash on text it did not expect, a limit, an
-    exit code outside its protocol) is run once more with the expected answer as the output,
-    the sanity check judges run on a jury's checker: if it accepts that, the checker works and
-    the failure is the output's doing (WRONG_ANSWER, naming it), never an infrastructure error a
-    policy could learn to provoke; if not, the problem is broken (CheckerBroken). A testlib
-    checker's own FAIL verdict (exit 3) is its explicit claim of a jury-side failure and stays
-    CheckerBroken, as on Codeforces ("judgement failed")."""
-    inp = test_input.encode("utf-8")
-    ans = answer.encode("utf-8")
-    try:
-        return _check(runner, spec, inp, ans, output)
-    except _CannotJudge as failure:
-        if output == ans:
-            raise
-        try:
-            sane = _check(runner, spec, inp, ans, ans)
-        except CheckerBroken as e:
-            raise CheckerBroken(f"{failure}; on the expected answer as output it fails too: {e}") from None
-        if not sane.ok:
-            raise CheckerBroken(f"{failure}; and it rejects the expected answer as output") from None
-        return CheckerVerdict(False, f"the checker could not judge this output (it accepts the expected "
-                                     f"answer): {failure}", deterministic=failure.deterministic)
-
-
-# --- the protocols: how each checker program kind is called and what its exit says --------------
-# One function per kind declared with role "program" in core/checkers.py, bound by its name.
-
+# How a checker program kind is called and what its exit says: one function per kind declared
+# with role "program" in core/checkers/, in a module of its own, bound by the kind's name in
+# the package's ``PROTOCOLS``.
 Protocol = Callable[[CodeRunner, ProgramSpec, bytes, bytes, bytes], CheckerVerdict]
-
-
-def _testlib(runner: CodeRunner, spec: ProgramSpec, inp: bytes, ans: bytes, output: bytes) -> CheckerVerdict:
-    rr = _run(runner, spec, b"", ["input", "output", "answer"], {"input": inp, "output": output, "answer": ans})
-    why = failed_run(spec, rr)
-    if why:
-        raise _CannotJudge(why, rr)
-    msg = detail_of(rr.stderr, rr.stdout)
-    if rr.exit_code == TESTLIB_OK:
-        return CheckerVerdict(True, msg)
-    if rr.exit_code in TESTLIB_REJECTS:
-        return CheckerVerdict(False, msg or TESTLIB_REJECTS[rr.exit_code])
-    if testlib_partial(rr.exit_code):
-        return CheckerVerdict(False, f"partially correct (not a full pass): {msg}")
-    if rr.exit_code == TESTLIB_FAIL:
-        raise CheckerBroken(f"the testlib checker reported a judge failure (FAIL): {msg[:500]}")
-    raise _CannotJudge(f"the testlib checker failed (exit {rr.exit_code}): {msg[:500]}", rr)
-
-
-def _kattis_validator(runner: CodeRunner, spec: ProgramSpec, inp: bytes, ans: bytes, output: bytes) -> CheckerVerdict:
-    rr = _run(runner, spec, output, ["input", "answer", "feedback/", *spec.flags],
-              {"input": inp, "answer": ans, "feedback/": b""}, (JUDGEMESSAGE,))
-    why = failed_run(spec, rr)
-    if why:
-        raise _CannotJudge(why, rr)
-    msg = detail_of(rr.files.get(JUDGEMESSAGE, b""), rr.stderr, rr.stdout)
-    if rr.exit_code == KATTIS_AC:
-        return CheckerVerdict(True, msg)
-    if rr.exit_code == KATTIS_WA:
-        return CheckerVerdict(False, msg or "wrong answer")
-    raise _CannotJudge(f"the output validator failed (exit {rr.exit_code}, expected 42 or 43): {msg[:500]}", rr)
-
-
-def _open_r1(runner: CodeRunner, spec: ProgramSpec, inp: bytes, ans: bytes, output: bytes) -> CheckerVerdict:
-    rr = _run(runner, spec, b"", ["input.txt", "correct_output.txt", "solution_output.txt"],
-              {"input.txt": inp, "correct_output.txt": ans, "solution_output.txt": output})
-    why = failed_run(spec, rr)
-    if why:
-        raise _CannotJudge(why, rr)
-    said = rr.stdout.decode("utf-8", errors="replace").strip()
-    if rr.exit_code != 0:
-        raise _CannotJudge(f"the python checker exited {rr.exit_code}: {detail_of(rr.stderr)[:500]}", rr)
-    if said == "1":
-        return CheckerVerdict(True)
-    if said == "0":
-        return CheckerVerdict(False, detail_of(rr.stderr) or "the checker rejected the output")
-    raise _CannotJudge(f"the python checker printed {said[:80]!r}, not 1 or 0", rr)
-
-
-_protocols_lock = threading.Lock()
-PROTOCOLS: dict[str, Protocol] = {"testlib": _testlib, "kattis_validator": _kattis_validator, "python": _open_r1}
-
-
-def register_protocol(kind: str, protocol: Protocol, *, replace: bool = False) -> None:
-    """Bind how a checker program of ``kind`` (declared in core/checkers.py with role
-    ``program``) is called and judged: ``protocol(runner, spec, input, answer, output)`` runs it
-    (``run_program``) and returns its verdict, raising CheckerBroken when it cannot judge."""
-    with _protocols_lock:
-        if kind in PROTOCOLS and not replace:
-            raise RegistrationError(f"checker protocol {kind!r} is already registered (pass replace=True)")
-        PROTOCOLS[kind] = protocol
-
-
-def unregister_protocol(kind: str) -> None:
-    with _protocols_lock:
-        PROTOCOLS.pop(kind, None)
-
 
 CannotJudge = _CannotJudge  # a protocol's "this run says nothing" (the expected answer is tried next)
 
@@ -335,12 +213,11 @@ CannotJudge = _CannotJudge  # a protocol's "this run says nothing" (the expected
 def run_program(runner: CodeRunner, spec: ProgramSpec, stdin: bytes, argv: list[str], files: dict[str, bytes],
                 collect: tuple[str, ...] = ()) -> RunResult:
     """Run the checker program once, confined, with ``files`` placed read-only in its working
-    directory; a sandbox failure raises SandboxFailure. For protocols registered from outside."""
-    return _run(runner, spec, stdin, argv, files, collect)
-
-
-def _check(runner: CodeRunner, spec: ProgramSpec, inp: bytes, ans: bytes, output: bytes) -> CheckerVerdict:
-    protocol = PROTOCOLS.get(spec.kind)
-    if protocol is None:
-        raise CheckerBroken(f"checker kind {spec.kind!r} is not an output checker")
-    return protocol(runner, spec, inp, ans, output)
+    directory; a sandbox failure raises SandboxFailure. Every protocol runs its program so,
+    the built-in ones and those registered from outside."""
+    session = session_for(runner, spec)
+    rr = session.run(stdin, checker_limits(spec), argv=argv, files=files, collect=collect)
+    if rr.status == Verdict.INTERNAL:
+        drop_session(runner)
+        raise SandboxFailure(f"sandbox failure running the {spec.kind} checker: {rr.error}")
+    return rr

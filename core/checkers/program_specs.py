@@ -1,6 +1,7 @@
 """Checker programs' specs (testlib, Kattis output validators, open-r1 Python checkers,
 interactors): validated here, when a problem is loaded, so a bad spec fails then and not at
-judging time; sandbox/checker_programs.py compiles and runs them confined.
+judging time; sandbox/checker_programs/ compiles and runs them confined. The program kinds'
+declarations (``KINDS``) are here too, listed by the registry (core/checkers/__init__.py).
 """
 
 from __future__ import annotations
@@ -9,13 +10,22 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from cpfleet.core.comparisons import DESCRIPTIVE_KEYS, Checker, CheckerFactory, CheckResult
+from cpfleet.core.checkers.base import (
+    DESCRIPTIVE_KEYS,
+    INTERACTOR,
+    PROGRAM,
+    Checker,
+    CheckerFactory,
+    CheckerKind,
+    CheckResult,
+    ShapeCheck,
+)
 from cpfleet.core.errors import CheckerSpecError
 from cpfleet.core.languages import FENCE_TAGS, checker_languages
 from cpfleet.core.languages import info as language_info
 
 # ---------------------------------------------------------------------------------------------
-# Checker programs: the spec is validated here, the program is run by sandbox/checker_programs.py
+# Checker programs: the spec is validated here, the program is run by sandbox/checker_programs/
 
 # A Kattis program folder with its own ``build`` and/or ``run`` script (problemtools' BuildRun):
 # ``build`` is run in a copy of the folder, then ``run`` is the program.
@@ -68,7 +78,7 @@ class ProgramSpec:
         return self.kind
 
     def check(self, expected: str, got: str) -> CheckResult:
-        raise RuntimeError(f"checker {self.kind!r} is a program: sandbox/checker_programs.py runs it")
+        raise RuntimeError(f"checker {self.kind!r} is a program: sandbox/checker_programs/ runs it")
 
     def key(self) -> str:
         """Content hash: the compile cache's key (same sources, same binary)."""
@@ -177,3 +187,46 @@ def program_factory(kind: str) -> CheckerFactory:
                            time_limit_s=float(tl), memory_limit_mb=ml)
 
     return factory
+
+
+# ---------------------------------------------------------------------------------------------
+# The program kinds' declarations, listed by the registry (core/checkers/__init__.py)
+
+
+def _files_shape(kind: str) -> ShapeCheck:
+    def shape(chk: Mapping[str, Any]) -> list[str]:
+        if kind == "testlib" and isinstance(chk.get("source"), str) and chk["source"]:
+            return []
+        errors: list[str] = []
+        files = chk.get("files")
+        if not isinstance(files, Mapping) or not files or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in files.items()
+        ):
+            return [f"checker {kind}: 'files' must be a non-empty {{path: source}}"]
+        for path in files:
+            if path.startswith("/") or ".." in path.split("/"):
+                errors.append(f"checker {kind}: file path {path!r} escapes its folder")
+        entry = chk.get("entry_points")
+        if not isinstance(entry, list) or not entry or not all(isinstance(e, str) and e in files for e in entry):
+            errors.append(f"checker {kind}: 'entry_points' must list files present in 'files'")
+        if checker_language(chk.get("language")) is None:  # build_run: a folder with build/run scripts
+            errors.append(f"checker {kind}: 'language' must be one of {', '.join(program_languages())}")
+        flags = chk.get("validator_flags")
+        if flags is not None and not isinstance(flags, str):
+            errors.append(f"checker {kind}: 'validator_flags' must be a string or null")
+        return errors
+
+    return shape
+
+
+def _python_shape(chk: Mapping[str, Any]) -> list[str]:
+    src = chk.get("source")
+    return [] if isinstance(src, str) and src.strip() else ["checker python: 'source' must be Python source"]
+
+
+KINDS: tuple[CheckerKind, ...] = (
+    CheckerKind("testlib", program_factory("testlib"), PROGRAM, _files_shape("testlib")),
+    CheckerKind("kattis_validator", program_factory("kattis_validator"), PROGRAM, _files_shape("kattis_validator")),
+    CheckerKind("python", program_factory("python"), PROGRAM, _python_shape),
+    CheckerKind("interactive", program_factory("interactive"), INTERACTOR, _files_shape("interactive")),
+)
