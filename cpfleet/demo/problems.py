@@ -634,7 +634,7 @@ def read_problem_file(path: str | Path) -> list[Problem]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description="Generate the demo problem set.")
+    p = argparse.ArgumentParser(prog="python -m cpfleet.demo.problems", description="Generate the demo problem set.")
     p.add_argument("--write", action="store_true", help=f"rewrite the shipped cpfleet/demo/data/{SHIPPED}")
     p.add_argument("-o", "--out", type=output_file, help="write plain JSONL to this file ('-' for stdout)")
     p.add_argument("--jobs-out", metavar="FILE", type=output_file, help="write one job per problem and completion kind (JSONL)")
