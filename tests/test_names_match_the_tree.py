@@ -1,0 +1,158 @@
+"""The names the house tells a reader (docs, docstrings, help texts, log names) are names of
+things that exist: a module path, a repository path, a ``python -m`` command, a logger.
+
+Folders get regrouped and modules split; a name left behind in prose reads as true and sends a
+newcomer to a file or a function that is not there. These checks read the tree as text (no
+project import) so they fail on a stale name wherever it was left."""
+
+from __future__ import annotations
+
+import ast
+import functools
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+LAYERS = ("core", "sandbox", "workers", "producer")
+TOP_FOLDERS = (*LAYERS, "cpfleet", "tests", "bench", "scripts", "docs", "docker", "examples")
+# dotted names that are not modules: the Celery task names (core/protocol.py)
+NOT_MODULES = {"cpfleet.evaluate", "cpfleet.run"}
+
+
+def tracked() -> list[str]:
+    out = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    return [f for f in out.split() if (REPO / f).is_file()]
+
+
+def prose_files() -> list[Path]:
+    """The docs, and every Python source of the tree (its docstrings, comments and strings)."""
+    keep = (".md", ".py", ".yml", ".sh", ".toml")
+    return [REPO / f for f in tracked() if f.endswith(keep) and not f.startswith("tests/judge_cases/")]
+
+
+def module_file(parts: list[str]) -> Path | None:
+    """The file of module ``cpfleet.<parts>`` in this checkout (package-dir mapping of pyproject)."""
+    if parts and parts[0] in LAYERS:
+        base, rest = REPO / parts[0], parts[1:]
+    else:
+        base, rest = REPO / "cpfleet", parts
+    path = base.joinpath(*rest)
+    for candidate in (path.with_suffix(".py"), path / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+@functools.cache
+def top_level_names(path: Path) -> frozenset[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names.update(n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+    return frozenset(names)
+
+
+def resolves(dotted: str) -> bool:
+    """``cpfleet.a.b.name``: the longest module prefix exists and defines the next name."""
+    parts = dotted.split(".")[1:]
+    for k in range(len(parts), 0, -1):
+        path = module_file(parts[:k])
+        if path is not None:
+            return k == len(parts) or parts[k] in top_level_names(path)
+    return not parts or parts[0] in top_level_names(REPO / "cpfleet" / "__init__.py")
+
+
+DOTTED = re.compile(r"(?<![\w./-])cpfleet(?:\.[A-Za-z_]\w*)+")
+LOGGER = re.compile(r"getLogger\(\s*\"([\w.]+)\"\s*\)")
+
+
+def logger_names() -> set[str]:
+    return {name for path in prose_files() if path.suffix == ".py" for name in LOGGER.findall(path.read_text())}
+
+
+def test_every_cpfleet_dotted_name_in_docs_and_sources_resolves() -> None:
+    """A logger's name is checked by the logger test below, a task name is not a module."""
+    not_modules = NOT_MODULES | logger_names()
+    stale = []
+    for path in prose_files():
+        text = path.read_text(errors="replace")
+        for m in DOTTED.finditer(text):
+            name = m.group(0)
+            if name in not_modules or name.startswith("cpfleet.__"):
+                continue
+            if not resolves(name):
+                stale.append(f"{path.relative_to(REPO)}:{text.count(chr(10), 0, m.start()) + 1}: {name}")
+    assert not stale, "names of modules or attributes that do not exist:\n" + "\n".join(stale)
+
+
+# a folder of the tree, then a path with a file suffix or a further folder ("tests/s" is a rate)
+REPO_PATH = re.compile(r"(?<![\w./-])((?:" + "|".join(TOP_FOLDERS) + r")/[\w./*<>-]*[\w/*>])")
+
+
+def test_every_repository_path_the_docs_name_exists() -> None:
+    files = set(tracked())
+    folders = {str(Path(f).parent) for f in files} | {str(p) for f in files for p in Path(f).parents}
+    stale = []
+    for doc in ["README.md", *sorted(f for f in files if f.startswith("docs/") and f.endswith(".md"))]:
+        text = (REPO / doc).read_text()
+        for m in REPO_PATH.finditer(text):
+            path = m.group(1).rstrip("/.")
+            if "/" not in path.split("/", 1)[1] and "." not in path.split("/", 1)[1]:
+                continue  # a rate or a name ("tests/s", "cpfleet/slot-<uid>"), not a path
+            if "*" in path or "<" in path or path in files or path in folders:
+                continue
+            stale.append(f"{doc}:{text.count(chr(10), 0, m.start()) + 1}: {path}")
+    assert not stale, "paths the docs name that are not in the tree:\n" + "\n".join(stale)
+
+
+def test_the_layout_section_names_every_folder() -> None:
+    """docs/ARCHITECTURE.md's layout covers every top-level folder and every package folder."""
+    page = (REPO / "docs" / "ARCHITECTURE.md").read_text()
+    layout = page[page.index("## Layout and import rules"):page.index("## One job, end to end")]
+    packages = {str(Path(f).parent) for f in tracked() if f.endswith("__init__.py")}
+    missing = []
+    for folder in sorted(packages | {f.split("/")[0] for f in tracked() if "/" in f}):
+        last = folder.rsplit("/", 1)[-1]
+        if f"{last}/" not in layout:
+            missing.append(folder)
+    assert not missing, f"folders docs/ARCHITECTURE.md's layout does not name: {missing}"
+
+
+def python_m_commands() -> set[str]:
+    found = set()
+    for path in prose_files():
+        found.update(re.findall(r"python3? -m (cpfleet[\w.]*)", path.read_text(errors="replace")))
+    return found
+
+
+@pytest.mark.parametrize("module", sorted(python_m_commands()))
+def test_every_python_m_command_the_house_names_runs_and_names_itself(module: str) -> None:
+    proc = subprocess.run([sys.executable, "-m", module, "--help"], cwd=REPO, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    usage = re.search(r"^usage: (.*)$", proc.stdout, re.M | re.I)
+    assert usage is not None, proc.stdout
+    # its usage line names the command a user typed: the module, or the cpfleet subcommand it is
+    assert usage.group(1).startswith((f"python -m {module} ", "cpfleet ")), usage.group(1)
+
+
+def test_every_logger_is_its_module_or_a_documented_name() -> None:
+    documented = set(re.findall(r"`(cpfleet[\w.]*)`", (REPO / "docs" / "monitoring.md").read_text()))
+    wrong = []
+    for path in prose_files():
+        if path.suffix != ".py" or path.parts[len(REPO.parts)] == "tests":
+            continue
+        for name in LOGGER.findall(path.read_text()):
+            if name not in documented:
+                wrong.append(f"{path.relative_to(REPO)}: getLogger({name!r})")
+    assert not wrong, "loggers named neither by __name__ nor in docs/monitoring.md:\n" + "\n".join(wrong)
