@@ -156,3 +156,15 @@ def test_every_logger_is_its_module_or_a_documented_name() -> None:
             if name not in documented:
                 wrong.append(f"{path.relative_to(REPO)}: getLogger({name!r})")
     assert not wrong, "loggers named neither by __name__ nor in docs/monitoring.md:\n" + "\n".join(wrong)
+
+
+def test_every_module_over_500_lines_says_at_its_top_why_it_is_one_module() -> None:
+    long = []
+    for path in prose_files():
+        rel = path.relative_to(REPO)
+        if path.suffix != ".py" or rel.parts[0] not in (*LAYERS, "cpfleet"):
+            continue
+        text = path.read_text()
+        if text.count("\n") > 500 and not re.search(r"\b\d{3} lines\b", ast.get_docstring(ast.parse(text)) or ""):
+            long.append(str(rel))
+    assert not long, f"modules over 500 lines whose docstring does not say why: {long}"
