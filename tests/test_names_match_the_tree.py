@@ -63,7 +63,7 @@ def top_level_names(path: Path) -> frozenset[str]:
 
 
 def resolves(dotted: str) -> bool:
-    """``cpfleet.a.b.name``: the longest module prefix exists and defines the next name."""
+    """``cpfleet.<module>.<name>``: the longest module prefix exists and defines the next name."""
     parts = dotted.split(".")[1:]
     for k in range(len(parts), 0, -1):
         path = module_file(parts[:k])
@@ -168,3 +168,17 @@ def test_every_module_over_500_lines_says_at_its_top_why_it_is_one_module() -> N
         if text.count("\n") > 500 and not re.search(r"\b\d{3} lines\b", ast.get_docstring(ast.parse(text)) or ""):
             long.append(str(rel))
     assert not long, f"modules over 500 lines whose docstring does not say why: {long}"
+
+
+def test_every_package_docstring_names_each_module_and_subpackage_of_its_folder() -> None:
+    unnamed = []
+    for init in (REPO / f for f in tracked() if f.endswith("__init__.py")):
+        if init.relative_to(REPO).parts[0] not in (*LAYERS, "cpfleet"):
+            continue
+        doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+        for entry in sorted(init.parent.iterdir()):
+            if entry.name == "__init__.py" or not (entry.suffix == ".py" or (entry / "__init__.py").is_file()):
+                continue
+            if not re.search(rf"\b{re.escape(entry.stem)}\b", doc):
+                unnamed.append(f"{init.relative_to(REPO)}: {entry.name}")
+    assert not unnamed, "modules their package's docstring does not name:\n" + "\n".join(unnamed)
