@@ -49,7 +49,7 @@ _EXPORTS: dict[str, str] = {
     "TestCase": "cpfleet.core.problem",
     "REWARD_SHAPES": "cpfleet.core.protocol",
     "MODES": "cpfleet.core.protocol",
-    # judging without a fleet, in this process (``evaluate``: its old name, kept as an alias)
+    # judging without a fleet, in this process (``evaluate``: a second name for it)
     "judge_locally": "cpfleet.sandbox.env",
     "evaluate": "cpfleet.sandbox.env",
     # inline tests (any dataset shape) -> a problem record with a content-hash id
