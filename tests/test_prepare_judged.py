@@ -3,9 +3,6 @@ Kattis shape go through ``cpfleet prepare`` and then through the sandbox, where 
 solution must earn 1.0 and a mutated one 0.0. This is what proves the conversion's semantics
 (JSON-lines arguments, unwrapped TACO outputs, PrimeIntellect's plain values, Kattis flags),
 not only its shapes.
-
-Function-call judging and Kattis comparisons come from helper "formats": until the build has
-them, the tests skip, detected at run time.
 """
 
 from __future__ import annotations
