@@ -61,7 +61,7 @@ COPY sandbox ./sandbox
 COPY workers ./workers
 COPY producer ./producer
 RUN pip install --no-deps . \
-    && cd / && python -c "import cpfleet.workers.config, cpfleet.sandbox.runners, cpfleet.producer.client"
+    && cd / && python -c "import cpfleet.workers.config, cpfleet.sandbox.runner, cpfleet.producer.client"
 
 
 FROM ${BASE_IMAGE}
@@ -85,7 +85,7 @@ ENV PATH=/opt/cpfleet/venv/bin:$PATH
 WORKDIR /opt/cpfleet
 # The import check runs from the working directory the worker starts in: what it imports is the
 # installed package, as the worker and the healthcheck will.
-RUN python -c "import cpfleet.workers.config, cpfleet.workers.app, cpfleet.sandbox.runners, cpfleet.producer.client" \
+RUN python -c "import cpfleet.workers.config, cpfleet.workers.app, cpfleet.sandbox.runner, cpfleet.producer.client" \
     && cpfleet --help >/dev/null
 
 # testlib.h for checker programs (checker type "testlib", and Codeforces-derived problems whose

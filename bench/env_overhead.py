@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/env_overhead.py [--tests 200] [--jobs 40] [--runner forkserver]
 
-1. Per test: ``runner.run`` alone (the baseline, measured in the same run) vs ``env.evaluate``
+1. Per test: ``runner.run`` alone (the baseline, measured in the same run) vs ``env.judge_locally``
    (extraction, limits, checker, observation, result) on an echo problem with many tests.
 2. Per job: ``judge_iter`` with 1 process (in-process) vs all usable CPUs (spawn pool).
 Medians of several rounds; ratios printed.
@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cpfleet.core.problem import Problem
 from cpfleet.jobs.pool import default_workers, judge_iter
-from cpfleet.sandbox.env import evaluate
+from cpfleet.sandbox.env import judge_locally
 from cpfleet.sandbox.runner import Limits, make_runner
 
 SOURCE = "import sys\nsys.stdout.write(sys.stdin.read())\n"
@@ -39,7 +39,7 @@ def per_test(runner_kind: str, n_tests: int, rounds: int) -> tuple[float, float]
     bare, full = [], []
     with make_runner(runner_kind) as runner:
         version = problem.content_version()
-        evaluate(problem, completion, runner, problem_version=version)  # warm-up
+        judge_locally(problem, completion, runner, problem_version=version)  # warm-up
         for _ in range(rounds):
             t = time.perf_counter()
             runner.load(SOURCE)
@@ -47,7 +47,7 @@ def per_test(runner_kind: str, n_tests: int, rounds: int) -> tuple[float, float]
                 runner.run(test.input.encode(), limits)
             bare.append((time.perf_counter() - t) / len(tests))
             t = time.perf_counter()
-            result = evaluate(problem, completion, runner, problem_version=version)
+            result = judge_locally(problem, completion, runner, problem_version=version)
             full.append((time.perf_counter() - t) / len(tests))
             assert result.reward == 1.0, result.observation
     return statistics.median(bare) * 1000, statistics.median(full) * 1000
@@ -71,7 +71,7 @@ def main() -> int:
     ap.add_argument("--runner", default="forkserver", choices=["forkserver", "subprocess"])
     args = ap.parse_args()
     bare, full = per_test(args.runner, args.tests, args.rounds)
-    print(f"per test ({args.tests} tests, {args.runner}): runner.run {bare:.2f} ms, evaluate {full:.2f} ms, "
+    print(f"per test ({args.tests} tests, {args.runner}): runner.run {bare:.2f} ms, judge_locally {full:.2f} ms, "
           f"ratio {full / bare:.2f}x, judging overhead {full - bare:.3f} ms/test")
     cpus = default_workers()
     one = per_job(args.runner, args.jobs, 1)

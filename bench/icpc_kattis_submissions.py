@@ -5,7 +5,7 @@
         [--include-interactive] [--problem ID ...]
 
 Every submission becomes a completion (one fenced block) and goes through
-``cpfleet.jobs.pool.evaluate_many`` exactly as a model's would: the problem's own checker
+``cpfleet.jobs.pool.judge_iter`` exactly as a model's would: the problem's own checker
 (exact_tokens, float with Kattis flags, the jury's output validator, or the interactor),
 all-or-nothing over all its tests (the samples, then the secret tests, as Kattis judges). Expectation (the data README): ``accepted`` gets 1.0,
 ``wrong_answer`` 0.0. Only problems whose package states a time limit are counted for the

@@ -36,6 +36,11 @@ side is a float matches within it. NaN never matches.
 Integers too long for Python's default ``int`` parsing limit (4300 digits) are compared by
 their canonical text, so a returned number of millions of digits costs the judge no more than
 reading it.
+
+Over 500 lines: the typed transport's decoding, the bounds that keep a hostile value from
+stalling the judge, the load-time validation and the four semantics' comparisons are one rule
+set read together (a change to one is a change to what the others must accept); the child's
+side is sandbox/callharness.py.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ class TestSetSummary:
     run: int = 0  # tests actually executed
     first_failure: Verdict | None = None
     # which test gave ``first_failure``: its 0-based index in the set as stored (hidden tests may
-    # run in another order, see ``sandbox.env.evaluate``'s ``hidden_order``); None: no failure
+    # run in another order, see ``sandbox.env.judge_locally``'s ``hidden_order``); None: no failure
     first_failure_index: int | None = None
     tests: list[TestReport] = field(default_factory=list)  # public tests only, those run, in order
 

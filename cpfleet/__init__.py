@@ -8,6 +8,14 @@ module paths behind these names (``cpfleet.core``, ``cpfleet.sandbox``, ``cpflee
 Names are resolved on first use (PEP 562), so ``import cpfleet`` costs nothing and importing
 one layer (say the core data model in a sandbox process) never drags in the trainer client's
 redis and kombu.
+
+What the folder holds, the application grouped by purpose: the ``cpfleet`` command (cli.py,
+__main__.py, and argtypes.py for its number arguments), problem data in (datasets/: ``prepare``,
+``load``, ``validate``, the one loader), jobs in and results out (jobs/: ``judge``, ``submit``,
+``run``), a fleet on one machine (fleet/: ``up``, ``LocalFleet``), the demo (demo/), the HTTP
+gateway (gateway/: ``serve``) and the in-process reward functions (rewards/). The layers below
+(core, sandbox, workers, producer) are their own top-level folders, mapped under this package
+by pyproject.toml.
 """
 
 from __future__ import annotations
@@ -41,7 +49,7 @@ _EXPORTS: dict[str, str] = {
     "TestCase": "cpfleet.core.problem",
     "REWARD_SHAPES": "cpfleet.core.protocol",
     "MODES": "cpfleet.core.protocol",
-    # judging without a fleet, in this process (``evaluate``: its old name, kept as an alias)
+    # judging without a fleet, in this process (``evaluate``: a second name for it)
     "judge_locally": "cpfleet.sandbox.env",
     "evaluate": "cpfleet.sandbox.env",
     # inline tests (any dataset shape) -> a problem record with a content-hash id

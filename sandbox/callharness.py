@@ -42,6 +42,10 @@ Protocol with the runner (sandbox/fncall.py is the parent's side):
 
 A program can write to the result pipe itself (it is an ordinary fd); whatever it writes there
 is judged as its return value, which earns nothing it could not earn by returning it.
+
+Over 500 lines, and one file on purpose: the subprocess runner sends this file's own text as
+``python3 -c`` source (``EXEC_SOURCE``) to an interpreter that can import nothing of the project,
+so everything the child needs must be in it.
 """
 
 from __future__ import annotations

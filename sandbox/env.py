@@ -317,8 +317,8 @@ def judge_locally(
     return judge.judge(completion)
 
 
-# The old name, kept so that code calling ``cpfleet.evaluate`` / ``cpfleet.sandbox.env.evaluate``
-# keeps working; ``judge_locally`` says what it does (no fleet involved).
+# A second name for code that calls ``cpfleet.evaluate`` / ``cpfleet.sandbox.env.evaluate``;
+# ``judge_locally`` is the name that says what it does (no fleet involved).
 evaluate = judge_locally
 
 

@@ -1,6 +1,6 @@
 """Function-call problems, the judge's side: a test child's run -> the test's verdict.
 
-The rules (what is compared and how) are in cpfleet/core/fncall.py; the child's side, which
+The rules (what is compared and how) are in core/fncall.py; the child's side, which
 calls the function and writes its value as JSON on stdout, is sandbox/callharness.py.
 """
 

@@ -1,4 +1,4 @@
-"""The runner's end of a job (sandbox/zygote.py's JobInit holds the other): its control
+"""The runner's end of a job (sandbox/jobinit.py's JobInit holds the other): its control
 channel, one test's standard fds, and the memfds that carry a program and a test's files."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""One test's verdict, from what the job init reported about its end (sandbox/zygote.py's
+"""One test's verdict, from what the job init reported about its end (sandbox/jobinit.py's
 "done" message) and what the runner saw (its output, the cgroup's OOM count): the one mapping
 every test of every runner goes through, single or one side of an interactive pair."""
 

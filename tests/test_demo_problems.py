@@ -35,13 +35,18 @@ def test_a_dozen_problems_with_public_and_hidden_tests_and_reference_solutions()
         assert p.time_limit_s == dp.TIME_LIMIT_S
 
 
-def test_read_problem_file_reads_plain_and_gzipped_jsonl(tmp_path: Path) -> None:
-    data = dp.to_jsonl(dp.build_problems()[:3])
+def test_the_demo_problems_written_plain_or_gzipped_read_back_through_the_one_loader(tmp_path: Path) -> None:
+    """The demo module keeps no problem-file reader of its own: its output is what
+    cpfleet.datasets.loading reads, as every command does."""
+    from cpfleet.datasets.loading import load_problems
+
+    built = dp.build_problems()[:3]
+    data = dp.to_jsonl(built)
     (tmp_path / "p.jsonl").write_bytes(data)
     (tmp_path / "p.jsonl.gz").write_bytes(gzip.compress(data))
-    plain = dp.read_problem_file(tmp_path / "p.jsonl")
-    assert [p.id for p in plain] == [p.id for p in dp.read_problem_file(tmp_path / "p.jsonl.gz")]
-    assert len(plain) == 3
+    plain = load_problems(tmp_path / "p.jsonl").problems
+    assert plain == load_problems(tmp_path / "p.jsonl.gz").problems == built
+    assert not hasattr(dp, "read_problem_file")
 
 
 def test_broken_completions_are_broken_the_intended_way() -> None:

@@ -204,10 +204,9 @@ def _toy_convert(row: Mapping[str, Any], index: int, opts: Any, counts: Counter[
 
 
 def test_a_dataset_format_is_one_registration(tmp_path: Path) -> None:
-    from cpfleet.datasets import formats as dataset_formats
-    from cpfleet.datasets import prepare
+    from cpfleet.datasets import formats, prepare
 
-    dataset_formats.register_format(dataset_formats.DatasetFormat(
+    formats.register_format(formats.DatasetFormat(
         "toy_rows", "a toy format (toy_name, toy_statement, toy_cases)", convert=_toy_convert,
         detect=lambda cols: {"toy_name", "toy_cases"} <= cols, priority=5))
     try:
@@ -225,29 +224,29 @@ def test_a_dataset_format_is_one_registration(tmp_path: Path) -> None:
         prepare.configure(parser)
         assert "toy_rows" in " ".join(parser.format_help().split())
     finally:
-        dataset_formats.unregister_format("toy_rows")
+        formats.unregister_format("toy_rows")
 
 
 def test_each_builtin_dataset_format_is_its_own_module() -> None:
     """A format is one file in cpfleet/datasets/formats/ (APPS shares TACO's schema and file)."""
-    from cpfleet.datasets import formats as dataset_formats
+    from cpfleet.datasets import formats
 
-    home = {name: name for name in dataset_formats.names()} | {"apps": "taco"}
-    for name, fmt in dataset_formats.formats().items():
+    home = {name: name for name in formats.names()} | {"apps": "taco"}
+    for name, fmt in formats.formats().items():
         converter = fmt.convert or fmt.convert_item
         assert converter is not None
         assert converter.__module__ == f"cpfleet.datasets.formats.{home[name]}", name
-    modules = {p.stem for p in (Path(dataset_formats.__file__).parent).glob("*.py")} - {"__init__", "common"}
-    assert modules == set(dataset_formats.BUILTIN_MODULES) == set(home.values())
+    modules = {p.stem for p in (Path(formats.__file__).parent).glob("*.py")} - {"__init__", "common"}
+    assert modules == set(formats.BUILTIN_MODULES) == set(home.values())
 
 
 def test_prepare_help_names_every_registered_format() -> None:
-    from cpfleet.datasets import formats as dataset_formats
+    from cpfleet.datasets import formats
 
     out = subprocess.run([sys.executable, "-m", "cpfleet", "prepare", "--help"], capture_output=True, text=True,
                          timeout=120, check=True).stdout
     help_text = " ".join(out.split())
-    names = dataset_formats.names()
+    names = formats.names()
     assert len(names) >= 8
     for name in names:
         assert f"{name}:" in help_text, name

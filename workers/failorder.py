@@ -13,7 +13,7 @@ its reply (``replies.COUNT_IF_STORED``: an ``HINCRBY`` while the problem is stor
 greedy set cover learnt online: a test that only catches programs
 an earlier test already caught is never the first failure, so it is not moved up.
 
-The reward cannot change (any failure is 0, a pass needs every test: ``sandbox.env.evaluate``);
+The reward cannot change (any failure is 0, a pass needs every test: ``sandbox.env.judge_locally``);
 the verdict is the first failure found and names its test by file index
 (``TestSetSummary.first_failure_index``). Bounded: at most one field per hidden test of the
 stored version (the first ``protocol.MAX_COUNTED_TESTS``), dropped by the store when it writes a

@@ -50,7 +50,7 @@ from cpfleet.core.errors import (
 )
 from cpfleet.core.problem import Problem, ProblemFormatError, validate_for_judging
 
-log = logging.getLogger("cpfleet.datasets.loading")
+log = logging.getLogger(__name__)
 
 OnDuplicate = Literal["error", "first", "last"]
 DEFAULT_MAX_WARNINGS = 5

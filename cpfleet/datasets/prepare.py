@@ -50,7 +50,7 @@ from typing import IO, Any
 from cpfleet.argtypes import nonnegative_int, output_file
 from cpfleet.core.errors import DatasetUnavailableError, PrepareError
 from cpfleet.core.records import loader_check, record_errors
-from cpfleet.datasets import formats as dataset_formats
+from cpfleet.datasets import formats
 from cpfleet.datasets.formats import PrepareOptions
 
 # TACO and APPS give difficulty as names; ranks make --difficulty LO:HI work for them too.
@@ -175,7 +175,7 @@ def detect_format(columns: Iterable[str]) -> str:
     """The dataset format from its column names (each format's ``detect``, cpfleet.datasets.formats);
     PrepareError when they do not tell."""
     cols = set(columns)
-    found = dataset_formats.detect_columns(cols)
+    found = formats.detect_columns(cols)
     if found is not None:
         return found
     raise PrepareError(f"cannot tell the dataset format from its columns {sorted(cols)}: pass --format")
@@ -219,7 +219,7 @@ def _filter(rec: dict[str, Any], opts: PrepareOptions, summary: PrepareSummary) 
 def convert_row(row: Mapping[str, Any], index: int, fmt: str, opts: PrepareOptions,
                 counts: Counter[str]) -> dict[str, Any] | str:
     """One dataset row in format ``fmt`` -> a record, or the reason it is skipped."""
-    declared = dataset_formats.get(fmt)
+    declared = formats.get(fmt)
     if declared is None or declared.convert is None:
         raise PrepareError(f"format {fmt!r} is not read row by row")
     return declared.convert(row, index, opts, counts)
@@ -261,9 +261,9 @@ def admit(rec: dict[str, Any] | str, opts: PrepareOptions, summary: PrepareSumma
 def convert_rows(rows: Iterable[Mapping[str, Any]], fmt: str, opts: PrepareOptions,
                  summary: PrepareSummary) -> Iterator[dict[str, Any]]:
     """Yield converted, filtered, validated records; every row lands in ``summary``."""
-    declared = dataset_formats.get(fmt)
+    declared = formats.get(fmt)
     if declared is None or declared.convert is None:
-        rows_formats = [n for n, f in dataset_formats.formats().items() if f.convert is not None]
+        rows_formats = [n for n, f in formats.formats().items() if f.convert is not None]
         raise PrepareError(f"unknown format {fmt!r} for dataset rows (known: {', '.join(rows_formats)})")
     seen: set[str] = set()
     for index, row in enumerate(rows):
@@ -306,7 +306,7 @@ def _merge_counts(summary: PrepareSummary, counts: Counter[str]) -> None:
 def convert_packages(root: Path, opts: PrepareOptions, summary: PrepareSummary,
                      fmt: str = "kattis") -> Iterator[dict[str, Any]]:
     """A folder in a folder format (default: Kattis problem packages) -> validated records."""
-    declared = dataset_formats.get(fmt)
+    declared = formats.get(fmt)
     if declared is None or declared.items is None or declared.convert_item is None:
         raise PrepareError(f"format {fmt!r} is not a folder format")
     seen: set[str] = set()
@@ -344,12 +344,12 @@ def prepare(
     from tqdm import tqdm
 
     root = Path(dataset)
-    chosen = dataset_formats.get(opts.fmt) if opts.fmt else None
+    chosen = formats.get(opts.fmt) if opts.fmt else None
     folder_fmt = chosen.name if chosen is not None and chosen.folder else None
     if opts.fmt is None:
-        folder_fmt = dataset_formats.detect_path(root)
+        folder_fmt = formats.detect_path(root)
     if folder_fmt is not None:
-        declared = dataset_formats.get(folder_fmt)
+        declared = formats.get(folder_fmt)
         assert declared is not None
         if declared.detect_path is not None and not declared.detect_path(root):
             raise PrepareError(f"{dataset}: no {declared.summary} here or one or two levels down")
@@ -373,7 +373,7 @@ def prepare(
         raise DatasetUnavailableError(f"cannot load {dataset!r} split {opts.split!r}: {_first_line(str(e))}{hint}") from e
     columns = _columns(ds)
     fmt = opts.fmt or detect_format(columns)
-    declared = dataset_formats.get(fmt)
+    declared = formats.get(fmt)
     if declared is not None and declared.options is not None:
         opts = declared.options(opts)
     if declared is not None and declared.drop_columns is not None:
@@ -468,9 +468,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="hub name, or a local file/folder (parquet, json, jsonl, arrow) in that schema")
     parser.add_argument("--split", default="test", help="dataset split to convert, e.g. train, valid, test (default: test)")
     parser.add_argument("--out", required=True, type=output_file, help="output problem JSONL ('-': stdout; .gz: compressed); required, no default")
-    parser.add_argument("--format", dest="fmt", choices=dataset_formats.names(), default=None,
+    parser.add_argument("--format", dest="fmt", choices=formats.names(), default=None,
                         help="dataset schema when the columns do not tell (default: detected from the columns "
-                             "or the folder): " + dataset_formats.help_text())
+                             "or the folder): " + formats.help_text())
     parser.add_argument("--max-hidden", type=nonnegative_int, default=None,
                         help="keep at most N hidden tests per problem (default: all)")
     parser.add_argument("--min-public", type=nonnegative_int, default=1, help="skip problems with fewer public tests")

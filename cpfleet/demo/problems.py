@@ -625,16 +625,8 @@ def parse_jsonl(data: bytes) -> Iterator[Problem]:
                 raise ValueError(f"line {n}: {e}") from None
 
 
-def read_problem_file(path: str | Path) -> list[Problem]:
-    """Problems from a .jsonl or .jsonl.gz file in the project's problem format."""
-    raw = Path(path).read_bytes()
-    if raw[:2] == b"\x1f\x8b":
-        raw = gzip.decompress(raw)
-    return list(parse_jsonl(raw))
-
-
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description="Generate the demo problem set.")
+    p = argparse.ArgumentParser(prog="python -m cpfleet.demo.problems", description="Generate the demo problem set.")
     p.add_argument("--write", action="store_true", help=f"rewrite the shipped cpfleet/demo/data/{SHIPPED}")
     p.add_argument("-o", "--out", type=output_file, help="write plain JSONL to this file ('-' for stdout)")
     p.add_argument("--jobs-out", metavar="FILE", type=output_file, help="write one job per problem and completion kind (JSONL)")

@@ -54,9 +54,9 @@ def main(argv: list[str] | None = None) -> None:
     refresh_interval_s()  # a bad setting fails here, before Flower starts
     flower_command.Flower = RefreshingFlower  # the name flower's click command instantiates
     args = list(sys.argv[1:] if argv is None else argv)
-    if not any(a.startswith("--tasks_columns") for a in args):
+    if "flower" in args and not any(a.startswith("--tasks_columns") for a in args):  # an option of flower's
         args.append(f"--tasks_columns={TASKS_COLUMNS}")
-    sys.argv = ["celery", *args]
+    sys.argv = [__file__, *args]  # click names the command after it: python -m cpfleet.fleet.flower_launch
     celery_main()
 
 

@@ -52,7 +52,7 @@ from cpfleet.core.errors import (
 from cpfleet.core.results import JobResult
 from cpfleet.core.verdict import Verdict
 
-log = logging.getLogger("cpfleet.gateway.serve")
+log = logging.getLogger(__name__)
 
 DEFAULT_MAX_BODY_MB = 64.0
 DEFAULT_MAX_BACKLOG = 100_000

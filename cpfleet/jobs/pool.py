@@ -46,7 +46,7 @@ from cpfleet.sandbox.runner import (  # the factory starts nothing until called
     make_runner,
 )
 
-log = logging.getLogger("cpfleet.jobs.pool")
+log = logging.getLogger(__name__)
 
 
 def default_workers() -> int:

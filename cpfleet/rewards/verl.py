@@ -8,7 +8,8 @@ dict with always the same keys (verl crashes or drops columns when keys vary):
 - ``score``: the reward (``reward_shape``: all_or_nothing or fraction). verl has no way to
   drop a sample, so on an infrastructure error ``score`` is ``infra_score`` (default 0.0)
   after ``retries`` more attempts (default 2); ``infra_error`` says which samples those were
-  (an unknown problem id raises instead, see above).
+  (an unknown problem id raises ``UnknownProblemError`` instead: the package docstring,
+  :mod:`cpfleet.rewards`, lists every case).
 - ``acc``: 1.0 when every rewarded test passed, else 0.0.
 - ``verdict``: an integer code (``VERDICT_CODES``; verl averages every key, so no strings).
 - ``infra_error``: 1 or 0. ``pass_rate``: rewarded tests passed / total; under all_or_nothing

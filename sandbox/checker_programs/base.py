@@ -24,7 +24,7 @@ from cpfleet.core.verdict import Verdict
 from cpfleet.sandbox import languages, programs
 from cpfleet.sandbox.runner import CodeRunner, Limits, ProgramImage, RunResult
 
-log = logging.getLogger("cpfleet.sandbox.checkers")
+log = logging.getLogger(__name__)
 
 TESTLIB_ENV = "CPFLEET_TESTLIB_DIR"
 DETAIL_BYTES = 2048
@@ -56,9 +56,10 @@ class CheckerVerdict:
     deterministic: bool = True  # False: the checker's own time or memory limit decided it
 
 
-class _CannotJudge(CheckerBroken):
-    """The checker failed on one output (crashed, hit a limit, exited or printed something its
-    protocol does not define). Broken, unless it judges the expected answer (``run_checker``)."""
+class CannotJudge(CheckerBroken):
+    """A protocol's "this run says nothing": the checker failed on one output (crashed, hit a
+    limit, exited or printed something its protocol does not define). Broken, unless it judges
+    the expected answer, which ``run_checker`` tries next."""
 
     def __init__(self, why: str, rr: RunResult) -> None:
         super().__init__(why)
@@ -206,8 +207,6 @@ def failed_run(spec: ProgramSpec, rr: RunResult, who: str = "") -> str | None:
 # with role "program" in core/checkers/, in a module of its own, bound by the kind's name in
 # the package's ``PROTOCOLS``.
 Protocol = Callable[[CodeRunner, ProgramSpec, bytes, bytes, bytes], CheckerVerdict]
-
-CannotJudge = _CannotJudge  # a protocol's "this run says nothing" (the expected answer is tried next)
 
 
 def run_program(runner: CodeRunner, spec: ProgramSpec, stdin: bytes, argv: list[str], files: dict[str, bytes],
