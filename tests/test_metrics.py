@@ -89,7 +89,7 @@ def test_record_run_counts_run_jobs_and_each_input_by_status(caplog: pytest.LogC
               sample("cpfleet_runs_total", status="TIME_LIMIT"), sample("cpfleet_runs_total", status="FINISHED"),
               sample("cpfleet_run_jobs_total", status="INTERNAL", infra_error="true"), _sample("cpfleet_job_cpu_seconds_total"))
     runs = (RunOutput(RunStatus.FINISHED, exit_code=0, cpu_ms=100.0), RunOutput(RunStatus.TIME_LIMIT, cpu_ms=900.0))
-    with caplog.at_level("INFO", logger="cpfleet.jobs"):
+    with caplog.at_level("INFO", logger="cpfleet.joblog"):
         metrics.record_run(RunJobResult("r1", RunStatus.FINISHED, runs=runs, queued_ms=5.0))
         metrics.record_run(RunJobResult.infra("r2", "sandbox died"))
     after = (sample("cpfleet_run_jobs_total", status="FINISHED", infra_error="false"),

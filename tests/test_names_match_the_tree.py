@@ -75,11 +75,11 @@ def resolves(dotted: str) -> bool:
 
 
 DOTTED = re.compile(r"(?<![\w./-])cpfleet(?:\.[A-Za-z_]\w*)+")
-LOGGER = re.compile(r"getLogger\(\s*\"([\w.]+)\"\s*\)")
+LOGGER = re.compile(r"getLogger\(\s*\"([\w.]+)\"\s*\)|^\w*LOGGER\s*=\s*\"([\w.]+)\"", re.M)
 
 
 def logger_names() -> set[str]:
-    return {name for path in prose_files() if path.suffix == ".py" for name in LOGGER.findall(path.read_text())}
+    return {a or b for path in prose_files() if path.suffix == ".py" for a, b in LOGGER.findall(path.read_text())}
 
 
 def test_every_cpfleet_dotted_name_in_docs_and_sources_resolves() -> None:
@@ -171,7 +171,8 @@ def test_every_logger_is_its_module_or_a_documented_name() -> None:
     for path in prose_files():
         if path.suffix != ".py" or path.parts[len(REPO.parts)] == "tests":
             continue
-        for name in LOGGER.findall(path.read_text()):
+        for literal, constant in LOGGER.findall(path.read_text()):
+            name = literal or constant
             if name == module_name(path):
                 wrong.append(f"{path.relative_to(REPO)}: getLogger({name!r}) is getLogger(__name__)")
             elif name not in documented:

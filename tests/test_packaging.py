@@ -4,6 +4,7 @@ subpackage missing from pyproject's explicit ``packages`` list fails here rather
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -31,9 +32,16 @@ def test_every_package_folder_is_listed_in_pyproject() -> None:
 
 
 def test_a_wheel_of_the_checkout_holds_every_module_and_the_demo_data(tmp_path: Path) -> None:
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path),
-                    str(REPO)], check=True, timeout=600, capture_output=True)
-    (wheel,) = tmp_path.glob("cpfleet-*.whl")
+    # built from a copy of what the Dockerfile copies, so setuptools' build/ folder stays out of the checkout
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(REPO / name, src / name)
+    for folder in LAYERS:
+        shutil.copytree(REPO / folder, src / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
+                    str(tmp_path / "dist"), str(src)], check=True, timeout=600, capture_output=True)
+    (wheel,) = (tmp_path / "dist").glob("cpfleet-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     for folder, name in LAYERS.items():
         for source in (REPO / folder).rglob("*.py"):

@@ -1,7 +1,7 @@
 """The worker's job log: one JSON object per line, nothing else on the line.
 
 Celery formats every record of the root logger with its own prefix (``[time: LEVEL/process]``),
-which makes a JSON message unparseable as a line. The ``cpfleet.jobs`` logger therefore has its
+which makes a JSON message unparseable as a line. The ``cpfleet.joblog`` logger therefore has its
 own handler that writes the bare message to the worker's original stderr and does not propagate
 to Celery's handlers: ``grep '^{' worker.log | jq`` (or any line-wise JSON reader) works.
 """
@@ -13,13 +13,13 @@ import logging
 import sys
 from typing import Any, TextIO
 
-JOB_LOGGER = "cpfleet.jobs"
+JOB_LOGGER = "cpfleet.joblog"
 
 _handler: logging.Handler | None = None
 
 
 def configure(stream: TextIO | None = None) -> logging.Logger:
-    """Give ``cpfleet.jobs`` its bare-message handler (once per process; idempotent)."""
+    """Give ``cpfleet.joblog`` its bare-message handler (once per process; idempotent)."""
     global _handler
     logger = logging.getLogger(JOB_LOGGER)
     if _handler is None:

@@ -42,11 +42,12 @@ from typing import TYPE_CHECKING, Any
 from cpfleet.core import envvars
 from cpfleet.core.results import JobResult, RunJobResult
 from cpfleet.sandbox.runner import IsolationReport
+from cpfleet.workers.joblog import JOB_LOGGER
 
 if TYPE_CHECKING:  # pragma: no cover
     from prometheus_client import CollectorRegistry
 
-log = logging.getLogger("cpfleet.jobs")
+log = logging.getLogger(JOB_LOGGER)
 
 ENV_PORT = "CPFLEET_METRICS_PORT"
 ENV_ADDR = "CPFLEET_METRICS_ADDR"
@@ -168,7 +169,7 @@ def _get() -> _Metrics:
 
 
 def record_job(result: JobResult) -> None:
-    """Count one finished job and log it as one JSON line (``cpfleet.jobs`` logger)."""
+    """Count one finished job and log it as one JSON line (``cpfleet.joblog`` logger)."""
     m = _get()
     m.jobs.labels(verdict=str(result.verdict), infra_error=str(result.infra_error).lower()).inc()
     if result.public.run:
