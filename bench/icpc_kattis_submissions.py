@@ -82,10 +82,12 @@ def select(
             continue
         if not interactive and rec.get("time_limit_s") is None:
             continue
-        # Kattis accepts a submission only when data/sample passes too: the reward covers the
-        # samples, then the secret tests (what `cpfleet prepare` of the package gives)
+        # As `cpfleet prepare` of the package gives it: Kattis accepts a submission only when
+        # data/sample passes too (the reward covers the samples, then the secret tests), and it
+        # judges "Python 3" with PyPy (python3_interpreter)
         problem = Problem.from_dict({**rec, "hidden_tests": rec["public_tests"] + rec["hidden_tests"],
-                                    "memory_limit_mb": rec.get("memory_limit_mb") or KATTIS_DEFAULT_MEMORY_MB})
+                                    "memory_limit_mb": rec.get("memory_limit_mb") or KATTIS_DEFAULT_MEMORY_MB,
+                                    "python3_interpreter": "pypy3"})
         for sub in rec.get("submissions") or []:
             if sub["language"] not in languages or sub["expected"] not in EXPECTED_REWARD:
                 continue
