@@ -111,3 +111,39 @@ def test_submit_refuses_an_id_that_is_not_a_string_or_integer(idle_url: str, dep
     body = ('{"id": ' + problem_id + ', "completion": "x", "config": ' + tests + "}").encode()
     status, answer = raw_post(idle_url + "/submit", body)
     assert status in (400, 422), (status, answer[:300])
+
+
+# an integer JSON writes as plainly as 10, past a float's range (float() of it raises
+# OverflowError, not ValueError): each limit it lands in is the caller's 4xx naming the field
+PAST_FLOAT = "1" + "0" * 400
+LIMITS = [
+    ("/run_code", '{"code": "print(1)", "language": "python", "run_timeout": %s}', "run_timeout"),
+    ("/run_code", '{"code": "print(1)", "language": "python", "compile_timeout": %s}', "compile_timeout"),
+    ("/run_code", '{"code": "print(1)", "language": "python", "memory_limit_MB": %s}', "memory_limit_MB"),
+    ("/api/v2/execute", '{"language": "python", "version": "*", "files": [{"content": "print(1)"}], "run_timeout": %s}',
+     "run_timeout"),
+    ("/api/v2/execute", '{"language": "python", "version": "*", "files": [{"content": "print(1)"}], '
+                        '"compile_timeout": %s}', "compile_timeout"),
+    ("/api/v2/execute", '{"language": "python", "version": "*", "files": [{"content": "print(1)"}], '
+                        '"run_memory_limit": %s}', "run_memory_limit"),
+    ("/execute_batch", '{"scripts": ["print(1)"], "request_timeout": %s}', "request_timeout"),
+]
+
+
+@pytest.mark.parametrize(("path", "body", "field"), LIMITS, ids=[f"{p}-{f}" for p, _, f in LIMITS])
+def test_a_limit_past_a_floats_range_is_a_4xx_naming_it(idle_url: str, path: str, body: str, field: str) -> None:
+    status, answer = raw_post(idle_url + path, (body % PAST_FLOAT).encode())
+    assert status in (400, 422), (status, answer[:300])
+    parsed = json.loads(answer)
+    assert field in (parsed.get("error") or parsed.get("message")), parsed
+
+
+def test_a_code_reward_script_whose_timeout_is_past_a_floats_range_is_still_read() -> None:
+    # the script is the caller's text, parsed (never run) by the gateway: an integer literal past
+    # a float's range as the template's timeout is no timeout, not an exception out of the parse
+    from test_gateway_e2b_router import TESTS, script
+
+    from cpfleet.gateway.e2b import parse_script
+
+    scored = parse_script(script("print(1)").replace("timeout=5", f"timeout={PAST_FLOAT}"))
+    assert scored.timeout_s is None and len(scored.tests) == len(TESTS)

@@ -47,7 +47,7 @@ from cpfleet.core.errors import BrokerFull, ClientClosed, FleetBusy, NotAScoring
 from cpfleet.core.languages import fence
 from cpfleet.core.results import JobResult
 from cpfleet.gateway.app import Gateway, HTTPError, JSONResponse, Refused, permanent_error
-from cpfleet.gateway.payloads import json_object, str_list
+from cpfleet.gateway.payloads import finite_float, json_object, str_list
 from cpfleet.gateway.registry import protocol
 
 PYTHON = ("python", "python3")
@@ -69,7 +69,7 @@ class Scored:
 
 def _number(node: ast.AST | None) -> float | None:
     if isinstance(node, ast.Constant) and isinstance(node.value, int | float) and not isinstance(node.value, bool):
-        return float(node.value)
+        return finite_float(node.value)
     return None
 
 
@@ -195,9 +195,10 @@ def _wait_s(body: dict[str, Any], default: float) -> float:
     budget = body.get("request_timeout")
     if budget is None:
         return default
-    if isinstance(budget, bool) or not isinstance(budget, int | float) or not budget > 0:
-        raise HTTPError(422, "'request_timeout' must be a positive number of seconds")
-    return min(default, max(MIN_WAIT_S, float(budget) - ANSWER_MARGIN_S))
+    seconds = None if isinstance(budget, bool) or not isinstance(budget, int | float) else finite_float(budget)
+    if seconds is None or not seconds > 0:
+        raise HTTPError(422, "'request_timeout' must be a positive finite number of seconds")
+    return min(default, max(MIN_WAIT_S, seconds - ANSWER_MARGIN_S))
 
 
 @protocol("e2b_router")
