@@ -7,6 +7,8 @@ answers every job with its own line when Redis refuses the work, never a stream 
 from __future__ import annotations
 
 import json
+import socket
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -147,3 +149,27 @@ def test_a_code_reward_script_whose_timeout_is_past_a_floats_range_is_still_read
 
     scored = parse_script(script("print(1)").replace("timeout=5", f"timeout={PAST_FLOAT}"))
     assert scored.timeout_s is None and len(scored.tests) == len(TESTS)
+
+
+def test_a_client_that_hangs_up_mid_body_is_counted_as_its_400_not_an_app_exception(idle_url: str) -> None:
+    # the body is cut short (Content-Length promises more) and the socket closed: the gateway's
+    # answer is the caller's 400, counted like any other, never an exception out of the app
+    host, port = idle_url.removeprefix("http://").split(":")
+    metric = 'cpfleet_http_requests_total{endpoint="run_code",status="400"}'
+
+    def counted() -> float:
+        with urllib.request.urlopen(idle_url + "/metrics", timeout=30) as resp:
+            for line in resp.read().decode().splitlines():
+                if line.startswith(metric):
+                    return float(line.split()[-1])
+        return 0.0
+
+    before = counted()
+    with socket.create_connection((host, int(port)), timeout=30) as s:
+        s.sendall(b"POST /run_code HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: 1000\r\n\r\n{\"code\": ")
+    for _ in range(300):  # the server sees the hang-up on its own schedule: look until it has
+        if counted() > before:
+            break
+        time.sleep(0.1)
+    assert counted() == before + 1
