@@ -173,3 +173,35 @@ def test_a_client_that_hangs_up_mid_body_is_counted_as_its_400_not_an_app_except
             break
         time.sleep(0.1)
     assert counted() == before + 1
+
+
+# inline tests sent as JSON text (a string the gateway parses itself): valid JSON that CPython
+# does not read, nested past the parser's stack or with an integer of more than 4300 digits
+UNREADABLE_TEXT = {"nested": "[" * 5000 + "]" * 5000, "digits": '{"inputs": ["1"], "outputs": [' + "1" * 5000 + "]}"}
+
+
+def _text_body(path: str, text: str) -> dict[str, object]:
+    if path == "/slime":
+        return {"prompt": "", "response": GOOD, "label": text}
+    if path == "/get_reward":
+        return {"query": [GOOD], "prompts": [""], "labels": [text]}
+    if path == "/v1/judge":
+        return {"jobs": [{"tests": text, "completion": GOOD}]}
+    if path == "/submit":
+        return {"completion": GOOD, "config": {"provided_data": {"test": text}}}
+    from test_gateway_e2b_router import TEMPLATE  # open-r1's code_reward script, its tests this text
+
+    return {"scripts": [TEMPLATE.format(code=json.dumps("print(1)"), test_cases=json.dumps(text))]}
+
+
+@pytest.mark.parametrize("kind", sorted(UNREADABLE_TEXT))
+@pytest.mark.parametrize("path", ["/slime", "/get_reward", "/v1/judge", "/submit", "/execute_batch"])
+def test_inline_tests_as_json_text_the_parser_cannot_read_are_the_callers_error(idle_url: str, path: str,
+                                                                              kind: str) -> None:
+    status, answer = raw_post(idle_url + path, json.dumps(_text_body(path, UNREADABLE_TEXT[kind])).encode())
+    if path == "/execute_batch":  # not judged, never scored
+        assert status == 200, answer[:300]
+        assert json.loads(answer)[0]["execution"] is None and "not JSON" in json.loads(answer)[0]["exception_str"]
+    else:
+        assert status == 422, (status, answer[:300])
+        assert "JSON" in json.loads(answer)["error"]

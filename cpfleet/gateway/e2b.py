@@ -159,8 +159,8 @@ def parse_script(script: str) -> Scored:
         raise NotAScoringScript("evaluate_code does not return the share of tests passed (passed / total)")
     try:
         tests = json.loads(tests_text)
-    except (json.JSONDecodeError, RecursionError) as e:
-        raise NotAScoringScript(f"test_cases is not JSON ({e})") from None
+    except (ValueError, RecursionError) as e:  # not JSON, or past CPython's digits or nesting
+        raise NotAScoringScript(f"test_cases is not JSON this gateway reads ({type(e).__name__}: {str(e)[:200]})") from None
     return Scored(code=code, tests=tests, timeout_s=_run_timeout(fn), tests_text=tests_text)
 
 

@@ -193,8 +193,9 @@ def common_oj_tests(provided: Any) -> dict[str, list[str]]:
     if isinstance(tests, str):
         try:
             tests = json.loads(tests)
-        except json.JSONDecodeError:
-            raise HTTPError(422, "config.provided_data.test is not JSON") from None
+        except (ValueError, RecursionError) as e:  # not JSON, or past CPython's digits or nesting
+            raise HTTPError(422, f"config.provided_data.test is not JSON this gateway reads: "
+                                 f"{type(e).__name__}: {str(e)[:200]}") from None
     if not isinstance(tests, list) or not tests:
         raise HTTPError(422, "config.provided_data.test must be a non-empty list")
     inputs, outputs = [], []
