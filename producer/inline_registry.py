@@ -80,8 +80,9 @@ def _parsed(tests: Any) -> Any:
     if isinstance(tests, str):
         try:
             return json.loads(tests)
-        except json.JSONDecodeError as e:
-            raise InlineProblemError(f"inline tests are a string but not JSON: {e}") from None
+        except (ValueError, RecursionError) as e:  # not JSON, or past CPython's digits or nesting
+            raise InlineProblemError(f"inline tests are a string but not JSON this judge reads: "
+                                     f"{type(e).__name__}: {str(e)[:200]}") from None
     return tests
 
 

@@ -212,6 +212,19 @@ def test_run_code_outcomes_keep_sandbox_fusions_meaning(gw_fast: Served) -> None
     assert "allocated" not in hogged["run_result"]["stdout"]
 
 
+def test_run_code_output_that_is_not_utf8_is_never_a_pass_verl_reads(gw_fast: Served) -> None:
+    # the program writes the byte 0xff, which comes back as U+FFFD; verl passes a test when the
+    # status is Success and stdout (rstrip'd) equals the expected output, so an expected output
+    # holding U+FFFD would pay it: it is Failed, while a program writing U+FFFD itself passes
+    url = gw_fast.url + "/run_code"
+    raw = verl_call(url, verl_payload("import sys\nsys.stdout.buffer.write(b'\\xff\\n')\n", ""))[0]
+    real = verl_call(url, verl_payload("print('\\ufffd')\n", ""))[0]
+    assert raw is not None and raw["run_result"]["stdout"] == "\ufffd\n"
+    assert raw["status"] == "Failed" and raw["run_result"]["return_code"] != 0, raw
+    assert "UTF-8" in raw["message"]
+    assert real is not None and real["status"] == "Success" and real["run_result"]["stdout"] == "\ufffd\n", real
+
+
 def test_run_code_compiles_cpp_once_and_reports_compile_errors_as_verl_reads_them(gw_fast: Served) -> None:
     url = gw_fast.url + "/run_code"
     ok = verl_call(url, verl_payload(CPP_ADD, "20 22\n", language="cpp"))[0]

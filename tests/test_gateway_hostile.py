@@ -7,6 +7,8 @@ answers every job with its own line when Redis refuses the work, never a stream 
 from __future__ import annotations
 
 import json
+import socket
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -111,3 +113,95 @@ def test_submit_refuses_an_id_that_is_not_a_string_or_integer(idle_url: str, dep
     body = ('{"id": ' + problem_id + ', "completion": "x", "config": ' + tests + "}").encode()
     status, answer = raw_post(idle_url + "/submit", body)
     assert status in (400, 422), (status, answer[:300])
+
+
+# an integer JSON writes as plainly as 10, past a float's range (float() of it raises
+# OverflowError, not ValueError): each limit it lands in is the caller's 4xx naming the field
+PAST_FLOAT = "1" + "0" * 400
+LIMITS = [
+    ("/run_code", '{"code": "print(1)", "language": "python", "run_timeout": %s}', "run_timeout"),
+    ("/run_code", '{"code": "print(1)", "language": "python", "compile_timeout": %s}', "compile_timeout"),
+    ("/run_code", '{"code": "print(1)", "language": "python", "memory_limit_MB": %s}', "memory_limit_MB"),
+    ("/api/v2/execute", '{"language": "python", "version": "*", "files": [{"content": "print(1)"}], "run_timeout": %s}',
+     "run_timeout"),
+    ("/api/v2/execute", '{"language": "python", "version": "*", "files": [{"content": "print(1)"}], '
+                        '"compile_timeout": %s}', "compile_timeout"),
+    ("/api/v2/execute", '{"language": "python", "version": "*", "files": [{"content": "print(1)"}], '
+                        '"run_memory_limit": %s}', "run_memory_limit"),
+    ("/execute_batch", '{"scripts": ["print(1)"], "request_timeout": %s}', "request_timeout"),
+]
+
+
+@pytest.mark.parametrize(("path", "body", "field"), LIMITS, ids=[f"{p}-{f}" for p, _, f in LIMITS])
+def test_a_limit_past_a_floats_range_is_a_4xx_naming_it(idle_url: str, path: str, body: str, field: str) -> None:
+    status, answer = raw_post(idle_url + path, (body % PAST_FLOAT).encode())
+    assert status in (400, 422), (status, answer[:300])
+    parsed = json.loads(answer)
+    assert field in (parsed.get("error") or parsed.get("message")), parsed
+
+
+def test_a_code_reward_script_whose_timeout_is_past_a_floats_range_is_still_read() -> None:
+    # the script is the caller's text, parsed (never run) by the gateway: an integer literal past
+    # a float's range as the template's timeout is no timeout, not an exception out of the parse
+    from test_gateway_e2b_router import TESTS, script
+
+    from cpfleet.gateway.e2b import parse_script
+
+    scored = parse_script(script("print(1)").replace("timeout=5", f"timeout={PAST_FLOAT}"))
+    assert scored.timeout_s is None and len(scored.tests) == len(TESTS)
+
+
+def test_a_client_that_hangs_up_mid_body_is_counted_as_its_400_not_an_app_exception(idle_url: str) -> None:
+    # the body is cut short (Content-Length promises more) and the socket closed: the gateway's
+    # answer is the caller's 400, counted like any other, never an exception out of the app
+    host, port = idle_url.removeprefix("http://").split(":")
+    metric = 'cpfleet_http_requests_total{endpoint="run_code",status="400"}'
+
+    def counted() -> float:
+        with urllib.request.urlopen(idle_url + "/metrics", timeout=30) as resp:
+            for line in resp.read().decode().splitlines():
+                if line.startswith(metric):
+                    return float(line.split()[-1])
+        return 0.0
+
+    before = counted()
+    with socket.create_connection((host, int(port)), timeout=30) as s:
+        s.sendall(b"POST /run_code HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: 1000\r\n\r\n{\"code\": ")
+    for _ in range(300):  # the server sees the hang-up on its own schedule: look until it has
+        if counted() > before:
+            break
+        time.sleep(0.1)
+    assert counted() == before + 1
+
+
+# inline tests sent as JSON text (a string the gateway parses itself): valid JSON that CPython
+# does not read, nested past the parser's stack or with an integer of more than 4300 digits
+UNREADABLE_TEXT = {"nested": "[" * 5000 + "]" * 5000, "digits": '{"inputs": ["1"], "outputs": [' + "1" * 5000 + "]}"}
+
+
+def _text_body(path: str, text: str) -> dict[str, object]:
+    if path == "/slime":
+        return {"prompt": "", "response": GOOD, "label": text}
+    if path == "/get_reward":
+        return {"query": [GOOD], "prompts": [""], "labels": [text]}
+    if path == "/v1/judge":
+        return {"jobs": [{"tests": text, "completion": GOOD}]}
+    if path == "/submit":
+        return {"completion": GOOD, "config": {"provided_data": {"test": text}}}
+    from test_gateway_e2b_router import TEMPLATE  # open-r1's code_reward script, its tests this text
+
+    return {"scripts": [TEMPLATE.format(code=json.dumps("print(1)"), test_cases=json.dumps(text))]}
+
+
+@pytest.mark.parametrize("kind", sorted(UNREADABLE_TEXT))
+@pytest.mark.parametrize("path", ["/slime", "/get_reward", "/v1/judge", "/submit", "/execute_batch"])
+def test_inline_tests_as_json_text_the_parser_cannot_read_are_the_callers_error(idle_url: str, path: str,
+                                                                              kind: str) -> None:
+    status, answer = raw_post(idle_url + path, json.dumps(_text_body(path, UNREADABLE_TEXT[kind])).encode())
+    if path == "/execute_batch":  # not judged, never scored
+        assert status == 200, answer[:300]
+        assert json.loads(answer)[0]["execution"] is None and "not JSON" in json.loads(answer)[0]["exception_str"]
+    else:
+        assert status == 422, (status, answer[:300])
+        assert "JSON" in json.loads(answer)["error"]

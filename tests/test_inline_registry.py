@@ -180,3 +180,14 @@ def test_a_stored_record_is_judged_by_its_own_checker_and_limits(node: FleetWork
     assert [r.verdict for r in results] == [Verdict.OK, Verdict.WRONG_ANSWER, Verdict.TIME_LIMIT]
     assert [r.reward for r in results] == [1.0, 0.0, 0.0]
     assert fleet.inline_registry.registered == 2
+
+
+@pytest.mark.parametrize("text", ["[" * 5000 + "]" * 5000, '{"inputs": ["1"], "outputs": [' + "1" * 5000 + "]}"],
+                         ids=["nested", "digits"])
+def test_inline_tests_as_json_text_cpython_cannot_read_are_an_inline_problem_error(text: str) -> None:
+    # valid JSON past the parser's stack or CPython's 4300 digits: the caller's broken tests
+    # (a 4xx at the gateway, a permanent error in the trainer adapters), never another exception
+    with pytest.raises(InlineProblemError):
+        inline_registry.tests_digest(text)
+    with pytest.raises(InlineProblemError):
+        problem_record(text)

@@ -37,7 +37,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from starlette import responses
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
@@ -326,11 +326,16 @@ class Gateway:
         if declared is not None and declared.isdigit() and int(declared) > limit:
             raise HTTPError(413, f"request body over {limit} bytes")
         chunks, size = [], 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise HTTPError(413, f"request body over {limit} bytes")
-            chunks.append(chunk)
+        try:
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    raise HTTPError(413, f"request body over {limit} bytes")
+                chunks.append(chunk)
+        except ClientDisconnect:
+            # the caller hung up before its body ended: its mistake (nobody reads this answer),
+            # not a traceback in the log that any caller could write at will
+            raise HTTPError(400, "the client closed the connection before its body ended") from None
         try:
             return json.loads(b"".join(chunks))
         except ValueError as e:

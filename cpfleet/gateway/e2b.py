@@ -47,7 +47,7 @@ from cpfleet.core.errors import BrokerFull, ClientClosed, FleetBusy, NotAScoring
 from cpfleet.core.languages import fence
 from cpfleet.core.results import JobResult
 from cpfleet.gateway.app import Gateway, HTTPError, JSONResponse, Refused, permanent_error
-from cpfleet.gateway.payloads import json_object, str_list
+from cpfleet.gateway.payloads import finite_float, json_object, str_list
 from cpfleet.gateway.registry import protocol
 
 PYTHON = ("python", "python3")
@@ -69,7 +69,7 @@ class Scored:
 
 def _number(node: ast.AST | None) -> float | None:
     if isinstance(node, ast.Constant) and isinstance(node.value, int | float) and not isinstance(node.value, bool):
-        return float(node.value)
+        return finite_float(node.value)
     return None
 
 
@@ -159,8 +159,8 @@ def parse_script(script: str) -> Scored:
         raise NotAScoringScript("evaluate_code does not return the share of tests passed (passed / total)")
     try:
         tests = json.loads(tests_text)
-    except (json.JSONDecodeError, RecursionError) as e:
-        raise NotAScoringScript(f"test_cases is not JSON ({e})") from None
+    except (ValueError, RecursionError) as e:  # not JSON, or past CPython's digits or nesting
+        raise NotAScoringScript(f"test_cases is not JSON this gateway reads ({type(e).__name__}: {str(e)[:200]})") from None
     return Scored(code=code, tests=tests, timeout_s=_run_timeout(fn), tests_text=tests_text)
 
 
@@ -195,9 +195,10 @@ def _wait_s(body: dict[str, Any], default: float) -> float:
     budget = body.get("request_timeout")
     if budget is None:
         return default
-    if isinstance(budget, bool) or not isinstance(budget, int | float) or not budget > 0:
-        raise HTTPError(422, "'request_timeout' must be a positive number of seconds")
-    return min(default, max(MIN_WAIT_S, float(budget) - ANSWER_MARGIN_S))
+    seconds = None if isinstance(budget, bool) or not isinstance(budget, int | float) else finite_float(budget)
+    if seconds is None or not seconds > 0:
+        raise HTTPError(422, "'request_timeout' must be a positive finite number of seconds")
+    return min(default, max(MIN_WAIT_S, seconds - ANSWER_MARGIN_S))
 
 
 @protocol("e2b_router")

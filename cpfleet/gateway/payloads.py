@@ -63,6 +63,18 @@ def label(value: Any, field: str = "label") -> Any:
     return ref
 
 
+def finite_float(value: int | float) -> float | None:
+    """``value`` as a float, or None when no float is it: NaN, an infinity (JSON's ``1e999``), or
+    an integer past a float's range. JSON writes an integer of hundreds of digits as plainly as
+    ``10``, and ``float()`` (or ``math.isfinite``) of one raises OverflowError, which is not a
+    ValueError: unchecked, a caller's limit became a 500."""
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
 def number(body: Mapping[str, Any], key: str, default: float) -> float:
     value = body.get(key, default)
     if value is None:
@@ -70,9 +82,9 @@ def number(body: Mapping[str, Any], key: str, default: float) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise HTTPError(422, f"{key!r} must be a number")
     try:
-        number = float(value)
+        number = finite_float(float(value) if isinstance(value, str) else value)
     except ValueError:
         raise HTTPError(422, f"{key!r} must be a number") from None
-    if not math.isfinite(number):  # JSON's 1e999, NaN, Infinity: no limit, no timeout is one
+    if number is None:  # no limit, no timeout is one
         raise HTTPError(422, f"{key!r} must be a finite number")
     return number

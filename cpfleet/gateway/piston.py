@@ -62,6 +62,7 @@ from cpfleet.core.languages import fence
 from cpfleet.core.results import RunOutput, RunStatus
 from cpfleet.core.verdict import Verdict
 from cpfleet.gateway.app import FleetFailed, Gateway, HTTPError, JSONResponse, Refused, permanent_error
+from cpfleet.gateway.payloads import finite_float
 from cpfleet.gateway.registry import protocol
 from cpfleet.gateway.runs import RunAnswer, RunSpec
 
@@ -139,7 +140,7 @@ def _limit_ms(body: dict[str, Any], key: str, default: float, cap: float | None)
     value = body.get(key)
     if value is None or value == 0 or value == -1:
         return default
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, int | float) or finite_float(value) is None:
         raise bad(f"If specified, {key} must be a number")
     if value < 0:
         raise bad(f"{key} must be non-negative")

@@ -163,6 +163,11 @@ def sf_answer(answer: RunAnswer, fetch_files: Sequence[str]) -> dict[str, Any]:
         # its output was cut: the caller must not compare a prefix and pass it
         code = 1
         message = f"stdout of {run.stdout_bytes} bytes clipped to {len(run.stdout.encode('utf-8', 'replace'))}"
+    elif not run.stdout_utf8 and code == 0:
+        # bytes that are not UTF-8 come back as U+FFFD, and verl compares that text with the
+        # expected output: it equals no expected text, not even one holding U+FFFD itself
+        code = 1
+        message = "stdout is not UTF-8 text: its undecodable bytes read as U+FFFD, which no expected output equals"
     run_result = {"status": "Finished", "execution_time": _seconds(run.wall_ms), "return_code": code,
                   "stdout": run.stdout, "stderr": run.stderr}
     files: dict[str, str] = {}
@@ -188,8 +193,9 @@ def common_oj_tests(provided: Any) -> dict[str, list[str]]:
     if isinstance(tests, str):
         try:
             tests = json.loads(tests)
-        except json.JSONDecodeError:
-            raise HTTPError(422, "config.provided_data.test is not JSON") from None
+        except (ValueError, RecursionError) as e:  # not JSON, or past CPython's digits or nesting
+            raise HTTPError(422, f"config.provided_data.test is not JSON this gateway reads: "
+                                 f"{type(e).__name__}: {str(e)[:200]}") from None
     if not isinstance(tests, list) or not tests:
         raise HTTPError(422, "config.provided_data.test must be a non-empty list")
     inputs, outputs = [], []

@@ -60,6 +60,11 @@ def problem_ref(value: Any) -> str | Any:
                     f"inline tests are not valid JSON ({e.msg} at character {e.pos} of {len(text)}: "
                     f"{text[max(0, e.pos - 20):e.pos + 20]!r})"
                 ) from None
+            except (ValueError, RecursionError) as e:
+                # valid JSON that CPython does not read: an integer of more than 4300 digits
+                # (ValueError), nesting deeper than the parser's stack (RecursionError)
+                raise InlineProblemError(f"inline tests are JSON this judge does not read: {type(e).__name__}: "
+                                         f"{str(e)[:200]}") from None
         return value
     return value
 
