@@ -20,7 +20,8 @@ program's own verdict, else WRONG_ANSWER; unless the interactor fails the refere
 below too, since which end is seen first is a race when both end within a moment.
 
 An interactor that fails so (a crash, its own time or output limit, an exit outside its
-protocol) while the program still runs is either broken or provoked: a program can send text
+protocol, the pair's memory cgroup killing it) while the program still runs is either broken or
+provoked: a program can send text
 a dataset interactor does not parse (``int(input())``) or make a slow one run out of time, then
 wait. Kattis and DOMjudge call both a judge error; here that would be INTERNAL (reward None),
 an escape from a 0 a policy could learn. So the interactor is vouched for as ``run_checker``
@@ -242,9 +243,14 @@ def decide(spec: ProgramSpec, rp: RunResult, ri: RunResult, solution_ended_first
     if ri.status == Verdict.MEMORY_LIMIT and "cgroup" in ri.error:
         # one memory cgroup bounds the pair (the sum of both limits), and its OOM killer takes the
         # process with the most resident memory: the interactor, when the program holds its
-        # memory in files (memfd, tmpfs) that no process's RSS shows. The overrun is the program's.
-        return InteractiveOutcome(Verdict.MEMORY_LIMIT, rp, "the program and the interactor together went over "
-                                  "their memory limit (the memory cgroup killed the interactor)")
+        # memory in files (memfd, tmpfs) that no process's RSS shows, and equally when the
+        # interactor itself (or a process it forked) went past its share. Which side overran is
+        # not in what the cgroup reports: the reference solution tells (``run_interactive``):
+        # an interactor that works beside it was crowded out by the program (its MEMORY_LIMIT),
+        # one killed beside it too is broken (INTERNAL, never a correct program's 0)
+        together = "the program and the interactor together went over their memory limit " \
+                   "(the memory cgroup killed the interactor)"
+        raise InteractorFailed(together, rp, ri, early=InteractiveOutcome(Verdict.MEMORY_LIMIT, rp, together))
     why = failed_run(spec, ri, "the interactor")
     if why:
         _interactor_failed(rp, ri, why, solution_ended_first)
