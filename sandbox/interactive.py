@@ -9,10 +9,11 @@ stdin; when the interactor exits, the solution has ``pairs.PEER_GRACE_S`` to end
 own, then it is stopped).
 
 Verdict: the program's time limit applies to the program (CPU time), its wall-clock backstop
-ends a deadlock (both sides waiting to read) as TIME_LIMIT. Then the interactor decides: a
-rejection is WRONG_ANSWER; an acceptance is OK unless the program failed on its own before the
-interactor finished or right after (a non-zero exit, a crash on the closed pipe, a memory
-limit: the program's own verdict, as on Kattis). A program still running past the grace after
+ends a deadlock (both sides waiting to read) as TIME_LIMIT, once the reference solution below
+has shown that the interactor answers at all (one that stalls its dialogue too is broken).
+Then the interactor decides: a rejection is WRONG_ANSWER; an acceptance is OK unless the program
+failed on its own before the interactor finished or right after (a non-zero exit, a crash on
+the closed pipe, a memory limit: the program's own verdict, as on Kattis). A program still running past the grace after
 the interactor accepted and exited is stopped and has completed the interaction. An
 interactor that crashes, is killed, or exits with any other code after the program had ended
 was cut short by the program (one writing its reply to a closed pipe dies of it): the
@@ -183,7 +184,8 @@ def _dialogue(runner: CodeRunner, spec: ProgramSpec, program: programs.ProgramSe
     if rp.status == Verdict.INTERNAL or ri.status == Verdict.INTERNAL:
         drop_session(runner)
         raise SandboxFailure(f"sandbox failure in an interactive test: {rp.error or ri.error}")
-    return decide(spec, rp, ri, res.solution_ended_first)
+    # a test the job's budget cut short is not vouched for: the reference would outrun the budget
+    return decide(spec, rp, ri, res.solution_ended_first, vouch_stalls=limits.wall_cap_s is None)
 
 
 def _vouch(runner: CodeRunner, spec: ProgramSpec, reference: Reference | None, inp: bytes, ans: bytes,
@@ -236,10 +238,20 @@ def _reference_image(runner: CodeRunner, reference: Reference) -> ProgramImage |
     return built.image
 
 
-def decide(spec: ProgramSpec, rp: RunResult, ri: RunResult, solution_ended_first: bool = False) -> InteractiveOutcome:
-    """The test's verdict from both runs (see the module docstring)."""
+def decide(spec: ProgramSpec, rp: RunResult, ri: RunResult, solution_ended_first: bool = False,
+           vouch_stalls: bool = False) -> InteractiveOutcome:
+    """The test's verdict from both runs (see the module docstring). ``vouch_stalls``: a program
+    stopped by its wall-clock backstop (it waited) is the reference's to tell apart
+    (``InteractorFailed``) instead of a TIME_LIMIT at once."""
     if rp.status == Verdict.TIME_LIMIT:
-        return InteractiveOutcome(Verdict.TIME_LIMIT, rp, rp.error)
+        timed_out = InteractiveOutcome(Verdict.TIME_LIMIT, rp, rp.error)
+        if vouch_stalls and not rp.deterministic:
+            # a program that waits for a reply that never comes: a deadlock of its making, or an
+            # interactor that never answers (one that reads to the end of its input before it
+            # replies). An interactor that answers the reference's dialogue makes it the
+            # program's TIME_LIMIT; one that stalls that dialogue too is broken (INTERNAL)
+            raise InteractorFailed(f"the dialogue stalled: {rp.error}", rp, ri, early=timed_out)
+        return timed_out
     if ri.status == Verdict.MEMORY_LIMIT and "cgroup" in ri.error:
         # one memory cgroup bounds the pair (the sum of both limits), and its OOM killer takes the
         # process with the most resident memory: the interactor, when the program holds its

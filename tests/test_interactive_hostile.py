@@ -151,3 +151,23 @@ def test_a_program_crowding_out_a_working_interactor_gets_its_memory_limit(runne
     assert "the memory cgroup killed the interactor" in res.observation  # the interactor was the one killed
     ok = evaluate(problem, f"```python\n{BINARY_SEARCH}```\n", runner)
     assert (ok.verdict, ok.reward) == (Verdict.OK, 1.0), ok.observation[-1500:]
+
+
+# reads to the end of its input before it answers anything: every dialogue stalls, the
+# reference's too, until the program's wall-clock backstop stops it
+STALLING_INTERACTOR = INTERACTOR.replace("for (int q = 0; q < 12; q++) {",
+                                         "while (getchar() != EOF) {}\n    for (int q = 0; q < 12; q++) {")
+
+
+def test_an_interactor_that_never_answers_is_internal_not_the_correct_programs_time_limit(runner: CodeRunner) -> None:
+    res = evaluate(with_reference("hostile/stalling-interactor", STALLING_INTERACTOR),
+                   f"```python\n{BINARY_SEARCH}```\n", runner)
+    assert res.infra_error and res.reward is None and res.verdict == Verdict.INTERNAL, res.observation[-1500:]
+    assert "the dialogue stalled" in res.infra_message
+    assert "on the reference solution's dialogue it fails too" in res.infra_message
+
+
+def test_a_program_that_waits_on_a_working_interactor_gets_its_time_limit(runner: CodeRunner) -> None:
+    res = evaluate(with_reference("hostile/waits", INTERACTOR), "```python\nimport time\ntime.sleep(60)\n```\n", runner)
+    assert not res.infra_error, res.infra_message
+    assert (res.verdict, res.reward) == (Verdict.TIME_LIMIT, 0.0), res.observation[-1500:]
