@@ -9,10 +9,11 @@ stdin; when the interactor exits, the solution has ``pairs.PEER_GRACE_S`` to end
 own, then it is stopped).
 
 Verdict: the program's time limit applies to the program (CPU time), its wall-clock backstop
-ends a deadlock (both sides waiting to read) as TIME_LIMIT. Then the interactor decides: a
-rejection is WRONG_ANSWER; an acceptance is OK unless the program failed on its own before the
-interactor finished or right after (a non-zero exit, a crash on the closed pipe, a memory
-limit: the program's own verdict, as on Kattis). A program still running past the grace after
+ends a deadlock (both sides waiting to read) as TIME_LIMIT, once the reference solution below
+has shown that the interactor answers at all (one that stalls its dialogue too is broken).
+Then the interactor decides: a rejection is WRONG_ANSWER; an acceptance is OK unless the program
+failed on its own before the interactor finished or right after (a non-zero exit, a crash on
+the closed pipe, a memory limit: the program's own verdict, as on Kattis). A program still running past the grace after
 the interactor accepted and exited is stopped and has completed the interaction. An
 interactor that crashes, is killed, or exits with any other code after the program had ended
 was cut short by the program (one writing its reply to a closed pipe dies of it): the
@@ -20,7 +21,8 @@ program's own verdict, else WRONG_ANSWER; unless the interactor fails the refere
 below too, since which end is seen first is a race when both end within a moment.
 
 An interactor that fails so (a crash, its own time or output limit, an exit outside its
-protocol) while the program still runs is either broken or provoked: a program can send text
+protocol, the pair's memory cgroup killing it) while the program still runs is either broken or
+provoked: a program can send text
 a dataset interactor does not parse (``int(input())``) or make a slow one run out of time, then
 wait. Kattis and DOMjudge call both a judge error; here that would be INTERNAL (reward None),
 an escape from a 0 a policy could learn. So the interactor is vouched for as ``run_checker``
@@ -182,7 +184,8 @@ def _dialogue(runner: CodeRunner, spec: ProgramSpec, program: programs.ProgramSe
     if rp.status == Verdict.INTERNAL or ri.status == Verdict.INTERNAL:
         drop_session(runner)
         raise SandboxFailure(f"sandbox failure in an interactive test: {rp.error or ri.error}")
-    return decide(spec, rp, ri, res.solution_ended_first)
+    # a test the job's budget cut short is not vouched for: the reference would outrun the budget
+    return decide(spec, rp, ri, res.solution_ended_first, vouch_stalls=limits.wall_cap_s is None)
 
 
 def _vouch(runner: CodeRunner, spec: ProgramSpec, reference: Reference | None, inp: bytes, ans: bytes,
@@ -235,16 +238,31 @@ def _reference_image(runner: CodeRunner, reference: Reference) -> ProgramImage |
     return built.image
 
 
-def decide(spec: ProgramSpec, rp: RunResult, ri: RunResult, solution_ended_first: bool = False) -> InteractiveOutcome:
-    """The test's verdict from both runs (see the module docstring)."""
+def decide(spec: ProgramSpec, rp: RunResult, ri: RunResult, solution_ended_first: bool = False,
+           vouch_stalls: bool = False) -> InteractiveOutcome:
+    """The test's verdict from both runs (see the module docstring). ``vouch_stalls``: a program
+    stopped by its wall-clock backstop (it waited) is the reference's to tell apart
+    (``InteractorFailed``) instead of a TIME_LIMIT at once."""
     if rp.status == Verdict.TIME_LIMIT:
-        return InteractiveOutcome(Verdict.TIME_LIMIT, rp, rp.error)
+        timed_out = InteractiveOutcome(Verdict.TIME_LIMIT, rp, rp.error)
+        if vouch_stalls and not rp.deterministic:
+            # a program that waits for a reply that never comes: a deadlock of its making, or an
+            # interactor that never answers (one that reads to the end of its input before it
+            # replies). An interactor that answers the reference's dialogue makes it the
+            # program's TIME_LIMIT; one that stalls that dialogue too is broken (INTERNAL)
+            raise InteractorFailed(f"the dialogue stalled: {rp.error}", rp, ri, early=timed_out)
+        return timed_out
     if ri.status == Verdict.MEMORY_LIMIT and "cgroup" in ri.error:
         # one memory cgroup bounds the pair (the sum of both limits), and its OOM killer takes the
         # process with the most resident memory: the interactor, when the program holds its
-        # memory in files (memfd, tmpfs) that no process's RSS shows. The overrun is the program's.
-        return InteractiveOutcome(Verdict.MEMORY_LIMIT, rp, "the program and the interactor together went over "
-                                  "their memory limit (the memory cgroup killed the interactor)")
+        # memory in files (memfd, tmpfs) that no process's RSS shows, and equally when the
+        # interactor itself (or a process it forked) went past its share. Which side overran is
+        # not in what the cgroup reports: the reference solution tells (``run_interactive``):
+        # an interactor that works beside it was crowded out by the program (its MEMORY_LIMIT),
+        # one killed beside it too is broken (INTERNAL, never a correct program's 0)
+        together = "the program and the interactor together went over their memory limit " \
+                   "(the memory cgroup killed the interactor)"
+        raise InteractorFailed(together, rp, ri, early=InteractiveOutcome(Verdict.MEMORY_LIMIT, rp, together))
     why = failed_run(spec, ri, "the interactor")
     if why:
         _interactor_failed(rp, ri, why, solution_ended_first)

@@ -76,3 +76,21 @@ def test_integer_keys_of_real_data_are_loaded() -> None:
     keys = json.dumps({str(k): k for k in [-2, -1, 0, 1, (1 << 61) - 1, 1 << 61, *range(2, 10_000)]})
     Problem.from_dict({"id": "keys", "fn_name": "f", "fn_semantics": "apps",
                        "hidden_tests": [{"input": f"[{keys}]", "output": f"[{keys}]"}]})
+
+
+# A typed complex whose part is an int past the float range: ``complex(int, 0)`` raised
+# OverflowError in the judge's decoder, which no caller expected, so the job failed as the
+# judge's bug (an infrastructure error) for text the program wrote on its own result channel.
+HUGE_COMPLEX = """
+import json
+json.dumps = lambda *args, **kwargs: '{"\\\\u0000c": [' + '9' * 400 + ', 0]}'
+def one():
+    return 1
+"""
+
+
+def test_a_typed_complex_past_the_float_range_is_a_wrong_answer_not_a_judge_crash(runner: CodeRunner) -> None:
+    problem = Problem.from_dict({"id": "one", "fn_name": "one", "public_tests": [{"input": "[]", "output": "1"}]})
+    result = judge(problem, HUGE_COMPLEX, runner)
+    assert (result.verdict, result.reward) == (Verdict.WRONG_ANSWER, 0.0)
+    assert "past the float range" in result.observation

@@ -103,3 +103,71 @@ def test_a_hostile_solution_gets_its_own_verdict_never_an_infrastructure_error(r
     assert not res.infra_error, res.infra_message
     assert res.verdict == verdict, res.observation[-1500:]
     assert res.reward == (1.0 if verdict == Verdict.OK else 0.0)
+
+
+# The pair's memory cgroup holds the program's limit plus the interactor's; when it overflows, its
+# OOM killer takes the largest process. ``HOLDS`` megabytes held by the interactor all along,
+# ``FORKS`` more by a child it forks (its own address-space limit stops neither).
+MEMORY_INTERACTOR = INTERACTOR.replace("#include <cstdio>", "#include <cstdio>\n#include <cstdlib>\n#include <unistd.h>").replace(
+    "int secret; in >> secret;",
+    "int secret; in >> secret;\n"
+    "    if (FORKS > 0 && fork() == 0) { volatile char* c = (char*)malloc((size_t)FORKS << 20);\n"
+    "        for (size_t i = 0; i < ((size_t)FORKS << 20); i += 4096) c[i] = 1;\n        pause(); }\n"
+    "    usleep(200000);\n"
+    "    volatile char* held = (char*)malloc((size_t)HOLDS << 20);\n"
+    "    for (size_t i = 0; i < ((size_t)HOLDS << 20); i += 4096) held[i] = 1;")
+# over its own 512 MB with the child's 350 MB: the pair (256 + 512 MB and the sandbox's slack)
+# overflows on any dialogue while the interactor is the largest process, the one the OOM killer takes
+HOGGING_INTERACTOR = MEMORY_INTERACTOR.replace("FORKS", "350").replace("HOLDS", "495")
+# 200 MB, well within its 512 MB: the largest process of a pair whose program holds little RSS
+FAIR_INTERACTOR = MEMORY_INTERACTOR.replace("FORKS", "0").replace("HOLDS", "200")
+# holds 700 MB in memory files that no process's resident set shows, then plays fair
+HIDES_MEMORY = ("import os\nfor _ in range(14):\n    fd = os.memfd_create('x')\n    for _ in range(50):\n"
+                "        os.write(fd, b'x' * (1 << 20))\n" + BINARY_SEARCH)
+
+
+def with_reference(pid: str, interactor: str) -> Problem:
+    """``guess`` with a correct solution to vouch for the interactor and room for memory: the
+    program's 256 MB and the interactor's 512 MB."""
+    record = guess(pid, interactor).to_dict()
+    record["checker"]["memory_limit_mb"] = 512
+    return Problem.from_dict({**record, "memory_limit_mb": 256, "correct_solutions": [BINARY_SEARCH]})
+
+
+def test_an_interactor_over_its_own_memory_is_internal_not_the_correct_programs_memory_limit(
+        runner: CodeRunner) -> None:
+    res = evaluate(with_reference("hostile/hogging-interactor", HOGGING_INTERACTOR),
+                   f"```python\n{BINARY_SEARCH}```\n", runner)
+    assert res.infra_error and res.reward is None and res.verdict == Verdict.INTERNAL, res.observation[-1500:]
+    assert "the memory cgroup killed the interactor" in res.infra_message
+    assert "on the reference solution's dialogue it fails too" in res.infra_message
+
+
+def test_a_program_crowding_out_a_working_interactor_gets_its_memory_limit(runner: CodeRunner) -> None:
+    problem = with_reference("hostile/fair-interactor", FAIR_INTERACTOR)
+    res = evaluate(problem, f"```python\n{HIDES_MEMORY}```\n", runner)
+    assert not res.infra_error, res.infra_message
+    assert (res.verdict, res.reward) == (Verdict.MEMORY_LIMIT, 0.0), res.observation[-1500:]
+    assert "the memory cgroup killed the interactor" in res.observation  # the interactor was the one killed
+    ok = evaluate(problem, f"```python\n{BINARY_SEARCH}```\n", runner)
+    assert (ok.verdict, ok.reward) == (Verdict.OK, 1.0), ok.observation[-1500:]
+
+
+# reads to the end of its input before it answers anything: every dialogue stalls, the
+# reference's too, until the program's wall-clock backstop stops it
+STALLING_INTERACTOR = INTERACTOR.replace("for (int q = 0; q < 12; q++) {",
+                                         "while (getchar() != EOF) {}\n    for (int q = 0; q < 12; q++) {")
+
+
+def test_an_interactor_that_never_answers_is_internal_not_the_correct_programs_time_limit(runner: CodeRunner) -> None:
+    res = evaluate(with_reference("hostile/stalling-interactor", STALLING_INTERACTOR),
+                   f"```python\n{BINARY_SEARCH}```\n", runner)
+    assert res.infra_error and res.reward is None and res.verdict == Verdict.INTERNAL, res.observation[-1500:]
+    assert "the dialogue stalled" in res.infra_message
+    assert "on the reference solution's dialogue it fails too" in res.infra_message
+
+
+def test_a_program_that_waits_on_a_working_interactor_gets_its_time_limit(runner: CodeRunner) -> None:
+    res = evaluate(with_reference("hostile/waits", INTERACTOR), "```python\nimport time\ntime.sleep(60)\n```\n", runner)
+    assert not res.infra_error, res.infra_message
+    assert (res.verdict, res.reward) == (Verdict.TIME_LIMIT, 0.0), res.observation[-1500:]
