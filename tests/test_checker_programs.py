@@ -120,6 +120,46 @@ def test_testlib_partial_credit_is_never_a_pass_nor_a_judge_failure(
     assert "partially correct" in res.observation
 
 
+# A Codeforces-style checker for "the smallest number of coins": an answer better than the jury's
+# is the jury's failure by its own claim (FAIL), which a program can provoke by printing 0.
+BETTER_THAN_JURY_CHECKER = r"""
+#include "testlib.h"
+int main(int argc, char* argv[]) {
+    registerTestlibCmd(argc, argv);
+    long long jury = ans.readLong(), got = ouf.readLong();
+    if (got < jury) quitf(_fail, "participant has the better answer: %lld < %lld", got, jury);
+    if (got > jury) quitf(_wa, "%lld coins, %lld possible", got, jury);
+    quitf(_ok, "%lld coins", got);
+}
+"""
+ALWAYS_FAIL_CHECKER = r"""
+#include "testlib.h"
+int main(int argc, char* argv[]) {
+    registerTestlibCmd(argc, argv);
+    quitf(_fail, "the jury's answer file is inconsistent");
+}
+"""
+
+
+@pytest.mark.skipif(not (TESTLIB / "testlib.h").is_file(), reason=f"testlib.h not found in {TESTLIB}")
+def test_a_testlib_fail_provoked_by_the_output_alone_is_wrong_answer_not_a_masked_sample(runner: CodeRunner) -> None:
+    """FAIL on an impossible optimum is the output's doing when the checker judges the expected
+    answer: WRONG_ANSWER, never INTERNAL (a masked sample a policy would learn to provoke); a
+    checker that FAILs on the expected answer too is broken: INTERNAL."""
+    tests = [("7\n", "3\n")], [("12\n", "3\n"), ("30\n", "6\n")]
+    prob = problem("own/coins", {"type": "testlib", "source": BETTER_THAN_JURY_CHECKER}, *tests)
+    right = "n = int(input())\nprint(-(-n // 5))"
+    good = evaluate(prob, fenced(right), runner)
+    assert (good.reward, good.verdict) == (1.0, Verdict.OK), good.observation
+    res = evaluate(prob, fenced("input()\nprint(0)"), runner)
+    assert (res.reward, res.verdict, res.infra_error) == (0.0, Verdict.WRONG_ANSWER, False), res.infra_message
+    assert "participant has the better answer" in res.observation
+    broken = problem("own/coins-broken", {"type": "testlib", "source": ALWAYS_FAIL_CHECKER}, *tests)
+    res = evaluate(broken, fenced(right), runner)
+    assert (res.verdict, res.infra_error) == (Verdict.INTERNAL, True)
+    assert "fails too" in res.infra_message
+
+
 # --- Kattis output validator: any two numbers summing to n ---------------------------------------
 
 SUM_VALIDATOR = r"""
