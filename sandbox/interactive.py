@@ -36,7 +36,9 @@ here it stays CheckerBroken and says so. The vouch for (interactor, test, refere
 remembered in the process (``VOUCHES``, a failed one too), so however often a program provokes
 it the reference runs at most once per test per process. It runs as a job of its own beside the
 loaded program, which stays loaded for the job's next tests. A testlib interactor's FAIL (exit
-3) is not an exit outside its protocol: it stays INTERNAL, as for checkers.
+3) while the program runs is decided the same way, as for checkers: an interactor that FAILs on
+what a program sent (a guess past the bound it announced, an answer better than the jury's) but
+works with the reference is the program's WRONG_ANSWER, never a masked sample.
 """
 from __future__ import annotations
 
@@ -276,10 +278,10 @@ def decide(spec: ProgramSpec, rp: RunResult, ri: RunResult, solution_ended_first
     if rejected:
         return InteractiveOutcome(Verdict.WRONG_ANSWER, rp, msg or "the interactor rejected the interaction")
     if not accepted:
-        why = f"the interactor failed (exit {ri.exit_code}): {msg[:500]}"
-        if spec.protocol == "testlib" and ri.exit_code == TESTLIB_FAIL and not solution_ended_first:
-            # testlib's FAIL is the interactor's own claim of a jury-side error, as for checkers
-            raise CheckerBroken(f"the testlib interactor reported a judge failure (FAIL): {msg[:500]}")
+        if spec.protocol == "testlib" and ri.exit_code == TESTLIB_FAIL:
+            why = f"the testlib interactor reported a judge failure (FAIL): {msg[:500]}"
+        else:
+            why = f"the interactor failed (exit {ri.exit_code}): {msg[:500]}"
         _interactor_failed(rp, ri, why, solution_ended_first)
     if rp.error == STOPPED_BY_PEER:
         return InteractiveOutcome(Verdict.OK, rp, msg)  # the dialogue was complete and accepted

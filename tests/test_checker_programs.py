@@ -491,3 +491,27 @@ def test_testlib_interactor_accepts_a_correct_program_and_rejects_a_wrong_one(ru
     bad = evaluate(prob, fenced(linear), runner)
     assert (bad.reward, bad.verdict) == (0.0, Verdict.WRONG_ANSWER), bad.observation
     assert "too many guesses" in bad.observation
+
+
+# FAILs (the jury's own-error claim) when a guess is past the bound its data promises
+TESTLIB_FAILING_GUESS_INTERACTOR = TESTLIB_GUESS_INTERACTOR.replace(
+    'int g = ouf.readInt(1, 1000, "guess");',
+    'int g = ouf.readInt();\n        if (g > 1000) quitf(_fail, "guess %d past the bound: the jury data is inconsistent", g);')
+
+
+@pytest.mark.skipif(not (TESTLIB / "testlib.h").is_file(), reason=f"testlib.h not found in {TESTLIB}")
+def test_a_testlib_interactor_fail_provoked_by_the_program_is_its_wrong_answer(runner: CodeRunner) -> None:
+    """The interactor FAILs on the program's dialogue but accepts the reference solution's: the
+    program's WRONG_ANSWER (a masked sample would pay provoking it); with no reference to ask it
+    stays INTERNAL, as for any interactor failure."""
+    checker = {"type": "interactive", "protocol": "testlib", "source": TESTLIB_FAILING_GUESS_INTERACTOR}
+    provoking = "print(5000, flush=True)\ninput()\n"
+    prob = problem("own/guess-testlib-fail", checker, *GUESS_TESTS, correct_solutions=[BINARY_SEARCH])
+    good = evaluate(prob, fenced(BINARY_SEARCH), runner)
+    assert (good.reward, good.verdict) == (1.0, Verdict.OK), good.observation
+    res = evaluate(prob, fenced(provoking), runner)
+    assert (res.reward, res.verdict, res.infra_error) == (0.0, Verdict.WRONG_ANSWER, False), res.infra_message
+    assert "judge failure (FAIL)" in res.observation
+    bare = problem("own/guess-testlib-fail-bare", checker, *GUESS_TESTS)
+    res = evaluate(bare, fenced(provoking), runner)
+    assert (res.verdict, res.infra_error) == (Verdict.INTERNAL, True)
