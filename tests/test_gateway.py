@@ -79,7 +79,7 @@ def gw_fast(node: FleetWorker) -> Iterator[Served]:
 
 
 def test_every_protocol_family_registers_its_routes() -> None:
-    assert set(protocols()) >= {"rewards", "sandboxfusion", "codejudge", "native"}
+    assert set(protocols()) >= {"openrlhf", "slime", "sandboxfusion", "codejudge", "native"}
 
 
 # --- SandboxFusion /run_code on the fleet ------------------------------------------------------

@@ -1,7 +1,6 @@
 """The registry of HTTP protocol families: each module of ``cpfleet.gateway`` that speaks one
-client's protocol (OpenRLHF/slime rewards, SandboxFusion, code-judge, Piston, open-r1's E2B and
-Morph routers, the native batch)
-registers a function that builds its routes over the gateway, so the app knows no endpoint by
+client's protocol (OpenRLHF's and slime's reward models, SandboxFusion, code-judge, Piston,
+open-r1's E2B and Morph routers, the native batch) registers a function that builds its routes over the gateway, so the app knows no endpoint by
 name and a new protocol is one module plus one line in ``BUILTIN``."""
 
 from __future__ import annotations
@@ -21,7 +20,8 @@ RouteFactory = Callable[["Gateway"], Sequence[Route]]
 
 # the protocol modules `cpfleet serve` mounts, imported (and so registered) on first use
 BUILTIN = (
-    "cpfleet.gateway.rewards",
+    "cpfleet.gateway.openrlhf",
+    "cpfleet.gateway.slime",
     "cpfleet.gateway.sandboxfusion",
     "cpfleet.gateway.codejudge",
     "cpfleet.gateway.native",

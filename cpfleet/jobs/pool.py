@@ -56,8 +56,9 @@ def default_workers() -> int:
         return os.cpu_count() or 1
 
 
-class Judge:
-    """One process's judging state: the problems, their versions, one runner (replaced if it breaks)."""
+class PoolProcess:
+    """One pool process's judging state: the problems, their versions, one runner (replaced if it
+    breaks); each job it takes is judged by ``sandbox.env.judge_locally``."""
 
     def __init__(
         self,
@@ -141,7 +142,7 @@ class Judge:
 
 
 # --- pool process side -------------------------------------------------------------------------
-_judge: Judge | None = None
+_judge: PoolProcess | None = None
 
 
 def _init_process(problems_blob: bytes, options: dict[str, Any]) -> None:
@@ -152,7 +153,7 @@ def _init_process(problems_blob: bytes, options: dict[str, Any]) -> None:
     os.setpgrp()
     records = msgpack.unpackb(problems_blob, raw=False)
     problems = {key: Problem.from_dict(rec) for key, rec in records.items()}
-    _judge = Judge(problems, **options)
+    _judge = PoolProcess(problems, **options)
     atexit.register(_judge.close)
 
 
@@ -237,7 +238,7 @@ def judge_iter(
 def _in_process(
     problems: Mapping[str, Problem], jobs: Iterable[Mapping[str, Any]], options: dict[str, Any]
 ) -> Iterator[JobResult]:
-    judge = Judge(problems, **options)
+    judge = PoolProcess(problems, **options)
     try:
         for index, job in enumerate(jobs):
             yield judge.judge(job, index)

@@ -1,15 +1,13 @@
-"""Remote reward endpoints for trainers that want a number back.
+"""OpenRLHF's remote reward model (``--reward.remote_url``): ``POST /get_reward``.
 
-- ``POST /get_reward``: OpenRLHF's ``--reward.remote_url``. In: ``{"query": [str], "prompts":
-  [str], "labels": [str]}``; the completion is ``query[i]`` minus its ``prompts[i]`` prefix
-  (OpenRLHF decodes prompt and response together, special tokens kept), ``labels[i]`` a problem
-  id or inline tests as JSON. Out: ``{"rewards", "scores", "extra_logs"}``.
-- ``POST /slime``: slime's ``--rm-type remote_rm --rm-url``: ``{"prompt", "response", "label"}``
-  in, the reward as a bare number out.
+In: ``{"query": [str], "prompts": [str], "labels": [str]}``; the completion is ``query[i]``
+minus its ``prompts[i]`` prefix (OpenRLHF decodes prompt and response together, special tokens
+kept), ``labels[i]`` a problem id or inline tests as JSON. Out: ``{"rewards", "scores",
+"extra_logs"}``.
 
-Neither protocol can say "drop this sample", so an infrastructure error or a refusal is a 503
-with Retry-After (OpenRLHF retries 5 times, slime 10 times with backoff, then both fail loudly)
-and an unknown problem or unusable inline tests a 422 naming it: never a 0.
+The protocol cannot say "drop this sample", so an infrastructure error or a refusal is a 503
+with Retry-After (OpenRLHF retries 5 times, then fails loudly) and an unknown problem or
+unusable inline tests a 422 naming it: never a 0.
 """
 
 from __future__ import annotations
@@ -23,14 +21,13 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from cpfleet.core.results import JobResult
-from cpfleet.gateway.app import Gateway, HTTPError, JSONResponse, raise_on_failure
+from cpfleet.gateway.app import Gateway, JSONResponse, raise_on_failure
 from cpfleet.gateway.payloads import json_list, json_object, label, str_list
 from cpfleet.gateway.registry import protocol
 
-# OpenRLHF's aiohttp client gives up after 180 s, slime's after 120 s: answer (a refusal they
-# retry) before that, so a wait never becomes a client-side timeout
+# OpenRLHF's aiohttp client gives up after 180 s: answer (a refusal it retries) before that, so
+# a wait never becomes a client-side timeout
 OPENRLHF_WAIT_S = 170.0
-SLIME_WAIT_S = 110.0
 
 # End-of-turn / end-of-sequence tokens that OpenRLHF leaves in ``query`` (it decodes with
 # skip_special_tokens=False): ChatML/Qwen/Llama-3 ``<|...|>``, Llama-2/Mistral ``</s>``, Gemma.
@@ -52,11 +49,13 @@ def strip_prompt(query: str, prompt: str) -> str:
 
 
 def pass_rate(r: JobResult) -> float:
+    """The fraction of tests passed that decided the reward (hidden in full mode, else public),
+    logged beside the reward so a run's curves show partial progress under all-or-nothing."""
     s = r.hidden if r.hidden.total and r.mode == "full" else r.public
     return s.passed / s.total if s.total else 0.0
 
 
-@protocol("rewards")
+@protocol("openrlhf")
 def routes(gw: Gateway) -> Sequence[Route]:
     async def get_reward(request: Request) -> Response:
         body = json_object(await gw.body_json(request))
@@ -82,18 +81,4 @@ def routes(gw: Gateway) -> Sequence[Route]:
             }
         )
 
-    async def slime(request: Request) -> Response:
-        body = json_object(await gw.body_json(request))
-        response = body.get("response")
-        if not isinstance(response, str):
-            raise HTTPError(422, "'response' must be a string")
-        if "label" not in body:
-            raise HTTPError(422, "'label' (problem id or inline tests) is required")
-        result = await gw.judge(label(body["label"]), response, wait_s=SLIME_WAIT_S)
-        raise_on_failure([result])
-        return JSONResponse(float(result.reward or 0.0))
-
-    return [
-        Route("/get_reward", gw.endpoint("get_reward", get_reward), methods=["POST"]),
-        Route("/slime", gw.endpoint("slime", slime), methods=["POST"]),
-    ]
+    return [Route("/get_reward", gw.endpoint("get_reward", get_reward), methods=["POST"])]
