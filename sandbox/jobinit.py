@@ -363,8 +363,14 @@ class JobInit:
                 return _not_run(f"placing the test's files failed: {type(e).__name__}: {e}")
         test = {"limits": msg["limits"], "cwd": fallback_cwd, "argv": msg.get("argv") or (),
                 "mem_mb": msg.get("mem_mb", 0)}
+        # the slot's CPU counter holds this test's processes alone, except in an interactive pair,
+        # whose other side runs in the same slot: counting its CPU would stop this side at a
+        # limit it never reached (the pair's runner says so; each side is then policed on its
+        # main process and judged on the CPU of its own processes)
+        tree_counted = msg.get("tree_cpu", True)
         while True:
-            tree_cpu = police.TreeCpu.start(self.z.cpu_usage_fd)  # before the child joins the slot
+            # taken before the child joins the slot
+            tree_cpu = police.TreeCpu.start(self.z.cpu_usage_fd) if tree_counted else None
             started = self._start_ahead(test, stdio)
             if started is not None:
                 pid, status_r, before, t0 = started
