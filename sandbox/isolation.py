@@ -37,6 +37,9 @@ BOX = "/box"  # the test directory (cwd, /tmp, /dev/shm, /run), a tmpfs kept fre
 SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 DEVICES = ("null", "zero", "full", "random", "urandom")
 O_PATH = getattr(os, "O_PATH", 0o10000000)  # PyPy 3.9's os lacks the name (the value is Linux's)
+# PyPy 3.9's resource lacks these two names (the values are Linux's)
+RLIMIT_NICE = getattr(resource, "RLIMIT_NICE", 13)
+RLIMIT_RTPRIO = getattr(resource, "RLIMIT_RTPRIO", 14)
 
 
 class ZygoteSetup:
@@ -127,6 +130,18 @@ def _bind_into(new_root: str, path: str) -> None:
     linux.mount(path, new_root + path, None, linux.MS_BIND | linux.MS_REC)
     linux.mount("none", new_root + path, None,
                 linux.MS_BIND | linux.MS_REMOUNT | linux.MS_RDONLY | linux.MS_NOSUID | linux.MS_NODEV)
+
+
+def drop_priority_allowances() -> None:
+    """No test may raise its scheduling priority: RLIMIT_RTPRIO and RLIMIT_NICE at 0 on the
+    zygote, which every job and test inherits. A worker started with an allowance (``ulimit
+    -r``, a container's ``--ulimit rtprio``, limits.conf) would otherwise pass it on, and an
+    unprivileged program could take SCHED_FIFO and spin, starving the worker, the job init that
+    polices its time and every other test on its CPU (the kernel's real-time throttling leaves
+    them 5%). Once per zygote, no cost per test; the zygote itself keeps CAP_SYS_NICE, which
+    these limits do not bind."""
+    for limit in (RLIMIT_RTPRIO, RLIMIT_NICE):
+        resource.setrlimit(limit, (0, 0))
 
 
 def python_dirs() -> list[str]:
