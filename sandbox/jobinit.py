@@ -413,6 +413,8 @@ class JobInit:
             if exec_errno not in child.PROGRAM_EXEC_ERRNOS:
                 failure = f"cannot start the program: {message}"
         collected = _collect(fallback_cwd or isolation.BOX, msg.get("collect") or ())
+        if self.box is not None:
+            self.box.settle()
         if fallback_cwd:
             import shutil
 
