@@ -138,8 +138,8 @@ def drop_priority_allowances() -> None:
     -r``, a container's ``--ulimit rtprio``, limits.conf) would otherwise pass it on, and an
     unprivileged program could take SCHED_FIFO and spin, starving the worker, the job init that
     polices its time and every other test on its CPU (the kernel's real-time throttling leaves
-    them 5%). Once per zygote, no cost per test; the zygote itself keeps CAP_SYS_NICE, which
-    these limits do not bind."""
+    them 5%). Once per zygote, no cost per test; nothing of the sandbox's own raises its
+    priority."""
     for limit in (RLIMIT_RTPRIO, RLIMIT_NICE):
         resource.setrlimit(limit, (0, 0))
 
