@@ -194,3 +194,16 @@ def test_each_side_of_a_dialogue_is_timed_on_its_own_cpu_not_the_other_sides(
     res = evaluate(Problem.from_dict(record), f"```python\n{solution}```\n", runner)
     assert not res.infra_error, res.infra_message
     assert (res.verdict, res.reward) == (Verdict.OK, 1.0), res.observation[-1500:]
+
+
+def test_a_program_that_spins_in_children_during_a_dialogue_is_stopped_at_its_cpu_limit(runner: CodeRunner) -> None:
+    # its main process only waits; two children spin. The slot's CPU count, which holds the
+    # interactor's CPU too, is checked against this side's own processes: it is stopped once they
+    # used its limit, not at the wall-clock backstop with several times the limit used (~8 s here)
+    spinner = "import os, time\nfor _ in range(2):\n    if os.fork() == 0:\n        while True:\n            pass\ntime.sleep(60)\n"
+    record = guess("cpu/spinning-children", INTERACTOR).to_dict()
+    record.update(time_limit_s=1, public_tests=[], hidden_tests=record["hidden_tests"][:1])
+    res = evaluate(Problem.from_dict(record), f"```python\n{spinner}```\n", runner)
+    assert not res.infra_error, res.infra_message
+    assert (res.verdict, res.reward) == (Verdict.TIME_LIMIT, 0.0), res.observation[-1500:]
+    assert 1000 <= res.timings.cpu_ms < 3000, f"{res.timings.cpu_ms:.0f} ms of CPU against a 1 s limit"
