@@ -37,6 +37,9 @@ BOX = "/box"  # the test directory (cwd, /tmp, /dev/shm, /run), a tmpfs kept fre
 SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 DEVICES = ("null", "zero", "full", "random", "urandom")
 O_PATH = getattr(os, "O_PATH", 0o10000000)  # PyPy 3.9's os lacks the name (the value is Linux's)
+# PyPy 3.9's resource lacks these two names (the values are Linux's)
+RLIMIT_NICE = getattr(resource, "RLIMIT_NICE", 13)
+RLIMIT_RTPRIO = getattr(resource, "RLIMIT_RTPRIO", 14)
 
 
 class ZygoteSetup:
@@ -129,6 +132,18 @@ def _bind_into(new_root: str, path: str) -> None:
                 linux.MS_BIND | linux.MS_REMOUNT | linux.MS_RDONLY | linux.MS_NOSUID | linux.MS_NODEV)
 
 
+def drop_priority_allowances() -> None:
+    """No test may raise its scheduling priority: RLIMIT_RTPRIO and RLIMIT_NICE at 0 on the
+    zygote, which every job and test inherits. A worker started with an allowance (``ulimit
+    -r``, a container's ``--ulimit rtprio``, limits.conf) would otherwise pass it on, and an
+    unprivileged program could take SCHED_FIFO and spin, starving the worker, the job init that
+    polices its time and every other test on its CPU (the kernel's real-time throttling leaves
+    them 5%). Once per zygote, no cost per test; nothing of the sandbox's own raises its
+    priority."""
+    for limit in (RLIMIT_RTPRIO, RLIMIT_NICE):
+        resource.setrlimit(limit, (0, 0))
+
+
 def python_dirs() -> list[str]:
     """Directories the sandboxed interpreter needs to read (stdlib, and the venv for exec mode)."""
     dirs = []
@@ -144,12 +159,12 @@ class TestBox:
 
     Mounting a tmpfs (and making a mount + IPC namespace) per test child cost ~0.2 ms of
     kernel time per test, about a tenth of all of it. Each job mounts one instead and,
-    before each test, the init compares it with the state it had right after mounting
+    after each test, the init compares it with the state it had right after mounting
     (``TestBoxState``): entries, inode and block use, mode, owner, times and extended
     attributes. Anything a test can leave there changes one of them (creating anything uses
     an inode; chmod, utimes and xattrs change the root's attributes), and then the tmpfs is
-    replaced by a new one. Every process of a test is dead before the next starts, so
-    nothing holds the old one. noatime: reading the directory (Python's import system lists
+    unmounted at once and a new one mounted before the next test. Every process of a test is
+    dead by then, so nothing holds the old one. noatime: reading the directory (Python's import system lists
     cwd) is not a change.
 
     This half mounts (in the job process, which may); the init's half only looks.
@@ -176,11 +191,44 @@ class TestBoxState:
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self.clean: tuple[object, ...] | None = None
+        # found pristine after the last test ended (``settle``): nothing has run since
+        self.settled = False
 
     def ensure_fresh(self, size_bytes: int) -> None:
         """Make BOX an empty tmpfs of ``size_bytes`` that no earlier test has touched."""
-        if self.clean is not None and self.clean == (size_bytes, *box_state()):
+        settled, self.settled = self.settled, False
+        if self.clean is not None and self.clean[0] == size_bytes and (settled or self.clean[1:] == box_state()):
             return
+        self._mount(size_bytes)
+
+    def settle(self) -> None:
+        """Once a test has ended (every process of it dead, the files it left collected): a
+        directory it used is replaced at once, before the test's end is reported, not before
+        the next test. What it wrote there (up to its file size limit, 64 MB by default) is
+        memory of the slot's cgroup, and the next run in the slot is often another job's: this
+        test's checker, whose memory limit it would eat into (a checker the cgroup then killed
+        made the program's answer an INTERNAL). The comparison moves here from the next test's
+        start, and the replacement is the one the next test would have made: a test costs what
+        it did."""
+        if self.clean is None:
+            return
+        try:
+            untouched = self.clean[1:] == box_state()
+        except OSError:  # unreadable: replaced all the same
+            untouched = False
+        if untouched:
+            self.settled = True
+            return
+        size = self.clean[0]
+        if not isinstance(size, int):
+            return
+        try:
+            self._mount(size)
+        except OSError:
+            return  # the next test's ensure_fresh tries again, and reports the failure
+        self.settled = True
+
+    def _mount(self, size_bytes: int) -> None:
         self.clean = None
         try:
             self.sock.send(marshal.dumps(size_bytes))

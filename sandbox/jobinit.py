@@ -200,6 +200,7 @@ class JobInit:
         self.last_pid_fd = -1
         self.subreaper = False
         self.ns_init = False  # pid 1 of the job's own pid namespace (set in run)
+        self.own_proc = False  # /proc shows that namespace alone (set in run)
         # a test child forked ahead and waiting for its test: (pid, socket, status pipe, forked
         # before the program existed: it is sent the program with its first test)
         self.ahead: tuple[int, Any, int, bool] | None = None
@@ -223,6 +224,7 @@ class JobInit:
                 except OSError as e:
                     self.z.notes.append(f"private /proc failed: {e}")
                 else:
+                    self.own_proc = self.ns_init
                     self._open_pid_counter()
             self._restrict_self()
             if self.spare and not self._await_source():
@@ -363,8 +365,15 @@ class JobInit:
                 return _not_run(f"placing the test's files failed: {type(e).__name__}: {e}")
         test = {"limits": msg["limits"], "cwd": fallback_cwd, "argv": msg.get("argv") or (),
                 "mem_mb": msg.get("mem_mb", 0)}
+        # the slot's CPU counter holds this test's processes alone, except in an interactive pair
+        # ("shared"), whose other side runs in the slot too: its own processes' CPU then decides
+        # (police.TreeCpu.over), which only pid 1 of a namespace with a /proc of its own can
+        # count; without one, only the main process is policed
+        shared = msg.get("tree_cpu") == "shared"
+        counted = not shared or self.own_proc
         while True:
-            tree_cpu = police.TreeCpu.start(self.z.cpu_usage_fd)  # before the child joins the slot
+            # taken before the child joins the slot
+            tree_cpu = police.TreeCpu.start(self.z.cpu_usage_fd, shared) if counted else None
             started = self._start_ahead(test, stdio)
             if started is not None:
                 pid, status_r, before, t0 = started
@@ -377,6 +386,8 @@ class JobInit:
                 if pid == 0:
                     self._become_test(stdio, status_w, limits, fallback_cwd, test["argv"], test["mem_mb"])
                 os.close(status_w)
+            if tree_cpu is not None:
+                tree_cpu.reaped_base = before.ru_utime + before.ru_stime
             killed, credit = police.police(pid, self.sock, t0 + wall_s, t0 + max(wall_s, wall_max_s), cpu_limit_s,
                                            tree_cpu)
             wall = time.monotonic() - t0
@@ -407,6 +418,8 @@ class JobInit:
             if exec_errno not in child.PROGRAM_EXEC_ERRNOS:
                 failure = f"cannot start the program: {message}"
         collected = _collect(fallback_cwd or isolation.BOX, msg.get("collect") or ())
+        if self.box is not None:
+            self.box.settle()
         if fallback_cwd:
             import shutil
 

@@ -64,13 +64,17 @@ def _run_pair(runner: ZygoteRunner, job_a: Job, limits_a: Limits, job_b: Job, li
             own.append(files_fd)
             fds_b.append(files_fd)
         # each side's backstop as a single test's (wall_fields): moved by the time that
-        # side waited for a CPU; the CPU limits are enforced on exact runtime
+        # side waited for a CPU; the CPU limits are enforced on exact runtime, each side's on its
+        # own processes: the slot's CPU counter, which a single test is policed on as a whole
+        # tree, counts both sides here ("tree_cpu": "shared", see police.TreeCpu.over), and an
+        # interactor's CPU must never stop the program at its limit, nor the program's the
+        # interactor at its own
         zygote.send(job_b.sock, {"op": "run", "limits": rl_b, **wall_fields(limits_b),
                                  "cpu_limit_s": limits_b.time_s, "argv": argv, "mem_mb": limits_b.memory_mb,
-                                 "collect": list(collect), "more": job_b.next_run()}, fds_b)
+                                 "collect": list(collect), "more": job_b.next_run(), "tree_cpu": "shared"}, fds_b)
         zygote.send(job_a.sock, {"op": "run", "limits": rl_a, **wall_fields(limits_a),
                                  "cpu_limit_s": limits_a.time_s, "argv": [], "mem_mb": limits_a.memory_mb,
-                                 "more": job_a.next_run()}, [b2a_r, a2b_w, err_a_w])
+                                 "more": job_a.next_run(), "tree_cpu": "shared"}, [b2a_r, a2b_w, err_a_w])
         for fd in (a2b_r, a2b_w, b2a_r, b2a_w, err_a_w, err_b_w, *fds_b[3:]):
             own.remove(fd)
             os.close(fd)

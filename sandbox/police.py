@@ -7,6 +7,7 @@ from __future__ import annotations
 import _signal as signal  # the C module: `signal` would import enum into every fork
 import _socket as socket  # the C module: `socket` would import array, selectors and enum
 import os
+import resource
 import select
 import time
 
@@ -18,22 +19,25 @@ CPU_POLL_MS = 50  # how often a running test's CPU time is compared with its lim
 
 class TreeCpu:
     """The CPU time a running test's processes have used together, from the slot cgroup's
-    counter (sandbox/cgroups.py): the test's processes are its only members while it runs."""
+    counter (sandbox/cgroups.py): the test's processes are its only members while it runs,
+    except in an interactive pair, whose other side runs in the slot too (``shared``)."""
 
-    __slots__ = ("fd", "base")
+    __slots__ = ("fd", "base", "shared", "reaped_base")
 
-    def __init__(self, fd: int, base: float) -> None:
+    def __init__(self, fd: int, base: float, shared: bool) -> None:
         self.fd = fd
         self.base = base
+        self.shared = shared
+        self.reaped_base = 0.0  # the init's RUSAGE_CHILDREN CPU when the test started (shared)
 
     @classmethod
-    def start(cls, fd: int) -> TreeCpu | None:
+    def start(cls, fd: int, shared: bool = False) -> TreeCpu | None:
         """The count from now on, or None where the slot has no counter (the main process is
         then policed alone; the verdict still counts every process once it is reaped)."""
         if fd < 0:
             return None
         try:
-            return cls(fd, cgroups.cpu_usage_s(fd))
+            return cls(fd, cgroups.cpu_usage_s(fd), shared)
         except (OSError, ValueError):
             return None
 
@@ -42,6 +46,15 @@ class TreeCpu:
             return cgroups.cpu_usage_s(self.fd) - self.base
         except (OSError, ValueError):
             return 0.0
+
+    def over(self, limit_s: float) -> bool:
+        """Whether the test's processes together used more than ``limit_s``. In a shared slot
+        the count holds the other side's CPU too: past the limit, this test's own is counted
+        (``own_cpu_s``), so an interactor's thinking never stops the program at its limit, nor
+        the program's the interactor. Costs nothing until the slot's count passes the limit."""
+        if self.used_s() <= limit_s:
+            return False
+        return not self.shared or own_cpu_s(self.reaped_base) > limit_s
 
 
 def police(pid: int, sock: socket.socket, deadline: float, hard_deadline: float,
@@ -83,7 +96,7 @@ def police(pid: int, sock: socket.socket, deadline: float, hard_deadline: float,
                 wait_ms = min(wait_ms, CPU_POLL_MS)
             events = poller.poll(wait_ms)
             if not events and cpu_limit_s is not None and not killed and (
-                    runtime_s(pid) > cpu_limit_s or (tree is not None and tree.used_s() > cpu_limit_s)):
+                    runtime_s(pid) > cpu_limit_s or (tree is not None and tree.over(cpu_limit_s))):
                 killed = "cpu"
                 kill_test(pid)
                 continue
@@ -190,6 +203,23 @@ def _schedstat(pid: int) -> list[list[int]]:
         except (OSError, ValueError):
             continue
     return stats
+
+
+def own_cpu_s(reaped_base: float) -> float:
+    """The CPU a running test's processes have used, as pid 1 of its job's namespace sees them:
+    what the init has reaped since ``reaped_base`` (RUSAGE_CHILDREN) and the exact runtime of
+    every thread alive in the namespace (the init's own excepted). Threads that ended in a
+    process still alive are not in either: a lower bound, enough to tell whose CPU a shared
+    slot's count holds (RLIMIT_CPU stops a process that hides its work that way)."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    total = ru.ru_utime + ru.ru_stime - reaped_base
+    try:
+        pids = [name for name in os.listdir("/proc") if name.isdigit() and name != "1"]
+    except OSError:
+        return total
+    for name in pids:
+        total += runtime_s(int(name))
+    return total
 
 
 def runtime_s(pid: int) -> float:

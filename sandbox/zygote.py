@@ -159,6 +159,7 @@ class Zygote:
                               "(RLIMIT_NPROC is shared with the worker, no uid separation)")
         self.layers["ipcns"] = self.layers.get("mountns", False)
         self.layers["cgroup"] = bool(self.cgroup_fds) and isolate
+        isolation.drop_priority_allowances()
         self.layers["rlimits"] = True
         self.layers["no_new_privs"] = True
         self.seccomp_filter = seccomp.build() if isolate else None

@@ -187,6 +187,28 @@ def kattis(source: str, **extra: Any) -> dict[str, Any]:
             "validation": "custom", **extra}
 
 
+# SUM_VALIDATOR holding 100 MB of its 128 MB all along
+HUNGRY_VALIDATOR = SUM_VALIDATOR.replace("#include <cstdio>", "#include <cstdio>\n#include <cstdlib>").replace(
+    "std::ifstream in(argv[1]);",
+    "volatile char* held = (char*)malloc(100 << 20);\n"
+    "    for (size_t i = 0; i < (100 << 20); i += 4096) held[i] = 1;\n    std::ifstream in(argv[1]);")
+# a right answer, after 60 MB written to its /tmp (within its 64 MB file size limit) and left there
+LEAVES_FILES = ("with open('/tmp/big', 'wb') as f:\n    for _ in range(60):\n        f.write(b'x' * (1 << 20))\n"
+                "n = int(input())\nprint(0, n)\n")
+
+
+def test_files_a_program_leaves_in_its_directory_do_not_crowd_out_its_checkers_memory(runner: CodeRunner) -> None:
+    # the checker runs in the slot's memory cgroup right after the test: the test's directory
+    # (a tmpfs, memory of that cgroup) must be gone by then, or the checker is OOM-killed and the
+    # program's right answer an INTERNAL (a wrong one would hide behind it just as well)
+    if not runner.isolation.layers.get("cgroup") or not runner.isolation.layers.get("mountns"):
+        pytest.skip("no memory cgroup or test directory of its own here: " + "; ".join(runner.isolation.notes))
+    prob = problem("own/sum-hungry", kattis(HUNGRY_VALIDATOR, memory_limit_mb=128), *SUM_TESTS)
+    res = evaluate(prob, fenced(LEAVES_FILES), runner)
+    assert not res.infra_error, res.infra_message
+    assert (res.reward, res.verdict) == (1.0, Verdict.OK), res.observation
+
+
 SUM_TESTS = [("10\n", "5 5\n")], [("3\n", "1 2\n"), ("100\n", "50 50\n")]
 
 

@@ -171,3 +171,39 @@ def test_a_program_that_waits_on_a_working_interactor_gets_its_time_limit(runner
     res = evaluate(with_reference("hostile/waits", INTERACTOR), "```python\nimport time\ntime.sleep(60)\n```\n", runner)
     assert not res.infra_error, res.infra_message
     assert (res.verdict, res.reward) == (Verdict.TIME_LIMIT, 0.0), res.observation[-1500:]
+
+
+# The two sides of a dialogue run in one slot, whose cgroup counts the CPU of both: each side's
+# time limit is its own processes' CPU, never the other side's.
+SPIN = "static void spin(double s) { clock_t c = clock(); while ((double)(clock() - c) / CLOCKS_PER_SEC < s) {} }\n"
+# thinks for 1.5 s of CPU (within its own 5 s) before the first question is answered
+SLOW_INTERACTOR = INTERACTOR.replace("#include <cstdio>", "#include <cstdio>\n#include <ctime>\n" + SPIN).replace(
+    "int secret; in >> secret;", "int secret; in >> secret;\n    spin(1.5);")
+# thinks for 1.5 s of CPU (within its own 3 s) before it asks
+SLOW_SEARCH = "import time\nt = time.process_time()\nwhile time.process_time() - t < 1.5:\n    pass\n" + BINARY_SEARCH
+
+
+@pytest.mark.parametrize(("interactor", "solution", "program_s", "interactor_s"), [
+    (SLOW_INTERACTOR, BINARY_SEARCH, 1, 5),
+    (INTERACTOR, SLOW_SEARCH, 3, 1),
+], ids=["slow-interactor", "slow-program"])
+def test_each_side_of_a_dialogue_is_timed_on_its_own_cpu_not_the_other_sides(
+        runner: CodeRunner, interactor: str, solution: str, program_s: int, interactor_s: int) -> None:
+    record = with_reference("cpu/" + str(program_s), interactor).to_dict()
+    record["time_limit_s"], record["checker"]["time_limit_s"] = program_s, interactor_s
+    res = evaluate(Problem.from_dict(record), f"```python\n{solution}```\n", runner)
+    assert not res.infra_error, res.infra_message
+    assert (res.verdict, res.reward) == (Verdict.OK, 1.0), res.observation[-1500:]
+
+
+def test_a_program_that_spins_in_children_during_a_dialogue_is_stopped_at_its_cpu_limit(runner: CodeRunner) -> None:
+    # its main process only waits; two children spin. The slot's CPU count, which holds the
+    # interactor's CPU too, is checked against this side's own processes: it is stopped once they
+    # used its limit, not at the wall-clock backstop with several times the limit used (~8 s here)
+    spinner = "import os, time\nfor _ in range(2):\n    if os.fork() == 0:\n        while True:\n            pass\ntime.sleep(60)\n"
+    record = guess("cpu/spinning-children", INTERACTOR).to_dict()
+    record.update(time_limit_s=1, public_tests=[], hidden_tests=record["hidden_tests"][:1])
+    res = evaluate(Problem.from_dict(record), f"```python\n{spinner}```\n", runner)
+    assert not res.infra_error, res.infra_message
+    assert (res.verdict, res.reward) == (Verdict.TIME_LIMIT, 0.0), res.observation[-1500:]
+    assert 1000 <= res.timings.cpu_ms < 3000, f"{res.timings.cpu_ms:.0f} ms of CPU against a 1 s limit"

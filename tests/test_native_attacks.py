@@ -4,6 +4,7 @@ of other tests), on every runner."""
 
 from __future__ import annotations
 
+import resource
 from collections.abc import Iterator
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from cpfleet.core.verdict import Verdict
 from cpfleet.sandbox import languages, programs
 from cpfleet.sandbox.runner import CodeRunner, Limits, RunResult
+from cpfleet.sandbox.runners import make_runner
 
 pytestmark = pytest.mark.skipif(bool(languages.missing_tools("cpp") or languages.missing_tools("c")),
                                 reason="g++/gcc not installed here")
@@ -159,3 +161,36 @@ int main(void){ char host[4096] = {0}; if (!fgets(host, sizeof host, stdin)) ret
         pytest.skip("no minimal root here: host files stay visible")
     rr = run(runner, "c", src, stdin=__file__.encode())  # this test file, on the host
     assert rr.status == Verdict.OK and rr.stdout == b"0 0 0\n", rr.stdout
+
+
+PRIORITY = """#include <stdio.h>
+#include <sched.h>
+#include <sys/resource.h>
+int main(void){ struct sched_param p = { .sched_priority = 1 }, o = { 0 };
+  int fifo = sched_setscheduler(0, SCHED_FIFO, &p) == 0;
+  if (fifo) sched_setscheduler(0, SCHED_OTHER, &o);
+  printf("fifo %d nice %d\\n", fifo, setpriority(PRIO_PROCESS, 0, -5) == 0); return 0; }
+"""
+
+
+def test_a_worker_allowed_real_time_priority_does_not_pass_it_on_to_programs() -> None:
+    # a worker started under `ulimit -r 99 -e 40` (a container's --ulimit rtprio, limits.conf):
+    # a program with the allowance could spin under SCHED_FIFO and starve the host's CPU
+    raised = {limit: resource.getrlimit(limit) for limit in (resource.RLIMIT_RTPRIO, resource.RLIMIT_NICE)}
+    try:
+        try:
+            resource.setrlimit(resource.RLIMIT_RTPRIO, (99, 99))
+            resource.setrlimit(resource.RLIMIT_NICE, (40, 40))
+        except (ValueError, OSError) as e:  # raising a hard limit needs CAP_SYS_RESOURCE
+            pytest.skip(f"cannot give this worker a real-time allowance to pass on: {e}")
+        runner = make_runner("forkserver")
+    finally:
+        for limit, value in raised.items():
+            resource.setrlimit(limit, value)
+    try:
+        if not runner.isolation.layers.get("uid_drop"):
+            pytest.skip("no uid drop: the program keeps the worker's capabilities")
+        rr = run(runner, "c", PRIORITY)
+        assert (rr.status, rr.stdout) == (Verdict.OK, b"fifo 0 nice 0\n"), rr.stderr
+    finally:
+        runner.close()
