@@ -63,6 +63,23 @@ def test_judge_skips_bad_job_lines_counts_them_and_judges_the_rest(tmp_path: Pat
     assert f"{jobs}:2: invalid JSON" in strict.stderr and "--strict" in strict.stderr
 
 
+def test_a_jobs_line_that_is_not_utf8_is_skipped_like_any_bad_line_and_a_bom_is_no_bad_line(tmp_path: Path) -> None:
+    """A completion pasted from a Latin-1 log: that line is skipped with its number, as a problem
+    file's would be, not the whole file refused; a byte-order mark from an editor is no line's fault."""
+    problems = _write(tmp_path / "p.jsonl", [ADD])
+    good = json.dumps({"problem_id": "add", "completion": CORRECT_ADD, "job_id": "good"}).encode()
+    latin1 = b'{"problem_id": "add", "completion": "print(\xe9t\xe9)", "job_id": "latin1"}'
+    jobs = tmp_path / "j.jsonl"
+    jobs.write_bytes(b"\xef\xbb\xbf" + good + b"\n" + latin1 + b"\n")
+    out = _cli("judge", str(problems), str(jobs), "--workers", "1", "--no-progress")
+    assert out.returncode == 0, out.stderr
+    assert [(r["job_id"], r["reward"]) for r in map(json.loads, out.stdout.splitlines())] == [("good", 1.0)]
+    assert f"{jobs}:2: skipped job line: not UTF-8 text" in out.stderr
+    assert "jobs: 1 jobs read from 2 lines, 1 skipped" in out.stderr and "Traceback" not in out.stderr
+    strict = _cli("judge", str(problems), str(jobs), "--workers", "1", "--no-progress", "--strict")
+    assert strict.returncode == 2 and f"{jobs}:2: not UTF-8 text" in strict.stderr
+
+
 def test_the_completion_size_limit_is_one_rule_naming_the_job(tmp_path: Path, redis_url: str) -> None:
     big = "x" * (protocol.MAX_COMPLETION_BYTES + 1)
     path = _write(tmp_path / "j.jsonl", [{"problem_id": "add", "completion": big, "job_id": "huge"}, {"problem_id": "add", "completion": "y"}])
