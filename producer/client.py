@@ -38,7 +38,14 @@ from typing import Any
 import redis
 
 from cpfleet.core import defaults, protocol
-from cpfleet.core.errors import BrokerFull, ClientClosed, FleetBusy, JobFormatError, OptionError
+from cpfleet.core.errors import (
+    BrokerFull,
+    ClientClosed,
+    FleetBusy,
+    JobFormatError,
+    OptionError,
+    UnknownLanguage,
+)
 from cpfleet.core.protocol import JobMessage, RunMessage
 from cpfleet.core.redis_url import connection_hint
 from cpfleet.core.results import JobResult, RunJobResult
@@ -270,7 +277,7 @@ class FleetClient:
         for i, job in enumerate(jobs):
             try:
                 specs.append(submitter.make(submitter.resolve_inline(job), reward_shape, mode, timeout))
-            except JobFormatError as exc:  # the same class (JobTypeError stays a TypeError), its place named
+            except (JobFormatError, UnknownLanguage) as exc:  # the same class (JobTypeError stays a TypeError), its place named
                 if not positions:
                     raise
                 raise type(exc)(f"job #{i}: {exc}") from None

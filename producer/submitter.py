@@ -143,6 +143,8 @@ class Submitter:
             language = None
         if language is not None and (not isinstance(language, str) or not language):
             raise JobFormatError(f"language must be a non-empty string, got {language!r}")
+        if language is not None and language not in LANGUAGES:  # the caller's typo: never an INTERNAL to mask
+            raise UnknownLanguage(f"unknown language {language!r}; known: {', '.join(LANGUAGES)}")
         reward_shape, mode = reward_shape or self.reward_shape, mode or self.mode
         protocol.check_options(reward_shape, mode)
         if not isinstance(problem_id, str) or not problem_id or not utf8(problem_id):

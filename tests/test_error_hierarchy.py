@@ -110,3 +110,15 @@ def test_a_misspelt_job_option_is_refused_not_judged_under_the_default(redis_url
         with pytest.raises(JobFormatError, match=r"job #0: unknown job key\(s\) 'reward'; accepted: .*reward_shape"):
             client.submit_many([{"problem_id": "some-problem", "completion": "x", "reward": "fraction"}])
         assert client.stats.submitted == 0
+
+
+def test_a_job_in_a_language_cpfleet_does_not_know_is_refused_at_submit_not_answered_internal(redis_url: str) -> None:
+    """The CLI refuses such a job line as the caller's mistake; the client published it and the
+    worker answered INTERNAL with infra_error, which a trainer masks as the fleet's fault."""
+    with FleetClient(redis_url=redis_url) as client:
+        with pytest.raises(UnknownLanguage, match=r"unknown language 'cobol'; known: python3") as info:
+            client.submit("some-problem", "x", language="cobol")
+        assert isinstance(info.value, ValueError)
+        with pytest.raises(UnknownLanguage, match=r"job #0: unknown language 'Python3'"):
+            client.submit_many([{"problem_id": "some-problem", "completion": "x", "language": "Python3"}])
+        assert client.stats.submitted == 0
