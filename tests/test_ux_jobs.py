@@ -138,6 +138,56 @@ def _alive(pid: int) -> bool:
     return stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] not in (b"Z", b"X")
 
 
+@pytest.mark.parametrize("attempt", range(3))  # where the Ctrl-C lands in a start-up is a race: three tries
+def test_ctrl_c_while_judges_pool_processes_start_prints_no_traceback_and_leaves_none_behind(tmp_path: Path, attempt: int) -> None:
+    """A pool process leaves the terminal's process group only in its initializer: a Ctrl-C
+    while it still imported printed its KeyboardInterrupt traceback (or, landing in the parent's
+    submit, a RuntimeError from the executor's shutdown), and one started as the parent was
+    interrupted was never killed and waited on its queue for ever."""
+    problems = _write(tmp_path / "p.jsonl", [ADD])
+    jobs = _write(tmp_path / "j.jsonl", [{"problem_id": "add", "completion": CORRECT_ADD} for _ in range(4)])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cpfleet", "judge", str(problems), str(jobs), "--workers", "2", "--no-progress"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, start_new_session=True,
+    )
+
+    def starting_pool_processes() -> set[int]:
+        """Pool processes still in the command's process group: started, not yet initialised."""
+        found = set()
+        for pid in _descendants(proc.pid):
+            try:
+                stat = Path(f"/proc/{pid}/stat").read_bytes()
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                continue
+            fields = stat[stat.rfind(b")") + 2 :].split()
+            # in the group still, and past the interpreter's start (a tick of CPU): importing
+            if b"spawn_main" in cmdline and int(fields[2]) == proc.pid and int(fields[11]) + int(fields[12]) >= 1:
+                found.add(pid)
+        return found
+
+    try:
+        deadline = time.monotonic() + 60
+        while not (caught := starting_pool_processes()) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert caught, "no pool process seen while it started"
+        os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    deadline = time.monotonic() + 30  # a liveness wait for their exit, not a timing assertion
+    while any(map(_alive, caught)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = [pid for pid in caught if _alive(pid)]
+    for pid in left:  # never leak into the rest of the session
+        os.kill(pid, signal.SIGKILL)
+    assert left == [], "pool processes outlived the interrupted command"
+
+
 @pytest.mark.parametrize("workers", ["2", "1"])
 def test_ctrl_c_on_judge_stops_promptly_with_a_summary_and_no_traceback(tmp_path: Path, workers: str) -> None:
     slow = "```python\nimport time\ntime.sleep(8)\na, b = map(int, input().split())\nprint(a + b)\n```"
