@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any, BinaryIO, cast
 
 from cpfleet.core import protocol
 from cpfleet.core.errors import InputFileError
@@ -38,13 +38,13 @@ class JobsRead:
         return f"{len(self.jobs)} jobs read from {self.records} lines, {self.skipped} skipped"
 
 
-def _open_bytes(path: str) -> IO[bytes]:
+def _open_bytes(path: str) -> BinaryIO:
     """A byte stream for a path, ``-`` (stdin) or a ``.gz`` file: lines are decoded one by one,
     so one line that is not UTF-8 is that line's fault, not the file's."""
     if path == "-":
         return sys.stdin.buffer
     if path.endswith(".gz"):
-        return gzip.open(path, "rb")
+        return cast(BinaryIO, gzip.open(path, "rb"))
     return open(path, "rb")
 
 
