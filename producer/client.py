@@ -43,6 +43,7 @@ from cpfleet.core.errors import (
     ClientClosed,
     FleetBusy,
     JobFormatError,
+    JobTypeError,
     OptionError,
     UnknownLanguage,
 )
@@ -428,6 +429,13 @@ class FleetClient:
     @staticmethod
     def gather(futures: Sequence[cf.Future[JobResult]], timeout: float | None = None) -> list[JobResult]:
         """Results in the order of ``futures``; TimeoutError if not all are done within ``timeout``."""
+        given = futures
+        futures = [] if isinstance(given, cf.Future) else list(given)  # a generator is read once
+        if isinstance(given, cf.Future) or not all(isinstance(f, cf.Future) for f in futures):
+            raise JobTypeError(
+                "gather takes the list of futures submit_many returned (or a list of submit's futures), "
+                f"got {type(given).__name__} {str(given)[:80]!r}"
+            )
         done, not_done = cf.wait(futures, timeout=timeout)
         if not_done:
             raise TimeoutError(f"{len(not_done)} of {len(futures)} jobs not done after {timeout}s")

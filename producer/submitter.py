@@ -68,7 +68,7 @@ def check_job_shape(job: object) -> None:
     ``JOB_KEYS`` is refused too: a misspelt option (``reward`` for ``reward_shape``) would
     otherwise be judged under the default, and the caller train on rewards it did not ask for."""
     if isinstance(job, Mapping):
-        if not job.get("problem_id") and "tests" not in job:
+        if "problem_id" not in job and "tests" not in job:  # a present but bad problem_id: make() names it
             raise JobFormatError(
                 f"a job mapping needs 'problem_id' or 'tests' (and 'completion'), got keys {sorted(map(str, job))[:10]}"
             )
