@@ -42,8 +42,9 @@ Commands that talk to Redis take --redis URL, else ${defaults.REDIS_URL_ENV}, el
 
 exit status: 0 done; 1 the work failed (a part of `cpfleet up` stopped, a demo verdict not as
 expected); 2 a bad argument, input file or CPFLEET_* setting (one line says which); 3 Redis
-cannot be reached (the line says what to do); 130 interrupted (Ctrl-C). `cpfleet run` exits
-with the program's own status."""
+cannot be reached (the line says what to do); 130 interrupted (Ctrl-C), except `up`, for which
+Ctrl-C is the way to stop (0, as on SIGTERM), and `worker`, which exits as Celery does (1).
+`cpfleet run` exits with the program's own status."""
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
