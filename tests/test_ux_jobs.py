@@ -80,6 +80,20 @@ def test_a_jobs_line_that_is_not_utf8_is_skipped_like_any_bad_line_and_a_bom_is_
     assert strict.returncode == 2 and f"{jobs}:2: not UTF-8 text" in strict.stderr
 
 
+def test_a_problem_line_that_is_not_utf8_is_named_so_as_a_jobs_line_is(tmp_path: Path) -> None:
+    """The problems reader handed the line's bytes to json.loads, which guesses UTF-16 or -32
+    from them: a Latin-1 line was reported as a 'utf-16-le' or 'utf-32-be' codec error."""
+    latin1 = b'\xff\xfe{"id": "caf\xe9", "hidden_tests": [{"input": "", "output": "1\\n"}]}'
+    problems = tmp_path / "p.jsonl"
+    problems.write_bytes(b"\xef\xbb\xbf" + json.dumps(ADD).encode() + b"\n" + latin1 + b"\n")
+    jobs = _write(tmp_path / "j.jsonl", [{"problem_id": "add", "completion": CORRECT_ADD, "job_id": "good"}])
+    out = _cli("judge", str(problems), str(jobs), "--workers", "1", "--no-progress")
+    assert out.returncode == 0, out.stderr
+    assert [(r["job_id"], r["reward"]) for r in map(json.loads, out.stdout.splitlines())] == [("good", 1.0)]
+    assert f"{problems}:2: skipped malformed record: not UTF-8 text" in out.stderr, out.stderr
+    assert "utf-16" not in out.stderr and "utf-32" not in out.stderr
+
+
 def test_the_completion_size_limit_is_one_rule_naming_the_job(tmp_path: Path, redis_url: str) -> None:
     big = "x" * (protocol.MAX_COMPLETION_BYTES + 1)
     path = _write(tmp_path / "j.jsonl", [{"problem_id": "add", "completion": big, "job_id": "huge"}, {"problem_id": "add", "completion": "y"}])
