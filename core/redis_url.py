@@ -273,6 +273,9 @@ _ASKS_PASSWORD = ("NOAUTH", "Authentication required", "HELLO must be called wit
 _WRONG_PASSWORD = ("WRONGPASS", "invalid username-password pair", "invalid password")
 _REFUSED = ("Connection refused", "Error 111 ", "No such file or directory")
 _NOT_REDIS = ("Connection closed by server", "Protocol Error", "protocol error")
+# Connected, then nothing came back: a web UI (Flower waits for an HTTP request's end), a proxy
+# or a listener that is not Redis. A Redis that is up answers a PING at once, even when loading.
+_SILENT = ("Timeout reading from socket",)
 
 
 def connection_hint(exc: BaseException) -> str:
@@ -289,6 +292,9 @@ def connection_hint(exc: BaseException) -> str:
                 f"--redis URL or ${'CPFLEET_REDIS_URL'} points elsewhere")
     if any(s in text for s in _NOT_REDIS):
         return f"{text.rstrip('.')}: the server on that port does not answer as Redis; check the port"
+    if any(s in text for s in _SILENT):
+        return (f"{text.rstrip('.')}: something accepts connections on that port but does not answer as Redis; "
+                "check the port")
     if "DB index is out of range" in text:
         return NO_SUCH_DB
     return text

@@ -42,8 +42,9 @@ Commands that talk to Redis take --redis URL, else ${defaults.REDIS_URL_ENV}, el
 
 exit status: 0 done; 1 the work failed (a part of `cpfleet up` stopped, a demo verdict not as
 expected); 2 a bad argument, input file or CPFLEET_* setting (one line says which); 3 Redis
-cannot be reached (the line says what to do); 130 interrupted (Ctrl-C). `cpfleet run` exits
-with the program's own status."""
+cannot be reached (the line says what to do); 130 interrupted (Ctrl-C), except `up`, for which
+Ctrl-C is the way to stop (0, as on SIGTERM), and `worker`, which exits as Celery does (1).
+`cpfleet run` exits with the program's own status."""
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
@@ -59,7 +60,9 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
         return text
 
 
-def build_parser(argv: list[str]) -> tuple[argparse.ArgumentParser, argparse.Namespace | None]:
+def build_parser(argv: list[str]) -> tuple[argparse.ArgumentParser, argparse.ArgumentParser | None]:
+    """The ``cpfleet`` parser, and the subcommand's own parser when ``argv`` names one (only
+    that subcommand's module is imported and configured)."""
     parser = argparse.ArgumentParser(
         prog="cpfleet",
         description=DESCRIPTION,
@@ -71,19 +74,24 @@ def build_parser(argv: list[str]) -> tuple[argparse.ArgumentParser, argparse.Nam
     parser.add_argument("--version", action="version", version=f"cpfleet {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     wanted = argv[0] if argv and not argv[0].startswith("-") else None
+    chosen = None
     for name, (module, help_text) in SUBCOMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text, formatter_class=HelpFormatter)
         if name == wanted:
             mod = importlib.import_module(module)
             mod.configure(p)
             p.set_defaults(_module=mod)
-    return parser, None
+            chosen = p
+    return parser, chosen
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser, _ = build_parser(argv)
-    args = parser.parse_args(argv)
+    parser, command_parser = build_parser(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # named by the subcommand's usage, with what it takes instead when it says
+        hint = getattr(getattr(args, "_module", None), "UNRECOGNIZED_HINT", "")
+        (command_parser or parser).error(f"unrecognized arguments: {' '.join(extra)}{hint}")
     if not getattr(args, "command", None):
         parser.print_help()
         return 2

@@ -38,7 +38,15 @@ from typing import Any
 import redis
 
 from cpfleet.core import defaults, protocol
-from cpfleet.core.errors import BrokerFull, ClientClosed, FleetBusy, JobFormatError, OptionError
+from cpfleet.core.errors import (
+    BrokerFull,
+    ClientClosed,
+    FleetBusy,
+    JobFormatError,
+    JobTypeError,
+    OptionError,
+    UnknownLanguage,
+)
 from cpfleet.core.protocol import JobMessage, RunMessage
 from cpfleet.core.redis_url import connection_hint
 from cpfleet.core.results import JobResult, RunJobResult
@@ -270,7 +278,7 @@ class FleetClient:
         for i, job in enumerate(jobs):
             try:
                 specs.append(submitter.make(submitter.resolve_inline(job), reward_shape, mode, timeout))
-            except JobFormatError as exc:  # the same class (JobTypeError stays a TypeError), its place named
+            except (JobFormatError, UnknownLanguage) as exc:  # the same class (JobTypeError stays a TypeError), its place named
                 if not positions:
                     raise
                 raise type(exc)(f"job #{i}: {exc}") from None
@@ -421,6 +429,13 @@ class FleetClient:
     @staticmethod
     def gather(futures: Sequence[cf.Future[JobResult]], timeout: float | None = None) -> list[JobResult]:
         """Results in the order of ``futures``; TimeoutError if not all are done within ``timeout``."""
+        given = futures
+        futures = [] if isinstance(given, cf.Future) else list(given)  # a generator is read once
+        if isinstance(given, cf.Future) or not all(isinstance(f, cf.Future) for f in futures):
+            raise JobTypeError(
+                "gather takes the list of futures submit_many returned (or a list of submit's futures), "
+                f"got {type(given).__name__} {str(given)[:80]!r}"
+            )
         done, not_done = cf.wait(futures, timeout=timeout)
         if not_done:
             raise TimeoutError(f"{len(not_done)} of {len(futures)} jobs not done after {timeout}s")

@@ -13,7 +13,7 @@ from typing import Any
 import redis
 from redis.sentinel import Sentinel
 
-from cpfleet.core.redis_url import RedisTarget
+from cpfleet.core.redis_url import RedisTarget, connection_hint
 
 
 def connect(target: RedisTarget, **options: Any) -> redis.Redis:
@@ -32,6 +32,21 @@ def connect(target: RedisTarget, **options: Any) -> redis.Redis:
     if target.username is not None:
         auth["username"] = target.username
     return sentinel.master_for(target.master, redis_class=redis.Redis, db=target.db, **auth, **options)
+
+
+def unreachable(target: RedisTarget, timeout: float = 5.0) -> str | None:
+    """Why ``target`` cannot be used right now, in one line naming it and what to do (None: it
+    answers a PING). A command probes with this short timeout before work that waits longer on
+    Redis, so a port where something else listens and stays silent is named in seconds."""
+    try:
+        client = connect(target, socket_timeout=timeout, socket_connect_timeout=timeout)
+        try:
+            client.ping()
+        finally:
+            client.close()
+    except redis.RedisError as exc:
+        return f"cannot reach Redis at {target.safe}: {connection_hint(exc)}"
+    return None
 
 
 def discover_primary(target: RedisTarget, timeout: float) -> tuple[str, int]:

@@ -289,8 +289,8 @@ class ReplyReader:
             # Workers drop the jobs of a client without a claim: any that one picked up while it
             # had lapsed resolve INTERNAL at their deadline (or are resubmitted, if enabled).
             log.warning(
-                "client_id %r: the claim had lapsed (reader cut off from Redis for %ds) and was taken back; "
-                "jobs started meanwhile were dropped by the workers",
+                "client_id %r: the claim was gone (the reader cut off from Redis for over %ds, or Redis "
+                "restarted without its data) and was taken back; jobs a worker picked up meanwhile were dropped",
                 self.client_id,
                 self._claim_ttl_s,
             )

@@ -68,7 +68,7 @@ def check_job_shape(job: object) -> None:
     ``JOB_KEYS`` is refused too: a misspelt option (``reward`` for ``reward_shape``) would
     otherwise be judged under the default, and the caller train on rewards it did not ask for."""
     if isinstance(job, Mapping):
-        if not job.get("problem_id") and "tests" not in job:
+        if "problem_id" not in job and "tests" not in job:  # a present but bad problem_id: make() names it
             raise JobFormatError(
                 f"a job mapping needs 'problem_id' or 'tests' (and 'completion'), got keys {sorted(map(str, job))[:10]}"
             )
@@ -143,6 +143,8 @@ class Submitter:
             language = None
         if language is not None and (not isinstance(language, str) or not language):
             raise JobFormatError(f"language must be a non-empty string, got {language!r}")
+        if language is not None and language not in LANGUAGES:  # the caller's typo: never an INTERNAL to mask
+            raise UnknownLanguage(f"unknown language {language!r}; known: {', '.join(LANGUAGES)}")
         reward_shape, mode = reward_shape or self.reward_shape, mode or self.mode
         protocol.check_options(reward_shape, mode)
         if not isinstance(problem_id, str) or not problem_id or not utf8(problem_id):

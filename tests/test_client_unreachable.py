@@ -74,3 +74,20 @@ def test_serve_answers_503_with_retry_after_when_redis_is_gone() -> None:
         finally:
             srv.should_exit = True
             thread.join(timeout=30)
+
+
+def test_a_claim_lost_with_a_restarted_redis_is_not_blamed_on_a_long_outage(caplog: pytest.LogCaptureFixture) -> None:
+    """A Redis restarted without its data forgets the client's claim after a second's outage:
+    the warning said the reader had been cut off for the claim's whole TTL (60 s), which an
+    operator then looked for in vain."""
+    with caplog.at_level("WARNING", logger="cpfleet.client"), RedisServer() as server:
+        with FleetClient(server.url, queue="nobody-listens", timeout=900) as client:
+            server.restart(down_s=0.5)
+
+            def warned() -> list[str]:
+                return [r.getMessage() for r in caplog.records if "was taken back" in r.getMessage()]
+
+            assert wait_until(lambda: bool(warned()), timeout=60), [r.getMessage() for r in caplog.records]
+            assert client.stats.broker_lost == 0
+    (message,) = warned()
+    assert "or Redis restarted without its data" in message, message

@@ -110,3 +110,30 @@ def test_a_misspelt_job_option_is_refused_not_judged_under_the_default(redis_url
         with pytest.raises(JobFormatError, match=r"job #0: unknown job key\(s\) 'reward'; accepted: .*reward_shape"):
             client.submit_many([{"problem_id": "some-problem", "completion": "x", "reward": "fraction"}])
         assert client.stats.submitted == 0
+
+
+def test_a_job_in_a_language_cpfleet_does_not_know_is_refused_at_submit_not_answered_internal(redis_url: str) -> None:
+    """The CLI refuses such a job line as the caller's mistake; the client published it and the
+    worker answered INTERNAL with infra_error, which a trainer masks as the fleet's fault."""
+    with FleetClient(redis_url=redis_url) as client:
+        with pytest.raises(UnknownLanguage, match=r"unknown language 'cobol'; known: python3") as info:
+            client.submit("some-problem", "x", language="cobol")
+        assert isinstance(info.value, ValueError)
+        with pytest.raises(UnknownLanguage, match=r"job #0: unknown language 'Python3'"):
+            client.submit_many([{"problem_id": "some-problem", "completion": "x", "language": "Python3"}])
+        assert client.stats.submitted == 0
+
+
+def test_a_job_with_a_bad_problem_id_and_gather_of_non_futures_are_named_as_such(redis_url: str) -> None:
+    """``submit(None, ...)`` said the job mapping lacked 'problem_id' while listing that key, and
+    ``gather`` of anything but futures was an AttributeError from concurrent.futures."""
+    with FleetClient(redis_url=redis_url) as client:
+        with pytest.raises(JobFormatError, match="problem_id must be a non-empty UTF-8 string, got None"):
+            client.submit(None, "x")  # type: ignore[arg-type]
+        with pytest.raises(JobTypeError, match="gather takes the list of futures submit_many returned") as info:
+            client.gather([1, 2])  # type: ignore[list-item]
+        assert isinstance(info.value, TypeError)
+        with pytest.raises(JobTypeError, match="got JobFuture"):
+            client.register_problems([{"id": "one", "hidden_tests": [{"input": "", "output": "1\n"}]}])
+            client.gather(client.submit("one", "print(1)"))  # type: ignore[arg-type]
+        assert client.gather([]) == []

@@ -219,3 +219,26 @@ def test_prefetch_is_off_so_the_backlog_stays_in_redis(redis_url: str, start_wor
         reserved, queued = taken_unacked(r), r.llen("pf-q")
         client.gather(futures, timeout=120)
     assert reserved <= 2 and queued >= 8 - 1 - 2, (reserved, queued)
+
+
+def test_a_redis_restart_under_a_node_logs_one_line_per_event_and_no_traceback_or_celery_warning_block(
+    tmp_path: Path, start_worker  # noqa: F811
+) -> None:
+    """An operator's ordinary event: the node's log says the connection was lost, that it
+    retries, and that it is connected again. Celery's multi-line deprecation warning about the
+    connection-loss setting (which the fleet sets on purpose) read as a fault to act on."""
+    server = RedisServer()
+    server.start()
+    try:
+        node = start_worker(server.url, concurrency=1)
+        assert node.log_text().count("Connected to") == 1
+        server.restart(down_s=1.0)
+        assert wait_until(lambda: node.log_text().count("Connected to") >= 2, timeout=60), node.log_text()[-3000:]
+        with FleetClient(server.url, timeout=60, use_cache=False) as client:
+            client.register_problems([ECHO])
+            assert client.submit(ECHO["id"], ECHO_OK).result(timeout=60).reward == 1.0
+        log = node.log_text()
+        assert "Connection to broker lost" in log
+        assert "Traceback" not in log and "Warning:" not in log and "In Celery 5.1" not in log, log[-3000:]
+    finally:
+        server.close()

@@ -309,3 +309,37 @@ def test_summary_statistics() -> None:
     assert percentile([float(i) for i in range(1, 101)], 99) == 99.0
     hist = dict(reward_histogram([0.0, 1.0, 1.0, 0.3, 0.8, None]))
     assert hist == {"0": 1, "(0.25, 0.5]": 1, "(0.75, 1)": 1, "1": 2, "masked (infra)": 1}
+
+
+@pytest.mark.slow
+def test_cpfleet_up_collects_the_orphans_it_inherits_while_it_runs(tmp_path: Path) -> None:
+    """``up`` is the subreaper of its worker's tree: processes orphaned there (the worker's
+    start-up self-tests, a replaced runner's) became its children and stayed zombies for as long
+    as the fleet ran, a count that only grows on a long-lived fleet."""
+    proc = _start_up(tmp_path)
+    try:
+        _wait_for_urls(proc)
+
+        def zombie_children() -> list[int]:
+            me = str(proc.pid)
+            found = []
+            for entry in filter(str.isdigit, os.listdir("/proc")):
+                try:
+                    stat = Path(f"/proc/{entry}/stat").read_text()
+                except OSError:
+                    continue
+                fields = stat[stat.rfind(")") + 2 :].split()
+                if fields[1] == me and fields[0] == "Z":
+                    found.append(int(entry))
+            return found
+
+        deadline = time.monotonic() + 30  # a liveness wait for the next collection, not a timing assertion
+        while zombie_children() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert zombie_children() == []
+        assert proc.poll() is None  # its own children (redis, worker, flower) were left to it
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=120) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()

@@ -120,3 +120,25 @@ def test_verl_raises_after_n_samples_of_nothing_but_infrastructure_errors() -> N
             compute_score("a", GOOD, "u/add", redis_url=down, retries=0, max_infra_calls=2)
     finally:
         close_verl_connections()
+
+
+def test_a_redis_that_is_down_is_logged_in_one_line_per_call_not_a_traceback(caplog: pytest.LogCaptureFixture) -> None:
+    """A trainer's log while Redis restarts: each adapter call said so with a traceback
+    through redis-py and the client, which read as a bug in cpfleet."""
+    down = f"redis://127.0.0.1:{free_port()}/0"
+    fn = TRLReward(down, timeout_s=5, max_infra_calls=10)
+    try:
+        with caplog.at_level("ERROR", logger="cpfleet.rewards"):
+            assert fn(completions=[GOOD], problem_id=["u/add"]) == [None]
+            assert compute_score("a", GOOD, "u/add", redis_url=down, retries=0, max_infra_calls=10)["infra_error"] == 1
+            assert asyncio.run(compute_score_async("a", GOOD, "u/add", redis_url=down, retries=0,
+                                                   max_infra_calls=10))["infra_error"] == 1
+    finally:
+        fn.close()
+        close_verl_connections()
+    records = [r for r in caplog.records if r.name == "cpfleet.rewards"]
+    assert len(records) == 3, [r.getMessage() for r in records]
+    for record in records:
+        assert record.exc_info is None, record.getMessage()
+        assert "the fleet could not judge" in record.getMessage()
+        assert "BrokerUnavailable: cannot reach Redis" in record.getMessage() and "is Redis running there?" in record.getMessage()

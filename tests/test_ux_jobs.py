@@ -63,6 +63,37 @@ def test_judge_skips_bad_job_lines_counts_them_and_judges_the_rest(tmp_path: Pat
     assert f"{jobs}:2: invalid JSON" in strict.stderr and "--strict" in strict.stderr
 
 
+def test_a_jobs_line_that_is_not_utf8_is_skipped_like_any_bad_line_and_a_bom_is_no_bad_line(tmp_path: Path) -> None:
+    """A completion pasted from a Latin-1 log: that line is skipped with its number, as a problem
+    file's would be, not the whole file refused; a byte-order mark from an editor is no line's fault."""
+    problems = _write(tmp_path / "p.jsonl", [ADD])
+    good = json.dumps({"problem_id": "add", "completion": CORRECT_ADD, "job_id": "good"}).encode()
+    latin1 = b'{"problem_id": "add", "completion": "print(\xe9t\xe9)", "job_id": "latin1"}'
+    jobs = tmp_path / "j.jsonl"
+    jobs.write_bytes(b"\xef\xbb\xbf" + good + b"\n" + latin1 + b"\n")
+    out = _cli("judge", str(problems), str(jobs), "--workers", "1", "--no-progress")
+    assert out.returncode == 0, out.stderr
+    assert [(r["job_id"], r["reward"]) for r in map(json.loads, out.stdout.splitlines())] == [("good", 1.0)]
+    assert f"{jobs}:2: skipped job line: not UTF-8 text" in out.stderr
+    assert "jobs: 1 jobs read from 2 lines, 1 skipped" in out.stderr and "Traceback" not in out.stderr
+    strict = _cli("judge", str(problems), str(jobs), "--workers", "1", "--no-progress", "--strict")
+    assert strict.returncode == 2 and f"{jobs}:2: not UTF-8 text" in strict.stderr
+
+
+def test_a_problem_line_that_is_not_utf8_is_named_so_as_a_jobs_line_is(tmp_path: Path) -> None:
+    """The problems reader handed the line's bytes to json.loads, which guesses UTF-16 or -32
+    from them: a Latin-1 line was reported as a 'utf-16-le' or 'utf-32-be' codec error."""
+    latin1 = b'\xff\xfe{"id": "caf\xe9", "hidden_tests": [{"input": "", "output": "1\\n"}]}'
+    problems = tmp_path / "p.jsonl"
+    problems.write_bytes(b"\xef\xbb\xbf" + json.dumps(ADD).encode() + b"\n" + latin1 + b"\n")
+    jobs = _write(tmp_path / "j.jsonl", [{"problem_id": "add", "completion": CORRECT_ADD, "job_id": "good"}])
+    out = _cli("judge", str(problems), str(jobs), "--workers", "1", "--no-progress")
+    assert out.returncode == 0, out.stderr
+    assert [(r["job_id"], r["reward"]) for r in map(json.loads, out.stdout.splitlines())] == [("good", 1.0)]
+    assert f"{problems}:2: skipped malformed record: not UTF-8 text" in out.stderr, out.stderr
+    assert "utf-16" not in out.stderr and "utf-32" not in out.stderr
+
+
 def test_the_completion_size_limit_is_one_rule_naming_the_job(tmp_path: Path, redis_url: str) -> None:
     big = "x" * (protocol.MAX_COMPLETION_BYTES + 1)
     path = _write(tmp_path / "j.jsonl", [{"problem_id": "add", "completion": big, "job_id": "huge"}, {"problem_id": "add", "completion": "y"}])
@@ -119,6 +150,56 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] not in (b"Z", b"X")
+
+
+@pytest.mark.parametrize("attempt", range(3))  # where the Ctrl-C lands in a start-up is a race: three tries
+def test_ctrl_c_while_judges_pool_processes_start_prints_no_traceback_and_leaves_none_behind(tmp_path: Path, attempt: int) -> None:
+    """A pool process leaves the terminal's process group only in its initializer: a Ctrl-C
+    while it still imported printed its KeyboardInterrupt traceback (or, landing in the parent's
+    submit, a RuntimeError from the executor's shutdown), and one started as the parent was
+    interrupted was never killed and waited on its queue for ever."""
+    problems = _write(tmp_path / "p.jsonl", [ADD])
+    jobs = _write(tmp_path / "j.jsonl", [{"problem_id": "add", "completion": CORRECT_ADD} for _ in range(4)])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cpfleet", "judge", str(problems), str(jobs), "--workers", "2", "--no-progress"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, start_new_session=True,
+    )
+
+    def starting_pool_processes() -> set[int]:
+        """Pool processes still in the command's process group: started, not yet initialised."""
+        found = set()
+        for pid in _descendants(proc.pid):
+            try:
+                stat = Path(f"/proc/{pid}/stat").read_bytes()
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                continue
+            fields = stat[stat.rfind(b")") + 2 :].split()
+            # in the group still, and past the interpreter's start (a tick of CPU): importing
+            if b"spawn_main" in cmdline and int(fields[2]) == proc.pid and int(fields[11]) + int(fields[12]) >= 1:
+                found.add(pid)
+        return found
+
+    try:
+        deadline = time.monotonic() + 60
+        while not (caught := starting_pool_processes()) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert caught, "no pool process seen while it started"
+        os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    deadline = time.monotonic() + 30  # a liveness wait for their exit, not a timing assertion
+    while any(map(_alive, caught)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = [pid for pid in caught if _alive(pid)]
+    for pid in left:  # never leak into the rest of the session
+        os.kill(pid, signal.SIGKILL)
+    assert left == [], "pool processes outlived the interrupted command"
 
 
 @pytest.mark.parametrize("workers", ["2", "1"])

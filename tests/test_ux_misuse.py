@@ -159,6 +159,19 @@ def test_prepare_with_a_local_file_as_data_files_says_to_use_dataset_without_ask
     assert "read 1, kept 1" in ok.stderr
 
 
+def test_an_extra_argument_is_named_by_the_subcommand_and_prepare_says_where_its_file_goes(tmp_path: Path) -> None:
+    """`cpfleet prepare FILE --out OUT`, as `judge` and `load` take a file: the refusal came as
+    `cpfleet: error` under the top-level usage, with no word of --dataset."""
+    rows = _write(tmp_path / "taco.jsonl", TACO_ROW)
+    proc = _cli("prepare", str(rows), "--out", str(tmp_path / "o.jsonl"))
+    _no_traceback(proc, 2)
+    assert f"cpfleet prepare: error: unrecognized arguments: {rows}; the dataset to convert is --dataset" in proc.stderr
+    assert "usage: cpfleet prepare" in proc.stderr and not (tmp_path / "o.jsonl").exists()
+    extra = _cli("judge", str(rows), str(rows), "surplus")
+    _no_traceback(extra, 2)
+    assert "cpfleet judge: error: unrecognized arguments: surplus" in extra.stderr
+
+
 def test_prepare_in_the_wrong_format_keeps_nothing_and_says_so(tmp_path: Path) -> None:
     rows = _write(tmp_path / "taco.jsonl", TACO_ROW, {"question": "no tests here"})
     proc = _cli("prepare", "--format", "code_contests", "--dataset", str(rows), "--out", str(tmp_path / "o.jsonl"), "--no-progress")

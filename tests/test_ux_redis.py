@@ -71,9 +71,9 @@ def _commands(tmp_path: Path, url: str) -> list[list[str]]:
     ]
 
 
-def _cli(argv: list[str]) -> subprocess.CompletedProcess[str]:
+def _cli(argv: list[str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CPFLEET_")}
-    return subprocess.run([sys.executable, "-m", "cpfleet", *argv], env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-m", "cpfleet", *argv], env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def _assert_says(proc: subprocess.CompletedProcess[str], words: str) -> None:
@@ -102,6 +102,16 @@ def test_the_right_password_works(locked_redis: int, tmp_path: Path) -> None:
 def test_a_port_where_something_else_answers_is_named(not_redis: int, tmp_path: Path) -> None:
     for argv in _commands(tmp_path, f"redis://127.0.0.1:{not_redis}/0")[:4]:
         _assert_says(_cli(argv), "does not answer as Redis; check the port")
+
+
+def test_a_port_that_accepts_and_stays_silent_is_named_not_waited_on(tmp_path: Path) -> None:
+    """Flower's port, a proxy: the connection is accepted and nothing ever answers. Each command
+    names the port as not Redis after its short probe; ``load`` waited out its writes' long
+    timeout and retries (minutes) and then said only "Timeout reading from socket"."""
+    port = free_port()
+    with port_held(port):  # listens, never accepts: the handshake completes and nothing answers
+        for argv in _commands(tmp_path, f"redis://127.0.0.1:{port}/0")[:4]:
+            _assert_says(_cli(argv, timeout=60), "accepts connections on that port but does not answer as Redis")
 
 
 def test_nothing_listening_says_how_to_get_a_redis(tmp_path: Path) -> None:

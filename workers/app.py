@@ -16,7 +16,7 @@ import warnings
 from typing import Any
 
 from celery import Celery, signals
-from celery.exceptions import SecurityWarning, TimeLimitExceeded, WorkerLostError
+from celery.exceptions import CPendingDeprecationWarning, SecurityWarning, TimeLimitExceeded, WorkerLostError
 
 from cpfleet.core import protocol
 from cpfleet.core.errors import IsolationRequirementError
@@ -156,6 +156,18 @@ def _name_node(sender: Any = None, **_: Any) -> None:
 
     _node = node_name(str(getattr(sender, "hostname", "") or "cpfleet"))
     consume_as(_node, settings.node_ttl_s)
+
+
+@signals.worker_ready.connect(weak=False)
+def _quiet_the_connection_loss_deprecation(**_: Any) -> None:
+    """Celery warns, in seven lines at every lost broker connection, that
+    worker_cancel_long_running_tasks_on_connection_loss will default to True in Celery 6. The
+    fleet sets it to False on purpose (Settings.celery_config): a job running through a Redis
+    restart finishes and publishes its result. An operator read the block as a fault to act on;
+    the loss itself stays logged in one line. Set here, once the worker's logging is set up:
+    that setup puts Celery's own 'always' filter for its deprecation warnings first."""
+    warnings.filterwarnings("ignore", message=r"\s*In Celery 5\.1 we introduced an optional breaking change",
+                            category=CPendingDeprecationWarning)
 
 
 @signals.worker_ready.connect(weak=False)

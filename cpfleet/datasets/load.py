@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
 
     from cpfleet.core.redis_url import connection_hint, parse_redis_url
     from cpfleet.core.store import register_problems
-    from cpfleet.producer.connection import connect
+    from cpfleet.producer.connection import connect, unreachable
 
     t0 = time.perf_counter()
     loaded = load_for_command(args, "load")
@@ -109,6 +109,10 @@ def run(args: argparse.Namespace) -> int:
     # Large problems take a while on a slow link: wait for Redis longer than redis-py's 5 s default.
     args.redis = defaults.redis_url(args.redis)
     target = parse_redis_url(args.redis)
+    reason = unreachable(target)  # a wrong port: named in seconds, not after the writes' long timeout
+    if reason is not None:
+        print(f"cpfleet load: {reason}", file=sys.stderr)
+        return 3
     client = connect(target, socket_timeout=120, socket_connect_timeout=10)
     try:
         stats = register_problems(client, loaded.problems)

@@ -293,9 +293,14 @@ def _iter_jsonl(p: Path, *, gz: bool) -> Iterator[tuple[int, Any]]:
                 lineno += 1
                 if not line.strip():
                     continue
+                try:  # UTF-8 as the jobs files (cpfleet.jobs.files): json.loads would guess UTF-16/32 from bytes
+                    text = line.decode("utf-8").removeprefix("\ufeff") if lineno == 1 else line.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    yield lineno, ProblemFormatError(f"not UTF-8 text: {e}")
+                    continue
                 try:
-                    rec = json.loads(line)
-                except (ValueError, UnicodeDecodeError, RecursionError) as e:  # nested past the decoder's depth
+                    rec = json.loads(text)
+                except (ValueError, RecursionError) as e:  # nested past the decoder's depth
                     yield lineno, ProblemFormatError(f"invalid JSON: {e}")
                     continue
                 if not isinstance(rec, dict):

@@ -109,6 +109,10 @@ class PrepareSummary:
 # --- opening the dataset -----------------------------------------------------------------------
 
 
+# A file given the way `judge` and `load` take theirs (positional) is what --dataset is for.
+UNRECOGNIZED_HINT = "; the dataset to convert is --dataset NAME_OR_PATH (a hub name, or a local file or folder)"
+
+
 def open_dataset(dataset: str, split: str, *, streaming: bool = False, cache_dir: str | None = None,
                  config: str | None = None, data_files: tuple[str, ...] = ()) -> Any:
     """A ``datasets`` Dataset (or IterableDataset): from the hub (``config`` and ``data_files``

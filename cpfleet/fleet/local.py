@@ -128,6 +128,13 @@ class LocalFleet:
             found[self.redis.proc.pid] = table[self.redis.proc.pid][1]
         return found
 
+    def child_pids(self) -> set[int]:
+        """The pids of the processes this fleet started itself (not their descendants)."""
+        pids = {child.proc.pid for child in self._children()}
+        if self.redis is not None and self.redis.proc is not None:
+            pids.add(self.redis.proc.pid)
+        return pids
+
     def _children(self) -> list[_Child]:
         return [c for c in (self.worker, self.flower) if c is not None]
 

@@ -22,7 +22,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from types import FrameType
 from typing import Any
 
@@ -156,6 +156,17 @@ def reap_children() -> int:
         if pid == 0:
             return n
         n += 1
+
+
+def reap_orphans(keep: Collection[int]) -> int:
+    """Collect the exited processes re-parented to us as subreaper, leaving our own children
+    (``keep``: their Popen objects wait for them and read their exit status) alone."""
+    me, n = os.getpid(), 0
+    for pid, (ppid, _) in proc_table().items():
+        if ppid == me and pid not in keep and _is_zombie(pid):
+            with contextlib.suppress(ChildProcessError):
+                n += os.waitpid(pid, os.WNOHANG)[0] == pid
+    return n
 
 
 def port_arg(lowest: int = 1) -> Callable[[str], int]:

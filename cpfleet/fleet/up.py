@@ -41,6 +41,7 @@ from cpfleet.fleet.processes import (
     kill_strays,
     port_arg,
     port_free,
+    reap_orphans,
     stop_on_signals,
 )
 
@@ -197,6 +198,10 @@ def _run_fleet(fleet: LocalFleet, places: Places) -> int:
                 progress = Progress(fleet)
                 while fleet.worker is not None and fleet.worker.proc.poll() is None:
                     time.sleep(1.0)
+                    # as subreaper, up inherits every orphan of the worker's tree (a replaced
+                    # runner's processes, start-up self-tests): collected here, not left as
+                    # zombies for as long as the fleet runs
+                    reap_orphans(fleet.child_pids())
                     with stop.held():
                         line = progress.line()
                     if line:

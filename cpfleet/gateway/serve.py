@@ -81,21 +81,10 @@ def config_from_args(args: argparse.Namespace) -> ServeConfig:
 
 def redis_unreachable(redis_url: str) -> str | None:
     """Why the fleet's Redis cannot be used right now (None: it answers a PING)."""
-    import redis
+    from cpfleet.core.redis_url import parse_redis_url
+    from cpfleet.producer.connection import unreachable
 
-    from cpfleet.core.redis_url import connection_hint, parse_redis_url
-    from cpfleet.producer.connection import connect
-
-    target = parse_redis_url(redis_url)
-    try:
-        client = connect(target, socket_timeout=5, socket_connect_timeout=5)
-        try:
-            client.ping()
-        finally:
-            client.close()
-    except redis.RedisError as exc:
-        return f"cannot reach Redis at {target.safe}: {connection_hint(exc)}"
-    return None
+    return unreachable(parse_redis_url(redis_url))
 
 
 def listen(host: str, port: int) -> socket.socket:

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any, BinaryIO, cast
 
 from cpfleet.core import protocol
 from cpfleet.core.errors import InputFileError
@@ -38,13 +38,14 @@ class JobsRead:
         return f"{len(self.jobs)} jobs read from {self.records} lines, {self.skipped} skipped"
 
 
-def open_text(path: str) -> IO[str]:
-    """A text stream for a path, ``-`` (stdin) or a ``.gz`` file."""
+def _open_bytes(path: str) -> BinaryIO:
+    """A byte stream for a path, ``-`` (stdin) or a ``.gz`` file: lines are decoded one by one,
+    so one line that is not UTF-8 is that line's fault, not the file's."""
     if path == "-":
-        return sys.stdin
+        return sys.stdin.buffer
     if path.endswith(".gz"):
-        return gzip.open(path, "rt", encoding="utf-8")
-    return open(path, encoding="utf-8")
+        return cast(BinaryIO, gzip.open(path, "rb"))
+    return open(path, "rb")
 
 
 def read_records(path: str | Path) -> Iterator[tuple[int, Any]]:
@@ -52,21 +53,28 @@ def read_records(path: str | Path) -> Iterator[tuple[int, Any]]:
     non-blank line; raises InputFileError only when the file itself cannot be read."""
     name = str(path)
     try:
-        f = open_text(name)
+        f = _open_bytes(name)
     except OSError as e:
         raise InputFileError(f"{name}: cannot read: {e}") from None
     try:
-        for lineno, line in enumerate(f, 1):
+        for lineno, raw in enumerate(f, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                yield lineno, InputFileError(f"not UTF-8 text: {e}")
+                continue
+            if lineno == 1:
+                line = line.removeprefix("\ufeff")  # an editor's byte-order mark
             if not line.strip():
                 continue
             try:
                 yield lineno, json.loads(line)
             except (json.JSONDecodeError, RecursionError) as e:  # nested past the decoder's depth
                 yield lineno, InputFileError(f"invalid JSON: {e}")
-    except (OSError, EOFError, UnicodeDecodeError) as e:
+    except (OSError, EOFError) as e:
         raise InputFileError(f"{name}: cannot read: {e}") from None
     finally:
-        if f is not sys.stdin:
+        if f is not sys.stdin.buffer:
             f.close()
 
 

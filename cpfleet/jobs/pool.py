@@ -25,6 +25,7 @@ import contextlib
 import logging
 import multiprocessing
 import os
+import signal
 import sys
 from collections import deque
 from collections.abc import Generator, Iterable, Iterator, Mapping, Sized
@@ -39,6 +40,7 @@ from cpfleet.core.problem import Problem
 from cpfleet.core.protocol import check_options
 from cpfleet.core.results import JobResult, JobStamp
 from cpfleet.core.verdict import Verdict
+from cpfleet.sandbox import linux
 from cpfleet.sandbox.env import DEFAULT_MAX_PUBLIC_SHOWN, judge_locally
 from cpfleet.sandbox.runner import (  # the factory starts nothing until called
     RUNNER_KINDS,
@@ -145,12 +147,21 @@ class PoolProcess:
 _judge: PoolProcess | None = None
 
 
-def _init_process(problems_blob: bytes, options: dict[str, Any]) -> None:
+def _init_process(problems_blob: bytes, options: dict[str, Any], parent: int) -> None:
     global _judge
+    # Dies with the judging process: one interrupted while it started this process has no
+    # handle on it to kill, and it would wait on its queue for ever.
+    linux.prctl(linux.PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:
+        os._exit(1)  # the parent died before PDEATHSIG was armed
     # Out of the terminal's foreground process group: Ctrl-C reaches only the parent, which
     # stops this process itself (kill_pool), instead of every pool process printing a
-    # KeyboardInterrupt traceback and finishing its test first.
+    # KeyboardInterrupt traceback and finishing its test first. Until here SIGINT was blocked
+    # (_spawning): a Ctrl-C while this process started is dropped, then SIGINT is as before.
     os.setpgrp()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     records = msgpack.unpackb(problems_blob, raw=False)
     problems = {key: Problem.from_dict(rec) for key, rec in records.items()}
     _judge = PoolProcess(problems, **options)
@@ -165,6 +176,19 @@ def _judge_blob(blob: bytes) -> bytes:
 
 
 # --- parent side -------------------------------------------------------------------------------
+@contextlib.contextmanager
+def _spawning() -> Iterator[None]:
+    """SIGINT held (blocked, not lost) while pool processes may be started: a new process
+    inherits the mask, so a Ctrl-C while it imports (it is still in the terminal's process
+    group until its initializer) cannot print a KeyboardInterrupt traceback there. The parent
+    gets a held Ctrl-C as soon as the block ends."""
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+
 def _wire_job(job: Mapping[str, Any]) -> dict[str, Any]:
     return {k: job.get(k) for k in ("problem_id", "completion", "job_id", "language")}
 
@@ -257,10 +281,11 @@ def _pooled(
     ctx = multiprocessing.get_context("spawn")
 
     def new_pool(size: int) -> ProcessPoolExecutor:
-        return ProcessPoolExecutor(size, mp_context=ctx, initializer=_init_process, initargs=(blob, options))
+        return ProcessPoolExecutor(size, mp_context=ctx, initializer=_init_process, initargs=(blob, options, os.getpid()))
 
     def submit(pool: ProcessPoolExecutor, index: int, job: Mapping[str, Any]) -> Future[bytes]:
-        return pool.submit(_judge_blob, msgpack.packb([index, _wire_job(job)], use_bin_type=True))
+        with _spawning():  # ProcessPoolExecutor starts its processes in submit
+            return pool.submit(_judge_blob, msgpack.packb([index, _wire_job(job)], use_bin_type=True))
 
     pool = new_pool(n_workers)
     pending: deque[tuple[int, Mapping[str, Any], Future[bytes]]] = deque()

@@ -13,11 +13,29 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cpfleet.core import defaults
-from cpfleet.core.errors import FleetUnusable, InlineProblemError, OptionError, UnknownProblemError
+from cpfleet.core.errors import (
+    CpfleetError,
+    FleetUnusable,
+    InlineProblemError,
+    OptionError,
+    UnknownProblemError,
+)
 from cpfleet.core.results import JobResult
 from cpfleet.core.verdict import Verdict
 
 log = logging.getLogger("cpfleet.rewards")
+
+
+def log_fleet_failure(logger: logging.Logger, what: str, exc: BaseException) -> None:
+    """One line for the fleet's ordinary failures (Redis unreachable, restarting or full, a
+    closed client): an adapter logs them at every call while Redis restarts, and a traceback
+    there reads as a bug in cpfleet. Anything else is one, and keeps its traceback."""
+    import redis
+
+    if isinstance(exc, CpfleetError | redis.RedisError | ConnectionError | TimeoutError):
+        logger.error("%s: %s: %s", what, type(exc).__name__, exc)
+    else:
+        logger.error("%s", what, exc_info=exc)
 
 DEFAULT_TIMEOUT_S = 900.0
 DEFAULT_MAX_INFRA_CALLS = 5  # consecutive calls with nothing judged before FleetUnusable

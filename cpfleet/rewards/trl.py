@@ -28,6 +28,7 @@ from cpfleet.rewards.common import (
     InfraStreak,
     completion_text,
     log,
+    log_fleet_failure,
     problem_ref,
     raise_for_unknown_problems,
 )
@@ -182,7 +183,7 @@ class TRLReward:
         except (InlineProblemError, UnknownProblemError):
             raise  # broken data in the dataset column: the caller's to fix, never a masked sample
         except Exception as e:  # Redis unreachable, client closed: infrastructure, masked
-            log.exception("%s: the fleet could not judge this batch; its rewards are None", core.name)
+            log_fleet_failure(log, f"{core.name}: the fleet could not judge this batch; its rewards are None", e)
             core.last_error = f"{type(e).__name__}: {e}"
         return core.rewards(results, kwargs.get("log_metric"), kwargs.get("log_extra"))
 

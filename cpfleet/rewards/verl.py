@@ -41,6 +41,7 @@ from cpfleet.rewards.common import (
     Connection,
     InfraStreak,
     log,
+    log_fleet_failure,
     problem_ref,
     raise_for_unknown_problems,
 )
@@ -176,7 +177,7 @@ def compute_score_batch(
         except (InlineProblemError, UnknownProblemError):
             raise
         except Exception as e:
-            log.exception("compute_score: the fleet could not judge this batch")
+            log_fleet_failure(log, "compute_score: the fleet could not judge this batch", e)
             last_error = f"{type(e).__name__}: {e}"
         todo = [i for i in todo if _worth_retrying(results[i])]
         if not todo:
@@ -214,7 +215,7 @@ async def compute_score_async(
         except UnknownProblemError:
             raise  # refused at submit: the caller's to fix, never a masked sample
         except Exception as e:
-            log.exception("compute_score_async: the fleet could not judge this sample")
+            log_fleet_failure(log, "compute_score_async: the fleet could not judge this sample", e)
             last_error = f"{type(e).__name__}: {e}"
             result = None
         if not _worth_retrying(result):
