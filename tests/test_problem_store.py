@@ -225,4 +225,4 @@ def test_cli_load_with_unreachable_redis_is_one_line_exit_3(tmp_path: Path) -> N
     proc = cli_load(path, f"redis://127.0.0.1:{free_port()}/0")
     assert proc.returncode == 3  # as every command that cannot reach Redis (cpfleet --help)
     assert len(proc.stderr.strip().splitlines()) == 1
-    assert proc.stderr.startswith("cpfleet load: cannot write to Redis at redis://127.0.0.1:")
+    assert proc.stderr.startswith("cpfleet load: cannot reach Redis at redis://127.0.0.1:")
