@@ -80,13 +80,16 @@ class TestSet:
     language: str | None = None  # the language the dataset states (PrimeIntellect), verbatim
     fn_semantics: str | None = None  # core/fncall.py SEMANTICS; None: the default
     # stdin/stdout tests: the checker type of the shape's reference comparison (``lcb``:
-    # LiveCodeBench's grade_stdio; ``code_contests``: its tester); None: the default checker
+    # LiveCodeBench's grade_stdio; ``code_contests``: its tester; ``real_tokens``: TACO/APPS's,
+    # narrowed to what pays no wrong answer); None: the default checker
     stdio_checker: str | None = None
 
 
 # The stdin/stdout comparison of a shape's reference, by the rules name the shape reads as:
-# LiveCodeBench's grade_stdio; CodeContests' official tester (what `cpfleet prepare` gives its rows)
-STDIO_CHECKERS = {"lcb": "lcb", "code_contests": "code_contests"}
+# LiveCodeBench's grade_stdio; CodeContests' official tester (what `cpfleet prepare` gives its
+# rows); TACO/APPS's run_test (and the trainers that grade their rows, and PrimeIntellect's
+# stdin_stdout cases, with it): its float closeness without the fallbacks that pay wrong answers
+STDIO_CHECKERS = {"lcb": "lcb", "code_contests": "code_contests", "apps": "real_tokens"}
 
 
 def tests_by_rules(public: Sequence[Test], hidden: Sequence[Test], fn_name: str | None, rules: str | None,
@@ -257,7 +260,8 @@ def from_code_contests(raw: Any) -> list[Test]:
 
 def from_input_output(io_: Any, counts: Counter[str] | None = None) -> tuple[list[Test], str | None, str | None]:
     """TACO / APPS ``input_output`` and verl/PRIME ``{"inputs", "outputs", "fn_name"?}``: the tests,
-    ``fn_name`` and ``fn_semantics``."""
+    ``fn_name`` and the reference's rules (``fn_semantics`` of function-call tests, ``apps`` for
+    stdin/stdout ones: see :func:`tests_by_rules`)."""
     io_ = parse_json_field(io_, "input_output")
     if not isinstance(io_, Mapping):
         raise TestShapeError("no input_output tests")
@@ -268,7 +272,7 @@ def from_input_output(io_: Any, counts: Counter[str] | None = None) -> tuple[lis
         raise TestShapeError("malformed input_output (inputs/outputs lengths differ)")
     fn_name = io_.get("fn_name")
     if not fn_name:
-        return [(stdio_text(i), stdio_text(o)) for i, o in zip(inputs, outputs, strict=True)], None, None
+        return [(stdio_text(i), stdio_text(o)) for i, o in zip(inputs, outputs, strict=True)], None, "apps"
     if not isinstance(fn_name, str):
         raise TestShapeError("fn_name is not a string")
     tests = []
@@ -315,8 +319,9 @@ def from_cases(cases: Any, *, fn_name: str | None = None) -> tuple[list[Test], s
     """A list of per-test objects (LiveCodeBench, DeepCoder, PrimeIntellect ``test_cases``): the
     tests, ``fn_name`` and the reference's rules (``testtype``: LiveCodeBench's; ``type``:
     PrimeIntellect's): ``fn_semantics`` for function-call tests; for stdin/stdout tests ``lcb``
-    when every case is LiveCodeBench's ``testtype: stdin``, else None (see
-    :func:`tests_by_rules`)."""
+    when every case is LiveCodeBench's ``testtype: stdin``, ``apps`` when every case is labelled
+    ``stdin_stdout`` (rLLM's label for TACO/APPS rows, PrimeIntellect's ``type``: both graded
+    with TACO's run_test), else None (see :func:`tests_by_rules`)."""
     cases = parse_json_field(cases, "test cases")
     if cases is None:
         return [], None, None
@@ -333,7 +338,10 @@ def from_cases(cases: Any, *, fn_name: str | None = None) -> tuple[list[Test], s
         kinds.add(kind)
         if kind == "stdio":
             tests.append((stdio_text(case["input"]), stdio_text(case["output"])))
-            rules.add("lcb" if case.get("testtype") == "stdin" else "")
+            # LiveCodeBench's label; rLLM's for TACO/APPS rows and PrimeIntellect's (both
+            # graded with TACO's run_test); no label or another: the default comparison
+            label = case.get("testtype", case.get("type"))
+            rules.add("lcb" if "testtype" in case and label == "stdin" else "apps" if label == "stdin_stdout" else "")
             continue
         name = _case_fn_name(case) or fn_name
         if not name:
@@ -362,8 +370,9 @@ def from_cases(cases: Any, *, fn_name: str | None = None) -> tuple[list[Test], s
         raise TestShapeError("mixes stdin/stdout and function-call tests")
     if len(names) > 1:
         raise TestShapeError("function-call tests name several functions")
-    if kinds == {"stdio"}:  # LiveCodeBench's comparison only when every case is its own label
-        return tests, None, "lcb" if rules == {"lcb"} else None
+    if kinds == {"stdio"}:  # a reference's comparison only when every case bears its label
+        only = rules.pop() if len(rules) == 1 else ""
+        return tests, None, only or None
     if len(rules) > 1:
         raise TestShapeError("mixes LiveCodeBench (testtype) and PrimeIntellect (type) function-call tests")
     return tests, (names.pop() if names else None), (rules.pop() if rules else None)
@@ -453,7 +462,7 @@ def normalize_tests(raw: Any, *, fn_name: str | None = None, num_public: int = 1
             io_["fn_name"] = fn_name
         tests, fn, rule = from_input_output(io_)
         pub, hid = split_public(tests, num_public)
-        return TestSet(pub, hid, fn, fn_semantics=rule)
+        return tests_by_rules(pub, hid, fn, rule)
     if "input" in raw and "output" in raw:
         tests = from_code_contests(raw)
         pub, hid = split_public(tests, num_public)

@@ -10,7 +10,7 @@ import pytest
 
 from cpfleet.core.checkers import base, get_checker
 
-SPECS = [{"type": "tokens"}, {"type": "code_contests"}, {"type": "float", "abs": 1e-3}]
+SPECS = [{"type": "tokens"}, {"type": "code_contests"}, {"type": "float", "abs": 1e-3}, {"type": "real_tokens"}]
 
 
 def _cases() -> list[tuple[str, str]]:

@@ -22,6 +22,7 @@ COMPARISON_MODULES = {
     "tokens": "tokens",
     "code_contests": "code_contests",
     "float": "floats",
+    "real_tokens": "real_tokens",
     "exact_tokens": "exact_tokens",
     "lines": "lines",
     "lcb": "lcb",

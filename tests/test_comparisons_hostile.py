@@ -24,6 +24,7 @@ SPECS: dict[str, dict[str, Any]] = {
     "exact_tokens": {"type": "exact_tokens"},
     "kattis_float": {"type": "float", "float_tolerance": 1e-6},
     "lcb": {"type": "lcb"},
+    "real_tokens": {"type": "real_tokens"},
 }
 
 # (expected, got): every reference judge rejects got

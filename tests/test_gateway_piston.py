@@ -120,6 +120,16 @@ def test_piston_is_a_registered_protocol() -> None:
     assert "piston" in protocols()
 
 
+def test_a_codeforces_package_test_without_checker_py_is_judged_by_tokens() -> None:
+    # the package's tests are no TACO/APPS row: TACO's real_tokens must not come with them
+    from cpfleet.core.checkers import get_checker
+    from cpfleet.gateway.piston import PackageTest, package_problem
+
+    rec = package_problem(PackageTest("print(0.5)", None, "1\n", "0.5\n", 1.0, 256, "python3"))
+    assert "checker" not in rec and rec["id"].startswith("inline/piston-cf/")
+    assert not get_checker(rec.get("checker")).check("0.5\n", "0.5000\n").ok
+
+
 def test_runtimes_list_the_fleets_languages_and_the_codeforces_package(base: str) -> None:
     status, body, _ = http(f"{base}/api/v2/runtimes", method="GET")
     assert status == 200

@@ -236,7 +236,7 @@ def test_taco_jsonl_converts_stdin_and_call_based_problems(tmp_path: Path) -> No
     assert [t.output for t in add.hidden_tests] == ["3\n", "7\n", "30\n"]  # hidden covers every test
     assert (add.time_limit_s, add.memory_limit_mb) == (1.0, 256)
     assert add.correct_solutions == ("a, b = map(int, input().split())\nprint(a + b)",)
-    assert add.checker == {"type": "tokens"}
+    assert add.checker == {"type": "real_tokens"}  # TACO's float closeness, not its wrong-answer fallbacks
     lines = problems["taco/train/2"]
     assert (lines.public_tests[0].input, lines.public_tests[0].output) == ("2\na b\n", "a\nb\n")
     assert (lines.time_limit_s, lines.memory_limit_mb) == (2.5, 64)

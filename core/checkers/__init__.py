@@ -20,6 +20,8 @@ The kinds, one module each (its docstring states its rules):
 - ``code_contests`` (code_contests.py): the official CodeContests tester's ``OutputsMatch``.
 - ``float`` (floats.py): tokens with an ``abs``/``rel`` tolerance, or with Kattis
   ``validator_flags`` the default validator's float rules.
+- ``real_tokens`` (real_tokens.py): tokens, the answer's real numbers within 1e-6 and inside
+  TACO/APPS's own float closeness, integers and words exactly (TACO/APPS stdin tests).
 - ``exact_tokens`` (exact_tokens.py): the Kattis default output validator.
 - ``lines`` (lines.py, with the line reader the next two share), ``lcb`` (lcb.py, LiveCodeBench's
   ``grade_stdio``), ``sandboxfusion`` (sandboxfusion.py, SandboxFusion's CommonOJ comparison).
@@ -50,6 +52,7 @@ from cpfleet.core.checkers import (
     lcb,
     lines,
     program_specs,
+    real_tokens,
     sandboxfusion,
     tokens,
 )
@@ -75,6 +78,7 @@ from cpfleet.core.checkers.program_specs import (
     program_factory,
     program_languages,
 )
+from cpfleet.core.checkers.real_tokens import RealTokensChecker
 from cpfleet.core.checkers.sandboxfusion import SandboxFusionLinesChecker
 from cpfleet.core.checkers.tokens import TokensChecker
 from cpfleet.core.errors import CheckerSpecError, RegistrationError
@@ -84,7 +88,7 @@ from cpfleet.core.errors import CheckerSpecError, RegistrationError
 __all__ = [
     "BUILD_RUN", "CODE_CONTESTS_TOLERANCE", "COMPARE", "DEFAULT_CHECKER", "INTERACTOR", "KATTIS_FLAG_KEYS",
     "PROGRAM", "BUILTIN_KINDS", "Checker", "CheckerFactory", "CheckerKind", "CheckerSpecError", "CheckResult",
-    "CodeContestsChecker", "FloatChecker", "KattisTokensChecker", "LcbLinesChecker", "LinesChecker", "SandboxFusionLinesChecker", "ProgramSpec", "ShapeCheck", "TokensChecker",
+    "CodeContestsChecker", "FloatChecker", "KattisTokensChecker", "LcbLinesChecker", "LinesChecker", "RealTokensChecker", "SandboxFusionLinesChecker", "ProgramSpec", "ShapeCheck", "TokensChecker",
     "checker_kind", "checker_language", "get_checker", "is_interactor", "kattis_float_flags",
     "parse_validator_flags", "program_checkers", "program_factory", "program_languages", "register_checker",
     "registered_checkers", "unregister_checker",
@@ -101,6 +105,7 @@ BUILTIN_KINDS: tuple[CheckerKind, ...] = (
     tokens.KIND,
     code_contests.KIND,
     floats.KIND,
+    real_tokens.KIND,
     lcb.KIND,
     lines.KIND,
     sandboxfusion.KIND,

@@ -4,13 +4,14 @@ tokens, numbers, block-wise reading and the failure detail.
 One home for the rules core/checkers/__init__.py's docstring states for every kind (whitespace
 is the judges' ASCII, numbers ASCII digits, case folding ASCII letters) and for the bounded
 memory on any output shape: the kind modules (tokens.py, code_contests.py, floats.py,
-exact_tokens.py, lines.py, lcb.py, sandboxfusion.py) import these and hold only their own rule.
+real_tokens.py, exact_tokens.py, lines.py, lcb.py, sandboxfusion.py) import these and hold only their own rule.
 The underscored names are the package's own helpers, shared by its kind modules, not an API;
 tests that shrink the block sizes patch them here, where they are read.
 """
 
 from __future__ import annotations
 
+import decimal
 import math
 import re
 from collections.abc import Callable, Iterator, Mapping
@@ -288,6 +289,25 @@ def _as_real(tok: str) -> float | None:
     try:
         return float(tok.lstrip("+"))
     except (ValueError, OverflowError):  # pragma: no cover - the regex admits only float() syntax
+        return None
+
+
+# The exact arithmetic of the kinds that compare numbers as decimals (float, real_tokens): one
+# context, independent of the thread's, with the widest exponent range; a value beyond even that
+# (an exponent of ~10**18, which only a program's output can hold) raises there, and is a
+# mismatch for its caller, never an error.
+_DEC_CTX = decimal.Context(prec=200, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN)
+
+
+def _decimal(tok: str) -> decimal.Decimal | None:
+    """The exact value of a number token (``_REAL``: ASCII decimal syntax, ``inf``/``nan``
+    included), None for any other token. Decimal reads exactly what the regex admits, at any
+    size (``1e999999`` is a finite Decimal, not a float overflow)."""
+    if _REAL.fullmatch(tok) is None:
+        return None
+    try:
+        return decimal.Decimal(tok)
+    except decimal.DecimalException:  # an exponent past ~10**18: a word, equal only to itself
         return None
 
 

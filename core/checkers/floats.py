@@ -22,13 +22,14 @@ from typing import Any
 
 from cpfleet.core.checkers.base import (
     _C_TOKEN,
+    _DEC_CTX,
     _INT,
-    _REAL,
     DESCRIPTIVE_KEYS,
     Checker,
     CheckerKind,
     CheckResult,
     _c_tokens,
+    _decimal,
     _difference,
     _first_mismatch,
     _is_num,
@@ -48,22 +49,13 @@ class FloatChecker:
     ~10**18, which only a program's output can hold) is a mismatch, never an error."""
 
     name = "float"
-    _ctx = decimal.Context(prec=200, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN)
 
     def __init__(self, abs_tol: float = 1e-6, rel_tol: float = 1e-6) -> None:
         self.abs_tol = decimal.Decimal(repr(float(abs_tol)))
         self.rel_tol = decimal.Decimal(repr(float(rel_tol)))
 
-    def _number(self, tok: str) -> decimal.Decimal | None:
-        if _REAL.fullmatch(tok) is None:
-            return None
-        try:
-            return decimal.Decimal(tok.lstrip("+"))  # the regex admits only Decimal syntax
-        except decimal.DecimalException:  # an exponent past ~10**18: a word, equal only to itself
-            return None
-
     def values_match(self, exp: str, got: str) -> bool:
-        x, y = self._number(exp), self._number(got)
+        x, y = _decimal(exp), _decimal(got)
         if x is None or y is None:
             return exp == got and x is None and y is None  # words: exact; a word never equals a number
         if x.is_nan() or y.is_nan():
@@ -72,7 +64,7 @@ class FloatChecker:
             return x == y
         if _INT.fullmatch(exp) and _INT.fullmatch(got):
             return x == y
-        ctx = self._ctx
+        ctx = _DEC_CTX
         try:
             diff = ctx.abs(ctx.subtract(x, y))
             return bool(ctx.compare(diff, self.abs_tol) <= 0

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import decimal
 
-from cpfleet.core.checkers.base import _REAL, CheckerKind, _c_tokens, _no_params, _no_shape, _split_bounded
+from cpfleet.core.checkers.base import CheckerKind, _c_tokens, _decimal, _no_params, _no_shape, _split_bounded
 from cpfleet.core.checkers.lines import LinesChecker
 
 
@@ -31,22 +31,13 @@ class LcbLinesChecker(LinesChecker):
     name = "lcb"
     rule = "as text, or when all its tokens are equal numbers"
 
-    @staticmethod
-    def _number(tok: str) -> decimal.Decimal | None:
-        if _REAL.fullmatch(tok) is None:
-            return None
-        try:
-            return decimal.Decimal(tok)
-        except decimal.DecimalException:  # pragma: no cover - the regex admits only Decimal syntax
-            return None
-
     def same_line(self, exp_line: str, got_line: str) -> bool:
         e = _c_tokens(exp_line)
         g, n_got = _split_bounded(got_line, len(e) + 1, _c_tokens)
         if n_got != len(e):
             return False
         for a, b in zip(e, g, strict=True):
-            x, y = self._number(a), self._number(b)
+            x, y = _decimal(a), _decimal(b)
             if x is None or y is None:
                 return False
             try:

@@ -270,8 +270,10 @@ def package_problem(test: PackageTest) -> dict[str, Any]:
     from cpfleet.producer.inline import problem_from_tests
 
     checker = None if test.checker is None else {"type": "python", "source": test.checker}
+    # the project's own shape: no dataset's comparison is implied, so without checker.py the
+    # default ``tokens`` judges (TACO's ``{"inputs", "outputs"}`` would bring ``real_tokens``)
     return problem_from_tests(
-        {"inputs": [test.input], "outputs": [test.output]},
+        {"hidden_tests": [{"input": test.input, "output": test.output}]},
         time_limit_s=test.time_limit_s, memory_limit_mb=test.memory_limit_mb, checker=checker,
         languages=[test.language], num_public=0, id_prefix="inline/piston-cf/",
     )

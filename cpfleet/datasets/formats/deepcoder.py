@@ -14,7 +14,6 @@ from cpfleet.core.records import make_record
 from cpfleet.core.testshapes import (
     from_cases,
     from_input_output,
-    from_verification_info,
     parse_json_field,
     split_public,
     tests_by_rules,
@@ -41,15 +40,15 @@ def convert_deepcoder(row: Mapping[str, Any], index: int, opts: PrepareOptions,
                 io_["fn_name"] = fn_name
             tests, fn, rule = from_input_output(io_, counts)
         elif isinstance(raw, Mapping) and "test_cases" in raw:
-            info = from_verification_info(raw)
-            tests, fn, rule = list(info.hidden), info.fn_name, info.fn_semantics or info.stdio_checker
+            tests, fn, rule = from_cases(raw["test_cases"])
         else:
             tests, fn, rule = from_cases(raw, fn_name=fn_name)
     except TestShapeError as e:
         return str(e)
     if rule == "primeintellect":
         # rLLM, DeepCoder's grader, runs its PrimeIntellect rows' plain outputs through TACO's
-        # run_test (rllm/rewards/code_reward.py primeintellect_check_correctness)
+        # run_test (rllm/rewards/code_reward.py primeintellect_check_correctness); stdin/stdout
+        # rows labelled stdin_stdout (its TACO and PrimeIntellect rows) come as ``apps`` already
         rule = "apps"
     public, hidden = split_public(tests, opts.num_public)
     subset = opts.subset or "deepcoder"

@@ -12,16 +12,18 @@ from typing import Any
 
 from cpfleet.core.errors import TestShapeError
 from cpfleet.core.records import make_record
-from cpfleet.core.testshapes import TestSet, from_input_output, split_public
+from cpfleet.core.testshapes import from_input_output, split_public, tests_by_rules
 from cpfleet.datasets.formats import Converted, DatasetFormat, PrepareOptions, register_format
 from cpfleet.datasets.formats.common import limit_text_mb, limit_text_seconds, solution_list
 
 
 def convert_taco(row: Mapping[str, Any], index: int, opts: PrepareOptions, fmt: str,
                  counts: Counter[str]) -> Converted:
-    """One TACO / APPS row; call-based rows (``fn_name``) become function-call problems."""
+    """One TACO / APPS row; call-based rows (``fn_name``) become function-call problems, judged
+    by APPS's call rules; stdin/stdout rows get ``real_tokens`` (its float closeness, not its
+    fallbacks that pay wrong answers)."""
     try:
-        tests, fn_name, semantics = from_input_output(row.get("input_output"), counts)
+        tests, fn_name, rules = from_input_output(row.get("input_output"), counts)
     except TestShapeError as e:
         return str(e)
     public, hidden = split_public(tests, opts.num_public)
@@ -30,7 +32,7 @@ def convert_taco(row: Mapping[str, Any], index: int, opts: PrepareOptions, fmt: 
     else:
         pid = f"{fmt}/{opts.split}/{index}"
     rec = make_record(
-        pid, TestSet(public, hidden, fn_name, fn_semantics=semantics),
+        pid, tests_by_rules(public, hidden, fn_name, rules),
         name=row.get("name") or row.get("url") or pid,
         description=row.get("question") or "",
         time_limit_s=limit_text_seconds(row.get("time_limit")),
