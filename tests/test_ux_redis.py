@@ -69,6 +69,7 @@ def _commands(tmp_path: Path, url: str) -> list[list[str]]:
         ["submit", str(jobs), "--redis", url, "--no-progress"],
         ["run", str(program), "--redis", url],
         ["serve", "--redis", url, "--port", str(free_port())],
+        ["up", "--redis", url, "--workers", "1", "--flower-port", "-1", "--metrics-port", "-1"],
         ["worker", "--redis", url, "-c", "1"],
     ]
 
@@ -102,7 +103,7 @@ def test_the_right_password_works(locked_redis: int, tmp_path: Path) -> None:
 
 
 def test_a_port_where_something_else_answers_is_named(not_redis: int, tmp_path: Path) -> None:
-    for argv in _commands(tmp_path, f"redis://127.0.0.1:{not_redis}/0")[:4]:
+    for argv in _commands(tmp_path, f"redis://127.0.0.1:{not_redis}/0")[:5]:
         _assert_says(_cli(argv), "does not answer as Redis; check the port")
 
 
@@ -148,7 +149,7 @@ def test_a_port_that_accepts_and_stays_silent_is_named_after_the_probe_not_waite
     the command's own work (``load``'s writes: minutes; ``submit``'s and ``run``'s client: 10 s)."""
     silent = SilentPort()
     try:
-        for argv in _commands(tmp_path, f"redis://127.0.0.1:{silent.port}/0")[:4]:
+        for argv in _commands(tmp_path, f"redis://127.0.0.1:{silent.port}/0")[:5]:
             silent.held_s.clear()
             _assert_says(_cli(argv, timeout=60), "accepts connections on that port but does not answer as Redis")
             assert wait_until(lambda: bool(silent.held_s), timeout=10), argv[0]
@@ -159,7 +160,7 @@ def test_a_port_that_accepts_and_stays_silent_is_named_after_the_probe_not_waite
 
 
 def test_nothing_listening_says_how_to_get_a_redis(tmp_path: Path) -> None:
-    for argv in _commands(tmp_path, f"redis://127.0.0.1:{free_port()}/0")[:4]:
+    for argv in _commands(tmp_path, f"redis://127.0.0.1:{free_port()}/0")[:5]:
         _assert_says(_cli(argv), "is Redis running there? `cpfleet up` starts one")
 
 

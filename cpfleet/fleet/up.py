@@ -172,6 +172,14 @@ def data_dir_lock(redis_dir: str | None) -> Iterator[None]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.redis:  # another's Redis: looked at first, as by every command that opens one (exit 3)
+        from cpfleet.core.redis_url import parse_redis_url
+        from cpfleet.producer.connection import unreachable
+
+        reason = unreachable(parse_redis_url(args.redis))
+        if reason is not None:
+            print(f"cpfleet up: {reason}", file=sys.stderr)
+            return 3
     become_subreaper()
     places = places_from_args(args)
     status = 0
