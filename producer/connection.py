@@ -34,10 +34,17 @@ def connect(target: RedisTarget, **options: Any) -> redis.Redis:
     return sentinel.master_for(target.master, redis_class=redis.Redis, db=target.db, **auth, **options)
 
 
-def unreachable(target: RedisTarget, timeout: float = 5.0) -> str | None:
+# How long a command's first look at Redis waits for an answer: a port where something else
+# listens and stays silent (Flower's, a proxy's) is named after this, not after the longer
+# timeout of the command's own work.
+PROBE_TIMEOUT_S = 5.0
+
+
+def unreachable(target: RedisTarget, timeout: float = PROBE_TIMEOUT_S) -> str | None:
     """Why ``target`` cannot be used right now, in one line naming it and what to do (None: it
-    answers a PING). A command probes with this short timeout before work that waits longer on
-    Redis, so a port where something else listens and stays silent is named in seconds."""
+    answers a PING). Every command that opens Redis probes with this short timeout before work
+    that waits longer on Redis, so a port where something else listens and stays silent is
+    named in seconds, in the same words by each."""
     try:
         client = connect(target, socket_timeout=timeout, socket_connect_timeout=timeout)
         try:

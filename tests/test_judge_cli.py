@@ -345,6 +345,14 @@ def _read(path: Path) -> bytes:
         return b""
 
 
+def _session(pid: int) -> int:
+    stat = _read(Path(f"/proc/{pid}/stat")).decode(errors="replace")
+    try:
+        return int(stat.rsplit(")", 1)[1].split()[3])
+    except (IndexError, ValueError):
+        return -1
+
+
 def _ppid(entry: Path) -> int:
     stat = _read(entry / "stat").decode(errors="replace")
     try:
@@ -372,3 +380,100 @@ def test_a_judge_bug_in_one_job_is_internal_and_the_batch_goes_on_in_process() -
     assert [(r.verdict, r.reward, r.infra_error) for r in results] == [
         (Verdict.OK, 1.0, False), (Verdict.INTERNAL, None, True), (Verdict.OK, 1.0, False)]
     assert "checker bug" in results[1].infra_message
+
+
+SLEEPY_ADD = py("import time\ntime.sleep(0.3)\na, b = map(int, input().split())\nprint(a + b)")
+
+
+def test_a_pool_started_by_a_thread_that_then_exits_keeps_its_processes() -> None:
+    """A library caller starts judge_iter in a worker thread that ends while another thread
+    reads the rest. The pool processes were armed with PR_SET_PDEATHSIG, which fires when the
+    *thread* that forked them exits: they were SIGKILLed, the pool broke and every job still
+    in flight or to come was re-run one at a time in a fresh process of its own."""
+    import os
+    import threading
+    import time
+
+    problems = {"add": Problem.from_dict({**ADD, "time_limit_s": 20})}
+    jobs = [{"problem_id": "add", "completion": SLEEPY_ADD, "job_id": f"t{i}"} for i in range(6)]
+    results = judge_iter(problems, jobs, workers=2, window=2)
+    got: list[JobResult] = []
+    native: list[int] = []
+    starter = threading.Thread(target=lambda: (native.append(threading.get_native_id()), got.append(next(results))))
+    starter.start()
+    starter.join()
+    deadline = time.monotonic() + 30  # liveness wait: the thread gone from the kernel too, not a timing assertion
+    while os.path.exists(f"/proc/self/task/{native[0]}") and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not os.path.exists(f"/proc/self/task/{native[0]}")
+    got.extend(results)
+    assert [r.job_id for r in got] == [f"t{i}" for i in range(6)]
+    assert [(r.verdict, r.reward, r.infra_error) for r in got] == [(Verdict.OK, 1.0, False)] * 6
+    # the two pool processes judged every job: none was re-run in a process of its own
+    assert len({r.worker for r in got}) <= 2, [r.worker for r in got]
+
+
+KILLED_PARENT_SCRIPT = """
+import sys, threading
+from cpfleet.core.problem import Problem
+from cpfleet.jobs.pool import judge_iter
+
+if __name__ == "__main__":
+    problem = {"id": "add", "public_tests": [{"input": "1 2\\n", "output": "3\\n"}],
+               "hidden_tests": [{"input": "2 2\\n", "output": "4\\n"}], "time_limit_s": 60}
+    slow = "```python\\nimport time\\ntime.sleep(60)\\nprint(4)\\n```"
+    fast = "```python\\na, b = map(int, input().split())\\nprint(a + b)\\n```"
+    jobs = [{"problem_id": "add", "completion": fast, "job_id": "fast"}]
+    jobs += [{"problem_id": "add", "completion": slow, "job_id": f"s{i}"} for i in range(4)]
+    results = judge_iter({"add": Problem.from_dict(problem)}, jobs, workers=2, window=3)
+    starter = threading.Thread(target=lambda: print(next(results).job_id, flush=True))
+    starter.start()
+    starter.join()
+    for r in results:  # the slow jobs: this process is SIGKILLed while they run
+        print(r.job_id, flush=True)
+"""
+
+
+@pytest.mark.parametrize("started_by", ["main thread", "a thread that exited"])
+def test_pool_processes_and_their_sandboxes_die_when_the_judging_process_is_killed(
+        tmp_path: Path, started_by: str) -> None:
+    """kill -9 of a process judging with a pool: no pool process, zygote or test program outlives
+    it, whether the pool was started by its main thread or by a thread that has since exited."""
+    import os
+    import signal
+    import time
+
+    from cpfleet.fleet.processes import alive, descendants
+
+    script = KILLED_PARENT_SCRIPT
+    if started_by == "main thread":
+        script = script.replace("threading.Thread(target=lambda: print(next(results).job_id, flush=True))",
+                                "threading.Thread(target=lambda: None)")
+        script = script.replace("    starter.join()\n", "    starter.join()\n    print(next(results).job_id, flush=True)\n")
+    path = tmp_path / "judging.py"
+    path.write_text(script)
+    proc = subprocess.Popen([sys.executable, str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=REPO)
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "fast"  # the pool is up and judging the slow jobs
+        deadline = time.monotonic() + 60  # liveness wait for the slow programs to start
+        while time.monotonic() < deadline:
+            started = descendants(proc.pid)
+            if any(_session(pid) == pid for pid in started):  # a test program, in a session of its own
+                break
+            time.sleep(0.1)
+        assert any(_session(pid) == pid for pid in started), "no test program seen running"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    deadline = time.monotonic() + 60  # liveness wait for exits, not a timing assertion
+    while alive(started) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = alive(started)
+    for pid in left:  # never leak into the rest of the session
+        os.kill(pid, signal.SIGKILL)
+    assert left == {}, f"outlived the killed judging process: {left}"

@@ -5,6 +5,7 @@ Ctrl-C test sends SIGINT to the real process group, as a terminal does."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -12,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -144,6 +146,27 @@ def _descendants(root: int) -> set[int]:
     return found
 
 
+@contextlib.contextmanager
+def _group_killed_on_the_way_out(proc: subprocess.Popen[str]) -> Iterator[None]:
+    """A command started with ``start_new_session``: its whole process group is SIGKILLed if it
+    still runs when the block ends (a failed assertion, a timeout), never left to the session."""
+    try:
+        yield
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def _ctrl_c(proc: subprocess.Popen[str]) -> tuple[str, str, float]:
+    """What a terminal's Ctrl-C does (SIGINT to the process group), then the command's remaining
+    stdout and stderr and the seconds it took to exit."""
+    os.killpg(proc.pid, signal.SIGINT)
+    t0 = time.monotonic()
+    out, err = proc.communicate(timeout=60)
+    return out, err, time.monotonic() - t0
+
+
 def _alive(pid: int) -> bool:
     try:
         stat = Path(f"/proc/{pid}/stat").read_bytes()
@@ -180,17 +203,12 @@ def test_ctrl_c_while_judges_pool_processes_start_prints_no_traceback_and_leaves
                 found.add(pid)
         return found
 
-    try:
+    with _group_killed_on_the_way_out(proc):
         deadline = time.monotonic() + 60
         while not (caught := starting_pool_processes()) and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.005)
         assert caught, "no pool process seen while it started"
-        os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        _, err, _ = _ctrl_c(proc)
     assert proc.returncode == 130, err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
     deadline = time.monotonic() + 30  # a liveness wait for their exit, not a timing assertion
@@ -212,21 +230,14 @@ def test_ctrl_c_on_judge_stops_promptly_with_a_summary_and_no_traceback(tmp_path
         [sys.executable, "-m", "cpfleet", "judge", str(problems), str(jobs), "--workers", workers, "--no-progress"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, start_new_session=True,
     )
-    try:
+    with _group_killed_on_the_way_out(proc):
         assert proc.stdout is not None
         first = proc.stdout.readline()  # the fast job's result: judging is under way
         assert json.loads(first)["job_id"] == "fast"
         time.sleep(1.0)  # the slow jobs' programs are running now
         started = _descendants(proc.pid)
         assert started, "no pool process or sandbox found"
-        os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
-        t0 = time.monotonic()
-        rest, err = proc.communicate(timeout=60)
-        took = time.monotonic() - t0
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        rest, err, took = _ctrl_c(proc)
     assert proc.returncode == 130, err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
     assert "cpfleet judge: interrupted: 1 of 7 judged (mean reward 1.000 over 1" in err
@@ -253,17 +264,10 @@ def test_ctrl_c_on_submit_withdraws_the_rest_with_a_summary_and_no_traceback(tmp
              "--no-progress"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, start_new_session=True,
         )  # fmt: skip
-        try:
+        with _group_killed_on_the_way_out(proc):
             assert proc.stdout is not None
             assert json.loads(proc.stdout.readline())["job_id"] == "fast"
-            os.killpg(proc.pid, signal.SIGINT)
-            t0 = time.monotonic()
-            rest, err = proc.communicate(timeout=60)
-            took = time.monotonic() - t0
-        finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+            rest, err, took = _ctrl_c(proc)
     assert proc.returncode == 130, err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
     m = re.search(r"cpfleet submit: interrupted: (\d) of 9 judged \(mean reward 1\.000 over \1", err)

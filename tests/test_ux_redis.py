@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
@@ -23,6 +24,7 @@ from fleet_helpers import FleetWorker, port_held, store_problems, wait_until
 from cpfleet.core.errors import BrokerUnavailable
 from cpfleet.fleet.redis_server import RedisServer, free_port
 from cpfleet.producer.client import FleetClient
+from cpfleet.producer.connection import PROBE_TIMEOUT_S
 
 PASSWORD = "s3cret-pw"
 
@@ -67,6 +69,7 @@ def _commands(tmp_path: Path, url: str) -> list[list[str]]:
         ["submit", str(jobs), "--redis", url, "--no-progress"],
         ["run", str(program), "--redis", url],
         ["serve", "--redis", url, "--port", str(free_port())],
+        ["up", "--redis", url, "--workers", "1", "--flower-port", "-1", "--metrics-port", "-1"],
         ["worker", "--redis", url, "-c", "1"],
     ]
 
@@ -100,22 +103,64 @@ def test_the_right_password_works(locked_redis: int, tmp_path: Path) -> None:
 
 
 def test_a_port_where_something_else_answers_is_named(not_redis: int, tmp_path: Path) -> None:
-    for argv in _commands(tmp_path, f"redis://127.0.0.1:{not_redis}/0")[:4]:
+    for argv in _commands(tmp_path, f"redis://127.0.0.1:{not_redis}/0")[:5]:
         _assert_says(_cli(argv), "does not answer as Redis; check the port")
 
 
-def test_a_port_that_accepts_and_stays_silent_is_named_not_waited_on(tmp_path: Path) -> None:
+class SilentPort:
+    """A real listening socket that accepts every connection, reads what the client sends and
+    never answers (Flower's port, a netcat): records, per connection, the seconds from its accept
+    to the client's giving up on it (closing it)."""
+
+    def __init__(self) -> None:
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port: int = self._listener.getsockname()[1]
+        self.held_s: list[float] = []
+        self._open: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self._listener.accept()
+            except OSError:
+                return
+            self._open.append(conn)
+            threading.Thread(target=self._drain, args=(conn, time.monotonic()), daemon=True).start()
+
+    def _drain(self, conn: socket.socket, accepted: float) -> None:
+        try:
+            while conn.recv(4096):
+                pass
+        except OSError:
+            pass
+        self.held_s.append(time.monotonic() - accepted)
+
+    def close(self) -> None:
+        self._listener.close()
+        for conn in self._open:
+            conn.close()
+
+
+def test_a_port_that_accepts_and_stays_silent_is_named_after_the_probe_not_waited_on(tmp_path: Path) -> None:
     """Flower's port, a proxy: the connection is accepted and nothing ever answers. Each command
-    names the port as not Redis after its short probe; ``load`` waited out its writes' long
-    timeout and retries (minutes) and then said only "Timeout reading from socket"."""
-    port = free_port()
-    with port_held(port):  # listens, never accepts: the handshake completes and nothing answers
-        for argv in _commands(tmp_path, f"redis://127.0.0.1:{port}/0")[:4]:
+    PINGs with the one probe (``connection.unreachable``) and names the port as not Redis when
+    its bound runs out: the connection is given up at that bound, not at the longer timeout of
+    the command's own work (``load``'s writes: minutes; ``submit``'s and ``run``'s client: 10 s)."""
+    silent = SilentPort()
+    try:
+        for argv in _commands(tmp_path, f"redis://127.0.0.1:{silent.port}/0")[:5]:
+            silent.held_s.clear()
             _assert_says(_cli(argv, timeout=60), "accepts connections on that port but does not answer as Redis")
+            assert wait_until(lambda: bool(silent.held_s), timeout=10), argv[0]
+            # the one connection was held for the probe's bound; the client's own timeout is twice it
+            assert max(silent.held_s) < PROBE_TIMEOUT_S * 1.5, (argv[0], silent.held_s)
+    finally:
+        silent.close()
 
 
 def test_nothing_listening_says_how_to_get_a_redis(tmp_path: Path) -> None:
-    for argv in _commands(tmp_path, f"redis://127.0.0.1:{free_port()}/0")[:4]:
+    for argv in _commands(tmp_path, f"redis://127.0.0.1:{free_port()}/0")[:5]:
         _assert_says(_cli(argv), "is Redis running there? `cpfleet up` starts one")
 
 

@@ -305,3 +305,51 @@ def test_a_named_metrics_port_taken_before_the_worker_binds_it_fails_the_start_s
     assert f"worker could not serve its metrics on port {port} ([Errno 98] Address already in use)" in message
     assert "name another port, or 0 for any free one" in message
     assert fleet.worker is None  # the failed start stopped what it had started
+
+
+@pytest.mark.parametrize("stop", ["SIGINT", "SIGTERM", "worker killed"])
+def test_up_ephemeral_removes_the_logs_folder_it_made_when_stopped_and_keeps_it_when_it_failed(
+        tmp_path: Path, stop: str) -> None:
+    """`up --ephemeral` without --logs makes a temporary logs folder: stopped as asked (Ctrl-C,
+    SIGTERM) it removes that folder and leaves no folder of its own in the temporary directory
+    and no process; when the fleet failed (its worker died) the folder is kept and named, since the
+    error line points into it."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cpfleet", "up", "--ephemeral", "--workers", "1", "--flower-port", "-1",
+         "--metrics-port", "0", "--redis-port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+        env={**os.environ, "TMPDIR": str(tmp), "CPFLEET_REQUIRE_ISOLATION": "any"},
+    )  # fmt: skip
+    try:
+        block = _status_block(proc)
+        m = re.search(r"logs\s+(\S+)\s+\(worker.log: one JSON line per job; flower.log; removed when up stops\)", block)
+        assert m, block
+        logs = Path(m.group(1))
+        assert logs.parent == tmp and (logs / "worker.log").is_file()
+        started = descendants(proc.pid)
+        if stop == "worker killed":
+            worker = next(pid for pid in started if "celery" in Path(f"/proc/{pid}/cmdline").read_text())
+            os.kill(worker, signal.SIGKILL)
+        else:
+            proc.send_signal(signal.Signals[stop])
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    deadline = time.monotonic() + 60  # liveness wait for exits, not a timing assertion
+    while alive(started) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert alive(started) == {}
+    assert "Traceback" not in err, err
+    if stop == "worker killed":
+        assert proc.returncode == 1, err
+        assert f"cpfleet up: logs kept in {logs}" in err, err
+        assert (logs / "worker.log").is_file()
+    else:
+        assert proc.returncode == 0, err
+        # the workers' caches shared across runs (cpfleet-compile-UID, ...) are not up's to remove
+        made = [p.name for p in tmp.iterdir() if p.name.startswith(("cpfleet-logs-", "cpfleet-metrics-port-"))]
+        assert made == [], err

@@ -224,19 +224,13 @@ class LocalFleet:
 
     def _check_redis(self, url: str) -> None:
         with self.hold():
-            import redis
-
-            from cpfleet.core.redis_url import connection_hint, parse_redis_url
-            from cpfleet.producer.connection import connect
+            from cpfleet.core.redis_url import parse_redis_url
+            from cpfleet.producer.connection import unreachable
 
             target = parse_redis_url(url)
-            client = connect(target, socket_connect_timeout=3, socket_timeout=3)
-        try:
-            client.ping()
-        except redis.RedisError as e:
-            raise FleetError(f"cannot reach Redis at {target.safe}: {connection_hint(e)}") from e
-        finally:
-            client.close()
+        reason = unreachable(target)  # the rule and bound every command's first look at Redis uses
+        if reason is not None:
+            raise FleetError(reason)
 
     def _fail(self, child: _Child, what: str) -> FleetError:
         tail = child.log_tail()

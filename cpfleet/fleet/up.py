@@ -13,7 +13,8 @@ What it prints: a short status block, then at most one progress line per second 
 something changes (jobs/s, queue depth, verdict counts from the worker's metrics); the worker's
 and Flower's own output (one JSON line per job, Celery's banner and warnings) goes to files in
 the logs folder it names. On stop it says how many jobs were still queued and whether they
-were kept.
+were kept. A logs folder it made for itself (``--ephemeral`` without ``--logs``) is removed
+when it stops as asked (Ctrl-C, SIGTERM), and kept and named when it failed.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import argparse
 import contextlib
 import fcntl
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -122,16 +124,20 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--logs", metavar="DIR",
         help="write worker.log (one JSON line per job) and flower.log to DIR "
-        "(default: DATA_DIR/logs; with --ephemeral a new temporary folder)",
+        "(default: DATA_DIR/logs; with --ephemeral a new temporary folder, removed when up stops "
+        "unless it failed)",
     )  # fmt: skip
 
 
 @dataclass(frozen=True)
 class Places:
-    """Where this ``up`` keeps things: Redis's AOF folder (None: in memory) and the logs."""
+    """Where this ``up`` keeps things: Redis's AOF folder (None: in memory) and the logs.
+    ``temporary_logs``: ``log_dir`` was made by this ``up`` (``--ephemeral`` without ``--logs``)
+    and is removed when it stops as asked; a folder the user named or the data folder's is kept."""
 
     redis_dir: str | None
     log_dir: str
+    temporary_logs: bool = False
 
 
 def places_from_args(args: argparse.Namespace) -> Places:
@@ -139,12 +145,10 @@ def places_from_args(args: argparse.Namespace) -> Places:
     keep_redis = not args.ephemeral and not args.redis  # an external Redis keeps its own data
     redis_dir = str(data / "redis") if keep_redis else None
     if args.logs:
-        log_dir = args.logs
-    elif args.ephemeral:
-        log_dir = tempfile.mkdtemp(prefix="cpfleet-logs-")
-    else:
-        log_dir = str(data / "logs")
-    return Places(redis_dir, log_dir)
+        return Places(redis_dir, args.logs)
+    if args.ephemeral:
+        return Places(redis_dir, default_log_dir(), temporary_logs=True)
+    return Places(redis_dir, str(data / "logs"))
 
 
 @contextlib.contextmanager
@@ -168,24 +172,47 @@ def data_dir_lock(redis_dir: str | None) -> Iterator[None]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.redis:  # another's Redis: looked at first, as by every command that opens one (exit 3)
+        from cpfleet.core.redis_url import parse_redis_url
+        from cpfleet.producer.connection import unreachable
+
+        reason = unreachable(parse_redis_url(args.redis))
+        if reason is not None:
+            print(f"cpfleet up: {reason}", file=sys.stderr)
+            return 3
     become_subreaper()
     places = places_from_args(args)
     status = 0
     try:
-        with data_dir_lock(places.redis_dir):
-            fleet = fleet_from_args(args, places.log_dir, places.redis_dir)
-            status = _run_fleet(fleet, places)
-    except FleetError as e:
-        print(f"cpfleet up: {e}", file=sys.stderr)
-        status = status or 2
-    except OSError as e:  # a data or logs folder that cannot be made or written: the user's to fix
-        print(f"cpfleet up: {e.filename or ''}: {e.strerror or e}", file=sys.stderr)
-        status = 2
-    strays = kill_strays()
-    if strays:
-        print(f"cpfleet up: killed {strays} stray process(es)", file=sys.stderr)
-    print("cpfleet up: stopped, nothing left running", file=sys.stderr)
+        try:
+            with data_dir_lock(places.redis_dir):
+                fleet = fleet_from_args(args, places.log_dir, places.redis_dir)
+                status = _run_fleet(fleet, places)
+        except FleetError as e:
+            print(f"cpfleet up: {e}", file=sys.stderr)
+            status = status or 2
+        except OSError as e:  # a data or logs folder that cannot be made or written: the user's to fix
+            print(f"cpfleet up: {e.filename or ''}: {e.strerror or e}", file=sys.stderr)
+            status = 2
+    finally:  # a Ctrl-C before the fleet's signal handling is in place unwinds through here too
+        strays = kill_strays()
+        if strays:
+            print(f"cpfleet up: killed {strays} stray process(es)", file=sys.stderr)
+        drop_temporary_logs(places, status)
+        print("cpfleet up: stopped, nothing left running", file=sys.stderr)
     return status
+
+
+def drop_temporary_logs(places: Places, status: int) -> None:
+    """Remove the logs folder this ``up`` made for itself once nothing writes to it, when it
+    stopped as asked (status 0: Ctrl-C and SIGTERM included); after a failure it is kept, since
+    the error line points into it, and named."""
+    if not places.temporary_logs:
+        return
+    if status == 0:
+        shutil.rmtree(places.log_dir, ignore_errors=True)
+    else:
+        print(f"cpfleet up: logs kept in {places.log_dir}", file=sys.stderr)
 
 
 def _run_fleet(fleet: LocalFleet, places: Places) -> int:
@@ -304,7 +331,8 @@ def print_urls(fleet: LocalFleet, out: IO[str] | None = None, places: Places | N
     if fleet.metrics_url:
         print(f"  metrics   {fleet.metrics_url}", file=out)
     if fleet.log_dir:
-        print(f"  logs      {fleet.log_dir}  (worker.log: one JSON line per job; flower.log)", file=out)
+        removed = "; removed when up stops" if places is not None and places.temporary_logs else ""
+        print(f"  logs      {fleet.log_dir}  (worker.log: one JSON line per job; flower.log{removed})", file=out)
     from cpfleet.sandbox.languages import availability_line
 
     print(f"  {availability_line()}", file=out)
@@ -314,4 +342,5 @@ def print_urls(fleet: LocalFleet, out: IO[str] | None = None, places: Places | N
 
 
 def default_log_dir() -> str:
+    """A new temporary logs folder (``up --ephemeral``, ``demo``), its owner to remove it."""
     return tempfile.mkdtemp(prefix="cpfleet-logs-")

@@ -13,6 +13,9 @@
   flight are re-run one at a time in a fresh pool, so the job that kills its process is found
   and reported as an infrastructure error while the innocent ones are judged normally.
 - ``workers=1`` judges in the calling process (no pool; useful for tests and small runs).
+- A pool process dies with the judging process however it ends (Ctrl-C, kill -9), and lives as
+  long as it, whichever thread started the pool: a caller may start ``judge_iter`` in a thread
+  that ends while another thread reads the results.
 
 As with any "spawn" pool, a script that calls ``judge_iter`` with ``workers > 1`` needs the
 ``if __name__ == "__main__":`` guard (the pool processes re-import the main module).
@@ -25,8 +28,11 @@ import contextlib
 import logging
 import multiprocessing
 import os
+import select
 import signal
 import sys
+import threading
+import time
 from collections import deque
 from collections.abc import Generator, Iterable, Iterator, Mapping, Sized
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -40,7 +46,6 @@ from cpfleet.core.problem import Problem
 from cpfleet.core.protocol import check_options
 from cpfleet.core.results import JobResult, JobStamp
 from cpfleet.core.verdict import Verdict
-from cpfleet.sandbox import linux
 from cpfleet.sandbox.env import DEFAULT_MAX_PUBLIC_SHOWN, judge_locally
 from cpfleet.sandbox.runner import (  # the factory starts nothing until called
     RUNNER_KINDS,
@@ -149,11 +154,7 @@ _judge: PoolProcess | None = None
 
 def _init_process(problems_blob: bytes, options: dict[str, Any], parent: int) -> None:
     global _judge
-    # Dies with the judging process: one interrupted while it started this process has no
-    # handle on it to kill, and it would wait on its queue for ever.
-    linux.prctl(linux.PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent:
-        os._exit(1)  # the parent died before PDEATHSIG was armed
+    _die_with(parent)
     # Out of the terminal's foreground process group: Ctrl-C reaches only the parent, which
     # stops this process itself (kill_pool), instead of every pool process printing a
     # KeyboardInterrupt traceback and finishing its test first. Until here SIGINT was blocked
@@ -166,6 +167,32 @@ def _init_process(problems_blob: bytes, options: dict[str, Any], parent: int) ->
     problems = {key: Problem.from_dict(rec) for key, rec in records.items()}
     _judge = PoolProcess(problems, **options)
     atexit.register(_judge.close)
+
+
+def _die_with(parent: int) -> None:
+    """SIGKILL this pool process when the judging process ``parent`` exits, however it exits
+    (Ctrl-C, kill -9): one interrupted while it started this process has no handle on it to
+    kill, and it would wait on its queue for ever. Its runner's zygote follows by its own
+    PDEATHSIG. Not PR_SET_PDEATHSIG here: that fires when the *thread* that forked this process
+    exits, and a library caller may start the pool in a thread that ends while another thread
+    still reads the results. A thread waits on a pidfd of the parent, readable once the whole
+    process has exited (polling the parent pid each second where pidfds are refused)."""
+    try:
+        pidfd: int | None = os.pidfd_open(parent)
+    except OSError:  # a kernel before 5.3, or a seccomp filter refusing it
+        pidfd = None
+    if os.getppid() != parent:  # the parent died before the pidfd was open (or it is another's pid)
+        os._exit(1)
+    threading.Thread(target=_watch_parent, args=(parent, pidfd), name="cpfleet-parent-watch", daemon=True).start()
+
+
+def _watch_parent(parent: int, pidfd: int | None) -> None:
+    if pidfd is not None:
+        select.select([pidfd], [], [])
+    else:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _judge_blob(blob: bytes) -> bytes:

@@ -195,10 +195,17 @@ def _file_content(v: Any) -> Any:
 
 
 def _run_fleet(args: argparse.Namespace, requests: list[dict[str, Any]]) -> list[RunJobResult] | None:
+    from cpfleet.core.redis_url import parse_redis_url
     from cpfleet.producer.client import BrokerFull, BrokerUnavailable, FleetClient
+    from cpfleet.producer.connection import unreachable
 
+    url = defaults.redis_url(args.redis)
+    reason = unreachable(parse_redis_url(url))  # a silent port: named after the probe's bound, not the client's
+    if reason is not None:
+        print(f"cpfleet run: {reason}", file=sys.stderr)
+        return None
     try:
-        client = FleetClient(defaults.redis_url(args.redis), queue=args.queue, timeout=args.timeout)
+        client = FleetClient(url, queue=args.queue, timeout=args.timeout)
     except (BrokerUnavailable, BrokerFull) as exc:
         print(f"cpfleet run: {exc}", file=sys.stderr)
         return None

@@ -45,7 +45,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from cpfleet.core.redis_url import parse_redis_url
     from cpfleet.producer.client import BrokerFull, BrokerUnavailable, FleetClient
+    from cpfleet.producer.connection import unreachable
 
     try:
         read = read_jobs(args.jobs, strict=args.strict)
@@ -57,9 +59,14 @@ def run(args: argparse.Namespace) -> int:
     if not jobs:
         print_no_jobs(read, args.jobs, "submit", "upload them with cpfleet load")
         return 2
+    url = defaults.redis_url(args.redis)
+    reason = unreachable(parse_redis_url(url))  # a silent port: named after the probe's bound, not the client's
+    if reason is not None:
+        print(f"cpfleet submit: {reason}", file=sys.stderr)
+        return 3
     try:
         client = FleetClient(
-            defaults.redis_url(args.redis),
+            url,
             queue=args.queue,
             timeout=args.timeout,
             reward_shape=args.reward_shape,
