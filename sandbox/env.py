@@ -6,9 +6,14 @@ Rules (the reward is what GRPO learns from, the observation is what the model re
   the error text in the observation.
 - ``mode="full"``: the public tests are run for the feedback, then the hidden tests for the
   reward (``all_or_nothing`` stops at the first hidden failure, ``fraction`` runs them all).
-  ``mode="public"``: only the public tests are run and they give the reward (a cheap shaping
-  signal for multi-turn rollouts). A problem without tests in the rewarded set (no hidden tests
-  in full mode, no public tests in public mode: ``validate_for_judging``) is broken problem
+  ``mode="hidden"``: the hidden tests only, judged as in full mode (same reward, verdict and
+  ``hidden`` fields), no public test run: for callers that read the reward and never the
+  feedback. The one program it judges otherwise is one that hits a time, memory or output limit
+  on a public test (full mode stops the job there, reward 0; hidden mode never runs that test
+  and rewards the hidden tests, the tests full mode's reward is defined by). ``mode="public"``: only the public tests are run and they give the reward (a cheap
+  shaping signal for multi-turn rollouts). Which tests give the reward is
+  ``protocol.rewarded_tests``. A problem without tests in the rewarded set (no hidden tests
+  in full or hidden mode, no public tests in public mode: ``validate_for_judging``) is broken problem
   data: an infrastructure error, never a reward computed from something else.
 - A test passes when the program exited 0 within the limits and the problem's checker accepts
   its stdout.
@@ -43,7 +48,7 @@ from cpfleet.core.errors import BrokenProblem, JobFormatError, OptionError, Sand
 from cpfleet.core.fncall import call_spec
 from cpfleet.core.languages import LANGUAGES
 from cpfleet.core.problem import Problem, TestCase, judging_refusal
-from cpfleet.core.protocol import check_options
+from cpfleet.core.protocol import check_options, learns_fail_order, rewarded_tests, runs_public_tests
 from cpfleet.core.results import JobResult, JobStamp, TestSetSummary
 from cpfleet.core.verdict import Verdict
 from cpfleet.sandbox import fncall, languages
@@ -131,15 +136,15 @@ class Judge:
         self.max_public_shown = max_public_shown
         self.time_budget_s = time_budget_s
         self.language = language
-        full_aon = mode == "full" and reward_shape == "all_or_nothing"
-        self.order = _hidden_order(problem, hidden_order) if full_aon else None
+        self.order = _hidden_order(problem, hidden_order) if learns_fail_order(mode, reward_shape) else None
         self.started = time.perf_counter()
         version = problem.content_version() if problem_version is None else problem_version
         # every result of this job is built from it, the worker's fields included
         self.stamp = JobStamp(job_id, problem.id, mode, reward_shape, version, worker, queued_ms)
         self.budget = JobBudget(None)  # replaced by the job's own when the tests start
         self.public, self.hidden = _Tally(), _Tally()
-        self.public.summary.total = len(problem.public_tests)
+        # hidden mode runs no public test: its public section is empty (0 of 0), as its feedback says
+        self.public.summary.total = len(problem.public_tests) if runs_public_tests(mode) else 0
         self.hidden.summary.total = len(problem.hidden_tests)
         self.views: list[PublicTestView] = []
 
@@ -182,12 +187,14 @@ class Judge:
             return self.stamp.result(0.0, Verdict.COMPILE_ERROR, observation=observation,
                                      executed_ms=self._elapsed_ms(), compile_ms=prepared.compile_ms,
                                      language=found.language, deterministic=prepared.deterministic)
-        self.runner.expect_runs(len(problem.public_tests) + (len(problem.hidden_tests) if self.mode == "full" else 0))
+        runs_public, runs_hidden = runs_public_tests(self.mode), rewarded_tests(self.mode) == "hidden"
+        self.runner.expect_runs(len(problem.public_tests) * runs_public + len(problem.hidden_tests) * runs_hidden)
         limits = problem_limits(problem, found.language)
         self.budget = JobBudget(self.time_budget_s)
         try:
-            self._run_public(checker, limits)
-            if self.mode == "full":
+            if runs_public:
+                self._run_public(checker, limits)
+            if runs_hidden:
                 self._run_hidden(checker, limits)
         except (SandboxFailure, BrokenProblem, CheckerSpecError) as e:
             return self._infra(str(e))
@@ -225,7 +232,7 @@ class Judge:
     def _feedback(self) -> tuple[str, str]:
         """(the observation, the ``stopped`` note: empty unless the budget stopped the job)."""
         public, hidden, budget = self.public.summary, self.hidden.summary, self.budget
-        if self.mode == "public":
+        if rewarded_tests(self.mode) == "public":
             note = "not run in public mode"
         elif budget.stop is not None:
             note = f"the job stopped at its first {budget.stop}"
@@ -240,18 +247,19 @@ class Judge:
             hidden_run=hidden.run,
             hidden_note=note,
             max_shown=self.max_public_shown,
+            public_run=runs_public_tests(self.mode),
         )
         if budget.stop is None:
             return observation, ""
-        not_run = public.total - public.run
-        if self.mode == "full":
-            not_run += hidden.total - hidden.run
+        not_run = hidden.total - hidden.run if rewarded_tests(self.mode) == "hidden" else 0
+        if runs_public_tests(self.mode):
+            not_run += public.total - public.run
         stopped = f"{budget.stop} at {budget.where}"
         return observation + f"(job stopped: {clip(stopped)}; {not_run} tests not run, counted as failed)\n", stopped
 
     def _result(self, compile_ms: float, language: str) -> JobResult:
-        """The reward and verdict from the rewarded tests (the public ones in public mode)."""
-        rewarded = self.public.summary if self.mode == "public" else self.hidden.summary
+        """The reward and verdict from the rewarded tests (``rewarded_tests``: the public ones in public mode)."""
+        rewarded = self.public.summary if rewarded_tests(self.mode) == "public" else self.hidden.summary
         if self.budget.stop is not None:
             # the tests after the stop count as failed under both shapes: reward 0
             reward, verdict = 0.0, self.budget.stop
@@ -300,8 +308,8 @@ def judge_locally(
     ``languages`` allow several (sandbox/extract.py says which block wins).
     ``time_budget_s`` bounds the wall-clock time spent running tests (None: unbounded).
 
-    ``hidden_order``: a permutation of the hidden tests' indices to run them in, in full mode
-    with the all-or-nothing shape only (the fleet passes the most-often-failed first, see
+    ``hidden_order``: a permutation of the hidden tests' indices to run them in, in full or
+    hidden mode with the all-or-nothing shape only (the fleet passes the most-often-failed first, see
     ``cpfleet.workers.failorder``). Any failure there is reward 0 and a pass needs every test,
     so the reward cannot depend on the order; what can is which failing test is found (the
     verdict, ``hidden.first_failure_index``, ``hidden.passed`` and ``hidden.run``). Fraction
