@@ -273,3 +273,35 @@ def test_hidden_mode_needs_hidden_tests_as_full_mode_does() -> None:
         with pytest.raises(NoHiddenTestsError):
             validate_for_judging(only_public, mode)
     validate_for_judging(only_public, "public")
+
+
+def test_cpfleet_serve_reward_mode_defaults_to_hidden_and_takes_full_or_refuses_others() -> None:
+    import argparse
+
+    from cpfleet.gateway.serve import config_from_args, configure
+
+    parser = argparse.ArgumentParser()
+    configure(parser)
+    assert config_from_args(parser.parse_args([])).reward_mode == "hidden"
+    assert config_from_args(parser.parse_args(["--reward-mode", "full"])).reward_mode == "full"
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--reward-mode", "reward"])
+
+
+def test_a_limit_on_a_public_test_alone_is_judged_on_the_hidden_tests_in_hidden_mode(
+    file_order_fleet: tuple[str, FleetWorker],
+) -> None:
+    """The one kind of program hidden mode judges otherwise than full mode: full mode stops a
+    job at its first time limit, a public test's included (reward 0); hidden mode never runs
+    the public test and rewards the hidden tests, the tests full mode's reward is defined by
+    (a wrong answer or a crash on the public test leaves full mode's reward 1.0 too)."""
+    url, _ = file_order_fleet
+    problem = {**BAD_PUBLIC, "id": "hm/slow-public", "time_limit_s": 0.5}
+    register_problems(redis.Redis.from_url(url), [problem])
+    spins_on_public = "```python\na, b = map(int, input().split())\nwhile (a, b) == (1, 2):\n    pass\nprint(a + b)\n```"
+    with FleetClient(url, use_cache=False, timeout=120) as client:
+        full = client.submit(problem["id"], spins_on_public, mode="full").result(timeout=120)
+        hidden = client.submit(problem["id"], spins_on_public, mode="hidden").result(timeout=120)
+    assert (full.reward, full.verdict, full.hidden.run) == (0.0, Verdict.TIME_LIMIT, 0)
+    assert "public test 1" in full.stopped
+    assert (hidden.reward, hidden.verdict, hidden.hidden.run, hidden.public.run) == (1.0, Verdict.OK, 5, 0)
