@@ -75,7 +75,7 @@ DEFAULT_QUEUE = "cpfleet"  # a Redis list of that name (kombu's redis transport)
 MODES = ("full", "public", "hidden")
 # The default mode of the adapters whose caller reads the reward and never the feedback (TRL's
 # reward function, verl's compute_score, OpenRLHF's /get_reward, slime's /slime): full mode's
-# reward without the CPU of the public tests, which only make the feedback text.
+# reward without the CPU of the public tests' feedback (a wrong completion runs none of them).
 REWARD_ONLY_MODE = "hidden"
 REWARD_SHAPES = ("all_or_nothing", "fraction")
 DEFAULT_REPLY_TTL_S = 3600
@@ -252,8 +252,9 @@ def rewarded_tests(mode: str) -> Literal["hidden", "public"]:
 
 
 def runs_public_tests(mode: str) -> bool:
-    """Whether a ``mode``'s job runs the public tests: every mode but hidden (whose caller reads
-    the reward only, so the feedback the public tests make is not built)."""
+    """Whether a ``mode``'s job runs the public tests first, for the feedback: every mode but
+    hidden, whose caller reads the reward only (it runs them after the hidden tests, and only
+    when those leave a reward, for full mode's limits: sandbox/env.py)."""
     return mode != "hidden"
 
 

@@ -6,11 +6,13 @@ Rules (the reward is what GRPO learns from, the observation is what the model re
   the error text in the observation.
 - ``mode="full"``: the public tests are run for the feedback, then the hidden tests for the
   reward (``all_or_nothing`` stops at the first hidden failure, ``fraction`` runs them all).
-  ``mode="hidden"``: the hidden tests only, judged as in full mode (same reward, verdict and
-  ``hidden`` fields), no public test run: for callers that read the reward and never the
-  feedback. The one program it judges otherwise is one that hits a time, memory or output limit
-  on a public test (full mode stops the job there, reward 0; hidden mode never runs that test
-  and rewards the hidden tests, the tests full mode's reward is defined by). ``mode="public"``: only the public tests are run and they give the reward (a cheap
+  ``mode="hidden"``: full mode's reward without its feedback, for callers that read the reward
+  and never the feedback: the hidden tests first (same reward, verdict and ``hidden`` fields),
+  and the public tests only when the hidden ones leave a reward above 0, and then only for what
+  full mode's reward takes from them: a time, memory or output limit there ends the job with
+  reward 0, as in full mode (a public test whose input a hidden test already ran is not run
+  twice). A wrong completion, stopped by a hidden test, runs no public test at all.
+  ``mode="public"``: only the public tests are run and they give the reward (a cheap
   shaping signal for multi-turn rollouts). Which tests give the reward is
   ``protocol.rewarded_tests``. A problem without tests in the rewarded set (no hidden tests
   in full or hidden mode, no public tests in public mode: ``validate_for_judging``) is broken problem
@@ -143,8 +145,7 @@ class Judge:
         self.stamp = JobStamp(job_id, problem.id, mode, reward_shape, version, worker, queued_ms)
         self.budget = JobBudget(None)  # replaced by the job's own when the tests start
         self.public, self.hidden = _Tally(), _Tally()
-        # hidden mode runs no public test: its public section is empty (0 of 0), as its feedback says
-        self.public.summary.total = len(problem.public_tests) if runs_public_tests(mode) else 0
+        self.public.summary.total = len(problem.public_tests)
         self.hidden.summary.total = len(problem.hidden_tests)
         self.views: list[PublicTestView] = []
 
@@ -188,7 +189,8 @@ class Judge:
                                      executed_ms=self._elapsed_ms(), compile_ms=prepared.compile_ms,
                                      language=found.language, deterministic=prepared.deterministic)
         runs_public, runs_hidden = runs_public_tests(self.mode), rewarded_tests(self.mode) == "hidden"
-        self.runner.expect_runs(len(problem.public_tests) * runs_public + len(problem.hidden_tests) * runs_hidden)
+        # at most: hidden mode may run the public tests after the hidden ones, for their limits
+        self.runner.expect_runs(len(problem.public_tests) + len(problem.hidden_tests) * runs_hidden)
         limits = problem_limits(problem, found.language)
         self.budget = JobBudget(self.time_budget_s)
         try:
@@ -196,6 +198,8 @@ class Judge:
                 self._run_public(checker, limits)
             if runs_hidden:
                 self._run_hidden(checker, limits)
+            if not runs_public and self._rewarded_above_zero():
+                self._check_public_limits(checker, limits)
         except (SandboxFailure, BrokenProblem, CheckerSpecError) as e:
             return self._infra(str(e))
         return self._result(prepared.compile_ms, found.language)
@@ -228,6 +232,28 @@ class Judge:
             self.hidden.add(out, i, keep_report=False)
             if out.verdict != Verdict.OK and self.reward_shape == "all_or_nothing":
                 break
+
+    def _rewarded_above_zero(self) -> bool:
+        """Whether the hidden tests run so far leave a reward above 0 (no stop, and every test
+        passed under all-or-nothing, at least one under fraction)."""
+        hidden = self.hidden.summary
+        if self.budget.stop is not None or hidden.passed == 0:
+            return False
+        return self.reward_shape == "fraction" or hidden.passed == hidden.total
+
+    def _check_public_limits(self, checker: Checker, limits: Limits) -> None:
+        """Hidden mode: the public tests, in file order, for what full mode's reward takes from
+        them, a time, memory or output limit (``JobBudget.charge`` ends the job at the first,
+        reward 0); their answers are not the reward's, as in full mode. A public test whose input
+        a hidden test already ran is skipped: the same program on the same input was within
+        the limits there. They count in ``public`` (run, passed) but none is shown: hidden mode
+        builds no feedback."""
+        ran = {t.input for t in self.problem.hidden_tests}  # every one ran: no stop, reward above 0
+        for i, test in enumerate(self.problem.public_tests):
+            if self.budget.exhausted:
+                return
+            if test.input not in ran:
+                self.public.add(self._test(checker, test, limits, f"public test {i + 1}"), i, keep_report=False)
 
     def _feedback(self) -> tuple[str, str]:
         """(the observation, the ``stopped`` note: empty unless the budget stopped the job)."""

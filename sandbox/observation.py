@@ -115,7 +115,7 @@ def format_observation(
     public_run: bool = True,
 ) -> str:
     """The whole observation: shown public tests, then the public and hidden counts.
-    ``public_run`` False (hidden mode): no public test ran, and the public line says so."""
+    ``public_run`` False (hidden mode): no public test is shown, and the public line says so."""
     shown = public if max_shown is None else public[:max_shown]
     parts = [format_public_test(i + 1, public_total, t) for i, t in enumerate(shown)]
     unshown = public[len(shown) :]
@@ -127,7 +127,7 @@ def format_observation(
     if public_run:
         parts.append(f"(public: {public_passed}/{public_total} passed)\n")
     else:
-        parts.append("(public: not run, mode hidden: the reward comes from the hidden tests alone)\n")
+        parts.append("(public: not shown, mode hidden: the reward comes from the hidden tests)\n")
     hidden = f"(hidden: {hidden_passed}/{hidden_total} passed"
     if hidden_run < hidden_total and hidden_note:
         hidden += f", {hidden_note}"

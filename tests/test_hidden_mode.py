@@ -1,5 +1,6 @@
 """``mode="hidden"``: full mode's reward, verdict and ``hidden`` fields from the hidden tests
-alone, no public test run (for callers that read the reward and never the feedback), the
+(for callers that read the reward and never the feedback; a public test runs only for full
+mode's limits once the hidden tests pass, so a wrong completion runs none), the
 fail-fast order learnt and used as in full mode, and the reward-only adapters defaulting to it.
 
 Everything runs on a real fleet: a real redis-server, real Celery workers, the real sandbox."""
@@ -81,13 +82,13 @@ def _done(node: FleetWorker, problem_id: str) -> list[dict[str, Any]]:
     return out
 
 
-def _judged(node: FleetWorker, problem_id: str, run: Callable[[], object]) -> list[tuple[str, str]]:
-    """(mode, public passed/total) of the jobs of ``problem_id`` that ``run`` had judged, from the
+def _judged(node: FleetWorker, problem_id: str, run: Callable[[], object]) -> list[tuple[str, int]]:
+    """(mode, tests run) of the jobs of ``problem_id`` that ``run`` had judged, from the
     node's job log (written just after the reply, so it is awaited)."""
     before = len(_done(node, problem_id))
     run()
     wait_until(lambda: len(_done(node, problem_id)) > before, timeout=30)
-    return [(rec["mode"], rec["public"]) for rec in _done(node, problem_id)[before:]]
+    return [(rec["mode"], rec["tests_run"]) for rec in _done(node, problem_id)[before:]]
 
 
 def _stopped_at_public(r: JobResult) -> bool:
@@ -97,19 +98,21 @@ def _stopped_at_public(r: JobResult) -> bool:
 def _compare(client: FleetClient, jobs: list[dict[str, Any]]) -> tuple[int, int]:
     """Judge ``jobs`` in full and in hidden mode on a file-order worker: same reward always;
     same verdict and hidden fields unless full mode stopped at a public test's limit (then both
-    are 0, but full mode's verdict is that public test's). Returns (jobs, wrong ones)."""
+    are 0, but hidden mode may have found a hidden failure first); a job rewarded 0 by a hidden
+    test ran no public test in hidden mode. Returns (jobs, wrong ones)."""
     full = FleetClient.gather(client.submit_many(jobs, mode="full"), timeout=900)
     hidden = FleetClient.gather(client.submit_many(jobs, mode="hidden"), timeout=900)
     wrong = 0
     for job, f, h in zip(jobs, full, hidden, strict=True):
         where = (job["problem_id"], job["completion"][:300], f.verdict, h.verdict, f.stopped, h.stopped)
         assert not f.infra_error and not h.infra_error, (where, f.infra_message, h.infra_message)
-        assert h.mode == "hidden" and (h.public.run, h.public.total, h.public.passed) == (0, 0, 0), where
-        assert h.public.tests == [] and h.public.first_failure is None, where
-        assert "public: not run, mode hidden" in h.observation, where
+        assert h.mode == "hidden" and h.public.total == f.public.total and h.public.tests == [], where
+        if h.reward == 0.0 and not _stopped_at_public(h):
+            assert h.public.run == 0, where  # stopped by a hidden test: no public test ran
+        assert "public: not shown, mode hidden" in h.observation, where
         assert f"(hidden: {h.hidden.passed}/{h.hidden.total} passed" in h.observation, where
         if _stopped_at_public(f):
-            assert f.reward == 0.0 and h.reward in (0.0, 1.0), where
+            assert f.reward == h.reward == 0.0, where
             continue
         assert _hidden_fields(h) == _hidden_fields(f), where
         wrong += f.reward == 0.0
@@ -155,7 +158,12 @@ def test_hidden_mode_gives_full_mode_reward_on_codecontests(
     assert judged >= 50 and wrong >= 15
 
 
-def test_hidden_mode_runs_no_public_test(file_order_fleet: tuple[str, FleetWorker]) -> None:
+def test_hidden_mode_runs_public_tests_only_for_their_limits_once_the_hidden_tests_pass(
+    file_order_fleet: tuple[str, FleetWorker],
+) -> None:
+    """A wrong completion (stopped by a hidden test) runs no public test; a right one runs the
+    public test after the hidden ones, for full mode's limits only: its wrong expected output
+    and a crash on its input cost nothing, as in full mode, and nothing of it is shown."""
     url, node = file_order_fleet
     register_problems(redis.Redis.from_url(url), [BAD_PUBLIC])
     pid = BAD_PUBLIC["id"]
@@ -163,18 +171,36 @@ def test_hidden_mode_runs_no_public_test(file_order_fleet: tuple[str, FleetWorke
         for program in (ADD, CRASHES_ON_PUBLIC):
             full = client.submit(pid, program, mode="full").result(timeout=120)
             hidden = client.submit(pid, program, mode="hidden").result(timeout=120)
-            # full mode ran the public test and failed it (feedback only); hidden mode never ran it
+            # full mode ran the public test and failed it (feedback only); hidden mode shows none
             assert full.public.run == 1 and full.public.passed == 0
             assert (full.reward, full.verdict) == (hidden.reward, hidden.verdict) == (1.0, Verdict.OK)
-            assert (hidden.public.run, hidden.public.total) == (0, 0)
+            assert (hidden.public.run, hidden.public.total, hidden.public.tests) == (1, 1, [])  # run for its limits
             assert hidden.hidden.run == 5 and full.hidden.run == 5
-            assert "public: not run, mode hidden" in hidden.observation and "Public test 1" not in hidden.observation
+            assert "public: not shown, mode hidden" in hidden.observation and "Public test 1" not in hidden.observation
         assert client.submit(pid, CRASHES_ON_PUBLIC, mode="full").result(timeout=120).public.first_failure == \
             Verdict.RUNTIME_ERROR
-    assert wait_until(lambda: len(_done(node, pid)) >= 5, timeout=30)
-    modes = {rec["mode"]: rec for rec in _done(node, pid)}
-    assert modes["hidden"]["public"] == "0/0" and modes["hidden"]["tests_run"] == 5
-    assert modes["full"]["public"] == "0/1" and modes["full"]["tests_run"] == 6
+        wrong = client.submit(pid, WRONG_FROM_3, mode="hidden").result(timeout=120)
+        assert (wrong.reward, wrong.hidden.run) == (0.0, 4)
+    assert wait_until(lambda: len(_done(node, pid)) >= 6, timeout=30)
+    runs = [(rec["mode"], rec["reward"], rec["tests_run"]) for rec in _done(node, pid)]
+    assert ("hidden", 1.0, 6) in runs and ("full", 1.0, 6) in runs  # 5 hidden + the public one
+    assert ("hidden", 0.0, 4) in runs  # stopped at hidden test 4: the public test never ran
+
+
+def test_hidden_mode_runs_a_public_test_a_hidden_test_already_ran_once(
+    file_order_fleet: tuple[str, FleetWorker],
+) -> None:
+    """APPS/TACO-shaped problems repeat their public tests among the hidden ones: a right
+    program runs each input once in hidden mode (full mode runs the repeated one twice)."""
+    url, node = file_order_fleet
+    problem = {"id": "hm/public-among-hidden", "public_tests": [BAD_PUBLIC["hidden_tests"][2]],
+               "hidden_tests": BAD_PUBLIC["hidden_tests"]}
+    register_problems(redis.Redis.from_url(url), [problem])
+    with FleetClient(url, use_cache=False, timeout=120) as client:
+        for mode in ("hidden", "full"):
+            assert client.submit(problem["id"], ADD, mode=mode).result(timeout=120).reward == 1.0
+    assert wait_until(lambda: len(_done(node, problem["id"])) >= 2, timeout=30)
+    assert {rec["mode"]: rec["tests_run"] for rec in _done(node, problem["id"])} == {"hidden": 5, "full": 6}
 
 
 def test_hidden_mode_learns_and_uses_the_fail_order(tmp_path_factory: pytest.TempPathFactory) -> None:
@@ -199,7 +225,7 @@ def test_hidden_mode_learns_and_uses_the_fail_order(tmp_path_factory: pytest.Tem
             assert counts() == {b"3": b"3"}
             # fraction jobs in hidden mode run every test in file order and count nothing
             frac = client.submit(problem["id"], WRONG_FROM_3, mode="hidden", reward_shape="fraction").result(timeout=120)
-            assert frac.reward == pytest.approx(3 / 5) and frac.hidden.run == 5 and frac.public.run == 0
+            assert frac.reward == pytest.approx(3 / 5) and frac.hidden.run == 5 and frac.public.run == 1  # its limits
             assert counts() == {b"3": b"3"}
 
 
@@ -207,21 +233,22 @@ def test_reward_only_adapters_default_to_hidden_mode_and_still_take_full(
     file_order_fleet: tuple[str, FleetWorker],
 ) -> None:
     """TRL's reward function, verl's compute_score, OpenRLHF's /get_reward and slime's /slime
-    return no feedback text: by default they run no public test; ``mode="full"`` (for the
-    gateway, ``reward_mode``) runs them as before, with the same rewards."""
+    return no feedback text: by default a wrong completion runs no public test; ``mode="full"``
+    (for the gateway, ``reward_mode``) runs them first as before, with the same rewards. The wrong
+    program passes hidden test 1 and fails hidden test 2: 2 tests in hidden mode, 3 in full."""
     url, node = file_order_fleet
     register_problems(redis.Redis.from_url(url), [BAD_PUBLIC])
     pid = BAD_PUBLIC["id"]
 
-    def judged(run: Callable[[], object]) -> list[tuple[str, str]]:
+    def judged(run: Callable[[], object]) -> list[tuple[str, int]]:
         return _judged(node, pid, run)
 
     wrong = "```python\nprint(0)\n```"
     trl_default, trl_full = TRLReward(url, timeout_s=60), TRLReward(url, timeout_s=60, mode="full")
     try:
         rewards: list[Any] = []
-        assert judged(lambda: rewards.append(trl_default(completions=[wrong], problem_id=[pid]))) == [("hidden", "0/0")]
-        assert judged(lambda: rewards.append(trl_full(completions=[wrong], problem_id=[pid]))) == [("full", "0/1")]
+        assert judged(lambda: rewards.append(trl_default(completions=[wrong], problem_id=[pid]))) == [("hidden", 2)]
+        assert judged(lambda: rewards.append(trl_full(completions=[wrong], problem_id=[pid]))) == [("full", 3)]
         assert rewards == [[0.0], [0.0]]
         assert trl_default(completions=[ADD], problem_id=[pid]) == trl_full(completions=[ADD], problem_id=[pid]) == [1.0]
     finally:
@@ -229,22 +256,22 @@ def test_reward_only_adapters_default_to_hidden_mode_and_still_take_full(
         trl_full.close()
     try:
         scores: list[dict[str, Any]] = []
-        assert judged(lambda: scores.append(compute_score("x", wrong, pid, None, redis_url=url))) == [("hidden", "0/0")]
+        assert judged(lambda: scores.append(compute_score("x", wrong, pid, None, redis_url=url))) == [("hidden", 2)]
         assert judged(lambda: scores.append(compute_score("x", wrong, pid, None, redis_url=url, mode="full"))) == \
-            [("full", "0/1")]
+            [("full", 3)]
         assert scores[0] == scores[1]  # every key the same: they come from the hidden tests
         assert scores[0]["num_tests"] == 5 and scores[0]["score"] == 0.0
     finally:
         close_verl_connections()
     openrlhf = {"query": [wrong], "prompts": [""], "labels": [pid]}
     slime = {"prompt": "", "response": wrong, "label": pid}
-    for reward_mode, public in (("hidden", "0/0"), ("full", "0/1")):
+    for reward_mode, tests_run in (("hidden", 2), ("full", 3)):
         config = ServeConfig(redis_url=url) if reward_mode == "hidden" else ServeConfig(redis_url=url, reward_mode="full")
         with serving(config) as base:
             got: list[Any] = []
             for route, body in (("/get_reward", openrlhf), ("/slime", slime)):
                 call = functools.partial(lambda u, b, into: into.append(http(u, b)), base + route, body, got)
-                assert judged(call) == [(reward_mode, public)]
+                assert judged(call) == [(reward_mode, tests_run)]
             assert got[0][0] == got[1][0] == 200
             assert got[0][1]["rewards"] == [0.0] and got[0][1]["extra_logs"]["pass_rate"] == [0.2]  # hidden test 1 passes
             assert got[1][1] == 0.0
@@ -288,13 +315,12 @@ def test_cpfleet_serve_reward_mode_defaults_to_hidden_and_takes_full_or_refuses_
         parser.parse_args(["--reward-mode", "reward"])
 
 
-def test_a_limit_on_a_public_test_alone_is_judged_on_the_hidden_tests_in_hidden_mode(
+def test_a_limit_on_a_public_test_alone_costs_the_reward_in_hidden_mode_as_in_full_mode(
     file_order_fleet: tuple[str, FleetWorker],
 ) -> None:
-    """The one kind of program hidden mode judges otherwise than full mode: full mode stops a
-    job at its first time limit, a public test's included (reward 0); hidden mode never runs
-    the public test and rewards the hidden tests, the tests full mode's reward is defined by
-    (a wrong answer or a crash on the public test leaves full mode's reward 1.0 too)."""
+    """Full mode's reward is 0 for a program that hits a time limit on a public test, though it
+    passes every hidden test (the first limit of any test ends the job); hidden mode runs the
+    public tests once the hidden ones pass, for that rule, and pays the same 0."""
     url, _ = file_order_fleet
     problem = {**BAD_PUBLIC, "id": "hm/slow-public", "time_limit_s": 0.5}
     register_problems(redis.Redis.from_url(url), [problem])
@@ -303,5 +329,5 @@ def test_a_limit_on_a_public_test_alone_is_judged_on_the_hidden_tests_in_hidden_
         full = client.submit(problem["id"], spins_on_public, mode="full").result(timeout=120)
         hidden = client.submit(problem["id"], spins_on_public, mode="hidden").result(timeout=120)
     assert (full.reward, full.verdict, full.hidden.run) == (0.0, Verdict.TIME_LIMIT, 0)
-    assert "public test 1" in full.stopped
-    assert (hidden.reward, hidden.verdict, hidden.hidden.run, hidden.public.run) == (1.0, Verdict.OK, 5, 0)
+    assert (hidden.reward, hidden.verdict, hidden.hidden.run, hidden.public.run) == (0.0, Verdict.TIME_LIMIT, 5, 1)
+    assert "public test 1" in full.stopped and "public test 1" in hidden.stopped
