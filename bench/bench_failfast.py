@@ -224,7 +224,7 @@ def report_hidden(name: str, measured: list[dict[str, Any]], off: list[JobResult
     on all three: test CPU, tests run, and worker tree CPU per measured job."""
     changed = [(measured[i], off[i], hid[i]) for i in changed_idx]
     verdicts = sum(a.verdict != c.verdict for a, c in zip(off, hid, strict=True))
-    print(f"\n== {name}, hidden mode (learnt order, no public test): {len(changed)} reward changes against the "
+    print(f"\n== {name}, hidden mode (learnt order; public tests only after the hidden ones pass): {len(changed)} reward changes against the "
           f"baseline, {verdicts} verdicts differ, {sum(r.infra_error for r in hid)} infrastructure errors")
     for j, a, c in changed[:5]:
         print(f"   REWARD CHANGED {j['problem_id']} {j['kind']}: file/full {a.reward} {a.verdict} / "

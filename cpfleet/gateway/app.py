@@ -111,7 +111,8 @@ class ServeConfig:
     timeout_s: float = DEFAULT_JOB_TIMEOUT_S  # a fleet job's deadline (then INTERNAL, infra_error)
     reward_shape: str = "all_or_nothing"
     # the mode of the routes that answer the reward only (OpenRLHF's /get_reward, slime's
-    # /slime): hidden (full mode's reward, no public test run for feedback nobody reads)
+    # /slime): hidden (full mode's reward; a wrong completion runs no public test, for feedback
+    # nobody reads)
     reward_mode: str = REWARD_ONLY_MODE
     queue: str | None = None
     # /run_code calls with the same program and limits that arrive within this window share one

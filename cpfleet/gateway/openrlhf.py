@@ -4,7 +4,8 @@ In: ``{"query": [str], "prompts": [str], "labels": [str]}``; the completion is `
 minus its ``prompts[i]`` prefix (OpenRLHF decodes prompt and response together, special tokens
 kept), ``labels[i]`` a problem id or inline tests as JSON. Out: ``{"rewards", "scores",
 "extra_logs"}``. Judged in the gateway's ``reward_mode`` (``hidden`` unless ``cpfleet serve
---reward-mode full``): none of it is the feedback text, so no public test is run for it.
+--reward-mode full``): none of it is the feedback text, so the hidden tests run first and a wrong completion runs no
+public test.
 
 The protocol cannot say "drop this sample", so an infrastructure error or a refusal is a 503
 with Retry-After (OpenRLHF retries 5 times, then fails loudly) and an unknown problem or

@@ -2,7 +2,8 @@
 
 In: ``{"prompt", "response", "label"}``, ``label`` a problem id or inline tests; out: the reward
 as a bare number, judged in the gateway's ``reward_mode`` (``hidden`` unless ``cpfleet serve
---reward-mode full``: no public test is run for a number that carries no feedback).
+--reward-mode full``: the hidden tests first, so a wrong completion runs no public test for a
+number that carries no feedback).
 
 The protocol cannot say "drop this sample", so an infrastructure error or a refusal is a 503
 with Retry-After (slime retries 10 times with backoff, then fails loudly) and an unknown problem

@@ -125,8 +125,8 @@ class TRLReward:
     ``problem_id_column``: the dataset column holding problem ids registered in the fleet's store;
     ``tests_column``: or a column holding inline tests (any shape cpfleet.producer.inline_registry takes);
     ``reward_shape``: ``all_or_nothing`` or ``fraction``; ``mode``: ``hidden`` (the default: TRL
-    reads the rewards only, so the public tests, which only make the feedback text, are not
-    run; the reward is full mode's), ``full`` or ``public``;
+    reads the rewards only, so the hidden tests run first and a wrong completion runs none of
+    the public tests, which make the feedback text; the reward is full mode's), ``full`` or ``public``;
     ``timeout_s``: after that a job is an infrastructure error (``None``);
     ``max_infra_calls``: calls in a row with nothing judged before it raises ``FleetUnusable``.
     What it returns or raises in each case: the module docstring.

@@ -21,8 +21,9 @@ dict with always the same keys (verl crashes or drops columns when keys vary):
 from ``custom_reward_function.reward_kwargs`` (``redis_url``, ``reward_shape``, ``mode``,
 ``timeout_s``, ``retries``, ``infra_score``, ``max_infra_calls``) or the ``CPFLEET_REDIS_URL``
 environment variable. ``mode`` defaults to ``hidden``: verl reads the score and these keys, never
-the feedback text, so the public tests (which only make that text) are not run; the reward and
-every key are full mode's. ``mode="full"`` runs them as well.
+the feedback text, so the hidden tests run first and a wrong completion runs none of the public
+tests (which make that text); the reward and every key are full mode's. ``mode="full"`` runs
+them first, as before.
 ``compute_score_async`` is the same for verl's reward loop (awaited directly) and
 ``compute_score_batch`` takes the lists verl's ``batch`` reward manager passes.
 """
