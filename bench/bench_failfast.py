@@ -1,8 +1,11 @@
-"""Fail-fast test order: CPU per wrong completion, learnt order vs file order, same run.
+"""Fail-fast test order and hidden mode: CPU per wrong completion against file order in full mode, same run.
 
-Two real workers on one Redis judge the same wrong completions at the same time: one with
-``CPFLEET_FAIL_FAST=0`` (hidden tests in file order, the baseline), one with the default
-(most-often-failed hidden tests first, learnt from the fleet's own results). The completions are
+Three real workers on one Redis judge the same wrong completions at the same time: one with
+``CPFLEET_FAIL_FAST=0`` in full mode (public tests, then hidden tests in file order: the
+baseline, what a trainer got before hidden mode), one with the default (most-often-failed hidden
+tests first, learnt from the fleet's own results) in full mode, and one with the default in
+hidden mode (the hidden tests alone, in the learnt order: what the reward-only adapters run; the
+two learnt workers share the counts, as a fleet's workers do). The completions are
 LLM-style mutants of real correct programs (``bench/wrong_completions.py``: off-by-one bounds,
 flipped comparisons, a wrong special case, too slow on the large test) plus the problems' own
 wrong solutions where a set has them. Per problem and kind the wrong completions alternate between
@@ -14,8 +17,11 @@ Reported per set and per mutant kind, for the completions that are wrong (reward
   * the test programs' CPU per wrong completion (sum of ``timings.cpu_ms``), file vs learnt order;
   * tests run per wrong completion;
   * each worker's whole process tree CPU (celery, pool process, zygote, test processes) per
-    measured job.
-Rewards must be identical job for job (the run fails loudly if one differs); verdicts that
+    measured job;
+  * then the three against the baseline: learnt order in full mode, learnt order in hidden mode.
+Rewards must be identical job for job across the three (the run fails loudly if one differs; a
+stop at a public test's limit in full mode is reported, not failed: hidden mode runs no public
+test, so it judges such a program on the hidden tests alone, the tests full mode rewards); verdicts that
 differ (a different failing test found first, e.g. TIME_LIMIT instead of WRONG_ANSWER) are
 counted. Goal: >= 2x less CPU per wrong completion once the counts have warmed, 0 reward changes.
 
@@ -50,6 +56,7 @@ from procs import children, shared_file, stop_process_group  # noqa: E402
 
 from cpfleet.core.results import JobResult  # noqa: E402
 from cpfleet.core.store import register_problems  # noqa: E402
+from cpfleet.core.verdict import Verdict  # noqa: E402
 from cpfleet.fleet.redis_server import RedisServer  # noqa: E402
 from cpfleet.producer.client import FleetClient  # noqa: E402
 
@@ -131,6 +138,7 @@ def jobs_for(records: list[dict[str, Any]], per_kind: int, kinds: tuple[str, ...
 
 class Worker:
     def __init__(self, url: str, queue: str, fail_fast: bool, log: Path) -> None:
+        self.queue = queue
         env = {
             **os.environ,
             "CPFLEET_REDIS_URL": url,
@@ -167,22 +175,27 @@ class Worker:
         stop_process_group(self.proc)
 
 
+LIMITS = frozenset({Verdict.TIME_LIMIT, Verdict.MEMORY_LIMIT, Verdict.OUTPUT_LIMIT})
+
+
 def tests_run(r: JobResult) -> int:
     return r.public.run + r.hidden.run
 
 
 def recheck(c_off: FleetClient, c_on: FleetClient, jobs: list[dict[str, Any]], off: list[JobResult],
             on: list[JobResult]) -> list[int]:
-    """Indices whose reward differs between the two orders for a reason the order could cause.
-    A stop at a public test cannot be (public tests run first, in file order, in both); the
-    others are judged again twice on each worker, and a program whose reward changes on either
-    worker alone sits at a limit (CPU time near the time limit on a loaded machine): flaky, not
-    an order effect. The rest are returned."""
+    """Indices whose reward differs between the baseline and another worker (``c_on``, in its
+    client's mode) for a reason the order could cause. A stop at a public test cannot be (public
+    tests run first, in file order, in full mode; hidden mode runs none, and rewards the hidden
+    tests alone); the others are judged again twice on each worker, and a program whose reward
+    changes on either worker alone sits at a limit (CPU time near the time limit on a loaded
+    machine): flaky, not an order effect. The rest are returned."""
     changed = [i for i, (a, b) in enumerate(zip(off, on, strict=True)) if a.reward != b.reward]
     public_stop = [i for i in changed if "public test" in off[i].stopped + on[i].stopped]
     for i in public_stop:
-        print(f"   at a limit on a public test (same order in both): {jobs[i]['problem_id']} {jobs[i]['kind']}: "
-              f"{off[i].verdict} {off[i].stopped[:70]!r} / {on[i].verdict} {on[i].stopped[:70]!r}")
+        print(f"   at a limit on a public test ({on[i].mode} mode on {c_on.queue}): {jobs[i]['problem_id']} "
+              f"{jobs[i]['kind']}: {off[i].verdict} {off[i].stopped[:70]!r} / {on[i].reward} {on[i].verdict} "
+              f"{on[i].stopped[:70]!r}")
     changed = [i for i in changed if i not in public_stop]
     if not changed:
         return []
@@ -203,6 +216,45 @@ def hidden_cpu(r: JobResult) -> float:
     """The CPU of the hidden tests alone (the part the order decides): the job's test CPU less
     its public tests' (each public test is reported with its CPU)."""
     return r.timings.cpu_ms - sum(t.cpu_ms for t in r.public.tests)
+
+
+def report_hidden(name: str, measured: list[dict[str, Any]], off: list[JobResult], on: list[JobResult],
+                  hid: list[JobResult], cpu: tuple[float, float, float], changed_idx: list[int]) -> None:
+    """The three workers against the baseline (file order, full mode), on the completions wrong
+    on all three: test CPU, tests run, and worker tree CPU per measured job."""
+    changed = [(measured[i], off[i], hid[i]) for i in changed_idx]
+    verdicts = sum(a.verdict != c.verdict for a, c in zip(off, hid, strict=True))
+    print(f"\n== {name}, hidden mode (learnt order; public tests only after the hidden ones pass): {len(changed)} reward changes against the "
+          f"baseline, {verdicts} verdicts differ, {sum(r.infra_error for r in hid)} infrastructure errors")
+    for j, a, c in changed[:5]:
+        print(f"   REWARD CHANGED {j['problem_id']} {j['kind']}: file/full {a.reward} {a.verdict} / "
+              f"learnt/hidden {c.reward} {c.verdict}")
+    by_kind: dict[str, list[tuple[JobResult, JobResult, JobResult]]] = defaultdict(list)
+    for j, a, b, c in zip(measured, off, on, hid, strict=True):
+        if a.reward == b.reward == c.reward == 0.0 and not (a.infra_error or b.infra_error or c.infra_error):
+            by_kind[j["kind"]].append((a, b, c))
+            by_kind["all wrong"].append((a, b, c))
+            if not any(r.verdict in LIMITS for r in (a, b, c)):
+                # a limit costs the limit in any order and mode: this row shows the rest
+                by_kind["no limit hit"].append((a, b, c))
+    print("   per wrong completion, against the baseline (file order, full mode): learnt order in full mode, "
+          "learnt order in hidden mode")
+    print(f"   {'kind':<13}{'wrong':>5}{'CPU ms file/full':>17}{'learnt/full':>12}{'ratio':>7}{'learnt/hidden':>14}"
+          f"{'ratio':>7}{'tests file/full':>16}{'learnt/full':>12}{'ratio':>7}{'learnt/hidden':>14}{'ratio':>7}")
+    for kind, triples in sorted(by_kind.items(), key=lambda kv: (kv[0] != "all wrong", kv[0] != "no limit hit")):
+        n = len(triples)
+        c0, c1, c2 = (sum(t[k].timings.cpu_ms for t in triples) / n for k in range(3))
+        t0, t1, t2 = (sum(tests_run(t[k]) for t in triples) / n for k in range(3))
+        print(f"   {kind:<13}{n:>5}{c0:>17.1f}{c1:>12.1f}{c0 / max(c1, 1e-9):>6.2f}x{c2:>14.1f}"
+              f"{c0 / max(c2, 1e-9):>6.2f}x{t0:>16.2f}{t1:>12.2f}{t0 / max(t1, 1e-9):>6.2f}x{t2:>14.2f}"
+              f"{t0 / max(t2, 1e-9):>6.2f}x")
+    n = len(measured)
+    if n:
+        per = [1000 * c / n for c in cpu]
+        print(f"   worker tree CPU per measured job (all {n}): file/full {per[0]:.1f} ms, learnt/full {per[1]:.1f} ms "
+              f"({cpu[0] / max(cpu[1], 1e-9):.2f}x), learnt/hidden {per[2]:.1f} ms ({cpu[0] / max(cpu[2], 1e-9):.2f}x)")
+    if changed:
+        raise SystemExit(f"{name}: {len(changed)} rewards changed in hidden mode")
 
 
 def report(name: str, measured: list[dict[str, Any]], off: list[JobResult], on: list[JobResult],
@@ -250,22 +302,27 @@ def report(name: str, measured: list[dict[str, Any]], off: list[JobResult], on: 
         raise SystemExit(f"{name}: {len(changed)} rewards changed with the order")
 
 
-def run_set(name: str, records: list[dict[str, Any]], r: redis.Redis, c_off: FleetClient, c_on: FleetClient,
-            w_off: Worker, w_on: Worker, per_kind: int, kinds: tuple[str, ...]) -> None:
+def run_set(name: str, records: list[dict[str, Any]], r: redis.Redis, clients: tuple[FleetClient, ...],
+            workers: tuple[Worker, ...], per_kind: int, kinds: tuple[str, ...]) -> None:
+    """``clients`` and ``workers``: the baseline (file order, full mode), learnt order full mode,
+    learnt order hidden mode (its client's default mode is hidden)."""
+    c_off, c_on, c_hid = clients
+    w_off, w_on, w_hid = workers
     register_problems(r, records)
     warm, measured = jobs_for(records, per_kind, kinds)
     # the correct programs first, on both workers: same rewards, and counts untouched by them
     right = [{"problem_id": rec["id"], "language": (rec.get("correct_languages") or ["python3"])[0],
               "completion": fence(rec["correct_solutions"][0], (rec.get("correct_languages") or ["python3"])[0])}
              for rec in records]
-    fa, fb = c_off.submit_many(right), c_on.submit_many(right)
-    a, b = FleetClient.gather(fa, timeout=7200), FleetClient.gather(fb, timeout=7200)
-    flips = [(j, x, y) for j, x, y in zip(right, a, b, strict=True) if x.reward != y.reward]
+    fa, fb, fc = c_off.submit_many(right), c_on.submit_many(right), c_hid.submit_many(right)
+    a, b, c = (FleetClient.gather(f, timeout=7200) for f in (fa, fb, fc))
+    flips = [(j, x, y, z) for j, x, y, z in zip(right, a, b, c, strict=True) if not x.reward == y.reward == z.reward]
     print(f"\n{name}: {len(records)} problems; correct programs: {sum(x.reward == 1.0 for x in a)} / "
-          f"{sum(x.reward == 1.0 for x in b)} pass (file / learnt), {len(flips)} reward changes")
-    for j, x, y in flips:
+          f"{sum(x.reward == 1.0 for x in b)} / {sum(x.reward == 1.0 for x in c)} pass (file / learnt / learnt hidden), "
+          f"{len(flips)} reward changes")
+    for j, x, y, z in flips:
         print(f"   changed {j['problem_id']}: file {x.reward} {x.verdict} {x.stopped[:80]!r} / "
-              f"learnt {y.reward} {y.verdict} {y.stopped[:80]!r}")
+              f"learnt {y.reward} {y.verdict} {y.stopped[:80]!r} / hidden {z.reward} {z.verdict} {z.stopped[:80]!r}")
     t0 = time.perf_counter()
     FleetClient.gather(c_on.submit_many([{k: j[k] for k in JOB_FIELDS} for j in warm]), timeout=7200)
     print(f"   warm-up: {len(warm)} jobs on the fail-fast worker in {time.perf_counter() - t0:.0f}s")
@@ -275,11 +332,14 @@ def run_set(name: str, records: list[dict[str, Any]], r: redis.Redis, c_off: Fle
     compiled = [j for j in plain if j["language"] != "python3"]
     if compiled:
         FleetClient.gather(c_off.submit_many(compiled, mode="public"), timeout=7200)
-    cpu0 = (w_off.cpu_s(), w_on.cpu_s())
-    f_off, f_on = c_off.submit_many(plain), c_on.submit_many(plain)
-    off, on = FleetClient.gather(f_off, timeout=7200), FleetClient.gather(f_on, timeout=7200)
-    cpu1 = (w_off.cpu_s(), w_on.cpu_s())
-    report(name, measured, off, on, cpu1[0] - cpu0[0], cpu1[1] - cpu0[1], recheck(c_off, c_on, measured, off, on))
+    cpu0 = [w.cpu_s() for w in workers]
+    f_off, f_on, f_hid = c_off.submit_many(plain), c_on.submit_many(plain), c_hid.submit_many(plain)
+    off, on, hid = (FleetClient.gather(f, timeout=7200) for f in (f_off, f_on, f_hid))
+    cpu = tuple(w.cpu_s() - c0 for w, c0 in zip(workers, cpu0, strict=True))
+    # both before either report: a report that finds a reward change ends the run
+    changed_on, changed_hid = recheck(c_off, c_on, measured, off, on), recheck(c_off, c_hid, measured, off, hid)
+    report(name, measured, off, on, cpu[0], cpu[1], changed_on)
+    report_hidden(name, measured, off, on, hid, (cpu[0], cpu[1], cpu[2]), changed_hid)
 
 
 def main() -> int:
@@ -295,30 +355,31 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp, RedisServer() as server:
         url = server.url
         r = redis.Redis.from_url(url)
-        w_off = Worker(url, "ff-file", False, Path(tmp) / "off.log")
-        w_on = Worker(url, "ff-learnt", True, Path(tmp) / "on.log")
+        workers = (Worker(url, "ff-file", False, Path(tmp) / "off.log"),
+                   Worker(url, "ff-learnt", True, Path(tmp) / "on.log"),
+                   Worker(url, "ff-hidden", True, Path(tmp) / "hidden.log"))
         try:
             with FleetClient(url, queue="ff-file", use_cache=False, timeout=7200) as c_off, \
-                    FleetClient(url, queue="ff-learnt", use_cache=False, timeout=7200) as c_on:
+                    FleetClient(url, queue="ff-learnt", use_cache=False, timeout=7200) as c_on, \
+                    FleetClient(url, queue="ff-hidden", use_cache=False, timeout=7200, mode="hidden") as c_hid:
+                clients = (c_off, c_on, c_hid)
                 sets = set(args.sets.split(","))
                 if "demo" in sets:
-                    run_set("demo problems (shipped)", demo_records(), r, c_off, c_on, w_off, w_on, args.per_kind,
-                            kinds)
+                    run_set("demo problems (shipped)", demo_records(), r, clients, workers, args.per_kind, kinds)
                 kattis = kattis_records(args.with_tle, args.kattis_time_scale) if "kattis" in sets else []
                 if kattis is None:
                     print("\nicpc-kattis-31: SKIPPED, icpc-kattis-31.jsonl.gz not found (set CPFLEET_SHARED_DATA)")
                 elif kattis:
                     run_set(f"icpc-kattis-31 ({len(kattis)} with a stated time limit x {args.kattis_time_scale:g}, not interactive)", kattis, r,
-                            c_off, c_on, w_off, w_on, args.per_kind, kinds)
+                            clients, workers, args.per_kind, kinds)
                 cc = codecontests_records(args.limit) if "codecontests" in sets else []
                 if cc is None:
                     print("\ncodecontests-300: SKIPPED, codecontests-300.jsonl not found (set CPFLEET_SHARED_DATA)")
                 elif cc:
-                    run_set(f"codecontests-300 (first {len(cc)})", cc, r, c_off, c_on, w_off, w_on, args.per_kind,
-                            kinds)
+                    run_set(f"codecontests-300 (first {len(cc)})", cc, r, clients, workers, args.per_kind, kinds)
         finally:
-            w_off.stop()
-            w_on.stop()
+            for w in workers:
+                w.stop()
     return 0
 
 

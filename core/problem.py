@@ -14,7 +14,7 @@ from typing import Any
 import msgpack
 
 from cpfleet.core.errors import NoHiddenTestsError, NoPublicTestsError, OptionError, ProblemFormatError
-from cpfleet.core.protocol import MODES
+from cpfleet.core.protocol import MODES, rewarded_tests
 
 DEFAULT_TIME_LIMIT_S = 2.0
 DEFAULT_MEMORY_LIMIT_MB = 512
@@ -191,6 +191,7 @@ def validate_for_judging(problem: Problem, mode: str = "full") -> None:
     ``cpfleet validate``, ``FleetClient.register_problems``, ``cpfleet judge``) needs at least
     one hidden test: the reward comes from hidden tests only, and the public tests are shown to
     the model with their expected outputs, so rewarding them would pay for copying.
+    ``mode="hidden"`` is judged by full mode's rule (the same tests give the reward).
     ``mode="public"`` (``cpfleet judge --mode public``, and a public-mode job at the worker)
     needs at least one public test. Public tests are optional otherwise: interactive problems,
     for one, often have none. So no reward is ever a fraction over zero tests. Raises
@@ -198,12 +199,12 @@ def validate_for_judging(problem: Problem, mode: str = "full") -> None:
     """
     if mode not in MODES:
         raise OptionError(f"unknown mode {mode!r} (known: {', '.join(MODES)})")
-    if mode == "full" and not problem.hidden_tests:
+    if rewarded_tests(mode) == "hidden" and not problem.hidden_tests:
         raise NoHiddenTestsError(
             f"{problem.id}: no hidden tests: the reward comes from hidden tests only, so this problem "
             "cannot be judged (public tests are feedback the model sees, never the reward in full mode)"
         )
-    if mode == "public" and not problem.public_tests:
+    if rewarded_tests(mode) == "public" and not problem.public_tests:
         raise NoPublicTestsError(
             f"{problem.id}: no public tests: public mode rewards public tests, so it cannot judge this problem"
         )

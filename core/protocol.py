@@ -20,7 +20,7 @@ import hashlib
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import msgpack
 
@@ -69,7 +69,14 @@ def fail_counts_key(problem_id: str) -> str:
 
 TASK_NAME = "cpfleet.evaluate"
 DEFAULT_QUEUE = "cpfleet"  # a Redis list of that name (kombu's redis transport)
-MODES = ("full", "public")
+# full: public tests for the feedback, hidden tests for the reward; public: public tests only
+# (they give the reward); hidden: the hidden tests only, full mode's reward without the feedback
+# (for trainers that read the score alone: no public test is run for text nobody reads)
+MODES = ("full", "public", "hidden")
+# The default mode of the adapters whose caller reads the reward and never the feedback (TRL's
+# reward function, verl's compute_score, OpenRLHF's /get_reward, slime's /slime): full mode's
+# reward without the CPU of the public tests' feedback (a wrong completion runs none of them).
+REWARD_ONLY_MODE = "hidden"
 REWARD_SHAPES = ("all_or_nothing", "fraction")
 DEFAULT_REPLY_TTL_S = 3600
 # A completion larger than this is refused by the producer (and by the worker) instead of
@@ -236,6 +243,26 @@ def check_options(reward_shape: str, mode: str) -> None:
     if mode not in MODES:
         raise OptionError(f"unknown mode {mode!r} (known: {', '.join(MODES)})")
 
+
+def rewarded_tests(mode: str) -> Literal["hidden", "public"]:
+    """The one rule of which tests decide a ``mode``'s reward and verdict: the public tests in
+    public mode, the hidden tests in full and hidden mode (the public tests are shown to the
+    model with their expected outputs, so rewarding them would pay for copying)."""
+    return "public" if mode == "public" else "hidden"
+
+
+def runs_public_tests(mode: str) -> bool:
+    """Whether a ``mode``'s job runs the public tests first, for the feedback: every mode but
+    hidden, whose caller reads the reward only (it runs them after the hidden tests, and only
+    when those leave a reward, for full mode's limits: sandbox/env.py)."""
+    return mode != "hidden"
+
+
+def learns_fail_order(mode: str, reward_shape: str) -> bool:
+    """Whether a job runs its hidden tests in the learnt fail-fast order and counts its first
+    failure (``cpfleet.workers.failorder``): the hidden tests decide its reward and it stops at
+    the first failure, so the order cannot change the reward."""
+    return rewarded_tests(mode) == "hidden" and reward_shape == "all_or_nothing"
 
 
 # --- the run task ------------------------------------------------------------------------------

@@ -6,9 +6,16 @@ Rules (the reward is what GRPO learns from, the observation is what the model re
   the error text in the observation.
 - ``mode="full"``: the public tests are run for the feedback, then the hidden tests for the
   reward (``all_or_nothing`` stops at the first hidden failure, ``fraction`` runs them all).
-  ``mode="public"``: only the public tests are run and they give the reward (a cheap shaping
-  signal for multi-turn rollouts). A problem without tests in the rewarded set (no hidden tests
-  in full mode, no public tests in public mode: ``validate_for_judging``) is broken problem
+  ``mode="hidden"``: full mode's reward without its feedback, for callers that read the reward
+  and never the feedback: the hidden tests first (same reward, verdict and ``hidden`` fields),
+  and the public tests only when the hidden ones leave a reward above 0, and then only for what
+  full mode's reward takes from them: a time, memory or output limit there ends the job with
+  reward 0, as in full mode (a public test whose input a hidden test already ran is not run
+  twice). A wrong completion, stopped by a hidden test, runs no public test at all.
+  ``mode="public"``: only the public tests are run and they give the reward (a cheap
+  shaping signal for multi-turn rollouts). Which tests give the reward is
+  ``protocol.rewarded_tests``. A problem without tests in the rewarded set (no hidden tests
+  in full or hidden mode, no public tests in public mode: ``validate_for_judging``) is broken problem
   data: an infrastructure error, never a reward computed from something else.
 - A test passes when the program exited 0 within the limits and the problem's checker accepts
   its stdout.
@@ -43,7 +50,7 @@ from cpfleet.core.errors import BrokenProblem, JobFormatError, OptionError, Sand
 from cpfleet.core.fncall import call_spec
 from cpfleet.core.languages import LANGUAGES
 from cpfleet.core.problem import Problem, TestCase, judging_refusal
-from cpfleet.core.protocol import check_options
+from cpfleet.core.protocol import check_options, learns_fail_order, rewarded_tests, runs_public_tests
 from cpfleet.core.results import JobResult, JobStamp, TestSetSummary
 from cpfleet.core.verdict import Verdict
 from cpfleet.sandbox import fncall, languages
@@ -131,8 +138,7 @@ class Judge:
         self.max_public_shown = max_public_shown
         self.time_budget_s = time_budget_s
         self.language = language
-        full_aon = mode == "full" and reward_shape == "all_or_nothing"
-        self.order = _hidden_order(problem, hidden_order) if full_aon else None
+        self.order = _hidden_order(problem, hidden_order) if learns_fail_order(mode, reward_shape) else None
         self.started = time.perf_counter()
         version = problem.content_version() if problem_version is None else problem_version
         # every result of this job is built from it, the worker's fields included
@@ -182,13 +188,18 @@ class Judge:
             return self.stamp.result(0.0, Verdict.COMPILE_ERROR, observation=observation,
                                      executed_ms=self._elapsed_ms(), compile_ms=prepared.compile_ms,
                                      language=found.language, deterministic=prepared.deterministic)
-        self.runner.expect_runs(len(problem.public_tests) + (len(problem.hidden_tests) if self.mode == "full" else 0))
+        runs_public, runs_hidden = runs_public_tests(self.mode), rewarded_tests(self.mode) == "hidden"
+        # at most: hidden mode may run the public tests after the hidden ones, for their limits
+        self.runner.expect_runs(len(problem.public_tests) + len(problem.hidden_tests) * runs_hidden)
         limits = problem_limits(problem, found.language)
         self.budget = JobBudget(self.time_budget_s)
         try:
-            self._run_public(checker, limits)
-            if self.mode == "full":
+            if runs_public:
+                self._run_public(checker, limits)
+            if runs_hidden:
                 self._run_hidden(checker, limits)
+            if not runs_public and self._rewarded_above_zero():
+                self._check_public_limits(checker, limits)
         except (SandboxFailure, BrokenProblem, CheckerSpecError) as e:
             return self._infra(str(e))
         return self._result(prepared.compile_ms, found.language)
@@ -222,10 +233,32 @@ class Judge:
             if out.verdict != Verdict.OK and self.reward_shape == "all_or_nothing":
                 break
 
+    def _rewarded_above_zero(self) -> bool:
+        """Whether the hidden tests run so far leave a reward above 0 (no stop, and every test
+        passed under all-or-nothing, at least one under fraction)."""
+        hidden = self.hidden.summary
+        if self.budget.stop is not None or hidden.passed == 0:
+            return False
+        return self.reward_shape == "fraction" or hidden.passed == hidden.total
+
+    def _check_public_limits(self, checker: Checker, limits: Limits) -> None:
+        """Hidden mode: the public tests, in file order, for what full mode's reward takes from
+        them, a time, memory or output limit (``JobBudget.charge`` ends the job at the first,
+        reward 0); their answers are not the reward's, as in full mode. A public test whose input
+        a hidden test already ran is skipped: the same program on the same input was within
+        the limits there. They count in ``public`` (run, passed) but none is shown: hidden mode
+        builds no feedback."""
+        ran = {t.input for t in self.problem.hidden_tests}  # every one ran: no stop, reward above 0
+        for i, test in enumerate(self.problem.public_tests):
+            if self.budget.exhausted:
+                return
+            if test.input not in ran:
+                self.public.add(self._test(checker, test, limits, f"public test {i + 1}"), i, keep_report=False)
+
     def _feedback(self) -> tuple[str, str]:
         """(the observation, the ``stopped`` note: empty unless the budget stopped the job)."""
         public, hidden, budget = self.public.summary, self.hidden.summary, self.budget
-        if self.mode == "public":
+        if rewarded_tests(self.mode) == "public":
             note = "not run in public mode"
         elif budget.stop is not None:
             note = f"the job stopped at its first {budget.stop}"
@@ -240,18 +273,19 @@ class Judge:
             hidden_run=hidden.run,
             hidden_note=note,
             max_shown=self.max_public_shown,
+            public_run=runs_public_tests(self.mode),
         )
         if budget.stop is None:
             return observation, ""
-        not_run = public.total - public.run
-        if self.mode == "full":
-            not_run += hidden.total - hidden.run
+        not_run = hidden.total - hidden.run if rewarded_tests(self.mode) == "hidden" else 0
+        if runs_public_tests(self.mode):
+            not_run += public.total - public.run
         stopped = f"{budget.stop} at {budget.where}"
         return observation + f"(job stopped: {clip(stopped)}; {not_run} tests not run, counted as failed)\n", stopped
 
     def _result(self, compile_ms: float, language: str) -> JobResult:
-        """The reward and verdict from the rewarded tests (the public ones in public mode)."""
-        rewarded = self.public.summary if self.mode == "public" else self.hidden.summary
+        """The reward and verdict from the rewarded tests (``rewarded_tests``: the public ones in public mode)."""
+        rewarded = self.public.summary if rewarded_tests(self.mode) == "public" else self.hidden.summary
         if self.budget.stop is not None:
             # the tests after the stop count as failed under both shapes: reward 0
             reward, verdict = 0.0, self.budget.stop
@@ -300,8 +334,8 @@ def judge_locally(
     ``languages`` allow several (sandbox/extract.py says which block wins).
     ``time_budget_s`` bounds the wall-clock time spent running tests (None: unbounded).
 
-    ``hidden_order``: a permutation of the hidden tests' indices to run them in, in full mode
-    with the all-or-nothing shape only (the fleet passes the most-often-failed first, see
+    ``hidden_order``: a permutation of the hidden tests' indices to run them in, in full or
+    hidden mode with the all-or-nothing shape only (the fleet passes the most-often-failed first, see
     ``cpfleet.workers.failorder``). Any failure there is reward 0 and a pass needs every test,
     so the reward cannot depend on the order; what can is which failing test is found (the
     verdict, ``hidden.first_failure_index``, ``hidden.passed`` and ``hidden.run``). Fraction

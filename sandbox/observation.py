@@ -112,8 +112,10 @@ def format_observation(
     hidden_run: int,
     hidden_note: str = "",
     max_shown: int | None = None,
+    public_run: bool = True,
 ) -> str:
-    """The whole observation: shown public tests, then the public and hidden counts."""
+    """The whole observation: shown public tests, then the public and hidden counts.
+    ``public_run`` False (hidden mode): no public test is shown, and the public line says so."""
     shown = public if max_shown is None else public[:max_shown]
     parts = [format_public_test(i + 1, public_total, t) for i, t in enumerate(shown)]
     unshown = public[len(shown) :]
@@ -122,7 +124,10 @@ def format_observation(
     if unshown:
         more = f"({len(unshown)} more sample tests not shown, {unshown_failed} of them failed"
         parts.append(more + (f", {unshown_not_run} not run)\n" if unshown_not_run else ")\n"))
-    parts.append(f"(public: {public_passed}/{public_total} passed)\n")
+    if public_run:
+        parts.append(f"(public: {public_passed}/{public_total} passed)\n")
+    else:
+        parts.append("(public: not shown, mode hidden: the reward comes from the hidden tests)\n")
     hidden = f"(hidden: {hidden_passed}/{hidden_total} passed"
     if hidden_run < hidden_total and hidden_note:
         hidden += f", {hidden_note}"

@@ -5,6 +5,7 @@ killed if a graceful stop takes too long), so no test leaves a process behind.""
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import signal
 import socket
@@ -14,6 +15,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -30,6 +32,16 @@ TEST_ENV = {
     "CPFLEET_REDIS_SOCKET_TIMEOUT": "5",
     "CPFLEET_HEALTH_CHECK_INTERVAL": "2",
 }
+
+
+def wrong_completions_module() -> ModuleType:
+    """``bench/wrong_completions.py`` (LLM-style wrong programs made from correct ones), loaded
+    from its file: the benchmarks and the tests judge the same mutants."""
+    spec = importlib.util.spec_from_file_location("wrong_completions", REPO / "bench" / "wrong_completions.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @contextlib.contextmanager

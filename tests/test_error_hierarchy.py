@@ -42,7 +42,7 @@ def test_every_error_class_is_exported_from_cpfleet() -> None:
 
 @pytest.mark.parametrize("options", [
     {"timeout": 0}, {"timeout": -1.0}, {"max_in_flight": 0}, {"unreachable_grace": 0},
-    {"reward_shape": "partial"}, {"mode": "hidden"},
+    {"reward_shape": "partial"}, {"mode": "secret"},
 ])
 def test_a_client_setting_out_of_range_is_an_option_error(options: dict[str, object]) -> None:
     with pytest.raises(OptionError) as info:
@@ -54,8 +54,8 @@ def test_a_client_setting_out_of_range_is_an_option_error(options: dict[str, obj
 def test_judging_options_are_checked_by_one_rule_raising_option_error() -> None:
     with pytest.raises(OptionError, match="unknown reward shape 'partial'"):
         protocol.check_options("partial", "full")
-    with pytest.raises(OptionError, match="unknown mode 'hidden'"):
-        protocol.check_options("all_or_nothing", "hidden")
+    with pytest.raises(OptionError, match="unknown mode 'secret'"):
+        protocol.check_options("all_or_nothing", "secret")
 
 
 def test_a_sharded_client_without_distinct_urls_is_an_option_error() -> None:

@@ -11,17 +11,15 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
-import importlib.util
 import json
 import random
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 import redis
-from fleet_helpers import REPO, FleetWorker
+from fleet_helpers import REPO, FleetWorker, wrong_completions_module
 
 from cpfleet.core import protocol
 from cpfleet.core.problem import Problem
@@ -34,16 +32,7 @@ from cpfleet.sandbox.env import evaluate
 from cpfleet.sandbox.runner import CodeRunner
 from cpfleet.workers.failorder import failed_test, order_from_counts, parse_counts
 
-
-def _mutants_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("wrong_completions", REPO / "bench" / "wrong_completions.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-MUTANTS = _mutants_module()
+MUTANTS = wrong_completions_module()
 
 
 def _fence(code: str) -> str:

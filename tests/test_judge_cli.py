@@ -250,7 +250,7 @@ def test_judge_iter_rejects_bad_settings() -> None:
     with pytest.raises(ValueError):
         list(judge_iter({}, [], reward_shape="partial"))
     with pytest.raises(ValueError):
-        list(judge_iter({}, [], mode="hidden"))
+        list(judge_iter({}, [], mode="secret"))
     with pytest.raises(ValueError):
         list(judge_iter({}, [], runner_kind="docker"))
 

@@ -203,16 +203,18 @@ def test_the_rule_by_mode() -> None:
     both = Problem.from_dict(add_problem("both"))
     hidden_only = Problem.from_dict(add_problem("hidden-only", public_tests=[]))
     public_only = Problem.from_dict(add_problem("public-only", hidden_tests=[]))
-    for mode in ("full", "public"):
+    for mode in ("full", "public", "hidden"):
         validate_for_judging(both, mode)
     assert judging_refusal(hidden_only) is None  # full is the default: registration's rule
+    assert judging_refusal(hidden_only, "hidden") is None  # hidden mode: full mode's rule
+    assert "no hidden tests" in (judging_refusal(public_only, "hidden") or "")
     with pytest.raises(NoPublicTestsError, match="hidden-only: no public tests"):
         hidden_only.validate_for_judging("public")
     assert judging_refusal(public_only, "public") is None
     with pytest.raises(NoHiddenTestsError, match="public-only: no hidden tests"):
         public_only.validate_for_judging()
     with pytest.raises(ValueError, match="mode"):
-        validate_for_judging(both, "hidden")
+        validate_for_judging(both, "secret")
 
 
 def _store_unchecked(conn: redis.Redis, problem: Problem) -> None:

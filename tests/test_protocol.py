@@ -35,7 +35,7 @@ def test_job_message_survives_msgpack_round_trip_including_non_utf8_bytes() -> N
         ({"problem_id": 7}, "problem_id"),
         ({"reply_to": None}, "reply_to"),
         ({"completion": 12}, "completion"),
-        ({"mode": "hidden"}, "mode"),
+        ({"mode": "secret"}, "mode"),
         ({"reward_shape": "partial"}, "reward_shape"),
         ({"deadline": "soon"}, "deadline"),
         ({"reply_ttl": 0}, "reply_ttl"),

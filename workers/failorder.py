@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from cpfleet.core.protocol import learns_fail_order
 from cpfleet.core.results import JobResult
 from cpfleet.core.verdict import Verdict
 
@@ -81,10 +82,11 @@ _LIMITS = frozenset({Verdict.TIME_LIMIT, Verdict.MEMORY_LIMIT, Verdict.OUTPUT_LI
 def failed_test(result: JobResult) -> int | None:
     """The hidden test to count for a finished job: its first failure, when the job was judged
     here (not served from the result cache: the cached verdict came from another order and is
-    already counted) in full mode with the all-or-nothing shape, the only jobs that run in the
-    learnt order, and the failure was not a limit (see ``_LIMITS``). A stop by the job's time
-    budget has no failing test and counts nothing."""
-    if result.infra_error or result.cache_hit or result.mode != "full" or result.reward_shape != "all_or_nothing":
+    already counted) in full or hidden mode with the all-or-nothing shape
+    (``learns_fail_order``), the only jobs that run in the learnt order, and the failure was not
+    a limit (see ``_LIMITS``). A stop by the job's time budget has no failing test and counts
+    nothing."""
+    if result.infra_error or result.cache_hit or not learns_fail_order(result.mode, result.reward_shape):
         return None
     if result.hidden.first_failure in _LIMITS:
         return None

@@ -231,6 +231,7 @@ def job_log_line(result: JobResult) -> str:
         "event": "job_done",
         "job_id": result.job_id,
         "problem_id": result.problem_id,
+        "mode": result.mode,  # hidden: no public test was run, by design
         "verdict": str(result.verdict),
         "reward": result.reward,
         "public": f"{result.public.passed}/{result.public.total}",

@@ -229,7 +229,7 @@ def evaluate_task(self: Any, job: Any = None, *args: Any, **kwargs: Any) -> dict
     except ProtocolError as exc:
         _reject(self.request.id, job, str(exc), hostname)
         return {"verdict": "REJECTED", "reason": str(exc)[:200]}
-    fail_fast = settings.fail_fast and msg.mode == "full" and msg.reward_shape == "all_or_nothing"
+    fail_fast = settings.fail_fast and protocol.learns_fail_order(msg.mode, msg.reward_shape)
     count_tests, probe = _admission_reads(msg, fail_fast)
     admission = admit(resources.redis, msg, count_tests=count_tests, cache_probe=probe)
     if admission.withdrawn is not None:

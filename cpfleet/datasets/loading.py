@@ -49,6 +49,7 @@ from cpfleet.core.errors import (
     ProblemFileNotFoundError,
 )
 from cpfleet.core.problem import Problem, ProblemFormatError, validate_for_judging
+from cpfleet.core.protocol import MODES
 
 log = logging.getLogger(__name__)
 
@@ -180,8 +181,8 @@ def load_problems(
 ) -> LoadResult:
     """Load a problem file under the rules in this module's docstring. ``log_warnings=False``
     only collects the warnings in ``stats.warnings`` (a CLI prints them itself)."""
-    if mode not in ("full", "public"):
-        raise OptionError(f"mode must be 'full' or 'public', got {mode!r}")
+    if mode not in MODES:
+        raise OptionError(f"unknown mode {mode!r} (known: {', '.join(MODES)})")
     max_problems = check_cap("max_problems", max_problems)
     max_public_tests = check_cap("max_public_tests", max_public_tests)
     max_hidden_tests = check_cap("max_hidden_tests", max_hidden_tests)

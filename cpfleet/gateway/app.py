@@ -49,6 +49,7 @@ from cpfleet.core.errors import (
     InlineProblemError,
     UnknownProblemError,
 )
+from cpfleet.core.protocol import REWARD_ONLY_MODE
 from cpfleet.core.results import JobResult
 from cpfleet.core.verdict import Verdict
 
@@ -109,6 +110,10 @@ class ServeConfig:
     wait_s: float = DEFAULT_WAIT_S
     timeout_s: float = DEFAULT_JOB_TIMEOUT_S  # a fleet job's deadline (then INTERNAL, infra_error)
     reward_shape: str = "all_or_nothing"
+    # the mode of the routes that answer the reward only (OpenRLHF's /get_reward, slime's
+    # /slime): hidden (full mode's reward; a wrong completion runs no public test, for feedback
+    # nobody reads)
+    reward_mode: str = REWARD_ONLY_MODE
     queue: str | None = None
     # /run_code calls with the same program and limits that arrive within this window share one
     # multi-input run job (verl sends each test of one completion as its own call)

@@ -3,7 +3,9 @@
 In: ``{"query": [str], "prompts": [str], "labels": [str]}``; the completion is ``query[i]``
 minus its ``prompts[i]`` prefix (OpenRLHF decodes prompt and response together, special tokens
 kept), ``labels[i]`` a problem id or inline tests as JSON. Out: ``{"rewards", "scores",
-"extra_logs"}``.
+"extra_logs"}``. Judged in the gateway's ``reward_mode`` (``hidden`` unless ``cpfleet serve
+--reward-mode full``): none of it is the feedback text, so the hidden tests run first and a wrong completion runs no
+public test.
 
 The protocol cannot say "drop this sample", so an infrastructure error or a refusal is a 503
 with Retry-After (OpenRLHF retries 5 times, then fails loudly) and an unknown problem or
@@ -20,6 +22,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from cpfleet.core.protocol import rewarded_tests
 from cpfleet.core.results import JobResult
 from cpfleet.gateway.app import Gateway, JSONResponse, raise_on_failure
 from cpfleet.gateway.payloads import json_list, json_object, label, str_list
@@ -49,9 +52,10 @@ def strip_prompt(query: str, prompt: str) -> str:
 
 
 def pass_rate(r: JobResult) -> float:
-    """The fraction of tests passed that decided the reward (hidden in full mode, else public),
-    logged beside the reward so a run's curves show partial progress under all-or-nothing."""
-    s = r.hidden if r.hidden.total and r.mode == "full" else r.public
+    """The fraction of tests passed that decided the reward (``rewarded_tests``: hidden in full
+    and hidden mode, else public), logged beside the reward so a run's curves show partial
+    progress under all-or-nothing."""
+    s = r.hidden if rewarded_tests(r.mode) == "hidden" else r.public
     return s.passed / s.total if s.total else 0.0
 
 
@@ -65,7 +69,8 @@ def routes(gw: Gateway) -> Sequence[Route]:
         completions = [strip_prompt(q, p) for q, p in zip(queries, prompts or [""] * len(queries), strict=True)]
         results = list(
             await asyncio.gather(
-                *(gw.judge(lb, c, wait_s=OPENRLHF_WAIT_S) for lb, c in zip(labels, completions, strict=True))
+                *(gw.judge(lb, c, mode=gw.config.reward_mode, wait_s=OPENRLHF_WAIT_S)
+                  for lb, c in zip(labels, completions, strict=True))
             )
         )
         raise_on_failure(results)

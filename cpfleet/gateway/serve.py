@@ -15,7 +15,7 @@ import socket
 import sys
 
 from cpfleet.argtypes import positive_float, positive_int
-from cpfleet.core import defaults
+from cpfleet.core import defaults, protocol
 from cpfleet.core.errors import RedisUrlError
 from cpfleet.fleet.processes import port_arg
 from cpfleet.gateway.app import (
@@ -37,6 +37,10 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--port", type=port_arg(), default=DEFAULT_PORT, help="TCP port (default: %(default)s)")
     p.add_argument("--token", default=None, help="require 'Authorization: Bearer TOKEN' on every endpoint but /healthz (default: no token, loopback only)")
     p.add_argument("--queue", default=None, help="the fleet queue to submit to (default: cpfleet)")
+    p.add_argument("--reward-mode", choices=protocol.MODES, default=protocol.REWARD_ONLY_MODE,
+                   help="mode of the routes that answer a reward only (/get_reward, /slime): hidden runs the "
+                        "hidden tests first (a wrong completion runs no public test; their feedback is not returned); "
+                        "full runs the public tests first (default: %(default)s)")
     p.add_argument("--max-body-mb", type=float, default=DEFAULT_MAX_BODY_MB,
                    help="largest request body, 413 above (default: %(default)s)")
     p.add_argument("--max-backlog", type=positive_int, default=DEFAULT_MAX_BACKLOG,
@@ -75,6 +79,7 @@ def config_from_args(args: argparse.Namespace) -> ServeConfig:
         wait_s=args.wait,
         timeout_s=args.timeout,
         queue=args.queue,
+        reward_mode=args.reward_mode,
         coalesce_ms=args.coalesce_ms,
     )
 

@@ -1,7 +1,9 @@
 """slime's remote reward model (``--rm-type remote_rm --rm-url``): ``POST /slime``.
 
 In: ``{"prompt", "response", "label"}``, ``label`` a problem id or inline tests; out: the reward
-as a bare number.
+as a bare number, judged in the gateway's ``reward_mode`` (``hidden`` unless ``cpfleet serve
+--reward-mode full``: the hidden tests first, so a wrong completion runs no public test for a
+number that carries no feedback).
 
 The protocol cannot say "drop this sample", so an infrastructure error or a refusal is a 503
 with Retry-After (slime retries 10 times with backoff, then fails loudly) and an unknown problem
@@ -34,7 +36,7 @@ def routes(gw: Gateway) -> Sequence[Route]:
             raise HTTPError(422, "'response' must be a string")
         if "label" not in body:
             raise HTTPError(422, "'label' (problem id or inline tests) is required")
-        result = await gw.judge(label(body["label"]), response, wait_s=SLIME_WAIT_S)
+        result = await gw.judge(label(body["label"]), response, mode=gw.config.reward_mode, wait_s=SLIME_WAIT_S)
         raise_on_failure([result])
         return JSONResponse(float(result.reward or 0.0))
 

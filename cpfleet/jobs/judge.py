@@ -40,7 +40,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("problems", metavar="PROBLEMS", help="problems JSONL (optionally .gz)")
     parser.add_argument("jobs", metavar="JOBS", help="jobs JSONL {problem_id, completion, job_id?}; - for stdin")
     parser.add_argument("--reward-shape", "--reward", dest="reward_shape", choices=protocol.REWARD_SHAPES, default="all_or_nothing", help="all_or_nothing: 1.0 only if every rewarded test passes; fraction: the share that pass")
-    parser.add_argument("--mode", choices=protocol.MODES, default="full", help="full: hidden tests give the reward; public: public tests only")
+    parser.add_argument("--mode", choices=protocol.MODES, default="full", help="full: public tests for the feedback, hidden tests give the reward; hidden: the "
+                        "hidden tests first, the same reward, no feedback; public: public tests only (default: full)")
     parser.add_argument("--workers", type=positive_int, default=default_workers(), help="judging processes (default: usable CPUs)")
     parser.add_argument("--runner", choices=RUNNER_KINDS, default="forkserver", help="execution backend")
     parser.add_argument(

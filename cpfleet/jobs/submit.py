@@ -31,7 +31,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("jobs", metavar="JOBS", help="jobs JSONL {problem_id, completion, job_id?}; - for stdin")
     parser.add_argument("--redis", metavar="URL", help="the fleet's " + defaults.REDIS_URL_HELP)
     parser.add_argument("--reward-shape", "--reward", dest="reward_shape", choices=protocol.REWARD_SHAPES, default="all_or_nothing", help="all_or_nothing: 1.0 only if every rewarded test passes; fraction: the share that pass")
-    parser.add_argument("--mode", choices=protocol.MODES, default="full", help="full: hidden tests give the reward; public: public tests only")
+    parser.add_argument("--mode", choices=protocol.MODES, default="full", help="full: public tests for the feedback, hidden tests give the reward; hidden: the "
+                        "hidden tests first, the same reward, no feedback; public: public tests only (default: full)")
     parser.add_argument("--problems", metavar="FILE", help="upload this problem file (JSONL/.gz/parquet) to the store first (default: upload nothing)")
     parser.add_argument("--queue", default=protocol.DEFAULT_QUEUE, help="queue to publish to (default: cpfleet)")
     parser.add_argument("--timeout", type=positive_float, default=900.0, help="seconds per job before an INTERNAL result (default 900)")

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from cpfleet.core.errors import InlineProblemError, JobFormatError, OptionError, UnknownProblemError
+from cpfleet.core.protocol import REWARD_ONLY_MODE
 from cpfleet.core.results import JobResult
 from cpfleet.rewards.common import (
     DEFAULT_MAX_INFRA_CALLS,
@@ -123,7 +124,9 @@ class TRLReward:
 
     ``problem_id_column``: the dataset column holding problem ids registered in the fleet's store;
     ``tests_column``: or a column holding inline tests (any shape cpfleet.producer.inline_registry takes);
-    ``reward_shape``: ``all_or_nothing`` or ``fraction``; ``mode``: ``full`` or ``public``;
+    ``reward_shape``: ``all_or_nothing`` or ``fraction``; ``mode``: ``hidden`` (the default: TRL
+    reads the rewards only, so the hidden tests run first and a wrong completion runs none of
+    the public tests, which make the feedback text; the reward is full mode's), ``full`` or ``public``;
     ``timeout_s``: after that a job is an infrastructure error (``None``);
     ``max_infra_calls``: calls in a row with nothing judged before it raises ``FleetUnusable``.
     What it returns or raises in each case: the module docstring.
@@ -136,7 +139,7 @@ class TRLReward:
         problem_id_column: str = "problem_id",
         tests_column: str | None = None,
         reward_shape: str = "all_or_nothing",
-        mode: str = "full",
+        mode: str = REWARD_ONLY_MODE,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         name: str = "cpfleet",
         queue: str | None = None,
@@ -245,7 +248,7 @@ class AsyncTRLReward(functools.partial[Any]):
         options.setdefault("problem_id_column", "problem_id")
         options.setdefault("tests_column", None)
         options.setdefault("reward_shape", "all_or_nothing")
-        options.setdefault("mode", "full")
+        options.setdefault("mode", REWARD_ONLY_MODE)
         options.setdefault("timeout_s", DEFAULT_TIMEOUT_S)
         options.setdefault("queue", None)
         options.setdefault("max_infra_calls", DEFAULT_MAX_INFRA_CALLS)

@@ -20,7 +20,10 @@ dict with always the same keys (verl crashes or drops columns when keys vary):
 ``ground_truth`` is a problem id or inline tests (a dict/list, or its JSON text). Settings come
 from ``custom_reward_function.reward_kwargs`` (``redis_url``, ``reward_shape``, ``mode``,
 ``timeout_s``, ``retries``, ``infra_score``, ``max_infra_calls``) or the ``CPFLEET_REDIS_URL``
-environment variable.
+environment variable. ``mode`` defaults to ``hidden``: verl reads the score and these keys, never
+the feedback text, so the hidden tests run first and a wrong completion runs none of the public
+tests (which make that text); the reward and every key are full mode's. ``mode="full"`` runs
+them first, as before.
 ``compute_score_async`` is the same for verl's reward loop (awaited directly) and
 ``compute_score_batch`` takes the lists verl's ``batch`` reward manager passes.
 """
@@ -33,6 +36,7 @@ from typing import Any
 
 from cpfleet.core import defaults
 from cpfleet.core.errors import InlineProblemError, UnknownProblemError
+from cpfleet.core.protocol import REWARD_ONLY_MODE, rewarded_tests
 from cpfleet.core.results import JobResult
 from cpfleet.core.verdict import Verdict
 from cpfleet.rewards.common import (
@@ -110,7 +114,7 @@ def score_dict(result: JobResult | None, *, infra_score: float = 0.0) -> dict[st
             "pass_rate": 0.0,
             "num_tests": 0,
         }
-    rewarded = result.hidden if result.hidden.total and result.mode == "full" else result.public
+    rewarded = result.hidden if rewarded_tests(result.mode) == "hidden" else result.public
     total = rewarded.total
     passed = rewarded.passed
     return {
@@ -130,7 +134,7 @@ def _verl_options(kwargs: Mapping[str, Any]) -> dict[str, Any]:
         "redis_url": kwargs.get("redis_url"),
         "queue": kwargs.get("queue"),
         "reward_shape": kwargs.get("reward_shape", "all_or_nothing"),
-        "mode": kwargs.get("mode", "full"),
+        "mode": kwargs.get("mode", REWARD_ONLY_MODE),
         "timeout_s": float(kwargs.get("timeout_s", DEFAULT_TIMEOUT_S)),
         "retries": int(kwargs.get("retries", 2)),
         "infra_score": float(kwargs.get("infra_score", 0.0)),
