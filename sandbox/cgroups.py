@@ -21,9 +21,9 @@ import time
 
 log = logging.getLogger(__name__)
 
-# What may stay charged to an empty slot besides reclaimable file pages (slab, RCU-delayed
-# frees): a run starts once the slot holds no more, or after SETTLE_S (the kernel's collection
-# never that slow: logged, and the run starts with the rest charged)
+# What may stay charged to an empty slot besides its file pages (slab, RCU-delayed frees): a
+# run starts once the slot, reclaimed, holds no more, or after SETTLE_S (the kernel's collection
+# is never that slow: logged, and the run starts with the rest charged)
 LEFTOVER_BYTES = 8 << 20
 SETTLE_S = 2.0
 
@@ -46,6 +46,7 @@ class SlotCgroup:
         self._mem_stat_file = ""
         self._mem_stat_fd = -1
         self._file_keys: tuple[bytes, ...] = ()
+        self._stuck_bytes = 0  # what an earlier wait found neither reclaim nor time frees
         self._cpu_usage_file = ""
         self._cpu_procs_file = ""
         self._current_limits: tuple[int, int] | None = None
@@ -185,18 +186,37 @@ class SlotCgroup:
         that leaves memfds or pipes in flight on a unix socket to itself (freed only by the
         kernel's asynchronous collection) must not get its checker OOM-killed, nor the limit
         write refused (v1: EBUSY below the usage), and so its own doing an infrastructure error.
-        Returns what is left (above ``LEFTOVER_BYTES`` only when the wait timed out)."""
+
+        Past the threshold the slot is reclaimed once first (v1 ``memory.force_empty``, v2
+        ``memory.reclaim``; no process is in it between runs): what a program can leave that
+        reclaim frees (negative dentries: tens of MB of kernel memory, kept for good) is not
+        waited for. What neither reclaim nor the collection frees in ``timeout_s`` is logged and
+        becomes the level later runs wait for, so it costs one wait, not one per run. Returns
+        what is left above that level."""
         left = self.leftover_bytes()
-        if left <= LEFTOVER_BYTES:
-            return left
+        if left <= self._stuck_bytes + LEFTOVER_BYTES:
+            self._stuck_bytes = min(self._stuck_bytes, left)
+            return 0
+        self._reclaim(left)
         deadline = time.monotonic() + timeout_s
-        while left > LEFTOVER_BYTES and time.monotonic() < deadline:
+        left = self.leftover_bytes()
+        while left > self._stuck_bytes + LEFTOVER_BYTES and time.monotonic() < deadline:
             time.sleep(0.002)
             left = self.leftover_bytes()
-        if left > LEFTOVER_BYTES:
-            log.warning("slot %s still holds %d MiB after its last run ended (%.1f s): the next run starts "
-                        "with it charged", self.name, left >> 20, timeout_s)
-        return left
+        if left > self._stuck_bytes + LEFTOVER_BYTES:
+            log.warning("slot %s still holds %d MiB that no reclaim frees, %.1f s after its last run ended: "
+                        "later runs start with it charged", self.name, left >> 20, timeout_s)
+            self._stuck_bytes = left
+            return left
+        return 0
+
+    def _reclaim(self, nbytes: int) -> None:
+        path = os.path.join(os.path.dirname(self._memory_limit_file),
+                            "memory.force_empty" if self.version == 1 else "memory.reclaim")
+        try:
+            _write(path, "0" if self.version == 1 else str(nbytes))
+        except OSError:
+            pass  # v2's EAGAIN: less was reclaimable; what is left is waited for
 
     def open_join_fds(self) -> list[int]:
         """Write fds on the cgroup.procs files, for the zygote's test children to join through.
