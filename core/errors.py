@@ -173,7 +173,8 @@ class ProgramError(CpfleetError, RuntimeError):
 
 
 class SlotDirError(CpfleetError, RuntimeError):
-    """The slot lock directory (or a lock file in it) is not ours alone: refused, never followed."""
+    """A folder the worker keeps in the shared temp directory (the slot locks or a lock file in
+    it, the compile cache, the precompiled headers) is not ours alone: refused, never followed."""
 
 
 class BrokenProblem(CpfleetError):

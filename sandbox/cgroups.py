@@ -5,12 +5,27 @@ where neither is writable the runner reports the layer as missing and relies on 
 The slot's cgroup also counts the CPU time of every process in it (v2's ``cpu.stat``, v1's
 ``cpuacct`` hierarchy): a test's processes are the only members while it runs, so the job init
 polices the whole tree's CPU time against the limit, not only the main process's (a program
-that spins in children it never waits for is stopped at its limit, not at the wall backstop)."""
+that spins in children it never waits for is stopped at its limit, not at the wall backstop).
+
+Memory a test leaves charged to the slot after its last process is gone (memfds or pipes full of
+data it sent over a unix socket to itself and never received: only the kernel's asynchronous
+unix-socket garbage collection frees them, tens of ms after the test's end) is waited for before
+the next run starts there (``await_memory_settled``): the run after a test is often its
+checker, whose limit would otherwise hold the program's leftovers too."""
 
 from __future__ import annotations
 
+import logging
 import os
 import time
+
+log = logging.getLogger(__name__)
+
+# What may stay charged to an empty slot besides its file pages (slab, RCU-delayed frees): a
+# run starts once the slot, reclaimed, holds no more, or after SETTLE_S (the kernel's collection
+# is never that slow: logged, and the run starts with the rest charged)
+LEFTOVER_BYTES = 8 << 20
+SETTLE_S = 2.0
 
 V1_ROOT = "/sys/fs/cgroup"
 
@@ -26,6 +41,12 @@ class SlotCgroup:
         self._oom_file = ""
         self._oom_fd = -1
         self._oom_key = b""
+        self._mem_usage_file = ""
+        self._mem_usage_fd = -1
+        self._mem_stat_file = ""
+        self._mem_stat_fd = -1
+        self._file_keys: tuple[bytes, ...] = ()
+        self._stuck_bytes = 0  # what an earlier wait found neither reclaim nor time frees
         self._cpu_usage_file = ""
         self._cpu_procs_file = ""
         self._current_limits: tuple[int, int] | None = None
@@ -51,6 +72,9 @@ class SlotCgroup:
             self._pids_max_file = os.path.join(pids, "pids.max")
             self._oom_file = os.path.join(mem, "memory.oom_control")
             self._oom_key = b"oom_kill"
+            self._mem_usage_file = os.path.join(mem, "memory.usage_in_bytes")
+            self._mem_stat_file = os.path.join(mem, "memory.stat")
+            self._file_keys = (b"total_active_file", b"total_inactive_file")
             self.procs_files = [os.path.join(mem, "cgroup.procs"), os.path.join(pids, "cgroup.procs")]
             self.version = 1
             cpuacct = os.path.join(V1_ROOT, "cpuacct")
@@ -79,6 +103,9 @@ class SlotCgroup:
             self._pids_max_file = os.path.join(path, "pids.max")
             self._oom_file = os.path.join(path, "memory.events")
             self._oom_key = b"oom_kill"
+            self._mem_usage_file = os.path.join(path, "memory.current")
+            self._mem_stat_file = os.path.join(path, "memory.stat")
+            self._file_keys = (b"active_file", b"inactive_file")
             self.procs_files = [os.path.join(path, "cgroup.procs")]
             self._cpu_usage_file = os.path.join(path, "cpu.stat")
             self.version = 2
@@ -129,6 +156,67 @@ class SlotCgroup:
             if key == self._oom_key:
                 return int(value)
         return 0
+
+    def leftover_bytes(self) -> int:
+        """Memory charged to the slot that reclaim cannot take back (its usage less the file
+        pages in its LRU lists), read when no run is in it. One pread of the usage counter on
+        the common path; memory.stat only when the usage is above ``LEFTOVER_BYTES``."""
+        if not self.ok or not self._mem_usage_file:
+            return 0
+        try:
+            if self._mem_usage_fd < 0:
+                self._mem_usage_fd = os.open(self._mem_usage_file, os.O_RDONLY | os.O_CLOEXEC)
+            usage = int(os.pread(self._mem_usage_fd, 64, 0))
+            if usage <= LEFTOVER_BYTES:
+                return usage
+            if self._mem_stat_fd < 0:
+                self._mem_stat_fd = os.open(self._mem_stat_file, os.O_RDONLY | os.O_CLOEXEC)
+            text = os.pread(self._mem_stat_fd, 16384, 0)
+        except (OSError, ValueError):
+            return 0
+        for line in text.splitlines():
+            key, _, value = line.partition(b" ")
+            if key in self._file_keys:
+                usage -= int(value)
+        return max(usage, 0)
+
+    def await_memory_settled(self, timeout_s: float = SETTLE_S) -> int:
+        """Wait until the memory the last run left charged to the slot is freed (at most
+        ``timeout_s``), so the next run, a checker's most often, gets its whole limit: a program
+        that leaves memfds or pipes in flight on a unix socket to itself (freed only by the
+        kernel's asynchronous collection) must not get its checker OOM-killed, nor the limit
+        write refused (v1: EBUSY below the usage), and so its own doing an infrastructure error.
+
+        Past the threshold the slot is reclaimed once first (v1 ``memory.force_empty``, v2
+        ``memory.reclaim``; no process is in it between runs): what a program can leave that
+        reclaim frees (negative dentries: tens of MB of kernel memory, kept for good) is not
+        waited for. What neither reclaim nor the collection frees in ``timeout_s`` is logged and
+        becomes the level later runs wait for, so it costs one wait, not one per run. Returns
+        what is left above that level."""
+        left = self.leftover_bytes()
+        if left <= self._stuck_bytes + LEFTOVER_BYTES:
+            self._stuck_bytes = min(self._stuck_bytes, left)
+            return 0
+        self._reclaim(left)
+        deadline = time.monotonic() + timeout_s
+        left = self.leftover_bytes()
+        while left > self._stuck_bytes + LEFTOVER_BYTES and time.monotonic() < deadline:
+            time.sleep(0.002)
+            left = self.leftover_bytes()
+        if left > self._stuck_bytes + LEFTOVER_BYTES:
+            log.warning("slot %s still holds %d MiB that no reclaim frees, %.1f s after its last run ended: "
+                        "later runs start with it charged", self.name, left >> 20, timeout_s)
+            self._stuck_bytes = left
+            return left
+        return 0
+
+    def _reclaim(self, nbytes: int) -> None:
+        path = os.path.join(os.path.dirname(self._memory_limit_file),
+                            "memory.force_empty" if self.version == 1 else "memory.reclaim")
+        try:
+            _write(path, "0" if self.version == 1 else str(nbytes))
+        except OSError:
+            pass  # v2's EAGAIN: less was reclaimable; what is left is waited for
 
     def open_join_fds(self) -> list[int]:
         """Write fds on the cgroup.procs files, for the zygote's test children to join through.
@@ -194,9 +282,11 @@ class SlotCgroup:
             time.sleep(0.001)
 
     def close(self) -> None:
-        if self._oom_fd >= 0:
-            os.close(self._oom_fd)
-            self._oom_fd = -1
+        for name in ("_oom_fd", "_mem_usage_fd", "_mem_stat_fd"):
+            fd = getattr(self, name)
+            if fd >= 0:
+                os.close(fd)
+                setattr(self, name, -1)
 
 
 def _write(path: str, value: str) -> None:

@@ -429,6 +429,7 @@ class ZygoteRunner(CodeRunner):
     def _set_cgroup(self, memory_bytes: int, nproc: int) -> bool:
         if self._cgroup is None or not self._cgroup.ok:
             return False
+        self._cgroup.await_memory_settled()  # what the last run left in flight is not this run's
         self._cgroup.set_limits(memory_bytes + CGROUP_SLACK_BYTES, nproc)
         return True
 

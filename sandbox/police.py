@@ -207,10 +207,13 @@ def _schedstat(pid: int) -> list[list[int]]:
 
 def own_cpu_s(reaped_base: float) -> float:
     """The CPU a running test's processes have used, as pid 1 of its job's namespace sees them:
-    what the init has reaped since ``reaped_base`` (RUSAGE_CHILDREN) and the exact runtime of
-    every thread alive in the namespace (the init's own excepted). Threads that ended in a
-    process still alive are not in either: a lower bound, enough to tell whose CPU a shared
-    slot's count holds (RLIMIT_CPU stops a process that hides its work that way)."""
+    what the init has reaped since ``reaped_base`` (RUSAGE_CHILDREN) and, for every process alive
+    in the namespace (the init's own excepted), ``process_cpu_s``: its threads, the ended ones
+    too, and the children it reaped itself. A program must not hide CPU from this count in
+    short-lived threads or in children a long-lived process of its own waits for (RLIMIT_CPU
+    sees neither a reaped child's CPU nor, in time, several children's). /proc lists processes in
+    pid order, a parent before the children it forks: a child reaped between the two reads is
+    missed, never counted twice, so this stays a lower bound."""
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)
     total = ru.ru_utime + ru.ru_stime - reaped_base
     try:
@@ -218,8 +221,22 @@ def own_cpu_s(reaped_base: float) -> float:
     except OSError:
         return total
     for name in pids:
-        total += runtime_s(int(name))
+        total += process_cpu_s(int(name))
     return total
+
+
+def process_cpu_s(pid: int) -> float:
+    """The CPU of process ``pid``: the exact runtime of its live threads, or its whole thread
+    group's time from /proc/<pid>/stat where that is more (it holds the threads that ended;
+    in clock ticks), plus the CPU of the children it has reaped (cutime + cstime)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        utime, stime, cutime, cstime = (int(x) for x in fields[11:15])
+    except (OSError, ValueError, IndexError):
+        return runtime_s(pid)
+    tick = os.sysconf("SC_CLK_TCK")
+    return max(runtime_s(pid), (utime + stime) / tick) + (cutime + cstime) / tick
 
 
 def runtime_s(pid: int) -> float:

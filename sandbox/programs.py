@@ -67,9 +67,9 @@ import msgpack
 
 from cpfleet.core import envvars
 from cpfleet.core.checkers import BUILD_RUN
-from cpfleet.core.errors import ProgramError, SandboxBroken
+from cpfleet.core.errors import ProgramError, SandboxBroken, SlotDirError
 from cpfleet.core.verdict import Verdict
-from cpfleet.sandbox import languages
+from cpfleet.sandbox import languages, slots
 from cpfleet.sandbox.jobinit import COMPILE_CPU_S
 from cpfleet.sandbox.languages.java import JVM_OVERHEAD_MB
 from cpfleet.sandbox.runner import CodeRunner, Limits, ProgramImage, RunResult
@@ -117,10 +117,14 @@ class CompileCache:
     """Artifacts on disk, one file per key, bounded in bytes (LRU by mtime, touched on a hit)."""
 
     def __init__(self, root: str | None = None, max_bytes: int | None = None) -> None:
-        self.root = os.path.join(root or default_cache_dir(), "artifacts")
+        # the cached artifacts are run as programs and checkers: a folder someone else made or
+        # may write in (the default is in the shared /tmp) could hand any submission their binary
+        top = root or default_cache_dir()
+        self.root = os.path.join(top, "artifacts")
         mb: int = envvars.read("CPFLEET_COMPILE_CACHE_MB", 512)
         self.max_bytes = max_bytes if max_bytes is not None else mb * MiB
-        os.makedirs(self.root, mode=0o700, exist_ok=True)
+        for path in (top, self.root):
+            os.close(slots.open_own_dir(path, 0o700, "compile cache directory"))
         self.hits = 0
         self.misses = 0
 
@@ -219,8 +223,13 @@ class PchCache:
         self.root = root or pch_root()
 
     def ensure_root(self) -> str:
-        os.makedirs(self.root, mode=0o755, exist_ok=True)
-        os.chmod(self.root, 0o755)
+        """The root, ours alone (``slots.open_own_dir``: a planted header would be compiled into
+        every C++ submission) and readable by the zygotes that bind it."""
+        fd = slots.open_own_dir(self.root, 0o755, "precompiled header directory")
+        try:
+            os.fchmod(fd, 0o755)
+        finally:
+            os.close(fd)
         return self.root
 
     def include_dir(self, compiler: str, flags: Sequence[str], version: str) -> str | None:
@@ -228,7 +237,10 @@ class PchCache:
         if os.environ.get("CPFLEET_PCH", "1") == "0" or not version:
             return None
         key = hashlib.blake2b(repr((compiler, tuple(flags), version)).encode(), digest_size=10).hexdigest()
-        d = os.path.join(self.ensure_root(), key)
+        try:
+            d = os.path.join(self.ensure_root(), key)
+        except SlotDirError:  # refused (the runner's start logged why): compile without a header
+            return None
         gch = os.path.join(d, "bits", "stdc++.h.gch")
         if os.path.exists(gch):
             return d

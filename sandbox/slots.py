@@ -61,32 +61,40 @@ def default_lock_dir() -> str:
     return os.environ.get("CPFLEET_SLOT_DIR") or os.path.join(tempfile.gettempdir(), f"cpfleet-slots-{os.geteuid()}")
 
 
-def open_lock_dir(lock_dir: str) -> int:
-    """A directory fd for ``lock_dir``, created 0700 if missing. The last path
-    component must be a real directory (not a symlink), owned by this euid, with no group or
-    other write permission."""
+def open_own_dir(path: str, mode: int, what: str) -> int:
+    """A directory fd for ``path``, created with ``mode`` if missing: the rule for every folder
+    the worker keeps in the shared temp directory (the slot locks, the compile cache, the
+    precompiled headers), where another local user may have planted a symlink or a folder of
+    their own first. The last component must be a real directory (not a symlink), owned by this
+    euid, with no group or other write permission; anything else is a ``SlotDirError`` naming
+    ``what`` and the path, never a folder used whose contents someone else chose."""
     try:
-        parent = os.path.dirname(os.path.abspath(lock_dir))
+        parent = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(parent):
             os.makedirs(parent, mode=0o755, exist_ok=True)
-        os.mkdir(lock_dir, 0o700)
+        os.mkdir(path, mode)
     except FileExistsError:
         pass
     except OSError as e:
-        raise SlotDirError(f"cannot create the slot lock directory {lock_dir}: {e.strerror or e}") from None
+        raise SlotDirError(f"cannot create the {what} {path}: {e.strerror or e}") from None
     try:
-        fd = os.open(lock_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as e:
-        kind = "a symlink" if os.path.islink(lock_dir) else "not a directory we can open"
-        raise SlotDirError(f"slot lock directory {lock_dir} is {kind} ({e.strerror or e}); refusing it") from None
+        kind = "a symlink" if os.path.islink(path) else "not a directory we can open"
+        raise SlotDirError(f"{what} {path} is {kind} ({e.strerror or e}); refusing it") from None
     st = os.fstat(fd)
     if st.st_uid != os.geteuid() or st.st_mode & 0o022:
         os.close(fd)
         raise SlotDirError(
-            f"slot lock directory {lock_dir} is owned by uid {st.st_uid} with mode {stat.S_IMODE(st.st_mode):o}; "
+            f"{what} {path} is owned by uid {st.st_uid} with mode {stat.S_IMODE(st.st_mode):o}; "
             f"it must belong to uid {os.geteuid()} and be writable by no one else"
         )
     return fd
+
+
+def open_lock_dir(lock_dir: str) -> int:
+    """A directory fd for ``lock_dir`` (``open_own_dir``), created 0700 if missing."""
+    return open_own_dir(lock_dir, 0o700, "slot lock directory")
 
 
 def claim_slot(lock_dir: str | None = None) -> Slot:

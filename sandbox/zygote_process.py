@@ -19,7 +19,7 @@ import subprocess
 import sys
 from typing import Any
 
-from cpfleet.core.errors import SandboxBroken
+from cpfleet.core.errors import SandboxBroken, SlotDirError
 from cpfleet.core.verdict import Verdict
 from cpfleet.sandbox import zygote
 from cpfleet.sandbox.runner import RunResult
@@ -188,6 +188,6 @@ def pch_root() -> str:
 
     try:
         return PchCache().ensure_root()
-    except OSError as e:
+    except (OSError, SlotDirError) as e:  # refused: C++ compiles without a header, never with a planted one
         log.warning("no precompiled headers: %s", e)
         return ""

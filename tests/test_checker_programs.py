@@ -209,6 +209,28 @@ def test_files_a_program_leaves_in_its_directory_do_not_crowd_out_its_checkers_m
     assert (res.reward, res.verdict) == (1.0, Verdict.OK), res.observation
 
 
+# a right answer, then 180 MB in memfds sent over a unix socket to itself, never received, and
+# an exit without closing anything: only the kernel's asynchronous unix-socket collection frees
+# them, tens of ms after the test ended, when its checker already runs in the slot
+LEAVES_IN_FLIGHT = ("import os, socket\nn = int(input())\nprint(0, n, flush=True)\n"
+                    "a, b = socket.socketpair()\nfds = []\nfor _ in range(3):\n"
+                    "    fds.append(os.memfd_create('held'))\n    for _ in range(60):\n"
+                    "        os.write(fds[-1], b'x' * (1 << 20))\n"
+                    "socket.send_fds(b, [b'x'], [*fds, a.fileno()])\nos._exit(0)\n")
+
+
+def test_memory_a_program_leaves_in_flight_on_a_socket_does_not_crowd_out_its_checker(runner: CodeRunner) -> None:
+    # seen as INTERNAL ("Device or resource busy": the checker's limit could not be set below
+    # the charge) or the checker OOM-killed: the run waits for the slot's memory to fall back
+    if not runner.isolation.layers.get("cgroup"):
+        pytest.skip("no memory cgroup here: " + "; ".join(runner.isolation.notes))
+    prob = problem("own/sum-in-flight", kattis(HUNGRY_VALIDATOR, memory_limit_mb=128), *SUM_TESTS,
+                   memory_limit_mb=256)
+    res = evaluate(prob, fenced(LEAVES_IN_FLIGHT), runner)
+    assert not res.infra_error, res.infra_message
+    assert (res.reward, res.verdict) == (1.0, Verdict.OK), res.observation
+
+
 SUM_TESTS = [("10\n", "5 5\n")], [("3\n", "1 2\n"), ("100\n", "50 50\n")]
 
 

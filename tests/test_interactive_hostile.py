@@ -207,3 +207,33 @@ def test_a_program_that_spins_in_children_during_a_dialogue_is_stopped_at_its_cp
     assert not res.infra_error, res.infra_message
     assert (res.verdict, res.reward) == (Verdict.TIME_LIMIT, 0.0), res.observation[-1500:]
     assert 1000 <= res.timings.cpu_ms < 3000, f"{res.timings.cpu_ms:.0f} ms of CPU against a 1 s limit"
+
+
+# CPU burnt where a count of the live threads of the live processes does not see it: in threads
+# that end (their process lives on) and in children that a process of the program reaps itself
+# (two at a time). RLIMIT_CPU is per process and stops neither in time.
+HIDDEN_CPU = {
+    "short-lived-threads": (
+        "import threading, time\n"
+        "def burn():\n    t = time.thread_time()\n    while time.thread_time() - t < 0.05:\n        pass\n"
+        "while True:\n    th = threading.Thread(target=burn)\n    th.start()\n    th.join()\n"),
+    "children-it-reaps": (
+        "import os, time\n"
+        "while True:\n    kids = []\n    for _ in range(2):\n        pid = os.fork()\n        if pid == 0:\n"
+        "            t = time.process_time()\n            while time.process_time() - t < 0.2:\n                pass\n"
+        "            os._exit(0)\n        kids.append(pid)\n    for pid in kids:\n        os.waitpid(pid, 0)\n"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HIDDEN_CPU))
+def test_cpu_hidden_in_ended_threads_or_reaped_children_still_stops_a_dialogue_at_its_limit(
+        runner: CodeRunner, case: str) -> None:
+    # once the slot's shared count passes the limit, this side's own CPU decides: it must hold
+    # what ended threads and self-reaped children used, or the program runs on to the wall-clock
+    # backstop (~3 s of CPU on one core, ~8 s on two, against a 1 s limit)
+    record = guess("cpu/hidden-" + case, INTERACTOR).to_dict()
+    record.update(time_limit_s=1, public_tests=[], hidden_tests=record["hidden_tests"][:1])
+    res = evaluate(Problem.from_dict(record), f"```python\n{HIDDEN_CPU[case]}```\n", runner)
+    assert not res.infra_error, res.infra_message
+    assert (res.verdict, res.reward) == (Verdict.TIME_LIMIT, 0.0), res.observation[-1500:]
+    assert 1000 <= res.timings.cpu_ms < 2500, f"{res.timings.cpu_ms:.0f} ms of CPU against a 1 s limit"

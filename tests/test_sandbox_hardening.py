@@ -323,3 +323,37 @@ def test_degraded_mode_orphan_of_an_interrupted_test_does_not_outlive_the_runner
     if proc.stdout.strip() == "no cgroup":
         pytest.skip("no writable cgroup without capabilities on this machine")
     assert proc.stdout.splitlines() == ["interrupted", "before close alive", "after close gone"], proc.stdout
+
+
+@pytest.mark.parametrize("planted", ["world-writable", "foreign", "symlink"])
+def test_a_planted_compile_cache_or_header_folder_is_never_used(tmp_path: Path, planted: str) -> None:
+    # the compile cache's artifacts are run as submissions and checkers, and the precompiled
+    # header is compiled into every C++ one: a folder another local user made first in the
+    # shared /tmp (or may write in) would let them choose what a submission runs
+    from cpfleet.core.errors import SlotDirError
+    from cpfleet.sandbox.programs import CompileCache, PchCache
+
+    if planted == "foreign" and os.geteuid() != 0:
+        pytest.skip("only root can make a folder of another uid here")
+    for name in ("cache", "pch"):
+        folder = tmp_path / name
+        if planted == "symlink":
+            target = tmp_path / f"{name}-target"
+            target.mkdir(mode=0o700)
+            folder.symlink_to(target)
+        else:
+            folder.mkdir(mode=0o755)
+            if planted == "world-writable":
+                folder.chmod(0o777)
+            else:
+                os.chown(folder, 65534, 65534)
+    with pytest.raises(SlotDirError, match="compile cache directory"):
+        CompileCache(str(tmp_path / "cache"))
+    pch = PchCache(str(tmp_path / "pch"))
+    with pytest.raises(SlotDirError, match="precompiled header directory"):
+        pch.ensure_root()
+    assert pch.include_dir("g++", ["-O2"], "13.2") is None  # compiles go on without a header
+    assert [p.name for p in tmp_path.rglob("*") if p.is_file()] == []  # nothing written into either
+    fresh = CompileCache(str(tmp_path / "fresh"))
+    assert stat.S_IMODE(os.stat(fresh.root).st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(PchCache(str(tmp_path / "fresh-pch")).ensure_root()).st_mode) == 0o755
