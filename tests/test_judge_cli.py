@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fleet_helpers import wait_until
 
 from cpfleet.cli import main as cpfleet_main
 from cpfleet.core.errors import DuplicateProblemError
@@ -470,9 +471,7 @@ def test_pool_processes_and_their_sandboxes_die_when_the_judging_process_is_kill
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    deadline = time.monotonic() + 60  # liveness wait for exits, not a timing assertion
-    while alive(started) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_until(lambda: not alive(started), timeout=60, interval=0.1)  # a liveness wait, not a timing assertion
     left = alive(started)
     for pid in left:  # never leak into the rest of the session
         os.kill(pid, signal.SIGKILL)

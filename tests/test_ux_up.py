@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import redis
+from fleet_helpers import wait_until
 
 from cpfleet.core import protocol
 from cpfleet.fleet.local import queued_jobs
@@ -98,9 +99,7 @@ def test_up_keeps_queue_and_problems_says_what_was_queued_and_keeps_its_noise_in
     assert m, err
     left = int(m.group(1))
     assert 1 <= left <= 11
-    deadline = time.monotonic() + 60  # liveness wait for exits, not a timing assertion
-    while alive(started) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_until(lambda: not alive(started), timeout=60, interval=0.1)  # a liveness wait, not a timing assertion
     assert alive(started) == {}
     # the terminal stays quiet: no Celery banner or superuser warning, no per-job JSON lines
     terminal = out + err
@@ -339,9 +338,7 @@ def test_up_ephemeral_removes_the_logs_folder_it_made_when_stopped_and_keeps_it_
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    deadline = time.monotonic() + 60  # liveness wait for exits, not a timing assertion
-    while alive(started) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_until(lambda: not alive(started), timeout=60, interval=0.1)  # a liveness wait, not a timing assertion
     assert alive(started) == {}
     assert "Traceback" not in err, err
     if stop == "worker killed":
