@@ -28,6 +28,7 @@ from cpfleet.fleet.redis_server import RedisServer
 from cpfleet.gateway import ServeConfig
 from cpfleet.producer.client import FleetClient
 from cpfleet.rewards import TRLReward, close_verl_connections, compute_score
+from cpfleet.rewards.verl import VERDICT_CODES, score_dict
 from cpfleet.sandbox.env import evaluate
 from cpfleet.sandbox.runner import CodeRunner
 
@@ -368,3 +369,16 @@ def test_hidden_mode_runs_a_public_test_whose_input_a_hidden_test_ran_with_anoth
     assert (full.reward, full.verdict) == (0.0, Verdict.TIME_LIMIT), full.observation
     assert (hidden.reward, hidden.verdict, hidden.hidden.passed, hidden.public.run) == \
         (0.0, Verdict.TIME_LIMIT, 1, 1), hidden.observation
+
+
+def test_verl_acc_is_0_in_hidden_mode_when_a_public_test_alone_hits_a_limit(runner: CodeRunner) -> None:
+    """verl's ``acc`` says the sample was solved: 0 with a score of 0 in both modes for a
+    program that passes every hidden test but hits a time limit on a public one (hidden mode
+    stops after the hidden tests, every one of them passed, full mode before them)."""
+    problem = Problem.from_dict({**BAD_PUBLIC, "id": "hm/verl-acc", "time_limit_s": 0.5})
+    spins_on_public = "```python\na, b = map(int, input().split())\nwhile (a, b) == (1, 2):\n    pass\nprint(a + b)\n```"
+    keys = {mode: score_dict(evaluate(problem, spins_on_public, runner, mode=mode)) for mode in ("full", "hidden")}
+    assert keys["hidden"]["score"] == keys["full"]["score"] == 0.0
+    assert keys["hidden"]["acc"] == keys["full"]["acc"] == 0.0, keys
+    assert keys["hidden"]["verdict"] == keys["full"]["verdict"] == VERDICT_CODES["TIME_LIMIT"]
+    assert score_dict(evaluate(problem, ADD, runner, mode="hidden"))["acc"] == 1.0
