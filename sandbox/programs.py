@@ -113,18 +113,27 @@ def default_cache_dir() -> str:
         tempfile.gettempdir(), f"cpfleet-compile-{os.geteuid()}")
 
 
+def own_cache_dir(root: str | None = None) -> str:
+    """The compile cache's folder (``root``, else ``default_cache_dir()``), made 0700 or checked
+    by the slot folder's ownership rule (``slots.open_own_dir``; SlotDirError otherwise): the
+    cached artifacts are run as programs and checkers, so a folder someone else made or may
+    write in (the default is in the shared /tmp) could hand any submission their binary. Every
+    folder kept in it (the artifacts, the self-test's markers) is made through this first: one
+    made as a parent on the way (``os.makedirs``) would take the umask's mode, group-writable
+    under umask 002, and the cache would then refuse its own folder."""
+    top = root or default_cache_dir()
+    os.close(slots.open_own_dir(top, 0o700, "compile cache directory"))
+    return top
+
+
 class CompileCache:
     """Artifacts on disk, one file per key, bounded in bytes (LRU by mtime, touched on a hit)."""
 
     def __init__(self, root: str | None = None, max_bytes: int | None = None) -> None:
-        # the cached artifacts are run as programs and checkers: a folder someone else made or
-        # may write in (the default is in the shared /tmp) could hand any submission their binary
-        top = root or default_cache_dir()
-        self.root = os.path.join(top, "artifacts")
+        self.root = os.path.join(own_cache_dir(root), "artifacts")
         mb: int = envvars.read("CPFLEET_COMPILE_CACHE_MB", 512)
         self.max_bytes = max_bytes if max_bytes is not None else mb * MiB
-        for path in (top, self.root):
-            os.close(slots.open_own_dir(path, 0o700, "compile cache directory"))
+        os.close(slots.open_own_dir(self.root, 0o700, "compile cache directory"))
         self.hits = 0
         self.misses = 0
 

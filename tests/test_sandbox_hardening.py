@@ -361,3 +361,24 @@ def test_a_planted_compile_cache_or_header_folder_is_never_used(tmp_path: Path, 
     fresh = CompileCache(str(tmp_path / "fresh"))
     assert stat.S_IMODE(os.stat(fresh.root).st_mode) == 0o700
     assert stat.S_IMODE(os.stat(PchCache(str(tmp_path / "fresh-pch")).ensure_root()).st_mode) == 0o755
+
+
+def test_the_self_test_markers_leave_the_compile_cache_folder_usable_under_a_group_writable_umask(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a worker's start self-tests its languages and remembers a pass in the compile cache folder;
+    # under umask 002 (many desktops' default) a folder made on the way there was group-writable,
+    # so the cache refused its own folder and every compiled job and checker was INTERNAL after
+    from cpfleet.sandbox import selftest
+    from cpfleet.sandbox.programs import CompileCache, default_cache_dir
+
+    monkeypatch.setenv("CPFLEET_COMPILE_CACHE_DIR", str(tmp_path / "cache"))
+    old = os.umask(0o002)
+    try:
+        assert selftest.check_cached("python3").ok
+        top = default_cache_dir()
+        assert os.listdir(os.path.join(top, "selftest")) != []  # the pass is remembered
+        cache = CompileCache()
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(top).st_mode) == 0o700
+    assert os.path.isdir(cache.root)
