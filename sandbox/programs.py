@@ -67,7 +67,7 @@ import msgpack
 
 from cpfleet.core import envvars
 from cpfleet.core.checkers import BUILD_RUN
-from cpfleet.core.errors import ProgramError, SandboxBroken, SlotDirError
+from cpfleet.core.errors import ProgramError, SandboxBroken, SandboxFailure, SlotDirError
 from cpfleet.core.verdict import Verdict
 from cpfleet.sandbox import languages, slots
 from cpfleet.sandbox.jobinit import COMPILE_CPU_S
@@ -212,9 +212,17 @@ _default_cache: CompileCache | None = None
 
 
 def default_cache() -> CompileCache:
+    """This process's compile cache. A folder refused by its ownership rule (``SlotDirError``:
+    planted, foreign, writable by others) is the worker's setup failing, so it is raised as
+    ``SandboxFailure``, which every judging path answers as an infrastructure error, never as
+    the program's verdict nor as an exception out of ``judge_locally``; the next compile looks
+    again (the folder may have been repaired)."""
     global _default_cache
     if _default_cache is None:
-        _default_cache = CompileCache()
+        try:
+            _default_cache = CompileCache()
+        except SlotDirError as e:
+            raise SandboxFailure(f"no compile cache: {e}") from e
     return _default_cache
 
 
@@ -337,8 +345,8 @@ def compile_program(
     """Compile ``files`` (relative path -> source) whose ``entry_points`` are the translation
     units (Java: the first is the one with ``main``); ``defines`` (``NAME=VALUE``, C and C++
     only) are passed as ``-D`` flags and are part of the cache key. Raises ProgramError for a
-    source set that cannot be compiled as asked, and SandboxBroken (infrastructure) when the
-    sandbox fails."""
+    source set that cannot be compiled as asked, and SandboxFailure (infrastructure) when the
+    sandbox fails or the compile cache folder is refused (``default_cache``)."""
     lang = languages.get(language)
     if lang.compile is None:
         raise ProgramError(f"{language} programs are not compiled: run them with the Python runner")
