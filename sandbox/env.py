@@ -10,8 +10,8 @@ Rules (the reward is what GRPO learns from, the observation is what the model re
   and never the feedback: the hidden tests first (same reward, verdict and ``hidden`` fields),
   and the public tests only when the hidden ones leave a reward above 0, and then only for what
   full mode's reward takes from them: a time, memory or output limit there ends the job with
-  reward 0, as in full mode (a public test whose input a hidden test already ran is not run
-  twice). A wrong completion, stopped by a hidden test, runs no public test at all.
+  reward 0, as in full mode (a public test that a hidden test already ran, the same input and
+  expected output, is not run twice). A wrong completion, stopped by a hidden test, runs no public test at all.
   ``mode="public"``: only the public tests are run and they give the reward (a cheap
   shaping signal for multi-turn rollouts). Which tests give the reward is
   ``protocol.rewarded_tests``. A problem without tests in the rewarded set (no hidden tests
@@ -244,15 +244,17 @@ class Judge:
     def _check_public_limits(self, checker: Checker, limits: Limits) -> None:
         """Hidden mode: the public tests, in file order, for what full mode's reward takes from
         them, a time, memory or output limit (``JobBudget.charge`` ends the job at the first,
-        reward 0); their answers are not the reward's, as in full mode. A public test whose input
-        a hidden test already ran is skipped: the same program on the same input was within
-        the limits there. They count in ``public`` (run, passed) but none is shown: hidden mode
-        builds no feedback."""
-        ran = {t.input for t in self.problem.hidden_tests}  # every one ran: no stop, reward above 0
+        reward 0); their answers are not the reward's, as in full mode. A public test that a
+        hidden test already ran (the same input and the same expected output) is skipped: the
+        same program on the same test was within the limits there. The expected output counts
+        too: an interactor reads it (the answer file), so the same input with another answer
+        is another dialogue, which may hit a limit the hidden one did not. They count in
+        ``public`` (run, passed) but none is shown: hidden mode builds no feedback."""
+        ran = {(t.input, t.output) for t in self.problem.hidden_tests}  # every one ran: no stop, reward above 0
         for i, test in enumerate(self.problem.public_tests):
             if self.budget.exhausted:
                 return
-            if test.input not in ran:
+            if (test.input, test.output) not in ran:
                 self.public.add(self._test(checker, test, limits, f"public test {i + 1}"), i, keep_report=False)
 
     def _feedback(self) -> tuple[str, str]:

@@ -67,7 +67,7 @@ import msgpack
 
 from cpfleet.core import envvars
 from cpfleet.core.checkers import BUILD_RUN
-from cpfleet.core.errors import ProgramError, SandboxBroken, SlotDirError
+from cpfleet.core.errors import ProgramError, SandboxBroken, SandboxFailure, SlotDirError
 from cpfleet.core.verdict import Verdict
 from cpfleet.sandbox import languages, slots
 from cpfleet.sandbox.jobinit import COMPILE_CPU_S
@@ -113,18 +113,27 @@ def default_cache_dir() -> str:
         tempfile.gettempdir(), f"cpfleet-compile-{os.geteuid()}")
 
 
+def own_cache_dir(root: str | None = None) -> str:
+    """The compile cache's folder (``root``, else ``default_cache_dir()``), made 0700 or checked
+    by the slot folder's ownership rule (``slots.open_own_dir``; SlotDirError otherwise): the
+    cached artifacts are run as programs and checkers, so a folder someone else made or may
+    write in (the default is in the shared /tmp) could hand any submission their binary. Every
+    folder kept in it (the artifacts, the self-test's markers) is made through this first: one
+    made as a parent on the way (``os.makedirs``) would take the umask's mode, group-writable
+    under umask 002, and the cache would then refuse its own folder."""
+    top = root or default_cache_dir()
+    os.close(slots.open_own_dir(top, 0o700, "compile cache directory"))
+    return top
+
+
 class CompileCache:
     """Artifacts on disk, one file per key, bounded in bytes (LRU by mtime, touched on a hit)."""
 
     def __init__(self, root: str | None = None, max_bytes: int | None = None) -> None:
-        # the cached artifacts are run as programs and checkers: a folder someone else made or
-        # may write in (the default is in the shared /tmp) could hand any submission their binary
-        top = root or default_cache_dir()
-        self.root = os.path.join(top, "artifacts")
+        self.root = os.path.join(own_cache_dir(root), "artifacts")
         mb: int = envvars.read("CPFLEET_COMPILE_CACHE_MB", 512)
         self.max_bytes = max_bytes if max_bytes is not None else mb * MiB
-        for path in (top, self.root):
-            os.close(slots.open_own_dir(path, 0o700, "compile cache directory"))
+        os.close(slots.open_own_dir(self.root, 0o700, "compile cache directory"))
         self.hits = 0
         self.misses = 0
 
@@ -203,9 +212,17 @@ _default_cache: CompileCache | None = None
 
 
 def default_cache() -> CompileCache:
+    """This process's compile cache. A folder refused by its ownership rule (``SlotDirError``:
+    planted, foreign, writable by others) is the worker's setup failing, so it is raised as
+    ``SandboxFailure``, which every judging path answers as an infrastructure error, never as
+    the program's verdict nor as an exception out of ``judge_locally``; the next compile looks
+    again (the folder may have been repaired)."""
     global _default_cache
     if _default_cache is None:
-        _default_cache = CompileCache()
+        try:
+            _default_cache = CompileCache()
+        except SlotDirError as e:
+            raise SandboxFailure(f"no compile cache: {e}") from e
     return _default_cache
 
 
@@ -328,8 +345,8 @@ def compile_program(
     """Compile ``files`` (relative path -> source) whose ``entry_points`` are the translation
     units (Java: the first is the one with ``main``); ``defines`` (``NAME=VALUE``, C and C++
     only) are passed as ``-D`` flags and are part of the cache key. Raises ProgramError for a
-    source set that cannot be compiled as asked, and SandboxBroken (infrastructure) when the
-    sandbox fails."""
+    source set that cannot be compiled as asked, and SandboxFailure (infrastructure) when the
+    sandbox fails or the compile cache folder is refused (``default_cache``)."""
     lang = languages.get(language)
     if lang.compile is None:
         raise ProgramError(f"{language} programs are not compiled: run them with the Python runner")

@@ -29,6 +29,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from cpfleet.core.errors import SlotDirError
 from cpfleet.sandbox import languages, programs
 
 EXPECTED = languages.SELF_TEST_EXPECTED
@@ -136,7 +137,8 @@ def check_cached(name: str) -> SelfTest:
         return SelfTest(name, True, "passed before with this toolchain")
     found = check(name)
     if found.ok and marker is not None:
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError, SlotDirError):  # not remembered: checked again next start
+            programs.own_cache_dir()  # the cache's folder first, by its ownership rule, never as a parent
             os.makedirs(os.path.dirname(marker), mode=0o700, exist_ok=True)
             with open(marker, "w") as f:
                 f.write(f"{name} self-test passed\n")

@@ -28,6 +28,9 @@ from cpfleet.fleet.redis_server import RedisServer
 from cpfleet.gateway import ServeConfig
 from cpfleet.producer.client import FleetClient
 from cpfleet.rewards import TRLReward, close_verl_connections, compute_score
+from cpfleet.rewards.verl import VERDICT_CODES, score_dict
+from cpfleet.sandbox.env import evaluate
+from cpfleet.sandbox.runner import CodeRunner
 
 MUTANTS = wrong_completions_module()
 SOLUTIONS = REPO / "cpfleet" / "demo" / "solutions"
@@ -191,7 +194,7 @@ def test_hidden_mode_runs_a_public_test_a_hidden_test_already_ran_once(
     file_order_fleet: tuple[str, FleetWorker],
 ) -> None:
     """APPS/TACO-shaped problems repeat their public tests among the hidden ones: a right
-    program runs each input once in hidden mode (full mode runs the repeated one twice)."""
+    program runs each test once in hidden mode (full mode runs the repeated one twice)."""
     url, node = file_order_fleet
     problem = {"id": "hm/public-among-hidden", "public_tests": [BAD_PUBLIC["hidden_tests"][2]],
                "hidden_tests": BAD_PUBLIC["hidden_tests"]}
@@ -331,3 +334,51 @@ def test_a_limit_on_a_public_test_alone_costs_the_reward_in_hidden_mode_as_in_fu
     assert (full.reward, full.verdict, full.hidden.run) == (0.0, Verdict.TIME_LIMIT, 0)
     assert (hidden.reward, hidden.verdict, hidden.hidden.run, hidden.public.run) == (0.0, Verdict.TIME_LIMIT, 5, 1)
     assert "public test 1" in full.stopped and "public test 1" in hidden.stopped
+
+
+# Kattis interactor protocol (argv: input, answer, feedback folder): the secret is in the answer
+# file; "correct" and accept at the right guess, else "wrong" and wait for the next one
+ANSWER_INTERACTOR = """import sys
+secret = open(sys.argv[2]).read().strip()
+for line in sys.stdin:
+    if line.strip() == secret:
+        print("correct", flush=True)
+        sys.exit(42)
+    print("wrong", flush=True)
+sys.exit(43)
+"""
+# guesses 1; told it is wrong, spins (a time limit), as a program may on any dialogue
+GUESSES_ONE = "```python\nprint(1, flush=True)\nif input() != 'correct':\n    while True:\n        pass\n```"
+
+
+def test_hidden_mode_runs_a_public_test_whose_input_a_hidden_test_ran_with_another_answer(
+    runner: CodeRunner,
+) -> None:
+    """An interactor reads the test's expected output (its answer file): a public test with a
+    hidden test's input but another answer is another dialogue, and full mode's reward is 0
+    when the program hits a limit there. Hidden mode must run it too, not pay 1 for the hidden
+    test's dialogue alone."""
+    problem = Problem.from_dict({
+        "id": "hm/interactive-same-input", "time_limit_s": 0.5,
+        "checker": {"type": "interactive", "language": "python3", "source": ANSWER_INTERACTOR},
+        "public_tests": [{"input": "10\n", "output": "2\n"}],
+        "hidden_tests": [{"input": "10\n", "output": "1\n"}],
+    })
+    full = evaluate(problem, GUESSES_ONE, runner, mode="full")
+    hidden = evaluate(problem, GUESSES_ONE, runner, mode="hidden")
+    assert (full.reward, full.verdict) == (0.0, Verdict.TIME_LIMIT), full.observation
+    assert (hidden.reward, hidden.verdict, hidden.hidden.passed, hidden.public.run) == \
+        (0.0, Verdict.TIME_LIMIT, 1, 1), hidden.observation
+
+
+def test_verl_acc_is_0_in_hidden_mode_when_a_public_test_alone_hits_a_limit(runner: CodeRunner) -> None:
+    """verl's ``acc`` says the sample was solved: 0 with a score of 0 in both modes for a
+    program that passes every hidden test but hits a time limit on a public one (hidden mode
+    stops after the hidden tests, every one of them passed, full mode before them)."""
+    problem = Problem.from_dict({**BAD_PUBLIC, "id": "hm/verl-acc", "time_limit_s": 0.5})
+    spins_on_public = "```python\na, b = map(int, input().split())\nwhile (a, b) == (1, 2):\n    pass\nprint(a + b)\n```"
+    keys = {mode: score_dict(evaluate(problem, spins_on_public, runner, mode=mode)) for mode in ("full", "hidden")}
+    assert keys["hidden"]["score"] == keys["full"]["score"] == 0.0
+    assert keys["hidden"]["acc"] == keys["full"]["acc"] == 0.0, keys
+    assert keys["hidden"]["verdict"] == keys["full"]["verdict"] == VERDICT_CODES["TIME_LIMIT"]
+    assert score_dict(evaluate(problem, ADD, runner, mode="hidden"))["acc"] == 1.0

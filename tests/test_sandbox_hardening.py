@@ -361,3 +361,60 @@ def test_a_planted_compile_cache_or_header_folder_is_never_used(tmp_path: Path, 
     fresh = CompileCache(str(tmp_path / "fresh"))
     assert stat.S_IMODE(os.stat(fresh.root).st_mode) == 0o700
     assert stat.S_IMODE(os.stat(PchCache(str(tmp_path / "fresh-pch")).ensure_root()).st_mode) == 0o755
+
+
+def test_the_self_test_markers_leave_the_compile_cache_folder_usable_under_a_group_writable_umask(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a worker's start self-tests its languages and remembers a pass in the compile cache folder;
+    # under umask 002 (many desktops' default) a folder made on the way there was group-writable,
+    # so the cache refused its own folder and every compiled job and checker was INTERNAL after
+    from cpfleet.sandbox import selftest
+    from cpfleet.sandbox.programs import CompileCache, default_cache_dir
+
+    monkeypatch.setenv("CPFLEET_COMPILE_CACHE_DIR", str(tmp_path / "cache"))
+    old = os.umask(0o002)
+    try:
+        assert selftest.check_cached("python3").ok
+        top = default_cache_dir()
+        assert os.listdir(os.path.join(top, "selftest")) != []  # the pass is remembered
+        cache = CompileCache()
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(top).st_mode) == 0o700
+    assert os.path.isdir(cache.root)
+
+
+REFUSED_CACHE_JUDGE = """
+import json, sys
+from cpfleet.core.problem import Problem
+from cpfleet.sandbox.env import judge_locally
+from cpfleet.sandbox.forkserver import ForkServerRunner
+
+problem = Problem.from_dict({"id": "add", "hidden_tests": [{"input": "1 2\\n", "output": "3\\n"}]})
+code = "```cpp\\n#include <cstdio>\\nint main(){int a,b;scanf(\\"%d %d\\",&a,&b);printf(\\"%d\\\\n\\",a+b);}\\n```"
+runner = ForkServerRunner()
+try:
+    r = judge_locally(problem, code, runner)
+finally:
+    runner.close()
+print(json.dumps([r.infra_error, r.reward, r.infra_message]))
+"""
+
+
+def test_a_refused_compile_cache_folder_is_an_infrastructure_result_not_an_exception(tmp_path: Path) -> None:
+    # a planted (world-writable) compile cache folder is refused: judge_locally must answer that
+    # as the sandbox's failure (infra_error, reward None), as it promises for anything the
+    # sandbox does, not raise SlotDirError out of the judging loop into its caller
+    from cpfleet.sandbox import languages
+
+    if languages.missing_tools("cpp"):
+        pytest.skip("no C++ toolchain here")
+    planted = tmp_path / "cache"
+    planted.mkdir()
+    planted.chmod(0o777)
+    proc = subprocess.run([sys.executable, "-c", REFUSED_CACHE_JUDGE], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "CPFLEET_COMPILE_CACHE_DIR": str(planted)})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    infra_error, reward, message = json.loads(proc.stdout.splitlines()[-1])
+    assert (infra_error, reward) == (True, None), message
+    assert "compile cache directory" in message and str(planted) in message

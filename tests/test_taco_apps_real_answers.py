@@ -62,6 +62,12 @@ CASES = [
     ("inf\n", "inf\n", True),
     ("0.5\n", "0x1p-1\n", False),               # ASCII decimal syntax only
     ("0.5\n", "\u0660.5\n", False),
+    ("1.5\n", "\u0661.\u0665\n", False),             # non-ASCII digits, though Decimal reads them
+    ("1000.5\n", "1_000.5\n", False),           # digit separators, though Decimal and float read them
+    ("0.5\n", ".\n", False),                   # a point, a sign and a point, two signs, a bare exponent
+    ("-0.5\n", "-.\n", False),
+    ("1.0\n", "+-1.0\n", False),
+    ("1.0\n", "1e\n", False),
     ("0.5\n", "", False),                       # empty output
     ("", "", True),
     ("", "\n \n", True),

@@ -10,7 +10,8 @@ dict with always the same keys (verl crashes or drops columns when keys vary):
   after ``retries`` more attempts (default 2); ``infra_error`` says which samples those were
   (an unknown problem id raises ``UnknownProblemError`` instead: the package docstring,
   :mod:`cpfleet.rewards`, lists every case).
-- ``acc``: 1.0 when every rewarded test passed, else 0.0.
+- ``acc``: 1.0 when every rewarded test passed and the verdict is OK (no limit, on any test,
+  stopped the job), else 0.0.
 - ``verdict``: an integer code (``VERDICT_CODES``; verl averages every key, so no strings).
 - ``infra_error``: 1 or 0. ``pass_rate``: rewarded tests passed / total; under all_or_nothing
   the judging stops at the first failing test, which runs early once the fleet has learnt which
@@ -22,8 +23,10 @@ from ``custom_reward_function.reward_kwargs`` (``redis_url``, ``reward_shape``, 
 ``timeout_s``, ``retries``, ``infra_score``, ``max_infra_calls``) or the ``CPFLEET_REDIS_URL``
 environment variable. ``mode`` defaults to ``hidden``: verl reads the score and these keys, never
 the feedback text, so the hidden tests run first and a wrong completion runs none of the public
-tests (which make that text); the reward and every key are full mode's. ``mode="full"`` runs
-them first, as before.
+tests (which make that text); the reward and every key are full mode's, but for ``pass_rate``
+where a limit on a public test alone stopped the job (reward 0 in both modes: full mode stopped
+before any hidden test, 0; hidden mode after them, their share). ``mode="full"`` runs them
+first, as before.
 ``compute_score_async`` is the same for verl's reward loop (awaited directly) and
 ``compute_score_batch`` takes the lists verl's ``batch`` reward manager passes.
 """
@@ -119,7 +122,9 @@ def score_dict(result: JobResult | None, *, infra_score: float = 0.0) -> dict[st
     passed = rewarded.passed
     return {
         "score": float(result.reward or 0.0),
-        "acc": 1.0 if total and passed == total and result.verdict not in (Verdict.NO_CODE, Verdict.COMPILE_ERROR) else 0.0,
+        # OK: every rewarded test passed and no limit stopped the job (hidden mode runs the public
+        # tests after the hidden ones, for their limits: a stop there leaves every hidden test passed)
+        "acc": 1.0 if total and passed == total and result.verdict == Verdict.OK else 0.0,
         "verdict": VERDICT_CODES.get(str(result.verdict), OTHER_VERDICT_CODE),
         "infra_error": 0,
         "pass_rate": passed / total if total else 0.0,
