@@ -234,12 +234,9 @@ class Judge:
                 break
 
     def _rewarded_above_zero(self) -> bool:
-        """Whether the hidden tests run so far leave a reward above 0 (no stop, and every test
-        passed under all-or-nothing, at least one under fraction)."""
+        """Whether the hidden tests leave a reward above 0: no stop, and ``_reward`` of them."""
         hidden = self.hidden.summary
-        if self.budget.stop is not None or hidden.passed == 0:
-            return False
-        return self.reward_shape == "fraction" or hidden.passed == hidden.total
+        return self.budget.stop is None and _reward(hidden.passed, hidden.total, self.reward_shape) > 0
 
     def _check_public_limits(self, checker: Checker, limits: Limits) -> None:
         """Hidden mode: the public tests, in file order, for what full mode's reward takes from
@@ -252,10 +249,11 @@ class Judge:
         ``public`` (run, passed) but none is shown: hidden mode builds no feedback."""
         ran = {(t.input, t.output) for t in self.problem.hidden_tests}  # every one ran: no stop, reward above 0
         for i, test in enumerate(self.problem.public_tests):
+            if (test.input, test.output) in ran:
+                continue  # before the budget's check: a test not run cannot exhaust it
             if self.budget.exhausted:
                 return
-            if (test.input, test.output) not in ran:
-                self.public.add(self._test(checker, test, limits, f"public test {i + 1}"), i, keep_report=False)
+            self.public.add(self._test(checker, test, limits, f"public test {i + 1}"), i, keep_report=False)
 
     def _feedback(self) -> tuple[str, str]:
         """(the observation, the ``stopped`` note: empty unless the budget stopped the job)."""

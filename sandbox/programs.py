@@ -122,7 +122,10 @@ def own_cache_dir(root: str | None = None) -> str:
     made as a parent on the way (``os.makedirs``) would take the umask's mode, group-writable
     under umask 002, and the cache would then refuse its own folder."""
     top = root or default_cache_dir()
-    os.close(slots.open_own_dir(top, 0o700, "compile cache directory"))
+    # the default folder, and only it, is ours to replace when others may write in it; a folder
+    # the operator named is refused instead (it may hold anything)
+    ours = root is None and not os.environ.get("CPFLEET_COMPILE_CACHE_DIR")
+    os.close(slots.open_own_dir(top, 0o700, "compile cache directory", disposable=ours))
     return top
 
 
@@ -133,7 +136,7 @@ class CompileCache:
         self.root = os.path.join(own_cache_dir(root), "artifacts")
         mb: int = envvars.read("CPFLEET_COMPILE_CACHE_MB", 512)
         self.max_bytes = max_bytes if max_bytes is not None else mb * MiB
-        os.close(slots.open_own_dir(self.root, 0o700, "compile cache directory"))
+        os.close(slots.open_own_dir(self.root, 0o700, "compile cache directory", disposable=True))
         self.hits = 0
         self.misses = 0
 
@@ -230,7 +233,11 @@ def default_cache() -> CompileCache:
 def pch_root() -> str:
     """Where precompiled headers live (``CPFLEET_PCH_DIR``, default a per-user folder in the temp
     directory): bound read-only into every zygote, so world-readable."""
-    return os.environ.get("CPFLEET_PCH_DIR") or os.path.join(tempfile.gettempdir(), f"cpfleet-pch-{os.geteuid()}")
+    return os.environ.get("CPFLEET_PCH_DIR") or default_pch_dir()
+
+
+def default_pch_dir() -> str:
+    return os.path.join(tempfile.gettempdir(), f"cpfleet-pch-{os.geteuid()}")
 
 
 class PchCache:
@@ -242,7 +249,9 @@ class PchCache:
     def ensure_root(self) -> str:
         """The root, ours alone (``slots.open_own_dir``: a planted header would be compiled into
         every C++ submission) and readable by the zygotes that bind it."""
-        fd = slots.open_own_dir(self.root, 0o755, "precompiled header directory")
+        # the default folder, and only it, is ours to replace when others may write in it
+        ours = self.root == default_pch_dir() and not os.environ.get("CPFLEET_PCH_DIR")
+        fd = slots.open_own_dir(self.root, 0o755, "precompiled header directory", disposable=ours)
         try:
             os.fchmod(fd, 0o755)
         finally:

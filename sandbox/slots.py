@@ -15,15 +15,20 @@ lock file is opened relative to it, again without following a symlink. Anything 
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
+import shutil
 import socket
 import stat
 import tempfile
+import time
 import zlib
 from dataclasses import dataclass
 
 from cpfleet.core import envvars
 from cpfleet.core.errors import SlotDirError
+
+log = logging.getLogger(__name__)
 
 MAX_SLOTS = 1024
 
@@ -61,13 +66,35 @@ def default_lock_dir() -> str:
     return os.environ.get("CPFLEET_SLOT_DIR") or os.path.join(tempfile.gettempdir(), f"cpfleet-slots-{os.geteuid()}")
 
 
-def open_own_dir(path: str, mode: int, what: str) -> int:
+def open_own_dir(path: str, mode: int, what: str, *, disposable: bool = False) -> int:
     """A directory fd for ``path``, created with ``mode`` if missing: the rule for every folder
     the worker keeps in the shared temp directory (the slot locks, the compile cache, the
     precompiled headers), where another local user may have planted a symlink or a folder of
     their own first. The last component must be a real directory (not a symlink), owned by this
     euid, with no group or other write permission; anything else is a ``SlotDirError`` naming
-    ``what`` and the path, never a folder used whose contents someone else chose."""
+    ``what`` and the path, never a folder used whose contents someone else chose.
+
+    ``disposable`` (a cache, rebuilt on demand): a folder of this euid that others may write in
+    (made by an earlier version under a permissive umask, or chmod-ed) is moved aside and
+    removed, and a new one made, with a warning, instead of being refused: nothing in it can be
+    trusted, and nothing in it is needed."""
+    fd = _open_dir(path, mode, what)
+    st = os.fstat(fd)
+    if disposable and st.st_uid == os.geteuid() and st.st_mode & 0o022:
+        os.close(fd)
+        _replace_writable_by_others(path, stat.S_IMODE(st.st_mode), what)
+        fd = _open_dir(path, mode, what)
+        st = os.fstat(fd)
+    if st.st_uid != os.geteuid() or st.st_mode & 0o022:
+        os.close(fd)
+        raise SlotDirError(
+            f"{what} {path} is owned by uid {st.st_uid} with mode {stat.S_IMODE(st.st_mode):o}; "
+            f"it must belong to uid {os.geteuid()} and be writable by no one else"
+        )
+    return fd
+
+
+def _open_dir(path: str, mode: int, what: str) -> int:
     try:
         parent = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(parent):
@@ -78,18 +105,26 @@ def open_own_dir(path: str, mode: int, what: str) -> int:
     except OSError as e:
         raise SlotDirError(f"cannot create the {what} {path}: {e.strerror or e}") from None
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as e:
         kind = "a symlink" if os.path.islink(path) else "not a directory we can open"
         raise SlotDirError(f"{what} {path} is {kind} ({e.strerror or e}); refusing it") from None
-    st = os.fstat(fd)
-    if st.st_uid != os.geteuid() or st.st_mode & 0o022:
-        os.close(fd)
-        raise SlotDirError(
-            f"{what} {path} is owned by uid {st.st_uid} with mode {stat.S_IMODE(st.st_mode):o}; "
-            f"it must belong to uid {os.geteuid()} and be writable by no one else"
-        )
-    return fd
+
+
+def _replace_writable_by_others(path: str, mode: int, what: str) -> None:
+    """Move ``path`` aside (atomically: a process of this euid still using it keeps its open
+    files) and remove it; the caller makes a new one."""
+    aside = f"{path}.unsafe-{os.getpid()}-{time.monotonic_ns()}"
+    try:
+        os.rename(path, aside)
+    except FileNotFoundError:
+        return  # another process of this euid moved it first
+    except OSError as e:
+        raise SlotDirError(f"{what} {path} has mode {mode:o} (writable by others) and cannot be moved aside: "
+                           f"{e.strerror or e}") from None
+    log.warning("%s %s had mode %o (writable by others): its contents are not trusted; removed, a new one is made",
+                what, path, mode)
+    shutil.rmtree(aside, ignore_errors=True)
 
 
 def open_lock_dir(lock_dir: str) -> int:

@@ -363,6 +363,44 @@ def test_a_planted_compile_cache_or_header_folder_is_never_used(tmp_path: Path, 
     assert stat.S_IMODE(os.stat(PchCache(str(tmp_path / "fresh-pch")).ensure_root()).st_mode) == 0o755
 
 
+def test_the_default_cache_folders_left_writable_by_others_are_replaced_and_a_named_one_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # an earlier version under umask 002 left the default compile cache folder group-writable:
+    # refusing it would make every compiled job INTERNAL after an upgrade; it is this worker's
+    # own disposable folder, so it is replaced (nothing in it trusted). A folder the operator
+    # named may hold anything: refused, never removed.
+    import tempfile
+
+    from cpfleet.core.errors import SlotDirError
+    from cpfleet.sandbox.programs import CompileCache, PchCache, default_cache_dir, default_pch_dir
+
+    monkeypatch.delenv("CPFLEET_COMPILE_CACHE_DIR", raising=False)
+    monkeypatch.delenv("CPFLEET_PCH_DIR", raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    for folder in (Path(default_cache_dir()), Path(default_pch_dir())):
+        assert folder.parent == tmp_path
+        (folder / "artifacts").mkdir(parents=True)
+        (folder / "artifacts" / "planted").write_text("a binary someone chose")
+        folder.chmod(0o775)
+    cache = CompileCache()
+    assert stat.S_IMODE(os.stat(default_cache_dir()).st_mode) == 0o700
+    assert not (Path(cache.root) / "planted").exists()
+    assert PchCache().ensure_root() == default_pch_dir()
+    assert stat.S_IMODE(os.stat(default_pch_dir()).st_mode) == 0o755
+    assert not (Path(default_pch_dir()) / "artifacts").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([Path(default_cache_dir()).name,
+                                                                  Path(default_pch_dir()).name])
+
+    named = tmp_path / "operators-cache"
+    named.mkdir(mode=0o775)
+    named.chmod(0o775)
+    (named / "theirs").write_text("kept")
+    monkeypatch.setenv("CPFLEET_COMPILE_CACHE_DIR", str(named))
+    with pytest.raises(SlotDirError, match="writable by no one else"):
+        CompileCache()
+    assert (named / "theirs").read_text() == "kept"
+
+
 def test_the_self_test_markers_leave_the_compile_cache_folder_usable_under_a_group_writable_umask(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # a worker's start self-tests its languages and remembers a pass in the compile cache folder;

@@ -40,7 +40,7 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reward-mode", choices=protocol.MODES, default=protocol.REWARD_ONLY_MODE,
                    help="mode of the routes that answer a reward only (/get_reward, /slime): hidden runs the "
                         "hidden tests first (a wrong completion runs no public test; their feedback is not returned); "
-                        "full runs the public tests first (default: %(default)s)")
+                        "full runs the public tests first; public rewards the public tests (default: %(default)s)")
     p.add_argument("--max-body-mb", type=float, default=DEFAULT_MAX_BODY_MB,
                    help="largest request body, 413 above (default: %(default)s)")
     p.add_argument("--max-backlog", type=positive_int, default=DEFAULT_MAX_BACKLOG,
