@@ -350,3 +350,25 @@ def test_up_ephemeral_removes_the_logs_folder_it_made_when_stopped_and_keeps_it_
         # the workers' caches shared across runs (cpfleet-compile-UID, ...) are not up's to remove
         made = [p.name for p in tmp.iterdir() if p.name.startswith(("cpfleet-logs-", "cpfleet-metrics-port-"))]
         assert made == [], err
+
+
+def test_up_ephemeral_keeps_its_logs_folder_when_up_itself_fails(tmp_path: Path) -> None:
+    """A bug inside `up` (fault injection: building the fleet raises) is a failure, not a stop as
+    asked: the temporary logs folder is kept and named, as when the fleet failed."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    script = (
+        "import sys\n"
+        "from cpfleet.fleet import up\n"
+        "def broken(*args, **kwargs):\n"
+        "    raise RuntimeError('a bug while building the fleet')\n"
+        "up.fleet_from_args = broken\n"
+        "from cpfleet.cli import main\n"
+        "sys.exit(main(['up', '--ephemeral', '--workers', '1', '--flower-port', '-1', '--metrics-port', '-1',"
+        " '--redis-port', '0']))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], env={**os.environ, "TMPDIR": str(tmp)},
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0, proc.stderr
+    kept = [p for p in tmp.iterdir() if p.name.startswith("cpfleet-logs-")]
+    assert len(kept) == 1 and f"logs kept in {kept[0]}" in proc.stderr, (proc.stderr, list(tmp.iterdir()))

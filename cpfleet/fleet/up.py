@@ -194,6 +194,11 @@ def run(args: argparse.Namespace) -> int:
         except OSError as e:  # a data or logs folder that cannot be made or written: the user's to fix
             print(f"cpfleet up: {e.filename or ''}: {e.strerror or e}", file=sys.stderr)
             status = 2
+        except KeyboardInterrupt:  # a Ctrl-C before the fleet's signal handling is in place: asked
+            raise
+        except BaseException:  # a bug: up failed, and its logs are what tells why
+            status = status or 1
+            raise
     finally:  # a Ctrl-C before the fleet's signal handling is in place unwinds through here too
         strays = kill_strays()
         if strays:
