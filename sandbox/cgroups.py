@@ -15,11 +15,8 @@ checker, whose limit would otherwise hold the program's leftovers too."""
 
 from __future__ import annotations
 
-import logging
 import os
 import time
-
-log = logging.getLogger(__name__)
 
 # What may stay charged to an empty slot besides its file pages (slab, RCU-delayed frees): a
 # run starts once the slot, reclaimed, holds no more, or after SETTLE_S (the kernel's collection
@@ -204,8 +201,14 @@ class SlotCgroup:
             time.sleep(0.002)
             left = self.leftover_bytes()
         if left > self._stuck_bytes + LEFTOVER_BYTES:
-            log.warning("slot %s still holds %d MiB that no reclaim frees, %.1f s after its last run ended: "
-                        "later runs start with it charged", self.name, left >> 20, timeout_s)
+            # imported here, not at the top: the job init and every test child (forks of the
+            # zygote) import this module, and logging would add to each test's address space,
+            # which counts against a Python program's memory limit
+            import logging
+
+            logging.getLogger(__name__).warning(
+                "slot %s still holds %d MiB that no reclaim frees, %.1f s after its last run ended: "
+                "later runs start with it charged", self.name, left >> 20, timeout_s)
             self._stuck_bytes = left
             return left
         return 0

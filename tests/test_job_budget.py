@@ -176,6 +176,15 @@ def test_an_interactive_program_starved_of_cpu_gets_the_same_credit_as_a_single_
     assert (result.verdict, result.reward, result.deterministic) == (Verdict.OK, 1.0, True), result.observation
 
 
+def test_a_python_test_child_carries_no_module_it_does_not_need(runner: CodeRunner) -> None:
+    # every test child is a fork of the zygote, and what the zygote imported is address space
+    # under the program's RLIMIT_AS: logging (with threading, traceback, string...) once slipped
+    # in through a module the job init imports, and a program 184 MB into a 200 MB limit lost
+    code = "import sys\nprint(' '.join(sorted(m for m in ('logging', 'decimal', 'shutil', 'json') if m in sys.modules)))"
+    r = runner.run(b"", Limits(time_s=2, memory_mb=200)) if runner.load(code) is None else None
+    assert r is not None and r.status == Verdict.OK and r.stdout == b"\n", r
+
+
 def test_memory_judged_near_the_limit_is_marked_load_dependent(runner: CodeRunner) -> None:
     # killed by a signal (no MemoryError, no cgroup OOM) with a peak RSS near the limit: the
     # heuristic calls it MEMORY_LIMIT, which a quieter machine could judge otherwise
