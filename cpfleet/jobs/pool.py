@@ -205,15 +205,29 @@ def _judge_blob(blob: bytes) -> bytes:
 # --- parent side -------------------------------------------------------------------------------
 @contextlib.contextmanager
 def _spawning() -> Iterator[None]:
-    """SIGINT held (blocked, not lost) while pool processes may be started: a new process
-    inherits the mask, so a Ctrl-C while it imports (it is still in the terminal's process
-    group until its initializer) cannot print a KeyboardInterrupt traceback there. The parent
-    gets a held Ctrl-C as soon as the block ends."""
+    """SIGINT held while pool processes may be started, so a Ctrl-C cannot land between a
+    process's start and the write of what it needs (it would print an EOFError traceback, still
+    in the terminal's process group, and never be killed: the pool does not know it yet).
+
+    Blocked (not lost) in this thread, and a new process inherits the mask, so a Ctrl-C while it
+    imports cannot print a KeyboardInterrupt traceback there. A process-directed SIGINT may still
+    reach another thread of this process (the executor's manager thread, a queue's feeder), whose
+    C handler would raise KeyboardInterrupt here mid-start: in the main thread its Python handler
+    is swapped for one that only notes it until the block ends. The Ctrl-C is then delivered as
+    before, once."""
     held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    noted: list[tuple[int, Any]] = []
+    previous: Any = None
+    if threading.current_thread() is threading.main_thread() and callable(signal.getsignal(signal.SIGINT)):
+        previous = signal.signal(signal.SIGINT, lambda signum, frame: noted.append((signum, frame)))
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)  # a Ctrl-C held in this thread arrives here
+        if noted and previous is not None:
+            previous(*noted[0])  # one that reached another thread: the default handler raises here
 
 
 def _wire_job(job: Mapping[str, Any]) -> dict[str, Any]:
