@@ -13,8 +13,8 @@ from typing import Any
 
 import msgpack
 
-from cpfleet.core.errors import NoHiddenTestsError, NoPublicTestsError, OptionError, ProblemFormatError
-from cpfleet.core.protocol import MODES, rewarded_tests
+from cpfleet.core.errors import NoHiddenTestsError, NoPublicTestsError, ProblemFormatError
+from cpfleet.core.protocol import check_mode, rewarded_tests
 
 DEFAULT_TIME_LIMIT_S = 2.0
 DEFAULT_MEMORY_LIMIT_MB = 512
@@ -197,8 +197,7 @@ def validate_for_judging(problem: Problem, mode: str = "full") -> None:
     for one, often have none. So no reward is ever a fraction over zero tests. Raises
     ``NoHiddenTestsError`` / ``NoPublicTestsError`` (both ``ProblemFormatError``).
     """
-    if mode not in MODES:
-        raise OptionError(f"unknown mode {mode!r} (known: {', '.join(MODES)})")
+    check_mode(mode)
     if rewarded_tests(mode) == "hidden" and not problem.hidden_tests:
         raise NoHiddenTestsError(
             f"{problem.id}: no hidden tests: the reward comes from hidden tests only, so this problem "

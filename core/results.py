@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from typing import Any, ClassVar
 
+from cpfleet.core.protocol import rewarded_tests
 from cpfleet.core.verdict import Verdict
 
 
@@ -64,6 +65,11 @@ class JobResult:
     # set when the job's budget stopped it: the limit verdict and where it fired; the tests
     # after it were not run (counted as failed)
     stopped: str = ""
+
+    @property
+    def rewarded(self) -> TestSetSummary:
+        """The tests this job's reward and verdict come from (``protocol.rewarded_tests``)."""
+        return self.public if rewarded_tests(self.mode) == "public" else self.hidden
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

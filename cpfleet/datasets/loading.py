@@ -49,7 +49,7 @@ from cpfleet.core.errors import (
     ProblemFileNotFoundError,
 )
 from cpfleet.core.problem import Problem, ProblemFormatError, validate_for_judging
-from cpfleet.core.protocol import MODES
+from cpfleet.core.protocol import check_mode
 
 log = logging.getLogger(__name__)
 
@@ -181,8 +181,7 @@ def load_problems(
 ) -> LoadResult:
     """Load a problem file under the rules in this module's docstring. ``log_warnings=False``
     only collects the warnings in ``stats.warnings`` (a CLI prints them itself)."""
-    if mode not in MODES:
-        raise OptionError(f"unknown mode {mode!r} (known: {', '.join(MODES)})")
+    check_mode(mode)
     max_problems = check_cap("max_problems", max_problems)
     max_public_tests = check_cap("max_public_tests", max_public_tests)
     max_hidden_tests = check_cap("max_hidden_tests", max_hidden_tests)

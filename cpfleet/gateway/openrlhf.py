@@ -22,7 +22,6 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from cpfleet.core.protocol import rewarded_tests
 from cpfleet.core.results import JobResult
 from cpfleet.gateway.app import Gateway, JSONResponse, raise_on_failure
 from cpfleet.gateway.payloads import json_list, json_object, label, str_list
@@ -52,10 +51,10 @@ def strip_prompt(query: str, prompt: str) -> str:
 
 
 def pass_rate(r: JobResult) -> float:
-    """The fraction of tests passed that decided the reward (``rewarded_tests``: hidden in full
-    and hidden mode, else public), logged beside the reward so a run's curves show partial
+    """The fraction of tests passed that decided the reward (``JobResult.rewarded``: hidden in
+    full and hidden mode, else public), logged beside the reward so a run's curves show partial
     progress under all-or-nothing."""
-    s = r.hidden if rewarded_tests(r.mode) == "hidden" else r.public
+    s = r.rewarded
     return s.passed / s.total if s.total else 0.0
 
 

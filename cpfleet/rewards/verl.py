@@ -39,7 +39,7 @@ from typing import Any
 
 from cpfleet.core import defaults
 from cpfleet.core.errors import InlineProblemError, UnknownProblemError
-from cpfleet.core.protocol import REWARD_ONLY_MODE, rewarded_tests
+from cpfleet.core.protocol import REWARD_ONLY_MODE
 from cpfleet.core.results import JobResult
 from cpfleet.core.verdict import Verdict
 from cpfleet.rewards.common import (
@@ -117,7 +117,7 @@ def score_dict(result: JobResult | None, *, infra_score: float = 0.0) -> dict[st
             "pass_rate": 0.0,
             "num_tests": 0,
         }
-    rewarded = result.hidden if rewarded_tests(result.mode) == "hidden" else result.public
+    rewarded = result.rewarded
     total = rewarded.total
     passed = rewarded.passed
     return {
