@@ -191,7 +191,7 @@ VARIABLES: tuple[EnvVar, ...] = (
     EnvVar("CPFLEET_SOLUTION_PYTHON", "a Python executable", _text),
     EnvVar("CPFLEET_PYPY", "a PyPy executable", _text),
     EnvVar("CPFLEET_PYPY_FORK", "1 or 0", _choice("1", "0")),
-    EnvVar("CPFLEET_JAVA_HOME", "a JDK folder (with bin/javac and bin/java)", _text),
+    EnvVar("CPFLEET_JAVA_HOME", "a JDK or Java runtime folder (bin/java; bin/javac, else the PATH's)", _text),
     EnvVar("CPFLEET_JAVA_GC", "serial or g1", _choice("serial", "g1")),
     EnvVar("CPFLEET_CPP_STD", "a -std= name such as gnu++17, c++20 or gnu++2a", _cpp_std),
     EnvVar("CPFLEET_FORK_AHEAD", "auto, 1 or 0", _choice("auto", "1", "0")),

@@ -52,6 +52,7 @@ from cpfleet.sandbox.zygote_process import (
     solution_python_dirs,
     spawn_zygote,
     stop_zygote,
+    toolchain_dirs,
 )
 
 if TYPE_CHECKING:
@@ -153,7 +154,7 @@ class ZygoteRunner(CodeRunner):
             self._proc, ours = spawn_zygote(self._solution_python, {
                 "uid": self._slot.uid, "gid": self._slot.gid, "python": self._python,
                 "site_packages": site_packages(self._solution_python),
-                "python_dirs": solution_python_dirs(self._solution_python),
+                "python_dirs": solution_python_dirs(self._solution_python), "tool_dirs": toolchain_dirs(),
                 "isolate": self._isolate, "pch_dir": self._pch_host_dir, "cpu_usage_fd": cpu_counted}, cgroup_fds)
         finally:
             for fd in cgroup_fds:

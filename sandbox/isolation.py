@@ -36,6 +36,15 @@ BOX = "/box"  # the test directory (cwd, /tmp, /dev/shm, /run), a tmpfs kept fre
 # host paths bound read-only into the sandbox root (symlinks are recreated as symlinks)
 SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 DEVICES = ("null", "zero", "full", "random", "urandom")
+# paths the sandbox's root makes itself: a host folder under one of them cannot be shown to
+# programs at its own path (/tmp is where the root is built, then each test's own folder)
+SANDBOX_MADE = ("/tmp", "/var/tmp", "/run", "/dev", "/proc", "/old-root", BOX, PROG, PCH)
+
+
+def hidden_from_sandbox(path: str) -> bool:
+    """Whether a host folder cannot be bound at its own path into the sandbox's root."""
+    real = os.path.normpath(path)
+    return any(real == p or real.startswith(p + "/") for p in SANDBOX_MADE)
 O_PATH = getattr(os, "O_PATH", 0o10000000)  # PyPy 3.9's os lacks the name (the value is Linux's)
 # PyPy 3.9's resource lacks these two names (the values are Linux's)
 RLIMIT_NICE = getattr(resource, "RLIMIT_NICE", 13)

@@ -131,6 +131,9 @@ class Zygote:
         # modules into every test's fork)
         self.site_packages: list[str] = list(config.get("site_packages") or [])
         self.extra_python_dirs: list[str] = list(config.get("python_dirs") or [])
+        # the languages' tool folders outside the system ones, bound as named (a symlinked Java
+        # home stays a symlink there, beside the folder it names)
+        self.tool_dirs: list[str] = list(config.get("tool_dirs") or [])
         for path in self.site_packages:
             if path not in sys.path:
                 sys.path.append(path)
@@ -147,6 +150,7 @@ class Zygote:
             binds = {isolation.PCH: self.pch_dir} if self.pch_dir else {}
             dirs = isolation.python_dirs()
             dirs += [os.path.realpath(p) for p in self.extra_python_dirs if os.path.isdir(p)]
+            dirs += [p for p in self.tool_dirs if os.path.isdir(p) and p not in dirs]
             zs = isolation.isolate_zygote(dirs, binds)
             self.layers.update(zs.layers)
             self.notes.extend(zs.notes)

@@ -166,11 +166,13 @@ def refuse_interpreter_under_tmp(python: str | None) -> None:
     to start, as if by its own fault. Refused here, as the worker's setup error it is."""
     if python is None:
         return
+    from cpfleet.sandbox.isolation import hidden_from_sandbox
+
     tree = os.path.realpath(os.path.dirname(os.path.dirname(os.path.abspath(python))))
-    if tree == "/tmp" or tree.startswith("/tmp/"):
+    if hidden_from_sandbox(tree):
         raise SandboxBroken(
-            f"the solution interpreter {python} lives under /tmp, which the sandbox replaces with each "
-            f"test's own directory: put its venv elsewhere (CPFLEET_SOLUTION_PYTHON)"
+            f"the solution interpreter {python} lives under {tree}, which the sandbox replaces with its own "
+            f"(each test's directory, /run, /dev...): put its venv elsewhere (CPFLEET_SOLUTION_PYTHON)"
         )
 
 
@@ -180,6 +182,16 @@ def solution_python_dirs(python: str | None) -> list[str]:
     if python is None:
         return []
     return [os.path.dirname(os.path.dirname(os.path.abspath(python))), *site_packages(python)]
+
+
+def toolchain_dirs() -> list[str]:
+    """Host folders outside the system ones that this process's languages run tools from
+    (``Language.sandbox_dirs``: an operator's ``CPFLEET_JAVA_HOME``), for the zygote to bind."""
+    from cpfleet.sandbox import languages  # the registry builds every toolchain: only when a zygote starts
+    from cpfleet.sandbox.isolation import hidden_from_sandbox
+
+    # a hidden one makes its language unavailable (languages.missing_tools) and is not bound
+    return sorted({d for lang in languages.table().values() for d in lang.sandbox_dirs if not hidden_from_sandbox(d)})
 
 
 def pch_root() -> str:

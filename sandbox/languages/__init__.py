@@ -185,6 +185,11 @@ def missing_tools(name: str) -> list[str]:
         path = tool if os.path.isabs(tool) else shutil.which(tool)
         if not path or not os.access(path, os.X_OK):
             missing.append(tool)
+    if lang.sandbox_dirs:
+        from cpfleet.sandbox.isolation import hidden_from_sandbox  # the sandbox's view, read at call time
+
+        missing += [f"{d} (sandboxed programs cannot see it there: /tmp, /run and the like are the sandbox's own)"
+                    for d in lang.sandbox_dirs if hidden_from_sandbox(d)]
     if not missing and not toolchain_version(name):
         missing.append(f"{lang.tools[0]} (present but does not run)")
     return missing

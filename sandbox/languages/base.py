@@ -78,6 +78,9 @@ class Language:
     # this entry -> '' when the runtime starts as fast as it should on this host, else a warning
     # for the start-up line (``availability_line``; Java: the JDK's class-data sharing archive)
     start_warning: Callable[[Language], str] | None = field(default=None, repr=False, compare=False)
+    # host folders outside the sandbox's system ones that its tools live in (an operator's
+    # CPFLEET_JAVA_HOME), bound read-only at their own paths into every zygote's root
+    sandbox_dirs: tuple[str, ...] = field(default=(), repr=False)
 
     def run_argv_for(self, main: str = "") -> tuple[str, ...]:
         """The run argv with the main class filled in ({prog} and {mem} stay placeholders)."""

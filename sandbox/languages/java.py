@@ -10,7 +10,10 @@ A solution's file and the class it is started by are its public class (``java_ma
 
 Settings read from the environment when a table is built:
 
-- ``CPFLEET_JAVA_HOME``: a JDK whose ``bin/javac`` and ``bin/java`` are used; default: PATH.
+- ``CPFLEET_JAVA_HOME``: a JDK whose ``bin/javac`` and ``bin/java`` are used; default: PATH. A
+  Java runtime without a compiler (a JRE) runs what the PATH's ``javac`` compiles, for the
+  runtime's release where the runtime is the older (``--release``). A home outside the system
+  folders is bound read-only into the sandbox at its own path (``Language.sandbox_dirs``).
 - ``CPFLEET_JAVA_GC`` (default ``serial``, or ``g1``): the collector (``JAVA_GCS``).
 """
 
@@ -26,7 +29,7 @@ from cpfleet.core import envvars
 from cpfleet.sandbox.languages.base import PROG_DIR, SELF_TEST_EXPECTED, SOURCES, CompileStep, Language, which
 
 __all__ = ["JVM_OVERHEAD_MB", "JVM_THREAD_STACK_KB", "JVM_START_FLAGS", "JVM_FAST_START_FLAGS", "JAVA_GCS",
-           "jvm_fast_start", "java_gc_flags", "java_main_class", "jvm_class_sharing", "SELF_TEST", "toolchain"]
+           "jvm_fast_start", "java_release", "java_gc_flags", "java_main_class", "jvm_class_sharing", "SELF_TEST", "toolchain"]
 
 JVM_OVERHEAD_MB = 256
 JVM_THREAD_STACK_KB = 64 << 10  # the stack of a Java thread other than main
@@ -65,12 +68,52 @@ SELF_TEST = (
 )
 
 
-def _java_tool(tool: str) -> str:
-    home = os.environ.get("CPFLEET_JAVA_HOME")
+def _java_tool(tool: str, env: Mapping[str, str]) -> str:
+    home = env.get("CPFLEET_JAVA_HOME")
     if home:
         return os.path.join(home, "bin", tool)
     found = which(tool)
     return os.path.realpath(found) if os.path.isabs(found) else found
+
+
+_RELEASE = re.compile(r'(?:version "|javac )(1\.)?(\d+)')
+
+
+@functools.lru_cache(maxsize=8)
+def java_release(tool: str) -> int:
+    """The Java release (17, 25...) of a ``java`` or ``javac`` executable; 0 when it cannot be run."""
+    try:
+        out = subprocess.run([tool, "-version"], capture_output=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    m = _RELEASE.search((out.stdout + out.stderr).decode(errors="replace"))
+    return int(m.group(2)) if m and out.returncode == 0 else 0
+
+
+def _compiler(env: Mapping[str, str], java: str) -> tuple[str, tuple[str, ...]]:
+    """The ``javac`` that compiles for the JVM at ``java``, and the flags that make its class
+    files loadable there: the home's own compiler, else (a runtime without one) the PATH's,
+    told to compile for the runtime's release when the runtime is the older one (its class files
+    would otherwise be refused at every test, a failure of the host's making)."""
+    javac = _java_tool("javac", env)
+    if not env.get("CPFLEET_JAVA_HOME") or os.access(javac, os.X_OK):
+        return javac, ()
+    found = which("javac")
+    javac = os.path.realpath(found) if os.path.isabs(found) else found
+    runtime, compiler = java_release(java), java_release(javac)
+    return javac, (("--release", str(runtime)) if 0 < runtime < compiler else ())
+
+
+def _sandbox_dirs(env: Mapping[str, str]) -> tuple[str, ...]:
+    """The configured Java home (and the folder it links to) when the sandbox's system folders do
+    not hold it: sandboxed programs see only those, so its JVM could not be started there."""
+    from cpfleet.sandbox.isolation import SYSTEM_PATHS  # the sandbox's view: read at call time
+
+    home = env.get("CPFLEET_JAVA_HOME")
+    if not home or not os.path.isabs(home):
+        return ()
+    dirs = dict.fromkeys((os.path.normpath(home), os.path.realpath(home)))
+    return tuple(d for d in dirs if not any(d == s or d.startswith(s + "/") for s in SYSTEM_PATHS))
 
 
 @functools.lru_cache(maxsize=8)
@@ -143,17 +186,21 @@ def _class_sharing_warning(lang: Language) -> str:
 
 
 def toolchain(env: Mapping[str, str]) -> Language:
-    javac, java = _java_tool("javac"), _java_tool("java")
-    fast = jvm_fast_start(java)  # javac runs the same JDK's JVM
+    java = _java_tool("java", env)
+    javac, release = _compiler(env, java)
+    fast = jvm_fast_start(java)
+    # javac runs its own JDK's JVM: the same one, or (under a JRE's home) the PATH JDK's
+    compile_fast = fast if javac == _java_tool("javac", env) else jvm_fast_start(os.path.join(os.path.dirname(javac), "java"))
     return Language(
         "java", "Main.java",
         CompileStep((javac, "-J-Xmx768m", "-J-XX:+UseSerialGC", "-J-XX:-UsePerfData", "-J-Xss64m",
-                     *(f"-J{flag}" for flag in fast),
-                     "-J-XX:TieredStopAtLevel=1", "-encoding", "UTF-8", "-nowarn", "-d", "out",
+                     *(f"-J{flag}" for flag in compile_fast),
+                     "-J-XX:TieredStopAtLevel=1", *release, "-encoding", "UTF-8", "-nowarn", "-d", "out",
                      SOURCES), (javac, "-version")),
         (java, "-Xmx{mem}m", "-Xss{stack}m", f"-XX:ThreadStackSize={JVM_THREAD_STACK_KB}", *java_gc_flags(env),
          *JVM_START_FLAGS, *fast, "-XX:CICompilerCount=2", "-XX:ActiveProcessorCount=1", "-Dfile.encoding=UTF-8",
          "-cp", PROG_DIR, "{main}"),
         "cgroup", extra_cgroup_mb=JVM_OVERHEAD_MB, tools=(javac, java), compile_memory_model="cgroup",
         oom_markers=(b"java.lang.OutOfMemoryError",), main_class=java_main_class, start_warning=_class_sharing_warning,
+        sandbox_dirs=_sandbox_dirs(env),
     )
