@@ -11,7 +11,9 @@ Memory a test leaves charged to the slot after its last process is gone (memfds 
 data it sent over a unix socket to itself and never received: only the kernel's asynchronous
 unix-socket garbage collection frees them, tens of ms after the test's end) is waited for before
 the next run starts there (``await_memory_settled``): the run after a test is often its
-checker, whose limit would otherwise hold the program's leftovers too."""
+checker, whose limit would otherwise hold the program's leftovers too. What neither reclaim nor
+time frees is added to the next runs' limits (``stuck_bytes``), so no program is stopped short
+of its own limit."""
 
 from __future__ import annotations
 
@@ -208,10 +210,16 @@ class SlotCgroup:
 
             logging.getLogger(__name__).warning(
                 "slot %s still holds %d MiB that no reclaim frees, %.1f s after its last run ended: "
-                "later runs start with it charged", self.name, left >> 20, timeout_s)
+                "later runs get it on top of their limits", self.name, left >> 20, timeout_s)
             self._stuck_bytes = left
             return left
         return 0
+
+    @property
+    def stuck_bytes(self) -> int:
+        """What the last wait found charged to the slot that neither reclaim nor time frees: not
+        any later run's, so it is added to their limits (``ForkServerRunner._set_cgroup``)."""
+        return self._stuck_bytes
 
     def _reclaim(self, nbytes: int) -> None:
         path = os.path.join(os.path.dirname(self._memory_limit_file),

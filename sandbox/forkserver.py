@@ -431,7 +431,9 @@ class ZygoteRunner(CodeRunner):
         if self._cgroup is None or not self._cgroup.ok:
             return False
         self._cgroup.await_memory_settled()  # what the last run left in flight is not this run's
-        self._cgroup.set_limits(memory_bytes + CGROUP_SLACK_BYTES, nproc)
+        # nor is what nothing frees: on top of the limit, or a program would be stopped short of
+        # its own limit (v2: a MEMORY_LIMIT it did not earn; v1: the limit write refused, EBUSY)
+        self._cgroup.set_limits(memory_bytes + CGROUP_SLACK_BYTES + self._cgroup.stuck_bytes, nproc)
         return True
 
     def child_limits(self, job: Job, limits: Limits, cgroup_ok: bool) -> tuple[dict[str, int], int]:

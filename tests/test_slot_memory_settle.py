@@ -2,7 +2,7 @@
 run (a checker's, most often) waits for what only time frees (memfds or pipes in flight on a
 unix socket, freed by the kernel's asynchronous collection: tests/test_checker_programs.py),
 never for what reclaim frees (a program's negative dentries stay charged for good otherwise), and
-what nothing frees costs one wait, not one per run."""
+what nothing frees costs one wait, not one per run, and is not taken from a later program's limit."""
 
 from __future__ import annotations
 
@@ -13,7 +13,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from cpfleet.core.verdict import Verdict
 from cpfleet.sandbox.cgroups import LEFTOVER_BYTES, SlotCgroup
+from cpfleet.sandbox.runner import Limits
+from cpfleet.sandbox.runners import make_runner
 
 
 @pytest.fixture
@@ -64,3 +67,29 @@ def test_memory_nothing_frees_costs_one_wait_not_one_per_run(slot: SlotCgroup) -
     finally:
         if os.path.exists(shm):
             os.unlink(shm)
+
+
+def test_memory_nothing_frees_is_not_taken_from_a_later_programs_limit() -> None:
+    # 64 MiB of shared memory left charged to the runner's slot (as above), then a program using
+    # ~100 MB of its 128 MB limit: with the stuck charge counted against it, the slot's cgroup
+    # would OOM-kill it, a MEMORY_LIMIT of the host's making
+    shm = f"/dev/shm/cpfleet-settle-runner-{os.getpid()}"
+    with make_runner("forkserver") as runner:
+        cg = runner._cgroup  # type: ignore[attr-defined]
+        if cg is None or not cg.ok or cg.version == 0:
+            pytest.skip("no writable memory cgroup here: the slot's limit is RLIMIT_AS alone")
+        try:
+            _run_in(cg, f"with open({shm!r}, 'wb') as f:\n    for _ in range(64):\n        f.write(b'x' * (1 << 20))\n")
+            assert runner.load("b = bytearray(100 << 20)\nfor i in range(0, len(b), 4096):\n    b[i] = 1\n"
+                               "print(len(b) >> 20)\n") is None
+            rr = runner.run(b"", Limits(time_s=10, memory_mb=128))
+            if cg.stuck_bytes == 0:
+                pytest.skip("reclaim freed the shared memory here (swap)")
+            assert cg.stuck_bytes >= 60 << 20
+            assert (rr.status, rr.stdout) == (Verdict.OK, b"100\n"), rr
+            # and a program past its limit is still stopped there, stuck charge or not
+            assert runner.load("b = bytearray(200 << 20)\nfor i in range(0, len(b), 4096):\n    b[i] = 1\n") is None
+            assert runner.run(b"", Limits(time_s=10, memory_mb=128)).status == Verdict.MEMORY_LIMIT
+        finally:
+            if os.path.exists(shm):
+                os.unlink(shm)
