@@ -1,0 +1,176 @@
+"""Helper processes live as long as the process that owns them, not the thread that started
+them: a sandbox runner's zygotes (sandbox/zygote.py) and its jobs survive the end of the thread
+that made the runner, and die when its process dies, however (kill -9), with a pidfd of the
+runner or, where pidfds are refused, by the parent pid the zygote checks each second."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from fleet_helpers import wait_until
+
+from cpfleet.core.verdict import Verdict
+from cpfleet.fleet.processes import alive, descendants
+from cpfleet.sandbox.forkserver import ForkServerRunner
+from cpfleet.sandbox.runner import Limits
+
+REPO = Path(__file__).resolve().parents[1]
+ADD_ONE = "print(int(input()) + 1)\n"
+
+
+def _in_a_thread_that_ends(work: Callable[[], None]) -> None:
+    """Run ``work`` in a thread and return once that thread is gone from the kernel too."""
+    native: list[int] = []
+    thread = threading.Thread(target=lambda: (native.append(threading.get_native_id()), work()))
+    thread.start()
+    thread.join()
+    # liveness wait (not a timing assertion): the kernel reaps the thread after join returns
+    assert wait_until(lambda: not os.path.exists(f"/proc/self/task/{native[0]}"), 30)
+
+
+def test_a_runner_made_by_a_thread_that_then_exits_keeps_its_zygote_and_loaded_job() -> None:
+    """A library caller (or a gateway thread) makes a runner and loads a program in a thread
+    that ends, and runs the tests from another. The zygote was armed with PR_SET_PDEATHSIG,
+    which fires when the *thread* that started it exits: it was SIGKILLed with its jobs, and the
+    loaded program's next run was INTERNAL ("Broken pipe"), a job lost to infrastructure."""
+    made: list[ForkServerRunner] = []
+
+    def make_and_load() -> None:
+        made.append(ForkServerRunner())
+        assert made[0].load(ADD_ONE) is None
+        made[0].prepare_next()  # a spare job too, waiting in the zygote
+
+    _in_a_thread_that_ends(make_and_load)
+    runner = made[0]
+    try:
+        zygote = runner._proc
+        assert zygote is not None
+        res = runner.run(b"41\n", Limits(time_s=5))
+        assert (res.status, res.stdout, res.error) == (Verdict.OK, b"42\n", "")
+        # the spare made by the ended thread serves the next program, from the same zygote
+        assert runner.load(ADD_ONE) is None
+        assert runner.run(b"1\n", Limits(time_s=5)).stdout == b"2\n"
+        assert runner._proc is zygote and zygote.poll() is None
+    finally:
+        runner.close()
+
+
+OWNER_SCRIPT = """
+import sys, threading, time
+from cpfleet.sandbox.forkserver import ForkServerRunner
+from cpfleet.sandbox.runner import Limits
+
+made = []
+def make():
+    runner = ForkServerRunner()
+    made.append(runner)
+    assert runner.load("import time\\ntime.sleep(120)\\n") is None
+    runner.prepare_next()
+    if runner.forks_pypy():
+        made.append(runner._pypy)
+if sys.argv[1] == "thread":
+    t = threading.Thread(target=make)
+    t.start()
+    t.join()
+else:
+    make()
+runner = made[0]
+print(runner._proc.pid, len(made) > 1, flush=True)
+runner.run(b"", Limits(time_s=100))  # this process is SIGKILLed meanwhile
+"""
+
+
+@pytest.mark.parametrize("made_by", ["main", "thread"])
+def test_killing_the_process_that_owns_a_runner_leaves_no_zygote_job_or_program(made_by: str) -> None:
+    """kill -9 of a process whose runner has a program running and a spare job waiting (and a
+    PyPy zygote where PyPy is installed): nothing of its sandbox is left, whether the runner was
+    made by its main thread or by a thread that has since exited."""
+    proc = subprocess.Popen([sys.executable, "-c", OWNER_SCRIPT, made_by], stdout=subprocess.PIPE, text=True,
+                            cwd=REPO)
+    snapshot: dict[int, int] = {}
+    try:
+        assert proc.stdout is not None
+        zygote, pypy = proc.stdout.readline().split()
+        assert pypy == str(shutil.which("pypy3") is not None)
+
+        def program_running() -> bool:
+            # the sleeping test program: a process in a session of its own under the zygote
+            return any(_session(pid) == pid for pid in descendants(int(zygote)))
+
+        assert wait_until(program_running, 60)  # liveness wait for the test program to start
+        snapshot = descendants(proc.pid)
+        assert int(zygote) in snapshot
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        assert wait_until(lambda: not alive(snapshot), 30), alive(snapshot)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for pid in alive(snapshot):  # never leave a failing run's processes behind
+            os.kill(pid, signal.SIGKILL)
+
+
+SERVING_SCRIPT = """
+import os, sys, time
+from cpfleet.sandbox import linux
+from cpfleet.sandbox.zygote import Zygote
+
+ctrl = __import__("_socket").socket(fileno=int(sys.argv[1]))
+owner = os.getpid()
+pid = os.fork()
+if pid == 0:  # the zygote's serving loop, on a channel whose other end the test holds
+    watch = linux.parent_pidfd(owner) if sys.argv[2] == "pidfd" else -1
+    if os.getppid() != owner:
+        os._exit(1)
+    zygote = Zygote(ctrl, {"uid": os.getuid(), "gid": os.getgid(), "python": sys.executable}, [], owner, watch)
+    print(os.getpid(), flush=True)
+    zygote.serve()
+    os._exit(2)
+time.sleep(120)
+"""
+
+
+@pytest.mark.parametrize("watch", ["pidfd", "parent pid (no pidfd)"])
+def test_a_zygote_whose_channel_is_still_open_exits_when_its_runners_process_dies(watch: str) -> None:
+    """The end of the runner's process alone ends the zygote, even while another process (one
+    the runner forked) still holds the other end of its channel, so no EOF comes: through a
+    pidfd of the runner, and where the kernel refuses pidfds through the parent pid, checked
+    each second. Both paths run here for real."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    proc = subprocess.Popen([sys.executable, "-c", SERVING_SCRIPT, str(theirs.fileno()), watch.split()[0]],
+                            pass_fds=[theirs.fileno()], stdout=subprocess.PIPE, text=True, cwd=REPO)
+    theirs.close()
+    serving: dict[int, int] = {}
+    try:
+        assert proc.stdout is not None
+        pid = int(proc.stdout.readline())
+        serving = alive(descendants(proc.pid))
+        assert pid in serving
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        assert wait_until(lambda: not alive(serving), 30), "the serving loop outlived its runner's process"
+    finally:
+        ours.close()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for left in alive(serving):
+            os.kill(left, signal.SIGKILL)
+
+
+def _session(pid: int) -> int:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(errors="replace")
+        return int(stat.rsplit(")", 1)[1].split()[3])
+    except (OSError, IndexError, ValueError):
+        return -1
