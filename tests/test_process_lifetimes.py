@@ -1,7 +1,8 @@
 """Helper processes live as long as the process that owns them, not the thread that started
 them: a sandbox runner's zygotes (sandbox/zygote.py) and its jobs survive the end of the thread
 that made the runner, and die when its process dies, however (kill -9), with a pidfd of the
-runner or, where pidfds are refused, by the parent pid the zygote checks each second."""
+runner or, where pidfds are refused, by the parent pid the zygote checks each second; a
+LocalFleet's Redis and worker (cpfleet/fleet/processes.py, ``popen_lasting``) likewise."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import pytest
 from fleet_helpers import wait_until
 
 from cpfleet.core.verdict import Verdict
+from cpfleet.fleet.local import LocalFleet
 from cpfleet.fleet.processes import alive, descendants
 from cpfleet.sandbox.forkserver import ForkServerRunner
 from cpfleet.sandbox.runner import Limits
@@ -166,6 +168,74 @@ def test_a_zygote_whose_channel_is_still_open_exits_when_its_runners_process_die
             proc.wait()
         for left in alive(serving):
             os.kill(left, signal.SIGKILL)
+
+
+def test_a_local_fleet_started_by_a_thread_that_then_exits_keeps_redis_and_its_worker(tmp_path: Path) -> None:
+    """A notebook or a test harness starts a LocalFleet in a thread that ends. Its children were
+    armed with PR_SET_PDEATHSIG by the thread that forked them: Redis and the worker got SIGTERM
+    as that thread ended, and the fleet was gone under its owner."""
+    from fleet_helpers import store_problems
+
+    from cpfleet.producer.client import FleetClient
+
+    made: list[LocalFleet] = []
+    _in_a_thread_that_ends(lambda: made.append(
+        LocalFleet(workers=1, flower_port=None, metrics_port=None, log_dir=str(tmp_path)).start()))
+    fleet = made[0]
+    try:
+        assert fleet.redis_url is not None
+        store_problems(fleet.redis_url, "add")
+        with FleetClient(fleet.redis_url, timeout=120, use_cache=False) as client:
+            [result] = client.evaluate_many([{"problem_id": "add", "completion": ADD}])
+        assert (result.verdict, result.reward, result.infra_error) == (Verdict.OK, 1.0, False), result.infra_message
+        assert fleet.worker is not None and fleet.worker.proc.poll() is None
+    finally:
+        started = fleet.pids()
+        fleet.stop()
+    assert wait_until(lambda: not alive(started), 60), alive(started)
+
+
+ADD = "```python\na, b = map(int, input().split())\nprint(a + b)\n```"
+
+FLEET_OWNER_SCRIPT = """
+import sys, threading, time
+from cpfleet.fleet.local import LocalFleet
+
+made = []
+t = threading.Thread(target=lambda: made.append(
+    LocalFleet(workers=1, flower_port=0, metrics_port=None, log_dir=sys.argv[1]).start()))
+t.start()
+t.join()
+print(made[0].redis.proc.pid, made[0].worker.proc.pid, made[0].flower.proc.pid, flush=True)
+time.sleep(600)  # SIGKILLed meanwhile
+"""
+
+
+def test_killing_the_process_of_a_local_fleet_started_by_an_ended_thread_leaves_nothing(tmp_path: Path) -> None:
+    """kill -9 of a process whose LocalFleet was started by a thread that has since exited: no
+    Redis, worker, pool process, zygote or Flower outlives it (they get SIGTERM as its last
+    thread dies, by PR_SET_PDEATHSIG from the spawning thread that lasts as long as it)."""
+    proc = subprocess.Popen([sys.executable, "-c", FLEET_OWNER_SCRIPT, str(tmp_path)], stdout=subprocess.PIPE,
+                            text=True, cwd=REPO)
+    started: dict[int, int] = {}
+    try:
+        assert proc.stdout is not None
+        children = [int(pid) for pid in proc.stdout.readline().split()]
+        assert len(children) == 3, "the fleet did not start"
+        # liveness wait for the worker's pool process and its zygote (the worker's grandchildren)
+        assert wait_until(lambda: len(descendants(children[1])) >= 2, 120)
+        started = descendants(proc.pid)
+        assert set(children) <= set(started)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        # liveness wait: the worker's warm shutdown, then its pool and sandboxes
+        assert wait_until(lambda: not alive(started), 120), alive(started)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for pid in alive(started):  # never leave a failing run's processes behind
+            os.kill(pid, signal.SIGKILL)
 
 
 def _session(pid: int) -> int:
