@@ -48,6 +48,7 @@ def test_a_runner_made_by_a_thread_that_then_exits_keeps_its_zygote_and_loaded_j
 
     def make_and_load() -> None:
         made.append(ForkServerRunner())
+        made[0].forks_pypy()  # its PyPy zygote too, where PyPy is installed
         assert made[0].load(ADD_ONE) is None
         made[0].prepare_next()  # a spare job too, waiting in the zygote
 
@@ -62,6 +63,12 @@ def test_a_runner_made_by_a_thread_that_then_exits_keeps_its_zygote_and_loaded_j
         assert runner.load(ADD_ONE) is None
         assert runner.run(b"1\n", Limits(time_s=5)).stdout == b"2\n"
         assert runner._proc is zygote and zygote.poll() is None
+        pypy = runner._pypy
+        if pypy is not None:
+            pypy_zygote = pypy._proc
+            assert runner.load_pypy(ADD_ONE) is None
+            assert runner.run(b"2\n", Limits(time_s=5)).stdout == b"3\n"
+            assert pypy._proc is pypy_zygote and pypy.alive()
     finally:
         runner.close()
 
@@ -170,6 +177,47 @@ def test_a_zygote_whose_channel_is_still_open_exits_when_its_runners_process_die
             os.kill(left, signal.SIGKILL)
 
 
+POOL_PROCESS_SCRIPT = """
+import os, sys, threading, time
+from cpfleet.jobs import pool
+
+owner = os.getpid()
+pid = os.fork()
+if pid == 0:  # a pool process's watch on its judging process, from its own thread
+    watch = pool.linux.parent_pidfd(owner) if sys.argv[1] == "pidfd" else -1
+    threading.Thread(target=pool._watch_parent, args=(owner, watch), daemon=True).start()
+    print(os.getpid(), flush=True)
+    time.sleep(120)
+    os._exit(2)
+time.sleep(120)
+"""
+
+
+@pytest.mark.parametrize("watch", ["pidfd", "parent pid (no pidfd)"])
+def test_a_local_pool_process_dies_with_its_judging_process_with_or_without_a_pidfd(watch: str) -> None:
+    """The local pool's processes (cpfleet/jobs/pool.py) watch the judging process from a thread
+    of their own: through a pidfd, or where the kernel refuses pidfds through the parent pid,
+    checked each second. Both paths run here for real: kill -9 of the judging process ends the
+    pool process."""
+    proc = subprocess.Popen([sys.executable, "-c", POOL_PROCESS_SCRIPT, watch.split()[0]], stdout=subprocess.PIPE,
+                            text=True, cwd=REPO)
+    watching: dict[int, int] = {}
+    try:
+        assert proc.stdout is not None
+        pid = int(proc.stdout.readline())
+        watching = alive(descendants(proc.pid))
+        assert pid in watching
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        assert wait_until(lambda: not alive(watching), 30), "the pool process outlived its judging process"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for left in alive(watching):
+            os.kill(left, signal.SIGKILL)
+
+
 def test_a_local_fleet_started_by_a_thread_that_then_exits_keeps_redis_and_its_worker(tmp_path: Path) -> None:
     """A notebook or a test harness starts a LocalFleet in a thread that ends. Its children were
     armed with PR_SET_PDEATHSIG by the thread that forked them: Redis and the worker got SIGTERM
@@ -244,3 +292,20 @@ def _session(pid: int) -> int:
         return int(stat.rsplit(")", 1)[1].split()[3])
     except (OSError, IndexError, ValueError):
         return -1
+
+
+def test_a_fleet_child_started_by_a_thread_holding_signals_blocked_starts_with_none_blocked() -> None:
+    """A child inherits the signal mask of the thread that forks it: one started from a thread
+    holding SIGTERM blocked (as the local pool's start holds SIGINT) would ignore the SIGTERM
+    that stops it, and its parent's death, until the stop's SIGKILL."""
+    from cpfleet.fleet.processes import die_with_parent, popen_lasting
+
+    shown: list[bytes] = []
+
+    def start() -> None:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+        child = popen_lasting(die_with_parent(["grep", "^SigBlk:", "/proc/self/status"]), stdout=subprocess.PIPE)
+        shown.append(child.communicate(timeout=60)[0])
+
+    _in_a_thread_that_ends(start)
+    assert int(shown[0].split()[1], 16) == 0, shown

@@ -106,6 +106,9 @@ def _spawner_queue() -> queue.SimpleQueue[_Spawn]:
 
 
 def _spawn_forever(spawns: queue.SimpleQueue[_Spawn]) -> None:
+    # a thread inherits its creator's signal mask, and a child this thread's: whichever thread
+    # asked first (one holding SIGINT or SIGTERM blocked), the children start with none blocked
+    signal.pthread_sigmask(signal.SIG_SETMASK, set())
     while True:
         spawn, argv, kwargs = spawns.get()
         try:
