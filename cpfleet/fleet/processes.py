@@ -67,8 +67,17 @@ def die_with_parent(argv: list[str]) -> list[str]:
 
 
 _Spawn = tuple["Future[subprocess.Popen[bytes]]", list[str], dict[str, Any]]
-_spawner: tuple[int, queue.SimpleQueue[_Spawn]] | None = None  # (the pid it serves, its queue)
+_spawner: queue.SimpleQueue[_Spawn] | None = None  # the spawner thread's queue, once it runs
 _spawner_lock = threading.Lock()
+
+
+def _forget_spawner() -> None:
+    """In a forked child: the spawner thread did not follow (nor may a lock held then be)."""
+    global _spawner, _spawner_lock
+    _spawner, _spawner_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_spawner)
 
 
 def popen_lasting(argv: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
@@ -98,11 +107,10 @@ def popen_lasting(argv: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
 def _spawner_queue() -> queue.SimpleQueue[_Spawn]:
     global _spawner
     with _spawner_lock:
-        if _spawner is None or _spawner[0] != os.getpid():  # none yet, or we were forked: it did not follow
-            spawns: queue.SimpleQueue[_Spawn] = queue.SimpleQueue()
-            threading.Thread(target=_spawn_forever, args=(spawns,), name="cpfleet-spawner", daemon=True).start()
-            _spawner = (os.getpid(), spawns)
-        return _spawner[1]
+        if _spawner is None:
+            _spawner = queue.SimpleQueue()
+            threading.Thread(target=_spawn_forever, args=(_spawner,), name="cpfleet-spawner", daemon=True).start()
+        return _spawner
 
 
 def _spawn_forever(spawns: queue.SimpleQueue[_Spawn]) -> None:
