@@ -189,6 +189,17 @@ def pidfd_open(pid: int) -> int:
     return fd
 
 
+def parent_pidfd(parent: int) -> int:
+    """A pidfd of the process ``parent`` (-1 where the kernel or a seccomp filter refuses
+    pidfds), to learn when that whole process exits: PR_SET_PDEATHSIG fires when the *thread*
+    that forked us exits. The caller then checks ``os.getppid() == parent``: a parent that died
+    before the pidfd was open gave us to another process (and its pid may be another's now)."""
+    try:
+        return pidfd_open(parent)
+    except OSError:  # a kernel before 5.3, or a seccomp filter refusing it
+        return -1
+
+
 def prctl(option: int, arg2: int = 0) -> None:
     _check(_libc.prctl(option, arg2, 0), f"prctl {option}")
 

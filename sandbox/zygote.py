@@ -39,6 +39,7 @@ import _socket as socket  # the C module: `socket` would import array, selectors
 import gc
 import marshal
 import os
+import select  # loaded by police.py anyway: no mapping of its own in the test's fork
 import sys
 
 from cpfleet.sandbox import child, isolation, linux, seccomp
@@ -120,8 +121,12 @@ if __name__ == "__main__":
 
 
 class Zygote:
-    def __init__(self, ctrl: socket.socket, config: dict[str, Any], cgroup_fds: list[int]) -> None:
+    def __init__(self, ctrl: socket.socket, config: dict[str, Any], cgroup_fds: list[int],
+                 runner: int = 0, runner_fd: int = -1) -> None:
         self.ctrl = ctrl
+        # the runner's process and a pidfd of it (-1: refused), watched in serve()
+        self.runner = runner
+        self.runner_fd = runner_fd
         self.uid: int = config["uid"]
         self.gid: int = config["gid"]
         self.python: str = config["python"]
@@ -180,7 +185,23 @@ class Zygote:
         gc_freeze()  # children never traverse (and so never copy) the zygote's own objects
 
     def serve(self) -> None:
+        """Start the jobs the runner asks for, until it closes our channel or its process
+        exits. The runner's process, not the thread that started us: PR_SET_PDEATHSIG would fire
+        when that thread ends, and a library caller may make a runner in a thread and use it from
+        another. Its pidfd turns readable once the whole process is gone (even where a process it
+        forked still holds the channel's other end); where pidfds are refused, the parent pid is
+        checked each second. Our own job processes die with us by their PDEATHSIG (this process
+        has one thread)."""
+        poller = select.poll()
+        poller.register(self.ctrl.fileno(), select.POLLIN)
+        if self.runner_fd >= 0:
+            poller.register(self.runner_fd, select.POLLIN)
         while True:
+            ready = [fd for fd, _ in poller.poll(-1 if self.runner_fd >= 0 else 1000)]
+            if self.runner_fd in ready or os.getppid() != self.runner:
+                os._exit(0)
+            if not ready:
+                continue
             msg, fds = recv(self.ctrl)
             if msg is None:
                 os._exit(0)
@@ -204,6 +225,8 @@ class Zygote:
         try:  # the job process: namespaces for the job, then the mounter of its test directory
             linux.prctl(linux.PR_SET_PDEATHSIG, signal.SIGKILL)
             self.ctrl.close()
+            if self.runner_fd >= 0:
+                os.close(self.runner_fd)
             try:
                 linux.unshare(linux.CLONE_NEWPID)
                 self.layers["pidns"] = True
@@ -257,13 +280,14 @@ class Zygote:
 def main() -> None:
     """Entry point; started as ``python -I -S -c ...`` (see zygote_process.zygote_command)."""
     ctrl = socket.socket(fileno=int(sys.argv[1]))
-    linux.prctl(linux.PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != int(sys.argv[2]):
-        os._exit(1)  # the runner died before we armed PDEATHSIG
+    runner = int(sys.argv[2])
+    runner_fd = linux.parent_pidfd(runner)
+    if os.getppid() != runner:
+        os._exit(1)  # the runner died before its pidfd was open
     msg, cgroup_fds = recv(ctrl)
     if msg is None:
         os._exit(0)
-    z = Zygote(ctrl, msg, cgroup_fds)
+    z = Zygote(ctrl, msg, cgroup_fds, runner, runner_fd)
     z.setup(bool(msg.get("isolate", True)))
     send(ctrl, {"layers": z.layers, "notes": z.notes})
     z.serve()

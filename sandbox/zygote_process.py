@@ -66,7 +66,7 @@ def spawn_zygote(python: str | None, config: dict[str, Any], cgroup_fds: list[in
             [*zygote_command(python), str(theirs.fileno()), str(os.getpid())],
             pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             # its own process group: a terminal's Ctrl-C is for the command that owns the
-            # runner, which closes it; the zygote dies with its runner (PDEATHSIG) anyway
+            # runner, which closes it; the zygote dies with the runner's process anyway (Zygote.serve)
             process_group=0,
             env=CHILD_ENV,  # never the worker's: it holds the broker URL and its password
         )

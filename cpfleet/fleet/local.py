@@ -29,6 +29,7 @@ from cpfleet.fleet.processes import (
     descendants,
     die_with_parent,
     http_get,
+    popen_lasting,
     proc_table,
     stop_process_group,
 )
@@ -149,6 +150,7 @@ class LocalFleet:
                     data_dir=self.redis_dir,
                     appendonly=self.redis_dir is not None,
                     launch=die_with_parent,
+                    popen=popen_lasting,
                 )
                 with self.hold():
                     self.redis.start()
@@ -213,7 +215,7 @@ class LocalFleet:
             os.makedirs(self.log_dir, exist_ok=True)
             log_path = os.path.join(self.log_dir, f"{name}.log")
             log_file = open(log_path, "ab")  # closed in stop()
-        proc = subprocess.Popen(
+        proc = popen_lasting(
             die_with_parent(argv),
             env=env,
             stdin=subprocess.DEVNULL,

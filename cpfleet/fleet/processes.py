@@ -4,8 +4,9 @@ us, snapshot and signal whole process trees, reap orphans as a subreaper, and a 
 Why this care: the worker forks pool processes, which start sandbox fork servers, which fork
 test programs in their own sessions; killing one pid leaves the rest running. So each child is
 started in its own session with ``PR_SET_PDEATHSIG`` (set by a tiny launcher that then execs
-the real command), stopping signals whole process groups, and a subreaper collects whatever
-escaped its group.
+the real command), by a thread that lasts as long as this process (``popen_lasting``: the
+signal fires when the *thread* that forked the child exits), stopping signals whole process
+groups, and a subreaper collects whatever escaped its group.
 """
 
 from __future__ import annotations
@@ -14,17 +15,20 @@ import argparse
 import contextlib
 import ctypes
 import os
+import queue
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Collection, Iterator, Mapping
+from concurrent.futures import Future
 from types import FrameType
-from typing import Any
+from typing import Any, cast
 
 PR_SET_PDEATHSIG = 1
 
@@ -40,7 +44,8 @@ except (OSError, AttributeError):  # pragma: no cover - not Linux
 
 
 # Runs first in every child, then execs the real command: PR_SET_PDEATHSIG survives execve,
-# so the child gets SIGTERM if the thread that started it dies (e.g. `cpfleet up` SIGKILLed).
+# so the child gets SIGTERM if the thread that started it dies (e.g. `cpfleet up` SIGKILLed);
+# popen_lasting makes that thread one that dies with this process only.
 # A launcher rather than a preexec_fn: preexec_fn can deadlock a process that has threads.
 _LAUNCHER = (
     "import ctypes, os, signal, sys\n"
@@ -59,6 +64,65 @@ def die_with_parent(argv: list[str]) -> list[str]:
         return argv
     exe = argv[0] if os.path.isabs(argv[0]) else (shutil.which(argv[0]) or argv[0])
     return [sys.executable, "-c", _LAUNCHER, str(os.getpid()), exe, *argv[1:]]
+
+
+_Spawn = tuple["Future[subprocess.Popen[bytes]]", list[str], dict[str, Any]]
+_spawner: queue.SimpleQueue[_Spawn] | None = None  # the spawner thread's queue, once it runs
+_spawner_lock = threading.Lock()
+
+
+def _forget_spawner() -> None:
+    """In a forked child: the spawner thread did not follow (nor may a lock held then be)."""
+    global _spawner, _spawner_lock
+    _spawner, _spawner_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_spawner)
+
+
+def popen_lasting(argv: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
+    """``subprocess.Popen(argv, **kwargs)``, forked by a thread that lasts as long as this
+    process, for a child armed with PR_SET_PDEATHSIG (``die_with_parent``). That signal fires
+    when the *thread* that forked the child exits: a LocalFleet started by a thread that then
+    ends (a notebook's, a test harness's) lost Redis and its worker at once. Its child's
+    lifetime is then this process's, a kill -9 included. Not a pidfd the child waits on, as the
+    local pool's processes do: redis-server, Celery and Flower run code that is not ours, and
+    a launcher left waiting between us and each of them would stand in the way of their signals
+    and exit statuses."""
+    spawn: Future[subprocess.Popen[bytes]] = Future()
+    _spawner_queue().put((spawn, argv, kwargs))
+    try:
+        return spawn.result()
+    except BaseException:
+        if spawn.done() and spawn.exception() is not None:
+            raise  # Popen's own error
+        # interrupted (a stop signal) while the child starts: it is not left running unknown
+        with contextlib.suppress(Exception):
+            proc = spawn.result()
+            proc.kill()
+            proc.wait()
+        raise
+
+
+def _spawner_queue() -> queue.SimpleQueue[_Spawn]:
+    global _spawner
+    with _spawner_lock:
+        if _spawner is None:
+            _spawner = queue.SimpleQueue()
+            threading.Thread(target=_spawn_forever, args=(_spawner,), name="cpfleet-spawner", daemon=True).start()
+        return _spawner
+
+
+def _spawn_forever(spawns: queue.SimpleQueue[_Spawn]) -> None:
+    # a thread inherits its creator's signal mask, and a child this thread's: whichever thread
+    # asked first (one holding SIGINT or SIGTERM blocked), the children start with none blocked
+    signal.pthread_sigmask(signal.SIG_SETMASK, set())
+    while True:
+        spawn, argv, kwargs = spawns.get()
+        try:
+            spawn.set_result(cast("subprocess.Popen[bytes]", subprocess.Popen(argv, **kwargs)))
+        except BaseException as e:  # handed to the caller, whose error it is
+            spawn.set_exception(e)
 
 
 def signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:

@@ -75,11 +75,15 @@ class RedisServer:
         appendonly: bool = False,
         launch: Callable[[list[str]], list[str]] | None = None,
         extra_args: tuple[str, ...] = (),
+        popen: Callable[..., subprocess.Popen[bytes]] = subprocess.Popen,
     ) -> None:
         """``launch`` may wrap the command line (``cpfleet up`` uses it for its own session and
-        PR_SET_PDEATHSIG, so the server does not outlive a killed ``up``); ``extra_args`` are
-        more redis-server options (``--replicaof HOST PORT`` makes a replica)."""
+        PR_SET_PDEATHSIG, so the server does not outlive a killed ``up``), and ``popen`` start it
+        (``processes.popen_lasting``: the signal then waits for this process's end, not the
+        starting thread's); ``extra_args`` are more redis-server options (``--replicaof HOST
+        PORT`` makes a replica)."""
         self.launch = launch
+        self.popen = popen
         self.extra_args = tuple(extra_args)
         self.port = port or free_port()
         # A port picked here was free when picked, not when redis-server binds it: another
@@ -123,7 +127,7 @@ class RedisServer:
             *self.extra_args,
         ]
         argv = self.launch(args) if self.launch is not None else args
-        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self.proc = self.popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -46,6 +46,7 @@ from cpfleet.core.problem import Problem
 from cpfleet.core.protocol import check_options
 from cpfleet.core.results import JobResult, JobStamp
 from cpfleet.core.verdict import Verdict
+from cpfleet.sandbox import linux
 from cpfleet.sandbox.env import DEFAULT_MAX_PUBLIC_SHOWN, judge_locally
 from cpfleet.sandbox.runner import (  # the factory starts nothing until called
     RUNNER_KINDS,
@@ -172,22 +173,19 @@ def _init_process(problems_blob: bytes, options: dict[str, Any], parent: int) ->
 def _die_with(parent: int) -> None:
     """SIGKILL this pool process when the judging process ``parent`` exits, however it exits
     (Ctrl-C, kill -9): one interrupted while it started this process has no handle on it to
-    kill, and it would wait on its queue for ever. Its runner's zygote follows by its own
-    PDEATHSIG. Not PR_SET_PDEATHSIG here: that fires when the *thread* that forked this process
-    exits, and a library caller may start the pool in a thread that ends while another thread
-    still reads the results. A thread waits on a pidfd of the parent, readable once the whole
+    kill, and it would wait on its queue for ever. Its runner's zygote follows: it watches this
+    process the same way (sandbox/zygote.py). Not PR_SET_PDEATHSIG here: that fires when the
+    *thread* that forked this process exits, and a library caller may start the pool in a thread
+    that ends while another thread still reads the results. A thread waits on a pidfd of the parent, readable once the whole
     process has exited (polling the parent pid each second where pidfds are refused)."""
-    try:
-        pidfd: int | None = os.pidfd_open(parent)
-    except OSError:  # a kernel before 5.3, or a seccomp filter refusing it
-        pidfd = None
+    pidfd = linux.parent_pidfd(parent)
     if os.getppid() != parent:  # the parent died before the pidfd was open (or it is another's pid)
         os._exit(1)
     threading.Thread(target=_watch_parent, args=(parent, pidfd), name="cpfleet-parent-watch", daemon=True).start()
 
 
-def _watch_parent(parent: int, pidfd: int | None) -> None:
-    if pidfd is not None:
+def _watch_parent(parent: int, pidfd: int) -> None:
+    if pidfd >= 0:
         select.select([pidfd], [], [])
     else:
         while os.getppid() == parent:
@@ -368,9 +366,9 @@ def _pooled(
 
 
 def kill_pool(pool: ProcessPoolExecutor) -> None:
-    """SIGKILL every process of the pool (their zygotes follow by PDEATHSIG), so its shutdown
-    returns at once instead of after the tests in flight. ProcessPoolExecutor has no public way
-    to do this before Python 3.14 (``kill_workers``)."""
+    """SIGKILL every process of the pool (their zygotes follow, each watching its process), so
+    its shutdown returns at once instead of after the tests in flight. ProcessPoolExecutor has no
+    public way to do this before Python 3.14 (``kill_workers``)."""
     kill = getattr(pool, "kill_workers", None)
     if kill is not None:
         kill()
