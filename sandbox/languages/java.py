@@ -140,14 +140,22 @@ def java_gc_flags(env: Mapping[str, str]) -> tuple[str, ...]:
 _JAVA_PUBLIC = re.compile(r"\bpublic\s+(?:(?:final|abstract|strictfp)\s+)*(?:class|interface|enum|record)\s+([A-Za-z_$][\w$]*)")
 _JAVA_CLASS = re.compile(r"\b(?:class|interface|enum|record)\s+([A-Za-z_$][\w$]*)")
 _JAVA_MAIN = re.compile(r"\bstatic\s+(?:final\s+)?(?:public\s+)?void\s+main\s*\(")
-_JAVA_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
-_JAVA_PACKAGE = re.compile(r"^\s*package\s+([\w.]+)\s*;", re.M)
+# what is not code: a text block, a string or char literal, a comment, matched left to right as
+# javac's scanner reads them (a "//" or "/*" inside a string opens no comment, and a "public class"
+# or "package" line inside a literal or a comment declares nothing); one left open runs to the end of
+# its line (a literal) or of the source (a comment, a text block), as javac reads it, so every
+# opening matches and the source is read once, not once per opening
+_JAVA_NOT_CODE = re.compile(r'"""[\s\S]*?(?:"""|\Z)|"(?:[^"\\\n]|\\.?)*(?:"|$)|\'(?:[^\'\\\n]|\\.?)*(?:\'|$)|//[^\n]*'
+                            r'|/\*[\s\S]*?(?:\*/|\Z)', re.M)
+# a line's leading blanks only: ``^\s*`` would read on across every blank line after each line start
+# (time quadratic in a source of empty lines)
+_JAVA_PACKAGE = re.compile(r"^[ \t\f\v\r]*package\s+([\w.]+)\s*;", re.M)
 
 
 def java_main_class(source: str) -> str:
     """The class a Java solution is started by: its public class, else the class declared last
     before the first ``static void main`` (a package-qualified name when it declares a package)."""
-    text = _JAVA_COMMENTS.sub(" ", source)
+    text = _JAVA_NOT_CODE.sub(lambda m: '""' if m.group().startswith(('"', "'")) else " ", source)
     m = _JAVA_PUBLIC.search(text)
     name = m.group(1) if m else ""
     if not name:
