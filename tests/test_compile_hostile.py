@@ -70,6 +70,13 @@ JAVA_LITERALS = {
 }
 
 
+# A class name javac takes that does not start with an ASCII letter (``Ärger``) was not seen at all:
+# the file was named after another class (or Main), and javac refused the public class in it.
+def test_a_java_public_class_named_with_a_non_ascii_letter_is_judged(runner: CodeRunner) -> None:
+    result = judge(runner, "java", JAVA_SUM.replace("public class Main", "public class Ärger") % "+")
+    assert (result.verdict, result.reward) == (Verdict.OK, 1.0), result.observation
+
+
 def before_main(helper: str, doc: str) -> str:
     """JAVA_SUM with ``helper`` (a class) and ``doc`` (a comment) between its import and its class."""
     return JAVA_SUM.replace("public class Main", helper + doc + "public class Main", 1)

@@ -137,8 +137,8 @@ def java_gc_flags(env: Mapping[str, str]) -> tuple[str, ...]:
     return JAVA_GCS[gc]
 
 
-_JAVA_PUBLIC = re.compile(r"\bpublic\s+(?:(?:final|abstract|strictfp)\s+)*(?:class|interface|enum|record)\s+([A-Za-z_$][\w$]*)")
-_JAVA_CLASS = re.compile(r"\b(?:class|interface|enum|record)\s+([A-Za-z_$][\w$]*)")
+_JAVA_PUBLIC = re.compile(r"\bpublic\s+(?:(?:final|abstract|strictfp)\s+)*(?:class|interface|enum|record)\s+((?:[^\W\d]|\$)[\w$]*)")
+_JAVA_CLASS = re.compile(r"\b(?:class|interface|enum|record)\s+((?:[^\W\d]|\$)[\w$]*)")
 _JAVA_MAIN = re.compile(r"\bstatic\s+(?:final\s+)?(?:public\s+)?void\s+main\s*\(")
 # what is not code: a text block, a string or char literal, a comment, matched left to right as
 # javac's scanner reads them (a "//" or "/*" inside a string opens no comment, and a "public class"
