@@ -29,7 +29,8 @@ from cpfleet.core import envvars
 from cpfleet.sandbox.languages.base import PROG_DIR, SELF_TEST_EXPECTED, SOURCES, CompileStep, Language, which
 
 __all__ = ["JVM_OVERHEAD_MB", "JVM_THREAD_STACK_KB", "JVM_START_FLAGS", "JVM_FAST_START_FLAGS", "JAVA_GCS",
-           "jvm_fast_start", "java_release", "java_gc_flags", "java_main_class", "jvm_class_sharing", "SELF_TEST", "toolchain"]
+           "jvm_fast_start", "java_release", "java_gc_flags", "java_main_class", "MAIN_CLASS_RULES", "jvm_class_sharing",
+           "SELF_TEST", "toolchain"]
 
 JVM_OVERHEAD_MB = 256
 JVM_THREAD_STACK_KB = 64 << 10  # the stack of a Java thread other than main
@@ -152,6 +153,12 @@ _JAVA_NOT_CODE = re.compile(r'"""[\s\S]*?(?:"""|\Z)|"(?:[^"\\\n]|\\.?)*(?:"|$)|\
 _JAVA_PACKAGE = re.compile(r"^[ \t\f\v\r]*package\s+([\w.]+)\s*;", re.M)
 
 
+# The version of ``java_main_class``'s reading (part of the Java fingerprint, so results a result
+# cache holds from another reading are not served): 2 reads literals and comments as javac does
+# and class names past ASCII.
+MAIN_CLASS_RULES = 2
+
+
 def java_main_class(source: str) -> str:
     """The class a Java solution is started by: its public class, else the class declared last
     before the first ``static void main`` (a package-qualified name when it declares a package)."""
@@ -209,6 +216,7 @@ def toolchain(env: Mapping[str, str]) -> Language:
          *JVM_START_FLAGS, *fast, "-XX:CICompilerCount=2", "-XX:ActiveProcessorCount=1", "-Dfile.encoding=UTF-8",
          "-cp", PROG_DIR, "{main}"),
         "cgroup", extra_cgroup_mb=JVM_OVERHEAD_MB, tools=(javac, java), compile_memory_model="cgroup",
-        oom_markers=(b"java.lang.OutOfMemoryError",), main_class=java_main_class, start_warning=_class_sharing_warning,
+        oom_markers=(b"java.lang.OutOfMemoryError",), main_class=java_main_class,
+        main_class_rules=MAIN_CLASS_RULES, start_warning=_class_sharing_warning,
         sandbox_dirs=_sandbox_dirs(env),
     )
