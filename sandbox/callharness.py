@@ -50,6 +50,7 @@ so everything the child needs must be in it.
 
 from __future__ import annotations
 
+import gc  # built in: bound here, before any program could put None in sys.modules['gc']
 import os
 import sys
 from itertools import chain, repeat  # built in: nothing to load
@@ -217,6 +218,17 @@ def _callee_by_syntax(ns: dict[str, Any], fn_name: str, source: bytes | None) ->
     raise _NoFunction(f"no top-level def {fn_name} nor a top-level class with a def {fn_name}")
 
 
+def _parse_ahead(source: bytes) -> None:
+    """Parse the source before the program runs, as PrimeIntellect's ``detect_callable_name``
+    does (the fork server's job init has already; exec mode parses here): after it, the program
+    may have put None in ``sys.modules['ast']``. A parse that fails here fails again where the
+    callee is looked up, as the program's error."""
+    try:
+        _syntax_facts(source)
+    except Exception:
+        pass
+
+
 def _refuse_future_imports(source: bytes) -> None:
     """LiveCodeBench, APPS, TACO and PrimeIntellect prepend their import header to the program's
     source, so a ``from __future__ import`` there is no longer at the beginning of the file: a
@@ -296,8 +308,6 @@ def _plain(value: Any) -> bool:
     string keys (none starting with NUL) and exact scalars. Walked a level at a time at C speed:
     ``gc.get_referents`` of exact lists and dicts is their items, keys and values (scalars have
     none), and a level's types are one ``set(map(type, ...))``."""
-    import gc
-
     level = [value]
     for _ in range(_PLAIN_LEVELS):
         types = set(map(type, level))
@@ -374,9 +384,12 @@ def _typed_items(items: list[Any], path: set[int]) -> list[Any]:
     return [_typed(x, path) for x in items]
 
 
-def _encode(value: Any) -> str:
-    """The typed JSON of a returned value (see the module docstring)."""
-    import json
+def _encode(value: Any, json: Any = None) -> str:
+    """The typed JSON of a returned value (see the module docstring). ``json``: the module as
+    ``invoke`` imported it before the program ran (the program may have put None in
+    ``sys.modules['json']`` since, which no reference harness's comparison reads)."""
+    if json is None:
+        import json
 
     if _plain(value):
         return json.dumps(value, allow_nan=True)
@@ -432,6 +445,8 @@ def invoke(code: CodeType, spec: str, ns: dict[str, Any], args_text: bytes, resu
             _refuse_future_imports(source)
         if semantics == "lcb":
             _lcb_reliability_guard()
+        if semantics == "primeintellect" and source is not None:
+            _parse_ahead(source)
         exec(code, ns)
         try:
             callee = _callee(ns, fn_name, semantics, source)
@@ -449,7 +464,7 @@ def invoke(code: CodeType, spec: str, ns: dict[str, Any], args_text: bytes, resu
         _report(e, source)
         return 130 if isinstance(e, KeyboardInterrupt) else 1
     try:
-        text = _encode(value)
+        text = _encode(value, json)
     except (TypeError, ValueError) as e:
         # a generator, an object, a circular list: no typed JSON form
         sys.stderr.write(f"the return value cannot be compared: {e}\n")

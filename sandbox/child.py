@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import _io
 import atexit  # built in (no mapping); imported here, a test's exit need not run the import system
+import gc  # built in, bound here: a program may put None in sys.modules['gc'], which python3's exit never reads
 import io
 import os
 import resource
@@ -310,8 +311,6 @@ def _finalize(status: int) -> int:
     flushed = _flush_std_files()
     if PYPY:
         return _finalize_pypy(status, flushed)
-    import gc
-
     try:  # steps the interpreter cannot fail: what the program did to ``sys`` leaves the status
         gc.collect()
         sys.modules.pop("__main__", None)

@@ -88,3 +88,16 @@ def test_case_insensitive_kinds_fold_ascii_only(kind: str, expected: str, got: s
 @pytest.mark.parametrize("got", ["1_000", "\ufeff1000", "1000\x00", "1000abc", "1 000", "1e3x"])
 def test_python_number_syntax_beyond_the_judges_is_wrong(kind: str, got: str) -> None:
     assert not get_checker(SPECS[kind]).check("1000\n", got).ok
+
+
+# A token that looks like a number up to its last character (n digits, then a letter) cost every
+# kind that reads numbers time quadratic in n: the number pattern read a run of digits in any
+# split of it, and fullmatch tried them all. That ran in the worker, on the program's output,
+# outside any sandbox limit: 40k digits 20 s per test, a 1 MB token hours. It is read once now.
+@pytest.mark.parametrize("kind", [*sorted(SPECS), "sandboxfusion"])
+@pytest.mark.parametrize("got", ["1" * 300_000 + "x", "1" * 300_000 + ".5x", "-" + "1" * 300_000 + "e5x"],
+                         ids=["digits", "digits-point", "digits-exponent"])
+def test_a_long_run_of_digits_that_is_no_number_is_a_wrong_answer_read_once(kind: str, got: str) -> None:
+    checker = get_checker(SPECS.get(kind, {"type": kind}))
+    assert not checker.check("1.5\n", got).ok
+    assert checker.check("1.5\n", "1.5").ok

@@ -57,6 +57,56 @@ def test_a_java_class_named_past_a_file_names_length_is_a_compile_error(runner: 
     assert (result.verdict, result.reward) == (Verdict.COMPILE_ERROR, 0.0)
 
 
+
+# The class a Java solution is started by is read from its code: the detector stripped comments
+# with a pattern that read string literals as code, so a "/*" or "//" inside a string opened a
+# comment that swallowed the public class, and a "public class Foo" or "package" line inside a
+# literal named a class javac never made: a valid program was a COMPILE_ERROR or a RUNTIME_ERROR.
+JAVA_LITERALS = {
+    "comment-opened-in-a-string": ('class Glob { static String G = "src/*.txt"; }\n', "/** the sum */\n"),
+    "url-in-a-string": ('class Url { static String U = "http://example.com"; } ', ""),
+    "declaration-in-a-string": ('class Text { static String T = "public class Foo"; static char Q = \'"\'; }\n', ""),
+    "package-in-a-text-block": ('class Text { static String T = """\n  package not.mine;\n  """; }\n', ""),
+}
+
+
+# A class name javac takes that does not start with an ASCII letter (``Ärger``) was not seen at all:
+# the file was named after another class (or Main), and javac refused the public class in it.
+def test_a_java_public_class_named_with_a_non_ascii_letter_is_judged(runner: CodeRunner) -> None:
+    result = judge(runner, "java", JAVA_SUM.replace("public class Main", "public class Ärger") % "+")
+    assert (result.verdict, result.reward) == (Verdict.OK, 1.0), result.observation
+
+
+def before_main(helper: str, doc: str) -> str:
+    """JAVA_SUM with ``helper`` (a class) and ``doc`` (a comment) between its import and its class."""
+    return JAVA_SUM.replace("public class Main", helper + doc + "public class Main", 1)
+
+
+@pytest.mark.parametrize("code", [before_main(*parts) for parts in JAVA_LITERALS.values()], ids=list(JAVA_LITERALS))
+@pytest.mark.parametrize(("op", "verdict", "reward"), [("+", Verdict.OK, 1.0), ("-", Verdict.WRONG_ANSWER, 0.0)])
+def test_a_java_main_class_is_read_from_code_not_from_its_literals(runner: CodeRunner, code: str, op: str,
+                                                                   verdict: Verdict, reward: float) -> None:
+    result = judge(runner, "java", code % op)
+    assert (result.verdict, result.reward) == (verdict, reward), result.observation
+
+
+# The detector runs in the worker, on the untrusted text, before any sandbox limit: every line
+# start followed by blank lines, and every "/*" never closed, cost it time quadratic in their number
+# (1 MB of newlines: ~20 minutes of the worker's CPU, twice per job, even for a compile cache hit;
+# 300k openings: ~15 minutes). Each is read once now, and so is a literal left open.
+def test_a_java_source_padded_with_blank_lines_is_judged(runner: CodeRunner) -> None:
+    result = judge(runner, "java", JAVA_SUM % "+" + "\n" * 1_000_000)
+    assert (result.verdict, result.reward) == (Verdict.OK, 1.0), result.observation
+
+
+@pytest.mark.parametrize("padding", ["/*\n" * 300_000, '"' + '\\"' * 300_000 + "\n", "'" + "\\'" * 300_000 + "\n",
+                                     '"""' * 300_000, "\n" * 1_000_000],
+                         ids=["comment-openings", "string-escapes", "char-escapes", "text-block-quotes", "blank-lines"])
+def test_the_java_main_class_detector_reads_a_padded_source_once(padding: str) -> None:
+    main_class = languages.get("java").main_class
+    assert main_class is not None
+    assert main_class(JAVA_SUM % "+" + "\n" + padding) == "Main"
+
 # An ELF that names a program interpreter that does not exist (a C source can: a ".interp"
 # section) is refused by execve with ENOENT, which the job init took for a missing binary: INTERNAL.
 INTERP = """const char interp[] __attribute__((section(".interp"))) = "/nonexistent/ld.so";

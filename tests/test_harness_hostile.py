@@ -211,3 +211,27 @@ def test_an_exception_whose_report_fails_is_still_a_failure(runner: CodeRunner) 
     fn = Problem.from_dict({"id": "fn", "fn_name": "add", "hidden_tests": [{"input": "[5, 7]", "output": "12"}]})
     called = cpfleet.judge_locally(fn, f"```python\n{UNREPORTABLE_CALL}```", runner)
     assert (called.verdict, called.reward, called.infra_error) == (Verdict.RUNTIME_ERROR, 0.0, False)
+
+
+# A program that puts None in ``sys.modules`` for a module the harness imported after the program
+# ran (``gc`` at the fork server's exit and in the function-call encoding, ``json`` for the
+# returned value, ``ast`` where the primeintellect rules find the callee on the exec path): the
+# import raised and a right answer was a RUNTIME_ERROR, where ``python3 solution.py`` and every
+# reference harness (none of them imports those after the program) end it as printed or returned.
+HIDDEN_MODULES = ("gc", "json", "ast")
+
+
+@pytest.mark.parametrize("module", HIDDEN_MODULES)
+@pytest.mark.parametrize(("answer", "verdict"), [("a + b", Verdict.OK), ("a - b", Verdict.WRONG_ANSWER)])
+def test_a_module_the_program_hides_from_imports_leaves_its_verdict_as_python3_gives_it(
+        runner: CodeRunner, module: str, answer: str, verdict: Verdict) -> None:
+    hide = f"sys.modules[{module!r}] = None\n"
+    printed = judge(runner, READ + hide + f"print({answer})\n")
+    assert (printed.verdict, printed.reward) == (verdict, 1.0 if verdict == Verdict.OK else 0.0), printed.observation
+    for semantics in ("python", "primeintellect"):
+        fn = Problem.from_dict({"id": f"fn-{semantics}", "fn_name": "add", "fn_semantics": semantics,
+                                "hidden_tests": [{"input": "[5, 7]", "output": "12"}]})
+        called = cpfleet.judge_locally(fn, f"```python\nimport sys\n{hide}def add(a, b):\n    return {answer}\n```",
+                                       runner)
+        assert (called.verdict, called.reward, called.infra_error) == (verdict, float(verdict == Verdict.OK), False), \
+            (semantics, called.observation)

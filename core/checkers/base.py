@@ -273,7 +273,10 @@ def _difference(
 # ASCII digits only: Python's int(), float() and Decimal() read any Unicode decimal digit
 # ("\u0661" is 1 to them), no judge's parser does.
 _INT = re.compile(r"[+-]?[0-9]+")
-_REAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[+-]?(?:inf|infinity|nan)", re.IGNORECASE)
+# one way to read each number: ``[0-9]+\.?[0-9]*`` reads "123" as any split of its digits, and a
+# token of n digits followed by a letter made fullmatch try them all, time quadratic in n (in the
+# worker, on a program's output token: 40k digits 20 s, 1 MB hours)
+_REAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[+-]?(?:inf|infinity|nan)", re.IGNORECASE)
 
 
 def _int_key(tok: str) -> str:

@@ -34,7 +34,7 @@ from cpfleet.core.checkers.base import (
 from cpfleet.core.errors import CheckerSpecError
 
 _C_SPACE_RUN = re.compile(f"[{re.escape(_C_SPACE)}]+")
-_DEC_FLOAT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_DEC_FLOAT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")  # one reading each (base._REAL)
 KATTIS_FLAG_KEYS = ("float_tolerance", "float_absolute_tolerance", "float_relative_tolerance",
                     "case_sensitive", "space_change_sensitive")
 

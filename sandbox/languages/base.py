@@ -62,6 +62,9 @@ class Language:
     # an interpreter whose installed packages a program may import: their listing is part of
     # the fingerprint (a worker whose venv gained numpy judges `import numpy` otherwise)
     packages_of: str = ""
+    # the version of the rules ``main_class`` reads a source by (Java: java.MAIN_CLASS_RULES): a change
+    # to them changes which file and class a program is compiled and started as, so its verdict
+    main_class_rules: int = 0
     # Below: how the sandbox treats the language's programs; none of them changes an artifact or
     # a verdict's meaning, so they stay out of the fingerprint (repr=False).
     # loaded into the fork server's own interpreter (CPython), not compiled and exec'd

@@ -29,7 +29,8 @@ from cpfleet.core import envvars
 from cpfleet.sandbox.languages.base import PROG_DIR, SELF_TEST_EXPECTED, SOURCES, CompileStep, Language, which
 
 __all__ = ["JVM_OVERHEAD_MB", "JVM_THREAD_STACK_KB", "JVM_START_FLAGS", "JVM_FAST_START_FLAGS", "JAVA_GCS",
-           "jvm_fast_start", "java_release", "java_gc_flags", "java_main_class", "jvm_class_sharing", "SELF_TEST", "toolchain"]
+           "jvm_fast_start", "java_release", "java_gc_flags", "java_main_class", "MAIN_CLASS_RULES", "jvm_class_sharing",
+           "SELF_TEST", "toolchain"]
 
 JVM_OVERHEAD_MB = 256
 JVM_THREAD_STACK_KB = 64 << 10  # the stack of a Java thread other than main
@@ -137,17 +138,31 @@ def java_gc_flags(env: Mapping[str, str]) -> tuple[str, ...]:
     return JAVA_GCS[gc]
 
 
-_JAVA_PUBLIC = re.compile(r"\bpublic\s+(?:(?:final|abstract|strictfp)\s+)*(?:class|interface|enum|record)\s+([A-Za-z_$][\w$]*)")
-_JAVA_CLASS = re.compile(r"\b(?:class|interface|enum|record)\s+([A-Za-z_$][\w$]*)")
+_JAVA_PUBLIC = re.compile(r"\bpublic\s+(?:(?:final|abstract|strictfp)\s+)*(?:class|interface|enum|record)\s+((?:[^\W\d]|\$)[\w$]*)")
+_JAVA_CLASS = re.compile(r"\b(?:class|interface|enum|record)\s+((?:[^\W\d]|\$)[\w$]*)")
 _JAVA_MAIN = re.compile(r"\bstatic\s+(?:final\s+)?(?:public\s+)?void\s+main\s*\(")
-_JAVA_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
-_JAVA_PACKAGE = re.compile(r"^\s*package\s+([\w.]+)\s*;", re.M)
+# what is not code: a text block, a string or char literal, a comment, matched left to right as
+# javac's scanner reads them (a "//" or "/*" inside a string opens no comment, and a "public class"
+# or "package" line inside a literal or a comment declares nothing); one left open runs to the end of
+# its line (a literal) or of the source (a comment, a text block), as javac reads it, so every
+# opening matches and the source is read once, not once per opening
+_JAVA_NOT_CODE = re.compile(r'"""[\s\S]*?(?:"""|\Z)|"(?:[^"\\\n]|\\.?)*(?:"|$)|\'(?:[^\'\\\n]|\\.?)*(?:\'|$)|//[^\n]*'
+                            r'|/\*[\s\S]*?(?:\*/|\Z)', re.M)
+# a line's leading blanks only: ``^\s*`` would read on across every blank line after each line start
+# (time quadratic in a source of empty lines)
+_JAVA_PACKAGE = re.compile(r"^[ \t\f\v\r]*package\s+([\w.]+)\s*;", re.M)
+
+
+# The version of ``java_main_class``'s reading (part of the Java fingerprint, so results a result
+# cache holds from another reading are not served): 2 reads literals and comments as javac does
+# and class names past ASCII.
+MAIN_CLASS_RULES = 2
 
 
 def java_main_class(source: str) -> str:
     """The class a Java solution is started by: its public class, else the class declared last
     before the first ``static void main`` (a package-qualified name when it declares a package)."""
-    text = _JAVA_COMMENTS.sub(" ", source)
+    text = _JAVA_NOT_CODE.sub(lambda m: '""' if m.group().startswith(('"', "'")) else " ", source)
     m = _JAVA_PUBLIC.search(text)
     name = m.group(1) if m else ""
     if not name:
@@ -201,6 +216,7 @@ def toolchain(env: Mapping[str, str]) -> Language:
          *JVM_START_FLAGS, *fast, "-XX:CICompilerCount=2", "-XX:ActiveProcessorCount=1", "-Dfile.encoding=UTF-8",
          "-cp", PROG_DIR, "{main}"),
         "cgroup", extra_cgroup_mb=JVM_OVERHEAD_MB, tools=(javac, java), compile_memory_model="cgroup",
-        oom_markers=(b"java.lang.OutOfMemoryError",), main_class=java_main_class, start_warning=_class_sharing_warning,
+        oom_markers=(b"java.lang.OutOfMemoryError",), main_class=java_main_class,
+        main_class_rules=MAIN_CLASS_RULES, start_warning=_class_sharing_warning,
         sandbox_dirs=_sandbox_dirs(env),
     )
