@@ -374,3 +374,24 @@ def test_a_jvm_that_refuses_the_fast_start_flags_runs_without_them(tmp_path: pat
     real = languages.get("java").run_argv[0] if not languages.missing_tools("java") else None
     if real is not None:
         assert java_lang.jvm_fast_start(real) == java_lang.JVM_FAST_START_FLAGS
+
+
+# a program that starts threads until the JVM can start no more (its per-test process limit),
+# catches that and prints its answer: the JVM's own warnings about it go to stderr, not into the
+# answer (by default the JVM logs them on stdout: a right answer was a WRONG_ANSWER)
+THREADS_PAST_NPROC = """import java.util.*;
+public class Main { public static void main(String[] a) throws Exception {
+  Scanner s = new Scanner(System.in); long x = s.nextLong(), y = s.nextLong(); int started = 0;
+  try { for (int i = 0; i < 100000; i++) { Thread t = new Thread(() -> { try { Thread.sleep(60000); } catch (InterruptedException e) { } });
+      t.setDaemon(true); t.start(); started++; } } catch (Throwable e) { }
+  System.out.println(x + y); System.out.flush(); System.err.println("started " + started); Runtime.getRuntime().halt(0); } }
+"""
+
+
+def test_the_jvms_own_warnings_go_to_stderr_not_into_the_answer(runner: CodeRunner) -> None:
+    _needs("java")
+    assert set(java_lang.JVM_LOG_FLAGS) <= set(languages.get("java").run_argv)  # this JDK takes them
+    problem = Problem.from_dict({"id": "threads-past-nproc", "time_limit_s": 10, "memory_limit_mb": 512,
+                                 "hidden_tests": [{"input": "5 7\n", "output": "12\n"}]})
+    result = evaluate(problem, f"```java\n{THREADS_PAST_NPROC}```", runner)
+    assert (result.verdict, result.reward) == (Verdict.OK, 1.0), result.observation

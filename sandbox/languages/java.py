@@ -29,7 +29,7 @@ from cpfleet.core import envvars
 from cpfleet.sandbox.languages.base import PROG_DIR, SELF_TEST_EXPECTED, SOURCES, CompileStep, Language, which
 
 __all__ = ["JVM_OVERHEAD_MB", "JVM_THREAD_STACK_KB", "JVM_START_FLAGS", "JVM_FAST_START_FLAGS", "JAVA_GCS",
-           "jvm_fast_start", "java_release", "java_gc_flags", "java_main_class", "MAIN_CLASS_RULES", "jvm_class_sharing",
+           "JVM_LOG_FLAGS", "jvm_accepts", "jvm_fast_start", "jvm_warnings_to_stderr", "java_release", "java_gc_flags", "java_main_class", "MAIN_CLASS_RULES", "jvm_class_sharing",
            "SELF_TEST", "toolchain"]
 
 JVM_OVERHEAD_MB = 256
@@ -52,6 +52,11 @@ JVM_FAST_START_FLAGS = (
     "-XX:-UseAESIntrinsics", "-XX:-UseAESCTRIntrinsics", "-XX:-UseGHASHIntrinsics", "-XX:-UseSHA",
     "-XX:-UseBASE64Intrinsics", "-XX:-UseCRC32Intrinsics", "-XX:-UseCRC32CIntrinsics", "-XX:-UseAdler32Intrinsics",
 )
+# The JVM writes its own warnings (unified logging: a thread it could not start, a container
+# limit it misreads, an archive it could not map) to stdout by default, into the program's
+# answer: a right answer became a WRONG_ANSWER, whether the warning was of the program's making
+# or the host's. Warnings and errors go to stderr instead, where they are feedback.
+JVM_LOG_FLAGS = ("-Xlog:disable", "-Xlog:all=warning:stderr")
 JAVA_GCS = {
     # DOMjudge's and Kattis's collector, the default: time limits sized on those judges hold;
     # ~25% less CPU than G1 on an allocation-heavy run (bench/bench_jvm.py)
@@ -117,19 +122,29 @@ def _sandbox_dirs(env: Mapping[str, str]) -> tuple[str, ...]:
     return tuple(d for d in dirs if not any(d == s or d.startswith(s + "/") for s in SYSTEM_PATHS))
 
 
-@functools.lru_cache(maxsize=8)
-def jvm_fast_start(java: str) -> tuple[str, ...]:
-    """``JVM_FAST_START_FLAGS`` when the JVM at ``java`` starts with them, else (): asked once per
-    process and JVM, so a JDK without one of them runs Java at the plain start-up cost instead of
-    failing every test."""
+@functools.lru_cache(maxsize=16)
+def jvm_accepts(java: str, flags: tuple[str, ...]) -> bool:
+    """Whether the JVM at ``java`` starts with ``flags``: asked once per process, JVM and set of
+    flags, so a JDK that lacks one (another vendor or version) runs without that set instead of
+    failing every test before its program runs."""
     if not os.path.isabs(java) or not os.access(java, os.X_OK):
-        return ()
+        return False
     try:
-        out = subprocess.run([java, *JVM_FAST_START_FLAGS, "-XX:-UsePerfData", "-version"], capture_output=True,
-                             timeout=60, check=False)
+        out = subprocess.run([java, *flags, "-XX:-UsePerfData", "-version"], capture_output=True, timeout=60,
+                             check=False)
     except (OSError, subprocess.TimeoutExpired):
-        return ()
-    return JVM_FAST_START_FLAGS if out.returncode == 0 else ()
+        return False
+    return out.returncode == 0
+
+
+def jvm_fast_start(java: str) -> tuple[str, ...]:
+    """``JVM_FAST_START_FLAGS`` where the JVM at ``java`` accepts them, else ()."""
+    return JVM_FAST_START_FLAGS if jvm_accepts(java, JVM_FAST_START_FLAGS) else ()
+
+
+def jvm_warnings_to_stderr(java: str) -> tuple[str, ...]:
+    """``JVM_LOG_FLAGS`` where the JVM at ``java`` accepts them (JDK 9 and later), else ()."""
+    return JVM_LOG_FLAGS if jvm_accepts(java, JVM_LOG_FLAGS) else ()
 
 
 def java_gc_flags(env: Mapping[str, str]) -> tuple[str, ...]:
@@ -213,7 +228,7 @@ def toolchain(env: Mapping[str, str]) -> Language:
                      "-J-XX:TieredStopAtLevel=1", *release, "-encoding", "UTF-8", "-nowarn", "-d", "out",
                      SOURCES), (javac, "-version")),
         (java, "-Xmx{mem}m", "-Xss{stack}m", f"-XX:ThreadStackSize={JVM_THREAD_STACK_KB}", *java_gc_flags(env),
-         *JVM_START_FLAGS, *fast, "-XX:CICompilerCount=2", "-XX:ActiveProcessorCount=1", "-Dfile.encoding=UTF-8",
+         *JVM_START_FLAGS, *jvm_warnings_to_stderr(java), *fast, "-XX:CICompilerCount=2", "-XX:ActiveProcessorCount=1", "-Dfile.encoding=UTF-8",
          "-cp", PROG_DIR, "{main}"),
         "cgroup", extra_cgroup_mb=JVM_OVERHEAD_MB, tools=(javac, java), compile_memory_model="cgroup",
         oom_markers=(b"java.lang.OutOfMemoryError",), main_class=java_main_class,
