@@ -36,6 +36,11 @@ BOX = "/box"  # the test directory (cwd, /tmp, /dev/shm, /run), a tmpfs kept fre
 # host paths bound read-only into the sandbox root (symlinks are recreated as symlinks)
 SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 DEVICES = ("null", "zero", "full", "random", "urandom")
+# RLIMIT_CORE of everything a test runs: 1 byte, not 0. A file core is never written below a
+# page, and a core_pattern pipe (apport, systemd-coredump), for which the kernel ignores the
+# limit and starts the helper as root outside the test's cgroup, is skipped at exactly 1. The
+# seccomp filter keeps a program from lowering it to 0 (sandbox/seccomp.py).
+NO_CORE = (1, 1)
 # paths the sandbox's root makes itself: a host folder under one of them cannot be shown to
 # programs at its own path (/tmp is where the root is built, then each test's own folder)
 SANDBOX_MADE = ("/tmp", "/var/tmp", "/run", "/dev", "/proc", "/old-root", BOX, PROG, PCH)
@@ -362,7 +367,7 @@ def confine_to_test(
     for target, fd in enumerate(fds):
         os.dup2(fd, target, inheritable=True)
     close_inherited_fds(keep_fd)
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    # RLIMIT_CORE is the job init's NO_CORE, set before its seccomp filter (which keeps it)
     resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 1))
     resource.setrlimit(resource.RLIMIT_AS, (limits.as_bytes, limits.as_bytes))
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits.fsize_bytes, limits.fsize_bytes))

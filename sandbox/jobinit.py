@@ -255,7 +255,9 @@ class JobInit:
     def _restrict_self(self) -> None:
         """no_new_privs and the seccomp filter, once: every test child inherits both (installing
         the filter per child cost ~0.1 ms of each test). Nothing the init does later needs a
-        refused call; mounting a fresh test directory is the job process's work."""
+        refused call; mounting a fresh test directory is the job process's work. The core limit
+        first: under the filter, setting it changes nothing (sandbox/seccomp.py)."""
+        resource.setrlimit(resource.RLIMIT_CORE, isolation.NO_CORE)
         linux.prctl(linux.PR_SET_NO_NEW_PRIVS, 1)
         if self.z.seccomp_filter is not None:
             try:
@@ -592,7 +594,6 @@ def _compile_in_child(source: bytes) -> Any:
         pid = os.fork()
         if pid == 0:
             try:
-                resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # SIGXCPU dumps no core
                 resource.setrlimit(resource.RLIMIT_CPU, (COMPILE_CPU_S, COMPILE_CPU_S + 1))
                 child.write_all(out, marshal.dumps(_compile_here(source)))
             finally:

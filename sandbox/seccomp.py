@@ -17,7 +17,11 @@ message queues (the tests of a job share its IPC namespace: with nothing creatab
 nothing passes from one test to the next; Python's multiprocessing uses /dev/shm instead),
 and unnamed files (O_TMPFILE, and openat2 whose flags a filter cannot read): they would
 advance the shared test directory's inode counter without a visible change to it. Python's
-tempfile falls back to a named file on EOPNOTSUPP. Everything else is allowed.
+tempfile falls back to a named file on EOPNOTSUPP. Setting RLIMIT_CORE (setrlimit, prlimit64
+with a new limit) succeeds without changing it: a test's core limit is 1 (``isolation.NO_CORE``),
+which stops the kernel's core dumps of every kind, and a program lowering it to 0 would start
+the host's pipe helper (apport, systemd-coredump) as root on each crash, since the kernel
+ignores the limit for a ``core_pattern`` pipe. Everything else is allowed.
 
 The program is built once in the zygote (``Filter``) and installed once per job, on the job
 init after its own setup and no_new_privs; every test child inherits it (installing it per
@@ -93,6 +97,7 @@ X86_64_DENIED = {
     435: errno.ENOSYS,  # clone3: glibc then uses clone, checked below
 }
 NR_CLONE, NR_SOCKET, NR_SOCKETPAIR, NR_OPEN, NR_OPENAT, NR_PERSONALITY = 56, 41, 53, 2, 257, 135
+NR_SETRLIMIT, NR_PRLIMIT64, RLIMIT_CORE = 160, 302, 4
 AF_UNIX, AF_INET, AF_INET6 = 1, 2, 10
 ALLOWED_SOCKET_FAMILIES = (AF_UNIX, AF_INET, AF_INET6)
 PERSONALITY_QUERY = 0xFFFFFFFF  # personality(0xffffffff) reads the persona without changing it
@@ -145,6 +150,25 @@ def build_filter() -> bytes | None:
         _ins(BPF_JEQ_K, PERSONALITY_QUERY, 0, 1),
         _ins(BPF_RET_K, RET_ALLOW),
         _ins(BPF_RET_K, RET_ERRNO | errno.EPERM),
+    ]
+    p += [  # setrlimit(RLIMIT_CORE, ...): done, changing nothing
+        _ins(BPF_JEQ_K, NR_SETRLIMIT, 0, 4),
+        _ins(BPF_LD_W_ABS, OFF_ARG0),
+        _ins(BPF_JEQ_K, RLIMIT_CORE, 0, 1),
+        _ins(BPF_RET_K, RET_ERRNO | 0),
+        _ins(BPF_RET_K, RET_ALLOW),
+    ]
+    p += [  # prlimit64(pid, RLIMIT_CORE, new, old) with a new limit (both words of the pointer):
+        # done, changing nothing; reading it (new == NULL, what getrlimit does) is allowed
+        _ins(BPF_JEQ_K, NR_PRLIMIT64, 0, 8),
+        _ins(BPF_LD_W_ABS, OFF_ARG0 + 8),
+        _ins(BPF_JEQ_K, RLIMIT_CORE, 0, 5),
+        _ins(BPF_LD_W_ABS, OFF_ARG0 + 16),
+        _ins(BPF_JEQ_K, 0, 0, 2),
+        _ins(BPF_LD_W_ABS, OFF_ARG0 + 20),
+        _ins(BPF_JEQ_K, 0, 1, 0),
+        _ins(BPF_RET_K, RET_ERRNO | 0),
+        _ins(BPF_RET_K, RET_ALLOW),
     ]
     p.append(_ins(BPF_RET_K, RET_ALLOW))
     return b"".join(p)

@@ -94,6 +94,50 @@ def test_seccomp_refuses_cross_process_handle_persona_calls_and_exotic_socket_fa
     ]
 
 
+CORE_LIMIT_PROBE = src("""
+    import ctypes, mmap, os, resource
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    def core():
+        return resource.getrlimit(resource.RLIMIT_CORE)
+    print('start', core())
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    print('setrlimit', core())
+    zero = (ctypes.c_ulong * 2)(0, 0)
+    print('raw setrlimit', libc.syscall(160, 4, ctypes.addressof(zero)), core())
+    # a new limit at an address whose low 32 bits are 0: the filter reads both words of it
+    at = libc.mmap(0x7F0000000000, 4096, mmap.PROT_READ | mmap.PROT_WRITE,
+                   mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | 0x100000, -1, 0)  # MAP_FIXED_NOREPLACE
+    assert at == 0x7F0000000000, hex(at or 0)
+    ctypes.memmove(at, zero, 16)
+    print('prlimit64', libc.syscall(302, 0, 4, ctypes.c_void_p(at), None), core())
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
+    print('other limits', resource.getrlimit(resource.RLIMIT_FSIZE))
+    print(flush=True)
+    os.abort()
+""")
+
+
+def test_a_test_dumps_no_core_of_any_kind_and_cannot_lower_its_core_limit(runner: CodeRunner) -> None:
+    # RLIMIT_CORE 1: no file core (below a page), and a core_pattern pipe is skipped at exactly 1,
+    # where the kernel ignores the limit otherwise and starts the host's helper as root; lowering
+    # it to 0 would re-arm that, so setting it succeeds and changes nothing
+    if not runner.isolation.layers.get("seccomp"):
+        pytest.skip("no seccomp filter on this architecture")
+    res = run(runner, CORE_LIMIT_PROBE)
+    assert res.status == Verdict.RUNTIME_ERROR, res
+    assert res.stdout.decode().splitlines() == [
+        "start (1, 1)",
+        "setrlimit (1, 1)",
+        "raw setrlimit 0 (1, 1)",
+        "prlimit64 0 (1, 1)",
+        f"other limits ({1 << 20}, {1 << 20})",
+        "",
+    ], res.stderr[-800:]
+
+
 def test_fds_numbered_above_65536_are_closed_before_the_program_runs(tmp_path: Path) -> None:
     """confine_test_child (the real one, in a fresh process as root) must close an fd above any
     fixed bound: RLIMIT_NOFILE may be far higher than 65536, and a limit lowered after an fd was
