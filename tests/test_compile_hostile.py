@@ -67,6 +67,10 @@ JAVA_LITERALS = {
     "url-in-a-string": ('class Url { static String U = "http://example.com"; } ', ""),
     "declaration-in-a-string": ('class Text { static String T = "public class Foo"; static char Q = \'"\'; }\n', ""),
     "package-in-a-text-block": ('class Text { static String T = """\n  package not.mine;\n  """; }\n', ""),
+    # javac's own readings: a text block's \""" is an escaped quote, not its end, and a Unicode
+    # escape is its character before anything else (\u0022 is a quote, so "/*" is in a string)
+    "escaped-quotes-in-a-text-block": ('class Text { static String T = """\n  say \\"""hi\n  """; }\n', ""),
+    "unicode-escaped-quotes": ("class Glob { static String G = \\u0022src/*.txt\\u0022; }\n", ""),
 }
 
 
@@ -74,6 +78,12 @@ JAVA_LITERALS = {
 # the file was named after another class (or Main), and javac refused the public class in it.
 def test_a_java_public_class_named_with_a_non_ascii_letter_is_judged(runner: CodeRunner) -> None:
     result = judge(runner, "java", JAVA_SUM.replace("public class Main", "public class Ärger") % "+")
+    assert (result.verdict, result.reward) == (Verdict.OK, 1.0), result.observation
+
+
+# javac reads Unicode escapes first: ``public class \u00c4rger`` is Ärger, to be saved as Ärger.java
+def test_a_java_public_class_named_through_a_unicode_escape_is_judged(runner: CodeRunner) -> None:
+    result = judge(runner, "java", JAVA_SUM.replace("public class Main", "public class \\u00c4rger") % "+")
     assert (result.verdict, result.reward) == (Verdict.OK, 1.0), result.observation
 
 
@@ -100,8 +110,10 @@ def test_a_java_source_padded_with_blank_lines_is_judged(runner: CodeRunner) -> 
 
 
 @pytest.mark.parametrize("padding", ["/*\n" * 300_000, '"' + '\\"' * 300_000 + "\n", "'" + "\\'" * 300_000 + "\n",
-                                     '"""' * 300_000, "\n" * 1_000_000],
-                         ids=["comment-openings", "string-escapes", "char-escapes", "text-block-quotes", "blank-lines"])
+                                     '"""' * 300_000, "\n" * 1_000_000, "\\" * 1_000_000, "\\u" * 300_000,
+                                     '"""' + '\\"' * 300_000],
+                         ids=["comment-openings", "string-escapes", "char-escapes", "text-block-quotes", "blank-lines",
+                              "backslashes", "unicode-escape-openings", "text-block-escapes"])
 def test_the_java_main_class_detector_reads_a_padded_source_once(padding: str) -> None:
     main_class = languages.get("java").main_class
     assert main_class is not None

@@ -160,9 +160,15 @@ _JAVA_MAIN = re.compile(r"\bstatic\s+(?:final\s+)?(?:public\s+)?void\s+main\s*\(
 # javac's scanner reads them (a "//" or "/*" inside a string opens no comment, and a "public class"
 # or "package" line inside a literal or a comment declares nothing); one left open runs to the end of
 # its line (a literal) or of the source (a comment, a text block), as javac reads it, so every
-# opening matches and the source is read once, not once per opening
-_JAVA_NOT_CODE = re.compile(r'"""[\s\S]*?(?:"""|\Z)|"(?:[^"\\\n]|\\.?)*(?:"|$)|\'(?:[^\'\\\n]|\\.?)*(?:\'|$)|//[^\n]*'
-                            r'|/\*[\s\S]*?(?:\*/|\Z)', re.M)
+# opening matches and the source is read once, not once per opening. A text block's ``\"""`` is
+# an escaped quote followed by two more, not its end.
+_JAVA_NOT_CODE = re.compile(r'"""(?:[^"\\]|\\[\s\S]?|"(?!""))*(?:"""|\Z)|"(?:[^"\\\n]|\\.?)*(?:"|$)'
+                            r'|\'(?:[^\'\\\n]|\\.?)*(?:\'|$)|//[^\n]*|/\*[\s\S]*?(?:\*/|\Z)', re.M)
+# javac reads a Unicode escape (a backslash, one or more u, four hex digits) as its character
+# before anything else (JLS 3.3): ``\u0022`` opens a string, ``\u000a`` ends a // comment, and
+# ``\u00c4rger`` names Ärger. A backslash starts one only after an even number of backslashes, so
+# each run of them is matched whole (and read once).
+_JAVA_UNICODE_ESCAPE = re.compile(r"(\\+)(?:u+([0-9a-fA-F]{4}))?")
 # a line's leading blanks only: ``^\s*`` would read on across every blank line after each line start
 # (time quadratic in a source of empty lines)
 _JAVA_PACKAGE = re.compile(r"^[ \t\f\v\r]*package\s+([\w.]+)\s*;", re.M)
@@ -170,14 +176,28 @@ _JAVA_PACKAGE = re.compile(r"^[ \t\f\v\r]*package\s+([\w.]+)\s*;", re.M)
 
 # The version of ``java_main_class``'s reading (part of the Java fingerprint, so results a result
 # cache holds from another reading are not served): 2 reads literals and comments as javac does
-# and class names past ASCII.
-MAIN_CLASS_RULES = 2
+# and class names past ASCII, 3 Unicode escapes and a text block's escaped quotes.
+MAIN_CLASS_RULES = 3
+
+
+def _unicode_escapes(source: str) -> str:
+    """``source`` with its Unicode escapes read as javac reads them (``_JAVA_UNICODE_ESCAPE``); a
+    surrogate pair written as two escapes is one character, as it is to javac."""
+    if "\\u" not in source:
+        return source
+
+    def one(m: re.Match[str]) -> str:
+        run, code = m.group(1), m.group(2)
+        return m.group() if code is None or len(run) % 2 == 0 else run[:-1] + chr(int(code, 16))
+
+    text = _JAVA_UNICODE_ESCAPE.sub(one, source)
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
 
 
 def java_main_class(source: str) -> str:
     """The class a Java solution is started by: its public class, else the class declared last
     before the first ``static void main`` (a package-qualified name when it declares a package)."""
-    text = _JAVA_NOT_CODE.sub(lambda m: '""' if m.group().startswith(('"', "'")) else " ", source)
+    text = _JAVA_NOT_CODE.sub(lambda m: '""' if m.group().startswith(('"', "'")) else " ", _unicode_escapes(source))
     m = _JAVA_PUBLIC.search(text)
     name = m.group(1) if m else ""
     if not name:
