@@ -13,7 +13,8 @@ Settings read from the environment when a table is built:
 - ``CPFLEET_JAVA_HOME``: a JDK whose ``bin/javac`` and ``bin/java`` are used; default: PATH. A
   Java runtime without a compiler (a JRE) runs what the PATH's ``javac`` compiles, for the
   runtime's release where the runtime is the older (``--release``). A home outside the system
-  folders is bound read-only into the sandbox at its own path (``Language.sandbox_dirs``).
+  folders, and the installation its tools (or the PATH's) really live in, are bound read-only
+  into the sandbox at their own paths (``Language.sandbox_dirs``).
 - ``CPFLEET_JAVA_GC`` (default ``serial``, or ``g1``): the collector (``JAVA_GCS``).
 """
 
@@ -110,15 +111,22 @@ def _compiler(env: Mapping[str, str], java: str) -> tuple[str, tuple[str, ...]]:
     return javac, (("--release", str(runtime)) if 0 < runtime < compiler else ())
 
 
-def _sandbox_dirs(env: Mapping[str, str]) -> tuple[str, ...]:
-    """The configured Java home (and the folder it links to) when the sandbox's system folders do
-    not hold it: sandboxed programs see only those, so its JVM could not be started there."""
+def _sandbox_dirs(env: Mapping[str, str], tools: tuple[str, ...]) -> tuple[str, ...]:
+    """The Java folders ``tools`` run from where the sandbox's system folders do not hold them:
+    the configured home (and the folder it links to), and the installation each tool's real path
+    lies in (a home's bin/java linking into another JDK, a PATH's JDK under /opt or the user's
+    home); sandboxed programs see only those, so its compiler or JVM could not be started there,
+    and a compiler missing there was every program's COMPILE_ERROR. An installation is the folder
+    two up from the tool that holds a ``release`` file (every JDK and runtime image has one), so a
+    folder of wrapper scripts binds nothing but itself."""
     from cpfleet.sandbox.isolation import SYSTEM_PATHS  # the sandbox's view: read at call time
 
     home = env.get("CPFLEET_JAVA_HOME")
-    if not home or not os.path.isabs(home):
-        return ()
-    dirs = dict.fromkeys((os.path.normpath(home), os.path.realpath(home)))
+    dirs = dict.fromkeys((os.path.normpath(home), os.path.realpath(home)) if home and os.path.isabs(home) else ())
+    for tool in tools:
+        install = os.path.dirname(os.path.dirname(os.path.realpath(tool)))
+        if os.path.isabs(tool) and os.path.isfile(os.path.join(install, "release")):
+            dirs[install] = None
     return tuple(d for d in dirs if not any(d == s or d.startswith(s + "/") for s in SYSTEM_PATHS))
 
 
@@ -253,5 +261,5 @@ def toolchain(env: Mapping[str, str]) -> Language:
         "cgroup", extra_cgroup_mb=JVM_OVERHEAD_MB, tools=(javac, java), compile_memory_model="cgroup",
         oom_markers=(b"java.lang.OutOfMemoryError",), main_class=java_main_class,
         main_class_rules=MAIN_CLASS_RULES, start_warning=_class_sharing_warning,
-        sandbox_dirs=_sandbox_dirs(env),
+        sandbox_dirs=_sandbox_dirs(env, (javac, java)),
     )
