@@ -171,3 +171,20 @@ def test_a_java_home_linking_into_another_installation_judges_java_in_the_sandbo
             pytest.skip("this runner has no private root here: nothing to show the installation in")
         result = evaluate(SUM, f"```java\n{ADDER}```", runner)
     assert (result.verdict, result.reward) == (Verdict.OK, 1.0), result.observation
+
+
+def test_a_java_home_reached_through_a_chain_of_links_judges_java_in_the_sandbox(
+        outside_tmp: Path, fresh_table: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    # java -> current -> jre (as a version manager's "current" link is): each link is recreated
+    # as a link in the sandbox, so one left out (current) made the JVM's path dangle there, every
+    # test INTERNAL while Java was announced as available
+    _runtime_home(outside_tmp, _path_java())
+    (outside_tmp / "current").symlink_to("jre")
+    (outside_tmp / "java").symlink_to("current")
+    _use_home(monkeypatch, outside_tmp / "java")
+    assert {str(outside_tmp / name) for name in ("java", "current", "jre")} <= set(toolchain_dirs())
+    with make_runner("forkserver") as runner:
+        if not runner.isolation.layers.get("hidden_fs"):
+            pytest.skip("this runner has no private root here: nothing to show the home in")
+        result = evaluate(SUM, f"```java\n{ADDER}```", runner)
+    assert (result.verdict, result.reward) == (Verdict.OK, 1.0), result.observation

@@ -111,18 +111,26 @@ def _compiler(env: Mapping[str, str], java: str) -> tuple[str, tuple[str, ...]]:
     return javac, (("--release", str(runtime)) if 0 < runtime < compiler else ())
 
 
+def _link_hops(path: str) -> list[str]:
+    """``path`` and every link it leads through to a folder (``/opt/java`` -> ``current`` ->
+    ``jdk-21``): each is recreated as a link in the sandbox, so every hop must be there too."""
+    hops = [os.path.normpath(path)]
+    while os.path.islink(hops[-1]) and len(hops) <= 40:  # the kernel's own limit on a chain of links
+        hops.append(os.path.normpath(os.path.join(os.path.dirname(hops[-1]), os.readlink(hops[-1]))))
+    return hops
+
+
 def _sandbox_dirs(env: Mapping[str, str], tools: tuple[str, ...]) -> tuple[str, ...]:
     """The Java folders ``tools`` run from where the sandbox's system folders do not hold them:
-    the configured home (and the folder it links to), and the installation each tool's real path
-    lies in (a home's bin/java linking into another JDK, a PATH's JDK under /opt or the user's
-    home); sandboxed programs see only those, so its compiler or JVM could not be started there,
-    and a compiler missing there was every program's COMPILE_ERROR. An installation is the folder
-    two up from the tool that holds a ``release`` file (every JDK and runtime image has one), so a
-    folder of wrapper scripts binds nothing but itself."""
+    the configured home (every link it leads through, the folder it ends at) and the installation
+    each tool's real path lies in (a home's bin/java linking into another JDK, a PATH's JDK under
+    /opt or the user's home); sandboxed programs see only those, so its compiler or JVM could not
+    be started there. An installation is the folder two up from the tool that holds a ``release``
+    file (every JDK and runtime image has one), so a folder of wrapper scripts binds nothing."""
     from cpfleet.sandbox.isolation import SYSTEM_PATHS  # the sandbox's view: read at call time
 
     home = env.get("CPFLEET_JAVA_HOME")
-    dirs = dict.fromkeys((os.path.normpath(home), os.path.realpath(home)) if home and os.path.isabs(home) else ())
+    dirs = dict.fromkeys((*_link_hops(home), os.path.realpath(home)) if home and os.path.isabs(home) else ())
     for tool in tools:
         install = os.path.dirname(os.path.dirname(os.path.realpath(tool)))
         if os.path.isabs(tool) and os.path.isfile(os.path.join(install, "release")):
