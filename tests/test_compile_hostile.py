@@ -57,7 +57,6 @@ def test_a_java_class_named_past_a_file_names_length_is_a_compile_error(runner: 
     assert (result.verdict, result.reward) == (Verdict.COMPILE_ERROR, 0.0)
 
 
-
 # The class a Java solution is started by is read from its code: the detector stripped comments
 # with a pattern that read string literals as code, so a "/*" or "//" inside a string opened a
 # comment that swallowed the public class, and a "public class Foo" or "package" line inside a
