@@ -86,6 +86,24 @@ def test_a_java_public_class_named_through_a_unicode_escape_is_judged(runner: Co
     assert (result.verdict, result.reward) == (Verdict.OK, 1.0), result.observation
 
 
+# A non-public class Main holding a class declared before its main (``static class Node``, the usual
+# contest idiom, or a public inner class): the nested class was read as the one to start, "java
+# Node" found no such class, and a valid program was a RUNTIME_ERROR on every test.
+NESTED_BEFORE_MAIN = {
+    "static-nested-class": "  static class Node { int v; }\n",
+    "public-inner-class": "  public class Edge { int to; }\n",
+}
+
+
+@pytest.mark.parametrize("nested", list(NESTED_BEFORE_MAIN.values()), ids=list(NESTED_BEFORE_MAIN))
+@pytest.mark.parametrize(("op", "verdict", "reward"), [("+", Verdict.OK, 1.0), ("-", Verdict.WRONG_ANSWER, 0.0)])
+def test_a_java_class_nested_before_main_is_not_the_one_started(runner: CodeRunner, nested: str, op: str,
+                                                                   verdict: Verdict, reward: float) -> None:
+    code = JAVA_SUM.replace("public class Main { ", "class Main {\n" + nested + "  ", 1) % op
+    result = judge(runner, "java", code)
+    assert (result.verdict, result.reward) == (verdict, reward), result.observation
+
+
 def before_main(helper: str, doc: str) -> str:
     """JAVA_SUM with ``helper`` (a class) and ``doc`` (a comment) between its import and its class."""
     return JAVA_SUM.replace("public class Main", helper + doc + "public class Main", 1)

@@ -24,7 +24,7 @@ import functools
 import os
 import re
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 from cpfleet.core import envvars
 from cpfleet.sandbox.languages.base import PROG_DIR, SELF_TEST_EXPECTED, SOURCES, CompileStep, Language, which
@@ -192,7 +192,8 @@ _JAVA_PACKAGE = re.compile(r"^[ \t\f\v\r]*package\s+([\w.]+)\s*;", re.M)
 
 # The version of ``java_main_class``'s reading (part of the Java fingerprint, so results a result
 # cache holds from another reading are not served): 2 reads literals and comments as javac does
-# and class names past ASCII, 3 Unicode escapes and a text block's escaped quotes.
+# and class names past ASCII, 3 Unicode escapes, a text block's escaped quotes and top-level
+# classes only.
 MAIN_CLASS_RULES = 3
 
 
@@ -210,15 +211,28 @@ def _unicode_escapes(source: str) -> str:
     return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
 
 
+def _top_level(text: str, found: Iterator[re.Match[str]]) -> Iterator[re.Match[str]]:
+    """The declarations of ``found`` outside every brace of ``text`` (its literals and comments
+    already blanked): a class nested in another (``static class Node`` declared before ``main``
+    in a non-public ``class Main``) is not one javac makes a file's class or ``java`` can start by
+    its name. Each stretch of ``text`` is counted once."""
+    depth, at = 0, 0
+    for m in found:
+        depth += text.count("{", at, m.start()) - text.count("}", at, m.start())
+        at = m.start()
+        if depth <= 0:
+            yield m
+
+
 def java_main_class(source: str) -> str:
     """The class a Java solution is started by: its public class, else the class declared last
     before the first ``static void main`` (a package-qualified name when it declares a package)."""
     text = _JAVA_NOT_CODE.sub(lambda m: '""' if m.group().startswith(('"', "'")) else " ", _unicode_escapes(source))
-    m = _JAVA_PUBLIC.search(text)
+    m = next(_top_level(text, _JAVA_PUBLIC.finditer(text)), None)
     name = m.group(1) if m else ""
     if not name:
         main = _JAVA_MAIN.search(text)
-        before = [c.group(1) for c in _JAVA_CLASS.finditer(text[: main.start() if main else len(text)])]
+        before = [c.group(1) for c in _top_level(text, _JAVA_CLASS.finditer(text[: main.start() if main else len(text)]))]
         name = before[-1] if before else "Main"
     pkg = _JAVA_PACKAGE.search(text)
     return f"{pkg.group(1)}.{name}" if pkg else name
