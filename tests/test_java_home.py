@@ -188,3 +188,18 @@ def test_a_java_home_reached_through_a_chain_of_links_judges_java_in_the_sandbox
             pytest.skip("this runner has no private root here: nothing to show the home in")
         result = evaluate(SUM, f"```java\n{ADDER}```", runner)
     assert (result.verdict, result.reward) == (Verdict.OK, 1.0), result.observation
+
+
+def test_a_java_home_holding_a_folder_the_sandbox_makes_leaves_the_sandbox_whole(
+        fresh_table: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    # /var holds /var/tmp, which the sandbox's root makes itself (a link to the test's folder):
+    # bound read-only there, it left the root no place for it, and the minimal root failed for
+    # every language (host files visible to programs, the self-test failed)
+    _path_java()
+    _use_home(monkeypatch, Path("/var"))
+    assert "/var" not in toolchain_dirs()
+    assert any(m.startswith("/var (") and "cannot see it" in m for m in languages.missing_tools("java"))
+    with make_runner("forkserver") as runner:
+        if not runner.isolation.layers.get("mountns"):
+            pytest.skip("no mount namespace here: no minimal root to keep")
+        assert runner.isolation.layers.get("hidden_fs"), runner.isolation.notes
