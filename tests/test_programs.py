@@ -246,3 +246,26 @@ def test_a_compiler_the_sandbox_cannot_see_is_a_sandbox_failure_not_a_compile_er
         languages.register_toolchain("cpp", builtin, replace=True)
     built = programs.compile_program(runner, "cpp", {"a.cpp": "int main() { return 0; }\n"}, ["a.cpp"], cache=cache)
     assert built.ok, built.diagnostics
+
+
+SCRIPTED_NOT_FOUND = 'echo "cpfleet: no compiler in the sandbox at /usr/bin/g++: not found" >&2; exit 127\n'
+
+
+def test_a_compile_step_that_exits_as_a_missing_compiler_would_is_still_a_compile_error(
+        runner: CodeRunner, cache: programs.CompileCache) -> None:
+    # a language whose compile step runs the source's own code (a build script): its exit status
+    # 127 and a "not found" of its choosing are its own failure, whatever the sandbox is missing
+    builtin = languages.TOOLCHAINS["cpp"]
+
+    def scripted(env: Mapping[str, str]) -> languages.Language:
+        lang = builtin(env)
+        assert lang.compile is not None
+        return dataclasses.replace(lang, compile=dataclasses.replace(lang.compile, argv=("/bin/sh", languages.SOURCES)))
+
+    languages.register_toolchain("cpp", scripted, replace=True)
+    try:
+        built = programs.compile_program(runner, "cpp", {"a.cpp": SCRIPTED_NOT_FOUND},
+                                         ["a.cpp"], cache=cache)
+    finally:
+        languages.register_toolchain("cpp", builtin, replace=True)
+    assert not built.ok and "not found" in built.diagnostics, built.diagnostics
