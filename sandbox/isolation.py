@@ -47,9 +47,13 @@ SANDBOX_MADE = ("/tmp", "/var/tmp", "/run", "/dev", "/proc", "/old-root", BOX, P
 
 
 def hidden_from_sandbox(path: str) -> bool:
-    """Whether a host folder cannot be bound at its own path into the sandbox's root."""
+    """Whether a host folder cannot be bound at its own path into the sandbox's root: one under
+    a folder the root makes itself, or one holding such a folder (``/var``, which holds
+    ``/var/tmp``): bound read-only, it leaves the root no place to make that folder, and the
+    whole minimal root fails, for every language. ``/`` itself is never bound (it is the root)."""
     real = os.path.normpath(path)
-    return any(real == p or real.startswith(p + "/") for p in SANDBOX_MADE)
+    return any(real == p or real.startswith(p + "/") or (real != "/" and p.startswith(real + "/"))
+               for p in SANDBOX_MADE)
 O_PATH = getattr(os, "O_PATH", 0o10000000)  # PyPy 3.9's os lacks the name (the value is Linux's)
 # PyPy 3.9's resource lacks these two names (the values are Linux's)
 RLIMIT_NICE = getattr(resource, "RLIMIT_NICE", 13)

@@ -85,6 +85,9 @@ COMPILE_LIMITS = Limits(time_s=float(COMPILE_CPU_S), memory_mb=2048, wall_s=60.0
                         stderr_bytes=1 * MiB, stderr_keep_bytes=64 * 1024, file_size_mb=256, nproc=64,
                         nofile=256)
 SHELL = "/bin/sh"
+# whether the sandbox can run "$1" (a path, or a name on its PATH): asked of a compiler that
+# ended as the shell ends a command it cannot run (126, 127), in a job of its own
+_CAN_RUN = 'case $1 in */*) [ -f "$1" ] && [ -x "$1" ];; *) command -v "$1" >/dev/null;; esac'
 DEFAULT_RUN_LIMITS = Limits()
 
 
@@ -486,16 +489,32 @@ def _compile_confined(runner: CodeRunner, lang: languages.Language, blobs: Mappi
     image = ProgramImage(files={k: (v, 0o644) for k, v in blobs.items()},
                          argv=(SHELL, "-c", script, "compile", *argv), memory_model=lang.compile_memory_model,
                          extra_cgroup_mb=0)
-    return _run_build(runner, image, limits)
+    return _run_build(runner, image, limits, compiler=argv[0])
 
 
-def _run_build(runner: CodeRunner, image: ProgramImage, limits: Limits) -> tuple[dict[str, Any], bool]:
+def _sandbox_can_run(runner: CodeRunner, tool: str) -> bool:
+    """Whether ``tool`` is there to run inside the sandbox, asked by a job that runs nothing of a
+    program's (a compile's own exit status, which a compile step that runs the source's code can
+    choose, says nothing trustworthy about it)."""
+    image = ProgramImage(files={"probe": (b"", 0o644)}, argv=(SHELL, "-c", _CAN_RUN, "probe", tool),
+                         memory_model="cgroup", extra_cgroup_mb=0)
+    return run_program(runner, image, stdin=b"", limits=DEFAULT_RUN_LIMITS).status == Verdict.OK
+
+
+def _run_build(runner: CodeRunner, image: ProgramImage, limits: Limits,
+               compiler: str | None = None) -> tuple[dict[str, Any], bool]:
     """Run a build (a compiler, a build script) as a program job whose stdout is the tar stream
-    of its output; returns (cache entry, whether to cache it)."""
+    of its output; returns (cache entry, whether to cache it). A ``compiler`` the sandbox cannot
+    run (installed where its root does not show it) is the host's failure: the shell's "not
+    found" was every program's COMPILE_ERROR, and cached."""
     rr = run_program(runner, image, stdin=b"", limits=limits)
     diagnostics = _clip_diagnostics(rr.stderr.decode("utf-8", errors="replace"))
     if rr.status == Verdict.INTERNAL:
         raise SandboxBroken(f"compiling failed in the sandbox: {rr.error}")
+    if (compiler is not None and rr.status == Verdict.RUNTIME_ERROR and rr.signal is None
+            and rr.exit_code in (126, 127) and not _sandbox_can_run(runner, compiler)):
+        raise SandboxBroken(f"the compiler {compiler} cannot be run inside the sandbox "
+                            "(installed under a folder its root does not show?)")
     if rr.status != Verdict.OK:
         what = {Verdict.TIME_LIMIT: f"the compile time limit ({limits.time_s:g}s CPU)",
                 Verdict.MEMORY_LIMIT: f"the compile memory limit ({limits.memory_mb} MB)",

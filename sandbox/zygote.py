@@ -122,7 +122,7 @@ if __name__ == "__main__":
 
 class Zygote:
     def __init__(self, ctrl: socket.socket, config: dict[str, Any], cgroup_fds: list[int],
-                 runner: int = 0, runner_fd: int = -1) -> None:
+                 runner: int, runner_fd: int) -> None:
         self.ctrl = ctrl
         # the runner's process and a pidfd of it (-1: refused), watched in serve()
         self.runner = runner

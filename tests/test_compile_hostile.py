@@ -57,7 +57,6 @@ def test_a_java_class_named_past_a_file_names_length_is_a_compile_error(runner: 
     assert (result.verdict, result.reward) == (Verdict.COMPILE_ERROR, 0.0)
 
 
-
 # The class a Java solution is started by is read from its code: the detector stripped comments
 # with a pattern that read string literals as code, so a "/*" or "//" inside a string opened a
 # comment that swallowed the public class, and a "public class Foo" or "package" line inside a
@@ -67,6 +66,10 @@ JAVA_LITERALS = {
     "url-in-a-string": ('class Url { static String U = "http://example.com"; } ', ""),
     "declaration-in-a-string": ('class Text { static String T = "public class Foo"; static char Q = \'"\'; }\n', ""),
     "package-in-a-text-block": ('class Text { static String T = """\n  package not.mine;\n  """; }\n', ""),
+    # javac's own readings: a text block's \""" is an escaped quote, not its end, and a Unicode
+    # escape is its character before anything else (\u0022 is a quote, so "/*" is in a string)
+    "escaped-quotes-in-a-text-block": ('class Text { static String T = """\n  say \\"""hi\n  """; }\n', ""),
+    "unicode-escaped-quotes": ("class Glob { static String G = \\u0022src/*.txt\\u0022; }\n", ""),
 }
 
 
@@ -75,6 +78,30 @@ JAVA_LITERALS = {
 def test_a_java_public_class_named_with_a_non_ascii_letter_is_judged(runner: CodeRunner) -> None:
     result = judge(runner, "java", JAVA_SUM.replace("public class Main", "public class Ärger") % "+")
     assert (result.verdict, result.reward) == (Verdict.OK, 1.0), result.observation
+
+
+# javac reads Unicode escapes first: ``public class \u00c4rger`` is Ärger, to be saved as Ärger.java
+def test_a_java_public_class_named_through_a_unicode_escape_is_judged(runner: CodeRunner) -> None:
+    result = judge(runner, "java", JAVA_SUM.replace("public class Main", "public class \\u00c4rger") % "+")
+    assert (result.verdict, result.reward) == (Verdict.OK, 1.0), result.observation
+
+
+# A non-public class Main holding a class declared before its main (``static class Node``, the usual
+# contest idiom, or a public inner class): the nested class was read as the one to start, "java
+# Node" found no such class, and a valid program was a RUNTIME_ERROR on every test.
+NESTED_BEFORE_MAIN = {
+    "static-nested-class": "  static class Node { int v; }\n",
+    "public-inner-class": "  public class Edge { int to; }\n",
+}
+
+
+@pytest.mark.parametrize("nested", list(NESTED_BEFORE_MAIN.values()), ids=list(NESTED_BEFORE_MAIN))
+@pytest.mark.parametrize(("op", "verdict", "reward"), [("+", Verdict.OK, 1.0), ("-", Verdict.WRONG_ANSWER, 0.0)])
+def test_a_java_class_nested_before_main_is_not_the_one_started(runner: CodeRunner, nested: str, op: str,
+                                                                   verdict: Verdict, reward: float) -> None:
+    code = JAVA_SUM.replace("public class Main { ", "class Main {\n" + nested + "  ", 1) % op
+    result = judge(runner, "java", code)
+    assert (result.verdict, result.reward) == (verdict, reward), result.observation
 
 
 def before_main(helper: str, doc: str) -> str:
@@ -100,8 +127,10 @@ def test_a_java_source_padded_with_blank_lines_is_judged(runner: CodeRunner) -> 
 
 
 @pytest.mark.parametrize("padding", ["/*\n" * 300_000, '"' + '\\"' * 300_000 + "\n", "'" + "\\'" * 300_000 + "\n",
-                                     '"""' * 300_000, "\n" * 1_000_000],
-                         ids=["comment-openings", "string-escapes", "char-escapes", "text-block-quotes", "blank-lines"])
+                                     '"""' * 300_000, "\n" * 1_000_000, "\\" * 1_000_000, "\\u" * 300_000,
+                                     '"""' + '\\"' * 300_000],
+                         ids=["comment-openings", "string-escapes", "char-escapes", "text-block-quotes", "blank-lines",
+                              "backslashes", "unicode-escape-openings", "text-block-escapes"])
 def test_the_java_main_class_detector_reads_a_padded_source_once(padding: str) -> None:
     main_class = languages.get("java").main_class
     assert main_class is not None

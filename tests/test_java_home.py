@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -142,3 +143,63 @@ def test_a_java_home_the_sandbox_cannot_show_makes_java_unavailable_by_name(
     assert str(home) not in toolchain_dirs()
     assert "java (missing: " in languages.availability_line()
     assert os.path.isabs(languages.get("java").run_argv[0])
+
+
+def test_a_java_home_linking_into_another_installation_judges_java_in_the_sandbox(
+        outside_tmp: Path, fresh_table: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a home of links (bin/java and bin/javac) into a Java installation outside the system folders
+    # (here a runtime image jlink makes): binding the home alone left the compiler's real path
+    # absent in the sandbox, "javac: not found", every program's COMPILE_ERROR
+    _path_java()
+    jlink = shutil.which("jlink", path="/usr/local/bin:/usr/bin:/bin") or shutil.which("jlink")
+    if jlink is None:
+        pytest.skip("no jlink here to make a Java installation outside the system folders")
+    image = outside_tmp / "image"
+    made = subprocess.run([jlink, "--add-modules", "java.base,jdk.compiler", "--no-header-files", "--no-man-pages",
+                           "--output", str(image)], capture_output=True, text=True, check=False)
+    assert made.returncode == 0, made.stderr
+    home = outside_tmp / "home"
+    (home / "bin").mkdir(parents=True)
+    for tool in ("java", "javac"):
+        (home / "bin" / tool).symlink_to(image / "bin" / tool)
+    for p in (outside_tmp, home, home / "bin"):
+        p.chmod(0o755)
+    _use_home(monkeypatch, home)
+    assert set(languages.get("java").sandbox_dirs) == {str(home), str(image)}
+    with make_runner("forkserver") as runner:
+        if not runner.isolation.layers.get("hidden_fs"):
+            pytest.skip("this runner has no private root here: nothing to show the installation in")
+        result = evaluate(SUM, f"```java\n{ADDER}```", runner)
+    assert (result.verdict, result.reward) == (Verdict.OK, 1.0), result.observation
+
+
+def test_a_java_home_reached_through_a_chain_of_links_judges_java_in_the_sandbox(
+        outside_tmp: Path, fresh_table: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    # java -> current -> jre (as a version manager's "current" link is): each link is recreated
+    # as a link in the sandbox, so one left out (current) made the JVM's path dangle there, every
+    # test INTERNAL while Java was announced as available
+    _runtime_home(outside_tmp, _path_java())
+    (outside_tmp / "current").symlink_to("jre")
+    (outside_tmp / "java").symlink_to("current")
+    _use_home(monkeypatch, outside_tmp / "java")
+    assert {str(outside_tmp / name) for name in ("java", "current", "jre")} <= set(toolchain_dirs())
+    with make_runner("forkserver") as runner:
+        if not runner.isolation.layers.get("hidden_fs"):
+            pytest.skip("this runner has no private root here: nothing to show the home in")
+        result = evaluate(SUM, f"```java\n{ADDER}```", runner)
+    assert (result.verdict, result.reward) == (Verdict.OK, 1.0), result.observation
+
+
+def test_a_java_home_holding_a_folder_the_sandbox_makes_leaves_the_sandbox_whole(
+        fresh_table: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    # /var holds /var/tmp, which the sandbox's root makes itself (a link to the test's folder):
+    # bound read-only there, it left the root no place for it, and the minimal root failed for
+    # every language (host files visible to programs, the self-test failed)
+    _path_java()
+    _use_home(monkeypatch, Path("/var"))
+    assert "/var" not in toolchain_dirs()
+    assert any(m.startswith("/var (") and "cannot see it" in m for m in languages.missing_tools("java"))
+    with make_runner("forkserver") as runner:
+        if not runner.isolation.layers.get("mountns"):
+            pytest.skip("no mount namespace here: no minimal root to keep")
+        assert runner.isolation.layers.get("hidden_fs"), runner.isolation.notes

@@ -256,7 +256,6 @@ def test_java_collector_setting_changes_the_programs_result_cache_identity(monke
     assert g1 is not None and serial is not None and g1 != serial
 
 
-
 def test_java_main_class_rules_are_part_of_the_programs_result_cache_identity(monkeypatch: pytest.MonkeyPatch) -> None:
     # which class a Java program is saved and started as decides its verdict: a result cached
     # under another reading of the source (a valid program once refused) must not be served
@@ -273,6 +272,7 @@ def test_java_main_class_rules_are_part_of_the_programs_result_cache_identity(mo
         monkeypatch.undo()
         languages.table.cache_clear()
     assert now is not None and later is not None and now != later
+
 
 def test_jvm_maps_the_jdks_class_sharing_archive_here() -> None:
     _needs("java")

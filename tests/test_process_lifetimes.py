@@ -6,6 +6,7 @@ LocalFleet's Redis and worker (cpfleet/fleet/processes.py, ``popen_lasting``) li
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -13,7 +14,7 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -105,8 +106,7 @@ def test_killing_the_process_that_owns_a_runner_leaves_no_zygote_job_or_program(
     made by its main thread or by a thread that has since exited."""
     proc = subprocess.Popen([sys.executable, "-c", OWNER_SCRIPT, made_by], stdout=subprocess.PIPE, text=True,
                             cwd=REPO)
-    snapshot: dict[int, int] = {}
-    try:
+    with _owner(proc) as tree:
         assert proc.stdout is not None
         zygote, pypy = proc.stdout.readline().split()
         assert pypy == str(shutil.which("pypy3") is not None)
@@ -116,17 +116,9 @@ def test_killing_the_process_that_owns_a_runner_leaves_no_zygote_job_or_program(
             return any(_session(pid) == pid for pid in descendants(int(zygote)))
 
         assert wait_until(program_running, 60)  # liveness wait for the test program to start
-        snapshot = descendants(proc.pid)
-        assert int(zygote) in snapshot
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
-        assert wait_until(lambda: not alive(snapshot), 30), alive(snapshot)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        for pid in alive(snapshot):  # never leave a failing run's processes behind
-            os.kill(pid, signal.SIGKILL)
+        tree.update(descendants(proc.pid))
+        assert int(zygote) in tree
+        _kill_owner(proc, tree, 30)
 
 
 SERVING_SCRIPT = """
@@ -159,22 +151,42 @@ def test_a_zygote_whose_channel_is_still_open_exits_when_its_runners_process_die
     proc = subprocess.Popen([sys.executable, "-c", SERVING_SCRIPT, str(theirs.fileno()), watch.split()[0]],
                             pass_fds=[theirs.fileno()], stdout=subprocess.PIPE, text=True, cwd=REPO)
     theirs.close()
-    serving: dict[int, int] = {}
     try:
-        assert proc.stdout is not None
-        pid = int(proc.stdout.readline())
-        serving = alive(descendants(proc.pid))
-        assert pid in serving
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
-        assert wait_until(lambda: not alive(serving), 30), "the serving loop outlived its runner's process"
+        _the_child_it_prints_dies_with_it(proc, "the serving loop outlived its runner's process")
     finally:
         ours.close()
+
+
+def _the_child_it_prints_dies_with_it(proc: subprocess.Popen[str], failure: str) -> None:
+    """kill -9 of ``proc`` ends the child whose pid it printed (and every other process of its tree)."""
+    with _owner(proc) as tree:
+        assert proc.stdout is not None
+        pid = int(proc.stdout.readline())
+        tree.update(alive(descendants(proc.pid)))
+        assert pid in tree
+        _kill_owner(proc, tree, 30, failure)
+
+
+@contextlib.contextmanager
+def _owner(proc: subprocess.Popen[str]) -> Iterator[dict[int, int]]:
+    """The process tree of ``proc`` as the test fills it in; on the way out ``proc`` and whatever
+    is left of that tree are killed, so a failing run leaves no process behind."""
+    tree: dict[int, int] = {}
+    try:
+        yield tree
+    finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-        for left in alive(serving):
-            os.kill(left, signal.SIGKILL)
+        for pid in alive(tree):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _kill_owner(proc: subprocess.Popen[str], tree: dict[int, int], within_s: float, failure: str = "") -> None:
+    """kill -9 of ``proc``, then a liveness wait (not a timing assertion) for its ``tree`` to be gone."""
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert wait_until(lambda: not alive(tree), within_s), failure or alive(tree)
 
 
 POOL_PROCESS_SCRIPT = """
@@ -201,21 +213,7 @@ def test_a_local_pool_process_dies_with_its_judging_process_with_or_without_a_pi
     pool process."""
     proc = subprocess.Popen([sys.executable, "-c", POOL_PROCESS_SCRIPT, watch.split()[0]], stdout=subprocess.PIPE,
                             text=True, cwd=REPO)
-    watching: dict[int, int] = {}
-    try:
-        assert proc.stdout is not None
-        pid = int(proc.stdout.readline())
-        watching = alive(descendants(proc.pid))
-        assert pid in watching
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
-        assert wait_until(lambda: not alive(watching), 30), "the pool process outlived its judging process"
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        for left in alive(watching):
-            os.kill(left, signal.SIGKILL)
+    _the_child_it_prints_dies_with_it(proc, "the pool process outlived its judging process")
 
 
 def test_a_local_fleet_started_by_a_thread_that_then_exits_keeps_redis_and_its_worker(tmp_path: Path) -> None:
@@ -265,25 +263,15 @@ def test_killing_the_process_of_a_local_fleet_started_by_an_ended_thread_leaves_
     thread dies, by PR_SET_PDEATHSIG from the spawning thread that lasts as long as it)."""
     proc = subprocess.Popen([sys.executable, "-c", FLEET_OWNER_SCRIPT, str(tmp_path)], stdout=subprocess.PIPE,
                             text=True, cwd=REPO)
-    started: dict[int, int] = {}
-    try:
+    with _owner(proc) as tree:
         assert proc.stdout is not None
         children = [int(pid) for pid in proc.stdout.readline().split()]
         assert len(children) == 3, "the fleet did not start"
         # liveness wait for the worker's pool process and its zygote (the worker's grandchildren)
         assert wait_until(lambda: len(descendants(children[1])) >= 2, 120)
-        started = descendants(proc.pid)
-        assert set(children) <= set(started)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
-        # liveness wait: the worker's warm shutdown, then its pool and sandboxes
-        assert wait_until(lambda: not alive(started), 120), alive(started)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        for pid in alive(started):  # never leave a failing run's processes behind
-            os.kill(pid, signal.SIGKILL)
+        tree.update(descendants(proc.pid))
+        assert set(children) <= set(tree)
+        _kill_owner(proc, tree, 120)  # the worker's warm shutdown, then its pool and sandboxes
 
 
 def _session(pid: int) -> int:

@@ -7,13 +7,13 @@ import dataclasses
 import multiprocessing
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
 
 import cpfleet
-from cpfleet.core.errors import ProgramError
+from cpfleet.core.errors import ProgramError, SandboxBroken
 from cpfleet.core.problem import Problem
 from cpfleet.core.verdict import Verdict
 from cpfleet.sandbox import languages, programs
@@ -219,3 +219,53 @@ def test_a_compile_stopped_by_the_wall_clock_is_never_a_cached_verdict(runner: C
     result = cpfleet.judge_locally(problem, f"```cpp\n{code}```", runner)
     assert (result.verdict, result.reward, result.deterministic) == (Verdict.COMPILE_ERROR, 0.0, False)
     assert "compile time limit" in result.observation
+
+
+def test_a_compiler_the_sandbox_cannot_see_is_a_sandbox_failure_not_a_compile_error(
+        runner: CodeRunner, cache: programs.CompileCache, tmp_path: Path) -> None:
+    # a C++ toolchain whose g++ lives under /tmp on the host (each test's own folder inside the
+    # sandbox): the compile's shell answered "not found", which was the program's COMPILE_ERROR
+    # (cached, so every later submission of it too)
+    hidden = tmp_path / "g++"
+    hidden.write_text('#!/bin/sh\nexec g++ "$@"\n')
+    hidden.chmod(0o755)
+    builtin = languages.TOOLCHAINS["cpp"]
+
+    def unseen(env: Mapping[str, str]) -> languages.Language:
+        lang = builtin(env)
+        assert lang.compile is not None
+        return dataclasses.replace(lang, compile=dataclasses.replace(lang.compile, argv=(str(hidden),
+                                                                                         *lang.compile.argv[1:])))
+
+    languages.register_toolchain("cpp", unseen, replace=True)
+    try:
+        for _ in range(2):  # nothing was cached either
+            with pytest.raises(SandboxBroken, match="cannot be run inside the sandbox"):
+                programs.compile_program(runner, "cpp", {"a.cpp": "int main() { return 0; }\n"}, ["a.cpp"], cache=cache)
+    finally:
+        languages.register_toolchain("cpp", builtin, replace=True)
+    built = programs.compile_program(runner, "cpp", {"a.cpp": "int main() { return 0; }\n"}, ["a.cpp"], cache=cache)
+    assert built.ok, built.diagnostics
+
+
+SCRIPTED_NOT_FOUND = 'echo "cpfleet: no compiler in the sandbox at /usr/bin/g++: not found" >&2; exit 127\n'
+
+
+def test_a_compile_step_that_exits_as_a_missing_compiler_would_is_still_a_compile_error(
+        runner: CodeRunner, cache: programs.CompileCache) -> None:
+    # a language whose compile step runs the source's own code (a build script): its exit status
+    # 127 and a "not found" of its choosing are its own failure, whatever the sandbox is missing
+    builtin = languages.TOOLCHAINS["cpp"]
+
+    def scripted(env: Mapping[str, str]) -> languages.Language:
+        lang = builtin(env)
+        assert lang.compile is not None
+        return dataclasses.replace(lang, compile=dataclasses.replace(lang.compile, argv=("/bin/sh", languages.SOURCES)))
+
+    languages.register_toolchain("cpp", scripted, replace=True)
+    try:
+        built = programs.compile_program(runner, "cpp", {"a.cpp": SCRIPTED_NOT_FOUND},
+                                         ["a.cpp"], cache=cache)
+    finally:
+        languages.register_toolchain("cpp", builtin, replace=True)
+    assert not built.ok and "not found" in built.diagnostics, built.diagnostics

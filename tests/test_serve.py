@@ -98,8 +98,6 @@ def test_openrlhf_remote_reward_payload_gets_rewards_for_the_response_after_the_
     assert body["extra_logs"]["pass_rate"] == [1.0, 0.25, 1.0]
 
 
-
-
 @pytest.mark.parametrize(("response", "code_part"), [
     (GOOD + " " * 1_000_000 + "done.<|im_end|>\n", GOOD + " " * 1_000_000 + "done.\n"),
     (GOOD + "\n" + "<|im_end|> \n" * 100_000, GOOD + "\n"),
@@ -113,6 +111,7 @@ def test_openrlhf_end_of_turn_tokens_are_cut_reading_the_response_once(response:
 
     prompt = "<|im_start|>user\nAdd two numbers.<|im_end|>\n<|im_start|>assistant\n"
     assert strip_prompt(prompt + response, prompt) == code_part
+
 
 def test_an_unknown_problem_is_a_422_naming_it_never_retried_never_a_zero(server: Server) -> None:
     for path, payload in [

@@ -13,7 +13,8 @@ Settings read from the environment when a table is built:
 - ``CPFLEET_JAVA_HOME``: a JDK whose ``bin/javac`` and ``bin/java`` are used; default: PATH. A
   Java runtime without a compiler (a JRE) runs what the PATH's ``javac`` compiles, for the
   runtime's release where the runtime is the older (``--release``). A home outside the system
-  folders is bound read-only into the sandbox at its own path (``Language.sandbox_dirs``).
+  folders, and the installation its tools (or the PATH's) really live in, are bound read-only
+  into the sandbox at their own paths (``Language.sandbox_dirs``).
 - ``CPFLEET_JAVA_GC`` (default ``serial``, or ``g1``): the collector (``JAVA_GCS``).
 """
 
@@ -23,7 +24,7 @@ import functools
 import os
 import re
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 from cpfleet.core import envvars
 from cpfleet.sandbox.languages.base import PROG_DIR, SELF_TEST_EXPECTED, SOURCES, CompileStep, Language, which
@@ -110,15 +111,30 @@ def _compiler(env: Mapping[str, str], java: str) -> tuple[str, tuple[str, ...]]:
     return javac, (("--release", str(runtime)) if 0 < runtime < compiler else ())
 
 
-def _sandbox_dirs(env: Mapping[str, str]) -> tuple[str, ...]:
-    """The configured Java home (and the folder it links to) when the sandbox's system folders do
-    not hold it: sandboxed programs see only those, so its JVM could not be started there."""
+def _link_hops(path: str) -> list[str]:
+    """``path`` and every link it leads through to a folder (``/opt/java`` -> ``current`` ->
+    ``jdk-21``): each is recreated as a link in the sandbox, so every hop must be there too."""
+    hops = [os.path.normpath(path)]
+    while os.path.islink(hops[-1]) and len(hops) <= 40:  # the kernel's own limit on a chain of links
+        hops.append(os.path.normpath(os.path.join(os.path.dirname(hops[-1]), os.readlink(hops[-1]))))
+    return hops
+
+
+def _sandbox_dirs(env: Mapping[str, str], tools: tuple[str, ...]) -> tuple[str, ...]:
+    """The Java folders ``tools`` run from where the sandbox's system folders do not hold them:
+    the configured home (every link it leads through, the folder it ends at) and the installation
+    each tool's real path lies in (a home's bin/java linking into another JDK, a PATH's JDK under
+    /opt or the user's home); sandboxed programs see only those, so its compiler or JVM could not
+    be started there. An installation is the folder two up from the tool that holds a ``release``
+    file (every JDK and runtime image has one), so a folder of wrapper scripts binds nothing."""
     from cpfleet.sandbox.isolation import SYSTEM_PATHS  # the sandbox's view: read at call time
 
     home = env.get("CPFLEET_JAVA_HOME")
-    if not home or not os.path.isabs(home):
-        return ()
-    dirs = dict.fromkeys((os.path.normpath(home), os.path.realpath(home)))
+    dirs = dict.fromkeys((*_link_hops(home), os.path.realpath(home)) if home and os.path.isabs(home) else ())
+    for tool in tools:
+        install = os.path.dirname(os.path.dirname(os.path.realpath(tool)))
+        if os.path.isabs(tool) and os.path.isfile(os.path.join(install, "release")):
+            dirs[install] = None
     return tuple(d for d in dirs if not any(d == s or d.startswith(s + "/") for s in SYSTEM_PATHS))
 
 
@@ -160,9 +176,15 @@ _JAVA_MAIN = re.compile(r"\bstatic\s+(?:final\s+)?(?:public\s+)?void\s+main\s*\(
 # javac's scanner reads them (a "//" or "/*" inside a string opens no comment, and a "public class"
 # or "package" line inside a literal or a comment declares nothing); one left open runs to the end of
 # its line (a literal) or of the source (a comment, a text block), as javac reads it, so every
-# opening matches and the source is read once, not once per opening
-_JAVA_NOT_CODE = re.compile(r'"""[\s\S]*?(?:"""|\Z)|"(?:[^"\\\n]|\\.?)*(?:"|$)|\'(?:[^\'\\\n]|\\.?)*(?:\'|$)|//[^\n]*'
-                            r'|/\*[\s\S]*?(?:\*/|\Z)', re.M)
+# opening matches and the source is read once, not once per opening. A text block's ``\"""`` is
+# an escaped quote followed by two more, not its end.
+_JAVA_NOT_CODE = re.compile(r'"""(?:[^"\\]|\\[\s\S]?|"(?!""))*(?:"""|\Z)|"(?:[^"\\\n]|\\.?)*(?:"|$)'
+                            r'|\'(?:[^\'\\\n]|\\.?)*(?:\'|$)|//[^\n]*|/\*[\s\S]*?(?:\*/|\Z)', re.M)
+# javac reads a Unicode escape (a backslash, one or more u, four hex digits) as its character
+# before anything else (JLS 3.3): ``\u0022`` opens a string, ``\u000a`` ends a // comment, and
+# ``\u00c4rger`` names Ärger. A backslash starts one only after an even number of backslashes, so
+# each run of them is matched whole (and read once).
+_JAVA_UNICODE_ESCAPE = re.compile(r"(\\+)(?:u+([0-9a-fA-F]{4}))?")
 # a line's leading blanks only: ``^\s*`` would read on across every blank line after each line start
 # (time quadratic in a source of empty lines)
 _JAVA_PACKAGE = re.compile(r"^[ \t\f\v\r]*package\s+([\w.]+)\s*;", re.M)
@@ -170,19 +192,47 @@ _JAVA_PACKAGE = re.compile(r"^[ \t\f\v\r]*package\s+([\w.]+)\s*;", re.M)
 
 # The version of ``java_main_class``'s reading (part of the Java fingerprint, so results a result
 # cache holds from another reading are not served): 2 reads literals and comments as javac does
-# and class names past ASCII.
-MAIN_CLASS_RULES = 2
+# and class names past ASCII, 3 Unicode escapes, a text block's escaped quotes and top-level
+# classes only.
+MAIN_CLASS_RULES = 3
+
+
+def _unicode_escapes(source: str) -> str:
+    """``source`` with its Unicode escapes read as javac reads them (``_JAVA_UNICODE_ESCAPE``); a
+    surrogate pair written as two escapes is one character, as it is to javac."""
+    if "\\u" not in source:
+        return source
+
+    def one(m: re.Match[str]) -> str:
+        run, code = m.group(1), m.group(2)
+        return m.group() if code is None or len(run) % 2 == 0 else run[:-1] + chr(int(code, 16))
+
+    text = _JAVA_UNICODE_ESCAPE.sub(one, source)
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+
+
+def _top_level(text: str, found: Iterator[re.Match[str]]) -> Iterator[re.Match[str]]:
+    """The declarations of ``found`` outside every brace of ``text`` (its literals and comments
+    already blanked): a class nested in another (``static class Node`` declared before ``main``
+    in a non-public ``class Main``) is not one javac makes a file's class or ``java`` can start by
+    its name. Each stretch of ``text`` is counted once."""
+    depth, at = 0, 0
+    for m in found:
+        depth += text.count("{", at, m.start()) - text.count("}", at, m.start())
+        at = m.start()
+        if depth <= 0:
+            yield m
 
 
 def java_main_class(source: str) -> str:
     """The class a Java solution is started by: its public class, else the class declared last
     before the first ``static void main`` (a package-qualified name when it declares a package)."""
-    text = _JAVA_NOT_CODE.sub(lambda m: '""' if m.group().startswith(('"', "'")) else " ", source)
-    m = _JAVA_PUBLIC.search(text)
+    text = _JAVA_NOT_CODE.sub(lambda m: '""' if m.group().startswith(('"', "'")) else " ", _unicode_escapes(source))
+    m = next(_top_level(text, _JAVA_PUBLIC.finditer(text)), None)
     name = m.group(1) if m else ""
     if not name:
         main = _JAVA_MAIN.search(text)
-        before = [c.group(1) for c in _JAVA_CLASS.finditer(text[: main.start() if main else len(text)])]
+        before = [c.group(1) for c in _top_level(text, _JAVA_CLASS.finditer(text[: main.start() if main else len(text)]))]
         name = before[-1] if before else "Main"
     pkg = _JAVA_PACKAGE.search(text)
     return f"{pkg.group(1)}.{name}" if pkg else name
@@ -233,5 +283,5 @@ def toolchain(env: Mapping[str, str]) -> Language:
         "cgroup", extra_cgroup_mb=JVM_OVERHEAD_MB, tools=(javac, java), compile_memory_model="cgroup",
         oom_markers=(b"java.lang.OutOfMemoryError",), main_class=java_main_class,
         main_class_rules=MAIN_CLASS_RULES, start_warning=_class_sharing_warning,
-        sandbox_dirs=_sandbox_dirs(env),
+        sandbox_dirs=_sandbox_dirs(env, (javac, java)),
     )
