@@ -57,7 +57,8 @@ JVM_FAST_START_FLAGS = (
 # limit it misreads, an archive it could not map) to stdout by default, into the program's
 # answer: a right answer became a WRONG_ANSWER, whether the warning was of the program's making
 # or the host's. Warnings and errors go to stderr instead, where they are feedback.
-JVM_LOG_FLAGS = ("-Xlog:disable", "-Xlog:all=warning:stderr")
+# (and the VM's own output outside unified logging, "CodeCache is full" and the like)
+JVM_LOG_FLAGS = ("-Xlog:disable", "-Xlog:all=warning:stderr", "-XX:+DisplayVMOutputToStderr")
 JAVA_GCS = {
     # DOMjudge's and Kattis's collector, the default: time limits sized on those judges hold;
     # ~25% less CPU than G1 on an allocation-heavy run (bench/bench_jvm.py)
