@@ -227,6 +227,23 @@ def test_a_package_with_a_symlink_or_fifo_is_skipped_and_nothing_outside_is_read
     assert "SECRET" not in out.read_text() and json.loads(out.read_text())["id"] == "c/fine"
 
 
+# YAML aliases nest: this 500-byte problem.yaml names a list of 9**10 strings, which reading its
+# name as text spelled out (25 GB: all the memory, or hours) in the prepare process. The package is
+# skipped as unreadable; a problem.yaml that uses an alias as intended still converts.
+def test_a_problem_yaml_of_nested_aliases_skips_its_package_alone(tmp_path: Path) -> None:
+    laughs = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    laughs += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 10)]
+    root = tmp_path / "c"
+    base = {"data/sample/1.in": "1\n", "data/sample/1.ans": "1\n"}
+    write(root / "laughs", {**base, "problem.yaml": "\n".join(laughs) + "\nname: *a9\n"})
+    write(root / "fine", {**base, "problem.yaml": "author: &who Ann\nname: *who\n"})
+    summary, recs = run(root, tmp_path)
+    assert (summary.read, summary.kept) == (2, 1), summary.lines()
+    (reason,) = summary.skipped
+    assert reason.startswith("unreadable package (") and "over 100000 values" in reason, reason
+    assert recs["c/fine"]["name"] == "Ann"
+
+
 def test_a_folder_without_packages_is_a_clear_error(tmp_path: Path) -> None:
     from cpfleet.core.errors import PrepareError
 

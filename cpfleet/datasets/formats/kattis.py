@@ -89,6 +89,29 @@ def _read_text(path: Path) -> str:
     return path.read_bytes().decode("utf-8", errors="replace")
 
 
+# values a problem.yaml / testdata.yaml may hold with its aliases expanded (real ones: a few dozen)
+MAX_YAML_VALUES = 100_000
+
+
+def _within_values(data: Any, cap: int) -> bool:
+    """Whether ``data`` holds at most ``cap`` values counting every alias where it is used, read
+    in time bounded by ``cap`` and the file's size: YAML aliases nest, so a 400-byte file can
+    stand for a list of billions of items (or one that contains itself), which ``str()`` of a
+    field or any walk of it would spell out (hours, all the memory)."""
+    todo, n = [data], 0
+    while todo:
+        v = todo.pop()
+        n += 1
+        if n > cap:
+            return False
+        if isinstance(v, dict):
+            todo.extend(v.keys())
+            todo.extend(v.values())
+        elif isinstance(v, list):
+            todo.extend(v)
+    return True
+
+
 def _load_yaml(path: Path) -> dict[str, Any]:
     import yaml
 
@@ -96,6 +119,8 @@ def _load_yaml(path: Path) -> dict[str, Any]:
         data = yaml.safe_load(_read_text(path)) if path.is_file() else {}
     except yaml.YAMLError as e:
         raise PrepareError(f"{path}: not YAML ({e.__class__.__name__})") from None
+    if not _within_values(data, MAX_YAML_VALUES):
+        raise PrepareError(f"{path}: over {MAX_YAML_VALUES} values with its aliases expanded")
     if data is None:
         return {}
     if not isinstance(data, dict):
