@@ -244,6 +244,23 @@ def test_a_problem_yaml_of_nested_aliases_skips_its_package_alone(tmp_path: Path
     assert recs["c/fine"]["name"] == "Ann"
 
 
+# validator_flags are read as shell words in the prepare process: shlex adds a word's characters
+# one at a time, time quadratic in a long word (400k characters 2 s, this one's 6M about 8 minutes);
+# they are read once, the same words. Flags a shell could not read (a quote left open) skip their
+# package as unreadable, naming why, instead of ending prepare with a traceback.
+def test_validator_flags_with_a_long_word_or_an_open_quote_are_read_once(tmp_path: Path) -> None:
+    root = tmp_path / "c"
+    base = {"data/sample/1.in": "1\n", "data/sample/1.ans": "1\n"}
+    write(root / "long", {**base, "problem.yaml": f"validator_flags: float_tolerance '1e-6' {'a' * 6_000_000}\n"})
+    write(root / "open", {**base, "problem.yaml": "validator_flags: float_tolerance \"1e-6\n"})
+    summary, recs = run(root, tmp_path)
+    assert (summary.read, summary.kept) == (2, 1), summary.lines()
+    checker = recs["c/long"]["checker"]
+    assert (checker["type"], checker["float_tolerance"]) == ("float", 1e-6)
+    (reason,) = summary.skipped
+    assert reason.startswith("unreadable package (validator_flags") and "No closing quotation" in reason, reason
+
+
 def test_a_folder_without_packages_is_a_clear_error(tmp_path: Path) -> None:
     from cpfleet.core.errors import PrepareError
 

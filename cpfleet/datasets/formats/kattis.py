@@ -33,7 +33,7 @@ A package (problemarchive.org problem format, legacy and 2023-07) is a folder wi
 from __future__ import annotations
 
 import configparser
-import shlex
+import re
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -197,9 +197,53 @@ def _flags_text(meta: dict[str, Any], pkg: Path) -> str | None:
     return str(flags).strip() or None
 
 
+# a POSIX shell word: escaped characters, single- and double-quoted strings, other characters that
+# are not blanks; each piece told by its first character, so a word is read once
+_SHELL_WORD = re.compile(r"""(?:\\.|'[^']*'|"(?:[^"\\]|\\.)*"|[^ \t\r\n'"\\])+""", re.S)
+_SHELL_PIECE = re.compile(r"""\\(.)|'([^']*)'|"((?:[^"\\]|\\.)*)"|([^ \t\r\n'"\\]+)""", re.S)
+_DQ_ESCAPE = re.compile(r"""\\([\\"])""")
+_SHELL_NOT_BLANK = re.compile(r"[^ \t\r\n]")
+
+
+def shell_words(text: str) -> list[str]:
+    """``shlex.split(text)`` in time linear in ``text``: shlex adds a word's characters to it one
+    at a time (time quadratic in a long word: 400k characters 2 s, a large problem.yaml's flags
+    hours, in the prepare process). The same words, and ValueError where shlex raises it (a quote
+    left open, a backslash at the end)."""
+    words: list[str] = []
+    pos = _next_word(text, 0)
+    while pos < len(text):
+        m = _SHELL_WORD.match(text, pos)
+        end = m.end() if m is not None else pos
+        if end < len(text) and text[end] not in " \t\r\n":  # a quote or backslash the text ends in
+            # inside an open double quote a backslash pairs with the next character: an odd run
+            # of them at the end leaves one escaping nothing
+            odd = (len(text) - len(text.rstrip("\\"))) % 2 == 1
+            raise ValueError("No escaped character" if text[end] == "\\" or (text[end] == '"' and odd)
+                             else "No closing quotation")
+        parts: list[str] = []
+        for piece in _SHELL_PIECE.finditer(text, pos, end):
+            escaped, single, double, plain = piece.groups()
+            if double is not None:
+                parts.append(_DQ_ESCAPE.sub(r"\1", double))
+            else:
+                parts.append(escaped if escaped is not None else single if single is not None else plain)
+        words.append("".join(parts))
+        pos = _next_word(text, end)
+    return words
+
+
+def _next_word(text: str, pos: int) -> int:
+    m = _SHELL_NOT_BLANK.search(text, pos)
+    return len(text) if m is None else m.start()
+
+
 def default_checker(flags: str | None) -> dict[str, Any]:
     """Kattis's default output validator: exact tokens, or floats when a tolerance flag is set."""
-    words = shlex.split(flags) if flags else []
+    try:
+        words = shell_words(flags) if flags else []
+    except ValueError as e:
+        raise PrepareError(f"validator_flags {flags!r}: {e}") from None
     spec: dict[str, Any] = {}
     i = 0
     while i < len(words):
