@@ -261,6 +261,20 @@ def test_validator_flags_with_a_long_word_or_an_open_quote_are_read_once(tmp_pat
     assert reason.startswith("unreadable package (validator_flags") and "No closing quotation" in reason, reason
 
 
+# configparser reads a line of blanks between two words in time quadratic in it (40k characters
+# 10 s, this 1 MB hours), in the prepare process: a domjudge-problem.ini longer than a real one's
+# few lines is read as unparsable, so the time limit comes from the next source, as for any
+# domjudge-problem.ini that does not parse.
+def test_a_padded_domjudge_problem_ini_is_not_parsed(tmp_path: Path) -> None:
+    root = tmp_path / "c"
+    base = {"data/sample/1.in": "1\n", "data/sample/1.ans": "1\n", "problem.yaml": "name: X\n"}
+    write(root / "padded", {**base, "domjudge-problem.ini": "timelimit = 3\nx" + " " * 1_000_000 + "y\n"})
+    write(root / "plain", {**base, "domjudge-problem.ini": "timelimit = '3'\n"})
+    _, recs = run(root, tmp_path)
+    assert recs["c/plain"]["time_limit_s"] == 3.0
+    assert recs["c/padded"]["time_limit_source"] is None and recs["c/padded"]["time_limit_s"] is None
+
+
 def test_a_folder_without_packages_is_a_clear_error(tmp_path: Path) -> None:
     from cpfleet.core.errors import PrepareError
 

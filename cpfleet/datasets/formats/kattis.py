@@ -9,7 +9,7 @@ A package (problemarchive.org problem format, legacy and 2023-07) is a folder wi
   DOMjudge run both groups and accept a submission only when every test passes, so a program
   failing a sample is never paid (the shared file keeps the two groups apart; see docs/formats.md).
 - limits: ``problem.yaml`` ``limits.time_limit`` (2023-07), else a DOMjudge ``.timelimit``
-  file, else ``domjudge-problem.ini`` ``timelimit``; else none (legacy Kattis sets it from
+  file, else ``domjudge-problem.ini`` ``timelimit`` (one over 8 KiB is not read); else none (legacy Kattis sets it from
   the jury's solutions), with the source in ``time_limit_source``. ``limits.memory`` (MiB), else
   :data:`DEFAULT_MEMORY_MB`, with the source in ``memory_limit_source``.
 - checker: ``validation: default`` (or absent) -> ``exact_tokens``, or ``float`` when
@@ -149,6 +149,11 @@ def _limits(meta: dict[str, Any]) -> dict[str, Any]:
     return limits if isinstance(limits, dict) else {}
 
 
+# a domjudge-problem.ini is a few short lines; configparser reads a line of blanks between words in
+# time quadratic in it (40k characters 10 s, 1 MB hours), so a longer one is read as unparsable
+MAX_INI_CHARS = 8 << 10
+
+
 def _time_limit(pkg: Path, meta: dict[str, Any]) -> tuple[float | None, str | None]:
     limits = _limits(meta)
     tl = limits.get("time_limit")
@@ -165,10 +170,12 @@ def _time_limit(pkg: Path, meta: dict[str, Any]) -> tuple[float | None, str | No
     ini = pkg / "domjudge-problem.ini"
     if ini.is_file():
         parser = configparser.ConfigParser()
+        text, value = _read_text(ini), 0.0
         try:
-            parser.read_string("[problem]\n" + _read_text(ini))
-            raw = parser.get("problem", "timelimit", fallback="").strip().strip("'\"")
-            value = float(raw) if raw else 0.0
+            if len(text) <= MAX_INI_CHARS:
+                parser.read_string("[problem]\n" + text)
+                raw = parser.get("problem", "timelimit", fallback="").strip().strip("'\"")
+                value = float(raw) if raw else 0.0
         except (configparser.Error, ValueError):
             value = 0.0
         if value > 0:
