@@ -136,11 +136,14 @@ def skipped_tags(text: str, allowed: Sequence[str] | None = None) -> list[str]:
     model that answered in a language the problem does not take learns that, not "no code"."""
     allowed = tuple(LANGUAGES if allowed is None else allowed)
     out: list[str] = []
+    seen: set[str] = set()  # "each once" by a set: a look-up in ``out`` costs time quadratic in a
+    # completion of many distinct tags (6 MB of them: minutes in the worker)
     for tag, code in _blocks(text):
-        if tag in _NOT_CODE or not tag or tag == "\0" or not code.strip() or tag in out:
+        if tag in _NOT_CODE or not tag or tag == "\0" or not code.strip() or tag in seen:
             continue
         if _language_of(tag, allowed, True) not in allowed:
             out.append(tag)
+            seen.add(tag)
     return out
 
 

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+import cpfleet
+from cpfleet.core.problem import Problem
+from cpfleet.core.verdict import Verdict
 from cpfleet.sandbox.extract import extract_code, extract_program
 from cpfleet.sandbox.languages import LANGUAGES
+from cpfleet.sandbox.runner import CodeRunner
 
 
 @pytest.mark.parametrize(
@@ -57,3 +61,14 @@ def test_every_language_has_a_fence_tag() -> None:
     from cpfleet.sandbox.languages import FENCE_TAGS
 
     assert set(FENCE_TAGS.values()) == set(LANGUAGES)
+
+
+# NO_CODE's feedback names the blocks skipped for their language, each once; in the worker, on the
+# completion, a completion of many blocks in distinct unknown languages is read once (each tag
+# looked up in everything named before it took minutes for these 6 MB).
+def test_a_completion_of_many_foreign_language_blocks_is_no_code_read_once(runner: CodeRunner) -> None:
+    problem = Problem.from_dict({"id": "echo", "languages": ["cpp"], "hidden_tests": [{"input": "1\n", "output": "1\n"}]})
+    completion = "".join(f"```lang{i}\nx\n```\n" for i in range(400_000))
+    result = cpfleet.judge_locally(problem, completion, runner)
+    assert result.verdict == Verdict.NO_CODE and not result.infra_error
+    assert "(found ```lang0, ```lang1, ```lang2: not a language judged here)" in result.observation

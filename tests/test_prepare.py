@@ -244,6 +244,21 @@ def test_taco_jsonl_converts_stdin_and_call_based_problems(tmp_path: Path) -> No
     assert hard_only.kept == 1
 
 
+# A limit written as text is read by a number pattern in the prepare process, on a dataset row:
+# reading a long run of digits in every split of it from every position in it took time cubic in
+# the run (800 digits 1.5 s, these rows hours). Each run is read once; the stated limit after it is
+# still found.
+def test_a_limit_text_after_a_long_run_of_digits_is_read_once(tmp_path: Path) -> None:
+    row = {**taco_rows()[0], "time_limit": "1" * 100_000 + "x, 1.5 seconds",
+           "memory_limit": "9" * 100_000 + ".5.5 128 megabytes"}
+    src = tmp_path / "taco.jsonl"
+    src.write_text(json.dumps(row) + "\n")
+    out = tmp_path / "p.jsonl"
+    assert run_prepare(src, out, tmp_path, split="train").kept == 1
+    (add,) = load_problems(out).by_id().values()
+    assert (add.time_limit_s, add.memory_limit_mb) == (1.5, 128)
+
+
 def test_format_detection_and_difficulty_parsing() -> None:
     assert detect_format(["name", "public_tests", "private_tests", "generated_tests"]) == "code_contests"
     assert detect_format(["question", "input_output", "raw_tags", "solutions"]) == "taco"

@@ -236,6 +236,22 @@ def test_primeintellect_verification_info_languages_and_gold_solutions(tmp_path:
     assert p3["fn_semantics"] == "primeintellect"
 
 
+# The gold answer's first fenced block is found in the prepare process, on a dataset row: a search
+# for ``` ... line end ... ``` from every ``` read to the end of the text from each, time quadratic
+# in a run of backticks with no block closed after it (this row: tens of minutes). The text is read
+# once; a row without a closed block keeps its whole text as the answer, as before.
+def test_a_gold_answer_of_unclosed_fences_is_read_once(tmp_path: Path) -> None:
+    stdio = [{"type": "stdin_stdout", "input": "1\n", "output": "1\n"}]
+    unclosed = "```python print(input()) " + "`" * 2_000_000
+    rows = [pi_row("p1", "python", stdio, gold=unclosed),
+            pi_row("p2", "python", stdio, gold="```py\nprint(input())\n```\n" + unclosed)]
+    src = tmp_path / "pi.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    _, recs = run(src, tmp_path, split="train", with_solutions=True)
+    assert recs["primeintellect/p1"]["correct_solutions"] == [unclosed]
+    assert recs["primeintellect/p2"]["correct_solutions"] == ["print(input())\n"]
+
+
 # --- open-r1 codeforces ------------------------------------------------------------------------
 
 CHECKER = "import sys\ninp, out, ans = (open(p).read() for p in sys.argv[1:4])\nprint(1)\n"

@@ -227,6 +227,54 @@ def test_a_package_with_a_symlink_or_fifo_is_skipped_and_nothing_outside_is_read
     assert "SECRET" not in out.read_text() and json.loads(out.read_text())["id"] == "c/fine"
 
 
+# YAML aliases nest: this 500-byte problem.yaml names a list of 9**10 strings, which reading its
+# name as text spelled out (25 GB: all the memory, or hours) in the prepare process. The package is
+# skipped as unreadable; a problem.yaml that uses an alias as intended still converts.
+def test_a_problem_yaml_of_nested_aliases_skips_its_package_alone(tmp_path: Path) -> None:
+    laughs = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    laughs += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 10)]
+    root = tmp_path / "c"
+    base = {"data/sample/1.in": "1\n", "data/sample/1.ans": "1\n"}
+    write(root / "laughs", {**base, "problem.yaml": "\n".join(laughs) + "\nname: *a9\n"})
+    write(root / "fine", {**base, "problem.yaml": "author: &who Ann\nname: *who\n"})
+    summary, recs = run(root, tmp_path)
+    assert (summary.read, summary.kept) == (2, 1), summary.lines()
+    (reason,) = summary.skipped
+    assert reason.startswith("unreadable package (") and "over 100000 values" in reason, reason
+    assert recs["c/fine"]["name"] == "Ann"
+
+
+# validator_flags are read as shell words in the prepare process: shlex adds a word's characters
+# one at a time, time quadratic in a long word (400k characters 2 s, this one's 6M about 8 minutes);
+# they are read once, the same words. Flags a shell could not read (a quote left open) skip their
+# package as unreadable, naming why, instead of ending prepare with a traceback.
+def test_validator_flags_with_a_long_word_or_an_open_quote_are_read_once(tmp_path: Path) -> None:
+    root = tmp_path / "c"
+    base = {"data/sample/1.in": "1\n", "data/sample/1.ans": "1\n"}
+    write(root / "long", {**base, "problem.yaml": f"validator_flags: float_tolerance '1e-6' {'a' * 6_000_000}\n"})
+    write(root / "open", {**base, "problem.yaml": "validator_flags: float_tolerance \"1e-6\n"})
+    summary, recs = run(root, tmp_path)
+    assert (summary.read, summary.kept) == (2, 1), summary.lines()
+    checker = recs["c/long"]["checker"]
+    assert (checker["type"], checker["float_tolerance"]) == ("float", 1e-6)
+    (reason,) = summary.skipped
+    assert reason.startswith("unreadable package (validator_flags") and "No closing quotation" in reason, reason
+
+
+# configparser reads a line of blanks between two words in time quadratic in it (40k characters
+# 10 s, this 1 MB hours), in the prepare process: a domjudge-problem.ini longer than a real one's
+# few lines is read as unparsable, so the time limit comes from the next source, as for any
+# domjudge-problem.ini that does not parse.
+def test_a_padded_domjudge_problem_ini_is_not_parsed(tmp_path: Path) -> None:
+    root = tmp_path / "c"
+    base = {"data/sample/1.in": "1\n", "data/sample/1.ans": "1\n", "problem.yaml": "name: X\n"}
+    write(root / "padded", {**base, "domjudge-problem.ini": "timelimit = 3\nx" + " " * 1_000_000 + "y\n"})
+    write(root / "plain", {**base, "domjudge-problem.ini": "timelimit = '3'\n"})
+    _, recs = run(root, tmp_path)
+    assert recs["c/plain"]["time_limit_s"] == 3.0
+    assert recs["c/padded"]["time_limit_source"] is None and recs["c/padded"]["time_limit_s"] is None
+
+
 def test_a_folder_without_packages_is_a_clear_error(tmp_path: Path) -> None:
     from cpfleet.core.errors import PrepareError
 

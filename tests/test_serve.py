@@ -113,6 +113,19 @@ def test_openrlhf_end_of_turn_tokens_are_cut_reading_the_response_once(response:
     assert strip_prompt(prompt + response, prompt) == code_part
 
 
+@pytest.mark.parametrize(("query", "prompt", "response"), [
+    ("x" * 4_000_000, "xy" + "x" * 2_000_000, "x" * 4_000_000),
+    ("x" * 4_000_000 + "y" + "x" * 2_000_000 + "y" + GOOD, "y" + "x" * 2_000_000 + "y", GOOD),
+], ids=["prompt-absent", "prompt-late"])
+def test_openrlhf_prompt_is_found_in_the_query_reading_it_once(query: str, prompt: str, response: str) -> None:
+    # a query that does not start with its prompt is cut after the prompt's last occurrence; that
+    # search compared the prompt at every alignment, time len(query) x len(prompt) in the gateway's
+    # event loop (these bodies: tens of minutes), every caller waiting
+    from cpfleet.gateway.openrlhf import strip_prompt
+
+    assert strip_prompt(query, prompt) == response
+
+
 def test_an_unknown_problem_is_a_422_naming_it_never_retried_never_a_zero(server: Server) -> None:
     for path, payload in [
         ("/get_reward", {"query": [GOOD], "prompts": [""], "labels": ["t/missing"]}),

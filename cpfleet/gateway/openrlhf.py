@@ -48,9 +48,12 @@ def strip_prompt(query: str, prompt: str) -> str:
     if prompt and query.startswith(prompt):
         response = query[len(prompt) :]
     elif prompt:
-        at = query.rfind(prompt)
+        # the prompt's last occurrence, found as the first one in the reversed texts: str.rfind
+        # compares at every alignment (time len(query) x len(prompt): a 4 MB body, hours in the
+        # event loop), the forward find keeps to linear time
+        at = query[::-1].find(prompt[::-1])
         if at >= 0:
-            response = query[at + len(prompt) :]
+            response = query[len(query) - at :]
     run = _TRAILING_SPECIAL_REVERSED.match(response[::-1])
     return response if run is None else response[: len(response) - run.end()] + "\n"
 

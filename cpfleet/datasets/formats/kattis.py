@@ -9,7 +9,7 @@ A package (problemarchive.org problem format, legacy and 2023-07) is a folder wi
   DOMjudge run both groups and accept a submission only when every test passes, so a program
   failing a sample is never paid (the shared file keeps the two groups apart; see docs/formats.md).
 - limits: ``problem.yaml`` ``limits.time_limit`` (2023-07), else a DOMjudge ``.timelimit``
-  file, else ``domjudge-problem.ini`` ``timelimit``; else none (legacy Kattis sets it from
+  file, else ``domjudge-problem.ini`` ``timelimit`` (one over 8 KiB is not read); else none (legacy Kattis sets it from
   the jury's solutions), with the source in ``time_limit_source``. ``limits.memory`` (MiB), else
   :data:`DEFAULT_MEMORY_MB`, with the source in ``memory_limit_source``.
 - checker: ``validation: default`` (or absent) -> ``exact_tokens``, or ``float`` when
@@ -33,7 +33,7 @@ A package (problemarchive.org problem format, legacy and 2023-07) is a folder wi
 from __future__ import annotations
 
 import configparser
-import shlex
+import re
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -89,6 +89,29 @@ def _read_text(path: Path) -> str:
     return path.read_bytes().decode("utf-8", errors="replace")
 
 
+# values a problem.yaml / testdata.yaml may hold with its aliases expanded (real ones: a few dozen)
+MAX_YAML_VALUES = 100_000
+
+
+def _within_values(data: Any, cap: int) -> bool:
+    """Whether ``data`` holds at most ``cap`` values counting every alias where it is used, read
+    in time bounded by ``cap`` and the file's size: YAML aliases nest, so a 400-byte file can
+    stand for a list of billions of items (or one that contains itself), which ``str()`` of a
+    field or any walk of it would spell out (hours, all the memory)."""
+    todo, n = [data], 0
+    while todo:
+        v = todo.pop()
+        n += 1
+        if n > cap:
+            return False
+        if isinstance(v, dict):
+            todo.extend(v.keys())
+            todo.extend(v.values())
+        elif isinstance(v, list):
+            todo.extend(v)
+    return True
+
+
 def _load_yaml(path: Path) -> dict[str, Any]:
     import yaml
 
@@ -96,6 +119,8 @@ def _load_yaml(path: Path) -> dict[str, Any]:
         data = yaml.safe_load(_read_text(path)) if path.is_file() else {}
     except yaml.YAMLError as e:
         raise PrepareError(f"{path}: not YAML ({e.__class__.__name__})") from None
+    if not _within_values(data, MAX_YAML_VALUES):
+        raise PrepareError(f"{path}: over {MAX_YAML_VALUES} values with its aliases expanded")
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -124,6 +149,11 @@ def _limits(meta: dict[str, Any]) -> dict[str, Any]:
     return limits if isinstance(limits, dict) else {}
 
 
+# a domjudge-problem.ini is a few short lines; configparser reads a line of blanks between words in
+# time quadratic in it (40k characters 10 s, 1 MB hours), so a longer one is read as unparsable
+MAX_INI_CHARS = 8 << 10
+
+
 def _time_limit(pkg: Path, meta: dict[str, Any]) -> tuple[float | None, str | None]:
     limits = _limits(meta)
     tl = limits.get("time_limit")
@@ -140,10 +170,12 @@ def _time_limit(pkg: Path, meta: dict[str, Any]) -> tuple[float | None, str | No
     ini = pkg / "domjudge-problem.ini"
     if ini.is_file():
         parser = configparser.ConfigParser()
+        text, value = _read_text(ini), 0.0
         try:
-            parser.read_string("[problem]\n" + _read_text(ini))
-            raw = parser.get("problem", "timelimit", fallback="").strip().strip("'\"")
-            value = float(raw) if raw else 0.0
+            if len(text) <= MAX_INI_CHARS:
+                parser.read_string("[problem]\n" + text)
+                raw = parser.get("problem", "timelimit", fallback="").strip().strip("'\"")
+                value = float(raw) if raw else 0.0
         except (configparser.Error, ValueError):
             value = 0.0
         if value > 0:
@@ -172,9 +204,53 @@ def _flags_text(meta: dict[str, Any], pkg: Path) -> str | None:
     return str(flags).strip() or None
 
 
+# a POSIX shell word: escaped characters, single- and double-quoted strings, other characters that
+# are not blanks; each piece told by its first character, so a word is read once
+_SHELL_WORD = re.compile(r"""(?:\\.|'[^']*'|"(?:[^"\\]|\\.)*"|[^ \t\r\n'"\\])+""", re.S)
+_SHELL_PIECE = re.compile(r"""\\(.)|'([^']*)'|"((?:[^"\\]|\\.)*)"|([^ \t\r\n'"\\]+)""", re.S)
+_DQ_ESCAPE = re.compile(r"""\\([\\"])""")
+_SHELL_NOT_BLANK = re.compile(r"[^ \t\r\n]")
+
+
+def shell_words(text: str) -> list[str]:
+    """``shlex.split(text)`` in time linear in ``text``: shlex adds a word's characters to it one
+    at a time (time quadratic in a long word: 400k characters 2 s, a large problem.yaml's flags
+    hours, in the prepare process). The same words, and ValueError where shlex raises it (a quote
+    left open, a backslash at the end)."""
+    words: list[str] = []
+    pos = _next_word(text, 0)
+    while pos < len(text):
+        m = _SHELL_WORD.match(text, pos)
+        end = m.end() if m is not None else pos
+        if end < len(text) and text[end] not in " \t\r\n":  # a quote or backslash the text ends in
+            # inside an open double quote a backslash pairs with the next character: an odd run
+            # of them at the end leaves one escaping nothing
+            odd = (len(text) - len(text.rstrip("\\"))) % 2 == 1
+            raise ValueError("No escaped character" if text[end] == "\\" or (text[end] == '"' and odd)
+                             else "No closing quotation")
+        parts: list[str] = []
+        for piece in _SHELL_PIECE.finditer(text, pos, end):
+            escaped, single, double, plain = piece.groups()
+            if double is not None:
+                parts.append(_DQ_ESCAPE.sub(r"\1", double))
+            else:
+                parts.append(escaped if escaped is not None else single if single is not None else plain)
+        words.append("".join(parts))
+        pos = _next_word(text, end)
+    return words
+
+
+def _next_word(text: str, pos: int) -> int:
+    m = _SHELL_NOT_BLANK.search(text, pos)
+    return len(text) if m is None else m.start()
+
+
 def default_checker(flags: str | None) -> dict[str, Any]:
     """Kattis's default output validator: exact tokens, or floats when a tolerance flag is set."""
-    words = shlex.split(flags) if flags else []
+    try:
+        words = shell_words(flags) if flags else []
+    except ValueError as e:
+        raise PrepareError(f"validator_flags {flags!r}: {e}") from None
     spec: dict[str, Any] = {}
     i = 0
     while i < len(words):

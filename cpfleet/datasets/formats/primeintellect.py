@@ -17,16 +17,26 @@ from cpfleet.core.records import languages_for, make_record
 from cpfleet.core.testshapes import from_verification_info, split_public
 from cpfleet.datasets.formats import Converted, DatasetFormat, PrepareOptions, register_format
 
-_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+#-]*)[^\n]*\n(.*?)```", re.S)
+_FENCE_TAG = re.compile(r"[ \t]*([A-Za-z0-9_+#-]*)")
 
 
 def _fenced_code(text: str) -> tuple[str | None, str]:
     """The first fenced block of a gold-standard answer: (fence tag, code); the text itself
-    when it has no fence."""
-    m = _FENCE.search(text)
-    if m is None:
+    when it has no fence.
+
+    The block opens at the first ``` that has a line end after it, its tag is the leading word
+    after the fence's blanks, and it runs from the next line to the next ```. Only the first ```
+    can open one: a later ``` has its line end no earlier and so no closing ``` where the first
+    has none. Found with three ``find`` calls, each reading the text once (a search for
+    ``` ... \n(.*?)``` from every ``` would read to the end from each, time quadratic in a
+    row of unclosed fences)."""
+    start = text.find("```")
+    line_end = text.find("\n", start + 3) if start >= 0 else -1
+    close = text.find("```", line_end + 1) if line_end >= 0 else -1
+    if close < 0:
         return None, text
-    return (m.group(1).lower() or None), m.group(2)
+    tag = m.group(1) if (m := _FENCE_TAG.match(text, start + 3)) else ""  # it always matches
+    return (tag.lower() or None), text[line_end + 1:close]
 
 
 def convert_primeintellect(row: Mapping[str, Any], index: int, opts: PrepareOptions,
