@@ -102,9 +102,10 @@ def _compiler(env: Mapping[str, str], java: str) -> tuple[str, tuple[str, ...]]:
     """The ``javac`` that compiles for the JVM at ``java``, and the flags that make its class
     files loadable there: the home's own compiler, else (a runtime without one) the PATH's,
     told to compile for the runtime's release when the runtime is the older one (its class files
-    would otherwise be refused at every test, a failure of the host's making)."""
+    would otherwise be refused at every test, a failure of the host's making). A home with
+    neither keeps its own names, which ``missing_tools`` then reports."""
     javac = _java_tool("javac", env)
-    if not env.get("CPFLEET_JAVA_HOME") or os.access(javac, os.X_OK):
+    if not env.get("CPFLEET_JAVA_HOME") or os.access(javac, os.X_OK) or not os.access(java, os.X_OK):
         return javac, ()
     found = which("javac")
     javac = os.path.realpath(found) if os.path.isabs(found) else found
