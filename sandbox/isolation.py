@@ -46,14 +46,20 @@ NO_CORE = (1, 1)
 SANDBOX_MADE = ("/tmp", "/var/tmp", "/run", "/dev", "/proc", "/old-root", BOX, PROG, PCH)
 
 
+def within(path: str, folders: tuple[str, ...]) -> bool:
+    """Whether ``path`` (normalised) is one of ``folders`` or lies under one."""
+    return any(path == f or path.startswith(f + "/") for f in folders)
+
+
 def hidden_from_sandbox(path: str) -> bool:
     """Whether a host folder cannot be bound at its own path into the sandbox's root: one under
     a folder the root makes itself, or one holding such a folder (``/var``, which holds
     ``/var/tmp``): bound read-only, it leaves the root no place to make that folder, and the
     whole minimal root fails, for every language. ``/`` itself is never bound (it is the root)."""
     real = os.path.normpath(path)
-    return any(real == p or real.startswith(p + "/") or (real != "/" and p.startswith(real + "/"))
-               for p in SANDBOX_MADE)
+    return within(real, SANDBOX_MADE) or (real != "/" and any(within(p, (real,)) for p in SANDBOX_MADE))
+
+
 O_PATH = getattr(os, "O_PATH", 0o10000000)  # PyPy 3.9's os lacks the name (the value is Linux's)
 # PyPy 3.9's resource lacks these two names (the values are Linux's)
 RLIMIT_NICE = getattr(resource, "RLIMIT_NICE", 13)
@@ -167,7 +173,7 @@ def python_dirs() -> list[str]:
     dirs = []
     for p in (sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(sys.executable))):
         real = os.path.realpath(p)
-        if not any(real == s or real.startswith(s + "/") for s in SYSTEM_PATHS) and real not in dirs:
+        if not within(real, SYSTEM_PATHS) and real not in dirs:
             dirs.append(real)
     return dirs
 

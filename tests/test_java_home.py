@@ -67,6 +67,15 @@ def _use_home(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:
     languages.toolchain_version.cache_clear()
 
 
+def _judges_java_in_the_sandbox() -> None:
+    """A Java program judged OK by a fork server with this process's table (its Java folders bound)."""
+    with make_runner("forkserver") as runner:
+        if not runner.isolation.layers.get("hidden_fs"):
+            pytest.skip("this runner has no private root here: nothing to show the Java folders in")
+        result = evaluate(SUM, f"```java\n{ADDER}```", runner)
+    assert (result.verdict, result.reward) == (Verdict.OK, 1.0), result.observation
+
+
 def _runtime_home(root: Path, java: str) -> Path:
     """A Java runtime's folder without a compiler: ``bin/java`` only (a link to this host's JVM,
     which finds its libraries from its real path, as a JRE unpacked in /opt does)."""
@@ -90,12 +99,8 @@ def test_a_java_runtime_outside_the_system_folders_judges_java_in_the_sandbox(
     assert "--release" not in lang.compile.argv
     assert lang.sandbox_dirs == (str(home),) and str(home) in toolchain_dirs()
     assert languages.missing_tools("java") == []
-    with make_runner("forkserver") as runner:
-        if not runner.isolation.layers.get("hidden_fs"):
-            pytest.skip("this runner has no private root here: nothing to show the home in")
-        result = evaluate(SUM, f"```java\n{ADDER}```", runner)
     # without the bind the JVM's path does not exist in the sandbox: INTERNAL on every test
-    assert (result.verdict, result.reward) == (Verdict.OK, 1.0), result.observation
+    _judges_java_in_the_sandbox()
 
 
 def test_a_runtime_older_than_the_paths_javac_gets_class_files_of_its_release(
@@ -166,11 +171,7 @@ def test_a_java_home_linking_into_another_installation_judges_java_in_the_sandbo
         p.chmod(0o755)
     _use_home(monkeypatch, home)
     assert set(languages.get("java").sandbox_dirs) == {str(home), str(image)}
-    with make_runner("forkserver") as runner:
-        if not runner.isolation.layers.get("hidden_fs"):
-            pytest.skip("this runner has no private root here: nothing to show the installation in")
-        result = evaluate(SUM, f"```java\n{ADDER}```", runner)
-    assert (result.verdict, result.reward) == (Verdict.OK, 1.0), result.observation
+    _judges_java_in_the_sandbox()
 
 
 def test_a_java_home_reached_through_a_chain_of_links_judges_java_in_the_sandbox(
@@ -183,11 +184,7 @@ def test_a_java_home_reached_through_a_chain_of_links_judges_java_in_the_sandbox
     (outside_tmp / "java").symlink_to("current")
     _use_home(monkeypatch, outside_tmp / "java")
     assert {str(outside_tmp / name) for name in ("java", "current", "jre")} <= set(toolchain_dirs())
-    with make_runner("forkserver") as runner:
-        if not runner.isolation.layers.get("hidden_fs"):
-            pytest.skip("this runner has no private root here: nothing to show the home in")
-        result = evaluate(SUM, f"```java\n{ADDER}```", runner)
-    assert (result.verdict, result.reward) == (Verdict.OK, 1.0), result.observation
+    _judges_java_in_the_sandbox()
 
 
 def test_a_java_home_holding_a_folder_the_sandbox_makes_leaves_the_sandbox_whole(

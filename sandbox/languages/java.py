@@ -129,7 +129,7 @@ def _sandbox_dirs(env: Mapping[str, str], tools: tuple[str, ...]) -> tuple[str, 
     /opt or the user's home); sandboxed programs see only those, so its compiler or JVM could not
     be started there. An installation is the folder two up from the tool that holds a ``release``
     file (every JDK and runtime image has one), so a folder of wrapper scripts binds nothing."""
-    from cpfleet.sandbox.isolation import SYSTEM_PATHS  # the sandbox's view: read at call time
+    from cpfleet.sandbox.isolation import SYSTEM_PATHS, within  # the sandbox's view: read at call time
 
     home = env.get("CPFLEET_JAVA_HOME")
     dirs = dict.fromkeys((*_link_hops(home), os.path.realpath(home)) if home and os.path.isabs(home) else ())
@@ -137,7 +137,7 @@ def _sandbox_dirs(env: Mapping[str, str], tools: tuple[str, ...]) -> tuple[str, 
         install = os.path.dirname(os.path.dirname(os.path.realpath(tool)))
         if os.path.isabs(tool) and os.path.isfile(os.path.join(install, "release")):
             dirs[install] = None
-    return tuple(d for d in dirs if not any(d == s or d.startswith(s + "/") for s in SYSTEM_PATHS))
+    return tuple(d for d in dirs if not within(d, SYSTEM_PATHS))
 
 
 @functools.lru_cache(maxsize=16)
