@@ -144,7 +144,11 @@ def test_an_interactor_over_its_own_memory_is_internal_not_the_correct_programs_
 
 
 def test_a_program_crowding_out_a_working_interactor_gets_its_memory_limit(runner: CodeRunner) -> None:
-    problem = with_reference("hostile/fair-interactor", FAIR_INTERACTOR)
+    # Filling the pair's cgroup costs the program reclaim time charged as its own CPU, and until the
+    # OOM killer's victim has exited that can pass 2 s on a loaded host (TIME_LIMIT, also the program's
+    # own failure): a 10 s limit leaves the memory limit the only one this dialogue can reach.
+    problem = Problem.from_dict({**with_reference("hostile/fair-interactor", FAIR_INTERACTOR).to_dict(),
+                                 "time_limit_s": 10})
     res = evaluate(problem, f"```python\n{HIDES_MEMORY}```\n", runner)
     assert not res.infra_error, res.infra_message
     assert (res.verdict, res.reward) == (Verdict.MEMORY_LIMIT, 0.0), res.observation[-1500:]
