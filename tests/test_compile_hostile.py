@@ -104,6 +104,24 @@ def test_a_java_class_nested_before_main_is_not_the_one_started(runner: CodeRunn
     assert (result.verdict, result.reward) == (verdict, reward), result.observation
 
 
+# javac takes a public class without ``main`` beside a non-public class that has it (the public
+# class names the file, ``main`` lives in the other): the public class was started, "no main
+# method", a RUNTIME_ERROR on every test of a valid program. The class holding main is started.
+MAIN_BESIDE_PUBLIC = {
+    "public-helper-first": JAVA_SUM.replace("public class Main", "public class Solver { static int twice(int x) { return 2 * x; } }\nclass Main"),
+    "public-helper-after": JAVA_SUM.replace("public class Main", "class Main") + "\npublic class Solver { }\n",
+    "both-with-main": JAVA_SUM.replace("public class Main", "class Other { public static void main(String[] a) { System.out.println(0); } }\npublic class Main"),
+}
+
+
+@pytest.mark.parametrize("code", list(MAIN_BESIDE_PUBLIC.values()), ids=list(MAIN_BESIDE_PUBLIC))
+@pytest.mark.parametrize(("op", "verdict", "reward"), [("+", Verdict.OK, 1.0), ("-", Verdict.WRONG_ANSWER, 0.0)])
+def test_the_java_class_holding_main_is_started_beside_a_public_class_without_it(
+        runner: CodeRunner, code: str, op: str, verdict: Verdict, reward: float) -> None:
+    result = judge(runner, "java", code.replace("%s", op))
+    assert (result.verdict, result.reward) == (verdict, reward), result.observation
+
+
 def before_main(helper: str, doc: str) -> str:
     """JAVA_SUM with ``helper`` (a class) and ``doc`` (a comment) between its import and its class."""
     return JAVA_SUM.replace("public class Main", helper + doc + "public class Main", 1)

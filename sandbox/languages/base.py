@@ -75,9 +75,12 @@ class Language:
     precompiled_header: bool = field(default=False, repr=False)
     # what the runtime prints on stderr when an allocation fails inside the memory limit
     oom_markers: tuple[bytes, ...] = field(default=(), repr=False)
-    # source text -> the name the program is started by ({main}), and its file is named after
-    # (Java: the public class); None: the file is ``source_name``
+    # source text -> the name the program is started by ({main}), and by default the one its file is
+    # named after; None: the file is ``source_name``
     main_class: Callable[[str], str] | None = field(default=None, repr=False, compare=False)
+    # source -> the class its file is named after, where that is not always ``main_class`` (Java:
+    # the public class, which need not be the one holding main); None: ``main_class``
+    file_class: Callable[[str], str] | None = field(default=None, repr=False, compare=False)
     # this entry -> '' when the runtime starts as fast as it should on this host, else a warning
     # for the start-up line (``availability_line``; Java: the JDK's class-data sharing archive)
     start_warning: Callable[[Language], str] | None = field(default=None, repr=False, compare=False)
@@ -94,7 +97,7 @@ class Language:
         if self.main_class is None:
             return self.source_name
         suffix = os.path.splitext(self.source_name)[1]
-        name = self.main_class(code).rsplit(".", 1)[-1] + suffix
+        name = (self.file_class or self.main_class)(code).rsplit(".", 1)[-1] + suffix
         # a class name no file can have (past NAME_MAX bytes): the default name, and the
         # compiler says what it says of that (a public class: declared in the wrong file)
         return name if len(name.encode("utf-8", "surrogatepass")) <= NAME_MAX else self.source_name

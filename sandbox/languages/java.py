@@ -20,6 +20,7 @@ Settings read from the environment when a table is built:
 
 from __future__ import annotations
 
+import bisect
 import functools
 import os
 import re
@@ -30,7 +31,7 @@ from cpfleet.core import envvars
 from cpfleet.sandbox.languages.base import PROG_DIR, SELF_TEST_EXPECTED, SOURCES, CompileStep, Language, which
 
 __all__ = ["JVM_OVERHEAD_MB", "JVM_THREAD_STACK_KB", "JVM_START_FLAGS", "JVM_FAST_START_FLAGS", "JAVA_GCS",
-           "JVM_LOG_FLAGS", "jvm_accepts", "jvm_fast_start", "jvm_warnings_to_stderr", "java_release", "java_gc_flags", "java_main_class", "MAIN_CLASS_RULES", "jvm_class_sharing",
+           "JVM_LOG_FLAGS", "jvm_accepts", "jvm_fast_start", "jvm_warnings_to_stderr", "java_release", "java_gc_flags", "java_main_class", "java_file_class", "MAIN_CLASS_RULES", "jvm_class_sharing",
            "SELF_TEST", "toolchain"]
 
 JVM_OVERHEAD_MB = 256
@@ -195,8 +196,8 @@ _JAVA_PACKAGE = re.compile(r"^[ \t\f\v\r]*package\s+([\w.]+)\s*;", re.M)
 # The version of ``java_main_class``'s reading (part of the Java fingerprint, so results a result
 # cache holds from another reading are not served): 2 reads literals and comments as javac does
 # and class names past ASCII, 3 Unicode escapes, a text block's escaped quotes and top-level
-# classes only.
-MAIN_CLASS_RULES = 3
+# classes only, 4 the class that declares ``main`` before a public class that does not.
+MAIN_CLASS_RULES = 4
 
 
 def _unicode_escapes(source: str) -> str:
@@ -213,31 +214,52 @@ def _unicode_escapes(source: str) -> str:
     return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
 
 
-def _top_level(text: str, found: Iterator[re.Match[str]]) -> Iterator[re.Match[str]]:
-    """The declarations of ``found`` outside every brace of ``text`` (its literals and comments
-    already blanked): a class nested in another (``static class Node`` declared before ``main``
-    in a non-public ``class Main``) is not one javac makes a file's class or ``java`` can start by
-    its name. Each stretch of ``text`` is counted once."""
-    depth, at = 0, 0
+def _at_depth(text: str, found: Iterator[re.Match[str]], depth: int) -> Iterator[re.Match[str]]:
+    """The matches of ``found`` inside exactly ``depth`` braces of ``text`` (its literals and
+    comments already blanked): at 0 the top-level classes (a class nested in another, ``static
+    class Node`` declared before ``main`` in a non-public ``class Main``, is not one ``java`` can
+    start by its name), at 1 a top-level class's own methods. Each stretch of ``text`` is counted
+    once."""
+    level, at = 0, 0
     for m in found:
-        depth += text.count("{", at, m.start()) - text.count("}", at, m.start())
+        level += text.count("{", at, m.start()) - text.count("}", at, m.start())
         at = m.start()
-        if depth <= 0:
+        if level == depth or (depth == 0 and level < 0):
             yield m
 
 
-def java_main_class(source: str) -> str:
-    """The class a Java solution is started by: its public class, else the class declared last
-    before the first ``static void main`` (a package-qualified name when it declares a package)."""
+def _read_classes(source: str) -> tuple[str | None, list[str], list[str], str]:
+    """What names a Java source's classes: its public top-level class (None without one), its
+    top-level classes in order, the top-level classes whose bodies declare ``static void main``
+    (in order, a class once per main) and its package ('' without one)."""
     text = _JAVA_NOT_CODE.sub(lambda m: '""' if m.group().startswith(('"', "'")) else " ", _unicode_escapes(source))
-    m = next(_top_level(text, _JAVA_PUBLIC.finditer(text)), None)
-    name = m.group(1) if m else ""
-    if not name:
-        main = _JAVA_MAIN.search(text)
-        before = [c.group(1) for c in _top_level(text, _JAVA_CLASS.finditer(text[: main.start() if main else len(text)]))]
-        name = before[-1] if before else "Main"
+    classes = list(_at_depth(text, _JAVA_CLASS.finditer(text), 0))
+    public = next(_at_depth(text, _JAVA_PUBLIC.finditer(text), 0), None)
+    starts = [c.start() for c in classes]
+    owners = [classes[i - 1].group(1) for m in _at_depth(text, _JAVA_MAIN.finditer(text), 1)
+              if (i := bisect.bisect_right(starts, m.start())) > 0]
     pkg = _JAVA_PACKAGE.search(text)
-    return f"{pkg.group(1)}.{name}" if pkg else name
+    return public.group(1) if public else None, [c.group(1) for c in classes], owners, pkg.group(1) if pkg else ""
+
+
+def java_main_class(source: str) -> str:
+    """The class a Java solution is started by: the top-level class whose body declares
+    ``static void main``, the public one first when several do, else its public class, else its
+    last top-level class (a package-qualified name when it declares a package). A public class
+    without ``main`` beside a ``class Main`` that has it compiles, and only ``Main`` can start."""
+    public, classes, owners, pkg = _read_classes(source)
+    if public and (public in owners or not owners):
+        name = public
+    else:
+        name = owners[0] if owners else classes[-1] if classes else "Main"
+    return f"{pkg}.{name}" if pkg else name
+
+
+def java_file_class(source: str) -> str:
+    """The class a single-file Java solution's file is named after: javac wants a public class in
+    a file of its name, whichever class holds ``main``."""
+    public, _, _, pkg = _read_classes(source)
+    return (f"{pkg}.{public}" if pkg else public) if public else java_main_class(source)
 
 
 def jvm_class_sharing(run_argv: tuple[str, ...] | None = None) -> str:
@@ -283,7 +305,7 @@ def toolchain(env: Mapping[str, str]) -> Language:
          *JVM_START_FLAGS, *jvm_warnings_to_stderr(java), *fast, "-XX:CICompilerCount=2", "-XX:ActiveProcessorCount=1", "-Dfile.encoding=UTF-8",
          "-cp", PROG_DIR, "{main}"),
         "cgroup", extra_cgroup_mb=JVM_OVERHEAD_MB, tools=(javac, java), compile_memory_model="cgroup",
-        oom_markers=(b"java.lang.OutOfMemoryError",), main_class=java_main_class,
+        oom_markers=(b"java.lang.OutOfMemoryError",), main_class=java_main_class, file_class=java_file_class,
         main_class_rules=MAIN_CLASS_RULES, start_warning=_class_sharing_warning,
         sandbox_dirs=_sandbox_dirs(env, (javac, java)),
     )
