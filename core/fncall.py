@@ -61,7 +61,8 @@ SEMANTICS = ("python", "lcb", "apps", "primeintellect")
 DEFAULT_SEMANTICS = "python"
 # The version of the function-call judging rules (harness, transport, comparisons): part of every
 # function-call problem's content_version, so a result cached under older rules is never served.
-RULES_VERSION = 2
+# 3: the harness binds gc, json and ast before the program runs (one hiding them lost its own answer).
+RULES_VERSION = 3
 
 # The typed value transport (sandbox/callharness.py writes it; that module imports nothing from
 # the project, so it spells the same strings): JSON, except that an object with exactly one of
