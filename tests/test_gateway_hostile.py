@@ -205,3 +205,18 @@ def test_inline_tests_as_json_text_the_parser_cannot_read_are_the_callers_error(
     else:
         assert status == 422, (status, answer[:300])
         assert "JSON" in json.loads(answer)["error"]
+
+
+# A Content-Length the gateway must never turn into a number: more digits than CPython's int()
+# reads, a Unicode digit (``str.isdigit`` is true of ``²``), a sign, past 64 bits. The HTTP layer
+# answers 400 before the app, and the gateway goes on answering.
+@pytest.mark.parametrize("declared", [b"1" * 5000, "²".encode("latin-1"), b"9" * 23, b"-5", b"+5", b"5, 5"],
+                         ids=["5000-digits", "superscript-two", "past-64-bits", "negative", "plus-sign", "list"])
+def test_a_content_length_that_is_no_plain_number_is_a_400(idle_url: str, declared: bytes) -> None:
+    host, port = idle_url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as s:
+        s.sendall(b"POST /run_code HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: "
+                  + declared + b"\r\n\r\n{}")
+        assert s.recv(200).split(b"\r\n")[0] == b"HTTP/1.1 400 Bad Request"
+    with urllib.request.urlopen(idle_url + "/metrics", timeout=30) as resp:
+        assert resp.status == 200

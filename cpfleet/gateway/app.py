@@ -328,7 +328,9 @@ class Gateway:
     async def body_json(self, request: Request) -> Any:
         limit = self.config.max_body_bytes
         declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > limit:
+        # ASCII digits only (``str.isdigit`` is true of ``²``, which int() refuses), and no int() of
+        # thousands of them: the HTTP layer refuses both first, this holds behind any other one
+        if declared is not None and declared.isascii() and declared.isdigit() and (len(declared) > 19 or int(declared) > limit):
             raise HTTPError(413, f"request body over {limit} bytes")
         chunks, size = [], 0
         try:
