@@ -110,6 +110,10 @@ def test_a_java_class_nested_before_main_is_not_the_one_started(runner: CodeRunn
 MAIN_BESIDE_PUBLIC = {
     "public-helper-first": JAVA_SUM.replace("public class Main", "public class Solver { static int twice(int x) { return 2 * x; } }\nclass Main"),
     "public-helper-after": JAVA_SUM.replace("public class Main", "class Main") + "\npublic class Solver { }\n",
+    "public-sealed-interface": JAVA_SUM.replace("public class Main", "public sealed interface Shape permits Circle { }\n"
+                                                "final class Circle implements Shape { }\nclass Main"),
+    "public-non-sealed-class": JAVA_SUM.replace("public class Main", "class Main") + "\nsealed class Base permits Shape { }\n"
+                                                                                    "public non-sealed class Shape extends Base { }\n",
     "both-with-main": JAVA_SUM.replace("public class Main", "class Other { public static void main(String[] a) { System.out.println(0); } }\npublic class Main"),
 }
 

@@ -172,7 +172,9 @@ def java_gc_flags(env: Mapping[str, str]) -> tuple[str, ...]:
     return JAVA_GCS[gc]
 
 
-_JAVA_PUBLIC = re.compile(r"\bpublic\s+(?:(?:final|abstract|strictfp)\s+)*(?:class|interface|enum|record)\s+((?:[^\W\d]|\$)[\w$]*)")
+# the modifiers may stand in any order (``final public class``, ``public abstract sealed class``):
+# after ``public`` come the ones a top-level type may also have, then its kind
+_JAVA_PUBLIC = re.compile(r"\bpublic\s+(?:(?:final|abstract|strictfp|sealed|non-sealed)\s+)*(?:class|interface|enum|record)\s+((?:[^\W\d]|\$)[\w$]*)")
 _JAVA_CLASS = re.compile(r"\b(?:class|interface|enum|record)\s+((?:[^\W\d]|\$)[\w$]*)")
 _JAVA_MAIN = re.compile(r"\bstatic\s+(?:final\s+)?(?:public\s+)?void\s+main\s*\(")
 # what is not code: a text block, a string or char literal, a comment, matched left to right as
@@ -196,7 +198,8 @@ _JAVA_PACKAGE = re.compile(r"^[ \t\f\v\r]*package\s+([\w.]+)\s*;", re.M)
 # The version of ``java_main_class``'s reading (part of the Java fingerprint, so results a result
 # cache holds from another reading are not served): 2 reads literals and comments as javac does
 # and class names past ASCII, 3 Unicode escapes, a text block's escaped quotes and top-level
-# classes only, 4 the class that declares ``main`` before a public class that does not.
+# classes only, 4 the class that declares ``main`` before a public class that does not, and
+# sealed and non-sealed public classes.
 MAIN_CLASS_RULES = 4
 
 
