@@ -48,6 +48,11 @@ def _run_pair(runner: ZygoteRunner, job_a: Job, limits_a: Limits, job_b: Job, li
     cgroup_ok = runner._set_cgroup(total, limits_a.nproc + limits_b.nproc)
     rl_a, cpu_a = runner.child_limits(job_a, limits_a, cgroup_ok)
     rl_b, cpu_b = runner.child_limits(job_b, limits_b, cgroup_ok)
+    # Both sides run as the slot's uid, and RLIMIT_NPROC bounds the uid's processes and threads
+    # as a whole against the limit of the one that forks: at a's own limit a holds at most its
+    # share, and b's limit of both shares (the pids cgroup's too) keeps b's share free whatever a
+    # holds. An interactor left no process to start (a JVM's threads) would fail by a's doing.
+    rl_b["nproc"] = limits_a.nproc + limits_b.nproc
     own: list[int] = []
     try:
         a2b_r, a2b_w = os.pipe2(os.O_CLOEXEC)

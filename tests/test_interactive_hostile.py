@@ -241,3 +241,25 @@ def test_cpu_hidden_in_ended_threads_or_reaped_children_still_stops_a_dialogue_a
     assert not res.infra_error, res.infra_message
     assert (res.verdict, res.reward) == (Verdict.TIME_LIMIT, 0.0), res.observation[-1500:]
     assert 1000 <= res.timings.cpu_ms < 2500, f"{res.timings.cpu_ms:.0f} ms of CPU against a 1 s limit"
+
+
+# Both sides of a dialogue run as the slot's uid, whose RLIMIT_NPROC counts the processes and
+# threads of both: a program holding every process its own limit allows left the interactor
+# none, so an interactor that starts a thread or a process (every JVM does, at start) failed,
+# and the program's greed was the judge's failure or the program's wrong answer. The interactor's
+# allowance is both sides' (the pair's pids cgroup holds as many): it always keeps its own.
+FORKING_INTERACTOR = INTERACTOR.replace("#include <cstdio>", "#include <cstdio>\n#include <cstdlib>\n"
+                                        "#include <sys/wait.h>\n#include <unistd.h>").replace(
+    "if (scanf(\"%d\", &g) != 1) return 43;",
+    "if (scanf(\"%d\", &g) != 1) return 43;\n"
+    "        pid_t kid = fork(); if (kid < 0) abort(); if (kid == 0) _exit(0); waitpid(kid, nullptr, 0);")
+HOLDS_EVERY_PROCESS = ("import os, time\nwhile True:\n    try:\n        pid = os.fork()\n    except OSError:\n"
+                       "        break\n    if pid == 0:\n        time.sleep(60)\n        os._exit(0)\n" + BINARY_SEARCH)
+
+
+def test_a_program_holding_every_process_it_may_leaves_the_interactor_its_own(runner: CodeRunner) -> None:
+    problem = Problem.from_dict({**guess("hostile/forking-interactor", FORKING_INTERACTOR).to_dict(),
+                                 "time_limit_s": 10})
+    res = evaluate(problem, f"```python\n{HOLDS_EVERY_PROCESS}```\n", runner)
+    assert not res.infra_error, res.infra_message
+    assert (res.verdict, res.reward) == (Verdict.OK, 1.0), res.observation[-1500:]
