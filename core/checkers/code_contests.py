@@ -61,7 +61,7 @@ class CodeContestsChecker:
         if expected == got:
             return CheckResult(True)
         e = self._tokens(expected)
-        g, n_got = _split_bounded(got, len(e) + 1, self._tokens)
+        g, n_got = _split_bounded(got, len(e) + 1, self._tokens, _CC_TOKEN)
         if e == g:
             return CheckResult(True)
         exact = not (_may_hold_non_finite(expected) or _may_hold_non_finite(got))
