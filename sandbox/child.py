@@ -406,7 +406,8 @@ _PYTHON_IGNORED = (signal.SIGPIPE, signal.SIGXFSZ)  # what a compiled program ge
 PROGRAM_EXEC_ERRNOS = frozenset({12, 7})  # ENOMEM, E2BIG
 
 
-def exec_program(argv: list[str], env: dict[str, str], status_w: int, image_dir: str = "") -> NoReturn:
+def exec_program(argv: list[str], env: dict[str, str], status_w: int, image_dir: str = "",
+                 dialogue: bool = False) -> NoReturn:
     """Program mode: replace ourselves with a compiled program (or its runtime, e.g. the JVM).
     ``status_w`` is close-on-exec: a successful exec closes it, a failed one reports the errno
     on it so the job init can tell "the binary needs more memory than allowed" (ENOMEM: the
@@ -418,12 +419,18 @@ def exec_program(argv: list[str], env: dict[str, str], status_w: int, image_dir:
 
     The signals the Python runtime ignores (SIGPIPE and SIGXFSZ: CPython sets both to SIG_IGN at
     start, and an ignored signal stays ignored across execve) are set back to their default
-    first: a compiled program runs as a judge or a shell starts it, where a write to a closed
-    pipe, or past the file size limit, kills it. Inherited, they turned that death into a write
-    error the program could ignore and exit 0 after, paying a right answer printed before a
-    failure that every reference judge ends as a runtime error."""
+    first, as a judge or a shell starts a program: a write past the file size limit, or to a
+    closed pipe, kills it. Inherited, they turned that death into a write error the program
+    could ignore and exit 0 after, paying a right answer printed before a failure that every
+    reference judge ends as a runtime error. ``dialogue``: one side of an interactive pair
+    keeps SIGPIPE ignored: problemtools' ``interactive`` never lets an interactor
+    die of writing to a program that left (it keeps that pipe's read end open), and counts a
+    program's death by SIGPIPE as exit 0, the interactor deciding; with EPIPE both sides end as
+    they would there.
+    """
     for sig in _PYTHON_IGNORED:
-        signal.signal(sig, signal.SIG_DFL)
+        if not (dialogue and sig == signal.SIGPIPE):
+            signal.signal(sig, signal.SIG_DFL)
     try:
         os.execve(argv[0], argv, dict(os.environ, **env))
     except OSError as e:
