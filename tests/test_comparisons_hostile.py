@@ -101,3 +101,19 @@ def test_a_long_run_of_digits_that_is_no_number_is_a_wrong_answer_read_once(kind
     checker = get_checker(SPECS.get(kind, {"type": kind}))
     assert not checker.check("1.5\n", got).ok
     assert checker.check("1.5\n", "1.5").ok
+
+
+def test_an_integer_is_never_matched_by_a_real_that_is_only_its_double() -> None:
+    # code_contests compares two integers exactly; an integer beside a real number is compared
+    # with its exact value too: 10**18 - 1 and 1e18 are one double, and a wrong answer printed
+    # as "%.1f" of a double was paid where the same answer printed as an integer was not
+    cc = get_checker({"type": "code_contests"})
+    assert not cc.check("999999999999999999\n", "1000000000000000000\n").ok
+    assert not cc.check("999999999999999999\n", "1000000000000000000.0\n").ok
+    assert not cc.check("999999999999999999\n", "1e18\n").ok
+    assert not cc.check("1e18\n", "999999999999999999\n").ok
+    assert not cc.check("5\n", "inf\n").ok and not cc.check("5\n", "nan\n").ok
+    # the tester's tolerance still holds where the values are exact
+    assert cc.check("1000000000000000000\n", "1e18\n").ok
+    assert cc.check("5\n", "5.000001\n").ok and cc.check("5.000001\n", "5\n").ok
+    assert not cc.check("5\n", "5.0001\n").ok
