@@ -32,7 +32,8 @@ their types, so ``{1: 2}`` is not ``{"1": 2}`` and ``[(1, 2)]`` is not ``[[1, 2]
 Python's ``==`` in every reference harness). ``True == 1`` and ``3 == 3.0`` hold, as they do
 there. Floats: exact unless the problem's checker states a tolerance (``float``: ``abs``/``rel``
 or the Kattis ``float_*`` flags; ``code_contests``: 1e-5 absolute), then a pair where either
-side is a float matches within it. NaN never matches.
+side is a float matches within it (an int beside a float by its exact value, as ``==`` reads it,
+never as the double it rounds to). NaN never matches.
 Integers too long for Python's default ``int`` parsing limit (4300 digits) are compared by
 their canonical text, so a returned number of millions of digits costs the judge no more than
 reading it.
@@ -62,7 +63,8 @@ DEFAULT_SEMANTICS = "python"
 # The version of the function-call judging rules (harness, transport, comparisons): part of every
 # function-call problem's content_version, so a result cached under older rules is never served.
 # 3: the harness binds gc, json and ast before the program runs (one hiding them lost its own answer).
-RULES_VERSION = 3
+# 4: under a tolerance, an int beside a float is compared by exact value (1e18 is not 10**18 - 1).
+RULES_VERSION = 4
 
 # The typed value transport (sandbox/callharness.py writes it; that module imports nothing from
 # the project, so it spells the same strings): JSON, except that an object with exactly one of
@@ -433,12 +435,17 @@ def _numbers_equal(e: Any, g: Any, tol: Tolerance | None) -> bool:
             return bool(e == g)
         diff: float | Fraction
         bound: float | Fraction
-        try:
-            diff, bound = abs(float(e) - float(g)), tol.rel * abs(float(e))
-        except OverflowError:  # an int past the float range beside a float: exact rationals
-            if isinstance(e, Decimal) or isinstance(g, Decimal):
-                return False  # a Decimal's exponent may be huge: never made an exact rational
+        decimals = isinstance(e, Decimal) or isinstance(g, Decimal)
+        if not decimals and not (isinstance(e, float) and isinstance(g, float)):
+            # an int (or a Fraction) beside a float: their exact values, as Python's == compares
+            # them. As doubles, 10**18 - 1 and 1e18 are one number, and the returned 1e18 was
+            # paid for it even under a zero tolerance
             diff, bound = abs(Fraction(e) - Fraction(g)), Fraction(tol.rel) * abs(Fraction(e))
+        else:
+            try:
+                diff, bound = abs(float(e) - float(g)), tol.rel * abs(float(e))
+            except OverflowError:  # a Decimal past the float range
+                return False  # a Decimal's exponent may be huge: never made an exact rational
         if tol.strict:
             return diff < tol.abs
         return diff <= tol.abs or diff <= bound

@@ -9,6 +9,7 @@ import gc  # built in, bound here: a program may put None in sys.modules['gc'], 
 import io
 import os
 import resource
+import signal  # built in
 import sys
 import types
 from os import _exit as _exit_now  # bound at import, before any program: it may replace os._exit
@@ -400,11 +401,13 @@ def exec_python(source: bytes, python: str, argv: list[str] | None = None,
 
 
 EXEC_FAILED = "exec:"
+_PYTHON_IGNORED = (signal.SIGPIPE, signal.SIGXFSZ)  # what a compiled program gets back as SIG_DFL
 # execve errors that are the program's own doing: its image does not fit the memory limit
 PROGRAM_EXEC_ERRNOS = frozenset({12, 7})  # ENOMEM, E2BIG
 
 
-def exec_program(argv: list[str], env: dict[str, str], status_w: int, image_dir: str = "") -> NoReturn:
+def exec_program(argv: list[str], env: dict[str, str], status_w: int, image_dir: str = "",
+                 dialogue: bool = False) -> NoReturn:
     """Program mode: replace ourselves with a compiled program (or its runtime, e.g. the JVM).
     ``status_w`` is close-on-exec: a successful exec closes it, a failed one reports the errno
     on it so the job init can tell "the binary needs more memory than allowed" (ENOMEM: the
@@ -412,7 +415,22 @@ def exec_program(argv: list[str], env: dict[str, str], status_w: int, image_dir:
     program's own file (in ``image_dir``), there and executable, any other refusal is about what
     it holds (an ELF naming an interpreter that does not exist, which a C source can ask for with
     a ``.interp`` section): the program's runtime error, exit 127 and the reason on stderr, as a
-    shell answers it."""
+    shell answers it.
+
+    The signals the Python runtime ignores (SIGPIPE and SIGXFSZ: CPython sets both to SIG_IGN at
+    start, and an ignored signal stays ignored across execve) are set back to their default
+    first, as a judge or a shell starts a program: a write past the file size limit, or to a
+    closed pipe, kills it. Inherited, they turned that death into a write error the program
+    could ignore and exit 0 after, paying a right answer printed before a failure that every
+    reference judge ends as a runtime error. ``dialogue``: one side of an interactive pair
+    keeps SIGPIPE ignored: problemtools' ``interactive`` never lets an interactor
+    die of writing to a program that left (it keeps that pipe's read end open), and counts a
+    program's death by SIGPIPE as exit 0, the interactor deciding; with EPIPE both sides end as
+    they would there.
+    """
+    for sig in _PYTHON_IGNORED:
+        if not (dialogue and sig == signal.SIGPIPE):
+            signal.signal(sig, signal.SIG_DFL)
     try:
         os.execve(argv[0], argv, dict(os.environ, **env))
     except OSError as e:

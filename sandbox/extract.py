@@ -18,6 +18,7 @@ CRLF line ends and trailing spaces on fence lines are tolerated.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -121,9 +122,12 @@ def programs_key(text: str) -> str | None:
     blocks, tags included, in order (None: no block). A key for in-flight de-duplication: two
     completions with the same key are judged alike whatever the job's or problem's languages,
     which the first block's code alone does not guarantee (```cpp and ```c blocks of one text,
-    a Python block after a C++ one)."""
-    parts = [f"{tag}\n{code}" for tag, code in _blocks(text)]
-    return "\0\0".join(parts) if parts else None
+    a Python block after a C++ one). The blocks are written as a JSON list of [tag, code]
+    pairs, which no code can imitate: joined by a separator, a block whose code held that
+    separator and a tag line keyed like two blocks, and a program that was never run shared a
+    right one's reward."""
+    pairs = [[tag, code] for tag, code in _blocks(text)]
+    return json.dumps(pairs) if pairs else None
 
 
 # tags of blocks that hold no program (sample output, prose): never named as a skipped language

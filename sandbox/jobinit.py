@@ -365,13 +365,13 @@ class JobInit:
                 write_files(fallback_cwd or isolation.BOX, placed, owner)
             except (OSError, ValueError, TypeError) as e:
                 return _not_run(f"placing the test's files failed: {type(e).__name__}: {e}")
-        test = {"limits": msg["limits"], "cwd": fallback_cwd, "argv": msg.get("argv") or (),
-                "mem_mb": msg.get("mem_mb", 0)}
         # the slot's CPU counter holds this test's processes alone, except in an interactive pair
         # ("shared"), whose other side runs in the slot too: its own processes' CPU then decides
         # (police.TreeCpu.over), which only pid 1 of a namespace with a /proc of its own can
         # count; without one, only the main process is policed
         shared = msg.get("tree_cpu") == "shared"
+        test = {"limits": msg["limits"], "cwd": fallback_cwd, "argv": msg.get("argv") or (),
+                "mem_mb": msg.get("mem_mb", 0), "dialogue": shared}
         counted = not shared or self.own_proc
         while True:
             # taken before the child joins the slot
@@ -386,7 +386,8 @@ class JobInit:
                 t0 = time.monotonic()
                 pid = os.fork()
                 if pid == 0:
-                    self._become_test(stdio, status_w, limits, fallback_cwd, test["argv"], test["mem_mb"])
+                    self._become_test(stdio, status_w, limits, fallback_cwd, test["argv"], test["mem_mb"],
+                                      test["dialogue"])
                 os.close(status_w)
             if tree_cpu is not None:
                 tree_cpu.reaped_base = before.ru_utime + before.ru_stime
@@ -530,10 +531,11 @@ class JobInit:
                                       keep_fd=status_w, fallback_cwd=test["cwd"])
         except BaseException as e:
             _confinement_failed(status_w, e)
-        self._start_program(status_w, test["argv"], test["mem_mb"])
+        self._start_program(status_w, test["argv"], test["mem_mb"], bool(test.get("dialogue")))
 
     def _become_test(self, stdio: tuple[int, int, int], status_w: int, limits: ChildLimits,
-                     fallback_cwd: str | None, extra_argv: list[str] | tuple[str, ...] = (), mem_mb: int = 0) -> None:
+                     fallback_cwd: str | None, extra_argv: list[str] | tuple[str, ...] = (), mem_mb: int = 0,
+                     dialogue: bool = False) -> None:
         try:
             isolation.confine_test_child(
                 stdio, self.z.uid, self.z.gid, self.z.cgroup_fds, limits, self.z.layers,
@@ -541,9 +543,10 @@ class JobInit:
             )
         except BaseException as e:
             _confinement_failed(status_w, e)
-        self._start_program(status_w, extra_argv, mem_mb)
+        self._start_program(status_w, extra_argv, mem_mb, dialogue)
 
-    def _start_program(self, status_w: int, extra_argv: list[str] | tuple[str, ...], mem_mb: int) -> None:
+    def _start_program(self, status_w: int, extra_argv: list[str] | tuple[str, ...], mem_mb: int,
+                       dialogue: bool = False) -> None:
         """In the confined child: become the program (exec it, or run the compiled code). The
         child's life ends here whatever escapes the harness: it must never unwind into the init's
         frames it was forked in, whose ``finally`` exits 0 (an uncaught exception whose report the
@@ -551,21 +554,23 @@ class JobInit:
         and its printed answer was paid). 1 is the status CPython ends such a run with. The exit
         is ``child._exit_now``, bound before any program could replace ``os._exit``."""
         try:
-            self._become_program(status_w, extra_argv, mem_mb)
+            self._become_program(status_w, extra_argv, mem_mb, dialogue)
         except BaseException:  # whatever escaped, the status below is all that is left to say
             pass
         child._exit_now(1)
 
-    def _become_program(self, status_w: int, extra_argv: list[str] | tuple[str, ...], mem_mb: int) -> None:
+    def _become_program(self, status_w: int, extra_argv: list[str] | tuple[str, ...], mem_mb: int,
+                        dialogue: bool = False) -> None:
         """Exec the program or its interpreter, or run the compiled code; returns only when the
-        harness failed to end the process itself."""
+        harness failed to end the process itself. ``dialogue``: one side of an interactive pair
+        (``child.exec_program``)."""
         if self.mode == "program":
             assert self.program is not None
             prog_dir = self.program["dir"]
             argv = [a.replace("{prog}", prog_dir).replace("{mem}", str(mem_mb))
                     .replace("{stack}", str(min(mem_mb, MAX_MAIN_STACK_MB)))
                     for a in self.program["argv"]] + list(extra_argv)
-            child.exec_program(argv, self.program.get("env") or {}, status_w, image_dir=prog_dir)
+            child.exec_program(argv, self.program.get("env") or {}, status_w, image_dir=prog_dir, dialogue=dialogue)
         os.close(status_w)  # kept only by a program exec, to report its failure
         if self.mode == "exec":
             child.exec_python(self.source, self.z.python, None, self.fn_name)

@@ -59,6 +59,10 @@ def _shape(name: str) -> str:
         return "123456789\n" * (_SHAPE_BYTES // 10)
     if name == "line":  # one line of short tokens: the worst case for a line-by-line reader
         return "ab " * (_SHAPE_BYTES // 3)
+    if name == "tabs":  # the same between tabs: a block ends at every separator, not only a space
+        return "ab\t" * (_SHAPE_BYTES // 3)
+    if name == "feeds":  # between form feeds: separators for the C tokenisers, not for code_contests
+        return "ab\x0c" * (_SHAPE_BYTES // 3)
     if name == "word":  # no whitespace at all
         return "x" * _SHAPE_BYTES
     assert name == "binary"  # random bytes as the judge decodes them (U+FFFD: two bytes a char)
@@ -73,7 +77,7 @@ ALL_SPECS = [
 ]
 
 
-@pytest.mark.parametrize("shape", ["lines", "line", "word", "binary"])
+@pytest.mark.parametrize("shape", ["lines", "line", "tabs", "feeds", "word", "binary"])
 @pytest.mark.parametrize("spec", ALL_SPECS, ids=lambda s: f"{s['type']}-{s.get('validator_flags', '')}")
 def test_every_output_shape_is_checked_in_memory_bounded_by_its_size(spec: dict[str, object], shape: str) -> None:
     # a wrong answer the checker must read past the first token of, on an answer of one token
@@ -95,7 +99,8 @@ def test_a_long_line_of_tokens_is_judged_exactly(spec: dict[str, object], monkey
     # the same verdicts and details whether the line spans one block or hundreds
     expected = "ab " * 2000 + "\n"
     cases = [expected, "ab " * 2000, "ab " * 1999 + "abc", "ab " * 2001, "ab " * 1999, "ab\r\n" * 2000,
-             "ab " * 1000 + "\r" * 300 + "\n" + "ab " * 1000, "  " + expected + "  \n\n"]
+             "ab " * 1000 + "\r" * 300 + "\n" + "ab " * 1000, "  " + expected + "  \n\n",
+             "ab\t" * 2000, "ab\x0b" * 2000, "ab\x0c" * 2000, "ab\t" * 1999 + "a\x0cb", "a\x0cb " * 2000]
     checker = get_checker(spec)
     whole = [checker.check(expected, g) for g in cases]
     assert whole[0].ok and not whole[2].ok

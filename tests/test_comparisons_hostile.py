@@ -101,3 +101,33 @@ def test_a_long_run_of_digits_that_is_no_number_is_a_wrong_answer_read_once(kind
     checker = get_checker(SPECS.get(kind, {"type": kind}))
     assert not checker.check("1.5\n", got).ok
     assert checker.check("1.5\n", "1.5").ok
+
+
+def test_an_integer_is_never_matched_by_a_real_that_is_only_its_double() -> None:
+    # code_contests compares two integers exactly; an integer beside a real number is compared
+    # with its exact value too: 10**18 - 1 and 1e18 are one double, and a wrong answer printed
+    # as "%.1f" of a double was paid where the same answer printed as an integer was not
+    cc = get_checker({"type": "code_contests"})
+    assert not cc.check("999999999999999999\n", "1000000000000000000\n").ok
+    assert not cc.check("999999999999999999\n", "1000000000000000000.0\n").ok
+    assert not cc.check("999999999999999999\n", "1e18\n").ok
+    assert not cc.check("1e18\n", "999999999999999999\n").ok
+    assert not cc.check("5\n", "inf\n").ok and not cc.check("5\n", "nan\n").ok
+    # the tester's tolerance still holds where the values are exact
+    assert cc.check("1000000000000000000\n", "1e18\n").ok
+    assert cc.check("5\n", "5.000001\n").ok and cc.check("5.000001\n", "5\n").ok
+    assert not cc.check("5\n", "5.0001\n").ok
+
+
+def test_sandboxfusion_pays_an_integer_answer_only_its_own_value_however_printed() -> None:
+    # two integer lines are compared exactly; a real number beside an integer answer was matched
+    # within relative 1e-5, so a wrong integer printed as "%.1f" was paid where printed plainly
+    # it was not
+    sf = get_checker({"type": "sandboxfusion"})
+    assert not sf.check("1000000\n", "1000001\n").ok
+    assert not sf.check("1000000\n", "1000001.0\n").ok
+    assert not sf.check("123456789\n", "123456000.0\n").ok
+    assert not sf.check("5\n", "inf\n").ok and not sf.check("5\n", "nan\n").ok
+    # the same value in any number syntax, and a real answer within the tolerance, still match
+    assert sf.check("1000000\n", "1000000.0\n").ok and sf.check("1000000\n", "1e6\n").ok
+    assert sf.check("2.5\n", "2.50001\n").ok and sf.check("1e18\n", "999999999999999999\n").ok

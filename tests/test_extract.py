@@ -103,3 +103,12 @@ def test_language_is_the_leading_word_of_the_info_string(info: str) -> None:
 @pytest.mark.parametrize("info", ["{.cpp}", "c++", "python2", "pythonic", ":python"])
 def test_info_strings_that_do_not_name_python_are_skipped(info: str) -> None:
     assert extract_code(f"```{info}\nprint(11)\n```") is None
+
+
+def test_a_block_holding_the_old_block_separator_keys_apart_from_two_blocks() -> None:
+    from cpfleet.sandbox.extract import programs_key
+
+    two = "```python\nprint(1)\n```\n```text\nnotes\n```"
+    one = "```python\nprint(1)\0\0text\nnotes\n```"
+    assert programs_key(two) != programs_key(one)
+    assert programs_key(two) == programs_key("Here:\n" + two + "\nDone.")  # prose still does not count

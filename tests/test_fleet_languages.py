@@ -77,3 +77,25 @@ def test_trainer_reward_dedupe_never_merges_two_different_cpp_programs(redis_url
     finally:
         reward.close()
     assert got == [1.0, 0.0, 1.0]
+
+
+def test_trainer_reward_dedupe_never_merges_a_block_that_holds_the_key_separator(redis_url: str, start_worker) -> None:  # noqa: F811
+    """The in-flight dedupe key of a completion lists its fenced blocks: one block whose code
+    holds what separates two blocks in that list (NUL NUL, then a tag line) must not share the
+    key of the completion with those two blocks. The one-block program has NUL bytes in its
+    Python source (a syntax error) and must not inherit the two-block completion's reward."""
+    import asyncio
+
+    from cpfleet.rewards import AsyncTRLReward
+
+    start_worker(redis_url, concurrency=2)
+    right = "```python\nprint(sum(map(int, input().split())))\n```\n```text\nnotes\n```"
+    merged = "```python\nprint(sum(map(int, input().split())))\0\0text\nnotes\n```"
+    with FleetClient(redis_url) as fleet:
+        fleet.register_problems([SUM])
+    reward = AsyncTRLReward(redis_url, timeout_s=240)
+    try:
+        got = asyncio.run(reward(prompts=["p", "p"], completions=[right, merged], problem_id=[SUM.id] * 2))
+    finally:
+        reward.close()
+    assert got == [1.0, 0.0]

@@ -246,3 +246,15 @@ def test_float_tolerance_compares_a_huge_int_exactly_and_infinities_as_python_do
     assert difference(1.7976931348623157e308, near + 1, tol) is None
     assert difference(float("inf"), float("inf"), tol) is None and difference(float("nan"), float("nan"), tol) is not None
     assert difference(float("inf"), float("-inf"), tol) is not None and difference(float("inf"), 10**400, tol) is not None
+
+
+def test_an_int_beside_a_float_is_compared_by_its_exact_value_under_a_tolerance() -> None:
+    # 10**18 - 1 and 1e18 are one double: a returned 1e18 was paid for the int 10**18 - 1 even
+    # under a zero tolerance, where Python's == (every reference harness) says they differ
+    exact, strict = Tolerance(0.0, 0.0), Tolerance(1e-5, 0.0, strict=True)
+    for tol in (exact, strict, Tolerance(1e-6, 1e-30)):
+        assert difference(999999999999999999, 1e18, tol) is not None
+        assert difference(1e18, 999999999999999999, tol) is not None
+        assert difference(10**18, 1e18, tol) is None and difference(1e18, 10**18, tol) is None
+    assert difference(5, 5.000001, strict) is None and difference(5, 5.0001, strict) is not None
+    assert difference(5, 5.000001, exact) is not None

@@ -263,3 +263,31 @@ def test_a_program_holding_every_process_it_may_leaves_the_interactor_its_own(ru
     res = evaluate(problem, f"```python\n{HOLDS_EVERY_PROCESS}```\n", runner)
     assert not res.infra_error, res.infra_message
     assert (res.verdict, res.reward) == (Verdict.OK, 1.0), res.observation[-1500:]
+
+
+# accepts a right guess only once the program's output has ended, and then still writes a line
+# to it: to a program that has left, as an interactor writing its verdict line may
+WRITES_AFTER_THE_PROGRAM_LEFT = r"""
+#include <cstdio>
+#include <fstream>
+int main(int argc, char** argv) {
+    std::ifstream in(argv[1]);
+    int secret, g, more;
+    in >> secret;
+    if (scanf("%d", &g) != 1 || g != secret) return 43;
+    while (scanf("%d", &more) == 1) {}
+    printf("correct\n");
+    fflush(stdout);
+    return 42;
+}
+"""
+
+
+def test_an_interactor_writing_to_a_program_that_left_is_not_killed_for_it(runner: CodeRunner) -> None:
+    # problemtools' interactive keeps that pipe open for the interactor; here its write fails
+    # with EPIPE and it goes on to accept: the right guess is paid, never the interactor's
+    # death by SIGPIPE blamed on the program (the public test's secret is 37)
+    res = evaluate(guess("hostile/writes-after-the-program-left", WRITES_AFTER_THE_PROGRAM_LEFT),
+                   "```python\nprint(37)\n```\n", runner, mode="public")
+    assert not res.infra_error, res.infra_message
+    assert res.verdict == Verdict.OK, res.observation[-1500:]

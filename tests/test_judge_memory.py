@@ -1,6 +1,7 @@
 """`cpfleet judge`'s memory is bounded by the output cap whatever the output's shape: a program
-printing ~60 MiB as numeric lines, as one line of short tokens, as one token or as binary
-bytes keeps the whole judge process tree (judge, zygote, job init, program) under 600 MB.
+printing ~60 MiB as numeric lines, as one line of short tokens (between spaces, tabs, carriage
+returns or vertical tabs), as one token or as binary bytes keeps the whole judge process tree
+(judge, zygote, job init, program) under 600 MB.
 
 Memory is not timing: the peak RSS of the tree is sampled from /proc while the command runs,
 and the bound is the goal of bench/bench_judge_memory.py (a line of 'ab ' tokens took the
@@ -21,6 +22,11 @@ GOAL_BYTES = 600 * 1000 * 1000
 PIECES = {  # each program writes 60 pieces of 1 MiB: its own memory stays small
     "lines": "'123456789\\n' * 104857",
     "line": "'ab ' * 349525",
+    # one line of short tokens between tabs, carriage returns or vertical tabs: separators of
+    # every tokeniser, which a block must end at as it ends at a space
+    "tabs": "'ab\\t' * 349525",
+    "returns": "'ab\\r' * 349525",
+    "vtabs": "'ab\\x0b' * 349525",
     "word": "'x' * 1048576",
     "binary": "__import__('random').Random(1).randbytes(1048576)",
 }

@@ -5,6 +5,7 @@ of other tests), on every runner."""
 from __future__ import annotations
 
 import resource
+import signal
 from collections.abc import Iterator
 
 import pytest
@@ -194,3 +195,23 @@ def test_a_worker_allowed_real_time_priority_does_not_pass_it_on_to_programs() -
         assert (rr.status, rr.stdout) == (Verdict.OK, b"fifo 0 nice 0\n"), rr.stderr
     finally:
         runner.close()
+
+
+# A right answer, then a death a judge or a shell gives the program: a write to a pipe whose
+# reader is gone (SIGPIPE), or a write past the file size limit (SIGXFSZ, raised here directly).
+SIGNAL_DEATHS = {
+    "SIGPIPE": "int p[2]; if (pipe(p) != 0) return 3; close(p[0]); if (write(p[1], \"x\", 1) < 0) return 0;",
+    "SIGXFSZ": "raise(SIGXFSZ);",
+}
+
+
+@pytest.mark.parametrize("death", sorted(SIGNAL_DEATHS))
+def test_a_compiled_program_dies_of_the_signals_the_python_runtime_ignores(runner: CodeRunner, death: str, sane: None) -> None:
+    # the worker is Python, which ignores SIGPIPE and SIGXFSZ; an exec'd program must not
+    # inherit that: ignored, the write fails, the program exits 0 and its printed 3 was paid
+    src = ("#include <signal.h>\n#include <stdio.h>\n#include <unistd.h>\n"
+           "int main(void){ puts(\"3\"); fflush(stdout); " + SIGNAL_DEATHS[death] + " return 0; }\n")
+    rr = run(runner, "c", src)
+    assert rr.stdout == b"3\n"
+    assert rr.status == Verdict.RUNTIME_ERROR, (rr.status, rr.exit_code, rr.error)
+    assert rr.signal == getattr(signal, death), rr.signal

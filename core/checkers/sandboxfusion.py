@@ -1,14 +1,23 @@
 """``sandboxfusion``: SandboxFusion's CommonOJ comparison (``/submit`` with ``provided_data``).
 
 Stripped lines (the reader of lines.py), each equal case-insensitively or as one real number
-within relative 1e-5.
+within relative 1e-5 (an integer answer: the same value exactly).
 """
 
 from __future__ import annotations
 
 import math
 
-from cpfleet.core.checkers.base import _ASCII_LOWER, _INT, _REAL, CheckerKind, _int_key, _no_params, _no_shape
+from cpfleet.core.checkers.base import (
+    _ASCII_LOWER,
+    _INT,
+    _REAL,
+    CheckerKind,
+    _decimal,
+    _int_key,
+    _no_params,
+    _no_shape,
+)
 from cpfleet.core.checkers.lines import LinesChecker
 
 
@@ -19,9 +28,11 @@ class SandboxFusionLinesChecker(LinesChecker):
     lines equal once lowercased and stripped or, failing that, each line one real number and the
     two within a relative 1e-5 of the expected one (``|got - exp| / max(|exp|, 1e-10) < 1e-5``;
     NaN and infinities never match as numbers). Stricter than the reference where it would pay a
-    wrong answer: two integers are compared exactly (there ``1000001`` passes for ``1000000``);
-    and case folding and whitespace are ASCII, numbers ASCII decimal syntax (Python's ``lower``,
-    ``strip`` and ``float`` reach further)."""
+    wrong answer: an integer answer is matched only by the same value, exactly (there
+    ``1000001`` passes for ``1000000``, and so did ``1000001.0`` here: a wrong integer printed
+    as a real was paid where printed as an integer it was not; ``1000000.0`` and ``1e6`` still
+    match ``1000000``); and case folding and whitespace are ASCII, numbers ASCII decimal syntax
+    (Python's ``lower``, ``strip`` and ``float`` reach further)."""
 
     name = "sandboxfusion"
     rule = "case-insensitively as text, or as one number within relative 1e-5"
@@ -37,8 +48,11 @@ class SandboxFusionLinesChecker(LinesChecker):
     def same_line(self, exp_line: str, got_line: str) -> bool:
         if exp_line.translate(_ASCII_LOWER) == got_line.translate(_ASCII_LOWER):
             return True
-        if _INT.fullmatch(exp_line) and _INT.fullmatch(got_line):
-            return _int_key(exp_line) == _int_key(got_line)  # an integer is right or wrong
+        if _INT.fullmatch(exp_line):  # an integer answer is right or wrong, however it is printed
+            if _INT.fullmatch(got_line):
+                return _int_key(exp_line) == _int_key(got_line)
+            value = _decimal(got_line)
+            return value is not None and value.is_finite() and value == _decimal(exp_line)
         e, g = self._real(exp_line), self._real(got_line)
         if e is None or g is None:
             return False
