@@ -114,5 +114,28 @@ def judge_run(res: RunResult, done: dict[str, Any], limits: Limits, cpu_rlimit: 
         )
     else:
         res.status = Verdict.RUNTIME_ERROR
-        res.error = f"exit code {res.exit_code}" if res.signal is None else f"killed by signal {res.signal}"
+        res.error = f"exit code {res.exit_code}" if res.signal is None else f"killed by {signal_name(res.signal, limits)}"
     return res
+
+
+# what a death by these signals means for a program judged here: feedback the model reads
+_SIGNAL_CAUSES = {
+    signal.SIGSEGV: "an invalid memory access, or the stack overflowed",
+    signal.SIGABRT: "abort(): a failed assertion or an uncaught C++ exception",
+    signal.SIGFPE: "an arithmetic error, such as an integer division by zero",
+    signal.SIGPIPE: "a write to a pipe nobody reads",
+    signal.SIGBUS: "an invalid memory access",
+    signal.SIGILL: "an illegal instruction",
+}
+
+
+def signal_name(number: int, limits: Limits) -> str:
+    """``signal 11 (SIGSEGV: an invalid memory access, or the stack overflowed)``: the number,
+    its name where it has one, and what a program's death by it usually means."""
+    try:
+        sig = signal.Signals(number)
+    except ValueError:
+        return f"signal {number}"
+    cause = (f"a file written past the file size limit of {limits.file_size_mb} MB" if sig == signal.SIGXFSZ
+             else _SIGNAL_CAUSES.get(sig))
+    return f"signal {number} ({sig.name}: {cause})" if cause else f"signal {number} ({sig.name})"

@@ -215,3 +215,22 @@ def test_a_compiled_program_dies_of_the_signals_the_python_runtime_ignores(runne
     assert rr.stdout == b"3\n"
     assert rr.status == Verdict.RUNTIME_ERROR, (rr.status, rr.exit_code, rr.error)
     assert rr.signal == getattr(signal, death), rr.signal
+
+
+# The feedback names a death by signal and what it usually means, as the model reads it next:
+# "killed by signal 8" says nothing to a policy that divided by zero.
+SIGNAL_FEEDBACK = {
+    "int main(int argc, char** argv){ (void)argv; return 100 / (argc - 1); }": "signal 8 (SIGFPE: an arithmetic error",
+    "int main(void){ volatile int* p = 0; *p = 1; return 0; }":
+        "signal 11 (SIGSEGV: an invalid memory access, or the stack overflowed)",
+    "#include <stdlib.h>\nint main(void){ abort(); }": "signal 6 (SIGABRT: abort()",
+    "#include <stdio.h>\nint main(void){ FILE* f = fopen(\"x\", \"w\"); for (;;) fputc('x', f); }":
+        "signal 25 (SIGXFSZ: a file written past the file size limit of 64 MB)",
+}
+
+
+@pytest.mark.parametrize("source", list(SIGNAL_FEEDBACK), ids=["fpe", "segv", "abort", "file-size"])
+def test_a_death_by_signal_is_named_with_its_usual_cause(runner: CodeRunner, source: str, sane: None) -> None:
+    rr = run(runner, "c", source)
+    assert rr.status == Verdict.RUNTIME_ERROR, (rr.status, rr.error)
+    assert SIGNAL_FEEDBACK[source] in rr.error, rr.error
