@@ -193,7 +193,7 @@ def _dialogue(runner: CodeRunner, spec: ProgramSpec, program: programs.ProgramSe
 def _vouch(runner: CodeRunner, spec: ProgramSpec, reference: Reference | None, inp: bytes, ans: bytes,
            argv: list[str], files: Mapping[str, bytes], collect: tuple[str, ...]) -> str:
     """"" when the interactor accepts the reference solution's dialogue on this test, else why
-    it cannot be vouched for (remembered either way, see ``VOUCHES``)."""
+    it cannot be vouched for (remembered in ``VOUCHES`` when it lasts, see ``_run_reference``)."""
     if reference is None or not reference.source:
         missing = reference.missing if reference is not None else "no correct solution was given"
         return f"no reference solution can tell a broken interactor from a provoked one ({missing})"
@@ -201,27 +201,33 @@ def _vouch(runner: CodeRunner, spec: ProgramSpec, reference: Reference | None, i
     known = VOUCHES.get(key)
     if known is not None:
         return known
-    why = _run_reference(runner, spec, reference, argv, files, collect)
-    VOUCHES.put(key, why)
+    why, lasting = _run_reference(runner, spec, reference, argv, files, collect)
+    if lasting:
+        VOUCHES.put(key, why)
     return why
 
 
 def _run_reference(runner: CodeRunner, spec: ProgramSpec, reference: Reference, argv: list[str],
-                   files: Mapping[str, bytes], collect: tuple[str, ...]) -> str:
+                   files: Mapping[str, bytes], collect: tuple[str, ...]) -> tuple[str, bool]:
     """Run the reference against the interactor as a job of its own beside the loaded program
-    (which stays loaded): "" when the interactor accepts its dialogue, else why not."""
+    (which stays loaded): "" when the interactor accepts its dialogue, else why not; and whether
+    that answer lasts. A failure that may have come from the moment (a wall-clock stop on a
+    loaded host, a stalled dialogue, a limit of either side) is not remembered: one
+    slow reference run would otherwise make every later program that provokes the interactor
+    on that test INTERNAL for the life of the process."""
     image = _reference_image(runner, reference)
     if isinstance(image, str):
-        return image
+        return image, True
     VOUCHES.runs += 1
     with programs.open_session(runner, image) as session:
         try:
             out = _dialogue(runner, spec, session, reference.limits, argv, files, collect)
         except CheckerBroken as e:
-            return f"on the reference solution's dialogue it fails too: {_why(e)}"
+            lasting = isinstance(e, InteractorFailed) and e.deterministic and e.run.deterministic
+            return f"on the reference solution's dialogue it fails too: {_why(e)}", lasting
     if out.verdict != Verdict.OK:
-        return f"the reference solution gets {out.verdict} with it: {out.detail[:500]}"
-    return ""
+        return f"the reference solution gets {out.verdict} with it: {out.detail[:500]}", out.deterministic
+    return "", True
 
 
 def _why(e: CheckerBroken) -> str:
