@@ -48,6 +48,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import NoReturn
 
+import msgpack
+
 from cpfleet.core.checkers import ProgramSpec
 from cpfleet.core.errors import CheckerBroken, SandboxFailure
 from cpfleet.core.lru import LRU
@@ -133,13 +135,11 @@ VOUCHES = Vouches()
 def vouch_key(spec: ProgramSpec, reference: Reference, inp: bytes, ans: bytes) -> str:
     """What decides a vouch: the interactor (its files, protocol, flags and limits), the test,
     the reference and the limits it runs under."""
-    h = hashlib.blake2b(digest_size=16)
-    for part in (spec.key(), spec.protocol, repr(spec.flags), repr(spec.time_limit_s), str(spec.memory_limit_mb),
-                 reference.language, repr(reference.limits), reference.source):
-        h.update(part.encode("utf-8", errors="surrogatepass") + b"\1")
-    for blob in (inp, ans):
-        h.update(len(blob).to_bytes(8, "little") + blob)
-    return h.hexdigest()
+    # packed as a structure (msgpack): a reference's source cannot pass for a boundary between parts
+    parts = [p.encode("utf-8", errors="surrogatepass") for p in (
+        spec.key(), spec.protocol, repr(spec.flags), repr(spec.time_limit_s), str(spec.memory_limit_mb),
+        reference.language, repr(reference.limits), reference.source)]
+    return hashlib.blake2b(msgpack.packb([*parts, inp, ans], use_bin_type=True), digest_size=16).hexdigest()
 
 
 def _interactor_limits(spec: ProgramSpec, limits: Limits) -> Limits:

@@ -106,3 +106,15 @@ def test_program_specs_keep_the_icpc_record_shape_and_hash_by_content() -> None:
     assert isinstance(b, ProgramSpec) and a.key() != b.key()
     testlib_interactor = get_checker({"type": "interactive", "protocol": "testlib", "source": "int main(){}"})
     assert isinstance(testlib_interactor, ProgramSpec) and testlib_interactor.protocol == "testlib"
+
+
+def test_a_checker_file_holding_a_separator_never_keys_like_two_files() -> None:
+    # the key is the compiled checker's identity in the compile cache: a dataset's single file
+    # whose text holds the old separators and a second file's name must not be served the
+    # binary of the problem that really has the two files
+    base = {"type": "kattis_validator", "validation": "custom", "language": "cpp", "validator_flags": None,
+            "entry_points": ["v/validate.cpp"], "protocol": "kattis"}
+    two = get_checker({**base, "files": {"v/validate.cpp": "#include \"w.h\"\n//", "v/w.h": "int main(){return 42;}"}})
+    one = get_checker({**base, "files": {"v/validate.cpp": "#include \"w.h\"\n//\1v/w.h\0int main(){return 42;}"}})
+    assert isinstance(two, ProgramSpec) and isinstance(one, ProgramSpec)
+    assert one.key() != two.key()

@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import msgpack
+
 from cpfleet.core.checkers.base import (
     DESCRIPTIVE_KEYS,
     INTERACTOR,
@@ -84,10 +86,14 @@ class ProgramSpec:
         """Content hash: the compile cache's key (same sources, same binary)."""
         import hashlib
 
-        h = hashlib.blake2b(digest_size=16)
-        for part in (self.language, *self.entry_points, *(f"{p}\0{t}" for p, t in self.files)):
-            h.update(part.encode("utf-8", errors="surrogatepass") + b"\1")
-        return h.hexdigest()
+        # packed as a structure (msgpack), so no file's text can pass for a boundary between
+        # files: one file holding a separator and a second file's name never keys like the two
+        def raw(text: str) -> bytes:
+            return text.encode("utf-8", errors="surrogatepass")
+
+        packed = msgpack.packb([raw(self.language), [raw(e) for e in self.entry_points],
+                                [[raw(p), raw(t)] for p, t in self.files]], use_bin_type=True)
+        return hashlib.blake2b(packed, digest_size=16).hexdigest()
 
 
 def _safe_path(path: Any) -> str:
