@@ -29,6 +29,7 @@ from cpfleet.core.errors import SandboxBroken
 from cpfleet.core.verdict import Verdict
 from cpfleet.sandbox import pairs, zygote
 from cpfleet.sandbox.cgroups import SlotCgroup
+from cpfleet.sandbox.jobinit import COMPILE_CPU_S
 from cpfleet.sandbox.jobs import (
     READ_CHUNK,
     REPLY_GRACE_S,
@@ -109,6 +110,13 @@ def spare_cpu() -> bool:
         return os.getloadavg()[0] < len(os.sched_getaffinity(0))
     except OSError:
         return True
+
+
+# How long the runner waits for a job init's answer to a program: its compile may use
+# COMPILE_CPU_S of CPU (a quadratic f-string does), and on a loaded host that CPU comes at a
+# fraction of a core. A wait of 4 x COMPILE_CPU_S made a compile stopped at its own limit an
+# INTERNAL wherever it got less than a quarter of one; this waits for it down to an eighth.
+LOAD_ANSWER_S = 8.0 * COMPILE_CPU_S
 
 
 class ZygoteRunner(CodeRunner):
@@ -362,7 +370,7 @@ class ZygoteRunner(CodeRunner):
         is closed, and the caller starts a job the usual way)."""
         try:
             send_source(job.sock, {"op": "load"}, [], payload, fn_name)
-            return self._recv_within(job.sock, 60.0)
+            return self._recv_within(job.sock, LOAD_ANSWER_S)
         except (OSError, SandboxBroken) as e:
             log.warning("the spare sandbox job failed (%s): starting a new one", e)
             job.close()
@@ -381,7 +389,7 @@ class ZygoteRunner(CodeRunner):
         try:
             send_source(self._ctrl, {"op": "job", "mode": mode}, [job.theirs.fileno()], payload, fn_name)
             job.theirs.close()  # the init holds it now: its death alone is our EOF
-            reply = self._recv_within(job.sock, 60.0)
+            reply = self._recv_within(job.sock, LOAD_ANSWER_S)
         except (OSError, SandboxBroken) as e:
             job.close()
             self._restart_zygote()

@@ -44,9 +44,9 @@ COMPILE_DATA_BUDGET = 512 << 20
 # A source past this many bytes is compiled in a child of the init with COMPILE_CPU_S of CPU
 # (``_compile_in_child``), not by the init itself, which has no CPU limit: CPython's compile of
 # one f-string of n fields takes time quadratic in n (480 kB: 20 s here, ~1 MB: past the
-# runner's 60 s wait for the init's answer, an INTERNAL the program provoked, with the worker's
-# CPU burnt all along). Smaller sources compile within a second or two; the fork is kept off
-# their path.
+# runner's wait for the init's answer, forkserver.LOAD_ANSWER_S, an INTERNAL the program
+# provoked, with the worker's CPU burnt all along). Smaller sources compile within a second or
+# two; the fork is kept off their path.
 CHILD_COMPILE_BYTES = 256 << 10
 # CPU seconds a compile may take, here and for compiled languages (sandbox/programs.py
 # COMPILE_LIMITS)

@@ -217,8 +217,11 @@ def test_prefetch_is_off_so_the_backlog_stays_in_redis(redis_url: str, start_wor
         futures = _batch(client, 8, "pf")
         assert wait_until(lambda: _done(futures) >= 1, timeout=60)
         reserved, queued = taken_unacked(r), r.llen("pf-q")
+        # counted after the look at Redis (it only grows): a loaded host may finish more jobs
+        # between the wait and the look, never put one back
+        done = _done(futures)
         client.gather(futures, timeout=120)
-    assert reserved <= 2 and queued >= 8 - 1 - 2, (reserved, queued)
+    assert reserved <= 2 and queued >= 8 - done - 2, (reserved, queued, done)
 
 
 def test_a_redis_restart_under_a_node_logs_one_line_per_event_and_no_traceback_or_celery_warning_block(

@@ -27,6 +27,12 @@ SUM = Problem.from_dict({
     "hidden_tests": [{"input": "5 7\n", "output": "12\n"}, {"input": "100 1\n", "output": "101\n"}],
 })
 
+# For the programs that fill memory: reaching the limit costs reclaim time charged as their own CPU,
+# and until the OOM killer's victim has exited that grew from ~0.15 s to ~0.6 s here under load, near
+# SUM's 1 s (TIME_LIMIT, also the program's own failure). 10 s leaves the memory limit the only one
+# they can reach; the time limit is not what those cases test.
+SUM_ROOMY = Problem.from_dict({**SUM.to_dict(), "time_limit_s": 10})
+
 CPP_OK = "#include <bits/stdc++.h>\nint main(){long long a,b;std::cin>>a>>b;std::cout<<a+b<<'\\n';}\n"
 C_OK = "#include <stdio.h>\n#include <math.h>\nint main(void){long long a,b;scanf(\"%lld %lld\",&a,&b);" \
        "printf(\"%lld\\n\",a+b+(long long)floor(sqrt(0.25)));return 0;}\n"
@@ -79,7 +85,8 @@ def test_compiled_languages_get_the_same_verdicts_as_python(runner: CodeRunner, 
     language, source, verdict, reward = CASES[case]
     _needs(language)
     tag = {"cpp": "cpp", "c": "c", "java": "java"}[language]
-    result = evaluate(SUM, f"My answer:\n```{tag}\n{source}\n```\n", runner, job_id=case)
+    problem = SUM_ROOMY if verdict == Verdict.MEMORY_LIMIT else SUM
+    result = evaluate(problem, f"My answer:\n```{tag}\n{source}\n```\n", runner, job_id=case)
     assert (result.verdict, result.reward, result.infra_error) == (verdict, reward, False), result.observation
     assert result.language == language
     if verdict == Verdict.COMPILE_ERROR:

@@ -167,13 +167,23 @@ def test_a_redis_url_naming_a_database_the_server_lacks_says_so(redis_url: str) 
     assert "no database" in proc.stderr and "waits for it" not in proc.stderr, proc.stderr
 
 
+def _reply_streams_emptied(redis_url: str) -> bool:
+    """Every client reply stream on this Redis exists and is empty: delivered and trimmed."""
+    import redis
+
+    from cpfleet.core.protocol import reply_stream_key
+
+    with redis.Redis.from_url(redis_url) as r:
+        keys = list(r.scan_iter(match=reply_stream_key("*"), _type="stream"))
+        return bool(keys) and all(r.xlen(k) == 0 for k in keys)
+
+
 def test_ctrl_c_on_submit_writes_every_result_it_counted(redis_url: str, tmp_path: Path) -> None:
     """`cpfleet submit` prints results in input order, holding those that finish ahead of an
     earlier job. On Ctrl-C every result its summary counts ("3 of 4 judged") is on stdout, the
     held ones too (out of order, each with its job_id), not only those before the first job
     still running."""
     import signal
-    import time
 
     from fleet_helpers import FleetWorker, wait_until
 
@@ -201,7 +211,9 @@ def test_ctrl_c_on_submit_writes_every_result_it_counted(redis_url: str, tmp_pat
             )
             # the three fast jobs are judged (the worker logs each) while the slow one sleeps
             assert wait_until(lambda: node.log_text().count("succeeded in") >= 3, timeout=240), node.log_text()[-3000:]
-            time.sleep(2)  # their replies reach the client
+            # each task pushed its reply before the worker logged it; the client trims its reply
+            # stream only of entries it has delivered, so an empty stream means it holds all three
+            assert wait_until(lambda: _reply_streams_emptied(redis_url), timeout=120)
             proc.send_signal(signal.SIGINT)
             _, err = proc.communicate(timeout=120)
     finally:
