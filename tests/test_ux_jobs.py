@@ -158,6 +158,13 @@ def _group_killed_on_the_way_out(proc: subprocess.Popen[str]) -> Iterator[None]:
             proc.wait()
 
 
+def _sigint_as_at_a_terminal() -> None:
+    """In the command's child: SIGINT at its default, as a terminal starts a command. A test run
+    started in the background (``cmd &`` in a script, nohup) passes SIGINT on ignored, and a
+    command started with it ignored rightly keeps ignoring it, so Ctrl-C would test nothing."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _ctrl_c(proc: subprocess.Popen[str]) -> tuple[str, str, float]:
     """What a terminal's Ctrl-C does (SIGINT to the process group), then the command's remaining
     stdout and stderr and the seconds it took to exit."""
@@ -186,6 +193,7 @@ def test_ctrl_c_while_judges_pool_processes_start_prints_no_traceback_and_leaves
     proc = subprocess.Popen(
         [sys.executable, "-m", "cpfleet", "judge", str(problems), str(jobs), "--workers", "2", "--no-progress"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, start_new_session=True,
+        preexec_fn=_sigint_as_at_a_terminal,
     )
 
     def starting_pool_processes() -> set[int]:
@@ -229,6 +237,7 @@ def test_ctrl_c_on_judge_stops_promptly_with_a_summary_and_no_traceback(tmp_path
     proc = subprocess.Popen(
         [sys.executable, "-m", "cpfleet", "judge", str(problems), str(jobs), "--workers", workers, "--no-progress"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, start_new_session=True,
+        preexec_fn=_sigint_as_at_a_terminal,
     )
     with _group_killed_on_the_way_out(proc):
         assert proc.stdout is not None
@@ -263,6 +272,7 @@ def test_ctrl_c_on_submit_withdraws_the_rest_with_a_summary_and_no_traceback(tmp
             [sys.executable, "-m", "cpfleet", "submit", str(jobs), "--redis", redis_url, "--problems", str(problems),
              "--no-progress"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, start_new_session=True,
+            preexec_fn=_sigint_as_at_a_terminal,
         )  # fmt: skip
         with _group_killed_on_the_way_out(proc):
             assert proc.stdout is not None
