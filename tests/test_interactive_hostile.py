@@ -63,11 +63,11 @@ def compile_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     mp.undo()
 
 
-def guess(pid: str, interactor: str) -> Problem:
+def guess(pid: str, interactor: str, time_limit_s: float = 2) -> Problem:
     checker: dict[str, Any] = {"type": "interactive", "files": {"i/interactor.cpp": interactor},
                                "entry_points": ["i/interactor.cpp"], "language": "cpp"}
     return Problem.from_dict({
-        "id": pid, "checker": checker, "time_limit_s": 2,
+        "id": pid, "checker": checker, "time_limit_s": time_limit_s,
         "public_tests": [{"input": "37\n", "output": ""}],
         "hidden_tests": [{"input": f"{s}\n", "output": ""} for s in (1, 1000, 512)],
     })
@@ -127,10 +127,10 @@ HIDES_MEMORY = ("import os\nfor _ in range(14):\n    fd = os.memfd_create('x')\n
                 "        os.write(fd, b'x' * (1 << 20))\n" + BINARY_SEARCH)
 
 
-def with_reference(pid: str, interactor: str) -> Problem:
+def with_reference(pid: str, interactor: str, time_limit_s: float = 2) -> Problem:
     """``guess`` with a correct solution to vouch for the interactor and room for memory: the
     program's 256 MB and the interactor's 512 MB."""
-    record = guess(pid, interactor).to_dict()
+    record = guess(pid, interactor, time_limit_s).to_dict()
     record["checker"]["memory_limit_mb"] = 512
     return Problem.from_dict({**record, "memory_limit_mb": 256, "correct_solutions": [BINARY_SEARCH]})
 
@@ -148,8 +148,7 @@ def test_a_program_crowding_out_a_working_interactor_gets_its_memory_limit(runne
     # Filling the pair's cgroup costs the program reclaim time charged as its own CPU, and until the
     # OOM killer's victim has exited that can pass 2 s on a loaded host (TIME_LIMIT, also the program's
     # own failure): a 10 s limit leaves the memory limit the only one this dialogue can reach.
-    problem = Problem.from_dict({**with_reference("hostile/fair-interactor", FAIR_INTERACTOR).to_dict(),
-                                 "time_limit_s": 10})
+    problem = with_reference("hostile/fair-interactor", FAIR_INTERACTOR, time_limit_s=10)
     res = evaluate(problem, f"```python\n{HIDES_MEMORY}```\n", runner)
     assert not res.infra_error, res.infra_message
     assert (res.verdict, res.reward) == (Verdict.MEMORY_LIMIT, 0.0), res.observation[-1500:]
@@ -264,8 +263,7 @@ HOLDS_EVERY_PROCESS = ("import os, time\nwhile True:\n    try:\n        pid = os
 
 
 def test_a_program_holding_every_process_it_may_leaves_the_interactor_its_own(runner: CodeRunner) -> None:
-    problem = Problem.from_dict({**guess("hostile/forking-interactor", FORKING_INTERACTOR).to_dict(),
-                                 "time_limit_s": 10})
+    problem = guess("hostile/forking-interactor", FORKING_INTERACTOR, time_limit_s=10)
     res = evaluate(problem, f"```python\n{HOLDS_EVERY_PROCESS}```\n", runner)
     assert not res.infra_error, res.infra_message
     assert (res.verdict, res.reward) == (Verdict.OK, 1.0), res.observation[-1500:]
