@@ -107,11 +107,15 @@ class AsyncEvaluator:
         job: dict[str, Any] = {"completion": completion, "job_id": job_id, "reward_shape": reward_shape, "mode": mode}
         if timeout is not None:
             job["timeout"] = timeout
+        # what the job judges against, tagged by kind so that no problem id (an operator's free
+        # text) can key like an inline test set's digest
+        where: tuple[str, str]
         if isinstance(problem, str):
-            job["problem_id"] = where = problem
+            job["problem_id"] = problem
+            where = ("problem", problem)
         else:
             digest = tests_digest(problem)
-            where = "tests:" + digest
+            where = ("tests", digest)
             stored = self._fleet.inline_registry.known(digest)
             if stored is not None:
                 job["problem_id"] = stored
@@ -137,10 +141,11 @@ class AsyncEvaluator:
             self._loop.call_soon(self._flush_scheduled)
         return await asyncio.shield(fut)
 
-    def _key(self, where: str, completion: str | bytes, reward_shape: str | None, mode: str | None) -> tuple[str, ...]:
+    def _key(self, where: tuple[str, str], completion: str | bytes, reward_shape: str | None,
+             mode: str | None) -> tuple[str, ...]:
         text = completion.decode("utf-8", "replace") if isinstance(completion, bytes) else completion
         return (
-            where,
+            *where,
             code_hash(self._fleet.code_key(text) if self._fleet.code_key is not None else text),
             reward_shape or self._fleet.reward_shape,
             mode or self._fleet.mode,

@@ -99,3 +99,31 @@ def test_trainer_reward_dedupe_never_merges_a_block_that_holds_the_key_separator
     finally:
         reward.close()
     assert got == [1.0, 0.0]
+
+
+def test_in_flight_dedupe_never_merges_a_problem_id_with_inline_tests_of_that_digest(redis_url: str, start_worker) -> None:  # noqa: F811
+    """A stored problem's id is free text: one spelled like the dedupe key of an inline test set
+    (``tests:`` and that set's digest) must not share the in-flight result of a job on those
+    inline tests. The stored problem expects other answers, so the same program is right on the
+    inline tests and wrong on the stored problem, in one batch."""
+    import asyncio
+
+    from cpfleet.producer.inline_registry import tests_digest
+
+    start_worker(redis_url, concurrency=2)
+    inline = {"inputs": ["1 2\n", "3 4\n"], "outputs": ["3\n", "7\n"]}
+    lookalike = Problem.from_dict({
+        "id": "tests:" + tests_digest(inline),
+        "public_tests": [{"input": "1 2\n", "output": "4\n"}],
+        "hidden_tests": [{"input": "3 4\n", "output": "8\n"}],
+    })
+    program = "```python\nprint(sum(map(int, input().split())))\n```"
+    with FleetClient(redis_url) as fleet:
+        fleet.register_problems([lookalike])
+
+        async def both() -> list[float]:
+            got = await asyncio.gather(fleet.evaluate(inline, program, timeout=240),
+                                       fleet.evaluate(lookalike.id, program, timeout=240))
+            return [r.reward for r in got]
+
+        assert asyncio.run(both()) == [1.0, 0.0]
