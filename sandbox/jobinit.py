@@ -498,7 +498,9 @@ class JobInit:
             t0 = time.monotonic()
             send(go, test, fds)
             return pid, status_r, before, t0
-        except OSError:
+        except (OSError, ValueError):
+            # ValueError: marshal refuses code nested past its depth limit (a valid program of
+            # ~1000 nested lambdas); the test then forks on demand from the code held here
             try:
                 os.kill(pid, signal.SIGKILL)
                 os.waitpid(pid, 0)

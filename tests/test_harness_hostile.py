@@ -144,6 +144,23 @@ def test_a_source_that_takes_minutes_to_compile_is_a_compile_error(runner: CodeR
     assert "compile time limit" in result.observation
 
 
+# Code objects nested past marshal's depth limit (a valid program: ~1000 nested lambdas). A spare
+# job forks its first test's child before the program arrives and sends it the compiled code by
+# marshal, which raised ValueError in the job init: the init died and the job was INTERNAL
+# (reward None) for a right program and a wrong one alike, a masked sample a policy could learn.
+NESTED_CODE = "f = " + "lambda: " * 1000 + "1\n" + READ
+
+
+@pytest.mark.parametrize(("answer", "verdict", "reward"), [("a + b", Verdict.OK, 1.0),
+                                                           ("a - b", Verdict.WRONG_ANSWER, 0.0)])
+def test_code_nested_past_marshals_limit_is_judged_on_a_spare_job_forked_ahead(
+        fork_runner: CodeRunner, answer: str, verdict: Verdict, reward: float) -> None:
+    for _ in range(2):  # the spare job is made between jobs, as a worker does after each reply
+        fork_runner.prepare_next()
+        result = judge(fork_runner, f"{NESTED_CODE}print({answer})")
+        assert (result.verdict, result.reward) == (verdict, reward)
+
+
 # Defence that holds: the right answer printed (and flushed) before the program fails is no pass
 # under either reward shape: the exit status and the limits decide before the output is compared.
 AFTER_PRINT = READ + "print(a + b, flush=True)\n"
