@@ -14,7 +14,7 @@ import cpfleet
 from cpfleet.core.problem import Problem
 from cpfleet.core.verdict import Verdict
 from cpfleet.sandbox import languages
-from cpfleet.sandbox.runner import CodeRunner
+from cpfleet.sandbox.runner import CodeRunner, make_runner
 
 SUM = Problem.from_dict({
     "id": "sum", "time_limit_s": 2,
@@ -159,6 +159,19 @@ def test_code_nested_past_marshals_limit_is_judged_on_a_spare_job_forked_ahead(
         fork_runner.prepare_next()
         result = judge(fork_runner, f"{NESTED_CODE}print({answer})")
         assert (result.verdict, result.reward) == (verdict, reward)
+
+
+# The fork server compiles a Python program in the job init, whose stderr is the judging
+# process's own (the worker's log): each SyntaxWarning the compile raised (``x is 1``, one per
+# line) was written there, megabytes of log per job at a program's will.
+def test_a_programs_compile_warnings_stay_out_of_the_judges_own_stderr(capfd: pytest.CaptureFixture[str]) -> None:
+    runner = make_runner("forkserver")  # started here, so its processes write to the captured stderr
+    try:
+        result = judge(runner, "".join(f"if {i} is {i}: pass\n" for i in range(50)) + READ + "print(a + b)")
+    finally:
+        runner.close()
+    assert (result.verdict, result.reward) == (Verdict.OK, 1.0)
+    assert "SyntaxWarning" not in capfd.readouterr().err
 
 
 # Defence that holds: the right answer printed (and flushed) before the program fails is no pass
