@@ -404,10 +404,12 @@ def compile_program(
 # artifact; ``run`` is then the program. A folder with only ``run`` is run as it is. Like
 # problemtools (which applies no memory rlimit to such programs, since ``run`` may start a JVM),
 # the runs are bounded by the cgroup, with the JVM's allowance.
+# The folder is kept with its links followed (``tar -h``, ``--hard-dereference``): a build that links
+# ``run`` to its validator, as problemtools runs it in place, keeps the file the link names.
 _BUILD_SCRIPT = (
     'mkdir out && cp -R "$1"/. out/ && cd out && if [ -e build ]; then ./build >&2 || exit $?; fi && '
     '{ [ -f run ] && [ -x run ] || { echo \'the build script did not produce an executable called "run"\' >&2; '
-    'exit 1; }; } && exec tar -cf - .'
+    'exit 1; }; } && exec tar -ch --hard-dereference -f - .'
 )
 
 
@@ -550,6 +552,9 @@ def _run_build(runner: CodeRunner, image: ProgramImage, limits: Limits,
     try:
         files = _untar(rr.stdout, limits.stdout_bytes)
     except (tarfile.TarError, ValueError) as e:
+        if compiler is None:
+            # a build script's own folder: what it left there (a fifo) is the build's failure
+            return {"ok": False, "diagnostics": f"{diagnostics}\nthe build left a file that cannot be kept: {e}"}, True, False
         raise SandboxBroken(f"the compiler's output could not be read: {e}") from e
     if not files:
         return {"ok": False, "diagnostics": diagnostics or "the compiler produced no program"}, True, False
