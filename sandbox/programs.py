@@ -536,7 +536,11 @@ def _run_build(runner: CodeRunner, image: ProgramImage, limits: Limits,
         raise SandboxBroken(f"the compiler {compiler} cannot be run inside the sandbox "
                             "(installed under a folder its root does not show?)")
     if rr.status != Verdict.OK:
-        what = {Verdict.TIME_LIMIT: f"the compile time limit ({limits.time_s:g}s CPU)",
+        # a compile stopped by the wall clock waited (reading a pipe of its own, a loaded host):
+        # named so, not as the CPU limit it never reached
+        cpu_or_wall = f"the compile time limit ({limits.time_s:g}s CPU)" if rr.deterministic else \
+            f"the compile's wall-clock limit ({limits.wall_s:g}s; {rr.error})"
+        what = {Verdict.TIME_LIMIT: cpu_or_wall,
                 Verdict.MEMORY_LIMIT: f"the compile memory limit ({limits.memory_mb} MB)",
                 Verdict.OUTPUT_LIMIT: f"the size limit of a compiled program ({limits.stdout_bytes // MiB} MB) "
                                       "or of the compiler's messages",

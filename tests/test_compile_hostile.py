@@ -6,13 +6,15 @@ error (INTERNAL, reward None), and its messages show nothing the sandbox hides."
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
 import cpfleet
 from cpfleet.core.problem import Problem
 from cpfleet.core.verdict import Verdict
-from cpfleet.sandbox import languages
+from cpfleet.sandbox import languages, programs
 from cpfleet.sandbox.runner import CodeRunner
 
 SUM = Problem.from_dict({
@@ -213,3 +215,15 @@ def test_an_error_among_warnings_past_the_cap_is_still_a_compile_error_naming_it
     result = judge(runner, "c", f"// {uuid.uuid4()}\n{WARNINGS}int main(void) {{ return undefined_name; }}\n")
     assert (result.verdict, result.reward) == (Verdict.COMPILE_ERROR, 0.0)
     assert "undefined_name" in result.observation and "compiled again with -w" in result.observation
+
+
+# A compile that waits (``#include "/dev/stdout"`` reads the pipe its own output goes to) is
+# stopped by the wall clock; its message named the 15 s CPU limit it never reached.
+def test_a_compile_stopped_by_the_wall_clock_says_so(runner: CodeRunner, tmp_path: Path) -> None:
+    if languages.missing_tools("c"):
+        pytest.skip("no c toolchain here")
+    cache = programs.CompileCache(str(tmp_path))
+    built = programs.compile_program(runner, "c", {"w.c": '#include "/dev/stdout"\nint main(void) {}\n'}, ["w.c"],
+                                     cache=cache, limits=replace(programs.COMPILE_LIMITS, wall_s=2.0))
+    assert not built.ok and not built.deterministic
+    assert "wall-clock limit" in built.diagnostics and "s CPU)" not in built.diagnostics, built.diagnostics
