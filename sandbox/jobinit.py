@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import _signal as signal  # the C module: `signal` would import enum into every fork
 import _socket as socket  # the C module: `socket` would import array, selectors and enum
+import _warnings  # the C module the compiler warns through: `warnings` is not loaded here
 import gc
 import marshal
 import os
@@ -498,7 +499,9 @@ class JobInit:
             t0 = time.monotonic()
             send(go, test, fds)
             return pid, status_r, before, t0
-        except OSError:
+        except (OSError, ValueError):
+            # ValueError: marshal refuses code nested past its depth limit (a valid program of
+            # ~1000 nested lambdas); the test then forks on demand from the code held here
             try:
                 os.kill(pid, signal.SIGKILL)
                 os.waitpid(pid, 0)
@@ -580,13 +583,22 @@ class JobInit:
 
 
 def _compile_here(source: bytes) -> Any:
-    """The program's code object, or its compile error's text (the program's COMPILE_ERROR)."""
+    """The program's code object, or its compile error's text (the program's COMPILE_ERROR).
+    Warnings the compile raises (SyntaxWarning: ``x is 1``) are ignored: the init's stderr is
+    the worker's own log, and a source can raise one per line (megabytes of log per job)."""
+    filters = _warnings.filters
+    saved = filters[:]
+    filters.insert(0, ("ignore", None, Warning, None, 0))
+    _warnings._filters_mutated()  # type: ignore[attr-defined]  # CPython's, absent from the stubs
     try:
         return compile(source, child.SCRIPT_NAME, "exec", dont_inherit=True)
     except MemoryError:
         return f"MemoryError: compiling the program needs more than {COMPILE_DATA_BUDGET >> 20} MB\n"
     except syntax_errors.COMPILE_ERRORS as e:
         return syntax_errors.compile_error_text(e)
+    finally:
+        filters[:] = saved
+        _warnings._filters_mutated()  # type: ignore[attr-defined]
 
 
 def _compile_in_child(source: bytes) -> Any:

@@ -404,10 +404,12 @@ def compile_program(
 # artifact; ``run`` is then the program. A folder with only ``run`` is run as it is. Like
 # problemtools (which applies no memory rlimit to such programs, since ``run`` may start a JVM),
 # the runs are bounded by the cgroup, with the JVM's allowance.
+# The folder is kept with its links followed (``tar -h``, ``--hard-dereference``): a build that links
+# ``run`` to its validator, as problemtools runs it in place, keeps the file the link names.
 _BUILD_SCRIPT = (
     'mkdir out && cp -R "$1"/. out/ && cd out && if [ -e build ]; then ./build >&2 || exit $?; fi && '
     '{ [ -f run ] && [ -x run ] || { echo \'the build script did not produce an executable called "run"\' >&2; '
-    'exit 1; }; } && exec tar -cf - .'
+    'exit 1; }; } && exec tar -ch --hard-dereference -f - .'
 )
 
 
@@ -442,7 +444,7 @@ def build_run_program(runner: CodeRunner, files: Mapping[str, str | bytes], *, c
                 t0 = time.perf_counter()
                 image = ProgramImage(files={k: (v, modes[k]) for k, v in blobs.items()}, argv=tuple(argv),
                                      memory_model="cgroup", extra_cgroup_mb=0)
-                entry, cacheable = _run_build(runner, image, limits)
+                entry, cacheable, _ = _run_build(runner, image, limits)
                 seconds = time.perf_counter() - t0
                 if cacheable:
                     cache.put(key, entry)
@@ -484,12 +486,28 @@ def _clip_diagnostics(text: str) -> str:
 
 def _compile_confined(runner: CodeRunner, lang: languages.Language, blobs: Mapping[str, bytes],
                       argv: Sequence[str], limits: Limits) -> tuple[dict[str, Any], bool]:
-    """Run the compiler as a program job; returns (cache entry, whether to cache it)."""
+    """Run the compiler as a program job; returns (cache entry, whether to cache it). A compile
+    stopped because its messages passed their cap (``limits.stderr_bytes``) may have been
+    printing warnings only (gcc quotes the whole source line in each: a table on one line with
+    an overflowing constant per entry makes megabytes) and would have succeeded: it is compiled
+    again with the language's ``quiet_flag``, and that compile decides (warnings do not change
+    the program; errors still end it, now without the warnings around them)."""
     script = 'mkdir out && "$@" && exec tar -C out -cf - .'
-    image = ProgramImage(files={k: (v, 0o644) for k, v in blobs.items()},
-                         argv=(SHELL, "-c", script, "compile", *argv), memory_model=lang.compile_memory_model,
-                         extra_cgroup_mb=0)
-    return _run_build(runner, image, limits, compiler=argv[0])
+
+    def build(compile_argv: Sequence[str]) -> tuple[dict[str, Any], bool, bool]:
+        image = ProgramImage(files={k: (v, 0o644) for k, v in blobs.items()},
+                             argv=(SHELL, "-c", script, "compile", *compile_argv),
+                             memory_model=lang.compile_memory_model, extra_cgroup_mb=0)
+        return _run_build(runner, image, limits, compiler=compile_argv[0])
+
+    entry, cacheable, flooded = build(argv)
+    if not (flooded and lang.quiet_flag):
+        return entry, cacheable
+    entry, cacheable, _ = build([argv[0], lang.quiet_flag, *argv[1:]])
+    note = (f"(the compiler's messages passed {limits.stderr_bytes // MiB} MiB: compiled again with "
+            f"{lang.quiet_flag}, without its warnings)")
+    entry["diagnostics"] = f"{note}\n{entry['diagnostics']}" if entry.get("diagnostics") else note
+    return entry, cacheable
 
 
 def _sandbox_can_run(runner: CodeRunner, tool: str) -> bool:
@@ -502,12 +520,14 @@ def _sandbox_can_run(runner: CodeRunner, tool: str) -> bool:
 
 
 def _run_build(runner: CodeRunner, image: ProgramImage, limits: Limits,
-               compiler: str | None = None) -> tuple[dict[str, Any], bool]:
+               compiler: str | None = None) -> tuple[dict[str, Any], bool, bool]:
     """Run a build (a compiler, a build script) as a program job whose stdout is the tar stream
-    of its output; returns (cache entry, whether to cache it). A ``compiler`` the sandbox cannot
+    of its output; returns (cache entry, whether to cache it, whether it was stopped because
+    its messages on stderr passed ``limits.stderr_bytes``). A ``compiler`` the sandbox cannot
     run (installed where its root does not show it) is the host's failure: the shell's "not
     found" was every program's COMPILE_ERROR, and cached."""
     rr = run_program(runner, image, stdin=b"", limits=limits)
+    flooded = rr.status == Verdict.OUTPUT_LIMIT and not rr.stdout_truncated
     diagnostics = _clip_diagnostics(rr.stderr.decode("utf-8", errors="replace"))
     if rr.status == Verdict.INTERNAL:
         raise SandboxBroken(f"compiling failed in the sandbox: {rr.error}")
@@ -516,7 +536,11 @@ def _run_build(runner: CodeRunner, image: ProgramImage, limits: Limits,
         raise SandboxBroken(f"the compiler {compiler} cannot be run inside the sandbox "
                             "(installed under a folder its root does not show?)")
     if rr.status != Verdict.OK:
-        what = {Verdict.TIME_LIMIT: f"the compile time limit ({limits.time_s:g}s CPU)",
+        # a compile stopped by the wall clock waited (reading a pipe of its own, a loaded host):
+        # named so, not as the CPU limit it never reached
+        cpu_or_wall = f"the compile time limit ({limits.time_s:g}s CPU)" if rr.deterministic else \
+            f"the compile's wall-clock limit ({limits.wall_s:g}s; {rr.error})"
+        what = {Verdict.TIME_LIMIT: cpu_or_wall,
                 Verdict.MEMORY_LIMIT: f"the compile memory limit ({limits.memory_mb} MB)",
                 Verdict.OUTPUT_LIMIT: f"the size limit of a compiled program ({limits.stdout_bytes // MiB} MB) "
                                       "or of the compiler's messages",
@@ -526,16 +550,19 @@ def _run_build(runner: CodeRunner, image: ProgramImage, limits: Limits,
         limit = str(rr.status) if rr.status != Verdict.RUNTIME_ERROR else ""
         if rr.status == Verdict.RUNTIME_ERROR and rr.signal is None:
             # the compiler's own exit status: an ordinary compile error, deterministic
-            return {"ok": False, "diagnostics": diagnostics or f"compiler exit code {rr.exit_code}"}, True
+            return {"ok": False, "diagnostics": diagnostics or f"compiler exit code {rr.exit_code}"}, True, False
         return {"ok": False, "diagnostics": (diagnostics + "\n" if diagnostics else "") + message,
-                "limit": limit, "deterministic": rr.deterministic}, False
+                "limit": limit, "deterministic": rr.deterministic}, False, flooded
     try:
         files = _untar(rr.stdout, limits.stdout_bytes)
     except (tarfile.TarError, ValueError) as e:
+        if compiler is None:
+            # a build script's own folder: what it left there (a fifo) is the build's failure
+            return {"ok": False, "diagnostics": f"{diagnostics}\nthe build left a file that cannot be kept: {e}"}, True, False
         raise SandboxBroken(f"the compiler's output could not be read: {e}") from e
     if not files:
-        return {"ok": False, "diagnostics": diagnostics or "the compiler produced no program"}, True
-    return {"ok": True, "files": files, "diagnostics": diagnostics}, True
+        return {"ok": False, "diagnostics": diagnostics or "the compiler produced no program"}, True, False
+    return {"ok": True, "files": files, "diagnostics": diagnostics}, True, False
 
 
 def _untar(data: bytes, max_bytes: int) -> dict[str, tuple[bytes, int]]:

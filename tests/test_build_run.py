@@ -111,6 +111,28 @@ def test_a_build_that_leaves_no_run_script_is_a_broken_problem(runner: CodeRunne
     assert 'did not produce an executable called "run"' in result.observation
 
 
+# A build that links `run` to the program (a symbolic or a hard link; problemtools runs the folder
+# in place, where the link works) was read back as a tar holding a link, which the compile path
+# refused as a sandbox failure: every job of the problem INTERNAL, labelled the sandbox's, and
+# the build run again for each. The folder is now kept with its links followed.
+@pytest.mark.parametrize("link", ["ln -s validator run", "ln validator run"], ids=["symlink", "hardlink"])
+def test_a_build_that_links_run_to_its_validator_judges(runner: CodeRunner, link: str) -> None:
+    _needs_cpp()
+    build = "#!/bin/sh\nset -e\nrm run\ng++ -O2 -o validator validate.cpp compare.cpp\n" + link + "\n"
+    problem = _problem(f"buildrun/{link.split()[1]}", {"type": "kattis_validator", "files": _files(build)})
+    good = evaluate(problem, SUM, runner)
+    assert (good.verdict, good.reward, good.infra_error) == (Verdict.OK, 1.0, False), good.observation
+    bad = evaluate(problem, PRODUCT, runner)
+    assert (bad.verdict, bad.reward, bad.infra_error) == (Verdict.WRONG_ANSWER, 0.0, False), bad.observation
+
+
+def test_a_build_that_leaves_a_fifo_is_a_broken_problem_not_a_sandbox_failure(runner: CodeRunner) -> None:
+    files = {FOLDER + "build": "#!/bin/sh\nmkfifo pipe\n", FOLDER + "run": RUN}
+    result = evaluate(_problem("buildrun/fifo", {"type": "kattis_validator", "files": files}), SUM, runner)
+    assert result.infra_error and result.reward is None
+    assert "checker error" in result.infra_message and "cannot be kept" in result.infra_message
+
+
 INTERACTOR = r"""
 import sys
 secret = int(open(sys.argv[1]).read())

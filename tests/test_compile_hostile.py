@@ -5,12 +5,16 @@ error (INTERNAL, reward None), and its messages show nothing the sandbox hides."
 
 from __future__ import annotations
 
+import uuid
+from dataclasses import replace
+from pathlib import Path
+
 import pytest
 
 import cpfleet
 from cpfleet.core.problem import Problem
 from cpfleet.core.verdict import Verdict
-from cpfleet.sandbox import languages
+from cpfleet.sandbox import languages, programs
 from cpfleet.sandbox.runner import CodeRunner
 
 SUM = Problem.from_dict({
@@ -186,3 +190,40 @@ def test_hostile_compiles_hold_as_compile_errors(runner: CodeRunner, language: s
     result = judge(runner, language, code)
     assert (result.verdict, result.reward) == (Verdict.COMPILE_ERROR, 0.0)
     assert said in result.observation
+
+
+# A valid program whose compile prints warnings past the cap of a compile's messages (1 MiB):
+# gcc quotes the whole source line in each warning, so a long line with a warning per statement
+# (or per entry of a table) makes megabytes. The compile was stopped at the cap and the program
+# was a COMPILE_ERROR though gcc would have built it; it is now compiled again without warnings
+# and judged by its tests. A comment unique to the run keeps the compile cache out of it.
+WARNINGS = "static int zero(int x) { " + "x = x / 0; " * 5000 + "return x; }\n"
+SUM_C = '#include <stdio.h>\nint main(void) { int a, b; if (scanf("%d %d", &a, &b) != 2) return 1; ' \
+        'printf("%d\\n", a OP b); return 0; }\n'
+
+
+@pytest.mark.parametrize("language", ["c", "cpp"])
+@pytest.mark.parametrize(("op", "verdict", "reward"), [("+", Verdict.OK, 1.0), ("-", Verdict.WRONG_ANSWER, 0.0)])
+def test_warnings_past_the_cap_of_compiler_messages_leave_a_valid_program_to_its_tests(
+        runner: CodeRunner, language: str, op: str, verdict: Verdict, reward: float) -> None:
+    code = f"// {uuid.uuid4()}\n{WARNINGS}{SUM_C.replace('OP', op)}"
+    result = judge(runner, language, code)
+    assert (result.verdict, result.reward) == (verdict, reward), result.observation[:500]
+
+
+def test_an_error_among_warnings_past_the_cap_is_still_a_compile_error_naming_it(runner: CodeRunner) -> None:
+    result = judge(runner, "c", f"// {uuid.uuid4()}\n{WARNINGS}int main(void) {{ return undefined_name; }}\n")
+    assert (result.verdict, result.reward) == (Verdict.COMPILE_ERROR, 0.0)
+    assert "undefined_name" in result.observation and "compiled again with -w" in result.observation
+
+
+# A compile that waits (``#include "/dev/stdout"`` reads the pipe its own output goes to) is
+# stopped by the wall clock; its message named the 15 s CPU limit it never reached.
+def test_a_compile_stopped_by_the_wall_clock_says_so(runner: CodeRunner, tmp_path: Path) -> None:
+    if languages.missing_tools("c"):
+        pytest.skip("no c toolchain here")
+    cache = programs.CompileCache(str(tmp_path))
+    built = programs.compile_program(runner, "c", {"w.c": '#include "/dev/stdout"\nint main(void) {}\n'}, ["w.c"],
+                                     cache=cache, limits=replace(programs.COMPILE_LIMITS, wall_s=2.0))
+    assert not built.ok and not built.deterministic
+    assert "wall-clock limit" in built.diagnostics and "s CPU)" not in built.diagnostics, built.diagnostics

@@ -14,7 +14,7 @@ import cpfleet
 from cpfleet.core.problem import Problem
 from cpfleet.core.verdict import Verdict
 from cpfleet.sandbox import languages
-from cpfleet.sandbox.runner import CodeRunner
+from cpfleet.sandbox.runner import CodeRunner, make_runner
 
 SUM = Problem.from_dict({
     "id": "sum", "time_limit_s": 2,
@@ -142,6 +142,36 @@ def test_a_source_that_takes_minutes_to_compile_is_a_compile_error(runner: CodeR
     result = judge(runner, SLOW_COMPILE)
     assert (result.verdict, result.reward) == (Verdict.COMPILE_ERROR, 0.0)
     assert "compile time limit" in result.observation
+
+
+# Code objects nested past marshal's depth limit (a valid program: ~1000 nested lambdas). A spare
+# job forks its first test's child before the program arrives and sends it the compiled code by
+# marshal, which raised ValueError in the job init: the init died and the job was INTERNAL
+# (reward None) for a right program and a wrong one alike, a masked sample a policy could learn.
+NESTED_CODE = "f = " + "lambda: " * 1000 + "1\n" + READ
+
+
+@pytest.mark.parametrize(("answer", "verdict", "reward"), [("a + b", Verdict.OK, 1.0),
+                                                           ("a - b", Verdict.WRONG_ANSWER, 0.0)])
+def test_code_nested_past_marshals_limit_is_judged_on_a_spare_job_forked_ahead(
+        fork_runner: CodeRunner, answer: str, verdict: Verdict, reward: float) -> None:
+    for _ in range(2):  # the spare job is made between jobs, as a worker does after each reply
+        fork_runner.prepare_next()
+        result = judge(fork_runner, f"{NESTED_CODE}print({answer})")
+        assert (result.verdict, result.reward) == (verdict, reward)
+
+
+# The fork server compiles a Python program in the job init, whose stderr is the judging
+# process's own (the worker's log): each SyntaxWarning the compile raised (``x is 1``, one per
+# line) was written there, megabytes of log per job at a program's will.
+def test_a_programs_compile_warnings_stay_out_of_the_judges_own_stderr(capfd: pytest.CaptureFixture[str]) -> None:
+    runner = make_runner("forkserver")  # started here, so its processes write to the captured stderr
+    try:
+        result = judge(runner, "".join(f"if {i} is {i}: pass\n" for i in range(50)) + READ + "print(a + b)")
+    finally:
+        runner.close()
+    assert (result.verdict, result.reward) == (Verdict.OK, 1.0)
+    assert "SyntaxWarning" not in capfd.readouterr().err
 
 
 # Defence that holds: the right answer printed (and flushed) before the program fails is no pass

@@ -65,6 +65,11 @@ class Language:
     # the version of the rules ``main_class`` reads a source by (Java: java.MAIN_CLASS_RULES): a change
     # to them changes which file and class a program is compiled and started as, so its verdict
     main_class_rules: int = 0
+    # the compiler flag that silences its warnings and nothing else (gcc's ``-w``): a compile whose
+    # messages passed their cap (``programs.COMPILE_LIMITS``) is compiled again with it, so
+    # warnings alone (each quoting a long source line) never make a valid program a COMPILE_ERROR;
+    # in the fingerprint, since it decides whether such a program compiles
+    quiet_flag: str = ""
     # Below: how the sandbox treats the language's programs; none of them changes an artifact or
     # a verdict's meaning, so they stay out of the fingerprint (repr=False).
     # loaded into the fork server's own interpreter (CPython), not compiled and exec'd

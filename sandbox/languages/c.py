@@ -28,4 +28,5 @@ def toolchain(env: Mapping[str, str]) -> Language:
         "c", "solution.c",
         CompileStep((gcc, *c_flags, "-o", "out/a.out", SOURCES, "-lm", *static_link(env)), (gcc, "--version")),
         (f"{PROG_DIR}/a.out",), "address_space", tools=(gcc,), flags=(*c_flags, "-lm"), preprocessor=True,
+        quiet_flag="-w",
     )

@@ -34,5 +34,5 @@ def toolchain(env: Mapping[str, str]) -> Language:
         "cpp", "solution.cpp",
         CompileStep((gxx, *cpp_flags, "{pch}", "-o", "out/a.out", SOURCES, *static_link(env)), (gxx, "--version")),
         (f"{PROG_DIR}/a.out",), "address_space", tools=(gxx,), flags=cpp_flags,
-        preprocessor=True, precompiled_header=True, oom_markers=(b"std::bad_alloc",),
+        preprocessor=True, precompiled_header=True, quiet_flag="-w", oom_markers=(b"std::bad_alloc",),
     )
