@@ -589,7 +589,7 @@ def _compile_here(source: bytes) -> Any:
     filters = _warnings.filters
     saved = filters[:]
     filters.insert(0, ("ignore", None, Warning, None, 0))
-    _warnings._filters_mutated()  # type: ignore[attr-defined]  # CPython's, absent from the stubs
+    _filters_mutated()
     try:
         return compile(source, child.SCRIPT_NAME, "exec", dont_inherit=True)
     except MemoryError:
@@ -598,7 +598,16 @@ def _compile_here(source: bytes) -> Any:
         return syntax_errors.compile_error_text(e)
     finally:
         filters[:] = saved
-        _warnings._filters_mutated()  # type: ignore[attr-defined]
+        _filters_mutated()
+
+
+def _filters_mutated() -> None:
+    """Tell the C warnings module that its filter list changed (it caches decisions per filter
+    version). CPython's private hook, absent from the stubs and renamed in later versions: where
+    it is missing, a warning not seen before is still matched against the list as it is."""
+    hook = getattr(_warnings, "_filters_mutated", None)
+    if hook is not None:
+        hook()
 
 
 def _compile_in_child(source: bytes) -> Any:
