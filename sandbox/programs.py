@@ -539,7 +539,7 @@ def _run_build(runner: CodeRunner, image: ProgramImage, limits: Limits,
         # a compile stopped by the wall clock waited (reading a pipe of its own, a loaded host):
         # named so, not as the CPU limit it never reached
         cpu_or_wall = f"the compile time limit ({limits.time_s:g}s CPU)" if rr.deterministic else \
-            f"the compile's wall-clock limit ({limits.wall_s:g}s; {rr.error})"
+            f"the compile's wall-clock limit ({rr.error})"
         what = {Verdict.TIME_LIMIT: cpu_or_wall,
                 Verdict.MEMORY_LIMIT: f"the compile memory limit ({limits.memory_mb} MB)",
                 Verdict.OUTPUT_LIMIT: f"the size limit of a compiled program ({limits.stdout_bytes // MiB} MB) "
