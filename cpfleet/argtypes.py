@@ -24,6 +24,18 @@ def positive_float(text: str) -> float:
     return value
 
 
+def nonnegative_float(text: str) -> float:
+    """A number >= 0 (a window that may be zero); ``inf`` and ``nan`` are refused: ``nan`` passes
+    every ``< 0`` check and ``inf`` overflows where the value becomes a whole number."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}") from None
+    if not (value >= 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
+    return value
+
+
 def _int_at_least(text: str, low: int) -> int:
     try:
         value = int(text)

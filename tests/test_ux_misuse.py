@@ -47,6 +47,10 @@ def _no_traceback(proc: subprocess.CompletedProcess[str], code: int) -> None:
         (["up", "--redis-port", "abc"], "argument --redis-port: 'abc' is not a port: want 1-65535 or 0 (any free port)"),
         (["serve", "--host", "0.0.0.0"], "cpfleet serve: refusing to listen on 0.0.0.0 without --token"),
         (["serve", "--timeout", "0"], "cpfleet serve: error: argument --timeout: expected a number > 0, got '0'"),
+        (["serve", "--max-body-mb", "inf"], "cpfleet serve: error: argument --max-body-mb: expected a number > 0, got 'inf'"),
+        (["serve", "--max-body-mb", "0"], "cpfleet serve: error: argument --max-body-mb: expected a number > 0, got '0'"),
+        (["serve", "--coalesce-ms", "nan"], "cpfleet serve: error: argument --coalesce-ms: expected a number >= 0, got 'nan'"),
+        (["serve", "--coalesce-ms", "-1"], "cpfleet serve: error: argument --coalesce-ms: expected a number >= 0, got '-1'"),
     ],
 )
 def test_a_bad_option_value_is_a_usage_error(argv: list[str], words: str) -> None:
@@ -63,6 +67,24 @@ def test_serve_on_a_taken_port_says_to_pick_another(redis_url: str) -> None:
         proc = _cli("serve", "--redis", redis_url, "--port", str(port))
     _no_traceback(proc, 2)
     assert f"cannot listen on 127.0.0.1:{port}: Address already in use; pick another --port" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("host", "words"),
+    [
+        ("192.0.2.1", "cannot listen on 192.0.2.1:{port}: Cannot assign requested address; check --host"),
+        ("no-such-host.invalid", "cannot listen on no-such-host.invalid:{port}: "),
+    ],
+)
+def test_serve_on_a_host_that_is_not_this_machines_says_to_check_the_host_not_the_port(
+        host: str, words: str, redis_url: str) -> None:
+    with socket.socket() as probe:  # a port nobody holds, so only the host can be wrong
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    proc = _cli("serve", "--redis", redis_url, "--host", host, "--port", str(port), "--token", "t")
+    _no_traceback(proc, 2)
+    assert words.format(port=port) in proc.stderr
+    assert "check --host" in proc.stderr and "pick another --port" not in proc.stderr
 
 
 @pytest.mark.parametrize("command", ["judge", "submit"])
