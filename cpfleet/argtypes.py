@@ -72,3 +72,15 @@ def output_file(text: str) -> str:
 def nonnegative_int(text: str) -> int:
     """A count >= 0 (a negative one would slice from the end, silently)."""
     return _int_at_least(text, 0)
+
+
+def queue_name(text: str) -> str:
+    """A queue a worker can consume (``protocol.check_queue``): an empty one, or one with a comma
+    or blanks at its ends, would hold the jobs until their deadline with nothing said."""
+    from cpfleet.core import protocol
+    from cpfleet.core.errors import OptionError
+
+    try:
+        return protocol.check_queue(text)
+    except OptionError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None

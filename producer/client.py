@@ -107,6 +107,7 @@ class FleetClient:
         unreachable_grace: float | None = 30.0,
     ) -> None:
         protocol.check_options(reward_shape, mode)
+        protocol.check_queue(queue)
         if not timeout > 0:
             raise OptionError(f"timeout must be > 0 seconds, got {timeout!r}")
         if max_in_flight < 1:

@@ -51,6 +51,9 @@ def _no_traceback(proc: subprocess.CompletedProcess[str], code: int) -> None:
         (["serve", "--max-body-mb", "0"], "cpfleet serve: error: argument --max-body-mb: expected a number > 0, got '0'"),
         (["serve", "--coalesce-ms", "nan"], "cpfleet serve: error: argument --coalesce-ms: expected a number >= 0, got 'nan'"),
         (["serve", "--coalesce-ms", "-1"], "cpfleet serve: error: argument --coalesce-ms: expected a number >= 0, got '-1'"),
+        (["submit", "jobs.jsonl", "--queue", ""], "cpfleet submit: error: argument --queue: a queue name must be non-empty text"),
+        (["run", "x.py", "--queue", "a,b"], "cpfleet run: error: argument --queue: queue name 'a,b' holds a comma"),
+        (["serve", "--queue", " cpfleet"], "cpfleet serve: error: argument --queue: queue name ' cpfleet' begins or ends with blanks"),
     ],
 )
 def test_a_bad_option_value_is_a_usage_error(argv: list[str], words: str) -> None:
@@ -67,6 +70,20 @@ def test_serve_on_a_taken_port_says_to_pick_another(redis_url: str) -> None:
         proc = _cli("serve", "--redis", redis_url, "--port", str(port))
     _no_traceback(proc, 2)
     assert f"cannot listen on 127.0.0.1:{port}: Address already in use; pick another --port" in proc.stderr
+
+
+@pytest.mark.parametrize("queue", ["", "   ", "a,b", "cpfleet "])
+def test_a_queue_no_worker_could_consume_is_refused_by_every_client(queue: str, redis_url: str) -> None:
+    """Jobs published to such a queue waited out their whole deadline with nothing said (a
+    worker's queue list is comma-separated and stripped, so it never takes them)."""
+    from cpfleet import FleetClient, TRLReward
+    from cpfleet.core.errors import OptionError
+
+    with pytest.raises(OptionError, match="queue name"):
+        FleetClient(redis_url, queue=queue)
+    if queue.strip():  # the adapters take an empty queue as the default one
+        with pytest.raises(OptionError, match="queue name"):
+            TRLReward(redis_url, queue=queue)
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,7 @@ import logging
 import socket
 import sys
 
-from cpfleet.argtypes import nonnegative_float, positive_float, positive_int
+from cpfleet.argtypes import nonnegative_float, positive_float, positive_int, queue_name
 from cpfleet.core import defaults, protocol
 from cpfleet.core.errors import RedisUrlError
 from cpfleet.fleet.processes import port_arg
@@ -37,7 +37,7 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="bind address; a non-loopback one needs --token (default: %(default)s)")
     p.add_argument("--port", type=port_arg(), default=DEFAULT_PORT, help="TCP port (default: %(default)s)")
     p.add_argument("--token", default=None, help="require 'Authorization: Bearer TOKEN' on every endpoint but /healthz (default: no token, loopback only)")
-    p.add_argument("--queue", default=None, help="the fleet queue to submit to (default: cpfleet)")
+    p.add_argument("--queue", type=queue_name, default=None, help="the fleet queue to submit to (default: cpfleet)")
     p.add_argument("--reward-mode", choices=protocol.MODES, default=protocol.REWARD_ONLY_MODE,
                    help="mode of the routes that answer a reward only (/get_reward, /slime): hidden runs the "
                         "hidden tests first (a wrong completion runs no public test; their feedback is not returned); "

@@ -34,7 +34,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from cpfleet.argtypes import positive_float
+from cpfleet.argtypes import positive_float, queue_name
 from cpfleet.core import defaults, protocol
 from cpfleet.core.errors import ProtocolError
 from cpfleet.core.languages import LANGUAGES, by_extension
@@ -66,7 +66,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the RunJobResult as JSON")
     parser.add_argument("--local", action="store_true", help="run in a sandbox of this process, without Redis")
     parser.add_argument("--redis", metavar="URL", help="the fleet's " + defaults.REDIS_URL_HELP)
-    parser.add_argument("--queue", default=protocol.DEFAULT_QUEUE, help="queue to publish to (default: cpfleet)")
+    parser.add_argument("--queue", type=queue_name, default=protocol.DEFAULT_QUEUE, help="queue to publish to (default: cpfleet)")
     parser.add_argument("--timeout", type=positive_float, default=900.0, help="seconds per job before an INTERNAL result")
 
 

@@ -16,7 +16,7 @@ import json
 import sys
 from typing import Any
 
-from cpfleet.argtypes import positive_float, positive_int
+from cpfleet.argtypes import positive_float, positive_int, queue_name
 from cpfleet.core import defaults, protocol
 from cpfleet.jobs.files import (  # shared with `cpfleet judge`
     InputFileError,
@@ -34,7 +34,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mode", choices=protocol.MODES, default="full", help="full: public tests for the feedback, hidden tests give the reward; hidden: the "
                         "hidden tests first, the same reward, no feedback; public: public tests only (default: full)")
     parser.add_argument("--problems", metavar="FILE", help="upload this problem file (JSONL/.gz/parquet) to the store first (default: upload nothing)")
-    parser.add_argument("--queue", default=protocol.DEFAULT_QUEUE, help="queue to publish to (default: cpfleet)")
+    parser.add_argument("--queue", type=queue_name, default=protocol.DEFAULT_QUEUE, help="queue to publish to (default: cpfleet)")
     parser.add_argument("--timeout", type=positive_float, default=900.0, help="seconds per job before an INTERNAL result (default 900)")
     parser.add_argument("--max-in-flight", type=positive_int, default=20_000, help="jobs pending at once (default 20000)")
     parser.add_argument("--no-cache", action="store_true", help="bypass the fleet's result cache")
