@@ -211,6 +211,30 @@ def test_an_extra_argument_is_named_by_the_subcommand_and_prepare_says_where_its
     assert "cpfleet judge: error: unrecognized arguments: surplus" in extra.stderr
 
 
+def _code_contests_row(name: str, tests: dict) -> dict:
+    return {"name": name, "description": "d", "public_tests": tests, "private_tests": tests,
+            "generated_tests": {"input": [], "output": []}}
+
+
+def test_prepare_refuses_a_local_file_whose_column_mixes_types_instead_of_converting_its_text_as_json(
+        tmp_path: Path) -> None:
+    """One row whose tests are numbers made ``datasets`` type the column as JSON and decode every
+    row's text in it: a well-formed row expecting the output ``"yes"`` (quotes included) was
+    converted expecting ``yes``, which would pay a program that prints the wrong answer."""
+    quoted = _code_contests_row("quoted", {"input": ["1 2\n"], "output": ['"yes"']})
+    numbers = _code_contests_row("numbers", {"input": [1], "output": [2]})
+    rows = _write(tmp_path / "cc.jsonl", quoted, numbers)
+    out = tmp_path / "o.jsonl"
+    proc = _cli("prepare", "--dataset", str(rows), "--out", str(out), "--no-progress")
+    _no_traceback(proc, 2)
+    assert f"cpfleet prepare: {rows}: column public_tests.input holds values of different types" in proc.stderr
+    assert not out.exists()
+    _write(rows, quoted)  # the same row alone keeps its text
+    ok = _cli("prepare", "--dataset", str(rows), "--out", str(out), "--no-progress")
+    _no_traceback(ok, 0)
+    assert json.loads(out.read_text())["hidden_tests"][0]["output"] == '"yes"'
+
+
 def test_prepare_in_the_wrong_format_keeps_nothing_and_says_so(tmp_path: Path) -> None:
     rows = _write(tmp_path / "taco.jsonl", TACO_ROW, {"question": "no tests here"})
     proc = _cli("prepare", "--format", "code_contests", "--dataset", str(rows), "--out", str(tmp_path / "o.jsonl"), "--no-progress")
