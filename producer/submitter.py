@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -283,7 +283,12 @@ def run_message_fields(req: RunRequest) -> dict[str, Any]:
         source = source.encode("utf-8", "surrogatepass")
     if language is not None and language not in LANGUAGES:
         raise UnknownLanguage(f"unknown language {language!r}; known: {', '.join(LANGUAGES)}")
-    stdins = [req.stdin or ""] if req.stdin is None or isinstance(req.stdin, str | bytes) else list(req.stdin)
+    if req.stdin is None or isinstance(req.stdin, str | bytes):
+        stdins = [req.stdin or ""]
+    elif isinstance(req.stdin, Iterable) and not isinstance(req.stdin, Mapping):
+        stdins = list(req.stdin)
+    else:  # a number or a dict: list() would raise a bare TypeError, or take a dict's keys as inputs
+        raise JobTypeError(f"stdin must be str or bytes (or a list of them), got {type(req.stdin).__name__}")
     for s in stdins:
         if not isinstance(s, str | bytes):
             raise JobTypeError(f"stdin must be str or bytes (or a list of them), got {type(s).__name__}")
