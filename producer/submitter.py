@@ -174,8 +174,12 @@ class Submitter:
         return RunSpec(fields["job_id"], RunMessage.from_wire(fields), t)  # ProtocolError is a ValueError
 
     def _timeout(self, timeout: float | None) -> float:
-        t = float(timeout or self.timeout)
-        if t <= 0:
+        raw = timeout or self.timeout
+        try:
+            t = float(raw)
+        except (TypeError, ValueError):  # "x", [1]: a bare float() error would not name the field
+            raise JobFormatError(f"timeout must be a number of seconds > 0, got {raw!r}") from None
+        if not t > 0:  # NaN too: a deadline that never comes, so a lost job would never resolve
             raise JobFormatError(f"timeout must be > 0, got {t}")
         return t
 
