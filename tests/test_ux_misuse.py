@@ -75,6 +75,18 @@ def test_serve_on_a_taken_port_says_to_pick_another(redis_url: str) -> None:
     assert f"cannot listen on 127.0.0.1:{port}: Address already in use; pick another --port" in proc.stderr
 
 
+@pytest.mark.parametrize("command", ["judge", "load", "validate"])
+def test_problems_from_stdin_are_refused_as_such_not_as_a_missing_file(command: str, tmp_path: Path) -> None:
+    """``cat problems.jsonl | cpfleet load -`` said "-: problem file not found"."""
+    jobs = _write(tmp_path / "j.jsonl", {"problem_id": "ux/add", "completion": "print(3)"})
+    argv = [command, "-", str(jobs)] if command == "judge" else [command, "-"]
+    proc = subprocess.run([sys.executable, "-m", "cpfleet", *argv], input=json.dumps(PROBLEM) + "\n", text=True,
+                          capture_output=True, timeout=120, cwd=tmp_path,
+                          env={k: v for k, v in os.environ.items() if not k.startswith("CPFLEET_")})
+    _no_traceback(proc, 2)
+    assert f"cpfleet {command}: -: problems are read from a file, not from stdin" in proc.stderr
+
+
 @pytest.mark.parametrize("queue", ["", "   ", "a,b", "cpfleet "])
 def test_a_queue_no_worker_could_consume_is_refused_by_every_client(queue: str, redis_url: str) -> None:
     """Jobs published to such a queue waited out their whole deadline with nothing said (a
