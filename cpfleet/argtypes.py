@@ -69,6 +69,21 @@ def output_file(text: str) -> str:
     return text
 
 
+def folder(text: str) -> str:
+    """A folder this command writes into, made when missing: a path that is a file, or lies under
+    one, is refused when the arguments are read (``--logs /etc/passwd`` was a FileExistsError
+    traceback after the demo had started Redis)."""
+    path = Path(text).expanduser()
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: is a file, expected a folder (made when missing)")
+    above = path
+    while not above.exists() and above != above.parent:
+        above = above.parent
+    if not above.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: {above} is a file, so no folder can be made under it")
+    return text
+
+
 def nonnegative_int(text: str) -> int:
     """A count >= 0 (a negative one would slice from the end, silently)."""
     return _int_at_least(text, 0)
