@@ -8,7 +8,9 @@ One program::
 prints each run's stdout to stdout and its stderr to stderr (clipped to ``--output-cap``,
 default 1 MiB), a status line per run on stderr, and exits with the program's exit code when
 there is one run (else 0 when every run exited 0, 1 otherwise; 3 when the fleet or sandbox
-failed: INTERNAL). ``--json`` prints the whole ``RunJobResult`` as one JSON object instead.
+failed: INTERNAL). ``--json`` prints the whole ``RunJobResult`` as one JSON object instead, and
+then, as ``--batch``, exits 0 whatever the programs did (their statuses are in the JSON), 3 when
+the fleet or sandbox failed for a job.
 
 A batch, JSONL in and out::
 
