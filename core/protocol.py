@@ -532,6 +532,12 @@ class RunMessage:
 # ``unacked_index`` (delivery tag -> when it was taken): its default names, which cpfleet keeps.
 KOMBU_UNACKED_KEY = "unacked"
 KOMBU_UNACKED_INDEX_KEY = "unacked_index"
+def kombu_binding_key(queue: str) -> str:
+    """The set kombu's Redis transport writes when a consumer declares ``queue`` (a worker at
+    start), and never removes: its absence means no worker ever consumed that queue here."""
+    return f"_kombu.binding.{queue}"
+
+
 # Task names whose messages the liveness sweep may requeue: cpfleet's own, never another app's.
 TASK_NAME_PREFIX = f"{KEY_PREFIX}."
 

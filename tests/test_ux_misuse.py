@@ -366,6 +366,25 @@ def test_submit_with_no_worker_running_says_the_jobs_wait_for_one(tmp_path: Path
     assert json.loads(proc.stdout)["infra_message"] == "no result within 1s"
 
 
+def test_submit_to_a_queue_no_worker_ever_consumed_says_the_jobs_wait_there(tmp_path: Path, redis_url: str) -> None:
+    """A typo in --queue, with workers running on the right one, was the same silent wait for the
+    whole deadline as no worker at all."""
+    problems = _write(tmp_path / "p.jsonl", PROBLEM)
+    jobs = _write(tmp_path / "j.jsonl", {"problem_id": "ux/add", "completion": "print(3)", "job_id": "q1"})
+    assert _cli("load", str(problems), "--redis", redis_url).returncode == 0
+    node = FleetWorker(redis_url, tmp_path, concurrency=1).start()
+    try:
+        typo = _cli("submit", str(jobs), "--redis", redis_url, "--queue", "cpflet", "--timeout", "1", "--no-progress")
+        right = _cli("submit", str(jobs), "--redis", redis_url, "--timeout", "120", "--no-progress")
+    finally:
+        node.stop(timeout=15)
+    _no_traceback(typo, 0)
+    assert ("warning: no worker has ever consumed queue 'cpflet' on this Redis: the jobs wait there until one "
+            "does (cpfleet worker --queues cpflet), or for 1 s, then end INTERNAL") in typo.stderr
+    _no_traceback(right, 0)
+    assert "has ever consumed" not in right.stderr and not json.loads(right.stdout)["infra_error"]
+
+
 def test_a_dataset_in_its_own_schema_given_as_problems_points_at_prepare(tmp_path: Path) -> None:
     rows = _write(tmp_path / "taco.jsonl", TACO_ROW)
     jobs = _write(tmp_path / "j.jsonl", {"problem_id": "taco/test/0", "completion": "print(1)"})

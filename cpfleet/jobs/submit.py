@@ -82,6 +82,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"cpfleet submit: warning: no worker has sent a heartbeat to this Redis: the jobs wait in queue "
               f"{args.queue!r} until one starts (cpfleet worker --redis URL, or cpfleet up), or for "
               f"{args.timeout:g} s, then end INTERNAL", file=sys.stderr)
+    elif never_consumed(client.redis_url, args.queue):  # a typo'd --queue: the same silent wait
+        print(f"cpfleet submit: warning: no worker has ever consumed queue {args.queue!r} on this Redis: the jobs "
+              f"wait there until one does (cpfleet worker --queues {args.queue}), or for {args.timeout:g} s, then "
+              f"end INTERNAL", file=sys.stderr)
     with client:
         skipped_ids: dict[str, str] = {}
         if args.problems:
@@ -186,6 +190,25 @@ def _submit(client: Any, jobs: list[dict[str, Any]], progress: bool, skipped_ids
     for line in tally.infra_lines("submit"):
         print(line, file=sys.stderr)
     return 0
+
+
+def never_consumed(url: str, queue: str) -> bool:
+    """True when this Redis holds no trace of a consumer of ``queue`` (kombu's binding set);
+    False when it does, or when it cannot tell."""
+    import redis
+
+    from cpfleet.core import protocol
+    from cpfleet.core.redis_url import parse_redis_url
+    from cpfleet.producer.connection import connect
+
+    try:
+        client = connect(parse_redis_url(url), socket_timeout=5, socket_connect_timeout=5)
+        try:
+            return not client.exists(protocol.kombu_binding_key(queue))
+        finally:
+            client.close()
+    except redis.RedisError:
+        return False
 
 
 def live_nodes(url: str) -> int | None:
