@@ -338,6 +338,15 @@ def test_a_client_closed_with_jobs_queued_says_it_withdrew_its_own_jobs(redis_ur
     assert "gone clients" not in proc.stderr
 
 
+def test_a_job_line_without_a_problem_id_says_it_is_missing_not_of_the_wrong_type(tmp_path: Path) -> None:
+    """A job with inline tests (as FleetClient takes them) was told "'problem_id' must be a string"."""
+    problems = _write(tmp_path / "p.jsonl", PROBLEM)
+    jobs = _write(tmp_path / "j.jsonl", {"tests": PROBLEM["hidden_tests"], "completion": "print(12)", "job_id": "t1"})
+    proc = _cli("judge", str(problems), str(jobs), "--no-progress")
+    _no_traceback(proc, 2)
+    assert "j.jsonl:1: skipped job line: job 't1': no 'problem_id' (a JOBS line names a problem" in proc.stderr
+
+
 def test_files_the_wrong_way_round_are_named_as_such(tmp_path: Path, redis_url: str) -> None:
     problems = _write(tmp_path / "p.jsonl", PROBLEM)
     jobs = _write(tmp_path / "j.jsonl", {"problem_id": "ux/add", "completion": "print(3)"})
