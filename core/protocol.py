@@ -243,6 +243,22 @@ def check_options(reward_shape: str, mode: str) -> None:
     check_mode(mode)
 
 
+def check_queue(queue: object) -> str:
+    """``queue`` when a worker can consume it, else ``OptionError`` saying why. A worker names its
+    queues as a comma-separated list of stripped names (``CPFLEET_QUEUES``, ``--queues``), so a
+    name that is empty, holds a comma or begins or ends with blanks is one no worker ever takes:
+    its jobs would wait in Redis until their deadline, with nothing said."""
+    if not isinstance(queue, str) or not queue.strip():
+        raise OptionError(f"a queue name must be non-empty text, got {queue!r} (the default is {DEFAULT_QUEUE!r})")
+    if "," in queue:
+        raise OptionError(f"queue name {queue!r} holds a comma: workers read their queues as a comma-separated "
+                          f"list, so none could consume it; publish to one queue, named without commas")
+    if queue != queue.strip():
+        raise OptionError(f"queue name {queue!r} begins or ends with blanks: workers strip their queue names, "
+                          f"so none would consume it; write {queue.strip()!r}")
+    return queue
+
+
 def check_mode(mode: str) -> None:
     """``OptionError`` naming every mode unless ``mode`` is one (``check_options``'s half that
     the problem loader and the judging rule need alone)."""
@@ -516,6 +532,12 @@ class RunMessage:
 # ``unacked_index`` (delivery tag -> when it was taken): its default names, which cpfleet keeps.
 KOMBU_UNACKED_KEY = "unacked"
 KOMBU_UNACKED_INDEX_KEY = "unacked_index"
+def kombu_binding_key(queue: str) -> str:
+    """The set kombu's Redis transport writes when a consumer declares ``queue`` (a worker at
+    start), and never removes: its absence means no worker ever consumed that queue here."""
+    return f"_kombu.binding.{queue}"
+
+
 # Task names whose messages the liveness sweep may requeue: cpfleet's own, never another app's.
 TASK_NAME_PREFIX = f"{KEY_PREFIX}."
 

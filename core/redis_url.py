@@ -297,7 +297,16 @@ def connection_hint(exc: BaseException) -> str:
                 "check the port")
     if "DB index is out of range" in text:
         return NO_SUCH_DB
+    if "unknown command" in text.lower() and "sentinel" in text.lower():
+        return NOT_A_SENTINEL
     return text
+
+
+# A sentinel:// URL whose address is a Redis server, not a Sentinel: it answers every command but
+# SENTINEL, so the raw error ("unknown command `SENTINEL`, with args beginning with: `MASTERS`")
+# names no cause.
+NOT_A_SENTINEL = ("the server at the URL's address is a Redis, not a Sentinel: a sentinel:// URL lists the "
+                  "Sentinels' addresses (port 26379 by default); to use this Redis itself write redis://HOST:PORT/DB")
 
 
 # A URL naming a database the server does not have: the server answers, so waiting (as a worker

@@ -24,6 +24,18 @@ def positive_float(text: str) -> float:
     return value
 
 
+def nonnegative_float(text: str) -> float:
+    """A number >= 0 (a window that may be zero); ``inf`` and ``nan`` are refused: ``nan`` passes
+    every ``< 0`` check and ``inf`` overflows where the value becomes a whole number."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}") from None
+    if not (value >= 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
+    return value
+
+
 def _int_at_least(text: str, low: int) -> int:
     try:
         value = int(text)
@@ -57,6 +69,33 @@ def output_file(text: str) -> str:
     return text
 
 
+def folder(text: str) -> str:
+    """A folder this command writes into, made when missing: a path that is a file, or lies under
+    one, is refused when the arguments are read (``--logs /etc/passwd`` was a FileExistsError
+    traceback after the demo had started Redis)."""
+    path = Path(text).expanduser()
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: is a file, expected a folder (made when missing)")
+    above = path
+    while not above.exists() and above != above.parent:
+        above = above.parent
+    if not above.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: {above} is a file, so no folder can be made under it")
+    return text
+
+
 def nonnegative_int(text: str) -> int:
     """A count >= 0 (a negative one would slice from the end, silently)."""
     return _int_at_least(text, 0)
+
+
+def queue_name(text: str) -> str:
+    """A queue a worker can consume (``protocol.check_queue``): an empty one, or one with a comma
+    or blanks at its ends, would hold the jobs until their deadline with nothing said."""
+    from cpfleet.core import protocol
+    from cpfleet.core.errors import OptionError
+
+    try:
+        return protocol.check_queue(text)
+    except OptionError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None

@@ -44,7 +44,8 @@ exit status: 0 done; 1 the work failed (a part of `cpfleet up` stopped, a demo v
 expected); 2 a bad argument, input file or CPFLEET_* setting (one line says which); 3 Redis
 cannot be reached (the line says what to do); 130 interrupted (Ctrl-C), except `up`, for which
 Ctrl-C is the way to stop (0, as on SIGTERM), and `worker`, which exits as Celery does (1).
-`cpfleet run` exits with the program's own status."""
+`cpfleet run` exits with the program's own status (with --json or --batch: 0, the statuses
+being in the JSON; 3 when the fleet failed)."""
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):

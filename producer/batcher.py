@@ -41,7 +41,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from cpfleet.core.errors import ClientClosed, FleetBusy
+from cpfleet.core.errors import ClientClosed, FleetBusy, JobTypeError
 from cpfleet.core.protocol import code_hash
 from cpfleet.core.results import JobResult
 from cpfleet.producer import aiopush
@@ -104,6 +104,8 @@ class AsyncEvaluator:
         if asyncio.get_running_loop() is not self._loop:
             raise RuntimeError("this AsyncEvaluator belongs to another event loop: use FleetClient.evaluate")
         self.stats.calls += 1
+        if not isinstance(completion, str | bytes):  # before the dedupe key reads it as text
+            raise JobTypeError(f"completion must be str or bytes, got {type(completion).__name__}")
         job: dict[str, Any] = {"completion": completion, "job_id": job_id, "reward_shape": reward_shape, "mode": mode}
         if timeout is not None:
             job["timeout"] = timeout

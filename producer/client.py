@@ -107,6 +107,7 @@ class FleetClient:
         unreachable_grace: float | None = 30.0,
     ) -> None:
         protocol.check_options(reward_shape, mode)
+        protocol.check_queue(queue)
         if not timeout > 0:
             raise OptionError(f"timeout must be > 0 seconds, got {timeout!r}")
         if max_in_flight < 1:
@@ -352,7 +353,7 @@ class FleetClient:
         raises for the job; ``cancel()`` withdraws it as for judge jobs)."""
         request = RunRequest(
             code=code, stdin=stdin, language=language, completion=completion, files=files,
-            fetch_files=tuple(fetch_files), time_limit_s=time_limit_s, memory_limit_mb=memory_limit_mb,
+            fetch_files=_names(fetch_files), time_limit_s=time_limit_s, memory_limit_mb=memory_limit_mb,
             output_cap=output_cap, timeout=timeout, job_id=job_id,
         )
         return self.run_many([request], wait_for_room=wait_for_room)[0]
@@ -389,7 +390,7 @@ class FleetClient:
         ``max_in_flight`` it waits for room off the loop."""
         request = RunRequest(
             code=code, stdin=stdin, language=language, completion=completion, files=files,
-            fetch_files=tuple(fetch_files), time_limit_s=time_limit_s, memory_limit_mb=memory_limit_mb,
+            fetch_files=_names(fetch_files), time_limit_s=time_limit_s, memory_limit_mb=memory_limit_mb,
             output_cap=output_cap, timeout=timeout, job_id=job_id,
         )
         if self._jobs.closed:
@@ -644,3 +645,9 @@ _RELEASE_CLAIM = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
 """
+
+
+def _names(fetch_files: Sequence[str]) -> Sequence[str]:
+    """``fetch_files`` as a tuple, but a single string as it is, for the request check to refuse
+    (``tuple("out.txt")`` would ask for the files o, u, t, ...)."""
+    return fetch_files if isinstance(fetch_files, str) else tuple(fetch_files)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -174,8 +174,12 @@ class Submitter:
         return RunSpec(fields["job_id"], RunMessage.from_wire(fields), t)  # ProtocolError is a ValueError
 
     def _timeout(self, timeout: float | None) -> float:
-        t = float(timeout or self.timeout)
-        if t <= 0:
+        raw = timeout or self.timeout
+        try:
+            t = float(raw)
+        except (TypeError, ValueError):  # "x", [1]: a bare float() error would not name the field
+            raise JobFormatError(f"timeout must be a number of seconds > 0, got {raw!r}") from None
+        if not t > 0:  # NaN too: a deadline that never comes, so a lost job would never resolve
             raise JobFormatError(f"timeout must be > 0, got {t}")
         return t
 
@@ -283,7 +287,12 @@ def run_message_fields(req: RunRequest) -> dict[str, Any]:
         source = source.encode("utf-8", "surrogatepass")
     if language is not None and language not in LANGUAGES:
         raise UnknownLanguage(f"unknown language {language!r}; known: {', '.join(LANGUAGES)}")
-    stdins = [req.stdin or ""] if req.stdin is None or isinstance(req.stdin, str | bytes) else list(req.stdin)
+    if req.stdin is None or isinstance(req.stdin, str | bytes):
+        stdins = [req.stdin or ""]
+    elif isinstance(req.stdin, Iterable) and not isinstance(req.stdin, Mapping):
+        stdins = list(req.stdin)
+    else:  # a number or a dict: list() would raise a bare TypeError, or take a dict's keys as inputs
+        raise JobTypeError(f"stdin must be str or bytes (or a list of them), got {type(req.stdin).__name__}")
     for s in stdins:
         if not isinstance(s, str | bytes):
             raise JobTypeError(f"stdin must be str or bytes (or a list of them), got {type(s).__name__}")

@@ -85,6 +85,35 @@ def test_bad_jobs_on_a_real_client_are_job_format_errors_and_nothing_is_publishe
         assert client.stats.submitted == 0
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "words"),
+    [
+        ({"stdin": 5}, "stdin must be str or bytes (or a list of them), got int"),
+        ({"stdin": {"1 2": "x"}}, "stdin must be str or bytes (or a list of them), got dict"),
+        ({"fetch_files": "out.txt"}, "fetch_files must be a list of names, not one string"),
+    ],
+)
+def test_a_run_call_with_a_field_of_the_wrong_shape_is_a_job_type_error_naming_it(
+        kwargs: dict, words: str, redis_url: str) -> None:
+    """``stdin=5`` was a bare ``'int' object is not iterable``, and ``fetch_files="out.txt"``
+    went out as a request for the files o, u, t, ... (the string check came after a tuple())."""
+    with FleetClient(redis_url=redis_url) as client:
+        with pytest.raises(JobTypeError) as info:
+            client.submit_run("print(1)", **kwargs)
+        assert str(info.value) == words
+        assert client.in_flight == 0
+
+
+@pytest.mark.parametrize("timeout", ["x", [1], float("nan")])
+def test_a_job_timeout_that_is_no_number_of_seconds_is_a_job_format_error_naming_it(timeout: object, redis_url: str) -> None:
+    """``"x"`` was a bare ``could not convert string to float``; NaN passed the ``<= 0`` check
+    and gave the job a deadline that never comes."""
+    with FleetClient(redis_url=redis_url) as client:
+        with pytest.raises(JobFormatError, match="timeout must be"):
+            client.submit_many([{"problem_id": "p", "completion": "x", "timeout": timeout}])
+        assert client.stats.submitted == 0
+
+
 def test_a_client_id_in_use_is_an_option_error(redis_url: str) -> None:
     with FleetClient(redis_url=redis_url, client_id="held-id"):
         with pytest.raises(OptionError, match="in use by another open FleetClient"):

@@ -13,6 +13,7 @@ import pytest
 from fleet_helpers import FleetWorker
 
 from cpfleet import FleetUnusable, InlineProblemError, UnknownProblemError
+from cpfleet.core.errors import JobFormatError, OptionError
 from cpfleet.fleet.redis_server import RedisServer, free_port
 from cpfleet.producer.client import FleetClient
 from cpfleet.rewards import (
@@ -86,6 +87,28 @@ def test_verl_raises_on_an_unknown_problem_and_on_unusable_inline_tests(url: str
             asyncio.run(compute_score_async("x", GOOD, BAD_TESTS, redis_url=url))
     finally:
         close_verl_connections()
+
+
+def test_a_malformed_call_raises_and_is_never_scored_as_an_infrastructure_error(url: str) -> None:
+    """A solution_str that is not text, an empty problem id or an unknown reward shape was logged
+    as "the fleet could not judge this batch", retried, and scored infra_score with infra_error=1."""
+    try:
+        with pytest.raises(JobFormatError, match="completion must be str or bytes, got NoneType"):
+            compute_score("x", None, "u/add", redis_url=url)  # type: ignore[arg-type]
+        with pytest.raises(JobFormatError, match="problem_id must be a non-empty"):
+            compute_score("x", GOOD, "", redis_url=url)
+        with pytest.raises(JobFormatError, match="completion must be str or bytes"):
+            asyncio.run(compute_score_async("x", 5, "u/add", redis_url=url))  # type: ignore[arg-type]
+        with pytest.raises(OptionError, match="unknown reward shape 'fractional'"):
+            compute_score("x", GOOD, "u/add", redis_url=url, reward_shape="fractional")
+    finally:
+        close_verl_connections()
+    fn = TRLReward(url, timeout_s=60)
+    try:
+        with pytest.raises(JobFormatError, match="problem_id must be a non-empty"):
+            fn(completions=[GOOD], problem_id=[""])
+    finally:
+        fn.close()
 
 
 def test_trl_reward_raises_after_n_calls_of_nothing_but_infrastructure_errors() -> None:

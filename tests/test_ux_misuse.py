@@ -47,6 +47,19 @@ def _no_traceback(proc: subprocess.CompletedProcess[str], code: int) -> None:
         (["up", "--redis-port", "abc"], "argument --redis-port: 'abc' is not a port: want 1-65535 or 0 (any free port)"),
         (["serve", "--host", "0.0.0.0"], "cpfleet serve: refusing to listen on 0.0.0.0 without --token"),
         (["serve", "--timeout", "0"], "cpfleet serve: error: argument --timeout: expected a number > 0, got '0'"),
+        (["serve", "--max-body-mb", "inf"], "cpfleet serve: error: argument --max-body-mb: expected a number > 0, got 'inf'"),
+        (["serve", "--max-body-mb", "0"], "cpfleet serve: error: argument --max-body-mb: expected a number > 0, got '0'"),
+        (["serve", "--coalesce-ms", "nan"], "cpfleet serve: error: argument --coalesce-ms: expected a number >= 0, got 'nan'"),
+        (["serve", "--coalesce-ms", "-1"], "cpfleet serve: error: argument --coalesce-ms: expected a number >= 0, got '-1'"),
+        (["demo", "--timeout", "0"], "cpfleet demo: error: argument --timeout: expected a number > 0, got '0'"),
+        (["demo", "--max-problems", "-1"], "cpfleet demo: error: argument --max-problems: expected a whole number >= 1, got '-1'"),
+        (["demo", "--jobs", "0"], "cpfleet demo: error: argument --jobs: expected a whole number >= 1, got '0'"),
+        (["demo", "--logs", "README.md"], "cpfleet demo: error: argument --logs: README.md: is a file, expected a folder"),
+        (["up", "--logs", "README.md"], "cpfleet up: error: argument --logs: README.md: is a file, expected a folder"),
+        (["up", "--data-dir", "README.md/x"], "argument --data-dir: README.md/x: README.md is a file, so no folder"),
+        (["submit", "jobs.jsonl", "--queue", ""], "cpfleet submit: error: argument --queue: a queue name must be non-empty text"),
+        (["run", "x.py", "--queue", "a,b"], "cpfleet run: error: argument --queue: queue name 'a,b' holds a comma"),
+        (["serve", "--queue", " cpfleet"], "cpfleet serve: error: argument --queue: queue name ' cpfleet' begins or ends with blanks"),
     ],
 )
 def test_a_bad_option_value_is_a_usage_error(argv: list[str], words: str) -> None:
@@ -63,6 +76,50 @@ def test_serve_on_a_taken_port_says_to_pick_another(redis_url: str) -> None:
         proc = _cli("serve", "--redis", redis_url, "--port", str(port))
     _no_traceback(proc, 2)
     assert f"cannot listen on 127.0.0.1:{port}: Address already in use; pick another --port" in proc.stderr
+
+
+@pytest.mark.parametrize("command", ["judge", "load", "validate"])
+def test_problems_from_stdin_are_refused_as_such_not_as_a_missing_file(command: str, tmp_path: Path) -> None:
+    """``cat problems.jsonl | cpfleet load -`` said "-: problem file not found"."""
+    jobs = _write(tmp_path / "j.jsonl", {"problem_id": "ux/add", "completion": "print(3)"})
+    argv = [command, "-", str(jobs)] if command == "judge" else [command, "-"]
+    proc = subprocess.run([sys.executable, "-m", "cpfleet", *argv], input=json.dumps(PROBLEM) + "\n", text=True,
+                          capture_output=True, timeout=120, cwd=tmp_path,
+                          env={k: v for k, v in os.environ.items() if not k.startswith("CPFLEET_")})
+    _no_traceback(proc, 2)
+    assert f"cpfleet {command}: -: problems are read from a file, not from stdin" in proc.stderr
+
+
+@pytest.mark.parametrize("queue", ["", "   ", "a,b", "cpfleet "])
+def test_a_queue_no_worker_could_consume_is_refused_by_every_client(queue: str, redis_url: str) -> None:
+    """Jobs published to such a queue waited out their whole deadline with nothing said (a
+    worker's queue list is comma-separated and stripped, so it never takes them)."""
+    from cpfleet import FleetClient, TRLReward
+    from cpfleet.core.errors import OptionError
+
+    with pytest.raises(OptionError, match="queue name"):
+        FleetClient(redis_url, queue=queue)
+    if queue.strip():  # the adapters take an empty queue as the default one
+        with pytest.raises(OptionError, match="queue name"):
+            TRLReward(redis_url, queue=queue)
+
+
+@pytest.mark.parametrize(
+    ("host", "words"),
+    [
+        ("192.0.2.1", "cannot listen on 192.0.2.1:{port}: Cannot assign requested address; check --host"),
+        ("no-such-host.invalid", "cannot listen on no-such-host.invalid:{port}: "),
+    ],
+)
+def test_serve_on_a_host_that_is_not_this_machines_says_to_check_the_host_not_the_port(
+        host: str, words: str, redis_url: str) -> None:
+    with socket.socket() as probe:  # a port nobody holds, so only the host can be wrong
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    proc = _cli("serve", "--redis", redis_url, "--host", host, "--port", str(port), "--token", "t")
+    _no_traceback(proc, 2)
+    assert words.format(port=port) in proc.stderr
+    assert "check --host" in proc.stderr and "pick another --port" not in proc.stderr
 
 
 @pytest.mark.parametrize("command", ["judge", "submit"])
@@ -172,6 +229,30 @@ def test_an_extra_argument_is_named_by_the_subcommand_and_prepare_says_where_its
     assert "cpfleet judge: error: unrecognized arguments: surplus" in extra.stderr
 
 
+def _code_contests_row(name: str, tests: dict) -> dict:
+    return {"name": name, "description": "d", "public_tests": tests, "private_tests": tests,
+            "generated_tests": {"input": [], "output": []}}
+
+
+def test_prepare_refuses_a_local_file_whose_column_mixes_types_instead_of_converting_its_text_as_json(
+        tmp_path: Path) -> None:
+    """One row whose tests are numbers made ``datasets`` type the column as JSON and decode every
+    row's text in it: a well-formed row expecting the output ``"yes"`` (quotes included) was
+    converted expecting ``yes``, which would pay a program that prints the wrong answer."""
+    quoted = _code_contests_row("quoted", {"input": ["1 2\n"], "output": ['"yes"']})
+    numbers = _code_contests_row("numbers", {"input": [1], "output": [2]})
+    rows = _write(tmp_path / "cc.jsonl", quoted, numbers)
+    out = tmp_path / "o.jsonl"
+    proc = _cli("prepare", "--dataset", str(rows), "--out", str(out), "--no-progress")
+    _no_traceback(proc, 2)
+    assert f"cpfleet prepare: {rows}: column public_tests.input holds values of different types" in proc.stderr
+    assert not out.exists()
+    _write(rows, quoted)  # the same row alone keeps its text
+    ok = _cli("prepare", "--dataset", str(rows), "--out", str(out), "--no-progress")
+    _no_traceback(ok, 0)
+    assert json.loads(out.read_text())["hidden_tests"][0]["output"] == '"yes"'
+
+
 def test_prepare_in_the_wrong_format_keeps_nothing_and_says_so(tmp_path: Path) -> None:
     rows = _write(tmp_path / "taco.jsonl", TACO_ROW, {"question": "no tests here"})
     proc = _cli("prepare", "--format", "code_contests", "--dataset", str(rows), "--out", str(tmp_path / "o.jsonl"), "--no-progress")
@@ -257,6 +338,15 @@ def test_a_client_closed_with_jobs_queued_says_it_withdrew_its_own_jobs(redis_ur
     assert "gone clients" not in proc.stderr
 
 
+def test_a_job_line_without_a_problem_id_says_it_is_missing_not_of_the_wrong_type(tmp_path: Path) -> None:
+    """A job with inline tests (as FleetClient takes them) was told "'problem_id' must be a string"."""
+    problems = _write(tmp_path / "p.jsonl", PROBLEM)
+    jobs = _write(tmp_path / "j.jsonl", {"tests": PROBLEM["hidden_tests"], "completion": "print(12)", "job_id": "t1"})
+    proc = _cli("judge", str(problems), str(jobs), "--no-progress")
+    _no_traceback(proc, 2)
+    assert "j.jsonl:1: skipped job line: job 't1': no 'problem_id' (a JOBS line names a problem" in proc.stderr
+
+
 def test_files_the_wrong_way_round_are_named_as_such(tmp_path: Path, redis_url: str) -> None:
     problems = _write(tmp_path / "p.jsonl", PROBLEM)
     jobs = _write(tmp_path / "j.jsonl", {"problem_id": "ux/add", "completion": "print(3)"})
@@ -283,6 +373,25 @@ def test_submit_with_no_worker_running_says_the_jobs_wait_for_one(tmp_path: Path
     assert ("warning: no worker has sent a heartbeat to this Redis: the jobs wait in queue 'cpfleet' until one "
             "starts (cpfleet worker --redis URL, or cpfleet up), or for 1 s, then end INTERNAL") in proc.stderr
     assert json.loads(proc.stdout)["infra_message"] == "no result within 1s"
+
+
+def test_submit_to_a_queue_no_worker_ever_consumed_says_the_jobs_wait_there(tmp_path: Path, redis_url: str) -> None:
+    """A typo in --queue, with workers running on the right one, was the same silent wait for the
+    whole deadline as no worker at all."""
+    problems = _write(tmp_path / "p.jsonl", PROBLEM)
+    jobs = _write(tmp_path / "j.jsonl", {"problem_id": "ux/add", "completion": "print(3)", "job_id": "q1"})
+    assert _cli("load", str(problems), "--redis", redis_url).returncode == 0
+    node = FleetWorker(redis_url, tmp_path, concurrency=1).start()
+    try:
+        typo = _cli("submit", str(jobs), "--redis", redis_url, "--queue", "cpflet", "--timeout", "1", "--no-progress")
+        right = _cli("submit", str(jobs), "--redis", redis_url, "--timeout", "120", "--no-progress")
+    finally:
+        node.stop(timeout=15)
+    _no_traceback(typo, 0)
+    assert ("warning: no worker has ever consumed queue 'cpflet' on this Redis: the jobs wait there until one "
+            "does (cpfleet worker --queues cpflet), or for 1 s, then end INTERNAL") in typo.stderr
+    _no_traceback(right, 0)
+    assert "has ever consumed" not in right.stderr and not json.loads(right.stdout)["infra_error"]
 
 
 def test_a_dataset_in_its_own_schema_given_as_problems_points_at_prepare(tmp_path: Path) -> None:

@@ -163,6 +163,13 @@ def test_nothing_listening_says_how_to_get_a_redis(tmp_path: Path) -> None:
         _assert_says(_cli(argv), "is Redis running there? `cpfleet up` starts one")
 
 
+def test_a_sentinel_url_at_a_plain_redis_says_it_is_no_sentinel(redis_server: RedisServer, tmp_path: Path) -> None:
+    """The raw answer was Redis's "unknown command `SENTINEL`, with args beginning with: `MASTERS`"."""
+    url = f"sentinel://127.0.0.1:{redis_server.port}/0?master=mymaster"
+    for argv in _commands(tmp_path, url)[:5]:
+        _assert_says(_cli(argv), "is a Redis, not a Sentinel: a sentinel:// URL lists the Sentinels' addresses")
+
+
 def test_the_python_client_says_the_same(locked_redis: int) -> None:
     with pytest.raises(BrokerUnavailable, match="requires a password: put it in the URL"):
         FleetClient(f"redis://127.0.0.1:{locked_redis}/0")

@@ -270,6 +270,9 @@ def _apply_caps(problem: Problem, max_public: int | None, max_hidden: int | None
 
 
 def _check_readable(p: Path) -> None:
+    if str(p) == "-" and not p.exists():  # JOBS take "-"; "problem file not found" would puzzle
+        raise ProblemFileError(p, "problems are read from a file, not from stdin ('-' is for the JOBS file): "
+                                  "write them to a file and pass its path")
     if not p.exists():
         raise ProblemFileNotFoundError(p)
     if p.is_dir():

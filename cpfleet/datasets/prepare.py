@@ -375,6 +375,13 @@ def prepare(
             hint = (f"; without network to the Hub, download it elsewhere (huggingface-cli download {dataset} "
                     f"--repo-type dataset --local-dir DIR), copy DIR here and pass --dataset DIR")
         raise DatasetUnavailableError(f"cannot load {dataset!r} split {opts.split!r}: {_first_line(str(e))}{hint}") from e
+    mixed = _mixed_type_columns(ds) if root.exists() else []
+    if mixed:
+        raise PrepareError(
+            f"{dataset}: column {mixed[0]} holds values of different types in different rows (text in one, a "
+            f"number or a list in another); the datasets library then reads that column as JSON, turning text "
+            f"such as \"12\" into the number 12, so even the well-formed rows would be converted wrongly: make "
+            f"each column's values one type across the file")
     columns = _columns(ds)
     fmt = opts.fmt or detect_format(columns)
     declared = formats.get(fmt)
@@ -417,6 +424,30 @@ def _first_bad_json_line(path: Path) -> str | None:
     except (OSError, UnicodeDecodeError, EOFError) as e:
         return f"{path}: cannot read: {e}"
     return None
+
+
+def _mixed_type_columns(ds: Any) -> list[str]:
+    """The columns (dotted paths) of a local file that ``datasets`` typed ``Json``: its JSON
+    builder gives that type to a column whose rows disagree on the type, and decodes every text
+    value of it as JSON ("12" becomes 12, "[1]" a list), so the rows no longer say what the file
+    does. Hub datasets declare their own features and are not checked."""
+    try:
+        from datasets.features import Json
+    except ImportError:  # older datasets refuse such a file instead (ArrowInvalid)
+        return []
+    found: list[str] = []
+
+    def walk(feature: Any, path: str) -> None:
+        if isinstance(feature, Json):
+            found.append(path)
+        elif isinstance(feature, dict):
+            for name, sub in feature.items():
+                walk(sub, f"{path}.{name}" if path else str(name))
+        elif hasattr(feature, "feature"):  # List / Sequence / LargeList of something
+            walk(feature.feature, path)
+
+    walk(getattr(ds, "features", None) or {}, "")
+    return found
 
 
 def _columns(ds: Any) -> list[str]:

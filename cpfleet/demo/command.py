@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from cpfleet.argtypes import folder, positive_float, positive_int
 from cpfleet.core.errors import FleetError
 from cpfleet.core.problem import Problem
 from cpfleet.core.results import JobResult
@@ -351,14 +352,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "become the correct completions (e.g. a file written by cpfleet prepare; default: the built-in set)",
     )  # fmt: skip
     parser.add_argument(
-        "--max-problems", type=int, metavar="N",
+        "--max-problems", type=positive_int, metavar="N",
         help=f"use the first N problems (default: all built-in ones, {DEFAULT_FILE_PROBLEMS} of a file)",
     )  # fmt: skip
-    parser.add_argument("--jobs", type=int, metavar="N", help="submit N jobs (the mix repeated or cut; default: one round)")
+    parser.add_argument("--jobs", type=positive_int, metavar="N", help="submit N jobs (the mix repeated or cut; default: one round)")
     parser.add_argument("--reward-shape", "--reward", dest="reward_shape", choices=("all_or_nothing", "fraction"), default="all_or_nothing", help="all_or_nothing: 1.0 only if every rewarded test passes; fraction: the share that pass")
-    parser.add_argument("--timeout", type=float, default=600.0, help="per-job deadline in seconds (default 600)")
+    parser.add_argument("--timeout", type=positive_float, default=600.0, help="per-job deadline in seconds (default 600)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    parser.add_argument("--logs", metavar="DIR", help="keep worker and flower logs in DIR (default: a temp dir, removed on success)")
+    parser.add_argument("--logs", metavar="DIR", type=folder, help="keep worker and flower logs in DIR (default: a temp dir, removed on success)")
     add_fleet_arguments(parser)
 
 
@@ -404,6 +405,9 @@ def run(args: argparse.Namespace) -> int:
         status = 130
     except FleetError as e:
         print(f"cpfleet demo: {e}", file=sys.stderr)
+    except OSError as e:  # a logs folder that cannot be made or written: the user's to fix
+        print(f"cpfleet demo: {e.filename or ''}: {e.strerror or e}", file=sys.stderr)
+        status = 2
     except Stopped as e:  # SIGTERM/SIGHUP: the with block has stopped the fleet
         print(f"\ncpfleet demo: stopping ({e})", file=sys.stderr)
         status = 143

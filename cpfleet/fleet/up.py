@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from cpfleet.argtypes import positive_int
+from cpfleet.argtypes import folder, positive_int
 from cpfleet.core.defaults import DEFAULT_FLOWER_PORT, DEFAULT_METRICS_PORT, DEFAULT_REDIS_PORT
 from cpfleet.core.errors import FleetError
 from cpfleet.fleet.local import LocalFleet
@@ -112,7 +112,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help=f"port of the Redis started here (default {DEFAULT_REDIS_PORT}, or a free one if taken)",
     )  # fmt: skip
     parser.add_argument(
-        "--data-dir", metavar="DIR",
+        "--data-dir", metavar="DIR", type=folder,
         help=f"keep Redis's append-only file (the queue and the problem store) in DIR/redis and the logs in "
         f"DIR/logs (default: ${DATA_DIR_ENV}, else $XDG_DATA_HOME/cpfleet, else ~/.local/share/cpfleet)",
     )  # fmt: skip
@@ -122,7 +122,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "(default: kept in the data folder)",
     )  # fmt: skip
     parser.add_argument(
-        "--logs", metavar="DIR",
+        "--logs", metavar="DIR", type=folder,
         help="write worker.log (one JSON line per job) and flower.log to DIR "
         "(default: DATA_DIR/logs; with --ephemeral a new temporary folder, removed when up stops "
         "unless it failed)",

@@ -9,12 +9,13 @@ holds, then closes its fleet client; a replacement started first with the same `
 from __future__ import annotations
 
 import argparse
+import errno
 import ipaddress
 import logging
 import socket
 import sys
 
-from cpfleet.argtypes import positive_float, positive_int
+from cpfleet.argtypes import nonnegative_float, positive_float, positive_int, queue_name
 from cpfleet.core import defaults, protocol
 from cpfleet.core.errors import RedisUrlError
 from cpfleet.fleet.processes import port_arg
@@ -36,12 +37,12 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="bind address; a non-loopback one needs --token (default: %(default)s)")
     p.add_argument("--port", type=port_arg(), default=DEFAULT_PORT, help="TCP port (default: %(default)s)")
     p.add_argument("--token", default=None, help="require 'Authorization: Bearer TOKEN' on every endpoint but /healthz (default: no token, loopback only)")
-    p.add_argument("--queue", default=None, help="the fleet queue to submit to (default: cpfleet)")
+    p.add_argument("--queue", type=queue_name, default=None, help="the fleet queue to submit to (default: cpfleet)")
     p.add_argument("--reward-mode", choices=protocol.MODES, default=protocol.REWARD_ONLY_MODE,
                    help="mode of the routes that answer a reward only (/get_reward, /slime): hidden runs the "
                         "hidden tests first (a wrong completion runs no public test; their feedback is not returned); "
                         "full runs the public tests first; public rewards the public tests (default: %(default)s)")
-    p.add_argument("--max-body-mb", type=float, default=DEFAULT_MAX_BODY_MB,
+    p.add_argument("--max-body-mb", type=positive_float, default=DEFAULT_MAX_BODY_MB,
                    help="largest request body, 413 above (default: %(default)s)")
     p.add_argument("--max-backlog", type=positive_int, default=DEFAULT_MAX_BACKLOG,
                    help="unanswered jobs this replica holds before it refuses requests (default: %(default)s)")
@@ -49,7 +50,7 @@ def configure(p: argparse.ArgumentParser) -> None:
                    help="seconds a request waits for its answer when its client states no deadline (default: %(default)s)")
     p.add_argument("--timeout", type=positive_float, default=DEFAULT_JOB_TIMEOUT_S,
                    help="seconds before a fleet job is an infrastructure error (default: %(default)s)")
-    p.add_argument("--coalesce-ms", type=float, default=DEFAULT_COALESCE_MS,
+    p.add_argument("--coalesce-ms", type=nonnegative_float, default=DEFAULT_COALESCE_MS,
                    help="window in which /run_code calls for one program share a run job (default: %(default)s)")
 
 
@@ -65,8 +66,6 @@ def is_loopback(host: str) -> bool:
 def config_from_args(args: argparse.Namespace) -> ServeConfig:
     if not args.token and not is_loopback(args.host):
         raise SystemExit(f"cpfleet serve: refusing to listen on {args.host} without --token (anyone could submit code)")
-    if args.max_body_mb <= 0 or args.max_backlog < 1 or args.timeout <= 0 or args.wait <= 0 or args.coalesce_ms < 0:
-        raise SystemExit("cpfleet serve: --max-body-mb, --max-backlog, --timeout, --wait must be positive, --coalesce-ms >= 0")
     try:
         redis_url = defaults.redis_url(args.redis)
     except RedisUrlError as exc:
@@ -104,11 +103,21 @@ def listen(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as e:
         sock.close()
-        print(f"cpfleet serve: cannot listen on {host}:{port}: {e.strerror}; pick another --port", file=sys.stderr)
+        print(f"cpfleet serve: cannot listen on {host}:{port}: {e.strerror}; {_bind_advice(e)}", file=sys.stderr)
         raise SystemExit(2) from None
     sock.listen(2048)
     sock.set_inheritable(True)
     return sock
+
+
+def _bind_advice(error: OSError) -> str:
+    """What to change after a failed bind: only a port in use is fixed by another --port; a host
+    that does not resolve or is no address of this machine is fixed by another --host."""
+    if isinstance(error, socket.gaierror) or error.errno == errno.EADDRNOTAVAIL:
+        return "check --host (an address of this machine, or a name that resolves to one)"
+    if error.errno == errno.EACCES:
+        return "ports below 1024 need root: pick a --port above 1023"
+    return "pick another --port"
 
 
 # SO_ATTACH_REUSEPORT_CBPF (linux/socket.h) and one classic-BPF instruction, ``ret #1``: every new

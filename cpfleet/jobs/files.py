@@ -89,6 +89,9 @@ def parse_job(record: Any, index: int) -> dict[str, Any]:
     if job_id is not None and not isinstance(job_id, str | int):
         raise InputFileError("'job_id' must be a string or an integer")
     shown_id = job_id if job_id is not None else index
+    if "problem_id" not in record:  # a job with inline "tests", as FleetClient and /v1/judge take them
+        raise InputFileError(f"job {shown_id!r}: no 'problem_id' (a JOBS line names a problem of the PROBLEMS file "
+                             f"or the store; inline tests are for FleetClient and POST /v1/judge)")
     if not isinstance(record.get("problem_id"), str):
         raise InputFileError(f"job {shown_id!r}: 'problem_id' must be a string")
     completion = record.get("completion")

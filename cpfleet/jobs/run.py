@@ -8,7 +8,9 @@ One program::
 prints each run's stdout to stdout and its stderr to stderr (clipped to ``--output-cap``,
 default 1 MiB), a status line per run on stderr, and exits with the program's exit code when
 there is one run (else 0 when every run exited 0, 1 otherwise; 3 when the fleet or sandbox
-failed: INTERNAL). ``--json`` prints the whole ``RunJobResult`` as one JSON object instead.
+failed: INTERNAL). ``--json`` prints the whole ``RunJobResult`` as one JSON object instead, and
+then, as ``--batch``, exits 0 whatever the programs did (their statuses are in the JSON), 3 when
+the fleet or sandbox failed for a job.
 
 A batch, JSONL in and out::
 
@@ -34,7 +36,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from cpfleet.argtypes import positive_float
+from cpfleet.argtypes import positive_float, queue_name
 from cpfleet.core import defaults, protocol
 from cpfleet.core.errors import ProtocolError
 from cpfleet.core.languages import LANGUAGES, by_extension
@@ -66,7 +68,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the RunJobResult as JSON")
     parser.add_argument("--local", action="store_true", help="run in a sandbox of this process, without Redis")
     parser.add_argument("--redis", metavar="URL", help="the fleet's " + defaults.REDIS_URL_HELP)
-    parser.add_argument("--queue", default=protocol.DEFAULT_QUEUE, help="queue to publish to (default: cpfleet)")
+    parser.add_argument("--queue", type=queue_name, default=protocol.DEFAULT_QUEUE, help="queue to publish to (default: cpfleet)")
     parser.add_argument("--timeout", type=positive_float, default=900.0, help="seconds per job before an INTERNAL result")
 
 

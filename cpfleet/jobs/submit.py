@@ -16,7 +16,7 @@ import json
 import sys
 from typing import Any
 
-from cpfleet.argtypes import positive_float, positive_int
+from cpfleet.argtypes import positive_float, positive_int, queue_name
 from cpfleet.core import defaults, protocol
 from cpfleet.jobs.files import (  # shared with `cpfleet judge`
     InputFileError,
@@ -34,7 +34,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mode", choices=protocol.MODES, default="full", help="full: public tests for the feedback, hidden tests give the reward; hidden: the "
                         "hidden tests first, the same reward, no feedback; public: public tests only (default: full)")
     parser.add_argument("--problems", metavar="FILE", help="upload this problem file (JSONL/.gz/parquet) to the store first (default: upload nothing)")
-    parser.add_argument("--queue", default=protocol.DEFAULT_QUEUE, help="queue to publish to (default: cpfleet)")
+    parser.add_argument("--queue", type=queue_name, default=protocol.DEFAULT_QUEUE, help="queue to publish to (default: cpfleet)")
     parser.add_argument("--timeout", type=positive_float, default=900.0, help="seconds per job before an INTERNAL result (default 900)")
     parser.add_argument("--max-in-flight", type=positive_int, default=20_000, help="jobs pending at once (default 20000)")
     parser.add_argument("--no-cache", action="store_true", help="bypass the fleet's result cache")
@@ -82,6 +82,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"cpfleet submit: warning: no worker has sent a heartbeat to this Redis: the jobs wait in queue "
               f"{args.queue!r} until one starts (cpfleet worker --redis URL, or cpfleet up), or for "
               f"{args.timeout:g} s, then end INTERNAL", file=sys.stderr)
+    elif never_consumed(client.redis_url, args.queue):  # a typo'd --queue: the same silent wait
+        print(f"cpfleet submit: warning: no worker has ever consumed queue {args.queue!r} on this Redis: the jobs "
+              f"wait there until one does (cpfleet worker --queues {args.queue}), or for {args.timeout:g} s, then "
+              f"end INTERNAL", file=sys.stderr)
     with client:
         skipped_ids: dict[str, str] = {}
         if args.problems:
@@ -186,6 +190,25 @@ def _submit(client: Any, jobs: list[dict[str, Any]], progress: bool, skipped_ids
     for line in tally.infra_lines("submit"):
         print(line, file=sys.stderr)
     return 0
+
+
+def never_consumed(url: str, queue: str) -> bool:
+    """True when this Redis holds no trace of a consumer of ``queue`` (kombu's binding set);
+    False when it does, or when it cannot tell."""
+    import redis
+
+    from cpfleet.core import protocol
+    from cpfleet.core.redis_url import parse_redis_url
+    from cpfleet.producer.connection import connect
+
+    try:
+        client = connect(parse_redis_url(url), socket_timeout=5, socket_connect_timeout=5)
+        try:
+            return not client.exists(protocol.kombu_binding_key(queue))
+        finally:
+            client.close()
+    except redis.RedisError:
+        return False
 
 
 def live_nodes(url: str) -> int | None:

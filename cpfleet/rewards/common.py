@@ -12,7 +12,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from cpfleet.core import defaults
+from cpfleet.core import defaults, protocol
 from cpfleet.core.errors import (
     CpfleetError,
     FleetUnusable,
@@ -137,6 +137,8 @@ class Connection:
         defaults.redis_target(redis_url)  # a bad URL raises RedisUrlError now, not a None reward per sample later
         self.redis_url = redis_url
         self.client_options = dict(client_options or {})
+        if "queue" in self.client_options:  # likewise a queue no worker could consume (OptionError)
+            protocol.check_queue(self.client_options["queue"])
         self._lock = threading.Lock()
         self._fleet: Any = None
         self._pid = 0

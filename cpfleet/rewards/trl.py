@@ -183,8 +183,8 @@ class TRLReward:
                     results[i] = fut.result(timeout=core.timeout_s + 30)
                 except Exception as e:  # the client's own deadline should have answered first
                     log.error("%s: no result for completion %d: %s", core.name, i, e)
-        except (InlineProblemError, UnknownProblemError):
-            raise  # broken data in the dataset column: the caller's to fix, never a masked sample
+        except (InlineProblemError, UnknownProblemError, JobFormatError, OptionError):
+            raise  # broken data in the dataset column or a malformed call: the caller's to fix, never masked
         except Exception as e:  # Redis unreachable, client closed: infrastructure, masked
             log_fleet_failure(log, f"{core.name}: the fleet could not judge this batch; its rewards are None", e)
             core.last_error = f"{type(e).__name__}: {e}"

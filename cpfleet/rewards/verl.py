@@ -37,8 +37,8 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from cpfleet.core import defaults
-from cpfleet.core.errors import InlineProblemError, UnknownProblemError
+from cpfleet.core import defaults, protocol
+from cpfleet.core.errors import InlineProblemError, JobFormatError, OptionError, UnknownProblemError
 from cpfleet.core.protocol import REWARD_ONLY_MODE
 from cpfleet.core.results import JobResult
 from cpfleet.core.verdict import Verdict
@@ -135,6 +135,7 @@ def score_dict(result: JobResult | None, *, infra_score: float = 0.0) -> dict[st
 def _verl_options(kwargs: Mapping[str, Any]) -> dict[str, Any]:
     # a bad URL is the caller's mistake: RedisUrlError now, never an infra score per sample
     defaults.redis_target(kwargs.get("redis_url"))
+    protocol.check_options(kwargs.get("reward_shape", "all_or_nothing"), kwargs.get("mode", REWARD_ONLY_MODE))
     return {
         "redis_url": kwargs.get("redis_url"),
         "queue": kwargs.get("queue"),
@@ -183,8 +184,8 @@ def compute_score_batch(
                     results[i] = fut.result(timeout=opts["timeout_s"] + 30)
                 except Exception as e:
                     log.error("compute_score: no result for sample %d: %s", i, e)
-        except (InlineProblemError, UnknownProblemError):
-            raise
+        except (InlineProblemError, UnknownProblemError, JobFormatError, OptionError):
+            raise  # the call's own mistake (a completion that is not text, an empty id): never an infra score
         except Exception as e:
             log_fleet_failure(log, "compute_score: the fleet could not judge this batch", e)
             last_error = f"{type(e).__name__}: {e}"
@@ -221,7 +222,7 @@ async def compute_score_async(
             )
         except InlineProblemError as e:  # broken data, not the model: the caller's to fix
             raise InlineProblemError(f"compute_score_async: unusable inline tests in ground_truth: {e}") from e
-        except UnknownProblemError:
+        except (UnknownProblemError, JobFormatError, OptionError):
             raise  # refused at submit: the caller's to fix, never a masked sample
         except Exception as e:
             log_fleet_failure(log, "compute_score_async: the fleet could not judge this sample", e)
