@@ -406,8 +406,13 @@ def compile_program(
 # the runs are bounded by the cgroup, with the JVM's allowance.
 # The folder is kept with its links followed (``tar -h``, ``--hard-dereference``): a build that links
 # ``run`` to its validator, as problemtools runs it in place, keeps the file the link names.
+# What ``build`` prints goes to a log beside the folder, and only a failed build's last words
+# (``DIAGNOSTICS_CHARS``: the failure is at a build log's end) become its diagnostics:
+# problemtools discards a build's output, so a chatty build (a make printing every command) must
+# not be stopped by the cap of a compile's messages.
 _BUILD_SCRIPT = (
-    'mkdir out && cp -R "$1"/. out/ && cd out && if [ -e build ]; then ./build >&2 || exit $?; fi && '
+    'mkdir out && cp -R "$1"/. out/ && cd out && if [ -e build ]; then ./build > ../build.log 2>&1 || '
+    '{ s=$?; tail -c ' + str(DIAGNOSTICS_CHARS) + ' ../build.log >&2; exit $s; }; fi && '
     '{ [ -f run ] && [ -x run ] || { echo \'the build script did not produce an executable called "run"\' >&2; '
     'exit 1; }; } && exec tar -ch --hard-dereference -f - .'
 )

@@ -126,6 +126,25 @@ def test_a_build_that_links_run_to_its_validator_judges(runner: CodeRunner, link
     assert (bad.verdict, bad.reward, bad.infra_error) == (Verdict.WRONG_ANSWER, 0.0, False), bad.observation
 
 
+# problemtools discards what a build prints; a build printing more than the cap of a compile's
+# messages (1 MiB: a make echoing every command, a verbose compiler) was stopped at that cap, and
+# every job of the problem was INTERNAL, the build run again each time. Only a failed build's
+# last output is kept, as its diagnostics.
+def test_a_build_that_prints_megabytes_judges_and_a_failing_one_keeps_its_last_words(runner: CodeRunner) -> None:
+    _needs_cpp()
+    chatty = "#!/bin/sh\nset -e\nhead -c 3000000 /dev/zero | tr '\\0' x\necho\n" \
+             "g++ -O2 -o validator validate.cpp compare.cpp\n"
+    problem = _problem("buildrun/chatty", {"type": "kattis_validator", "files": _files(chatty)})
+    good = evaluate(problem, SUM, runner)
+    assert (good.verdict, good.reward, good.infra_error) == (Verdict.OK, 1.0, False), good.observation
+    bad = evaluate(problem, PRODUCT, runner)
+    assert (bad.verdict, bad.reward, bad.infra_error) == (Verdict.WRONG_ANSWER, 0.0, False), bad.observation
+    failing = chatty.replace("compare.cpp", "missing.cpp")
+    broken = evaluate(_problem("buildrun/chatty-broken", {"type": "kattis_validator", "files": _files(failing)}),
+                      SUM, runner)
+    assert broken.infra_error and broken.reward is None and "missing.cpp" in broken.observation
+
+
 def test_a_build_that_leaves_a_fifo_is_a_broken_problem_not_a_sandbox_failure(runner: CodeRunner) -> None:
     files = {FOLDER + "build": "#!/bin/sh\nmkfifo pipe\n", FOLDER + "run": RUN}
     result = evaluate(_problem("buildrun/fifo", {"type": "kattis_validator", "files": files}), SUM, runner)
