@@ -487,7 +487,7 @@ class ZygoteRunner(CodeRunner):
 
     def run_pair(self, job_a: Job, limits_a: Limits, job_b: Job, limits_b: Limits, *,
                  argv: list[str], files: Mapping[str, bytes] | None,
-                 collect: Sequence[str] = ()) -> tuple[RunResult, RunResult, bool]:
+                 collect: Sequence[str] = ()) -> tuple[RunResult, RunResult, bool, bool]:
         """A test of ``job_a`` and one of ``job_b`` at once, connected by pipes (an interactive
         problem: sandbox/pairs.py)."""
         return pairs.run_pair(self, job_a, limits_a, job_b, limits_b, argv=argv, files=files, collect=collect)

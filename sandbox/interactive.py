@@ -31,7 +31,10 @@ chosen by sandbox/judging.py) is run against it on the same test with the proble
 If the interactor accepts that dialogue, it works on this test and its failure was the
 program's doing: WRONG_ANSWER, naming it (non-deterministic when the interactor's own time or
 memory limit decided it, so never cached). If it fails or rejects the reference too, the
-problem is broken: CheckerBroken (INTERNAL), naming both; with no correct solution that can run
+problem is broken: CheckerBroken (INTERNAL), naming both; so too when the pair's memory cgroup
+killed any process during the reference's accepted dialogue (a child the interactor forked: the
+OOM killer takes the largest process, so the interactor overran there as well and which process
+died was the moment's choice, never the program's doing). With no correct solution that can run
 here it stays CheckerBroken and says so. The vouch for (interactor, test, reference, limits) is
 remembered in the process (``VOUCHES``, a failed one too), so however often a program provokes
 it the reference runs at most once per test per process. It runs as a job of its own beside the
@@ -45,7 +48,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NoReturn
 
 import msgpack
@@ -81,6 +84,7 @@ class InteractiveOutcome:
     run: RunResult  # the program's run
     detail: str = ""
     deterministic: bool = True  # False: the interactor's own time or memory limit decided it
+    oom_killed: bool = False  # the pair's memory cgroup killed a process during the dialogue
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,7 +191,8 @@ def _dialogue(runner: CodeRunner, spec: ProgramSpec, program: programs.ProgramSe
         drop_session(runner)
         raise SandboxFailure(f"sandbox failure in an interactive test: {rp.error or ri.error}")
     # a test the job's budget cut short is not vouched for: the reference would outrun the budget
-    return decide(spec, rp, ri, res.solution_ended_first, vouch_stalls=limits.wall_cap_s is None)
+    outcome = decide(spec, rp, ri, res.solution_ended_first, vouch_stalls=limits.wall_cap_s is None)
+    return replace(outcome, oom_killed=True) if res.oom_killed else outcome
 
 
 def _vouch(runner: CodeRunner, spec: ProgramSpec, reference: Reference | None, inp: bytes, ans: bytes,
@@ -227,6 +232,13 @@ def _run_reference(runner: CodeRunner, spec: ProgramSpec, reference: Reference, 
             return f"on the reference solution's dialogue it fails too: {_why(e)}", lasting
     if out.verdict != Verdict.OK:
         return f"the reference solution gets {out.verdict} with it: {out.detail[:500]}", out.deterministic
+    if out.oom_killed:
+        # an accepted dialogue all the same: the OOM killer took a process the interactor
+        # started (or another that the dialogue did not need), not the interactor. Which process
+        # it takes depends on the moment's sizes, so this pair overflowing beside the reference
+        # says the interactor's memory, not the program's, overran: never the program's 0
+        return ("on the reference solution's dialogue it fails too: the pair went over its memory limit "
+                "there as well (the memory cgroup killed one of its processes)", False)
     return "", True
 
 

@@ -27,22 +27,24 @@ PEER_GRACE_S = 1.0  # how long the solution may run on after the interactor ende
 
 def run_pair(runner: ZygoteRunner, job_a: Job, limits_a: Limits, job_b: Job, limits_b: Limits, *,
              argv: list[str], files: Mapping[str, bytes] | None,
-             collect: Sequence[str] = ()) -> tuple[RunResult, RunResult, bool]:
+             collect: Sequence[str] = ()) -> tuple[RunResult, RunResult, bool, bool]:
     """Run a test of ``job_a`` and one of ``job_b`` at once, each one's stdout piped into
     the other's stdin (an interactive problem: a the solution, b the interactor, which gets
     ``argv`` and ``files``). When b ends, a is stopped (killed, error "stopped: the
     interactor exited"); stderr of both is captured. INTERNAL when the sandbox failed.
-    The flag: whether a's test ended (every process of it dead) before b's did."""
+    The flags: whether a's test ended (every process of it dead) before b's did, and whether
+    the pair's memory cgroup OOM-killed any process meanwhile (a child either side forked, too:
+    neither run's own status shows that)."""
     try:
         return _run_pair(runner, job_a, limits_a, job_b, limits_b, argv, files, collect)
     except (OSError, SandboxBroken) as e:
         job_a.close()
         job_b.close()
         failed = RunResult(Verdict.INTERNAL, error=f"sandbox failure: {e}")
-        return failed, failed, False
+        return failed, failed, False, False
 
 def _run_pair(runner: ZygoteRunner, job_a: Job, limits_a: Limits, job_b: Job, limits_b: Limits, argv: list[str],
-              files: Mapping[str, bytes] | None, collect: Sequence[str]) -> tuple[RunResult, RunResult, bool]:
+              files: Mapping[str, bytes] | None, collect: Sequence[str]) -> tuple[RunResult, RunResult, bool, bool]:
     total = (limits_a.memory_mb << 20) + job_a.extra_cgroup_bytes + (limits_b.memory_mb << 20) \
         + job_b.extra_cgroup_bytes
     cgroup_ok = runner._set_cgroup(total, limits_a.nproc + limits_b.nproc)
@@ -103,7 +105,7 @@ def _run_pair(runner: ZygoteRunner, job_a: Job, limits_a: Limits, job_b: Job, li
         if peer and res.status == Verdict.RUNTIME_ERROR:
             res.error = "stopped: the interactor exited"
         results.append(res)
-    return results[0], results[1], a_first
+    return results[0], results[1], a_first, oom
 
 def _drain_pair(job_a: Job, job_b: Job, err_a: int, err_b: int, limits_a: Limits, limits_b: Limits,
                 timeout: float) -> tuple[list[dict[str, Any]], list[tuple[bytes, bool]], bool]:

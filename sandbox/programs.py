@@ -666,6 +666,7 @@ class InteractiveResult:
     solution: RunResult
     interactor: RunResult
     solution_ended_first: bool = False  # the solution's test ended before the interactor's
+    oom_killed: bool = False  # the pair's memory cgroup killed a process (either side's, a child too)
 
 
 def run_interactive(runner: CodeRunner, solution: ProgramSession, solution_limits: Limits,
@@ -677,6 +678,6 @@ def run_interactive(runner: CodeRunner, solution: ProgramSession, solution_limit
     together (its limit is the sum of both memory limits). Their stdout is not captured (it is
     the other's input); stderr is, as for any run."""
     zr = _zygote_runner(runner)
-    sol, inter, sol_first = zr.run_pair(solution.job, solution_limits, interactor.job, interactor_limits,
+    sol, inter, sol_first, oom = zr.run_pair(solution.job, solution_limits, interactor.job, interactor_limits,
                                         argv=list(argv), files=files, collect=collect)
-    return InteractiveResult(sol, inter, sol_first)
+    return InteractiveResult(sol, inter, sol_first, oom)

@@ -116,6 +116,11 @@ class FleetWorker:
         except FileNotFoundError:
             return ""
 
+    def log_lines(self) -> list[str]:
+        """The log's complete lines: the node may be writing its last one while the test reads,
+        and half a JSON record would fail to parse."""
+        return self.log_text().split("\n")[:-1]
+
     def wait_ready(self, timeout: float = 90.0) -> None:
         """Until the node logs 'ready.' and every pool process is up."""
         end = time.monotonic() + timeout

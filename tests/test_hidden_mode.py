@@ -79,7 +79,7 @@ def _hidden_fields(r: JobResult) -> tuple[Any, ...]:
 def _done(node: FleetWorker, problem_id: str) -> list[dict[str, Any]]:
     """The node's job log records (``job_done``) of ``problem_id``'s jobs, oldest first."""
     out = []
-    for line in node.log_text().splitlines():
+    for line in node.log_lines():
         if '"event":"job_done"' in line and f'"problem_id":"{problem_id}"' in line:
             out.append(json.loads(line[line.index("{"):]))
     return out
@@ -116,6 +116,13 @@ def _compare(client: FleetClient, jobs: list[dict[str, Any]]) -> tuple[int, int]
         assert f"(hidden: {h.hidden.passed}/{h.hidden.total} passed" in h.observation, where
         if _stopped_at_public(f):
             assert f.reward == h.reward == 0.0, where
+            continue
+        if f.verdict == h.verdict == Verdict.TIME_LIMIT:
+            # a program close to its CPU limit on an earlier test than the one it always exceeds
+            # it on (the demo's exponential knapsack): which test goes over first follows the
+            # host's load, CPU time included (shared caches), so only the outcome is compared
+            assert f.reward == h.reward == 0.0 and h.hidden.total == f.hidden.total, where
+            wrong += 1
             continue
         assert _hidden_fields(h) == _hidden_fields(f), where
         wrong += f.reward == 0.0

@@ -144,6 +144,65 @@ def test_an_interactor_over_its_own_memory_is_internal_not_the_correct_programs_
     assert "on the reference solution's dialogue it fails too" in res.infra_message
 
 
+# Forks a child, reads the program's first guess (the program holds its memory by then), holds
+# MAIN megabytes, then lets the child take CHILD more and waits until it holds them or is killed:
+# the pair's cgroup (the program's 256 MB, the interactor's 640 and the sandbox's slack) overflows
+# on any dialogue, and which side the OOM killer takes (the largest process) depends on how much
+# the program holds: the interactor itself beside a program holding 200 MB, only its child beside
+# the reference's few, after which it answers the reference's dialogue and accepts it
+SPARING_INTERACTOR = r"""
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <unistd.h>
+static void hold(size_t mb) {
+    volatile char* c = (char*)malloc(mb << 20);
+    for (size_t i = 0; i < (mb << 20); i += 4096) c[i] = 1;
+}
+int main(int argc, char** argv) {
+    std::ifstream in(argv[1]);
+    int secret; in >> secret;
+    int go[2], done[2];
+    if (pipe(go) || pipe(done)) return 1;
+    if (fork() == 0) {
+        char b;
+        if (read(go[0], &b, 1) == 1) { hold(600); if (write(done[1], "x", 1) != 1) return 1; }
+        pause();
+        return 0;
+    }
+    close(done[1]);
+    int g;
+    if (scanf("%d", &g) != 1) return 43;
+    hold(400);
+    if (write(go[1], "x", 1) != 1) return 1;
+    char b;
+    if (read(done[0], &b, 1) < 0) return 1;
+    for (int q = 0; q < 12; q++) {
+        if (q > 0 && scanf("%d", &g) != 1) return 43;
+        if (g == secret) { printf("correct\n"); fflush(stdout); return 42; }
+        printf(g < secret ? "higher\n" : "lower\n");
+        fflush(stdout);
+    }
+    return 43;
+}
+"""
+
+
+def test_an_interactor_that_overruns_beside_the_reference_too_is_internal_even_when_it_accepts(
+        runner: CodeRunner) -> None:
+    """The reference's dialogue is accepted, yet the pair overflowed there as well (the OOM killer
+    took the interactor's child, not the interactor): the overflow beside the program, which
+    killed the interactor, is not the program's doing. A correct program within its own limit
+    gets INTERNAL, never a MEMORY_LIMIT of 0."""
+    record = with_reference("hostile/sparing-interactor", SPARING_INTERACTOR).to_dict()
+    record["checker"]["memory_limit_mb"] = 640
+    problem = Problem.from_dict(record)
+    res = evaluate(problem, f"```python\nheld = b'x' * (200 << 20)\n{BINARY_SEARCH}```\n", runner)
+    assert res.infra_error and res.reward is None and res.verdict == Verdict.INTERNAL, res.observation[-1500:]
+    assert "the memory cgroup killed the interactor" in res.infra_message
+    assert "the pair went over its memory limit there as well" in res.infra_message
+
+
 def test_a_program_crowding_out_a_working_interactor_gets_its_memory_limit(runner: CodeRunner) -> None:
     # Filling the pair's cgroup costs the program reclaim time charged as its own CPU, and until the
     # OOM killer's victim has exited that can pass 2 s on a loaded host (TIME_LIMIT, also the program's

@@ -9,6 +9,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -240,13 +241,16 @@ def test_a_real_worker_exposes_job_counts_and_isolation_on_its_endpoint(tmp_path
     assert 'cpfleet_language_ok{language="python3"' in text  # and its languages' self-tests
     assert 'cpfleet_queue_depth{queue="' in text
     assert _value(text, "cpfleet_broker_up") == 1
-    # one structured log line per job, findable by the job id the trainer holds
-    records = [
-        json.loads(line[line.index("{") :])
-        for line in (tmp_path / "logs" / "worker.log").read_text().splitlines()
-        if '"event":"job_done"' in line
-    ]
-    by_id = {r["job_id"].rsplit("/", 1)[0]: r for r in records}  # logged under the wire id <job_id>/<uuid>
+    # one structured log line per job, findable by the job id the trainer holds; the counter
+    # moves just before the line is written, so the log is awaited (complete lines only)
+    def logged() -> dict[str, dict[str, Any]]:
+        lines = (tmp_path / "logs" / "worker.log").read_text().split("\n")[:-1]
+        records = [json.loads(line[line.index("{") :]) for line in lines if '"event":"job_done"' in line]
+        return {r["job_id"].rsplit("/", 1)[0]: r for r in records}  # logged under the wire id <job_id>/<uuid>
+
+    deadline = time.monotonic() + 30
+    while not {o.result.job_id for o in outcomes} <= set(by_id := logged()) and time.monotonic() < deadline:
+        time.sleep(0.2)
     for o in outcomes:
         assert by_id[o.result.job_id]["verdict"] == str(o.result.verdict)
         assert by_id[o.result.job_id]["problem_id"] == o.job.problem_id
