@@ -48,6 +48,7 @@ from cpfleet.sandbox.zygote_process import (
     pch_root,
     recv_within,
     refuse_interpreter_under_tmp,
+    refuse_missing_interpreter,
     self_test_probe,
     site_packages,
     solution_python_dirs,
@@ -129,6 +130,7 @@ class ZygoteRunner(CodeRunner):
         # fork-mode tests import its packages, and exec mode runs it (not resolved: a venv's
         # python is a link whose own path is what makes it the venv)
         self._solution_python = python or os.environ.get("CPFLEET_SOLUTION_PYTHON") or None
+        refuse_missing_interpreter(self._solution_python)
         if isolate:
             refuse_interpreter_under_tmp(self._solution_python)
         self._python = self._solution_python or os.path.realpath(getattr(sys, "_base_executable", sys.executable))

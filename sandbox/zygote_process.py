@@ -176,6 +176,17 @@ def refuse_interpreter_under_tmp(python: str | None) -> None:
         )
 
 
+def refuse_missing_interpreter(python: str | None) -> None:
+    """A configured solution interpreter must be an executable file here: otherwise every job
+    would be INTERNAL with a bare "No such file or directory", naming neither the setting nor
+    what to fix."""
+    if python is not None and not (os.path.isfile(python) and os.access(python, os.X_OK)):
+        raise SandboxBroken(
+            f"the solution interpreter {python} (CPFLEET_SOLUTION_PYTHON) is not an executable file on this host: "
+            "point CPFLEET_SOLUTION_PYTHON at a python3 (a venv's bin/python), or unset it to use this one"
+        )
+
+
 def solution_python_dirs(python: str | None) -> list[str]:
     """Directories the sandbox must show for a configured interpreter: its own tree (a venv's
     bin/ and pyvenv.cfg; exec mode runs it by that path) and its site-packages."""

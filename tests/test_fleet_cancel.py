@@ -30,7 +30,7 @@ ECHO_OK = "```python\nprint(input())\n```"
 def _job_log(worker: FleetWorker, event: str) -> set[str]:
     """Wire ids in the node's JSON job log lines of ``event`` (``job_done``, ``job_withdrawn``)."""
     ids = set()
-    for line in worker.log_text().splitlines():
+    for line in worker.log_lines():
         if not line.startswith("{"):
             continue
         rec = json.loads(line)  # a job log line is one JSON object, nothing else
@@ -124,7 +124,7 @@ def test_every_job_log_line_of_a_real_node_is_one_json_object(redis_url: str, st
         results = client.gather(futures, timeout=120)
     assert [r.verdict for r in results] == ["OK", "NO_CODE"]
     assert wait_until(lambda: wire_ids <= _judged_ids(worker), 30), worker.log_text()[-3000:]
-    event_lines = [line for line in worker.log_text().splitlines() if '"event":' in line]
+    event_lines = [line for line in worker.log_lines() if '"event":' in line]
     assert len(event_lines) >= 2
     for line in event_lines:
         rec = json.loads(line)

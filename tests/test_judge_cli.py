@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -124,6 +125,29 @@ def test_public_mode_and_subprocess_runner_flags(tmp_path: Path, capsys: pytest.
     assert rc == 0
     (r,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert (r["mode"], r["reward"], r["hidden"]["run"], r["public"]["run"]) == ("public", 0.0, 0, 1)
+
+
+def test_judge_exits_3_when_no_job_got_a_reward_and_0_when_any_did(tmp_path: Path) -> None:
+    """A sandbox that cannot start (here: a solution Python that does not exist) makes every job
+    INTERNAL: the results are printed, and the exit status says nothing was judged. One job
+    judged beside unknown problems is a run that worked (exit 0)."""
+    problems = _write_jsonl(tmp_path / "p.jsonl", [ADD])
+    jobs = _write_jsonl(tmp_path / "j.jsonl", [{"problem_id": "add", "completion": CORRECT_ADD}])
+    cmd = [sys.executable, "-m", "cpfleet", "judge", str(problems), str(jobs), "--workers", "1", "--no-progress"]
+    env = {**os.environ, "CPFLEET_SOLUTION_PYTHON": str(tmp_path / "missing" / "python")}
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env)
+    (r,) = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert (r["verdict"], r["reward"], proc.returncode) == ("INTERNAL", None, 3), proc.stderr
+    assert "no job got a reward: exit status 3" in proc.stderr
+    assert f"{tmp_path / 'missing' / 'python'} (CPFLEET_SOLUTION_PYTHON) is not an executable file" in proc.stderr
+    mixed = _write_jsonl(tmp_path / "m.jsonl", [{"problem_id": "add", "completion": CORRECT_ADD},
+                                                {"problem_id": "nope", "completion": CORRECT_ADD}])
+    proc = subprocess.run([*cmd[:5], str(mixed), *cmd[6:]], capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    assert [json.loads(line)["verdict"] for line in proc.stdout.splitlines()] == ["OK", "UNKNOWN_PROBLEM"]
+    alone = _write_jsonl(tmp_path / "u.jsonl", [{"problem_id": "nope", "completion": CORRECT_ADD}])
+    proc = subprocess.run([*cmd[:5], str(alone), *cmd[6:]], capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 3 and "no job got a reward" in proc.stderr, proc.stderr
 
 
 # --- problem reading: the one loader, skipping by default, --strict -------------------------

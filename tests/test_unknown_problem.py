@@ -87,9 +87,16 @@ def test_cpfleet_submit_answers_each_job_of_an_unknown_problem_and_runs_the_othe
         {"problem_id": "k/add", "completion": GOOD, "job_id": "a"},
         {"problem_id": "k/typo", "completion": GOOD, "job_id": "t2"},
     ]))
+    typos = tmp_path / "typos.jsonl"
+    typos.write_text(json.dumps({"problem_id": "k/typo", "completion": GOOD}) + "\n")
     with FleetWorker(redis_url, tmp_path, concurrency=1):
         out = subprocess.run([sys.executable, "-m", "cpfleet", "submit", str(jobs), "--redis", redis_url, "--no-progress"],
                              cwd=REPO, capture_output=True, text=True, timeout=300)
+        # every job without a reward: the output is there, and the exit status says nothing was judged
+        only = subprocess.run([sys.executable, "-m", "cpfleet", "submit", str(typos), "--redis", redis_url, "--no-progress"],
+                              cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert only.returncode == 3 and "no job got a reward: exit status 3" in only.stderr, only.stderr
+    assert json.loads(only.stdout)["verdict"] == "UNKNOWN_PROBLEM"
     assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
     lines = [json.loads(line) for line in out.stdout.splitlines()]
     assert [x["job_id"] for x in lines] == ["t1", "a", "t2"]  # input order, one line per job

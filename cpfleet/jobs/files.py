@@ -181,11 +181,19 @@ class Tally:
         infra = sum(self.infra_messages.values())
         return f"mean reward {mean:.3f} over {len(self.rewards)}, infrastructure errors {infra}" + (f"; {counts}" if counts else "")
 
+    @property
+    def judged_none(self) -> bool:
+        """Every job came back without a reward (an infrastructure error each, or a problem the
+        store does not hold): the command judged nothing, and says so in its exit status."""
+        return self.done > 0 and not self.rewards
+
     def infra_lines(self, command: str, shown: int = 3) -> list[str]:
         """The commonest infrastructure errors, one line each with how many jobs had it."""
         out = [f"cpfleet {command}: infrastructure error x{n}: {message}" for message, n in self.infra_messages.most_common(shown)]
         if len(self.infra_messages) > shown:
             out.append(f"cpfleet {command}: ... and {len(self.infra_messages) - shown} other infrastructure errors (see infra_message)")
+        if self.judged_none:
+            out.append(f"cpfleet {command}: no job got a reward: exit status 3 (the results above say why)")
         return out
 
 

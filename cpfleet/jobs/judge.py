@@ -5,7 +5,9 @@ PROBLEMS is JSONL (optionally .gz; or parquet / Arrow), one problem per line (``
 ``{"problem_id", "completion", "job_id"?}`` (``-`` for stdin; job_id defaults to the job's
 0-based index). One JSON object per job goes to stdout in input order (``JobResult.to_dict()``);
 progress and a summary go to stderr. Exit status: 0 when every job was judged (whatever its
-verdict, infrastructure errors included: they are in the output), 2 for unusable input files.
+verdict, infrastructure errors included: they are in the output) unless no job got a reward
+(every one an infrastructure error: a sandbox that cannot start, a language missing on the host),
+then 3; 2 for unusable input files.
 
 PROBLEMS is read by the one problem loader (``cpfleet.datasets.loading``), as ``cpfleet load`` and
 ``cpfleet validate`` read it: a malformed record, or one the judging rule refuses for
@@ -96,4 +98,4 @@ def run(args: argparse.Namespace) -> int:
     print(f"judged {len(jobs)} jobs: {tally.summary()}", file=sys.stderr)
     for line in tally.infra_lines("judge"):
         print(line, file=sys.stderr)
-    return 0
+    return 3 if tally.judged_none else 0

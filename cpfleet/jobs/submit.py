@@ -5,7 +5,8 @@ the job's 0-based index, as in ``cpfleet judge``). One JSON object per job goes 
 input order, with the fields ``cpfleet judge`` prints (``JobResult.to_dict()``); progress on
 stderr. ``--problems FILE`` uploads a problem file to the store first. Exit status: 0 when every
 job got a result (infrastructure errors included: they are in the output), 2 for unusable input,
-3 when Redis cannot be reached.
+3 when Redis cannot be reached or no job got a reward (every one an infrastructure error or a
+problem the store does not hold).
 """
 
 from __future__ import annotations
@@ -189,7 +190,7 @@ def _submit(client: Any, jobs: list[dict[str, Any]], progress: bool, skipped_ids
     print(f"submitted {len(jobs)} jobs: {tally.summary()}", file=sys.stderr)
     for line in tally.infra_lines("submit"):
         print(line, file=sys.stderr)
-    return 0
+    return 3 if tally.judged_none else 0
 
 
 def never_consumed(url: str, queue: str) -> bool:
