@@ -121,7 +121,7 @@ def test_a_job_of_a_skipped_problem_says_why_it_was_skipped(tmp_path: Path) -> N
         {"problem_id": "typo", "completion": CORRECT_ADD, "job_id": "t"},
     ])
     out = _cli("judge", str(problems), str(jobs), "--workers", "1", "--no-progress")
-    assert out.returncode == 0, out.stderr
+    assert out.returncode == 3, out.stderr  # both jobs' problems unknown: nothing was judged
     by = {r["job_id"]: r for r in map(json.loads, out.stdout.splitlines())}
     assert by["l"]["verdict"] == "UNKNOWN_PROBLEM" and by["l"]["reward"] is None
     assert by["l"]["infra_message"].startswith(f"problem 'lonely' was skipped when loading {problems}:2: unjudgeable problem:")

@@ -154,7 +154,7 @@ def test_the_summary_names_a_missing_toolchain(tmp_path: Path) -> None:
     java = "```java\npublic class Main { public static void main(String[] a) { System.out.println(3); } }\n```"
     jobs = _write(tmp_path / "j.jsonl", *({"problem_id": "ux/add", "completion": java, "job_id": f"j{i}"} for i in range(2)))
     proc = _cli("judge", str(problems), str(jobs), "--no-progress", env_extra={"CPFLEET_JAVA_HOME": str(tmp_path / "no-jdk")})
-    _no_traceback(proc, 0)
+    _no_traceback(proc, 3)  # no job got a reward
     assert "infrastructure errors 2; INTERNAL 2" in proc.stderr
     assert f"cpfleet judge: infrastructure error x2: language java is not available on this worker: missing {tmp_path}/no-jdk/bin/javac" in proc.stderr
 
@@ -369,7 +369,7 @@ def test_submit_with_no_worker_running_says_the_jobs_wait_for_one(tmp_path: Path
     jobs = _write(tmp_path / "j.jsonl", {"problem_id": "ux/add", "completion": "print(3)", "job_id": "w1"})
     assert _cli("load", str(problems), "--redis", redis_url).returncode == 0
     proc = _cli("submit", str(jobs), "--redis", redis_url, "--timeout", "1", "--no-progress")
-    _no_traceback(proc, 0)
+    _no_traceback(proc, 3)  # no job got a reward
     assert ("warning: no worker has sent a heartbeat to this Redis: the jobs wait in queue 'cpfleet' until one "
             "starts (cpfleet worker --redis URL, or cpfleet up), or for 1 s, then end INTERNAL") in proc.stderr
     assert json.loads(proc.stdout)["infra_message"] == "no result within 1s"
@@ -387,7 +387,7 @@ def test_submit_to_a_queue_no_worker_ever_consumed_says_the_jobs_wait_there(tmp_
         right = _cli("submit", str(jobs), "--redis", redis_url, "--timeout", "120", "--no-progress")
     finally:
         node.stop(timeout=15)
-    _no_traceback(typo, 0)
+    _no_traceback(typo, 3)
     assert ("warning: no worker has ever consumed queue 'cpflet' on this Redis: the jobs wait there until one "
             "does (cpfleet worker --queues cpflet), or for 1 s, then end INTERNAL") in typo.stderr
     _no_traceback(right, 0)
