@@ -13,6 +13,9 @@ DEFAULT_REDIS_URL = f"redis://127.0.0.1:{DEFAULT_REDIS_PORT}/0"
 REDIS_URL_HELP = f"Redis URL (default: ${REDIS_URL_ENV}, else {DEFAULT_REDIS_URL})"
 DEFAULT_FLOWER_PORT = 5555
 DEFAULT_METRICS_PORT = 9808  # a worker's /metrics when `cpfleet up` or docker-compose starts it
+# sandbox slots per host (sandbox/slots.py: a uid and cgroup each), one per pool process: the
+# most pool processes one host can run
+MAX_SLOTS = 1024
 
 
 def redis_target(explicit: str | None = None) -> RedisTarget:

@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from cpfleet.core.defaults import MAX_SLOTS
 from cpfleet.core.errors import ConfigError
 
 PREFIX = "CPFLEET_"
@@ -91,7 +92,10 @@ def _concurrency(raw: str) -> str:
     v = raw.strip().lower()
     if v == "auto":
         return v
-    if _integer(1)(v) >= 1:
+    n = _integer(1)(v)
+    if n > MAX_SLOTS:
+        raise ValueError(f"above {MAX_SLOTS}, the sandbox slots one host has (one per pool process)")
+    if n >= 1:
         return v
     raise ValueError("out of range")  # pragma: no cover (the integer parser raised already)
 
@@ -161,7 +165,7 @@ SECONDS = "a number of seconds"
 VARIABLES: tuple[EnvVar, ...] = (
     EnvVar("CPFLEET_REDIS_URL", "redis://HOST:PORT/DB, rediss://..., unix:///PATH.sock or sentinel://...", _redis_url),
     EnvVar("CPFLEET_QUEUES", "comma-separated queue names, at least one", _queues),
-    EnvVar("CPFLEET_CONCURRENCY", "auto or a whole number >= 1", _concurrency),
+    EnvVar("CPFLEET_CONCURRENCY", f"auto or a whole number from 1 to {MAX_SLOTS}", _concurrency),
     EnvVar("CPFLEET_RUNNER", "forkserver or subprocess", _choice("forkserver", "subprocess")),
     EnvVar("CPFLEET_SOFT_TIME_LIMIT", f"{SECONDS} > 0", _number(0.0, allow_min=False)),
     EnvVar("CPFLEET_HARD_TIME_LIMIT", f"{SECONDS} > 0", _number(0.0, allow_min=False)),

@@ -26,11 +26,11 @@ import zlib
 from dataclasses import dataclass
 
 from cpfleet.core import envvars
+from cpfleet.core.defaults import MAX_SLOTS
 from cpfleet.core.errors import SlotDirError
 
 log = logging.getLogger(__name__)
 
-MAX_SLOTS = 1024
 
 
 def uid_base() -> int:

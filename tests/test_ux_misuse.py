@@ -60,6 +60,9 @@ def _no_traceback(proc: subprocess.CompletedProcess[str], code: int) -> None:
         (["submit", "jobs.jsonl", "--queue", ""], "cpfleet submit: error: argument --queue: a queue name must be non-empty text"),
         (["run", "x.py", "--queue", "a,b"], "cpfleet run: error: argument --queue: queue name 'a,b' holds a comma"),
         (["serve", "--queue", " cpfleet"], "cpfleet serve: error: argument --queue: queue name ' cpfleet' begins or ends with blanks"),
+        # a pool process per sandbox slot: past a host's slots it would fork until the host gives out
+        (["worker", "-c", "100000", "--redis", "redis://127.0.0.1:1/0"],
+         "CPFLEET_CONCURRENCY='100000' is not valid (above 1024, the sandbox slots one host has"),
     ],
 )
 def test_a_bad_option_value_is_a_usage_error(argv: list[str], words: str) -> None:
