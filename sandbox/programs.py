@@ -455,7 +455,7 @@ def build_run_program(runner: CodeRunner, files: Mapping[str, str | bytes], *, c
                     cache.put(key, entry)
     if not entry.get("ok"):
         return Compiled(False, BUILD_RUN, None, str(entry.get("diagnostics", "")), str(entry.get("limit", "")),
-                        seconds, cache_hit, key)
+                        seconds, cache_hit, key, deterministic=bool(entry.get("deterministic", True)))
     built = {str(k): (bytes(v[0]), int(v[1])) for k, v in entry["files"].items()}
     image = ProgramImage(files=built, argv=(f"{languages.PROG_DIR}/run",), memory_model="cgroup",
                          extra_cgroup_mb=run_limits)
@@ -497,7 +497,12 @@ def _compile_confined(runner: CodeRunner, lang: languages.Language, blobs: Mappi
     an overflowing constant per entry makes megabytes) and would have succeeded: it is compiled
     again with the language's ``quiet_flag``, and that compile decides (warnings do not change
     the program; errors still end it, now without the warnings around them)."""
-    script = 'mkdir out && "$@" && exec tar -C out -cf - .'
+    # The compiler's stdin is /dev/null and its messages (stdout and stderr alike) go to a file,
+    # copied to the job's stderr once it ends: a source that includes /dev/stdout or /dev/stderr
+    # (/proc/self/fd/1, 2) then reads a file, never a pipe the compiler itself holds open for
+    # writing, where the read would wait until the wall clock stopped the compile
+    script = ('mkdir out .msg && { "$@" </dev/null >.msg/log 2>&1; s=$?; cat .msg/log >&2; [ "$s" = 0 ] || exit "$s"; } '
+              '&& exec tar -C out -cf - .')
 
     def build(compile_argv: Sequence[str]) -> tuple[dict[str, Any], bool, bool]:
         image = ProgramImage(files={k: (v, 0o644) for k, v in blobs.items()},

@@ -217,13 +217,24 @@ def test_an_error_among_warnings_past_the_cap_is_still_a_compile_error_naming_it
     assert "undefined_name" in result.observation and "compiled again with -w" in result.observation
 
 
-# A compile that waits (``#include "/dev/stdout"`` reads the pipe its own output goes to) is
-# stopped by the wall clock; its message named the 15 s CPU limit it never reached.
+# A source that includes the compiler's own output streams read a pipe the compiler itself held
+# open for writing (its messages, or gcc -pipe's assembly on its way to the assembler): the read
+# waited until the wall clock stopped the compile, 60 s of a worker's slot per job. The compiler's
+# messages now go to a file and gcc runs without -pipe, so such an include reads what is there.
+@pytest.mark.parametrize("language", ["c", "cpp"])
+@pytest.mark.parametrize("stream", ["/dev/stdout", "/dev/stderr", "/proc/self/fd/1", "/proc/self/fd/2", "/dev/stdin"])
+def test_a_source_including_the_compilers_own_streams_is_compiled_at_once(
+        runner: CodeRunner, language: str, stream: str) -> None:
+    code = f'// {uuid.uuid4()}\n#include "{stream}"\n{SUM_C.replace("OP", "+")}'
+    result = judge(runner, language, code)
+    assert (result.verdict, result.reward) == (Verdict.OK, 1.0), result.observation[:500]
+
+
+# A build that waits is stopped by the wall clock; its message named the 15 s CPU limit it never
+# reached.
 def test_a_compile_stopped_by_the_wall_clock_says_so(runner: CodeRunner, tmp_path: Path) -> None:
-    if languages.missing_tools("c"):
-        pytest.skip("no c toolchain here")
     cache = programs.CompileCache(str(tmp_path))
-    built = programs.compile_program(runner, "c", {"w.c": '#include "/dev/stdout"\nint main(void) {}\n'}, ["w.c"],
-                                     cache=cache, limits=replace(programs.COMPILE_LIMITS, wall_s=2.0))
+    built = programs.build_run_program(runner, {"build": "#!/bin/sh\nsleep 60\n", "run": "#!/bin/sh\n"},
+                                       cache=cache, limits=replace(programs.COMPILE_LIMITS, wall_s=2.0))
     assert not built.ok and not built.deterministic
     assert "wall-clock limit" in built.diagnostics and "s CPU)" not in built.diagnostics, built.diagnostics

@@ -23,7 +23,9 @@ SELF_TEST = (
 
 def toolchain(env: Mapping[str, str]) -> Language:
     gcc = which("gcc")
-    c_flags = ("-std=gnu11", "-O2", "-DONLINE_JUDGE", "-pipe")
+    # no -pipe: the compiler proper's stdout would be a pipe to the assembler, which a source
+    # including /dev/stdout reads from until the wall clock stops the compile
+    c_flags = ("-std=gnu11", "-O2", "-DONLINE_JUDGE")
     return Language(
         "c", "solution.c",
         CompileStep((gcc, *c_flags, "-o", "out/a.out", SOURCES, "-lm", *static_link(env)), (gcc, "--version")),

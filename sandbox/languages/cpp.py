@@ -29,7 +29,9 @@ SELF_TEST = (
 def toolchain(env: Mapping[str, str]) -> Language:
     std: str = envvars.read("CPFLEET_CPP_STD", "gnu++17", env)
     gxx = which("g++")
-    cpp_flags = (f"-std={std}", "-O2", "-DONLINE_JUDGE", "-pipe")
+    # no -pipe: the compiler proper's stdout would be a pipe to the assembler, which a source
+    # including /dev/stdout reads from until the wall clock stops the compile
+    cpp_flags = (f"-std={std}", "-O2", "-DONLINE_JUDGE")
     return Language(
         "cpp", "solution.cpp",
         CompileStep((gxx, *cpp_flags, "{pch}", "-o", "out/a.out", SOURCES, *static_link(env)), (gxx, "--version")),
