@@ -130,9 +130,9 @@ class ZygoteRunner(CodeRunner):
         # fork-mode tests import its packages, and exec mode runs it (not resolved: a venv's
         # python is a link whose own path is what makes it the venv)
         self._solution_python = python or os.environ.get("CPFLEET_SOLUTION_PYTHON") or None
-        refuse_missing_interpreter(self._solution_python)
-        if isolate:
+        if isolate:  # the more telling advice first: a venv under /tmp exists, yet cannot be shown
             refuse_interpreter_under_tmp(self._solution_python)
+        refuse_missing_interpreter(self._solution_python)
         self._python = self._solution_python or os.path.realpath(getattr(sys, "_base_executable", sys.executable))
         self._proc: subprocess.Popen[bytes] | None = None
         self._ctrl: socket.socket | None = None

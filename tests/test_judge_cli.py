@@ -134,12 +134,13 @@ def test_judge_exits_3_when_no_job_got_a_reward_and_0_when_any_did(tmp_path: Pat
     problems = _write_jsonl(tmp_path / "p.jsonl", [ADD])
     jobs = _write_jsonl(tmp_path / "j.jsonl", [{"problem_id": "add", "completion": CORRECT_ADD}])
     cmd = [sys.executable, "-m", "cpfleet", "judge", str(problems), str(jobs), "--workers", "1", "--no-progress"]
-    env = {**os.environ, "CPFLEET_SOLUTION_PYTHON": str(tmp_path / "missing" / "python")}
+    missing = "/nonexistent-cpfleet-venv/bin/python"  # outside /tmp, which is refused for its own reason
+    env = {**os.environ, "CPFLEET_SOLUTION_PYTHON": missing}
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env)
     (r,) = [json.loads(line) for line in proc.stdout.splitlines()]
     assert (r["verdict"], r["reward"], proc.returncode) == ("INTERNAL", None, 3), proc.stderr
     assert "no job got a reward: exit status 3" in proc.stderr
-    assert f"{tmp_path / 'missing' / 'python'} (CPFLEET_SOLUTION_PYTHON) is not an executable file" in proc.stderr
+    assert f"{missing} (CPFLEET_SOLUTION_PYTHON) is not an executable file" in proc.stderr
     mixed = _write_jsonl(tmp_path / "m.jsonl", [{"problem_id": "add", "completion": CORRECT_ADD},
                                                 {"problem_id": "nope", "completion": CORRECT_ADD}])
     proc = subprocess.run([*cmd[:5], str(mixed), *cmd[6:]], capture_output=True, text=True, timeout=240)
