@@ -92,12 +92,9 @@ def _concurrency(raw: str) -> str:
     v = raw.strip().lower()
     if v == "auto":
         return v
-    n = _integer(1)(v)
-    if n > MAX_SLOTS:
+    if _integer(1)(v) > MAX_SLOTS:
         raise ValueError(f"above {MAX_SLOTS}, the sandbox slots one host has (one per pool process)")
-    if n >= 1:
-        return v
-    raise ValueError("out of range")  # pragma: no cover (the integer parser raised already)
+    return v
 
 
 def _queues(raw: str) -> tuple[str, ...]:

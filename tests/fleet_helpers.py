@@ -117,9 +117,7 @@ class FleetWorker:
             return ""
 
     def log_lines(self) -> list[str]:
-        """The log's complete lines: the node may be writing its last one while the test reads,
-        and half a JSON record would fail to parse."""
-        return self.log_text().split("\n")[:-1]
+        return complete_lines(self.log_path)
 
     def wait_ready(self, timeout: float = 90.0) -> None:
         """Until the node logs 'ready.' and every pool process is up."""
@@ -218,6 +216,15 @@ def start_worker(tmp_path: Path) -> Iterator[Callable[..., FleetWorker]]:
     yield start
     for w in started:
         w.stop(timeout=15)
+
+
+def complete_lines(path: Path) -> list[str]:
+    """A log file's complete lines: its writer may be writing the last one while a test reads,
+    and half a JSON record would fail to parse."""
+    try:
+        return path.read_text(errors="replace").split("\n")[:-1]
+    except FileNotFoundError:
+        return []
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float, interval: float = 0.05) -> bool:

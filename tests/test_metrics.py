@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fleet_helpers import complete_lines
 
 from cpfleet.core.results import JobResult, Timings
 from cpfleet.core.results import TestReport as Report
@@ -244,7 +245,7 @@ def test_a_real_worker_exposes_job_counts_and_isolation_on_its_endpoint(tmp_path
     # one structured log line per job, findable by the job id the trainer holds; the counter
     # moves just before the line is written, so the log is awaited (complete lines only)
     def logged() -> dict[str, dict[str, Any]]:
-        lines = (tmp_path / "logs" / "worker.log").read_text().split("\n")[:-1]
+        lines = complete_lines(tmp_path / "logs" / "worker.log")
         records = [json.loads(line[line.index("{") :]) for line in lines if '"event":"job_done"' in line]
         return {r["job_id"].rsplit("/", 1)[0]: r for r in records}  # logged under the wire id <job_id>/<uuid>
 
