@@ -59,6 +59,7 @@ from cpfleet.producer.pending import (
     FleetStats,
     JobRegistry,
 )
+from cpfleet.producer.presence import unserved_reason
 from cpfleet.producer.publisher import BrokerUnavailable, Publisher
 from cpfleet.producer.replies import ReplyReader
 from cpfleet.producer.submitter import Job, RunRequest, Stdin, Submitter, run_message_fields
@@ -85,6 +86,8 @@ class FleetClient:
     ``unreachable_grace``: once Redis has been unreachable that many seconds in a row (default
     30; None: never), every pending future fails with ``BrokerUnavailable`` instead of waiting
     for its job's deadline (with Sentinel, set it above the failover time).
+    ``warn_unserved``: log a warning at construction when no worker has a live heartbeat on
+    this Redis or none ever consumed ``queue`` (``unserved()``), as jobs would only wait.
     """
 
     def __init__(
@@ -105,6 +108,7 @@ class FleetClient:
         sweep_orphans: bool = True,
         code_key: Callable[[str], str | None] | None = None,
         unreachable_grace: float | None = 30.0,
+        warn_unserved: bool = True,
     ) -> None:
         protocol.check_options(reward_shape, mode)
         protocol.check_queue(queue)
@@ -181,6 +185,12 @@ class FleetClient:
             # Jobs of clients that are gone (a crashed trainer's, once its claim expired) would
             # otherwise sit in the queue ahead of this client's jobs until workers drop them.
             self.purge_orphans(budget_s=10.0)
+        if warn_unserved:
+            # else jobs sent now wait silently until their deadline, then end INTERNAL
+            reason = self.unserved()
+            if reason is not None:
+                log.warning("%s (%s): jobs sent to queue %r wait there until a worker takes them, or for "
+                            "timeout=%g s, then end INTERNAL", reason, target.safe, queue, timeout)
         self._publisher = Publisher(redis_url, queue, batch_size=publish_batch)
         # the one path from a job to the queue, which the asyncio batcher shares (producer.submitter)
         self.submitter = Submitter(
@@ -581,6 +591,13 @@ class FleetClient:
             return bool(self._redis.ping())
         except redis.RedisError:
             return False
+
+    def unserved(self) -> str | None:
+        """Why jobs sent to this client's queue now would only wait: no worker has a live
+        heartbeat on this Redis, or none ever consumed the queue (a typo'd name); None when a
+        worker is live and the queue has had a consumer, or Redis cannot tell. Asked at
+        construction (``warn_unserved``, a logged warning)."""
+        return unserved_reason(self._redis, protocol.nodes_key(), protocol.kombu_binding_key(self.queue), self.queue)
 
     def queue_depth(self) -> int:
         """Jobs waiting in this client's queue, not yet taken by a worker (LLEN); an unreachable

@@ -70,3 +70,27 @@ def test_needs_distinct_urls() -> None:
         ShardedFleetClient([])
     with pytest.raises(ValueError):
         ShardedFleetClient(["redis://127.0.0.1:1/0", "redis://127.0.0.1:1/0"])
+
+
+def test_a_shard_without_workers_is_warned_at_construction(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Jobs routed to a shard nobody consumes would wait silently for their whole deadline: the
+    client names that shard's Redis when it opens, and only that one."""
+    with RedisServer() as served, RedisServer() as empty, FleetWorker(served.url, tmp_path, concurrency=1):
+        with caplog.at_level("WARNING", logger="cpfleet.client"):
+            with ShardedFleetClient([served.url, empty.url], timeout=60):
+                pass
+        warned = [r.getMessage() for r in caplog.records if "wait there until a worker takes them" in r.getMessage()]
+        assert len(warned) == 1, warned
+        assert "no worker has sent a heartbeat to this Redis" in warned[0]
+        assert f"127.0.0.1:{empty.port}" in warned[0] and f":{served.port}" not in warned[0]
+        # a worker that is live but consumes another queue: the queue is named
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="cpfleet.client"):
+            with ShardedFleetClient([served.url], queue="cpflet", timeout=60):
+                pass
+        assert any("no worker has ever consumed queue 'cpflet' on this Redis" in r.getMessage() for r in caplog.records)
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="cpfleet.client"):
+            with ShardedFleetClient([served.url], timeout=60, warn_unserved=False):
+                pass
+        assert not any("wait there" in r.getMessage() for r in caplog.records)

@@ -49,7 +49,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from cpfleet.core.redis_url import parse_redis_url
     from cpfleet.producer.client import BrokerFull, BrokerUnavailable, FleetClient
-    from cpfleet.producer.connection import unreachable
+    from cpfleet.producer.connection import connect, unreachable
+    from cpfleet.producer.presence import ever_consumed, live_workers
 
     try:
         read = read_jobs(args.jobs, strict=args.strict)
@@ -75,15 +76,22 @@ def run(args: argparse.Namespace) -> int:
             mode=args.mode,
             max_in_flight=args.max_in_flight,
             use_cache=not args.no_cache,
+            warn_unserved=False,  # said below in this command's words
         )
     except (BrokerUnavailable, BrokerFull) as exc:
         print(f"cpfleet submit: {exc}", file=sys.stderr)
         return 3
-    if live_nodes(client.redis_url) == 0:  # else a silent progress bar at 0 until the deadline
+    probe = connect(parse_redis_url(url), socket_timeout=5, socket_connect_timeout=5)
+    try:
+        alive = live_workers(probe, protocol.nodes_key())
+        consumed = ever_consumed(probe, protocol.kombu_binding_key(args.queue))
+    finally:
+        probe.close()
+    if alive == 0:  # else a silent progress bar at 0 until the deadline
         print(f"cpfleet submit: warning: no worker has sent a heartbeat to this Redis: the jobs wait in queue "
               f"{args.queue!r} until one starts (cpfleet worker --redis URL, or cpfleet up), or for "
               f"{args.timeout:g} s, then end INTERNAL", file=sys.stderr)
-    elif never_consumed(client.redis_url, args.queue):  # a typo'd --queue: the same silent wait
+    elif consumed is False:  # a typo'd --queue: the same silent wait
         print(f"cpfleet submit: warning: no worker has ever consumed queue {args.queue!r} on this Redis: the jobs "
               f"wait there until one does (cpfleet worker --queues {args.queue}), or for {args.timeout:g} s, then "
               f"end INTERNAL", file=sys.stderr)
@@ -191,50 +199,3 @@ def _submit(client: Any, jobs: list[dict[str, Any]], progress: bool, skipped_ids
     for line in tally.infra_lines("submit"):
         print(line, file=sys.stderr)
     return 3 if tally.judged_none else 0
-
-
-def never_consumed(url: str, queue: str) -> bool:
-    """True when this Redis holds no trace of a consumer of ``queue`` (kombu's binding set);
-    False when it does, or when it cannot tell."""
-    import redis
-
-    from cpfleet.core import protocol
-    from cpfleet.core.redis_url import parse_redis_url
-    from cpfleet.producer.connection import connect
-
-    try:
-        client = connect(parse_redis_url(url), socket_timeout=5, socket_connect_timeout=5)
-        try:
-            return not client.exists(protocol.kombu_binding_key(queue))
-        finally:
-            client.close()
-    except redis.RedisError:
-        return False
-
-
-def live_nodes(url: str) -> int | None:
-    """How many worker nodes have a live heartbeat on this Redis (``protocol.nodes_key``); None
-    when it cannot tell. A fleet run with heartbeats off (CPFLEET_NODE_TTL=0) shows none."""
-    import redis
-
-    from cpfleet.core import protocol
-    from cpfleet.core.redis_url import parse_redis_url
-    from cpfleet.producer.connection import connect
-
-    try:
-        client = connect(parse_redis_url(url), socket_timeout=5, socket_connect_timeout=5)
-        try:
-            beats = client.hvals(protocol.nodes_key())
-            now = float(client.time()[0])
-        finally:
-            client.close()
-    except redis.RedisError:
-        return None
-    alive = 0
-    for value in beats:
-        until = value.split(b" ", 1)[0]
-        try:
-            alive += float(until) > now
-        except ValueError:
-            continue
-    return alive
