@@ -423,10 +423,9 @@ def exec_program(argv: list[str], env: dict[str, str], status_w: int, image_dir:
     closed pipe, kills it. Inherited, they turned that death into a write error the program
     could ignore and exit 0 after, paying a right answer printed before a failure that every
     reference judge ends as a runtime error. ``dialogue``: one side of an interactive pair
-    keeps SIGPIPE ignored: problemtools' ``interactive`` never lets an interactor
-    die of writing to a program that left (it keeps that pipe's read end open), and counts a
-    program's death by SIGPIPE as exit 0, the interactor deciding; with EPIPE both sides end as
-    they would there.
+    keeps SIGPIPE ignored: problemtools' ``interactive`` counts a program's death by SIGPIPE
+    as exit 0, the interactor deciding (the interactor itself never meets a closed pipe: the
+    judge keeps the read end of its output open, sandbox/pairs.py, as problemtools does).
     """
     for sig in _PYTHON_IGNORED:
         if not (dialogue and sig == signal.SIGPIPE):

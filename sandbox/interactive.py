@@ -16,7 +16,7 @@ failed on its own before the interactor finished or right after (a non-zero exit
 the closed pipe, a memory limit: the program's own verdict, as on Kattis). A program still running past the grace after
 the interactor accepted and exited is stopped and has completed the interaction. An
 interactor that crashes, is killed, or exits with any other code after the program had ended
-was cut short by the program (one writing its reply to a closed pipe dies of it): the
+was cut short by the program (one reading a line the program never sent): the
 program's own verdict, else WRONG_ANSWER; unless the interactor fails the reference solution
 below too, since which end is seen first is a race when both end within a moment.
 
@@ -313,7 +313,7 @@ def decide(spec: ProgramSpec, rp: RunResult, ri: RunResult, solution_ended_first
 def _interactor_failed(rp: RunResult, ri: RunResult, why: str, solution_ended_first: bool) -> NoReturn:
     """An interactor that ended outside its protocol: InteractorFailed, for the reference
     solution to tell broken from provoked. When the program's end was seen first, the program
-    cut the dialogue short (an interactor writing its next line to a closed pipe dies of it) and
+    cut the dialogue short (an interactor reading a line the program never sent fails on it) and
     its own outcome goes with the failure: its own failure if it failed, else WRONG_ANSWER, never
     an infrastructure error the program could provoke by leaving early. Which end is seen first
     is a race when both end within a moment (an interactor that crashes closes the program's

@@ -82,13 +82,19 @@ def _run_pair(runner: ZygoteRunner, job_a: Job, limits_a: Limits, job_b: Job, li
         zygote.send(job_a.sock, {"op": "run", "limits": rl_a, **wall_fields(limits_a),
                                  "cpu_limit_s": limits_a.time_s, "argv": [], "mem_mb": limits_a.memory_mb,
                                  "more": job_a.next_run(), "tree_cpu": "shared"}, [b2a_r, a2b_w, err_a_w])
-        for fd in (a2b_r, a2b_w, b2a_r, b2a_w, err_a_w, err_b_w, *fds_b[3:]):
+        # b2a_r stays open here, as problemtools' ``interactive`` never closes the read end of
+        # the interactor -> program pipe: an interactor writing its last reply ("correct") to a
+        # program that already left must not die of it (a Python interactor's print raises
+        # BrokenPipeError, EPIPE or not), or a right answer printed just before exiting is lost.
+        # Once a's test has ended, _drain_pair reads and discards what b still writes there, so
+        # b never blocks on a full pipe either.
+        for fd in (a2b_r, a2b_w, b2a_w, err_a_w, err_b_w, *fds_b[3:]):
             own.remove(fd)
             os.close(fd)
         for fd in (err_a_r, err_b_r):
             os.set_blocking(fd, False)
         timeout = max(limits_a.wall_max_s, limits_b.wall_max_s) + REPLY_GRACE_S
-        done, errs, a_first = _drain_pair(job_a, job_b, err_a_r, err_b_r, limits_a, limits_b, timeout)
+        done, errs, a_first = _drain_pair(job_a, job_b, err_a_r, err_b_r, limits_a, limits_b, timeout, b2a_r)
     finally:
         for fd in own:
             os.close(fd)
@@ -108,7 +114,9 @@ def _run_pair(runner: ZygoteRunner, job_a: Job, limits_a: Limits, job_b: Job, li
     return results[0], results[1], a_first, oom
 
 def _drain_pair(job_a: Job, job_b: Job, err_a: int, err_b: int, limits_a: Limits, limits_b: Limits,
-                timeout: float) -> tuple[list[dict[str, Any]], list[tuple[bytes, bool]], bool]:
+                timeout: float, to_a: int) -> tuple[list[dict[str, Any]], list[tuple[bytes, bool]], bool]:
+    """Wait for both tests' ends, capturing both stderr pipes; ``to_a``: the read end of b's
+    output to a, held open and drained (discarded) once a's test has ended."""
     done: list[dict[str, Any] | None] = [None, None]
     errs = [bytearray(), bytearray()]
     trunc = [False, False]
@@ -146,11 +154,21 @@ def _drain_pair(job_a: Job, job_b: Job, err_a: int, err_b: int, limits_a: Limits
                 done[i] = msg
                 ended.append(i)
                 poller.unregister(fd)
+                if i == 0 and done[1] is None:
+                    # a left: what b still writes to it is discarded. Non-blocking only now: the
+                    # flag belongs to the pipe's open file, which was a's stdin while a ran
+                    os.set_blocking(to_a, False)
+                    poller.register(to_a, select.POLLIN)
                 if i == 1 and done[0] is None and not killed[0]:
                     # a gets a moment to end on its own (its exit status counts: a program
                     # that crashes after an accepted dialogue is judged by its crash), then
                     # it is stopped (one still waiting to read would otherwise wait forever)
                     stop_a_at = time.monotonic() + PEER_GRACE_S
+                continue
+            if fd == to_a:
+                with contextlib.suppress(BlockingIOError):
+                    if not os.read(to_a, READ_CHUNK):
+                        poller.unregister(to_a)
                 continue
             i = pipes[fd]
             with contextlib.suppress(BlockingIOError):

@@ -66,6 +66,27 @@ def test_float_with_kattis_flags(flags: str, expected: str, got: str, accepted: 
     assert ok({"type": "float", "validator_flags": flags}, expected, got) is accepted
 
 
+@pytest.mark.parametrize(
+    ("spec", "accepted"),
+    [
+        # the default validator reads its flags in order: float_tolerance sets both tolerances and
+        # a later specific flag overrides its part, so 0.0001 for 0 is 1e-4 off, past absolute 1e-9
+        ({"validator_flags": "float_tolerance 1e-3 float_absolute_tolerance 1e-9"}, False),
+        ({"validator_flags": "float_absolute_tolerance 1e-9 float_tolerance 1e-3"}, True),
+        # what cpfleet prepare writes: the flags' words copied as keys; the string's order stands
+        ({"validator_flags": "float_tolerance 1e-3 float_absolute_tolerance 1e-9",
+          "float_tolerance": 1e-3, "float_absolute_tolerance": 1e-9}, False),
+        ({"validator_flags": "float_absolute_tolerance 1e-9 float_tolerance 1e-3",
+          "float_tolerance": 1e-3, "float_absolute_tolerance": 1e-9}, True),
+        # keys alone: the specific key refines the general one
+        ({"float_tolerance": 1e-3, "float_absolute_tolerance": 1e-9}, False),
+    ],
+)
+def test_a_specific_float_tolerance_after_float_tolerance_overrides_it_as_problemtools_reads_flags(
+        spec: dict[str, Any], accepted: bool) -> None:
+    assert ok({"type": "float", **spec}, "0", "0.0001") is accepted
+
+
 def test_the_icpc_files_float_record_shape_is_accepted() -> None:
     spec = {"type": "float", "validator_flags": "float_tolerance 1e-6", "float_tolerance": 1e-06}
     assert ok(spec, "0.25", "0.2500004")

@@ -354,3 +354,38 @@ def test_an_interactor_writing_to_a_program_that_left_is_not_killed_for_it(runne
                    "```python\nprint(37)\n```\n", runner, mode="public")
     assert not res.infra_error, res.infra_message
     assert res.verdict == Verdict.OK, res.observation[-1500:]
+
+
+# a Python interactor writing its verdict line to a program that has already left: Python
+# raises BrokenPipeError on a write to a pipe nobody reads (SIGPIPE ignored or not)
+PYTHON_INTERACTOR = """
+import sys
+secret = int(open(sys.argv[1]).read())
+for _ in range(12):
+    line = sys.stdin.readline()
+    if not line:
+        sys.exit(43)
+    g = int(line)
+    if g == secret:
+        print("correct", flush=True)
+        sys.exit(42)
+    print("higher" if g < secret else "lower", flush=True)
+sys.exit(43)
+"""
+
+
+def test_a_right_last_guess_is_paid_when_the_program_leaves_before_the_python_interactors_reply(
+        runner: CodeRunner) -> None:
+    # problemtools' interactive keeps the read end of the interactor -> program pipe open ("we do
+    # want submissions that exit early to be accepted"): the interactor's reply to a right guess
+    # goes into the pipe and it accepts. Here its print died of the closed pipe and the right
+    # answer was WRONG_ANSWER ("the program ended before the interaction was complete")
+    problem = Problem.from_dict({
+        "id": "hostile/python-interactor-replies-to-a-program-that-left", "time_limit_s": 2,
+        "checker": {"type": "interactive", "source": PYTHON_INTERACTOR, "language": "python3"},
+        "public_tests": [{"input": "37\n", "output": ""}], "hidden_tests": [{"input": "37\n", "output": ""}]})
+    for solution, verdict in (("print(37)\n", Verdict.OK), ("print(36)\n", Verdict.WRONG_ANSWER),
+                              (BINARY_SEARCH, Verdict.OK)):
+        res = evaluate(problem, f"```python\n{solution}```\n", runner, mode="public")
+        assert not res.infra_error, res.infra_message
+        assert res.verdict == verdict, (solution, res.observation[-1500:])

@@ -40,28 +40,33 @@ KATTIS_FLAG_KEYS = ("float_tolerance", "float_absolute_tolerance", "float_relati
 
 
 def parse_validator_flags(flags: Any) -> dict[str, Any]:
-    """Kattis ``validator_flags`` (a string or a list of words) -> {flag: value}; unknown flags
-    or a tolerance that is not a number raise CheckerSpecError, as the default validator's
-    usage error would make every test a judging error."""
+    """Kattis ``validator_flags`` (a string or a list of words) -> {flag: value} (a flag's last
+    value); unknown flags or a tolerance that is not a number raise CheckerSpecError, as the
+    default validator's usage error would make every test a judging error."""
+    return dict(_flag_words(flags))
+
+
+def _flag_words(flags: Any) -> list[tuple[str, Any]]:
+    """The flags of ``validator_flags`` in the order written, each with its value."""
     if flags is None:
-        return {}
+        return []
     if isinstance(flags, str):
         words = flags.split()
     elif isinstance(flags, list) and all(isinstance(w, str) for w in flags):
         words = [w for f in flags for w in f.split()]
     else:
         raise CheckerSpecError(f"validator_flags must be a string or a list of strings, got {flags!r}")
-    out: dict[str, Any] = {}
+    out: list[tuple[str, Any]] = []
     i = 0
     while i < len(words):
         w = words[i]
         if w in ("case_sensitive", "space_change_sensitive"):
-            out[w] = True
+            out.append((w, True))
         elif w in ("float_tolerance", "float_absolute_tolerance", "float_relative_tolerance"):
             value = _as_real(words[i + 1]) if i + 1 < len(words) else None
             if value is None or not math.isfinite(value):
                 raise CheckerSpecError(f"validator flag {w} needs a finite number after it")
-            out[w] = value
+            out.append((w, value))
             i += 1
         else:
             raise CheckerSpecError(f"unknown validator flag {w!r} (known: {', '.join(KATTIS_FLAG_KEYS)})")
@@ -69,10 +74,26 @@ def parse_validator_flags(flags: Any) -> dict[str, Any]:
     return out
 
 
+def _set_flag(settings: dict[str, Any], flag: str, value: Any) -> None:
+    settings[flag] = value
+    if flag == "float_tolerance":  # both tolerances, until a later specific flag sets its own
+        settings["float_absolute_tolerance"] = settings["float_relative_tolerance"] = value
+
+
 def _kattis_settings(spec: Mapping[str, Any]) -> dict[str, Any]:
-    """Flags from ``validator_flags`` and from same-named keys (the keys win)."""
-    settings = parse_validator_flags(spec.get("validator_flags"))
-    for key in KATTIS_FLAG_KEYS:
+    """Flags from ``validator_flags`` and from same-named keys (the keys win), resolved as the
+    default validator reads its arguments: in order, ``float_tolerance`` setting both the
+    absolute and the relative tolerance and a specific one overriding its part, so
+    ``float_tolerance 1e-3 float_absolute_tolerance 1e-9`` is absolute 1e-9, relative 1e-3, and
+    the reverse order 1e-3 for both. Keys have no order: a ``float_tolerance`` key applies
+    first, the specific keys after it; a key repeating the value the string gives the same flag
+    (the shape ``cpfleet prepare`` writes) leaves the string's order standing."""
+    words = _flag_words(spec.get("validator_flags"))
+    written = dict(words)
+    settings: dict[str, Any] = {}
+    for flag, value in words:
+        _set_flag(settings, flag, value)
+    for key in KATTIS_FLAG_KEYS:  # float_tolerance first
         if spec.get(key) is None:
             continue
         value = spec[key]
@@ -81,7 +102,9 @@ def _kattis_settings(spec: Mapping[str, Any]) -> dict[str, Any]:
                 raise CheckerSpecError(f"{key} must be true or false, got {value!r}")
         elif isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
             raise CheckerSpecError(f"{key} must be a finite number, got {value!r}")
-        settings[key] = value
+        if key in written and written[key] == value:
+            continue
+        _set_flag(settings, key, value)
     return settings
 
 

@@ -110,12 +110,8 @@ def kattis_float_flags(spec: Mapping[str, Any]) -> tuple[float, float] | None:
     None when the spec uses the plain ``abs``/``rel`` form."""
     if not any(spec.get(k) is not None for k in ("validator_flags", *KATTIS_FLAG_KEYS)):
         return None
-    st = _kattis_settings(spec)
-    abs_tol = float(st.get("float_absolute_tolerance", -1.0))
-    rel_tol = float(st.get("float_relative_tolerance", -1.0))
-    if "float_tolerance" in st:
-        abs_tol = rel_tol = float(st["float_tolerance"])
-    return abs_tol, rel_tol
+    st = _kattis_settings(spec)  # float_tolerance already resolved into both, in the flags' order
+    return float(st.get("float_absolute_tolerance", -1.0)), float(st.get("float_relative_tolerance", -1.0))
 
 
 def _float_or_kattis_factory(params: Mapping[str, Any]) -> Checker:
