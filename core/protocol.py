@@ -646,7 +646,11 @@ def decode_reply(data: bytes) -> dict[str, Any]:
 
 # --- result cache ------------------------------------------------------------------------------
 
-RESULT_CACHE_FORMAT = 4  # bump when the cached result's meaning (or the key's layout) changes
+# Bumped when the cached result's meaning or the key's layout changes, and when a judging rule
+# changes the result a program gets (a result cached under the old rule, an unearned reward among
+# them, would otherwise be served until it expires): 5 = Kattis tolerance flags read in order, an
+# interactor's last reply to a program that left no longer lost.
+RESULT_CACHE_FORMAT = 5
 
 
 def code_hash(code: str | None) -> str:
