@@ -201,9 +201,13 @@ class JobStamp:
         executed_ms: float = 0.0,
         cpu_ms: float = 0.0,
         language: str = "",
+        observation: str | None = None,
     ) -> JobResult:
-        """An explicit infrastructure failure: the trainer masks it instead of learning from it."""
-        return self.result(None, verdict, observation=f"[infrastructure error: {message}]", executed_ms=executed_ms,
+        """An explicit infrastructure failure: the trainer masks it instead of learning from it.
+        ``observation``: the feedback when it must not quote ``message`` (default: it does)."""
+        if observation is None:
+            observation = f"[infrastructure error: {message}]"
+        return self.result(None, verdict, observation=observation, executed_ms=executed_ms,
                            cpu_ms=cpu_ms, language=language, infra_error=True, infra_message=message)
 
     def cached(self, cached: JobResult, executed_ms: float) -> JobResult:

@@ -31,7 +31,8 @@ Rules (the reward is what GRPO learns from, the observation is what the model re
 - Only real infrastructure failures are infrastructure errors (``infra_error``, reward None): a
   runner that raises ``SandboxFailure`` or answers INTERNAL, and broken problem data (a checker
   that cannot be built, ``BrokenProblem``). Any other exception is a bug in the judge and
-  propagates.
+  propagates. One that happens on a hidden test keeps its text (which may quote the test) in
+  ``infra_message``, for the operator; the observation only says a hidden test's judging failed.
 - Memory: a test's full stdout lives only while its checker runs (see sandbox/judging.py).
 
 The loop is a ``Judge`` (its state and one method per step); one test's judging and the job's
@@ -60,6 +61,9 @@ from cpfleet.sandbox.observation import PublicTestView, clip, format_observation
 from cpfleet.sandbox.runner import CodeRunner, Limits
 
 DEFAULT_MAX_PUBLIC_SHOWN = 10  # public tests shown in the observation
+# The feedback of a job whose judging failed on a hidden test; what failed is in infra_message.
+HIDDEN_FAILURE_OBSERVATION = ("[infrastructure error while judging a hidden test (the problem's checker, interactor "
+                              "or the sandbox); the details go to the fleet's operator]")
 # Whole-job wall-clock budget for `cpfleet judge` and the worker's default (the worker derives
 # its own from its task time limit, see workers/config.py): tests stop being started past it.
 DEFAULT_JOB_TIME_BUDGET_S = 480.0
@@ -148,6 +152,7 @@ class Judge:
         self.public.summary.total = len(problem.public_tests)
         self.hidden.summary.total = len(problem.hidden_tests)
         self.views: list[PublicTestView] = []
+        self.hidden_running = False  # a failure now is told to the operator only (HIDDEN_FAILURE_OBSERVATION)
 
     # --- the job, step by step -----------------------------------------------------------------
 
@@ -201,6 +206,11 @@ class Judge:
             if not runs_public and self._rewarded_above_zero():
                 self._check_public_limits(checker, limits)
         except (SandboxFailure, BrokenProblem, CheckerSpecError) as e:
+            if self.hidden_running:
+                # a checker's or interactor's failure text may quote a hidden test's input or
+                # answer (testlib's "expected: ..."): the operator gets it in infra_message,
+                # the model's feedback only where it failed
+                return self._infra(str(e), observation=HIDDEN_FAILURE_OBSERVATION)
             return self._infra(str(e))
         return self._result(prepared.compile_ms, found.language)
 
@@ -225,6 +235,7 @@ class Judge:
     def _run_hidden(self, checker: Checker, limits: Limits) -> None:
         """The hidden tests (in ``order`` when given); all-or-nothing stops at the first failure."""
         tests = self.problem.hidden_tests
+        self.hidden_running = True
         for i in range(len(tests)) if self.order is None else self.order:
             if self.budget.exhausted:
                 break
@@ -232,6 +243,7 @@ class Judge:
             self.hidden.add(out, i, keep_report=False)
             if out.verdict != Verdict.OK and self.reward_shape == "all_or_nothing":
                 break
+        self.hidden_running = False
 
     def _rewarded_above_zero(self) -> bool:
         """Whether the hidden tests leave a reward above 0: no stop, and ``_reward`` of them."""
@@ -299,9 +311,9 @@ class Judge:
                                  cpu_ms=self.public.cpu_ms + self.hidden.cpu_ms, compile_ms=compile_ms,
                                  language=language, deterministic=deterministic, stopped=stopped)
 
-    def _infra(self, message: str, *, language: str = "") -> JobResult:
+    def _infra(self, message: str, *, language: str = "", observation: str | None = None) -> JobResult:
         return self.stamp.infra(message, executed_ms=self._elapsed_ms(), cpu_ms=self.public.cpu_ms + self.hidden.cpu_ms,
-                                language=language)
+                                language=language, observation=observation)
 
     def _elapsed_ms(self) -> float:
         return (time.perf_counter() - self.started) * 1000.0

@@ -321,6 +321,34 @@ def test_python_checker_follows_the_open_r1_protocol(runner: CodeRunner) -> None
     assert res.infra_error and res.reward is None and "not 1 or 0" in res.infra_message
 
 
+# fails (not 1 or 0, quoting the answer) on any answer holding the marker: a checker that breaks
+# on one hidden test and on the expected answer there too
+LEAKY_CHECKER = """
+import sys
+correct = open(sys.argv[2]).read()
+if "SECRET" in correct:
+    sys.stderr.write("broken here, the answer was " + correct)
+    raise SystemExit(1)
+print(1)
+"""
+
+
+def test_a_checker_failing_on_a_hidden_test_keeps_its_words_out_of_the_feedback(runner: CodeRunner) -> None:
+    """Its stderr may quote the hidden answer or input (testlib's "expected: ..."): the operator
+    reads it in infra_message, the model's observation only says where the judging failed."""
+    hidden = problem("own/leaky-hidden", {"type": "python", "source": LEAKY_CHECKER}, [("1\n", "1\n")],
+                     [("2\n", "2\n"), ("3\n", "SECRET-3\n")])
+    res = evaluate(hidden, fenced("print(input())"), runner)
+    assert res.infra_error and res.reward is None
+    assert "SECRET-3" in res.infra_message and "SECRET" not in res.observation, res.observation
+    assert "hidden test" in res.observation
+    # on a public test the same failure is shown: its answer is in the feedback anyway
+    public = problem("own/leaky-public", {"type": "python", "source": LEAKY_CHECKER}, [("3\n", "SECRET-3\n")],
+                     [("2\n", "2\n")])
+    res = evaluate(public, fenced("print(input())"), runner)
+    assert res.infra_error and "SECRET-3" in res.observation and "SECRET-3" in res.infra_message
+
+
 NAIVE_PY_CHECKER = """
 import sys
 inp, correct, got = (open(p).read() for p in sys.argv[1:4])
