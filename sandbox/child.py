@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import _io
 import atexit  # built in (no mapping); imported here, a test's exit need not run the import system
+import builtins
 import gc  # built in, bound here: a program may put None in sys.modules['gc'], which python3's exit never reads
 import io
 import os
@@ -27,6 +28,23 @@ PYPY = sys.implementation.name == "pypy"
 SCRIPT_NAME = "solution.py"
 SOURCE = b""  # the program's source, set by the job init; used only to print tracebacks
 _SCRIPT_DIR = ""  # the program's directory, set when it starts
+
+# The harness ends a run in the program's own interpreter, after the program, where python3 ends
+# it in C: what the program rebinds there must not decide the exit status. Under CPython the
+# harness's functions look builtins up in a copy taken here, before any program (a rebound
+# ``builtins.print`` or ``isinstance`` is not theirs), and use the interpreter state bound here:
+# the modules table, the atexit, gc and ``sys.exc_info`` entry points. PyPy's own exit path is
+# Python code that reads those as the program left them, so there they are read at exit. Both
+# read an int's range as a C long's, whatever the program made of ``sys.maxsize``. The
+# program's ``__main__`` gets the interpreter's own builtins (``_new_main``).
+_PROGRAM_BUILTINS = globals()["__builtins__"]
+if not PYPY:
+    globals()["__builtins__"] = dict(vars(builtins))  # read by the functions defined below it
+_C_LONG_MAX = sys.maxsize
+_MODULES = sys.modules
+_run_exitfuncs = atexit._run_exitfuncs
+_gc_collect = gc.collect
+_exc_info = sys.exc_info
 
 
 def write_all(fd: int, data: bytes) -> None:
@@ -129,7 +147,7 @@ def _exit_code(exc: SystemExit) -> int:
         return 0
     if isinstance(code, int):
         value = int.__index__(code)
-        return value & 0xFF if -sys.maxsize - 1 <= value <= sys.maxsize else _EXIT_PAST_C_LONG
+        return value & 0xFF if -_C_LONG_MAX - 1 <= value <= _C_LONG_MAX else _EXIT_PAST_C_LONG
     try:
         print(code, file=sys.stderr)
     except Exception:
@@ -187,7 +205,7 @@ def _new_main(argv: list[str] | None) -> dict[str, object]:
     main = types.ModuleType("__main__")
     sys.modules["__main__"] = main
     main.__dict__.update({"__name__": "__main__", "__doc__": None, "__package__": None, "__spec__": None,
-                          "__loader__": None, "__file__": SCRIPT_NAME, "__builtins__": __builtins__,
+                          "__loader__": None, "__file__": SCRIPT_NAME, "__builtins__": _PROGRAM_BUILTINS,
                           "__cached__": None})
     return main.__dict__
 
@@ -218,7 +236,7 @@ def _report_uncaught() -> int:
     (``_place_source``), else with the traceback module from linecache. The first is both
     exactly ``python3 solution.py``'s output and far cheaper: importing traceback in a
     test child cost ~14 ms a failing test."""
-    exc_type, exc, tb = sys.exc_info()
+    exc_type, exc, tb = (sys.exc_info if PYPY else _exc_info)()
     tb = tb.tb_next if tb is not None and tb.tb_frame.f_code is run_compiled.__code__ else tb
     try:
         if sys.excepthook is sys.__excepthook__ and exc is not None:
@@ -299,23 +317,23 @@ def _finalize(status: int) -> int:
     dict as a cycle: custom writers that flush in ``__del__`` do flush), restore the original
     std streams and flush them again. A failed
     flush makes the exit status 120, as Py_Exit does."""
-    threading = sys.modules.get("threading")
+    threading = (sys.modules if PYPY else _MODULES).get("threading")
     if threading is not None and not (PYPY and _only_main_thread(threading)):
         try:
             threading._shutdown()
         except BaseException as e:
             _report_ignored(e, "threading._shutdown()")  # the interpreter's exit status stands
     try:
-        atexit._run_exitfuncs()
+        (atexit._run_exitfuncs if PYPY else _run_exitfuncs)()
     except BaseException:
         pass
     flushed = _flush_std_files()
     if PYPY:
         return _finalize_pypy(status, flushed)
     try:  # steps the interpreter cannot fail: what the program did to ``sys`` leaves the status
-        gc.collect()
-        sys.modules.pop("__main__", None)
-        gc.collect()
+        _gc_collect()
+        _MODULES.pop("__main__", None)
+        _gc_collect()
         # finalize_modules restores the original streams before its last flush: output written
         # to sys.__stdout__ by an atexit handler while sys.stdout was replaced still comes out
         sys.stdin, sys.stdout, sys.stderr = sys.__stdin__, sys.__stdout__, sys.__stderr__

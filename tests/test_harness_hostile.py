@@ -225,6 +225,29 @@ def test_an_exit_forced_at_thread_shutdown_does_not_undo_a_failure(runner: CodeR
     assert "ValueError: after the answer" in result.observation
 
 
+# Interpreter state a program rebinds after printing its answer, then failing: the fork server's
+# harness ends the run in the program's own interpreter and read that state where python3's exit
+# path, written in C, never does (a builtin, ``sys.maxsize``, ``sys.modules``, ``sys.exc_info``,
+# ``atexit._run_exitfuncs``, ``gc.collect``), so a hook put there exited 0 and the answer was paid
+# where python3 exits 1 (255 for ``sys.exit(2**64)``).
+EXIT_0 = "import atexit, builtins, gc\nexit_0 = lambda *args, **kwargs: os._exit(0)\n"
+REBOUND_THEN_FAILED = {
+    "print": "builtins.print = exit_0\nsys.exit('failed')\n",
+    "isinstance": "builtins.isinstance = exit_0\nsys.exit(3)\n",
+    "maxsize": "sys.maxsize = 2**80\nsys.exit(2**64)\n",
+    "modules": "class Modules(dict):\n    get = pop = exit_0\nsys.modules = Modules(sys.modules)\nraise ValueError\n",
+    "exc_info": "sys.exc_info = exit_0\nraise ValueError\n",
+    "atexit": "atexit._run_exitfuncs = exit_0\nraise ValueError\n",
+    "gc": "gc.collect = exit_0\nraise ValueError\n",
+}
+
+
+@pytest.mark.parametrize("then", REBOUND_THEN_FAILED.values(), ids=REBOUND_THEN_FAILED.keys())
+def test_interpreter_state_a_program_rebinds_does_not_undo_its_failure(runner: CodeRunner, then: str) -> None:
+    result = judge(runner, AFTER_PRINT + EXIT_0 + then)
+    assert (result.verdict, result.reward) == (Verdict.RUNTIME_ERROR, 0.0), result.observation
+
+
 # An uncaught exception whose report fails (fd 2 closed, a ``sys.excepthook`` that raises): the
 # harness's last-resort write to fd 2 raised in turn, the exception unwound out of the fork
 # server's test child into the job init's frames it was forked in, and their ``finally`` exited
