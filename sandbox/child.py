@@ -34,8 +34,9 @@ _SCRIPT_DIR = ""  # the program's directory, set when it starts
 # harness's functions look builtins up in a copy taken here, before any program (a rebound
 # ``builtins.print`` or ``isinstance`` is not theirs), and use the interpreter state bound here:
 # the modules table, the atexit, gc and ``sys.exc_info`` entry points. PyPy's own exit path is
-# Python code that reads those as the program left them, so there they are read at exit. Both
-# read an int's range as a C long's, whatever the program made of ``sys.maxsize``. The
+# Python code that reads those as the program left them, so there they are read at exit. Under
+# both, an int's range is a C long's whatever the program made of ``sys.maxsize``, and the calls
+# that place the source for a traceback (the harness's own step) are the ones bound here. The
 # program's ``__main__`` gets the interpreter's own builtins (``_new_main``).
 _PROGRAM_BUILTINS = globals()["__builtins__"]
 if not PYPY:
@@ -45,6 +46,9 @@ _MODULES = sys.modules
 _run_exitfuncs = atexit._run_exitfuncs
 _gc_collect = gc.collect
 _exc_info = sys.exc_info
+_open, _close, _pwrite, _write, _join = os.open, os.close, os.pwrite, os.write, os.path.join
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+_getrlimit, _RLIMIT_FSIZE = resource.getrlimit, resource.RLIMIT_FSIZE
 
 
 def write_all(fd: int, data: bytes) -> None:
@@ -52,7 +56,7 @@ def write_all(fd: int, data: bytes) -> None:
     memfd a child reads as its stdin, whose offset it shares, still starts at 0)."""
     view = memoryview(data)
     while view:
-        view = view[os.pwrite(fd, view, len(data) - len(view)):]
+        view = view[_pwrite(fd, view, len(data) - len(view)):]
 
 
 def _pypy_std_stream(fd: int, name: str, write: bool) -> io.TextIOWrapper:
@@ -264,7 +268,7 @@ def _last_words(text: Callable[[], str]) -> None:
     raise on ``__name__``; what raised here would otherwise end the run unreported (in the fork
     server, unwinding into the job init's frames)."""
     try:
-        os.write(2, text().encode(errors="replace"))
+        _write(2, text().encode(errors="replace"))
     except BaseException:
         pass
 
@@ -275,10 +279,10 @@ def _place_source() -> bool:
     ``sys.path`` entries). Done only when a traceback is about to be printed: the file marks
     the directory as used, so the next test gets a fresh one. False when the name is taken
     (the program made such a file), the source would pass RLIMIT_FSIZE, or writing fails."""
-    if not _SCRIPT_DIR or len(SOURCE) >= resource.getrlimit(resource.RLIMIT_FSIZE)[0]:
+    if not _SCRIPT_DIR or len(SOURCE) >= _getrlimit(_RLIMIT_FSIZE)[0]:
         return False
     try:
-        fd = os.open(os.path.join(_SCRIPT_DIR, SCRIPT_NAME), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o444)
+        fd = _open(_join(_SCRIPT_DIR, SCRIPT_NAME), _NEW_FILE, 0o444)
     except OSError:
         return False
     try:
@@ -286,7 +290,7 @@ def _place_source() -> bool:
     except OSError:
         return False
     finally:
-        os.close(fd)
+        _close(fd)
     return True
 
 

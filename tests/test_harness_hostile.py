@@ -228,9 +228,10 @@ def test_an_exit_forced_at_thread_shutdown_does_not_undo_a_failure(runner: CodeR
 # Interpreter state a program rebinds after printing its answer, then failing: the fork server's
 # harness ends the run in the program's own interpreter and read that state where python3's exit
 # path, written in C, never does (a builtin, ``sys.maxsize``, ``sys.modules``, ``sys.exc_info``,
-# ``atexit._run_exitfuncs``, ``gc.collect``), so a hook put there exited 0 and the answer was paid
-# where python3 exits 1 (255 for ``sys.exit(2**64)``).
-EXIT_0 = "import atexit, builtins, gc\nexit_0 = lambda *args, **kwargs: os._exit(0)\n"
+# ``atexit._run_exitfuncs``, ``gc.collect``, and the ``os`` and ``resource`` calls that place the
+# source for a traceback), so a hook put there exited 0 and the answer was paid where python3
+# exits 1 (255 for ``sys.exit(2**64)``).
+EXIT_0 = "import atexit, builtins, gc, resource\nexit_0 = lambda *args, **kwargs: os._exit(0)\n"
 REBOUND_THEN_FAILED = {
     "print": "builtins.print = exit_0\nsys.exit('failed')\n",
     "isinstance": "builtins.isinstance = exit_0\nsys.exit(3)\n",
@@ -239,6 +240,10 @@ REBOUND_THEN_FAILED = {
     "exc_info": "sys.exc_info = exit_0\nraise ValueError\n",
     "atexit": "atexit._run_exitfuncs = exit_0\nraise ValueError\n",
     "gc": "gc.collect = exit_0\nraise ValueError\n",
+    "os.open": "os.open = exit_0\nraise ValueError\n",
+    "os.path.join": "os.path.join = exit_0\nraise ValueError\n",
+    "os.close": "os.close = exit_0\nraise ValueError\n",
+    "resource.getrlimit": "resource.getrlimit = exit_0\nraise ValueError\n",
 }
 
 
