@@ -50,6 +50,12 @@ _open, _close, _pwrite, _write, _join = os.open, os.close, os.pwrite, os.write, 
 _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
 _getrlimit, _RLIMIT_FSIZE = resource.getrlimit, resource.RLIMIT_FSIZE
 
+# ``sys.executable`` as a program sees it: the worker's may be a virtualenv's link to the
+# interpreter, which the sandbox's root does not show (it shows the interpreter's own directory,
+# isolation.python_dirs), and a program that runs sys.executable (subprocess, multiprocessing's
+# spawn) failed where ``python3 solution.py`` runs. Resolved here, on the host's file system.
+_EXECUTABLE = os.path.realpath(sys.executable) if sys.executable else sys.executable
+
 
 def write_all(fd: int, data: bytes) -> None:
     """Write ``data`` from offset 0 with pwrite, leaving the file offset where it was (so a
@@ -204,6 +210,7 @@ def _new_main(argv: list[str] | None) -> dict[str, object]:
     _fresh_stdio()
     _reseed()
     sys.argv = [SCRIPT_NAME, *(argv or ())]
+    sys.executable = _EXECUTABLE
     if not PYPY:  # PyPy keeps its default limit (4300 digits), as `pypy3 solution.py` has it
         sys.set_int_max_str_digits(0)
     main = types.ModuleType("__main__")

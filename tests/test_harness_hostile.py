@@ -253,6 +253,17 @@ def test_interpreter_state_a_program_rebinds_does_not_undo_its_failure(runner: C
     assert (result.verdict, result.reward) == (Verdict.RUNTIME_ERROR, 0.0), result.observation
 
 
+# ``sys.executable`` in a test: the fork server's interpreter may be a virtualenv's link, which the
+# sandbox does not show, and a program running it (subprocess, multiprocessing's spawn) failed
+# with FileNotFoundError where ``python3 solution.py`` runs it.
+RUN_EXECUTABLE = READ + "import subprocess\nsys.exit(subprocess.run([sys.executable, '-c', f'print({a} + {b})']).returncode)\n"
+
+
+def test_a_program_can_run_its_own_interpreter(runner: CodeRunner) -> None:
+    result = judge(runner, RUN_EXECUTABLE)
+    assert (result.verdict, result.reward) == (Verdict.OK, 1.0), result.observation
+
+
 # An uncaught exception whose report fails (fd 2 closed, a ``sys.excepthook`` that raises): the
 # harness's last-resort write to fd 2 raised in turn, the exception unwound out of the fork
 # server's test child into the job init's frames it was forked in, and their ``finally`` exited
