@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import _io
 import atexit  # built in (no mapping); imported here, a test's exit need not run the import system
+import builtins
 import gc  # built in, bound here: a program may put None in sys.modules['gc'], which python3's exit never reads
 import io
 import os
@@ -28,13 +29,40 @@ SCRIPT_NAME = "solution.py"
 SOURCE = b""  # the program's source, set by the job init; used only to print tracebacks
 _SCRIPT_DIR = ""  # the program's directory, set when it starts
 
+# The harness ends a run in the program's own interpreter, after the program, where python3 ends
+# it in C: what the program rebinds there must not decide the exit status. Under CPython the
+# harness's functions look builtins up in a copy taken here, before any program (a rebound
+# ``builtins.print`` or ``isinstance`` is not theirs), and use the interpreter state bound here:
+# the modules table, the atexit, gc and ``sys.exc_info`` entry points. PyPy's own exit path is
+# Python code that reads those as the program left them, so there they are read at exit. Under
+# both, an int's range is a C long's whatever the program made of ``sys.maxsize``, and the calls
+# that place the source for a traceback (the harness's own step) are the ones bound here. The
+# program's ``__main__`` gets the interpreter's own builtins (``_new_main``).
+_PROGRAM_BUILTINS = globals()["__builtins__"]
+if not PYPY:
+    globals()["__builtins__"] = dict(vars(builtins))  # read by the functions defined below it
+_C_LONG_MAX = sys.maxsize
+_MODULES = sys.modules
+_run_exitfuncs = atexit._run_exitfuncs
+_gc_collect = gc.collect
+_exc_info = sys.exc_info
+_open, _close, _pwrite, _write, _join = os.open, os.close, os.pwrite, os.write, os.path.join
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+_getrlimit, _RLIMIT_FSIZE = resource.getrlimit, resource.RLIMIT_FSIZE
+
+# ``sys.executable`` as a program sees it: the worker's may be a virtualenv's link to the
+# interpreter, which the sandbox's root does not show (it shows the interpreter's own directory,
+# isolation.python_dirs), and a program that runs sys.executable (subprocess, multiprocessing's
+# spawn) failed where ``python3 solution.py`` runs. Resolved here, on the host's file system.
+_EXECUTABLE = os.path.realpath(sys.executable) if sys.executable else sys.executable
+
 
 def write_all(fd: int, data: bytes) -> None:
     """Write ``data`` from offset 0 with pwrite, leaving the file offset where it was (so a
     memfd a child reads as its stdin, whose offset it shares, still starts at 0)."""
     view = memoryview(data)
     while view:
-        view = view[os.pwrite(fd, view, len(data) - len(view)):]
+        view = view[_pwrite(fd, view, len(data) - len(view)):]
 
 
 def _pypy_std_stream(fd: int, name: str, write: bool) -> io.TextIOWrapper:
@@ -129,7 +157,7 @@ def _exit_code(exc: SystemExit) -> int:
         return 0
     if isinstance(code, int):
         value = int.__index__(code)
-        return value & 0xFF if -sys.maxsize - 1 <= value <= sys.maxsize else _EXIT_PAST_C_LONG
+        return value & 0xFF if -_C_LONG_MAX - 1 <= value <= _C_LONG_MAX else _EXIT_PAST_C_LONG
     try:
         print(code, file=sys.stderr)
     except Exception:
@@ -182,12 +210,13 @@ def _new_main(argv: list[str] | None) -> dict[str, object]:
     _fresh_stdio()
     _reseed()
     sys.argv = [SCRIPT_NAME, *(argv or ())]
+    sys.executable = _EXECUTABLE
     if not PYPY:  # PyPy keeps its default limit (4300 digits), as `pypy3 solution.py` has it
         sys.set_int_max_str_digits(0)
     main = types.ModuleType("__main__")
     sys.modules["__main__"] = main
     main.__dict__.update({"__name__": "__main__", "__doc__": None, "__package__": None, "__spec__": None,
-                          "__loader__": None, "__file__": SCRIPT_NAME, "__builtins__": __builtins__,
+                          "__loader__": None, "__file__": SCRIPT_NAME, "__builtins__": _PROGRAM_BUILTINS,
                           "__cached__": None})
     return main.__dict__
 
@@ -218,7 +247,7 @@ def _report_uncaught() -> int:
     (``_place_source``), else with the traceback module from linecache. The first is both
     exactly ``python3 solution.py``'s output and far cheaper: importing traceback in a
     test child cost ~14 ms a failing test."""
-    exc_type, exc, tb = sys.exc_info()
+    exc_type, exc, tb = (sys.exc_info if PYPY else _exc_info)()
     tb = tb.tb_next if tb is not None and tb.tb_frame.f_code is run_compiled.__code__ else tb
     try:
         if sys.excepthook is sys.__excepthook__ and exc is not None:
@@ -246,7 +275,7 @@ def _last_words(text: Callable[[], str]) -> None:
     raise on ``__name__``; what raised here would otherwise end the run unreported (in the fork
     server, unwinding into the job init's frames)."""
     try:
-        os.write(2, text().encode(errors="replace"))
+        _write(2, text().encode(errors="replace"))
     except BaseException:
         pass
 
@@ -257,10 +286,10 @@ def _place_source() -> bool:
     ``sys.path`` entries). Done only when a traceback is about to be printed: the file marks
     the directory as used, so the next test gets a fresh one. False when the name is taken
     (the program made such a file), the source would pass RLIMIT_FSIZE, or writing fails."""
-    if not _SCRIPT_DIR or len(SOURCE) >= resource.getrlimit(resource.RLIMIT_FSIZE)[0]:
+    if not _SCRIPT_DIR or len(SOURCE) >= _getrlimit(_RLIMIT_FSIZE)[0]:
         return False
     try:
-        fd = os.open(os.path.join(_SCRIPT_DIR, SCRIPT_NAME), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o444)
+        fd = _open(_join(_SCRIPT_DIR, SCRIPT_NAME), _NEW_FILE, 0o444)
     except OSError:
         return False
     try:
@@ -268,7 +297,7 @@ def _place_source() -> bool:
     except OSError:
         return False
     finally:
-        os.close(fd)
+        _close(fd)
     return True
 
 
@@ -299,23 +328,23 @@ def _finalize(status: int) -> int:
     dict as a cycle: custom writers that flush in ``__del__`` do flush), restore the original
     std streams and flush them again. A failed
     flush makes the exit status 120, as Py_Exit does."""
-    threading = sys.modules.get("threading")
+    threading = (sys.modules if PYPY else _MODULES).get("threading")
     if threading is not None and not (PYPY and _only_main_thread(threading)):
         try:
             threading._shutdown()
         except BaseException as e:
             _report_ignored(e, "threading._shutdown()")  # the interpreter's exit status stands
     try:
-        atexit._run_exitfuncs()
+        (atexit._run_exitfuncs if PYPY else _run_exitfuncs)()
     except BaseException:
         pass
     flushed = _flush_std_files()
     if PYPY:
         return _finalize_pypy(status, flushed)
     try:  # steps the interpreter cannot fail: what the program did to ``sys`` leaves the status
-        gc.collect()
-        sys.modules.pop("__main__", None)
-        gc.collect()
+        _gc_collect()
+        _MODULES.pop("__main__", None)
+        _gc_collect()
         # finalize_modules restores the original streams before its last flush: output written
         # to sys.__stdout__ by an atexit handler while sys.stdout was replaced still comes out
         sys.stdin, sys.stdout, sys.stderr = sys.__stdin__, sys.__stdout__, sys.__stderr__

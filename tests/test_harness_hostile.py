@@ -225,6 +225,45 @@ def test_an_exit_forced_at_thread_shutdown_does_not_undo_a_failure(runner: CodeR
     assert "ValueError: after the answer" in result.observation
 
 
+# Interpreter state a program rebinds after printing its answer, then failing: the fork server's
+# harness ends the run in the program's own interpreter and read that state where python3's exit
+# path, written in C, never does (a builtin, ``sys.maxsize``, ``sys.modules``, ``sys.exc_info``,
+# ``atexit._run_exitfuncs``, ``gc.collect``, and the ``os`` and ``resource`` calls that place the
+# source for a traceback), so a hook put there exited 0 and the answer was paid where python3
+# exits 1 (255 for ``sys.exit(2**64)``).
+EXIT_0 = "import atexit, builtins, gc, resource\nexit_0 = lambda *args, **kwargs: os._exit(0)\n"
+REBOUND_THEN_FAILED = {
+    "print": "builtins.print = exit_0\nsys.exit('failed')\n",
+    "isinstance": "builtins.isinstance = exit_0\nsys.exit(3)\n",
+    "maxsize": "sys.maxsize = 2**80\nsys.exit(2**64)\n",
+    "modules": "class Modules(dict):\n    get = pop = exit_0\nsys.modules = Modules(sys.modules)\nraise ValueError\n",
+    "exc_info": "sys.exc_info = exit_0\nraise ValueError\n",
+    "atexit": "atexit._run_exitfuncs = exit_0\nraise ValueError\n",
+    "gc": "gc.collect = exit_0\nraise ValueError\n",
+    "os.open": "os.open = exit_0\nraise ValueError\n",
+    "os.path.join": "os.path.join = exit_0\nraise ValueError\n",
+    "os.close": "os.close = exit_0\nraise ValueError\n",
+    "resource.getrlimit": "resource.getrlimit = exit_0\nraise ValueError\n",
+}
+
+
+@pytest.mark.parametrize("then", REBOUND_THEN_FAILED.values(), ids=REBOUND_THEN_FAILED.keys())
+def test_interpreter_state_a_program_rebinds_does_not_undo_its_failure(runner: CodeRunner, then: str) -> None:
+    result = judge(runner, AFTER_PRINT + EXIT_0 + then)
+    assert (result.verdict, result.reward) == (Verdict.RUNTIME_ERROR, 0.0), result.observation
+
+
+# ``sys.executable`` in a test: the fork server's interpreter may be a virtualenv's link, which the
+# sandbox does not show, and a program running it (subprocess, multiprocessing's spawn) failed
+# with FileNotFoundError where ``python3 solution.py`` runs it.
+RUN_EXECUTABLE = READ + "import subprocess\nsys.exit(subprocess.run([sys.executable, '-c', f'print({a} + {b})']).returncode)\n"
+
+
+def test_a_program_can_run_its_own_interpreter(runner: CodeRunner) -> None:
+    result = judge(runner, RUN_EXECUTABLE)
+    assert (result.verdict, result.reward) == (Verdict.OK, 1.0), result.observation
+
+
 # An uncaught exception whose report fails (fd 2 closed, a ``sys.excepthook`` that raises): the
 # harness's last-resort write to fd 2 raised in turn, the exception unwound out of the fork
 # server's test child into the job init's frames it was forked in, and their ``finally`` exited
