@@ -88,7 +88,11 @@ def build_parser(argv: list[str]) -> tuple[argparse.ArgumentParser, argparse.Arg
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser, command_parser = build_parser(argv)
+    try:  # importing the subcommand's module takes a moment: a Ctrl-C then is no traceback either
+        parser, command_parser = build_parser(argv)
+    except KeyboardInterrupt:
+        print("cpfleet: interrupted", file=sys.stderr)
+        return 130
     args, extra = parser.parse_known_args(argv)
     if extra:  # named by the subcommand's usage, with what it takes instead when it says
         hint = getattr(getattr(args, "_module", None), "UNRECOGNIZED_HINT", "")

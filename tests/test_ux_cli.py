@@ -84,3 +84,17 @@ def test_float_mismatch_names_the_tolerance(spec: dict, expected: str, got: str,
     result = get_checker(spec).check(expected, got)
     assert not result.ok
     assert words in result.detail, result.detail
+
+
+def test_ctrl_c_while_the_subcommand_module_is_imported_is_exit_130_not_a_traceback(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # a user who presses Ctrl-C right after Enter interrupts the subcommand's import (a few
+    # tenths of a second for `judge`): main() answers 130 with one line, as it does later on
+    import cpfleet.cli
+
+    def interrupted(name: str) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cpfleet.cli.importlib, "import_module", interrupted)
+    assert cpfleet.cli.main(["judge", "p.jsonl", "j.jsonl"]) == 130
+    assert capsys.readouterr().err == "cpfleet: interrupted\n"
