@@ -116,8 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     except (BrokerUnavailable, BrokerFull) as exc:  # a Redis that is not there (or full): one line
         print(f"cpfleet {args.command}: {exc}", file=sys.stderr)
         return 3
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+    except KeyboardInterrupt:  # named as every other line of the command is
+        print(f"cpfleet {args.command}: interrupted", file=sys.stderr)
         return 130
     except SystemExit as exc:  # a command's refusal of its arguments as a message: a usage error
         if isinstance(exc.code, str):

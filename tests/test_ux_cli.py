@@ -98,3 +98,18 @@ def test_ctrl_c_while_the_subcommand_module_is_imported_is_exit_130_not_a_traceb
     monkeypatch.setattr(cpfleet.cli.importlib, "import_module", interrupted)
     assert cpfleet.cli.main(["judge", "p.jsonl", "j.jsonl"]) == 130
     assert capsys.readouterr().err == "cpfleet: interrupted\n"
+
+
+def test_ctrl_c_before_a_command_prints_its_own_summary_names_the_command(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # e.g. `cpfleet submit` interrupted while it connects: the line names the command, as its
+    # other lines do, not a bare "interrupted"
+    import cpfleet.cli
+    import cpfleet.jobs.submit
+
+    def interrupted(args: argparse.Namespace) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cpfleet.jobs.submit, "run", interrupted)
+    assert cpfleet.cli.main(["submit", "jobs.jsonl"]) == 130
+    assert capsys.readouterr().err == "cpfleet submit: interrupted\n"
