@@ -232,9 +232,14 @@ def test_a_languages_list_of_another_length_names_scripts_not_query(idle_url: st
 def test_v1_judge_and_code_judges_judge_count_under_their_own_metric_label(idle_url: str) -> None:
     # both bodies are refused before any job; each refusal counts under its own endpoint, so an
     # operator reading /metrics can tell cpfleet's batch from code-judge's /judge
+    def count(endpoint: str) -> float:
+        with urllib.request.urlopen(idle_url + "/metrics", timeout=30) as resp:
+            metrics = resp.read().decode()
+        prefix = f'cpfleet_http_requests_total{{endpoint="{endpoint}",status="422"}} '
+        return sum(float(line[len(prefix):]) for line in metrics.splitlines() if line.startswith(prefix))
+
+    before = count("v1_judge"), count("judge")
     assert raw_post(idle_url + "/v1/judge", b'{"jobs": []}')[0] == 422
+    assert count("v1_judge") == before[0] + 1 and count("judge") == before[1]
     assert raw_post(idle_url + "/judge", b'{"type": "python"}')[0] == 422
-    with urllib.request.urlopen(idle_url + "/metrics", timeout=30) as resp:
-        metrics = resp.read().decode()
-    assert 'cpfleet_http_requests_total{endpoint="v1_judge",status="422"} 1.0' in metrics
-    assert 'cpfleet_http_requests_total{endpoint="judge",status="422"} 1.0' in metrics
+    assert count("v1_judge") == before[0] + 1 and count("judge") == before[1] + 1
