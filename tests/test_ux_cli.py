@@ -113,3 +113,16 @@ def test_ctrl_c_before_a_command_prints_its_own_summary_names_the_command(
     monkeypatch.setattr(cpfleet.jobs.submit, "run", interrupted)
     assert cpfleet.cli.main(["submit", "jobs.jsonl"]) == 130
     assert capsys.readouterr().err == "cpfleet submit: interrupted\n"
+
+
+@pytest.mark.parametrize("token", [" ", "sekrit\n", " sekrit"])
+def test_serve_refuses_a_token_no_client_could_send(token: str) -> None:
+    # the gateway strips the Authorization value it reads, so such a token would make every
+    # request a 401 with no sign of why; and a blank one must not open a public port
+    from cpfleet.gateway import serve
+
+    parser = argparse.ArgumentParser()
+    serve.configure(parser)
+    args = parser.parse_args(["--host", "0.0.0.0", "--token", token])
+    with pytest.raises(SystemExit, match="--token has blanks at its ends"):
+        serve.config_from_args(args)
