@@ -88,7 +88,11 @@ def build_parser(argv: list[str]) -> tuple[argparse.ArgumentParser, argparse.Arg
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser, command_parser = build_parser(argv)
+    try:  # importing the subcommand's module takes a moment: a Ctrl-C then is no traceback either
+        parser, command_parser = build_parser(argv)
+    except KeyboardInterrupt:
+        print("cpfleet: interrupted", file=sys.stderr)
+        return 130
     args, extra = parser.parse_known_args(argv)
     if extra:  # named by the subcommand's usage, with what it takes instead when it says
         hint = getattr(getattr(args, "_module", None), "UNRECOGNIZED_HINT", "")
@@ -112,8 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     except (BrokerUnavailable, BrokerFull) as exc:  # a Redis that is not there (or full): one line
         print(f"cpfleet {args.command}: {exc}", file=sys.stderr)
         return 3
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+    except KeyboardInterrupt:  # named as every other line of the command is
+        print(f"cpfleet {args.command}: interrupted", file=sys.stderr)
         return 130
     except SystemExit as exc:  # a command's refusal of its arguments as a message: a usage error
         if isinstance(exc.code, str):

@@ -220,3 +220,26 @@ def test_a_content_length_that_is_no_plain_number_is_a_400(idle_url: str, declar
         assert s.recv(200).split(b"\r\n")[0] == b"HTTP/1.1 400 Bad Request"
     with urllib.request.urlopen(idle_url + "/metrics", timeout=30) as resp:
         assert resp.status == 200
+
+
+def test_a_languages_list_of_another_length_names_scripts_not_query(idle_url: str) -> None:
+    # /execute_batch has no 'query' field: the 422 must name the two fields that disagree
+    status, answer = raw_post(idle_url + "/execute_batch", b'{"scripts": ["print(1)"], "languages": ["python", "python"]}')
+    assert status == 422, answer
+    assert json.loads(answer)["error"] == "'languages' has 2 items, 'scripts' has 1"
+
+
+def test_v1_judge_and_code_judges_judge_count_under_their_own_metric_label(idle_url: str) -> None:
+    # both bodies are refused before any job; each refusal counts under its own endpoint, so an
+    # operator reading /metrics can tell cpfleet's batch from code-judge's /judge
+    def count(endpoint: str) -> float:
+        with urllib.request.urlopen(idle_url + "/metrics", timeout=30) as resp:
+            metrics = resp.read().decode()
+        prefix = f'cpfleet_http_requests_total{{endpoint="{endpoint}",status="422"}} '
+        return sum(float(line[len(prefix):]) for line in metrics.splitlines() if line.startswith(prefix))
+
+    before = count("v1_judge"), count("judge")
+    assert raw_post(idle_url + "/v1/judge", b'{"jobs": []}')[0] == 422
+    assert count("v1_judge") == before[0] + 1 and count("judge") == before[1]
+    assert raw_post(idle_url + "/judge", b'{"type": "python"}')[0] == 422
+    assert count("v1_judge") == before[0] + 1 and count("judge") == before[1] + 1

@@ -183,3 +183,29 @@ def test_submit_compares_provided_tests_as_sandboxfusion_does(url: str, expected
     status, body = post(url + "/submit", {"id": 7, "completion": completion, "config": config})
     assert status == 200, body
     assert body["accepted"] is passed and [t["passed"] for t in body["tests"]] == [passed], body
+
+
+@pytest.mark.parametrize("path", ["/v1/judge", "/get_reward", "/slime"])
+def test_inline_tests_the_store_lost_are_stored_again_not_an_unknown_problem(url: str, redis_server: RedisServer,
+                                                                             path: str) -> None:
+    # Redis restarted without its data (or flushed) after the gateway stored a test set: the
+    # caller sent the tests inline, so the answer is a judgement, never a permanent 422
+    # telling it to `cpfleet load` or send the tests inline
+    import redis
+
+    from cpfleet.core.store import remove_problems
+    from cpfleet.producer.inline_registry import problem_record
+
+    tests = {"inputs": [f"{len(path)} 5\n"], "outputs": [f"{len(path) + 5}\n"]}  # a test set of this test alone
+    bodies = {
+        "/v1/judge": {"jobs": [{"tests": tests, "completion": GOOD}]},
+        "/get_reward": {"query": [GOOD], "prompts": [""], "labels": [json.dumps(tests)]},
+        "/slime": {"prompt": "", "response": GOOD, "label": json.dumps(tests)},
+    }
+    reward = {"/v1/judge": lambda b: b["reward"], "/get_reward": lambda b: b["rewards"][0], "/slime": lambda b: b}
+    status, body = post(url + path, bodies[path])
+    assert status == 200 and reward[path](body) == 1.0, body
+    client = redis.Redis.from_url(redis_server.url)
+    assert remove_problems(client, [problem_record(tests)["id"]]) == 1
+    status, body = post(url + path, bodies[path])
+    assert status == 200 and reward[path](body) == 1.0, body

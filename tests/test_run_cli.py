@@ -61,3 +61,17 @@ def test_local_mode_needs_no_redis_and_refuses_bad_requests(tmp_path: Path) -> N
     (tmp_path / "prog.rs").write_text("fn main() {}\n")
     unknown = _cli(str(tmp_path / "prog.rs"), "--local")
     assert unknown.returncode == 2 and b"--language" in unknown.stderr and b"Traceback" not in unknown.stderr
+
+
+def test_a_batch_request_no_worker_could_take_is_refused_naming_its_request(tmp_path: Path) -> None:
+    # refused before anything is sent (Redis is never reached: port 1), and the line says which
+    # request of the batch is wrong, so a user can find it among thousands
+    batch = tmp_path / "runs.jsonl"
+    rows = [{"code": "print(1)"}, {"code": "print(2)"}, {"code": "x", "language": "cobol"}]
+    batch.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    out = _cli("--batch", str(batch), "--redis", "redis://127.0.0.1:1/0")
+    assert out.returncode == 2 and out.stdout == b""
+    assert out.stderr.decode().strip() == f"cpfleet run: {batch}: request 2: unknown language 'cobol'; known: python3, pypy3, cpp, c, java"
+    batch.write_text(json.dumps({"code": "print(1)", "files": {"a": {"b64": "!!"}}}) + "\n")
+    out = _cli("--batch", str(batch), "--redis", "redis://127.0.0.1:1/0")
+    assert out.returncode == 2 and out.stderr.decode().startswith(f"cpfleet run: {batch}: request 0: ")

@@ -84,3 +84,45 @@ def test_float_mismatch_names_the_tolerance(spec: dict, expected: str, got: str,
     result = get_checker(spec).check(expected, got)
     assert not result.ok
     assert words in result.detail, result.detail
+
+
+def test_ctrl_c_while_the_subcommand_module_is_imported_is_exit_130_not_a_traceback(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # a user who presses Ctrl-C right after Enter interrupts the subcommand's import (a few
+    # tenths of a second for `judge`): main() answers 130 with one line, as it does later on
+    import cpfleet.cli
+
+    def interrupted(name: str) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cpfleet.cli.importlib, "import_module", interrupted)
+    assert cpfleet.cli.main(["judge", "p.jsonl", "j.jsonl"]) == 130
+    assert capsys.readouterr().err == "cpfleet: interrupted\n"
+
+
+def test_ctrl_c_before_a_command_prints_its_own_summary_names_the_command(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # e.g. `cpfleet submit` interrupted while it connects: the line names the command, as its
+    # other lines do, not a bare "interrupted"
+    import cpfleet.cli
+    import cpfleet.jobs.submit
+
+    def interrupted(args: argparse.Namespace) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cpfleet.jobs.submit, "run", interrupted)
+    assert cpfleet.cli.main(["submit", "jobs.jsonl"]) == 130
+    assert capsys.readouterr().err == "cpfleet submit: interrupted\n"
+
+
+@pytest.mark.parametrize("token", [" ", "sekrit\n", " sekrit"])
+def test_serve_refuses_a_token_no_client_could_send(token: str) -> None:
+    # the gateway strips the Authorization value it reads, so such a token would make every
+    # request a 401 with no sign of why; and a blank one must not open a public port
+    from cpfleet.gateway import serve
+
+    parser = argparse.ArgumentParser()
+    serve.configure(parser)
+    args = parser.parse_args(["--host", "0.0.0.0", "--token", token])
+    with pytest.raises(SystemExit, match="--token has blanks at its ends"):
+        serve.config_from_args(args)

@@ -272,14 +272,25 @@ class Gateway:
         wait_s: float | None = None,
     ) -> JobResult:
         """One judging job on the fleet (its result, infra errors included: the caller decides)."""
-        fleet = self.fleet
         if not isinstance(problem, str):
             # inline tests are stored (once per test set) before admission, so tests that make
-            # no problem are the caller's 422 even while the backlog is full
+            # no problem are the caller's 422 even while the backlog is full; a test set the
+            # store lost since (Redis restarted without its data, a flush) is stored again once:
+            # the caller sent the tests, so "unknown problem" is never its answer
             from cpfleet.producer.inline_registry import tests_digest
 
-            registry = fleet.inline_registry
-            problem = registry.known(tests_digest(problem)) or await asyncio.to_thread(registry.problem_id, problem)
+            registry = self.fleet.inline_registry
+            digest = tests_digest(problem)
+            judged: JobResult | None = None
+            for _ in range(2):
+                pid = registry.known(digest) or await asyncio.to_thread(registry.problem_id, problem)
+                judged = await self.judge(pid, completion, reward_shape=reward_shape, mode=mode, wait_s=wait_s)
+                if not permanent_error(judged):
+                    break
+                registry.forget(digest)
+            assert judged is not None
+            return judged
+        fleet = self.fleet
         try:
             result: JobResult = await self.wait(
                 fleet.evaluate(problem, completion, reward_shape=reward_shape, mode=mode), wait_s

@@ -184,7 +184,7 @@ def scored(result: JobResult) -> dict[str, Any]:
 
 def _languages(body: dict[str, Any], n: int) -> list[str]:
     if body.get("languages") is not None:
-        return str_list(body, "languages", n)
+        return str_list(body, "languages", n, against="scripts")
     language = body.get("language", "python")
     if not isinstance(language, str):
         raise HTTPError(422, "'language' must be a string")

@@ -111,4 +111,4 @@ def routes(gw: Gateway) -> Sequence[Route]:
 
         return StreamingResponse(stream(), media_type="application/x-ndjson")
 
-    return [Route("/v1/judge", gw.endpoint("judge", judge_batch), methods=["POST"])]
+    return [Route("/v1/judge", gw.endpoint("v1_judge", judge_batch), methods=["POST"])]

@@ -18,19 +18,23 @@ def json_object(body: Any) -> dict[str, Any]:
     return body
 
 
-def json_list(body: Mapping[str, Any], key: str, n: int | None = None, *, required: bool = True) -> list[Any]:
+def json_list(body: Mapping[str, Any], key: str, n: int | None = None, *, required: bool = True,
+              against: str = "query") -> list[Any]:
+    """``body[key]`` as a list; with ``n``, one that has as many items as the list ``against``
+    (which the error names, so the caller learns which two fields disagree)."""
     value = body.get(key)
     if value is None and not required:
         return []
     if not isinstance(value, list):
         raise HTTPError(422, f"{key!r} must be a list")
     if n is not None and len(value) != n:
-        raise HTTPError(422, f"{key!r} has {len(value)} items, 'query' has {n}")
+        raise HTTPError(422, f"{key!r} has {len(value)} items, {against!r} has {n}")
     return value
 
 
-def str_list(body: Mapping[str, Any], key: str, n: int | None = None, *, required: bool = True) -> list[str]:
-    value = json_list(body, key, n, required=required)
+def str_list(body: Mapping[str, Any], key: str, n: int | None = None, *, required: bool = True,
+             against: str = "query") -> list[str]:
+    value = json_list(body, key, n, required=required, against=against)
     if not all(isinstance(v, str) for v in value):
         raise HTTPError(422, f"{key!r} must be a list of strings")
     return value

@@ -64,6 +64,11 @@ def is_loopback(host: str) -> bool:
 
 
 def config_from_args(args: argparse.Namespace) -> ServeConfig:
+    if args.token is not None and args.token != args.token.strip():
+        # the gateway strips the token a client sends, so this one could never match: every
+        # request would be a 401 (a token read from a file or variable with its newline)
+        raise SystemExit("cpfleet serve: --token has blanks at its ends (a trailing newline?), which no "
+                         "client's 'Authorization: Bearer' header carries: remove them")
     if not args.token and not is_loopback(args.host):
         raise SystemExit(f"cpfleet serve: refusing to listen on {args.host} without --token (anyone could submit code)")
     try:

@@ -166,15 +166,34 @@ def _batch(args: argparse.Namespace) -> list[dict[str, Any]]:
             if unknown:
                 raise ValueError(f"{args.batch}: request {n}: unknown fields {sorted(unknown)}")
             obj.setdefault("job_id", str(n))
-            files = obj.get("files")
-            if isinstance(files, dict):
-                obj["files"] = {k: _file_content(v) for k, v in files.items()}
             if args.output_cap is not None:
                 obj.setdefault("output_cap", args.output_cap)
             if args.timeout:
                 obj.setdefault("timeout", args.timeout)
+            # checked here, by the wire rule, so that a refusal names its request: the same
+            # refusal from run_many would name nothing in a batch of thousands
+            try:
+                files = obj.get("files")
+                if isinstance(files, dict):
+                    obj["files"] = {k: _file_content(v) for k, v in files.items()}
+                _message(obj)
+            except (ValueError, TypeError) as exc:
+                raise ValueError(f"{args.batch}: request {n}: {exc}") from None
             out.append(obj)
     return out
+
+
+def _message(req: dict[str, Any]) -> Any:
+    """The ``RunMessage`` of one request, validated as a worker validates it
+    (``RunMessage.from_wire``); ValueError or TypeError when no worker could take it."""
+    from cpfleet.core.protocol import RunMessage
+    from cpfleet.producer.client import RunRequest, run_message_fields
+
+    r = RunRequest(**{k: v for k, v in req.items() if k != "timeout"})
+    try:
+        return RunMessage.from_wire(run_message_fields(r))
+    except ProtocolError as exc:
+        raise ValueError(str(exc)) from None
 
 
 _REQUEST_FIELDS = frozenset({"code", "completion", "language", "stdin", "files", "fetch_files", "time_limit_s",
@@ -223,19 +242,11 @@ def _run_fleet(args: argparse.Namespace, requests: list[dict[str, Any]]) -> list
 def _run_local(requests: list[dict[str, Any]]) -> list[RunJobResult]:
     """The worker's code path (``sandbox.runs.execute``) in a sandbox of this process; each
     request is validated by the same rule as on the wire (``RunMessage.from_wire``)."""
-    from cpfleet.core.protocol import RunMessage
-    from cpfleet.producer.client import RunRequest, run_message_fields
     from cpfleet.sandbox.env import DEFAULT_JOB_TIME_BUDGET_S
     from cpfleet.sandbox.runner import make_runner
     from cpfleet.sandbox.runs import execute
 
-    messages = []
-    for req in requests:
-        r = RunRequest(**{k: v for k, v in req.items() if k != "timeout"})
-        try:
-            messages.append(RunMessage.from_wire(run_message_fields(r)))
-        except ProtocolError as exc:
-            raise ValueError(str(exc)) from None
+    messages = [_message(req) for req in requests]
     runner = make_runner("forkserver")
     try:
         return [execute(runner, m.code, m.stdins, language=m.language, extract=m.extract, files=m.files,
