@@ -49,5 +49,8 @@ def unserved_reason(client: redis.Redis, nodes_key: str, binding_key: str, queue
     if live_workers(client, nodes_key) == 0:
         return "no worker has sent a heartbeat to this Redis"
     if ever_consumed(client, binding_key) is False:
-        return f"no worker has ever consumed queue {queue!r} on this Redis"
+        # kombu writes the binding when a worker starts: after Redis lost its data, live
+        # workers show no binding until they restart
+        return (f"no worker has ever consumed queue {queue!r} on this Redis (or Redis lost its data since "
+                f"the workers started)")
     return None

@@ -94,7 +94,8 @@ def run(args: argparse.Namespace) -> int:
     elif consumed is False:  # a typo'd --queue: the same silent wait
         print(f"cpfleet submit: warning: no worker has ever consumed queue {args.queue!r} on this Redis: the jobs "
               f"wait there until one does (cpfleet worker --queues {args.queue}), or for {args.timeout:g} s, then "
-              f"end INTERNAL", file=sys.stderr)
+              f"end INTERNAL (workers record their queues when they start: a Redis that lost its data since "
+              f"shows this too)", file=sys.stderr)
     with client:
         skipped_ids: dict[str, str] = {}
         if args.problems:
