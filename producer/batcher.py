@@ -121,8 +121,7 @@ class AsyncEvaluator:
             stored = self._fleet.inline_registry.known(digest)
             if stored is not None:
                 job["problem_id"] = stored
-            else:
-                job["tests"] = problem
+            job["tests"] = problem  # with the stored id too: stored again if the store loses them
         key = self._key(where, completion, reward_shape, mode) if dedupe else None
         if key is not None:
             shared = self._inflight.get(key)

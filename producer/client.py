@@ -52,12 +52,14 @@ from cpfleet.core.redis_url import connection_hint
 from cpfleet.core.results import JobResult, RunJobResult
 from cpfleet.producer.batcher import AsyncEvaluator
 from cpfleet.producer.connection import connect
-from cpfleet.producer.inline_registry import InlineRegistry
+from cpfleet.producer.inline_registry import InlineRegistry, tests_digest
 from cpfleet.producer.known_problems import KnownProblems
 from cpfleet.producer.orphans import purge_orphans
 from cpfleet.producer.pending import (
     FleetStats,
     JobRegistry,
+    PendingJob,
+    infra_result,
 )
 from cpfleet.producer.presence import unserved_reason
 from cpfleet.producer.publisher import BrokerUnavailable, Publisher
@@ -214,6 +216,8 @@ class FleetClient:
             commands=self._redis,
             sweep=functools.partial(self.purge_orphans, budget_s=5.0),
             unreachable_grace_s=unreachable_grace,
+            republish=self._republish_pending,
+            store_again=self._store_again,
         )
         self._replies.start()
 
@@ -300,6 +304,61 @@ class FleetClient:
         """Publish one more attempt of a job that missed its deadline (the registry registered it
         first and calls this from the reader thread)."""
         self._publisher.publish([(msg, msg.job_id)])
+
+    def _publish_attempts(self, messages: Sequence[JobMessage | RunMessage]) -> None:
+        """Publish republished attempts a batch per round trip, as ``submit_many`` does (a failure
+        half-way leaves some queued: their replies are duplicates once the reader tries again)."""
+        size = self._publisher.batch_size
+        for start in range(0, len(messages), size):
+            self._publisher.publish([(msg, msg.job_id) for msg in messages[start : start + size]])
+
+    def _republish_pending(self) -> None:
+        """Publish every pending job again: the reader found this client's claim gone, so workers
+        dropped the jobs they took meanwhile and the queue may have gone with it (reader thread;
+        raises BrokerUnavailable/BrokerFull for the reader to try again)."""
+        n = self._jobs.republish(self._jobs.unresolved(), self._publish_attempts)
+        if n:
+            log.warning("republished %d pending job(s) Redis may have lost", n)
+
+    def _store_again(self, lost: list[tuple[PendingJob, JobResult]]) -> None:
+        """Jobs of inline tests answered UNKNOWN_PROBLEM: the store lost the tests after this
+        client stored them (Redis restarted without its data, a flush). Store each test set
+        again (once per set) and republish its jobs, once (``JobRegistry.resolve`` holds only a
+        job's first such answer). A job whose tests are not stored under the id it named keeps
+        its answer; one that cannot be stored or republished again is INTERNAL, the judge's own
+        failure, with the reason (reader thread)."""
+        registry = self.inline_registry
+        stored: dict[str, str | Exception] = {}  # tests_digest -> the id stored again, or why not
+        again: list[PendingJob] = []
+        for entry, result in lost:
+            try:
+                digest = tests_digest(entry.tests)
+            except ValueError:  # cannot happen for tests that were stored once; never strand the job
+                self._jobs.finish(entry, result)
+                continue
+            if digest not in stored:
+                registry.forget(digest)
+                try:
+                    stored[digest] = registry.problem_id(entry.tests)
+                except Exception as exc:  # Redis unreachable or full
+                    stored[digest] = exc
+            pid = stored[digest]
+            if isinstance(pid, Exception):
+                self._jobs.finish(entry, infra_result(
+                    entry.msg, f"the store lost this job's inline tests and storing them again failed: {pid}"))
+            elif pid != entry.msg.problem_id:
+                self._jobs.finish(entry, result)
+            else:
+                again.append(entry)
+        if not again:
+            return
+        log.warning("the store lost the inline tests of %d pending job(s): stored them again, republishing", len(again))
+        try:
+            self._jobs.republish(again, self._publish_attempts)
+        except Exception as exc:  # BrokerUnavailable, BrokerFull, PublisherClosed
+            for entry in again:
+                self._jobs.finish(entry, infra_result(
+                    entry.msg, f"the store lost this job's inline tests; republishing the job failed: {exc}"))
 
     # --- run jobs: execute a program, no judging -------------------------------------------
 

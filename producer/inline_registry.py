@@ -207,9 +207,10 @@ class InlineRegistry:
             self._known.pop(digest)
 
     def resolve_job(self, job: Mapping[str, Any]) -> Mapping[str, Any]:
-        """A job with ``tests`` and no ``problem_id`` becomes the same job with the stored id."""
+        """A job with ``tests`` and no ``problem_id`` becomes the same job with the stored id (its
+        tests kept with it: the client stores them again if the store loses them)."""
         if job.get("problem_id") or "tests" not in job:
             return job
-        out = {k: v for k, v in job.items() if k != "tests"}
+        out = dict(job)
         out["problem_id"] = self.problem_id(job["tests"])
         return out

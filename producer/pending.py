@@ -31,6 +31,7 @@ from cpfleet.core import protocol
 from cpfleet.core.errors import BrokerUnavailable, ClientClosed, FleetBusy
 from cpfleet.core.protocol import JobMessage, RunMessage
 from cpfleet.core.results import JobResult, JobStamp, RunJobResult
+from cpfleet.core.verdict import Verdict
 
 log = logging.getLogger("cpfleet.client")
 
@@ -46,6 +47,7 @@ class FleetStats:
     reader_errors: int = 0  # Redis errors seen by the reader (it keeps trying)
     cancelled: int = 0  # jobs withdrawn by Future.cancel() / cancel_many()
     broker_lost: int = 0  # jobs failed with BrokerUnavailable: Redis unreachable for the client's grace
+    republished: int = 0  # attempts published again because Redis lost them (claim gone, inline tests lost)
 
 
 @dataclass(slots=True)
@@ -59,6 +61,8 @@ class JobSpec:
     mode: str
     timeout: float
     language: str | None = None
+    # the inline tests ``problem_id`` was stored from: stored again if the store lost them
+    tests: Any = None
 
 
 @dataclass(slots=True)
@@ -81,6 +85,10 @@ class PendingJob:
     resubmitted: bool = False
     done: bool = False
     attempts: list[str] = field(default_factory=list)  # wire ids (also the task ids) published
+    tests: Any = None  # JobSpec.tests: the inline tests to store again if the store lost them
+    # its inline tests were stored again after an UNKNOWN_PROBLEM (once only): attempts[:restored_at]
+    # predate that, so their UNKNOWN_PROBLEM replies are stale (0: not restored)
+    restored_at: int = 0
 
 
 class JobFuture(cf.Future[Any]):
@@ -140,6 +148,9 @@ class JobRegistry:
         self.closed = False
         self._cancel_ttl_until = 0.0  # epoch seconds the cancel keys must live until
         self._to_withdraw: list[str] = []  # cancelled wire ids the reader has yet to send
+        # jobs of inline tests answered UNKNOWN_PROBLEM, with that answer: the reader stores the
+        # tests again and republishes them (FleetClient), once
+        self._lost_inline: list[tuple[PendingJob, JobResult]] = []
 
     @property
     def in_flight(self) -> int:
@@ -172,7 +183,8 @@ class JobRegistry:
                 msg = self._message(s, wire_id, now)
                 # The future stays PENDING (not RUNNING) until resolved, so that cancel() works.
                 fut = JobFuture(self)
-                entry = PendingJob(fut, s.job_id, msg, mono + s.timeout, s.timeout, attempts=[wire_id])
+                entry = PendingJob(fut, s.job_id, msg, mono + s.timeout, s.timeout, attempts=[wire_id],
+                                   tests=s.tests if isinstance(s, JobSpec) else None)
                 fut._entry = entry
                 self.pending[wire_id] = entry
                 heapq.heappush(self.deadlines, (entry.deadline, next(self._seq), wire_id))
@@ -306,13 +318,76 @@ class JobRegistry:
         return True
 
     def resolve(self, wire_id: str, result: JobResult | RunJobResult) -> bool:
-        """A reply: it resolves the job of that attempt if it is still pending, else it is a duplicate."""
+        """A reply: it resolves the job of that attempt if it is still pending, else it is a duplicate.
+
+        UNKNOWN_PROBLEM for a job of inline tests means the store lost them (Redis restarted
+        without its data, a flush) after this client stored them: the caller sent the tests, so
+        that answer is never theirs. The first such reply of a job is held for the reader to
+        store the tests again and republish the job (``take_lost_inline``): the reader then
+        either republishes it or resolves it. Only an attempt published after that can answer
+        it UNKNOWN_PROBLEM; never a loop."""
         with self.lock:
             entry = self.pending.get(wire_id)
             if entry is None:
                 self.stats.duplicates += 1
                 return False
+            if entry.tests is not None and isinstance(result, JobResult) and result.verdict == Verdict.UNKNOWN_PROBLEM:
+                if not entry.restored_at:
+                    entry.restored_at = len(entry.attempts)
+                    self._lost_inline.append((entry, result))
+                    return False
+                if wire_id in entry.attempts[: entry.restored_at]:  # an attempt from before the restore
+                    self.stats.duplicates += 1
+                    return False
         return self.finish(entry, result)
+
+    def take_lost_inline(self) -> list[tuple[PendingJob, JobResult]]:
+        """The jobs of inline tests the store lost, with their UNKNOWN_PROBLEM answer (now taken)."""
+        with self.lock:
+            lost, self._lost_inline = self._lost_inline, []
+            return [(e, r) for e, r in lost if not e.done]
+
+    def unresolved(self) -> list[PendingJob]:
+        """Every job not resolved yet (registered, published or not)."""
+        with self.lock:
+            return list({id(e): e for e in self.pending.values() if not e.done}.values())
+
+    def republish(self, entries: Sequence[PendingJob],
+                  publish: Callable[[Sequence[JobMessage | RunMessage]], None]) -> int:
+        """Publish one more attempt of each unresolved entry, under a new wire id (registered
+        first, so its reply is never missed; the first reply of any attempt wins), keeping the
+        job's deadline: what Redis lost (the queue, or jobs workers dropped while the client's
+        claim was gone) is sent again. If ``publish`` raises, the new attempts are forgotten and
+        the error propagates (the caller may try again). Returns how many were published."""
+        now = protocol.now()
+        fresh: list[tuple[PendingJob, JobMessage | RunMessage]] = []
+        with self.lock:
+            for entry in entries:
+                if entry.done:
+                    continue
+                wire_id = new_wire_id(entry.job_id)
+                fresh.append((entry, dataclasses.replace(entry.msg, job_id=wire_id, submitted_at=now)))
+                self.pending[wire_id] = entry
+                entry.attempts.append(wire_id)
+        if not fresh:
+            return 0
+        try:
+            publish([msg for _, msg in fresh])
+        except BaseException:
+            with self.lock:
+                for entry, msg in fresh:
+                    if not entry.done:
+                        self.pending.pop(msg.job_id, None)
+                        entry.attempts.remove(msg.job_id)
+            raise
+        with self.lock:
+            for entry, msg in fresh:
+                if entry.done:
+                    continue
+                entry.msg = msg  # the latest attempt: its heap entry is the one expire() honours
+                heapq.heappush(self.deadlines, (entry.deadline, next(self._seq), msg.job_id))
+            self.stats.republished += len(fresh)
+        return len(fresh)
 
     def expire(self) -> None:
         """Answer the jobs past their deadline INTERNAL, or resubmit each once first (when resubmits are on)."""

@@ -18,6 +18,12 @@ left) and trims exactly those once delivered (``LTRIM`` of as many from the righ
 The same thread does the client's other periodic Redis work, so that no caller ever waits on it:
 it checks deadlines, renews the client's claim on its id (workers drop the jobs of a client
 without one), and sends the withdrawals of cancelled jobs.
+
+What Redis lost is sent again, so that no job waits for its deadline for nothing: when the claim
+was gone (Redis restarted without its data, a flush, the key evicted), workers dropped the jobs
+they picked up meanwhile and the queue may be gone too, so every job still pending is
+republished (``republish``); jobs of inline tests answered UNKNOWN_PROBLEM (the store lost the
+tests) are handed to ``store_again``, once each. Neither costs a command on the common path.
 """
 
 from __future__ import annotations
@@ -35,9 +41,9 @@ from redis.retry import Retry
 from cpfleet.core import protocol
 from cpfleet.core.protocol import ProtocolError
 from cpfleet.core.redis_url import mask_password, parse_redis_url
-from cpfleet.core.results import result_from_dict
+from cpfleet.core.results import JobResult, result_from_dict
 from cpfleet.producer.connection import connect
-from cpfleet.producer.pending import JobRegistry
+from cpfleet.producer.pending import JobRegistry, PendingJob
 
 log = logging.getLogger("cpfleet.client")
 
@@ -101,6 +107,8 @@ class ReplyReader:
         commands: redis.Redis,
         sweep: Callable[[], object],
         unreachable_grace_s: float | None = None,
+        republish: Callable[[], object] | None = None,
+        store_again: Callable[[list[tuple[PendingJob, JobResult]]], object] | None = None,
     ) -> None:
         self.client_id = client_id
         self.reply_key = protocol.reply_key(client_id)
@@ -112,6 +120,10 @@ class ReplyReader:
         self._jobs = jobs
         self._commands = commands
         self._sweep = sweep
+        self._republish = republish
+        self._republish_due = False  # the claim was gone: every pending job is to be published again
+        self._republish_warned = 0.0
+        self._store_again = store_again
         self.unreachable_grace_s = unreachable_grace_s
         self._redis_url = redis_url
         self._block_s = 0.25
@@ -171,6 +183,8 @@ class ReplyReader:
                 if time.monotonic() >= next_renew:
                     self._renew_claim()
                     next_renew = time.monotonic() + renew_every
+                if self._republish_due:
+                    self._republish_pending()
                 batch = self._take_replies()
                 backoff = 0.1
             except redis.RedisError as exc:
@@ -180,6 +194,7 @@ class ReplyReader:
                     self._deliver(data)
                 except Exception:  # the reader must survive anything one reply can do
                     log.exception("reply reader: delivering a reply failed")
+            self._store_lost_inline()
             if error is None:
                 self._delivered_round()
             if error is None or not isinstance(error, (redis.ConnectionError, redis.TimeoutError)):
@@ -274,6 +289,35 @@ class ReplyReader:
             return
         self._jobs.resolve(result.job_id, result)
 
+    def _republish_pending(self) -> None:
+        """Publish every pending job again (the claim was gone); on failure, again next round."""
+        if self._republish is None:
+            self._republish_due = False
+            return
+        try:
+            self._republish()
+        except Exception as exc:  # BrokerUnavailable, BrokerFull: Redis refuses for now
+            if time.monotonic() - self._republish_warned > 5:
+                self._republish_warned = time.monotonic()
+                log.warning("could not republish the pending jobs Redis lost yet (retrying): %s", exc)
+            return
+        self._republish_due = False
+
+    def _store_lost_inline(self) -> None:
+        """Hand the jobs whose inline tests the store lost to ``store_again`` (it resolves
+        them or republishes them); without it, they resolve with their UNKNOWN_PROBLEM reply."""
+        lost = self._jobs.take_lost_inline()
+        if not lost:
+            return
+        try:
+            if self._store_again is not None:
+                self._store_again(lost)
+                return
+        except Exception:  # never strand a job: it gets the reply it came with
+            log.exception("reply reader: storing lost inline tests again failed")
+        for entry, result in lost:
+            self._jobs.finish(entry, result)
+
     # --- the client's other Redis chores ---------------------------------------------------
 
     def _renew_claim(self) -> None:
@@ -286,13 +330,17 @@ class ReplyReader:
         if not ok:
             log.error("client_id %r was claimed by another client: replies may be lost to it", self.client_id)
         elif ok == 2:
-            # Workers drop the jobs of a client without a claim: any that one picked up while it
-            # had lapsed resolve INTERNAL at their deadline (or are resubmitted, if enabled).
+            # Workers drop the jobs of a client without a claim, and a Redis that lost the claim
+            # may have lost the queue with it: every job still pending is published again (a
+            # fresh wire id each; the first reply of any attempt wins), before this round's read.
+            self._republish_due = self._republish is not None
             log.warning(
-                "client_id %r: the claim was gone (the reader cut off from Redis for over %ds, or Redis "
-                "restarted without its data) and was taken back; jobs a worker picked up meanwhile were dropped",
+                "client_id %r: the claim was gone (the reader cut off from Redis for over %ds, or Redis lost "
+                "it: restarted without its data, flushed, the key evicted) and was taken back; republishing the %d job(s) still pending, "
+                "which a worker may have dropped meanwhile",
                 self.client_id,
                 self._claim_ttl_s,
+                self._jobs.in_flight,
             )
 
     def _flush_withdrawals(self) -> None:

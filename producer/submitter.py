@@ -32,6 +32,7 @@ from cpfleet.core.errors import (
 )
 from cpfleet.core.languages import FENCE_TAGS, LANGUAGES
 from cpfleet.core.protocol import RunMessage
+from cpfleet.producer.inline import INLINE_PREFIX
 from cpfleet.producer.inline_registry import InlineRegistry
 from cpfleet.producer.pending import JobRegistry, JobSpec, PendingJob, RunSpec, random_hex
 from cpfleet.producer.publisher import BrokerUnavailable, Publisher, PublisherClosed
@@ -123,7 +124,8 @@ class Submitter:
         problem, completion = job
         if isinstance(problem, str):
             return job
-        return (self._inline().problem_id(problem), completion)
+        # the tests travel with the job: stored again if the store loses them (see ``make``)
+        return {"problem_id": self._inline().problem_id(problem), "tests": problem, "completion": completion}
 
     def make(
         self, job: Job, reward_shape: str | None = None, mode: str | None = None, timeout: float | None = None
@@ -165,7 +167,10 @@ class Submitter:
         too_large = protocol.completion_size_error(job_id, size)
         if too_large is not None:
             raise JobFormatError(too_large)
-        return JobSpec(job_id, problem_id, completion, reward_shape, mode, self._timeout(timeout), language)
+        # inline tests stay with a job judged by their stored id, so that the client can store
+        # them again if the store loses them (``FleetClient._store_again``)
+        tests = job.get("tests") if isinstance(job, Mapping) and problem_id.startswith(INLINE_PREFIX) else None
+        return JobSpec(job_id, problem_id, completion, reward_shape, mode, self._timeout(timeout), language, tests)
 
     def make_run(self, req: RunRequest) -> RunSpec:
         """Validate one run request into a message template (the one rule: RunMessage.from_wire)."""
