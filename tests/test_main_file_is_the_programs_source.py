@@ -8,6 +8,10 @@ program was a TIME_LIMIT. Tracebacks of the fork server still name ``solution.py
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
 import textwrap
 from collections.abc import Iterator
 
@@ -103,20 +107,47 @@ def test_without_isolation_the_source_is_placed_in_a_host_directory(unisolated: 
     check_reads_itself(unisolated, True)
 
 
+# tries to change its own source for the next test; prints the length the test read
+NO_CHANGE = textwrap.dedent("""
+    import os
+    for attempt in (lambda: open(__file__, "a").write("#"), lambda: os.chmod(__file__, 0o666),
+                    lambda: os.unlink(__file__), lambda: os.rename(__file__, __file__ + "x")):
+        try:
+            attempt()
+            print("changed")
+        except OSError:
+            pass
+    print(len(open(__file__).read()))
+""").lstrip()
+
+
 def test_no_test_can_change_the_source_the_next_test_reads(fork_runner: ForkServerRunner) -> None:
     """The copy is shared by the job's tests: read-only, or one test could leave the next one
     a message in it."""
-    source = textwrap.dedent("""
-        import os
-        for attempt in (lambda: open(__file__, "a").write("#"), lambda: os.chmod(__file__, 0o666),
-                        lambda: os.unlink(__file__), lambda: os.rename(__file__, __file__ + "x")):
-            try:
-                attempt()
-                print("changed")
-            except OSError:
-                pass
-        print(len(open(__file__).read()))
-    """).lstrip()
-    assert fork_runner.load(source) is None
+    assert fork_runner.load(NO_CHANGE) is None
     outs = [fork_runner.run(b"", Limits(time_s=5)).stdout for _ in range(2)]
-    assert outs == [f"{len(source)}\n".encode()] * 2
+    assert outs == [f"{len(NO_CHANGE)}\n".encode()] * 2
+
+
+@pytest.mark.skipif(shutil.which("setpriv") is None or os.geteuid() != 0,
+                    reason="needs setpriv and root to take CAP_SETUID/CAP_SETGID away")
+def test_without_a_uid_to_drop_to_the_source_is_sealed_read_only() -> None:
+    """Tests that keep the init's uid (no CAP_SETUID: a mount namespace but no uid drop) could
+    write a file the init owns: there the job process remounts the copy's tmpfs read-only."""
+    script = textwrap.dedent(f"""
+        import json
+        from cpfleet.sandbox.forkserver import ForkServerRunner
+        from cpfleet.sandbox.runner import Limits
+        r = ForkServerRunner()
+        layers = r.isolation.layers
+        assert r.load({NO_CHANGE!r}) is None
+        outs = [r.run(b"", Limits(time_s=5)).stdout.decode() for _ in range(2)]
+        r.close()
+        print(json.dumps({{"layers": layers, "outs": outs}}))
+    """)
+    proc = subprocess.run(["setpriv", "--inh-caps=-setuid,-setgid", "--bounding-set=-setuid,-setgid",
+                           sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(proc.stdout.splitlines()[-1])
+    assert got["layers"]["mountns"] and not got["layers"]["uid_drop"], got["layers"]
+    assert got["outs"] == [f"{len(NO_CHANGE)}\n"] * 2
