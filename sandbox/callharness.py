@@ -483,9 +483,10 @@ def invoke(code: CodeType, spec: str, ns: dict[str, Any], args_text: bytes, resu
     return 0
 
 
-def _module_globals(base: dict[str, Any]) -> dict[str, Any]:
+def _module_globals(base: dict[str, Any], file: str = SCRIPT_NAME) -> dict[str, Any]:
     """The namespace of a real module registered as ``solution`` (dataclasses, pickle and
-    typing look a class's module up in sys.modules), pre-filled with the header's names."""
+    typing look a class's module up in sys.modules), pre-filled with the header's names.
+    ``file``: its ``__file__`` (in the fork server, the job's read-only copy of the source)."""
     import types
 
     module = types.ModuleType(MODULE_NAME)
@@ -493,7 +494,7 @@ def _module_globals(base: dict[str, Any]) -> dict[str, Any]:
     ns = module.__dict__
     ns.update(base)
     ns.update({"__name__": MODULE_NAME, "__doc__": None, "__package__": None, "__spec__": None,
-               "__loader__": None, "__file__": SCRIPT_NAME, "__builtins__": __builtins__,
+               "__loader__": None, "__file__": file, "__builtins__": __builtins__,
                "__cached__": None, "stdin": sys.stdin, "stdout": sys.stdout, "stderr": sys.stderr})
     return ns
 
@@ -515,7 +516,7 @@ def run_call(code: CodeType, spec: str, base: dict[str, Any]) -> NoReturn:
     sys.set_int_max_str_digits(0)
     if semantics in DEEP_RECURSION:
         sys.setrecursionlimit(RECURSION_LIMIT)
-    ns = _module_globals(base)
+    ns = _module_globals(base, child.SCRIPT_PATH)
     status = invoke(code, spec, ns, args_text, result_fd, child.SOURCE)
     del ns
     _exit_now(child._finalize(status))

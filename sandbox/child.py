@@ -27,6 +27,15 @@ if TYPE_CHECKING:
 PYPY = sys.implementation.name == "pypy"
 SCRIPT_NAME = "solution.py"
 SOURCE = b""  # the program's source, set by the job init; used only to print tracebacks
+# ``__main__.__file__``: the absolute path of a read-only copy of the source the job init placed
+# for all of its tests (jobinit.JobInit._place_script), as python3 (3.9+) makes the script's path
+# absolute. multiprocessing's spawn and forkserver start methods re-run the main module from it
+# (a Pool restarted its workers forever when it named no file), and a program may read itself.
+# Code objects keep the name SCRIPT_NAME: tracebacks show ``File "solution.py"``. Its
+# ``__loader__`` is a SourceFileLoader of that file, as python3's is: inspect.getsource and
+# warnings read the main module's source lines through it (linecache.lazycache).
+SCRIPT_PATH = SCRIPT_NAME
+_SourceFileLoader = sys.modules["_frozen_importlib_external"].SourceFileLoader
 _SCRIPT_DIR = ""  # the program's directory, set when it starts
 
 # The harness ends a run in the program's own interpreter, after the program, where python3 ends
@@ -215,8 +224,9 @@ def _new_main(argv: list[str] | None) -> dict[str, object]:
         sys.set_int_max_str_digits(0)
     main = types.ModuleType("__main__")
     sys.modules["__main__"] = main
+    loader = _SourceFileLoader("__main__", SCRIPT_PATH) if SCRIPT_PATH != SCRIPT_NAME else None
     main.__dict__.update({"__name__": "__main__", "__doc__": None, "__package__": None, "__spec__": None,
-                          "__loader__": None, "__file__": SCRIPT_NAME, "__builtins__": _PROGRAM_BUILTINS,
+                          "__loader__": loader, "__file__": SCRIPT_PATH, "__builtins__": _PROGRAM_BUILTINS,
                           "__cached__": None})
     return main.__dict__
 

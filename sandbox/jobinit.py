@@ -161,15 +161,47 @@ def place_program(files: dict[str, Any], mounted: bool) -> str:
 def serve_box(sock: socket.socket, box: isolation.TestBox) -> None:
     """Mount a fresh test directory whenever the init asks (it cannot: its seccomp filter
     refuses mounts, which is what lets every test child inherit the filter instead of
-    installing it). Runs outside the job's pid namespace, out of reach of its processes."""
+    installing it), and make the source's directory read-only once the init placed the source
+    (``{"op": "seal"}``: ``JobInit._place_script``). Runs outside the job's pid namespace, out
+    of reach of its processes."""
     while True:
-        size, _ = recv(sock)
-        if size is None:
+        msg, _ = recv(sock)
+        if msg is None:
             return
         try:
-            send(sock, box.mount_fresh(size))
-        except OSError as e:
+            if isinstance(msg, dict):
+                if msg.get("op") != "seal":
+                    raise ValueError(f"unknown request {msg!r}")
+                linux.mount("none", isolation.PROG, None,
+                            linux.MS_REMOUNT | linux.MS_RDONLY | linux.MS_NOSUID | linux.MS_NODEV)
+                send(sock, None)
+            else:
+                send(sock, box.mount_fresh(msg))
+        except (OSError, ValueError) as e:
             send(sock, str(e))
+
+
+_NEW_SCRIPT = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW
+
+# The most a fork-mode job's source may take in its directory (a bound, not an allocation: a
+# tmpfs holds only what is written in it)
+SCRIPT_ROOM = 1 << 30
+
+
+def place_script_dir(mounted: bool) -> str:
+    """The directory a fork-mode job's source is placed in (``JobInit._place_script``), made by
+    the job process before the init (which cannot mount) and before the source may exist (a
+    spare job): an empty tmpfs at isolation.PROG in the job's mount namespace, writable by the
+    init's uid alone, or a fresh host directory without one (removed with the job)."""
+    if mounted and os.path.isdir(isolation.PROG):
+        linux.mount("tmpfs", isolation.PROG, "tmpfs", linux.MS_NOSUID | linux.MS_NODEV,
+                    f"size={SCRIPT_ROOM},nr_inodes=16,mode=0755")
+        return isolation.PROG
+    import tempfile
+
+    root = tempfile.mkdtemp(prefix="cpfleet-src-")
+    os.chmod(root, 0o755)
+    return root
 
 
 class JobInit:
@@ -181,7 +213,8 @@ class JobInit:
     """
 
     def __init__(self, z: Zygote, msg: dict[str, Any], fds: list[int], box: socket.socket | None,
-                 program: dict[str, Any] | None = None, program_error: str = "") -> None:
+                 program: dict[str, Any] | None = None, program_error: str = "", script_dir: str = "",
+                 script_error: str = "") -> None:
         self.z = z
         self.mode: str = msg["mode"]
         self.fn_name: str | None = msg.get("fn_name") or None  # a function-call problem's entry point
@@ -198,6 +231,13 @@ class JobInit:
             os.close(fds[1])
         self.code: Any = None
         self.box = isolation.TestBoxState(box) if box is not None else None
+        # where the source is placed for ``__main__.__file__`` (``_place_script``), made by the
+        # job process (``place_script_dir``): known before any test child is forked, so one
+        # forked ahead of the program names it too
+        self.script_dir = script_dir
+        self.script_error = script_error  # the job process could not make it (an infrastructure error)
+        if self.mode == "fork" and self.script_dir:
+            child.SCRIPT_PATH = self.script_dir + "/" + child.SCRIPT_NAME
         self.last_pid_fd = -1
         self.subreaper = False
         self.ns_init = False  # pid 1 of the job's own pid namespace (set in run)
@@ -308,10 +348,40 @@ class JobInit:
             return compiled
         self.code = compiled
         child.SOURCE = self.source  # for tracebacks (linecache is filled only if one is printed)
+        error = self._place_script()
+        if error is not None:
+            self.program_error = error  # the judge's failure, not the program's
+            return error
         if self.fn_name is not None and self.mode == "fork":
             # the function-call harness's globals, imported once per job instead of per test
             self.call_globals = callharness.job_globals(self.fn_name, self.source)
         gc_freeze()  # the tests' shutdown collections need not walk (and copy) the job's objects
+        return None
+
+    def _place_script(self) -> str | None:
+        """Put the source where ``child.SCRIPT_PATH`` names it, for every test of the job (fork
+        mode; exec mode writes solution.py into each test's directory): a file the init's uid
+        owns, mode 0444, in a directory only it may write in. Tests that run as the init's own
+        uid (no uid drop) could still change it for the next test: the job process then
+        remounts the directory read-only, a round trip (~0.5 ms measured) kept off the usual path."""
+        if self.mode != "fork":
+            return None
+        if self.script_error or not self.script_dir:
+            return self.script_error or "no directory for the program's source"
+        try:
+            fd = os.open(self.script_dir + "/" + child.SCRIPT_NAME, _NEW_SCRIPT, 0o444)
+            try:
+                child.write_all(fd, self.source)
+            finally:
+                os.close(fd)
+            if self.box is not None and self.script_dir == isolation.PROG and not self.z.layers.get("uid_drop"):
+                send(self.box.sock, {"op": "seal"})
+                data = self.box.sock.recv(1 << 16)
+                reply = marshal.loads(data) if data else "the job process is gone"
+                if reply is not None:
+                    raise OSError(reply)
+        except (OSError, ValueError) as e:
+            return f"placing the program's source failed: {type(e).__name__}: {e}"
         return None
 
     def _serve(self) -> None:

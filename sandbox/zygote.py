@@ -47,7 +47,7 @@ from cpfleet.sandbox.channel import memfd_holding as memfd_holding
 from cpfleet.sandbox.channel import read_all
 from cpfleet.sandbox.channel import recv as recv
 from cpfleet.sandbox.channel import send as send
-from cpfleet.sandbox.jobinit import JobInit, gc_freeze, place_program, serve_box
+from cpfleet.sandbox.jobinit import JobInit, gc_freeze, place_program, place_script_dir, serve_box
 
 TYPE_CHECKING = False  # typing is not imported at run time: every module here is in every fork
 if TYPE_CHECKING:
@@ -245,21 +245,29 @@ class Zygote:
                     program = None
                 else:
                     del program["files"]  # the init needs only where they are
+            script_dir = script_error = ""
+            if msg.get("mode") == "fork":
+                try:
+                    script_dir = place_script_dir(box is not None)
+                except OSError as e:
+                    script_error = f"preparing the directory of the program's source failed: {e}"
             init = os.fork()
             if init == 0:
                 if box:
                     box[0].close()
-                JobInit(self, msg, fds, box[1] if box else None, program, prog_error).run()
+                JobInit(self, msg, fds, box[1] if box else None, program, prog_error, script_dir,
+                        script_error).run()
             for fd in fds:
                 os.close(fd)  # only the init holds the job's channel: its death is the runner's EOF
             if box:
                 box[1].close()
                 serve_box(box[0], isolation.TestBox(self.uid, self.gid, bool(self.layers.get("uid_drop"))))
             os.waitpid(init, 0)
-            if program is not None and box is None:
-                import shutil
+            for done in (program["dir"] if program is not None else "", script_dir):
+                if done and box is None:
+                    import shutil
 
-                shutil.rmtree(program["dir"], ignore_errors=True)
+                    shutil.rmtree(done, ignore_errors=True)
         finally:
             os._exit(0)
 
