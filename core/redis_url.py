@@ -275,7 +275,7 @@ _REFUSED = ("Connection refused", "Error 111 ", "No such file or directory")
 _NOT_REDIS = ("Connection closed by server", "Protocol Error", "protocol error")
 # Connected, then nothing came back: a web UI (Flower waits for an HTTP request's end), a proxy
 # or a listener that is not Redis. A Redis that is up answers a PING at once, even when loading.
-_SILENT = ("Timeout reading from socket",)
+_SILENT = ("Timeout reading from",)  # "... socket", or "... HOST:PORT" where redis-py names the peer
 
 
 def connection_hint(exc: BaseException) -> str:

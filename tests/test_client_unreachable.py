@@ -90,4 +90,4 @@ def test_a_claim_lost_with_a_restarted_redis_is_not_blamed_on_a_long_outage(capl
             assert wait_until(lambda: bool(warned()), timeout=60), [r.getMessage() for r in caplog.records]
             assert client.stats.broker_lost == 0
     (message,) = warned()
-    assert "or Redis restarted without its data" in message, message
+    assert "or Redis lost it: restarted without its data" in message, message

@@ -158,6 +158,17 @@ def test_a_port_that_accepts_and_stays_silent_is_named_after_the_probe_not_waite
         silent.close()
 
 
+@pytest.mark.parametrize("words", ["Timeout reading from socket", "Timeout reading from 127.0.0.1:6379"])
+def test_a_silent_port_is_named_in_either_of_redis_pys_timeout_wordings(words: str) -> None:
+    """redis-py raises the parser's "Timeout reading from socket" or, re-raised with the peer,
+    "Timeout reading from HOST:PORT", depending on where in the read the timeout struck: the
+    hint must not depend on which."""
+    from cpfleet.core.redis_url import connection_hint
+
+    hint = connection_hint(redis.exceptions.TimeoutError(words))
+    assert hint.startswith(words) and "accepts connections on that port but does not answer as Redis" in hint, hint
+
+
 def test_nothing_listening_says_how_to_get_a_redis(tmp_path: Path) -> None:
     for argv in _commands(tmp_path, f"redis://127.0.0.1:{free_port()}/0")[:5]:
         _assert_says(_cli(argv), "is Redis running there? `cpfleet up` starts one")
