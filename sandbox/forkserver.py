@@ -136,6 +136,7 @@ class ZygoteRunner(CodeRunner):
         self._python = self._solution_python or os.path.realpath(getattr(sys, "_base_executable", sys.executable))
         self._proc: subprocess.Popen[bytes] | None = None
         self._ctrl: socket.socket | None = None
+        self._scratch = ""  # the zygote's scratch directory (spawn_zygote), removed with it
         self._job: Job | None = None
         self._spare: Job | None = None  # the next job's processes, made ahead (see prepare_next)
         # PyPy programs' fork server (sandbox/pypy_zygote.py): started by the first PyPy job;
@@ -161,7 +162,7 @@ class ZygoteRunner(CodeRunner):
     def _start_zygote(self) -> None:
         cgroup_fds, cpu_counted = self._cgroup.open_zygote_fds() if self._cgroup is not None else ([], False)
         try:
-            self._proc, ours = spawn_zygote(self._solution_python, {
+            self._proc, ours, self._scratch = spawn_zygote(self._solution_python, {
                 "uid": self._slot.uid, "gid": self._slot.gid, "python": self._python,
                 "site_packages": site_packages(self._solution_python),
                 "python_dirs": solution_python_dirs(self._solution_python), "tool_dirs": toolchain_dirs(),
@@ -182,8 +183,8 @@ class ZygoteRunner(CodeRunner):
     def _stop_zygote(self) -> None:
         self._end_job()
         self._drop_spare()
-        stop_zygote(self._proc, self._ctrl)
-        self._proc, self._ctrl = None, None
+        stop_zygote(self._proc, self._ctrl, self._scratch)
+        self._proc, self._ctrl, self._scratch = None, None, ""
         if self._cgroup is not None and not self._report.layers.get("pidns"):
             # Without a pid namespace, a test interrupted by this stop (a soft time limit resets
             # the runner mid-test) leaves its orphans to the host once the job init dies: the

@@ -136,9 +136,9 @@ def _room_for(files: dict[str, Any] | None) -> int:
     return -(-total // PLACED_ROOM_STEP) * PLACED_ROOM_STEP
 
 
-def place_program(files: dict[str, Any], mounted: bool) -> str:
+def place_program(files: dict[str, Any], mounted: bool, scratch: str | None = None) -> str:
     """Put a program's files where its tests can read (not write) them: a read-only tmpfs at
-    isolation.PROG in the job's mount namespace, or a fresh host directory without one."""
+    isolation.PROG in the job's mount namespace, or a fresh host directory in ``scratch`` without one."""
     total = sum(len(data) + 4096 for data, _ in files.values())
     # every directory on the files' paths is an inode too: a Java class in a package 100 names
     # deep is one file in 100 directories (its compiled output, named by the program)
@@ -152,7 +152,7 @@ def place_program(files: dict[str, Any], mounted: bool) -> str:
         return isolation.PROG
     import tempfile
 
-    root = tempfile.mkdtemp(prefix="cpfleet-prog-")
+    root = tempfile.mkdtemp(prefix="cpfleet-prog-", dir=scratch)
     os.chmod(root, 0o755)
     write_files(root, files)
     return root
@@ -188,18 +188,18 @@ _NEW_SCRIPT = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLO
 SCRIPT_ROOM = 1 << 30
 
 
-def place_script_dir(mounted: bool) -> str:
+def place_script_dir(mounted: bool, scratch: str | None = None) -> str:
     """The directory a fork-mode job's source is placed in (``JobInit._place_script``), made by
     the job process before the init (which cannot mount) and before the source may exist (a
     spare job): an empty tmpfs at isolation.PROG in the job's mount namespace, writable by the
-    init's uid alone, or a fresh host directory without one (removed with the job)."""
+    init's uid alone, or a fresh host directory in ``scratch`` without one (removed with the job)."""
     if mounted and os.path.isdir(isolation.PROG):
         linux.mount("tmpfs", isolation.PROG, "tmpfs", linux.MS_NOSUID | linux.MS_NODEV,
                     f"size={SCRIPT_ROOM},nr_inodes=16,mode=0755")
         return isolation.PROG
     import tempfile
 
-    root = tempfile.mkdtemp(prefix="cpfleet-src-")
+    root = tempfile.mkdtemp(prefix="cpfleet-src-", dir=scratch)
     os.chmod(root, 0o755)
     return root
 
@@ -415,7 +415,7 @@ class JobInit:
         if not self.z.layers.get("mountns"):
             import tempfile
 
-            fallback_cwd = tempfile.mkdtemp(prefix="cpfleet-test-")
+            fallback_cwd = tempfile.mkdtemp(prefix="cpfleet-test-", dir=self.z.scratch)
             if self.z.layers.get("uid_drop"):
                 os.chown(fallback_cwd, self.z.uid, self.z.gid)
         placed: dict[str, Any] | None = None

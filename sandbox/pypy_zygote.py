@@ -58,6 +58,7 @@ class PyPyZygote:
         self._isolate = isolate
         self._proc: subprocess.Popen[bytes] | None = None
         self._ctrl: socket.socket | None = None
+        self._scratch = ""  # the zygote's scratch directory (spawn_zygote), removed with it
         self.layers: dict[str, bool] = {}
         self.notes: list[str] = []
         self.start()
@@ -65,7 +66,7 @@ class PyPyZygote:
     def start(self) -> None:
         cgroup_fds, cpu_counted = self._cgroup.open_zygote_fds() if self._cgroup is not None else ([], False)
         try:
-            self._proc, self._ctrl = spawn_zygote(self.pypy, {
+            self._proc, self._ctrl, self._scratch = spawn_zygote(self.pypy, {
                 "uid": self._slot.uid, "gid": self._slot.gid, "python": self.pypy,
                 # the directories `pypy3 solution.py` has on sys.path (its site, which the
                 # zygote does not run: -S)
@@ -110,5 +111,5 @@ class PyPyZygote:
         return job, reply
 
     def stop(self) -> None:
-        stop_zygote(self._proc, self._ctrl)
-        self._proc, self._ctrl = None, None
+        stop_zygote(self._proc, self._ctrl, self._scratch)
+        self._proc, self._ctrl, self._scratch = None, None, ""

@@ -131,6 +131,10 @@ class Zygote:
         self.gid: int = config["gid"]
         self.python: str = config["python"]
         self.pch_dir: str = config.get("pch_dir", "")
+        # where a job without a mount namespace makes its host directories (source, program
+        # files, test directories): the runner's, removed with the zygote (zygote_process), so
+        # a job killed with it (a spare, an interrupted test) leaves nothing behind
+        self.scratch: str | None = config.get("scratch") or None
         # a configured solution interpreter (a venv with numpy...): its site-packages on the path
         # and bound into the sandbox, without running site or any .pth hook (those would load
         # modules into every test's fork)
@@ -239,7 +243,7 @@ class Zygote:
             if msg.get("mode") == "program":
                 try:
                     program = marshal.loads(read_all(fds[1]))
-                    program["dir"] = place_program(program["files"], box is not None)
+                    program["dir"] = place_program(program["files"], box is not None, self.scratch)
                 except (OSError, ValueError, TypeError, KeyError, EOFError) as e:
                     prog_error = f"placing the program's files failed: {type(e).__name__}: {e}"
                     program = None
@@ -248,7 +252,7 @@ class Zygote:
             script_dir = script_error = ""
             if msg.get("mode") == "fork":
                 try:
-                    script_dir = place_script_dir(box is not None)
+                    script_dir = place_script_dir(box is not None, self.scratch)
                 except OSError as e:
                     script_error = f"preparing the directory of the program's source failed: {e}"
             init = os.fork()

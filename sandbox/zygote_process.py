@@ -56,10 +56,21 @@ def zygote_command(python: str | None = None) -> list[str]:
     return [python or sys.executable, "-I", "-S", "-c", boot]
 
 
-def spawn_zygote(python: str | None, config: dict[str, Any], cgroup_fds: list[int]) -> tuple[subprocess.Popen[bytes], socket.socket]:
+def spawn_zygote(python: str | None, config: dict[str, Any],
+                 cgroup_fds: list[int]) -> tuple[subprocess.Popen[bytes], socket.socket, str]:
     """Start a zygote under ``python`` (None: this interpreter) and send it its ``config`` and
-    the slot's cgroup fds: the process and our end of its control channel (the caller reads
-    its setup reply)."""
+    the slot's cgroup fds: the process, our end of its control channel (the caller reads its
+    setup reply) and its scratch directory, which ``stop_zygote`` removes.
+
+    The scratch directory holds the host directories of jobs without a mount namespace (their
+    source, program files and test directories). A job removes its own when it ends, but one
+    killed with its zygote (a spare job, a test cut short by a reset) cannot: its zygote's
+    scratch goes with the zygote instead, from here, where nothing the job ran can stop it."""
+    import tempfile
+
+    scratch = tempfile.mkdtemp(prefix="cpfleet-zygote-")
+    os.chmod(scratch, 0o711)  # a test's uid passes through to its own directory, lists nothing
+    config = {**config, "scratch": scratch}
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
         proc = subprocess.Popen(
@@ -72,27 +83,54 @@ def spawn_zygote(python: str | None, config: dict[str, Any], cgroup_fds: list[in
         )
     except BaseException:
         ours.close()
+        remove_tree(scratch)
         raise
     finally:
         theirs.close()
     try:
         zygote.send(ours, config, cgroup_fds)
     except BaseException:
-        ours.close()
-        proc.kill()
-        proc.wait()
+        stop_zygote(proc, ours, scratch)
         raise
-    return proc, ours
+    return proc, ours, scratch
 
 
-def stop_zygote(proc: subprocess.Popen[bytes] | None, ctrl: socket.socket | None) -> None:
-    """Close a zygote's control socket and kill and reap its process (either may be None)."""
+def stop_zygote(proc: subprocess.Popen[bytes] | None, ctrl: socket.socket | None, scratch: str = "") -> None:
+    """Close a zygote's control socket, kill and reap its process (either may be None) and
+    remove its scratch directory."""
     if ctrl is not None:
         ctrl.close()
     if proc is not None:
         if proc.poll() is None:
             proc.kill()
         proc.wait()
+    if scratch:
+        remove_tree(scratch)
+
+
+def remove_tree(path: str) -> None:
+    """Remove a directory a program's tests wrote in, and everything in it. A test that ran as
+    our own uid (no uid drop: we are not root) may have taken our access to a directory away
+    (chmod 0): it is given back first, so nothing stays behind. Root needs none of that, and
+    follows no link: a link a test left is removed, never followed. Errors are ignored (a path
+    already gone, a file still being created), as ``shutil.rmtree(ignore_errors=True)`` does."""
+    import shutil
+
+    if os.geteuid() != 0:
+        # chmod follows links; a link could lead only to files of our own uid, which the test,
+        # running as that uid, could change itself
+        def allow(where: str) -> None:
+            try:
+                if not os.path.islink(where):
+                    os.chmod(where, 0o700)
+            except OSError:
+                pass
+
+        allow(path)
+        for root, dirs, _ in os.walk(path):  # top-down: a directory is opened after allow()
+            for name in dirs:
+                allow(os.path.join(root, name))
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def recv_within(sock: socket.socket, timeout: float) -> Any:
