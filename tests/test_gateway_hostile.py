@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 import redis
-from gateway_helpers import start_server
+from gateway_helpers import serving, start_server
 
 from cpfleet.fleet.redis_server import RedisServer
 from cpfleet.gateway import ServeConfig
@@ -243,3 +243,32 @@ def test_v1_judge_and_code_judges_judge_count_under_their_own_metric_label(idle_
     assert count("v1_judge") == before[0] + 1 and count("judge") == before[1]
     assert raw_post(idle_url + "/judge", b'{"type": "python"}')[0] == 422
     assert count("v1_judge") == before[0] + 1 and count("judge") == before[1] + 1
+
+
+def test_a_body_that_stalls_gets_a_408_and_its_connection_closed(redis_server: RedisServer) -> None:
+    """A client that promises a Content-Length and stops sending holds a connection and its
+    buffered body: after ``body_idle_s`` without a byte it gets 408, and the gateway goes on."""
+    with serving(ServeConfig(redis_url=redis_server.url, timeout_s=30, wait_s=5, body_idle_s=1.0)) as url:
+        host, port = url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=60) as s:
+            s.sendall(b"POST /run_code HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: 1000\r\n\r\n{\"code\": ")
+            answer = b""
+            while chunk := s.recv(4096):  # the gateway closes the connection after its answer
+                answer += chunk
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.split(b"\r\n")[0] == b"HTTP/1.1 408 Request Timeout", answer[:300]
+        assert "stalled" in json.loads(body)["error"]
+        with urllib.request.urlopen(url + "/metrics", timeout=30) as resp:
+            assert resp.status == 200
+
+
+def test_serve_takes_the_body_idle_limit_from_its_option() -> None:
+    import argparse
+
+    from cpfleet.gateway.serve import config_from_args, configure
+
+    parser = argparse.ArgumentParser()
+    configure(parser)
+    assert config_from_args(parser.parse_args([])).body_idle_s == 60.0
+    assert config_from_args(parser.parse_args(["--body-idle-s", "2.5"])).body_idle_s == 2.5

@@ -17,7 +17,8 @@ queueing the work again. A permanent error
 cannot help, and it is never a score.
 
 With ``token`` set every endpoint but ``/healthz`` wants ``Authorization: Bearer <token>``.
-Bodies over ``max_body_bytes`` get 413; a malformed payload 400 or 422 saying what is wrong.
+Bodies over ``max_body_bytes`` get 413, a body that stalls for ``body_idle_s`` 408; a malformed
+payload 400 or 422 saying what is wrong.
 """
 
 from __future__ import annotations
@@ -60,6 +61,10 @@ DEFAULT_MAX_BACKLOG = 100_000
 DEFAULT_WAIT_S = 600.0
 DEFAULT_JOB_TIMEOUT_S = 900.0
 DEFAULT_COALESCE_MS = 5.0
+# The longest a request body may go without a byte once it has begun: a stalled or hostile
+# client (one that promises a Content-Length and stops) holds a connection and its buffered body
+# only this long, then gets 408. Far above any pause of a live client, even over a slow link.
+DEFAULT_BODY_IDLE_S = 60.0
 
 Handler = Callable[[Request], Awaitable[Response]]
 
@@ -104,6 +109,7 @@ class ServeConfig:
     redis_url: str = "redis://127.0.0.1:6379/0"
     token: str | None = None
     max_body_bytes: int = int(DEFAULT_MAX_BODY_MB * 1024 * 1024)
+    body_idle_s: float = DEFAULT_BODY_IDLE_S  # a body that stalls this long: 408
     # unanswered jobs (or run inputs) this replica holds before it refuses new requests
     max_backlog: int = DEFAULT_MAX_BACKLOG
     # the longest a request waits for its answer when its client states no deadline of its own
@@ -344,8 +350,17 @@ class Gateway:
         if declared is not None and declared.isascii() and declared.isdigit() and (len(declared) > 19 or int(declared) > limit):
             raise HTTPError(413, f"request body over {limit} bytes")
         chunks, size = [], 0
+        stream = request.stream()
+        idle_s = self.config.body_idle_s
         try:
-            async for chunk in request.stream():
+            while True:
+                try:
+                    chunk = await asyncio.wait_for(anext(stream), idle_s)
+                except StopAsyncIteration:
+                    break
+                except TimeoutError:
+                    raise HTTPError(408, f"the request body stalled: no byte of it came for {idle_s:g}s",
+                                    {"Connection": "close"}) from None
                 size += len(chunk)
                 if size > limit:
                     raise HTTPError(413, f"request body over {limit} bytes")

@@ -20,6 +20,7 @@ from cpfleet.core import defaults, protocol
 from cpfleet.core.errors import RedisUrlError
 from cpfleet.fleet.processes import port_arg
 from cpfleet.gateway.app import (
+    DEFAULT_BODY_IDLE_S,
     DEFAULT_COALESCE_MS,
     DEFAULT_JOB_TIMEOUT_S,
     DEFAULT_MAX_BACKLOG,
@@ -44,6 +45,8 @@ def configure(p: argparse.ArgumentParser) -> None:
                         "full runs the public tests first; public rewards the public tests (default: %(default)s)")
     p.add_argument("--max-body-mb", type=positive_float, default=DEFAULT_MAX_BODY_MB,
                    help="largest request body, 413 above (default: %(default)s)")
+    p.add_argument("--body-idle-s", type=positive_float, default=DEFAULT_BODY_IDLE_S,
+                   help="seconds a request body may stall (no byte arriving) before its 408 (default: %(default)s)")
     p.add_argument("--max-backlog", type=positive_int, default=DEFAULT_MAX_BACKLOG,
                    help="unanswered jobs this replica holds before it refuses requests (default: %(default)s)")
     p.add_argument("--wait", type=positive_float, default=DEFAULT_WAIT_S,
@@ -79,6 +82,7 @@ def config_from_args(args: argparse.Namespace) -> ServeConfig:
         redis_url=redis_url,
         token=args.token,
         max_body_bytes=int(args.max_body_mb * 1024 * 1024),
+        body_idle_s=args.body_idle_s,
         max_backlog=args.max_backlog,
         wait_s=args.wait,
         timeout_s=args.timeout,
