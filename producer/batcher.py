@@ -100,6 +100,7 @@ class AsyncEvaluator:
         timeout: float | None = None,
         job_id: str | None = None,
         dedupe: bool = True,
+        language: str | None = None,
     ) -> JobResult:
         if asyncio.get_running_loop() is not self._loop:
             raise RuntimeError("this AsyncEvaluator belongs to another event loop: use FleetClient.evaluate")
@@ -109,6 +110,8 @@ class AsyncEvaluator:
         job: dict[str, Any] = {"completion": completion, "job_id": job_id, "reward_shape": reward_shape, "mode": mode}
         if timeout is not None:
             job["timeout"] = timeout
+        if language is not None:  # validated with the job's other fields when it is published
+            job["language"] = language
         # what the job judges against, tagged by kind so that no problem id (an operator's free
         # text) can key like an inline test set's digest
         where: tuple[str, str]
@@ -122,7 +125,7 @@ class AsyncEvaluator:
             if stored is not None:
                 job["problem_id"] = stored
             job["tests"] = problem  # with the stored id too: stored again if the store loses them
-        key = self._key(where, completion, reward_shape, mode) if dedupe else None
+        key = self._key(where, completion, reward_shape, mode, language) if dedupe else None
         if key is not None:
             shared = self._inflight.get(key)
             if shared is not None:
@@ -143,13 +146,16 @@ class AsyncEvaluator:
         return await asyncio.shield(fut)
 
     def _key(self, where: tuple[str, str], completion: str | bytes, reward_shape: str | None,
-             mode: str | None) -> tuple[str, ...]:
+             mode: str | None, language: str | None) -> tuple[str, ...]:
         text = completion.decode("utf-8", "replace") if isinstance(completion, bytes) else completion
         return (
             *where,
             code_hash(self._fleet.code_key(text) if self._fleet.code_key is not None else text),
             reward_shape or self._fleet.reward_shape,
             mode or self._fleet.mode,
+            # one program text judged as python3 and as pypy3 (or a bare block as C and as C++)
+            # is two jobs: they may differ in verdict, time and memory
+            language or "",
         )
 
     def _forget(self, key: tuple[str, ...], fut: asyncio.Future[JobResult]) -> None:

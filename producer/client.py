@@ -593,15 +593,18 @@ class FleetClient:
         timeout: float | None = None,
         job_id: str | None = None,
         dedupe: bool = True,
+        language: str | None = None,
     ) -> JobResult:
         """One job in one await, through this event loop's micro-batcher (producer.batcher).
 
         ``problem`` is a problem id or an inline test set. Calls made in the same loop iteration
         (thousands of agentic episodes) are published together; an identical job (same problem,
-        extracted code and options) already in flight shares its result when ``dedupe``.
+        extracted code, language and options) already in flight shares its result when
+        ``dedupe``. ``language`` fixes the solution's language as in ``submit``.
         """
         return await self.evaluator().evaluate(
-            problem, completion, reward_shape=reward_shape, mode=mode, timeout=timeout, job_id=job_id, dedupe=dedupe
+            problem, completion, reward_shape=reward_shape, mode=mode, timeout=timeout, job_id=job_id, dedupe=dedupe,
+            language=language,
         )
 
     def evaluator(self) -> AsyncEvaluator:

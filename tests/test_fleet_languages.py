@@ -127,3 +127,31 @@ def test_in_flight_dedupe_never_merges_a_problem_id_with_inline_tests_of_that_di
             return [r.reward for r in got]
 
         assert asyncio.run(both()) == [1.0, 0.0]
+
+
+def test_the_async_client_takes_a_language_and_never_shares_one_programs_result_across_languages(
+        redis_url: str, start_worker) -> None:  # noqa: F811
+    """``await fleet.evaluate(..., language=...)``, the path of agentic rollouts and the gateway:
+    the job is judged in that language; the same text in flight as python3 and as pypy3 is two
+    jobs; an unknown language fails its own call only."""
+    import asyncio
+
+    from cpfleet.core.errors import UnknownLanguage
+
+    if languages.missing_tools("pypy3"):
+        pytest.skip("pypy3 not installed here")
+    start_worker(redis_url, concurrency=2)
+
+    async def judge(fleet: FleetClient) -> list[object]:
+        return await asyncio.gather(
+            fleet.evaluate(SUM.id, PY, language="pypy3"), fleet.evaluate(SUM.id, PY, language="python3"),
+            fleet.evaluate(SUM.id, PY, language="cobol"), return_exceptions=True)
+
+    with FleetClient(redis_url, timeout=240, use_cache=False) as fleet:
+        fleet.register_problems([SUM])
+        pypy, cpython, unknown = asyncio.run(judge(fleet))
+    assert isinstance(unknown, UnknownLanguage) and "cobol" in str(unknown)
+    from cpfleet.core.results import JobResult
+
+    assert isinstance(pypy, JobResult) and isinstance(cpython, JobResult), (pypy, cpython)
+    assert [(r.language, r.reward, r.cache_hit) for r in (pypy, cpython)] == [("pypy3", 1.0, False), ("python3", 1.0, False)]

@@ -244,6 +244,31 @@ def test_native_batch_streams_one_ndjson_line_per_job(server: Server, node: Flee
     assert "reward" not in by_id["c"]
 
 
+def test_native_batch_takes_each_jobs_language_as_the_python_client_does(server: Server, node: FleetWorker) -> None:
+    """``language`` per job or for the batch: the same program judged as two languages is two
+    jobs (never one result shared), and an unknown language is that job's permanent error."""
+    from cpfleet.sandbox import languages
+
+    other = "python3" if languages.missing_tools("pypy3") else "pypy3"
+    jobs = [
+        {"problem_id": "t/add", "completion": GOOD, "job_id": "default"},
+        {"problem_id": "t/add", "completion": GOOD, "job_id": "other", "language": other},
+        {"problem_id": "t/add", "completion": GOOD, "job_id": "typo", "language": "pyhton3"},
+    ]
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=240)
+    conn.request("POST", "/v1/judge", json.dumps({"jobs": jobs, "language": "python3"}),
+                 {"Authorization": f"Bearer {TOKEN}"})
+    resp = conn.getresponse()
+    assert resp.status == 200
+    by_id = {d["job_id"]: d for d in (json.loads(line) for line in resp.read().decode().splitlines() if line.strip())}
+    conn.close()
+    assert (by_id["default"]["language"], by_id["default"]["reward"]) == ("python3", 1.0), by_id["default"]
+    assert (by_id["other"]["language"], by_id["other"]["reward"]) == (other, 1.0), by_id["other"]
+    assert by_id["typo"]["permanent"] is True and "unknown language 'pyhton3'" in by_id["typo"]["error"]
+    status, body, _ = post(server, "/v1/judge", {"jobs": [{"problem_id": "t/add", "completion": GOOD, "language": 3}]})
+    assert status == 422 and "jobs[0].language must be a string" in body["error"]
+
+
 # --- auth, limits, backpressure, bad payloads, health ------------------------------------------
 
 

@@ -276,8 +276,10 @@ class Gateway:
         reward_shape: str | None = None,
         mode: str | None = None,
         wait_s: float | None = None,
+        language: str | None = None,
     ) -> JobResult:
-        """One judging job on the fleet (its result, infra errors included: the caller decides)."""
+        """One judging job on the fleet (its result, infra errors included: the caller decides).
+        ``language`` fixes the solution's language (an unknown one: UnknownLanguage, a ValueError)."""
         if not isinstance(problem, str):
             # inline tests are stored (once per test set) before admission, so tests that make
             # no problem are the caller's 422 even while the backlog is full; a test set the
@@ -290,7 +292,8 @@ class Gateway:
             judged: JobResult | None = None
             for _ in range(2):
                 pid = registry.known(digest) or await asyncio.to_thread(registry.problem_id, problem)
-                judged = await self.judge(pid, completion, reward_shape=reward_shape, mode=mode, wait_s=wait_s)
+                judged = await self.judge(pid, completion, reward_shape=reward_shape, mode=mode, wait_s=wait_s,
+                                          language=language)
                 if not permanent_error(judged):
                     break
                 registry.forget(digest)
@@ -299,7 +302,7 @@ class Gateway:
         fleet = self.fleet
         try:
             result: JobResult = await self.wait(
-                fleet.evaluate(problem, completion, reward_shape=reward_shape, mode=mode), wait_s
+                fleet.evaluate(problem, completion, reward_shape=reward_shape, mode=mode, language=language), wait_s
             )
         except UnknownProblemError as e:  # refused at submit: the same answer as the worker's verdict
             result = JobResult.infra("", problem, str(e), verdict=Verdict.UNKNOWN_PROBLEM)

@@ -1,6 +1,8 @@
 """``POST /v1/judge``: cpfleet's own batch, ``{"jobs": [{problem_id | tests, completion,
-job_id?, reward_shape?, mode?}], "reward_shape"?, "mode"?}``; results stream back as NDJSON
-lines (``JobResult.to_dict()`` plus ``index``) as they finish.
+job_id?, reward_shape?, mode?, language?}], "reward_shape"?, "mode"?, "language"?}``; results
+stream back as NDJSON lines (``JobResult.to_dict()`` plus ``index``) as they finish.
+``language`` (python3, pypy3, c, cpp, java) fixes the solution's language, as ``FleetClient.submit``'s
+does; without it the problem's languages and the completion's fence tag decide.
 
 Each line stands for one job: an infrastructure failure is its line with ``infra_error`` and
 ``reward: null``; a job that is the caller's mistake (an unknown problem id, inline tests that
@@ -26,8 +28,8 @@ from cpfleet.gateway.payloads import json_object
 from cpfleet.gateway.registry import protocol
 from cpfleet.rewards import problem_ref
 
-JOB_KEYS = ("problem_id", "tests", "completion", "job_id", "reward_shape", "mode")
-BATCH_KEYS = ("jobs", "reward_shape", "mode")
+JOB_KEYS = ("problem_id", "tests", "completion", "job_id", "reward_shape", "mode", "language")
+BATCH_KEYS = ("jobs", "reward_shape", "mode", "language")
 
 
 def unknown_keys(where: str, obj: Mapping[str, Any], known: Sequence[str]) -> None:
@@ -66,9 +68,12 @@ def native_job(i: int, job: Any, defaults: Mapping[str, Any]) -> dict[str, Any]:
         check_options(reward_shape or "all_or_nothing", mode or "full")
     except ValueError as e:
         raise HTTPError(422, f"jobs[{i}]: {e}") from None
+    language = job.get("language") or defaults.get("language")
+    if language is not None and not isinstance(language, str):
+        raise HTTPError(422, f"jobs[{i}].language must be a string, got {type(language).__name__}")
     job_id = job.get("job_id")
     return {"problem": problem, "completion": completion, "reward_shape": reward_shape, "mode": mode,
-            "job_id": None if job_id is None else str(job_id)}
+            "language": language, "job_id": None if job_id is None else str(job_id)}
 
 
 @protocol("native")
@@ -84,8 +89,9 @@ def routes(gw: Gateway) -> Sequence[Route]:
         async def one(i: int, job: dict[str, Any]) -> dict[str, Any]:
             head = {"index": i, "job_id": job["job_id"]}
             try:
-                result = await gw.judge(job["problem"], job["completion"], reward_shape=job["reward_shape"], mode=job["mode"])
-            except ValueError as e:  # unusable inline tests: this job only
+                result = await gw.judge(job["problem"], job["completion"], reward_shape=job["reward_shape"],
+                                        mode=job["mode"], language=job["language"])
+            except ValueError as e:  # unusable inline tests, an unknown language: this job only
                 return {**head, "error": str(e), "permanent": True}
             except (Refused, ConnectionError, BrokerFull, FleetBusy, ClientClosed) as e:
                 # past its deadline (a retry joins it), or Redis away or full: this job's line,
