@@ -649,8 +649,9 @@ def decode_reply(data: bytes) -> dict[str, Any]:
 # Bumped when the cached result's meaning or the key's layout changes, and when a judging rule
 # changes the result a program gets (a result cached under the old rule, an unearned reward among
 # them, would otherwise be served until it expires): 5 = Kattis tolerance flags read in order, an
-# interactor's last reply to a program that left no longer lost.
-RESULT_CACHE_FORMAT = 5
+# interactor's last reply to a program that left no longer lost; 6 = Kattis space_change_sensitive
+# whitespace in the answer's places, an interactor's words kept out of a program's own failure.
+RESULT_CACHE_FORMAT = 6
 
 
 def code_hash(code: str | None) -> str:

@@ -318,14 +318,20 @@ def _interactor_failed(rp: RunResult, ri: RunResult, why: str, solution_ended_fi
     an infrastructure error the program could provoke by leaving early. Which end is seen first
     is a race when both end within a moment (an interactor that crashes closes the program's
     input, and the program dies of the EOF), so a reference that fails with this interactor too
-    makes even that case INTERNAL: a broken interactor never costs a correct program its reward."""
+    makes even that case INTERNAL: a broken interactor never costs a correct program its reward.
+
+    A failure of the program's own (a limit, a crash) is told in the program's words only: the
+    interactor's (``why``, its messages) may quote the test's secret, and a limit's detail is
+    shown in the feedback even for a hidden test (the job's stop note, sandbox/env.py), which a
+    policy must never read a hidden answer from. The interactor's failure stays in the
+    exception, for the operator."""
     if not solution_ended_first:
         raise InteractorFailed(why, rp, ri)
-    early = f"the program ended before the interaction was complete, then {why}"
+    cut_short = "the program ended before the interaction was complete"
     if rp.status != Verdict.OK:
-        outcome = InteractiveOutcome(rp.status, rp, f"{rp.error}; {early}" if rp.error else early)
+        outcome = InteractiveOutcome(rp.status, rp, f"{rp.error}; {cut_short}" if rp.error else cut_short)
     elif rp.exit_code != 0:
-        outcome = InteractiveOutcome(Verdict.RUNTIME_ERROR, rp, f"exit code {rp.exit_code}; {early}")
+        outcome = InteractiveOutcome(Verdict.RUNTIME_ERROR, rp, f"exit code {rp.exit_code}; {cut_short}")
     else:
-        outcome = InteractiveOutcome(Verdict.WRONG_ANSWER, rp, early)
+        outcome = InteractiveOutcome(Verdict.WRONG_ANSWER, rp, f"{cut_short}, then {why}")
     raise InteractorFailed(why, rp, ri, early=outcome)

@@ -49,6 +49,23 @@ def test_space_change_sensitive(expected: str, got: str, accepted: bool) -> None
 
 
 @pytest.mark.parametrize(
+    ("expected", "got"),
+    [
+        ("1\n", "\n1"),  # the same run and token, the run moved to the front
+        ("1 2\n", " 1\n2"),  # the same runs in the same order, each one place earlier
+        ("1", " 1"),
+    ],
+)
+def test_space_change_sensitive_whitespace_must_sit_where_the_answer_has_it(expected: str, got: str) -> None:
+    # problemtools reads the answer's whitespace before each token and demands the same characters
+    # from the output there: a leading run the answer lacks is "judge out of space"
+    for spec in ({"type": "exact_tokens", "validator_flags": "space_change_sensitive"},
+                 {"type": "float", "validator_flags": "float_tolerance 1e-6 space_change_sensitive"}):
+        assert not ok(spec, expected, got)
+        assert ok(spec, expected, expected)
+
+
+@pytest.mark.parametrize(
     ("flags", "expected", "got", "accepted"),
     [
         ("float_tolerance 1e-6", "0.5", "0.5000001", True),

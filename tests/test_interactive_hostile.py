@@ -389,3 +389,26 @@ def test_a_right_last_guess_is_paid_when_the_program_leaves_before_the_python_in
         res = evaluate(problem, f"```python\n{solution}```\n", runner, mode="public")
         assert not res.infra_error, res.infra_message
         assert res.verdict == verdict, (solution, res.observation[-1500:])
+
+
+# the guessing interactor, but at the end of the program's output it names the secret and aborts
+TELLS_AT_EOF = CRASHES_AT_EOF.replace(
+    "if (scanf(\"%d\", &g) != 1) abort();",
+    "if (scanf(\"%d\", &g) != 1) { fprintf(stderr, \"no guess; the secret was %d\\n\", secret); abort(); }")
+# right on the sample (37), out of memory on any other test
+RIGHT_ON_THE_SAMPLE_ONLY = ("print(37, flush=True)\nif input() != 'correct':\n    x = bytearray(1 << 30)\n"
+                            "    x[::4096] = b'x' * len(x[::4096])\n")
+
+
+def test_an_interactor_failing_after_the_programs_own_limit_never_shows_a_hidden_tests_secret(
+        runner: CodeRunner) -> None:
+    """A limit on a hidden test is told in the feedback (the job's stop note); when the
+    interactor then fails on the program's end, its words (here the test's secret) are not."""
+    record = guess("hostile/tells-at-eof", TELLS_AT_EOF).to_dict()
+    record["memory_limit_mb"] = 64
+    record["hidden_tests"] = [{"input": "777\n", "output": ""}]
+    res = evaluate(Problem.from_dict(record), f"```python\n{RIGHT_ON_THE_SAMPLE_ONLY}```\n", runner)
+    assert (res.verdict, res.reward) == (Verdict.MEMORY_LIMIT, 0.0), res.observation[-1500:]
+    assert "MEMORY_LIMIT at hidden test 1" in res.observation
+    assert "the program ended before the interaction was complete" in res.observation
+    assert "777" not in res.observation and "777" not in res.stopped

@@ -108,6 +108,11 @@ def _kattis_settings(spec: Mapping[str, Any]) -> dict[str, Any]:
     return settings
 
 
+def _leads_with_space(text: str) -> bool:
+    """Whether ``text`` begins with a whitespace run (C ``isspace``)."""
+    return bool(text) and text[0] in _C_SPACE
+
+
 class KattisTokensChecker:
     """The Kattis default output validator's comparison (see the module docstring)."""
 
@@ -155,8 +160,15 @@ class KattisTokensChecker:
         # Both texts are walked lazily (whitespace runs one match at a time, tokens one block at
         # a time), so an output of millions of tokens costs no list of them.
         if self.space_change_sensitive:
-            # the whitespace runs, in order, must be the answer's exactly (leading and trailing
-            # ones included); the first differing one in the common prefix is named
+            # the whitespace runs, in order, must be the answer's exactly, and in the same places:
+            # the validator reads the answer's whitespace before each token and demands the same
+            # characters from the output, so a run leading one text must lead the other too
+            # (else "1\n" and "\n1" would have the same runs, and the same tokens, in another
+            # arrangement). With the same leading-ness, the same runs and the same tokens, each
+            # run sits between the same tokens (and a trailing run trails in both).
+            if _leads_with_space(expected) != _leads_with_space(got):
+                return CheckResult(False, "whitespace differs from the answer's at the start of the output "
+                                          "(space_change_sensitive)")
             runs = zip_longest(_C_SPACE_RUN.finditer(expected), _C_SPACE_RUN.finditer(got))
             runs_differ = False
             for i, (a, b) in enumerate(runs):

@@ -91,8 +91,9 @@ def run_checker(runner: CodeRunner, spec: ProgramSpec, test_input: str, answer: 
     the sanity check judges run on a jury's checker: if it accepts that, the checker works and
     the failure is the output's doing (WRONG_ANSWER, naming it), never an infrastructure error a
     policy could learn to provoke; if not, the problem is broken (CheckerBroken). A testlib
-    checker's own FAIL verdict (exit 3) is its explicit claim of a jury-side failure and stays
-    CheckerBroken, as on Codeforces ("judgement failed")."""
+    checker's own FAIL verdict (exit 3) goes the same way (testlib.py): checkers commonly FAIL when
+    an answer beats the jury's, so a FAIL on the program's output alone is WRONG_ANSWER, and only
+    a FAIL on the expected answer too is CheckerBroken (Codeforces' "judgement failed")."""
     inp = test_input.encode("utf-8")
     ans = answer.encode("utf-8")
     try:
