@@ -42,15 +42,15 @@ GOT_TEST = "+"  # a child forked ahead writes it on its status pipe when its tes
 # then computed, under the test's own limits, when the program runs) and a compile that needs
 # more is a MemoryError, the program's COMPILE_ERROR.
 COMPILE_DATA_BUDGET = 512 << 20
-# A source past this many bytes is compiled in a child of the init with COMPILE_CPU_S of CPU
-# (``_compile_in_child``), not by the init itself, which has no CPU limit: CPython's compile of
-# one f-string of n fields takes time quadratic in n (480 kB: 20 s here, ~1 MB: past the
-# runner's wait for the init's answer, forkserver.LOAD_ANSWER_S, an INTERNAL the program
-# provoked, with the worker's CPU burnt all along). Smaller sources compile within a second or
-# two; the fork is kept off their path.
-CHILD_COMPILE_BYTES = 256 << 10
 # CPU seconds a compile may take, here and for compiled languages (sandbox/programs.py
-# COMPILE_LIMITS)
+# COMPILE_LIMITS). Every source is compiled in a child of the init under this RLIMIT_CPU
+# (``_compile_in_child``), never by the init itself, which has no CPU limit: a compile's time is
+# not bounded by the source's size. CPython's compile of one f-string of n fields takes time
+# quadratic in n, its check of a call's keyword names too (43k names, 255 kB: 26 s), and it
+# compiles a ``finally`` body once per way out of its ``try``, so each nesting level doubles the
+# work of what it holds: a 58 kB call of 10k keywords eight ``finally`` blocks deep compiled for
+# minutes, past the runner's wait for the init's answer (forkserver.LOAD_ANSWER_S), an INTERNAL
+# the program provoked, with the worker's CPU burnt all along.
 COMPILE_CPU_S = 15
 
 
@@ -338,8 +338,8 @@ class JobInit:
             return self.program_error or None  # compiled already (sandbox/programs.py)
         limit = _limit_data(COMPILE_DATA_BUDGET)
         try:
-            compiled = _compile_in_child(self.source) if len(self.source) > CHILD_COMPILE_BYTES else None
-            if compiled is None:
+            compiled = _compile_in_child(self.source)
+            if compiled is None:  # the child failed otherwise (a code object marshal refuses)
                 compiled = _compile_here(self.source)
         finally:
             if limit is not None:
@@ -683,8 +683,9 @@ def _filters_mutated() -> None:
 def _compile_in_child(source: bytes) -> Any:
     """``_compile_here`` in a child of the init under RLIMIT_CPU (COMPILE_CPU_S) and the data
     budget the caller set, its outcome marshalled back through a memfd: a compile past the CPU
-    limit is the program's COMPILE_ERROR. None when the child failed otherwise (the caller
-    compiles in the init, as for a small source)."""
+    limit is the program's COMPILE_ERROR. None when the child failed otherwise, as where marshal
+    refuses the code object (nested past its depth) of a compile the child finished within the
+    limit: the caller then compiles in the init, at the cost the child's compile showed."""
     out = os.memfd_create("compiled", os.MFD_CLOEXEC)
     try:
         pid = os.fork()

@@ -5,7 +5,10 @@ right), never an infrastructure error (INTERNAL, reward None) and never an unear
 
 from __future__ import annotations
 
+import itertools
 import json
+import keyword
+import string
 
 import msgpack
 import pytest
@@ -142,6 +145,33 @@ def test_a_source_that_takes_minutes_to_compile_is_a_compile_error(runner: CodeR
     result = judge(runner, SLOW_COMPILE)
     assert (result.verdict, result.reward) == (Verdict.COMPILE_ERROR, 0.0)
     assert "compile time limit" in result.observation
+
+# A compile's time is not bounded by the source's size. CPython checks a call's keyword names
+# pairwise (quadratic in their count) and compiles a ``finally`` body once per way out of its
+# ``try``, so each nesting level doubles the compiles of what it holds: 58 kB, a call of 10k
+# keywords eight ``finally`` blocks deep, compile for minutes. Only sources past 256 KiB were
+# compiled under the compile time limit; the job init compiled this one with no limit and the
+# runner gave up after 120 s: INTERNAL (reward None) for the program's own doing.
+def _keywords_deep_in_finally(keywords: int, depth: int) -> str:
+    names = [n for n in ("".join(t) for size in (1, 2, 3) for t in itertools.product(string.ascii_letters, repeat=size))
+             if not keyword.iskeyword(n) and not keyword.issoftkeyword(n)][:keywords]
+    lines = ["a, b = map(int, input().split())", "print(a + b)", "if a < 0:"]
+    for level in range(1, depth + 1):
+        lines += ["    " * level + "try:", "    " * level + "    pass", "    " * level + "finally:"]
+    lines.append("    " * (depth + 1) + "print(" + ",".join(f"{n}=0" for n in names) + ")")
+    return "\n".join(lines) + "\n"
+
+
+SMALL_SLOW_COMPILE = _keywords_deep_in_finally(10_000, 8)
+
+
+@pytest.mark.slow
+def test_a_small_source_that_takes_minutes_to_compile_is_a_compile_error(runner: CodeRunner) -> None:
+    assert len(SMALL_SLOW_COMPILE) < 64 << 10
+    result = judge(runner, SMALL_SLOW_COMPILE)
+    assert (result.verdict, result.reward) == (Verdict.COMPILE_ERROR, 0.0)
+    assert "compiling the program" in result.observation
+
 
 
 # Code objects nested past marshal's depth limit (a valid program: ~1000 nested lambdas). A spare
