@@ -49,6 +49,7 @@ from cpfleet.sandbox.zygote_process import (
     recv_within,
     refuse_interpreter_under_tmp,
     refuse_missing_interpreter,
+    remove_tree,
     self_test_probe,
     site_packages,
     solution_python_dirs,
@@ -183,13 +184,16 @@ class ZygoteRunner(CodeRunner):
     def _stop_zygote(self) -> None:
         self._end_job()
         self._drop_spare()
-        stop_zygote(self._proc, self._ctrl, self._scratch)
-        self._proc, self._ctrl, self._scratch = None, None, ""
+        stop_zygote(self._proc, self._ctrl)
+        self._proc, self._ctrl = None, None
         if self._cgroup is not None and not self._report.layers.get("pidns"):
             # Without a pid namespace, a test interrupted by this stop (a soft time limit resets
             # the runner mid-test) leaves its orphans to the host once the job init dies: the
             # slot's cgroup holds them all. With one, the namespace's end already killed them.
             self._cgroup.kill_all()
+        if self._scratch:  # after the orphans: none is left writing in it while it goes
+            remove_tree(self._scratch)
+            self._scratch = ""
 
     def _restart_zygote(self) -> None:
         log.warning("restarting the sandbox zygote")

@@ -50,3 +50,53 @@ def test_a_closed_runner_leaves_no_job_or_test_directory(tmp_path: Path, monkeyp
     left = [p.name for p in tmp_path.iterdir() if p.name.startswith(_OURS)]
     assert left == [], left
     assert not os.path.exists(cwd) and not os.path.exists(source)
+
+
+def _locked_tree_removed_as(uid: int | None, root: Path, outside: Path) -> bool:
+    """Build a tree a same-uid test could leave (directories chmod 0, a link to a directory
+    outside it) and ``remove_tree`` it, as ``uid`` (None: as we are) in a child when we are
+    root: whether it is gone."""
+    from cpfleet.sandbox.zygote_process import remove_tree
+
+    def build_and_remove() -> bool:
+        (root / "a" / "b").mkdir(parents=True)
+        (root / "a" / "b" / "data").write_text("x")
+        (root / "a" / "link").symlink_to(outside)
+        for d in (root / "a" / "b", root / "a", root):
+            d.chmod(0)
+        remove_tree(str(root))
+        return not os.path.lexists(root)
+
+    if uid is None:
+        return build_and_remove()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.setgid(uid)
+            os.setuid(uid)
+            code = 0 if build_and_remove() else 1
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) == 0
+
+
+def test_a_tree_a_same_uid_test_locked_is_removed_and_no_link_in_it_followed() -> None:
+    """Without a uid drop (a runner that is not root), a test runs as the runner's uid and can
+    take the runner's access to its directories away: removal gives it back first, and changes
+    nothing a link in the tree points at."""
+    import shutil
+
+    # in the host's temporary directory, which an unprivileged uid reaches (pytest's is 0700)
+    base = Path(tempfile.mkdtemp(prefix="cpfleet-remove-tree-"))
+    try:
+        base.chmod(0o777)  # the unprivileged uid below makes its tree in it
+        outside = base / "outside"
+        outside.mkdir()
+        outside.chmod(0o755)
+        uid = 65534 if os.geteuid() == 0 else None
+        assert _locked_tree_removed_as(uid, base / "tree", outside)
+        assert outside.stat().st_mode & 0o777 == 0o755
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

@@ -358,7 +358,8 @@ class Gateway:
         try:
             while True:
                 try:
-                    chunk = await asyncio.wait_for(anext(stream), idle_s)
+                    async with asyncio.timeout(idle_s):
+                        chunk = await anext(stream)
                 except StopAsyncIteration:
                     break
                 except TimeoutError:
