@@ -133,6 +133,7 @@ class Judge:
         hidden_order: Sequence[int] | None = None,
         worker: str = "",
         queued_ms: float = 0.0,
+        ends_by: float | None = None,
     ) -> None:
         check_options(reward_shape, mode)
         if max_public_shown is not None and max_public_shown < 0:  # -1 sliced off the last test, silently
@@ -140,7 +141,7 @@ class Judge:
         self.problem, self.runner = problem, runner
         self.reward_shape, self.mode = reward_shape, mode
         self.max_public_shown = max_public_shown
-        self.time_budget_s = time_budget_s
+        self.time_budget_s, self.ends_by = time_budget_s, ends_by
         self.language = language
         self.order = _hidden_order(problem, hidden_order) if learns_fail_order(mode, reward_shape) else None
         self.started = time.perf_counter()
@@ -197,7 +198,7 @@ class Judge:
         # at most: hidden mode may run the public tests after the hidden ones, for their limits
         self.runner.expect_runs(len(problem.public_tests) + len(problem.hidden_tests) * runs_hidden)
         limits = problem_limits(problem, found.language)
-        self.budget = JobBudget(self.time_budget_s)
+        self.budget = JobBudget(self.time_budget_s, self.ends_by)
         try:
             if runs_public:
                 self._run_public(checker, limits)
@@ -334,6 +335,7 @@ def judge_locally(
     hidden_order: Sequence[int] | None = None,
     worker: str = "",
     queued_ms: float = 0.0,
+    ends_by: float | None = None,
 ) -> JobResult:
     """Judge one completion here, on ``runner`` (a ``Judge`` judging once): the function the worker,
     ``cpfleet judge`` and the local pool call, and ``cpfleet.judge_locally`` for a user. (The
@@ -344,7 +346,9 @@ def judge_locally(
     one problem pass it precomputed (hashing every test per job is wasted work). ``language``
     (the job's) fixes the language the completion is judged in; else the problem's
     ``languages`` allow several (sandbox/extract.py says which block wins).
-    ``time_budget_s`` bounds the wall-clock time spent running tests (None: unbounded).
+    ``time_budget_s`` bounds the wall-clock time spent running tests (None: unbounded), and
+    ``ends_by`` (a ``time.monotonic()`` value: a worker's task's own deadline) the moment they
+    must end by however long loading the program took (``JobBudget``).
 
     ``hidden_order``: a permutation of the hidden tests' indices to run them in, in full or
     hidden mode with the all-or-nothing shape only (the fleet passes the most-often-failed first, see
@@ -359,7 +363,7 @@ def judge_locally(
     """
     judge = Judge(problem, runner, reward_shape=reward_shape, mode=mode, job_id=job_id,
                   max_public_shown=max_public_shown, problem_version=problem_version, time_budget_s=time_budget_s,
-                  language=language, hidden_order=hidden_order, worker=worker, queued_ms=queued_ms)
+                  language=language, hidden_order=hidden_order, worker=worker, queued_ms=queued_ms, ends_by=ends_by)
     return judge.judge(completion)
 
 

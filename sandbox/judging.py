@@ -63,10 +63,22 @@ class TestOutcome:
 
 class JobBudget:
     """What one job may still spend: it is exhausted by its first limit verdict or when its
-    wall-clock budget runs out. Once exhausted no further test of the job is started."""
+    wall-clock budget runs out. Once exhausted no further test of the job is started.
 
-    def __init__(self, time_budget_s: float | None) -> None:
-        self._deadline = None if time_budget_s is None else time.monotonic() + time_budget_s
+    The budget counts from its creation, when the program is loaded and the tests start;
+    ``ends_by`` (a ``time.monotonic()`` value) is a deadline the tests may not pass whatever
+    the budget: a worker's task must end before its soft time limit, which counts from the
+    task's start, so a load that took long (a compile on a loaded host) leaves the tests less.
+    """
+
+    def __init__(self, time_budget_s: float | None, ends_by: float | None = None) -> None:
+        now = time.monotonic()
+        deadline = None if time_budget_s is None else now + time_budget_s
+        self._left_by_load = False
+        if ends_by is not None and (deadline is None or ends_by < deadline):
+            self._left_by_load, deadline = True, ends_by
+            time_budget_s = max(0.0, round(ends_by - now, 1))
+        self._deadline = deadline
         self.time_budget_s = time_budget_s
         self.stop: Verdict | None = None
         self.where = ""  # which test stopped it and why, for the result and the feedback
@@ -77,7 +89,8 @@ class JobBudget:
         remaining = self.remaining_s()
         if self.stop is None and remaining is not None and remaining < MIN_TEST_TIME_S:
             self.stop = Verdict.TIME_LIMIT
-            self.where = f"the job's time budget ({self.time_budget_s:g}s wall) ran out"
+            left = ", what its time limit left after loading the program" if self._left_by_load else ""
+            self.where = f"the job's time budget ({self.time_budget_s:g}s wall{left}) ran out"
             self.deterministic = False
         return self.stop is not None
 

@@ -64,12 +64,14 @@ def execute(
     output_cap: int = protocol.DEFAULT_RUN_OUTPUT_CAP,
     job_id: str = "",
     time_budget_s: float | None = None,
+    ends_by: float | None = None,
 ) -> RunJobResult:
     """Run ``code`` once per stdin. Never raises for anything the program or the sandbox does.
 
     ``extract``: ``code`` is a completion; its first fenced block (in ``language`` if set) is
     the program. Else ``code`` is the program in ``language``. ``time_budget_s`` bounds the
-    job's wall clock: inputs not started within it are NOT_RUN."""
+    job's wall clock from the program's load, ``ends_by`` (a ``time.monotonic()`` value) the
+    moment its runs must end by (``JobBudget``): inputs not started within them are NOT_RUN."""
     started = time.perf_counter()
     text = code.decode("utf-8", errors="replace") if isinstance(code, bytes) else code
 
@@ -106,7 +108,7 @@ def execute(
     base = replace(base, compile=comp_ok)
 
     runner.expect_runs(len(stdins))
-    budget = JobBudget(time_budget_s)
+    budget = JobBudget(time_budget_s, ends_by)
     runs: list[RunOutput] = []
     for stdin in stdins:
         if budget.exhausted:

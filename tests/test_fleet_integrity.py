@@ -16,7 +16,7 @@ from cpfleet.core.results import JobResult
 from cpfleet.core.verdict import Verdict
 from cpfleet.fleet.redis_server import RedisServer
 from cpfleet.producer.client import FleetClient
-from cpfleet.workers.config import JOB_OVERHEAD_S, Settings, job_time_budget
+from cpfleet.workers.config import JOB_OVERHEAD_S, JOB_TAIL_S, Settings, job_end_s, job_time_budget
 from cpfleet.workers.result_cache import ResultCache
 
 SOFT_LIMIT_S = 10  # the worker's soft time limit here: its job time budget is 9 s
@@ -53,6 +53,27 @@ def test_a_program_slow_on_every_test_ends_time_limit_never_internal(fleet: Flee
     assert not r.deterministic
 
 
+def _slow_to_compile(body: str, keywords: int = 6000, depth: int = 3) -> str:
+    """``body`` after a dead branch that CPython takes seconds to compile: a call of
+    ``keywords`` keywords (checked pairwise) ``depth`` ``finally`` blocks deep (each doubles it)."""
+    lines = ["if len(__name__) < 0:"]
+    for level in range(1, depth + 1):
+        lines += ["    " * level + "try:", "    " * level + "    pass", "    " * level + "finally:"]
+    lines.append("    " * (depth + 1) + "print(" + ",".join(f"k{i}=0" for i in range(keywords)) + ")")
+    return "\n".join(lines) + "\n" + body
+
+
+def test_a_program_slow_to_load_and_on_every_test_ends_time_limit_never_internal(fleet: FleetClient) -> None:
+    # its load (~2.5 s of compile on an idle machine, under the 15 s compile limit) comes out of
+    # the task's soft limit (10 s) before the tests start: a full budget (9 s) after it would
+    # run the task into its soft limit (INTERNAL); the tests get what the soft limit leaves
+    code = _slow_to_compile(f"import time  # {uuid.uuid4().hex}\ntime.sleep(0.6)\nprint(int(input()) + 1)\n")
+    r = fleet.submit("integrity/many", f"```python\n{code}```", reward_shape="fraction").result(timeout=90)
+    assert (r.verdict, r.reward, r.infra_error) == (Verdict.TIME_LIMIT, 0.0, False), r.infra_message
+    assert "time budget" in r.stopped, r.stopped
+    assert r.hidden.run < 30 and not r.deterministic
+
+
 def test_a_wall_backstop_verdict_is_judged_again_not_served_from_the_cache(fleet: FleetClient) -> None:
     code = f"```python\nimport time  # {uuid.uuid4().hex}\ntime.sleep(30)\n```"
     first = fleet.submit("integrity/many", code).result(timeout=90)
@@ -81,6 +102,8 @@ def test_result_cache_refuses_load_dependent_results(redis_url: str) -> None:
 def test_the_job_time_budget_leaves_the_worst_case_job_under_the_soft_limit() -> None:
     s = Settings.from_env({})
     assert s.job_time_budget_s + JOB_OVERHEAD_S <= s.soft_time_limit_s
+    # the tests end by job_end_s after the task's start whatever the load took, leaving the tail
+    assert job_end_s(600) + JOB_TAIL_S == 600 and job_end_s(10) == 9
     assert job_time_budget(600) == 600 - JOB_OVERHEAD_S and job_time_budget(20) == 18
     assert Settings.from_env({"CPFLEET_JOB_TIME_BUDGET": "100"}).job_time_budget_s == 100
     with pytest.raises(ValueError, match="CPFLEET_JOB_TIME_BUDGET"):

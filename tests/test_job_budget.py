@@ -7,6 +7,7 @@ import contextlib
 import os
 import subprocess
 import sys
+import time
 import tracemalloc
 from collections.abc import Iterator
 
@@ -94,6 +95,25 @@ def test_the_job_time_budget_stops_a_program_that_is_slow_on_every_test(runner: 
     assert (r.verdict, r.reward, r.infra_error) == (Verdict.TIME_LIMIT, 0.0, False)
     assert r.hidden.run < 10 and "time budget" in r.stopped
     assert not r.deterministic
+
+
+def test_the_tests_end_by_the_jobs_own_deadline_however_long_its_budget(runner: CodeRunner) -> None:
+    # a worker's task passes the moment its tests must end (its soft limit, counted from the
+    # task's start, less the tail): a load that took long leaves the tests less than the budget
+    code = py("import time\ntime.sleep(0.4)\nprint(int(input()) + 1)")
+    r = evaluate(_problem(n_public=1, time_limit_s=1.0), code, runner, time_budget_s=100,
+                 ends_by=time.monotonic() + 1.5)
+    assert (r.verdict, r.reward, r.infra_error) == (Verdict.TIME_LIMIT, 0.0, False)
+    assert r.hidden.run < 10 and not r.deterministic
+    assert "time budget" in r.stopped
+    # a deadline already past: no test starts, and the job is still the program's TIME_LIMIT
+    r = evaluate(_problem(n_public=1, time_limit_s=1.0), code, runner, time_budget_s=100,
+                 ends_by=time.monotonic() - 1.0)
+    assert (r.verdict, r.infra_error, r.public.run, r.hidden.run) == (Verdict.TIME_LIMIT, False, 0, 0)
+    # the budget binds when it ends first
+    r = evaluate(_problem(n_public=1, time_limit_s=1.0), code, runner, time_budget_s=1.5,
+                 ends_by=time.monotonic() + 100)
+    assert (r.verdict, r.infra_error) == (Verdict.TIME_LIMIT, False) and r.hidden.run < 10
 
 
 def test_a_cpu_time_limit_is_deterministic_and_names_the_cpu_time_used(runner: CodeRunner) -> None:

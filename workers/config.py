@@ -15,9 +15,14 @@ from cpfleet.core import defaults, envvars, protocol
 from cpfleet.core.errors import ConfigError
 from cpfleet.core.redis_url import parse_redis_url
 
-# What one job can spend outside its tests' wall-clock budget, at worst: the program's load
-# answer (the runner waits up to 60 s), the end report of the test that ran into the budget
-# (REPLY_GRACE_S, 10 s), the problem lookup and the checker on a capped output (20 s).
+# What a job may spend after its tests' deadline, at worst: the end report of the test that ran
+# into it (REPLY_GRACE_S, 10 s) and the checker on a capped output (20 s).
+JOB_TAIL_S = 30.0
+# What the default budget leaves of the soft limit besides the tests: JOB_TAIL_S, and 60 s to
+# load the program (the problem lookup, the checker's and the program's compiles: seconds as a
+# rule). A load that takes longer (compiles running to their wall limits on a loaded host)
+# does not carry the job past the soft limit: its tests also end by ``job_end_s`` after the
+# task's start, with TIME_LIMIT, never the soft limit's INTERNAL.
 JOB_OVERHEAD_S = 90.0
 
 
@@ -40,6 +45,15 @@ def job_time_budget(soft_time_limit_s: float, configured: str = "") -> float:
         return budget
     if soft_time_limit_s >= 2 * JOB_OVERHEAD_S:
         return soft_time_limit_s - JOB_OVERHEAD_S
+    return 0.9 * soft_time_limit_s
+
+
+def job_end_s(soft_time_limit_s: float) -> float:
+    """Seconds after a task's start by which its tests must end (``JobBudget``'s ``ends_by``),
+    whatever its budget: the soft limit less JOB_TAIL_S, or 90% of a soft limit too short to
+    keep that (tests' settings), as ``job_time_budget`` does."""
+    if soft_time_limit_s >= 2 * JOB_TAIL_S:
+        return soft_time_limit_s - JOB_TAIL_S
     return 0.9 * soft_time_limit_s
 
 
@@ -77,7 +91,7 @@ SETTINGS: tuple[Setting, ...] = (
         "CPFLEET_JOB_TIME_BUDGET",
         "",
         "seconds of wall clock a job may spend running tests (then TIME_LIMIT); "
-        "default soft limit - 90 (90% of a soft limit under 180)",
+        "default soft limit - 90 (90% of a soft limit under 180); and by soft limit - 30 after the task's start",
     ),
     Setting("CPFLEET_VISIBILITY_TIMEOUT", "", "seconds before a job in kombu's unacked hash is redelivered (stock kombu, or liveness off; "
         "the in-flight lists are given back by the liveness sweep instead); default hard limit + 60"),

@@ -32,6 +32,7 @@ from cpfleet.core.results import JobResult, JobStamp, RunJobResult
 from cpfleet.core.verdict import Verdict
 from cpfleet.workers import joblog
 from cpfleet.workers.app import app, resources, settings, stop_node_for_isolation
+from cpfleet.workers.config import job_end_s
 from cpfleet.workers.failorder import failed_test, order_from_counts
 from cpfleet.workers.replies import push_reply
 from cpfleet.workers.withdrawal import Admission, admit, admit_run
@@ -47,9 +48,10 @@ def _text(completion: str | bytes) -> str:
     return completion
 
 
-def run_job(msg: JobMessage, hostname: str, admission: Admission | None = None) -> JobResult:
+def run_job(msg: JobMessage, hostname: str, admission: Admission | None = None, ends_by: float | None = None) -> JobResult:
     """Look the problem up, serve from the result cache or run the sandbox; never raises.
-    ``admission``: the withdrawal check's answer, which may carry the problem's version."""
+    ``admission``: the withdrawal check's answer, which may carry the problem's version;
+    ``ends_by``: the ``time.monotonic()`` by which the tests must end (``task_ends_by``)."""
     started = time.time()
     queued_ms = max(0.0, (started - msg.submitted_at) * 1000.0) if msg.submitted_at else 0.0
     # every answer of this job, judged or not, is built from it (the worker's fields included)
@@ -59,7 +61,7 @@ def run_job(msg: JobMessage, hostname: str, admission: Admission | None = None) 
         if msg.deadline is not None and started > msg.deadline:
             # The caller has already given up on this job (and answered it INTERNAL itself).
             return stamp.infra("deadline passed before a worker picked the job up")
-        return _judge_job(msg, stamp, admission or Admission(None))
+        return _judge_job(msg, stamp, admission or Admission(None), ends_by)
 
     return _guarded(judge, stamp.infra, "job", msg.job_id)
 
@@ -81,7 +83,14 @@ def _guarded(body: Callable[[], R], infra: Callable[[str], R], kind: str, job_id
         return infra(f"worker error: {type(exc).__name__}: {exc}")
 
 
-def _judge_job(msg: JobMessage, stamp: JobStamp, admission: Admission) -> JobResult:
+def task_ends_by() -> float:
+    """The ``time.monotonic()`` by which a task starting now must end its tests: the soft time
+    limit counts from the task's start, and loading the program (compiles) comes out of it
+    before the tests' own budget starts (``config.job_end_s``)."""
+    return time.monotonic() + job_end_s(settings.soft_time_limit_s)
+
+
+def _judge_job(msg: JobMessage, stamp: JobStamp, admission: Admission, ends_by: float | None) -> JobResult:
     found = resources.problems.lookup(msg.problem_id, known_version=admission.version,
                                       version_known=admission.version_read)
     _record_problem_lookup("unknown" if found is None else found.outcome)
@@ -118,6 +127,7 @@ def _judge_job(msg: JobMessage, stamp: JobStamp, admission: Admission) -> JobRes
         problem_version=version,  # the store's version: no re-hashing every test per job
         language=msg.language,
         time_budget_s=settings.job_time_budget_s,  # ends before the soft limit: see config.job_time_budget
+        ends_by=ends_by,
         hidden_order=order_from_counts(admission.fail_counts, len(problem.hidden_tests),
                                        [len(t.input) + len(t.output) for t in problem.hidden_tests]),
         worker=stamp.worker,
@@ -224,6 +234,7 @@ def evaluate_task(self: Any, job: Any = None, *args: Any, **kwargs: Any) -> dict
     it is stored nowhere, but Celery puts its repr in the task-succeeded event, which is what
     Flower shows as the task's Result, so an operator sees verdicts and rewards there."""
     hostname = str(self.request.hostname or "")
+    ends_by = task_ends_by()
     try:
         msg = JobMessage.from_wire(job)
     except ProtocolError as exc:
@@ -236,7 +247,7 @@ def evaluate_task(self: Any, job: Any = None, *args: Any, **kwargs: Any) -> dict
         joblog.log_event("job_withdrawn", job_id=msg.job_id, problem_id=msg.problem_id, reason=admission.withdrawn,
                          worker=hostname)
         return {"verdict": "WITHDRAWN", "job_id": msg.job_id, "reason": admission.withdrawn}
-    result = _executed(lambda: run_job(msg, hostname, admission))
+    result = _executed(lambda: run_job(msg, hostname, admission, ends_by))
     failed = failed_test(result) if fail_fast else None
     count = None  # the fail count this job adds: its first failing hidden test, among the counted ones
     if failed is not None and failed < protocol.MAX_COUNTED_TESTS:
@@ -261,9 +272,10 @@ def flower_summary(result: JobResult) -> dict[str, Any]:
 # --- run jobs ------------------------------------------------------------------------------------
 
 
-def run_run_job(msg: RunMessage, hostname: str) -> RunJobResult:
+def run_run_job(msg: RunMessage, hostname: str, ends_by: float | None = None) -> RunJobResult:
     """Execute a run job in this pool process's sandbox runner; never raises. No result cache:
-    a run's output is the caller's to read and may differ between runs (time, randomness)."""
+    a run's output is the caller's to read and may differ between runs (time, randomness).
+    ``ends_by`` as for ``run_job``."""
     started = time.time()
     queued_ms = max(0.0, (started - msg.submitted_at) * 1000.0) if msg.submitted_at else 0.0
 
@@ -288,6 +300,7 @@ def run_run_job(msg: RunMessage, hostname: str) -> RunJobResult:
             output_cap=msg.output_cap,
             job_id=msg.job_id,
             time_budget_s=settings.job_time_budget_s,
+            ends_by=ends_by,
         )
         if result.infra_error:
             resources.reset_runner()  # the sandbox failed: do not trust it with the next job
@@ -302,6 +315,7 @@ def run_task(self: Any, job: Any = None, *args: Any, **kwargs: Any) -> dict[str,
     (the same reply list, dedupe and withdrawal as evaluate jobs). Returns a small summary for
     Flower's Result column, as evaluate_task does (``flower_run_summary``)."""
     hostname = str(self.request.hostname or "")
+    ends_by = task_ends_by()
     try:
         msg = RunMessage.from_wire(job)
     except ProtocolError as exc:
@@ -312,7 +326,7 @@ def run_task(self: Any, job: Any = None, *args: Any, **kwargs: Any) -> dict[str,
         joblog.log_event("job_withdrawn", job_id=msg.job_id, problem_id="", reason=admission.withdrawn,
                          worker=hostname)
         return {"status": "WITHDRAWN", "job": msg.job_id, "reason": admission.withdrawn}
-    result = _executed(lambda: run_run_job(msg, hostname))
+    result = _executed(lambda: run_run_job(msg, hostname, ends_by))
     _answer(msg, result)
     return flower_run_summary(result)
 
