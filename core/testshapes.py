@@ -247,12 +247,22 @@ def split_public(tests: Sequence[Test], num_public: int) -> tuple[tuple[Test, ..
 
 
 def from_code_contests(raw: Any) -> list[Test]:
-    """``{"input": [str], "output": [str]}`` (None or empty: no tests)."""
+    """``{"input": [str], "output": [str]}`` (None or empty: no tests).
+
+    Both sides must be lists, one item per test: a string there (``{"input": "5\\n", "output":
+    "6\\n"}``, one test written without its list) would otherwise be read a character at a time,
+    each character a test of its own, so the judged tests would not be the dataset's (a correct
+    program failed on ``"\\n"``, a wrong one paid on single characters)."""
     if not raw:
         return []
     if not isinstance(raw, Mapping):
         raise TestShapeError("code_contests tests are not {input: [...], output: [...]}")
-    inputs, outputs = raw.get("input") or [], raw.get("output") or []
+    inputs, outputs = raw.get("input"), raw.get("output")
+    inputs = [] if inputs is None else inputs
+    outputs = [] if outputs is None else outputs
+    if not isinstance(inputs, list | tuple) or not isinstance(outputs, list | tuple):
+        raise TestShapeError("code_contests tests are not {input: [...], output: [...]} "
+                             "(one list item per test; a single test is [{\"input\", \"output\"}])")
     if len(inputs) != len(outputs):
         raise TestShapeError(f"{len(inputs)} inputs but {len(outputs)} outputs")
     return [(stdio_text(i), stdio_text(o)) for i, o in zip(inputs, outputs, strict=True)]
@@ -298,6 +308,8 @@ def _case_kind(case: Mapping[str, Any], default_call: bool) -> str:
     kind = case.get("testtype", case.get("type"))
     if kind is None:
         return "call" if default_call else "stdio"
+    if not isinstance(kind, str):  # a label of another type (a dict is not even hashable)
+        raise TestShapeError(f"test type of type {type(kind).__name__}, not a name")
     if kind in STDIO_KINDS:
         return "stdio"
     if kind in CALL_KINDS:

@@ -1,0 +1,70 @@
+"""The code_contests test shape ``{"input": [str], "output": [str]}`` is read one list item per
+test, in ``cpfleet prepare`` and in inline tests alike (one reading, core/testshapes.py), and a
+malformed row is a skip reason or an :class:`InlineProblemError`, never another exception."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from cpfleet.core.errors import InlineProblemError
+from cpfleet.datasets.formats import PrepareOptions
+from cpfleet.datasets.formats.code_contests import convert_code_contests
+from cpfleet.producer.inline import problem_from_tests
+
+
+def test_a_single_test_written_without_its_list_is_refused_not_split_into_characters() -> None:
+    # read a character at a time, this was the tests ("5", "6") and ("\n", "\n"): a correct
+    # "print(int(input()) + 1)" failed on the second, and neither is the dataset's test
+    with pytest.raises(InlineProblemError, match="one list item per test"):
+        problem_from_tests({"input": "5\n", "output": "6\n"})
+    with pytest.raises(InlineProblemError, match="one list item per test"):
+        problem_from_tests({"public_tests": {"input": "12", "output": "21"},
+                            "private_tests": {"input": ["12"], "output": ["21"]}})
+
+
+def test_code_contests_rows_whose_tests_are_strings_are_skipped_not_split_into_characters() -> None:
+    row = {"name": "rev", "public_tests": {"input": ["12\n"], "output": ["21\n"]},
+           "private_tests": {"input": "12", "output": "21"}}
+    rec = convert_code_contests(row, PrepareOptions(), Counter())
+    assert isinstance(rec, str) and rec.startswith("malformed tests")
+
+
+def test_code_contests_rows_keep_every_test_as_given() -> None:
+    row = {"name": "p", "public_tests": {"input": ["1 2\r\n"], "output": ["3\n"]},
+           "private_tests": {"input": ["a\n", ""], "output": ["b \n", ""]},
+           "generated_tests": {"input": ["x"], "output": ["y"]}}
+    rec = convert_code_contests(row, PrepareOptions(), Counter())
+    assert isinstance(rec, dict)
+    assert rec["public_tests"] == [{"input": "1 2\r\n", "output": "3\n"}]
+    assert rec["hidden_tests"] == [{"input": "a\n", "output": "b \n"}, {"input": "", "output": ""},
+                                   {"input": "x", "output": "y"}]
+
+
+@pytest.mark.parametrize("bad", [
+    {"time_limit": {"seconds": "abc"}},
+    {"memory_limit_bytes": float("nan")},
+    {"memory_limit_bytes": float("inf")},
+    {"solutions": "print(1)"},
+    {"solutions": [1, 2]},
+    {"incorrect_solutions": {"language": 3, "solution": "x"}},
+    {"private_tests": {"input": 5, "output": 6}},
+])
+def test_a_malformed_code_contests_column_is_a_skip_or_a_default_never_an_exception(bad: dict[str, Any]) -> None:
+    row = {"name": "p", "public_tests": {"input": ["1\n"], "output": ["1\n"]},
+           "private_tests": {"input": ["1\n"], "output": ["1\n"]}, **bad}
+    rec = convert_code_contests(row, PrepareOptions(with_solutions=True), Counter())
+    assert isinstance(rec, str | dict)
+
+
+@pytest.mark.parametrize("kind", [{"a": 1}, ["stdin"], 3])
+def test_a_test_type_that_is_not_a_name_is_an_inline_problem_error(kind: Any) -> None:
+    with pytest.raises(InlineProblemError, match="test type"):
+        problem_from_tests([{"input": "1\n", "output": "1\n", "testtype": kind}])
+
+
+def test_a_code_contests_side_of_another_type_is_an_inline_problem_error() -> None:
+    with pytest.raises(InlineProblemError):
+        problem_from_tests({"input": 1, "output": True})
