@@ -78,18 +78,30 @@ def is_package_folder(path: Path) -> bool:
     return path.is_dir() and next(iter_packages(path), None) is not None
 
 
-def _read_text(path: Path) -> str:
+def _read_text(path: Path, *, exact: bool = False) -> str:
     """A regular file of the package, decoded. Paths are built from the package's resolved
     folder, so one that resolves elsewhere went through a symbolic link: refused, as a link in a
     downloaded package could point anywhere on this machine; so are FIFOs and devices (a read
-    that never ends) and files over MAX_FILE_BYTES."""
+    that never ends) and files over MAX_FILE_BYTES.
+
+    ``exact``: the file is a test's input or answer, which a record holds as text: bytes that
+    are not UTF-8 raise PrepareError (the package is skipped, naming the file) rather than
+    becoming U+FFFD, which would hand the program other bytes than the jury's input and compare
+    its output with an answer no program prints. Other files (sources, statements) are read
+    with U+FFFD for such bytes."""
     if path.resolve() != path:
         raise PrepareError(f"{path}: a symbolic link (refused: it could point outside the package)")
     if not path.is_file():
         raise PrepareError(f"{path}: not a regular file")
     if path.stat().st_size > MAX_FILE_BYTES:
         raise PrepareError(f"{path}: over {MAX_FILE_BYTES >> 20} MiB")
-    return path.read_bytes().decode("utf-8", errors="replace")
+    data = path.read_bytes()
+    if exact:
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise PrepareError(f"{path}: not UTF-8 (byte {e.start}): a test is kept as text") from None
+    return data.decode("utf-8", errors="replace")
 
 
 # values a problem.yaml / testdata.yaml may hold with its aliases expanded (real ones: a few dozen)
@@ -139,9 +151,9 @@ def _tests(pkg: Path, group: str, interactive: bool, counts: Counter[str]) -> li
     for inp in sorted(base.rglob("*.in"), key=lambda p: p.relative_to(base).as_posix()):
         ans = inp.with_suffix(".ans")
         if ans.is_file():
-            tests.append((_read_text(inp), _read_text(ans)))
+            tests.append((_read_text(inp, exact=True), _read_text(ans, exact=True)))
         elif interactive:
-            tests.append((_read_text(inp), ""))
+            tests.append((_read_text(inp, exact=True), ""))
         else:
             counts[f"{group} test without .ans dropped"] += 1
     return tests
