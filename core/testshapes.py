@@ -115,16 +115,19 @@ def json_text(value: Any) -> str:
 
 def stdio_text(value: Any) -> str:
     """A stdin/stdout test side: a string as is; a list of lines joined (TACO/APPS store some
-    that way), with a final newline; a bare number or boolean as its text."""
+    that way), with a final newline; a bare number as its text.
+
+    A null, a boolean or an object is no test text: TestShapeError. Written as JSON (``null``,
+    ``true``) it became an answer that no reference pays (their comparisons fail on a side that
+    is not text) and a program could learn to print; a missing side is the dataset's gap."""
     if isinstance(value, str):
         return value
     if isinstance(value, list):
         return "\n".join(stdio_text(x) for x in value) + "\n"
-    if isinstance(value, bool) or value is None or isinstance(value, dict):
-        return json.dumps(value)
-    if isinstance(value, int | float):
+    if isinstance(value, int | float) and not isinstance(value, bool):
         return str(value)
-    raise TestShapeError(f"stdin/stdout test side of type {type(value).__name__}")
+    what = "null" if value is None else type(value).__name__
+    raise TestShapeError(f"stdin/stdout test side is {what}, not text")
 
 
 def lcb_args(text: str) -> list[Any]:

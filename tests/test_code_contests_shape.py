@@ -5,6 +5,7 @@ malformed row is a skip reason or an :class:`InlineProblemError`, never another 
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -68,3 +69,30 @@ def test_a_test_type_that_is_not_a_name_is_an_inline_problem_error(kind: Any) ->
 def test_a_code_contests_side_of_another_type_is_an_inline_problem_error() -> None:
     with pytest.raises(InlineProblemError):
         problem_from_tests({"input": 1, "output": True})
+
+
+@pytest.mark.parametrize("side", [None, True, {"a": 1}])
+def test_a_stdin_test_side_that_is_not_text_is_refused_not_written_as_json(side: Any) -> None:
+    # ``null`` / ``true`` as an expected output: no reference pays anything there, but a program
+    # printing the JSON word was paid here
+    with pytest.raises(InlineProblemError, match="not text"):
+        problem_from_tests({"inputs": ["1\n"], "outputs": [side]})
+    with pytest.raises(InlineProblemError, match="not text"):
+        problem_from_tests([{"input": "1\n", "output": side, "testtype": "stdin"}])
+
+
+def test_a_stdin_test_side_that_is_a_number_is_its_text() -> None:
+    assert problem_from_tests({"inputs": ["1\n"], "outputs": [5]})["hidden_tests"] == [{"input": "1\n", "output": "5"}]
+
+
+def test_an_open_r1_generated_test_with_a_null_side_skips_its_problem_with_the_reason(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from cpfleet.datasets.formats.codeforces import convert_codeforces
+
+    pq.write_table(pa.table({"problem_id": ["1/A"], "input": ["1\n"], "output": [None], "test_case_i": [0]}),
+                   tmp_path / "test_cases_0001.parquet")
+    row = {"id": "1/A", "contest_id": 1, "official_tests": [{"input": "1\n", "output": "1\n"}], "generated_tests": 1}
+    reason = convert_codeforces(row, 0, PrepareOptions(generated_tests=str(tmp_path)), Counter())
+    assert reason == "generated tests: stdin/stdout test side is null, not text"
