@@ -307,8 +307,20 @@ def from_input_output(io_: Any, counts: Counter[str] | None = None) -> tuple[lis
     return tests, fn_name, kinds.pop() if kinds else "apps"
 
 
+def _lcb_labelled(case: Mapping[str, Any]) -> bool:
+    """Whether the case bears LiveCodeBench's ``testtype`` label. A null there is no label: a
+    column of case objects read from Arrow or parquet holds every row's keys, so a
+    PrimeIntellect case (``type``) mixed with LiveCodeBench ones comes with ``testtype: None``."""
+    return case.get("testtype") is not None
+
+
+def _case_label(case: Mapping[str, Any]) -> Any:
+    """The case's kind label: LiveCodeBench's ``testtype``, else PrimeIntellect's ``type``."""
+    return case.get("testtype") if _lcb_labelled(case) else case.get("type")
+
+
 def _case_kind(case: Mapping[str, Any], default_call: bool) -> str:
-    kind = case.get("testtype", case.get("type"))
+    kind = _case_label(case)
     if kind is None:
         return "call" if default_call else "stdio"
     if not isinstance(kind, str):  # a label of another type (a dict is not even hashable)
@@ -355,16 +367,16 @@ def from_cases(cases: Any, *, fn_name: str | None = None) -> tuple[list[Test], s
             tests.append((stdio_text(case["input"]), stdio_text(case["output"])))
             # LiveCodeBench's label; rLLM's for TACO/APPS rows and PrimeIntellect's (both
             # graded with TACO's run_test); no label or another: the default comparison
-            label = case.get("testtype", case.get("type"))
-            rules.add("lcb" if "testtype" in case and label == "stdin" else "apps" if label == "stdin_stdout" else "")
+            label = _case_label(case)
+            rules.add("lcb" if _lcb_labelled(case) and label == "stdin" else "apps" if label == "stdin_stdout" else "")
             continue
         name = _case_fn_name(case) or fn_name
         if not name:
             raise TestShapeError("function-call test without a function name")
         names.add(name)
-        rules.add("lcb" if "testtype" in case else "primeintellect")
+        rules.add("lcb" if _lcb_labelled(case) else "primeintellect")
         raw_in, raw_out = case["input"], case["output"]
-        if isinstance(raw_in, str) and "testtype" not in case and case.get("type") in CALL_KINDS:
+        if isinstance(raw_in, str) and not _lcb_labelled(case) and case.get("type") in CALL_KINDS:
             # PrimeIntellect's key with the argument list as JSON text: its harness pastes the
             # input into `args = <input>`, so the text is the whole list; the output stays plain
             try:

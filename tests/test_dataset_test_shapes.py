@@ -1,6 +1,8 @@
-"""The code_contests test shape ``{"input": [str], "output": [str]}`` is read one list item per
-test, in ``cpfleet prepare`` and in inline tests alike (one reading, core/testshapes.py), and a
-malformed row is a skip reason or an :class:`InlineProblemError`, never another exception."""
+"""Dataset test shapes are read as each dataset means them, in ``cpfleet prepare`` and inline
+tests alike (one reading, core/testshapes.py): the code_contests ``{"input": [str], "output":
+[str]}`` one list item per test, a stdin/stdout side as text (never a null written as ``null``),
+a case's kind label as given (a null ``testtype`` is none), and a malformed row is a skip reason
+or an :class:`InlineProblemError`, never another exception."""
 
 from __future__ import annotations
 
@@ -96,3 +98,15 @@ def test_an_open_r1_generated_test_with_a_null_side_skips_its_problem_with_the_r
     row = {"id": "1/A", "contest_id": 1, "official_tests": [{"input": "1\n", "output": "1\n"}], "generated_tests": 1}
     reason = convert_codeforces(row, 0, PrepareOptions(generated_tests=str(tmp_path)), Counter())
     assert reason == "generated tests: stdin/stdout test side is null, not text"
+
+
+def test_a_null_testtype_beside_primeintellects_type_is_no_label() -> None:
+    # a column of case objects read from Arrow / parquet holds every row's keys: a PrimeIntellect
+    # function_call case mixed with LiveCodeBench rows comes with testtype None; read as "no
+    # type", it was a stdin test with the arguments as lines, failing every correct function
+    call = {"type": "function_call", "testtype": None, "fn_name": "f", "input": [1, 2], "output": 3, "metadata": None}
+    rec = problem_from_tests([call])
+    assert (rec["fn_name"], rec["fn_semantics"]) == ("f", "primeintellect")
+    assert rec["hidden_tests"] == [{"input": "[1, 2]", "output": "3"}]
+    stdin = {"type": "stdin_stdout", "testtype": None, "fn_name": None, "input": "1\n", "output": "2\n", "metadata": None}
+    assert problem_from_tests([stdin])["checker"] == {"type": "real_tokens"}
