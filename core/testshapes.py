@@ -40,6 +40,10 @@ output means what it means there. Shapes:
 
 A problem mixes no stdin/stdout and function-call tests, and names one function: both are
 :class:`TestShapeError`, whose message is the skip reason the converters count.
+
+Over 500 lines: every shape's reading (and the restricted unpickler one of them needs) is one
+module on purpose, the single place ``cpfleet prepare`` and inline problems both read tests
+through, so the two never read a row differently.
 """
 
 from __future__ import annotations

@@ -31,6 +31,10 @@ A package (problemarchive.org problem format, legacy and 2023-07) is a folder wi
 - ``python3_interpreter: pypy3``: Kattis judges Python 3 submissions with PyPy, and the time
   limits are sized for that, so a python3 completion is judged under PyPy.
 - skipped: scoring and multi-pass problems, packages without tests, each with its reason.
+
+Over 500 lines: one package format read whole (tests, validator flags per group, limits from
+three sources, validator folders, submissions, statements), each part small and read together
+with the others by :func:`convert_package`.
 """
 
 from __future__ import annotations
