@@ -40,6 +40,10 @@ output means what it means there. Shapes:
 
 A problem mixes no stdin/stdout and function-call tests, and names one function: both are
 :class:`TestShapeError`, whose message is the skip reason the converters count.
+
+Over 500 lines: every shape's reading (and the restricted unpickler one of them needs) is one
+module on purpose, the single place ``cpfleet prepare`` and inline problems both read tests
+through, so the two never read a row differently.
 """
 
 from __future__ import annotations
@@ -115,16 +119,19 @@ def json_text(value: Any) -> str:
 
 def stdio_text(value: Any) -> str:
     """A stdin/stdout test side: a string as is; a list of lines joined (TACO/APPS store some
-    that way), with a final newline; a bare number or boolean as its text."""
+    that way), with a final newline; a bare number as its text.
+
+    A null, a boolean or an object is no test text: TestShapeError. Written as JSON (``null``,
+    ``true``) it became an answer that no reference pays (their comparisons fail on a side that
+    is not text) and a program could learn to print; a missing side is the dataset's gap."""
     if isinstance(value, str):
         return value
     if isinstance(value, list):
         return "\n".join(stdio_text(x) for x in value) + "\n"
-    if isinstance(value, bool) or value is None or isinstance(value, dict):
-        return json.dumps(value)
-    if isinstance(value, int | float):
+    if isinstance(value, int | float) and not isinstance(value, bool):
         return str(value)
-    raise TestShapeError(f"stdin/stdout test side of type {type(value).__name__}")
+    what = "null" if value is None else type(value).__name__
+    raise TestShapeError(f"stdin/stdout test side is {what}, not text")
 
 
 def lcb_args(text: str) -> list[Any]:
@@ -247,12 +254,22 @@ def split_public(tests: Sequence[Test], num_public: int) -> tuple[tuple[Test, ..
 
 
 def from_code_contests(raw: Any) -> list[Test]:
-    """``{"input": [str], "output": [str]}`` (None or empty: no tests)."""
+    """``{"input": [str], "output": [str]}`` (None or empty: no tests).
+
+    Both sides must be lists, one item per test: a string there (``{"input": "5\\n", "output":
+    "6\\n"}``, one test written without its list) would otherwise be read a character at a time,
+    each character a test of its own, so the judged tests would not be the dataset's (a correct
+    program failed on ``"\\n"``, a wrong one paid on single characters)."""
     if not raw:
         return []
     if not isinstance(raw, Mapping):
         raise TestShapeError("code_contests tests are not {input: [...], output: [...]}")
-    inputs, outputs = raw.get("input") or [], raw.get("output") or []
+    inputs, outputs = raw.get("input"), raw.get("output")
+    inputs = [] if inputs is None else inputs
+    outputs = [] if outputs is None else outputs
+    if not isinstance(inputs, list | tuple) or not isinstance(outputs, list | tuple):
+        raise TestShapeError("code_contests tests are not {input: [...], output: [...]} "
+                             "(one list item per test; a single test is [{\"input\", \"output\"}])")
     if len(inputs) != len(outputs):
         raise TestShapeError(f"{len(inputs)} inputs but {len(outputs)} outputs")
     return [(stdio_text(i), stdio_text(o)) for i, o in zip(inputs, outputs, strict=True)]
@@ -294,10 +311,24 @@ def from_input_output(io_: Any, counts: Counter[str] | None = None) -> tuple[lis
     return tests, fn_name, kinds.pop() if kinds else "apps"
 
 
+def _lcb_labelled(case: Mapping[str, Any]) -> bool:
+    """Whether the case bears LiveCodeBench's ``testtype`` label. A null there is no label: a
+    column of case objects read from Arrow or parquet holds every row's keys, so a
+    PrimeIntellect case (``type``) mixed with LiveCodeBench ones comes with ``testtype: None``."""
+    return case.get("testtype") is not None
+
+
+def _case_label(case: Mapping[str, Any]) -> Any:
+    """The case's kind label: LiveCodeBench's ``testtype``, else PrimeIntellect's ``type``."""
+    return case.get("testtype") if _lcb_labelled(case) else case.get("type")
+
+
 def _case_kind(case: Mapping[str, Any], default_call: bool) -> str:
-    kind = case.get("testtype", case.get("type"))
+    kind = _case_label(case)
     if kind is None:
         return "call" if default_call else "stdio"
+    if not isinstance(kind, str):  # a label of another type (a dict is not even hashable)
+        raise TestShapeError(f"test type of type {type(kind).__name__}, not a name")
     if kind in STDIO_KINDS:
         return "stdio"
     if kind in CALL_KINDS:
@@ -340,16 +371,16 @@ def from_cases(cases: Any, *, fn_name: str | None = None) -> tuple[list[Test], s
             tests.append((stdio_text(case["input"]), stdio_text(case["output"])))
             # LiveCodeBench's label; rLLM's for TACO/APPS rows and PrimeIntellect's (both
             # graded with TACO's run_test); no label or another: the default comparison
-            label = case.get("testtype", case.get("type"))
-            rules.add("lcb" if "testtype" in case and label == "stdin" else "apps" if label == "stdin_stdout" else "")
+            label = _case_label(case)
+            rules.add("lcb" if _lcb_labelled(case) and label == "stdin" else "apps" if label == "stdin_stdout" else "")
             continue
         name = _case_fn_name(case) or fn_name
         if not name:
             raise TestShapeError("function-call test without a function name")
         names.add(name)
-        rules.add("lcb" if "testtype" in case else "primeintellect")
+        rules.add("lcb" if _lcb_labelled(case) else "primeintellect")
         raw_in, raw_out = case["input"], case["output"]
-        if isinstance(raw_in, str) and "testtype" not in case and case.get("type") in CALL_KINDS:
+        if isinstance(raw_in, str) and not _lcb_labelled(case) and case.get("type") in CALL_KINDS:
             # PrimeIntellect's key with the argument list as JSON text: its harness pastes the
             # input into `args = <input>`, so the text is the whole list; the output stays plain
             try:

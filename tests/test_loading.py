@@ -189,6 +189,29 @@ def test_gzip_parquet_and_arrow_load_the_same_problems(tmp_path: Path) -> None:
         assert [p.content_version() for p in result] == [p.content_version() for p in plain]
 
 
+def test_parquet_checker_files_and_multipliers_of_other_rows_do_not_refuse_a_problem(tmp_path: Path) -> None:
+    # a column of objects is the union of every row's keys: row a's checker files came back with
+    # row b's path set to None (and b's with a's), and a's multipliers with b's language: both
+    # problems were refused as malformed when read from parquet, loaded from JSONL
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    def validator(path: str) -> dict[str, Any]:
+        return {"type": "kattis_validator", "files": {path: "import sys\nsys.exit(42)\n"},
+                "entry_points": [path], "language": "python3"}
+
+    records = [
+        problem("a", checker=validator("v/a.py"), time_limit_multipliers={"python3": 2.0}),
+        problem("b", checker=validator("w/b.py"), time_limit_multipliers={"cpp": 1.5}),
+    ]
+    plain = load_problems(write_jsonl(tmp_path / "p.jsonl", records)).problems
+    pq.write_table(pa.Table.from_pylist(records), tmp_path / "p.parquet")
+    result = load_problems(tmp_path / "p.parquet")
+    assert result.stats.malformed == 0
+    assert result.problems == plain
+    assert [p.content_version() for p in result] == [p.content_version() for p in plain]
+
+
 def test_truncated_gzip_is_a_file_error_not_a_traceback(tmp_path: Path) -> None:
     gz = tmp_path / "p.jsonl.gz"
     with gzip.open(gz, "wt") as f:

@@ -353,10 +353,20 @@ def _iter_arrow(p: Path) -> Iterator[tuple[int, Any]]:
 
 
 def _columnar_record(rec: dict[str, Any]) -> dict[str, Any]:
-    """Undo the struct unification of columnar formats: a checker column is the union of every
-    row's fields, so ``{"type": "tokens"}`` comes back with ``abs: None, rel: None``; those must
-    not change the content version against the same problem read from JSONL."""
-    checker = rec.get("checker")
-    if isinstance(checker, dict):
-        rec["checker"] = {k: v for k, v in checker.items() if v is not None}
+    """Undo the struct unification of columnar formats: a column of objects is the union of
+    every row's keys, so ``{"type": "tokens"}`` comes back with ``abs: None, rel: None``, a
+    checker program's ``files`` with every other row's paths set to None, and
+    ``time_limit_multipliers`` with every other row's languages set to None. Those keys are
+    absent in the row's own record: dropped (at every depth of the mapping fields), so the
+    problem loads as it does from JSONL, with the same content version, instead of being refused
+    for a None source or factor it never had."""
+    for key in ("checker", "time_limit_multipliers"):
+        value = rec.get(key)
+        if isinstance(value, dict):
+            rec[key] = _without_nulls(value)
     return rec
+
+
+def _without_nulls(value: dict[str, Any]) -> dict[str, Any]:
+    """``value`` without its None entries, in it and in the mappings it holds."""
+    return {k: _without_nulls(v) if isinstance(v, dict) else v for k, v in value.items() if v is not None}

@@ -10,10 +10,13 @@ and other languages are counted and dropped.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
+from cpfleet.core.errors import TestShapeError
+from cpfleet.core.testshapes import as_records, from_code_contests
 from cpfleet.datasets.formats import DatasetFormat, PrepareOptions, register_format
 
 CODE_CONTESTS_CHECKER = {"type": "code_contests"}
@@ -22,33 +25,30 @@ LANG_PYTHON2 = 1
 LANG_PYTHON3 = 3
 
 
-def _tests(raw: Any) -> list[dict[str, str]]:
-    """code_contests ``{"input": [...], "output": [...]}`` -> ``[{"input", "output"}]``."""
-    if not raw:
-        return []
-    inputs, outputs = raw.get("input") or [], raw.get("output") or []
-    if len(inputs) != len(outputs):
-        raise ValueError(f"{len(inputs)} inputs but {len(outputs)} outputs")
-    return [{"input": i, "output": o} for i, o in zip(inputs, outputs, strict=True)]
-
-
 def time_limit_seconds(raw: Any) -> float | None:
-    """``{"seconds", "nanos"}`` -> seconds; None (project default) when absent or zero."""
+    """``{"seconds", "nanos"}`` -> seconds; None (project default) when absent, zero or not
+    numbers (the record check then sees no limit rather than the converter failing the run)."""
     if not isinstance(raw, Mapping):
         return None
-    total = float(raw.get("seconds") or 0) + float(raw.get("nanos") or 0) / 1e9
-    return total if total > 0 else None
+    seconds, nanos = raw.get("seconds") or 0, raw.get("nanos") or 0
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in (seconds, nanos)):
+        return None
+    total = float(seconds) + float(nanos) / 1e9
+    return total if math.isfinite(total) and total > 0 else None
 
 
 def memory_limit_mb(raw: Any) -> int | None:
-    """Bytes -> MiB (rounded); None (project default) when absent or zero."""
-    if not isinstance(raw, int | float) or raw <= 0:
+    """Bytes -> MiB (rounded); None (project default) when absent, zero or not a finite number."""
+    if isinstance(raw, bool) or not isinstance(raw, int | float) or not math.isfinite(raw) or raw <= 0:
         return None
     return max(1, round(raw / (1 << 20)))
 
 
 def _python3_solutions(raw: Any, kind: str, counts: Counter[str], cap: int | None) -> list[str]:
     if not raw:
+        return []
+    if not isinstance(raw, Mapping) or not all(isinstance(raw.get(k) or [], list) for k in ("language", "solution")):
+        counts[f"{kind} malformed solutions field"] += 1
         return []
     kept: list[str] = []
     for lang, code in zip(raw.get("language") or [], raw.get("solution") or [], strict=False):
@@ -72,17 +72,17 @@ def convert_code_contests(row: Mapping[str, Any], opts: PrepareOptions, counts: 
     when the problem is kept)."""
     if row.get("input_file") or row.get("output_file"):
         return "reads or writes named files (input_file/output_file), not stdin/stdout"
-    try:
-        public = _tests(row.get("public_tests"))
-        hidden = _tests(row.get("private_tests")) + _tests(row.get("generated_tests"))
-    except (ValueError, AttributeError, TypeError) as e:
-        return f"malformed tests ({e.__class__.__name__})"
+    try:  # the one reading of the shape, shared with inline tests (cpfleet.core.testshapes)
+        public = from_code_contests(row.get("public_tests"))
+        hidden = from_code_contests(row.get("private_tests")) + from_code_contests(row.get("generated_tests"))
+    except TestShapeError as e:
+        return f"malformed tests ({e})"
     rec: dict[str, Any] = {
         "id": row.get("name") or "",
         "name": row.get("name") or "",
         "description": row.get("description") or "",
-        "public_tests": public,
-        "hidden_tests": hidden,
+        "public_tests": as_records(public),
+        "hidden_tests": as_records(hidden),
         "time_limit_s": time_limit_seconds(row.get("time_limit")),
         "memory_limit_mb": memory_limit_mb(row.get("memory_limit_bytes")),
         "checker": dict(CODE_CONTESTS_CHECKER),

@@ -115,7 +115,10 @@ def convert_codeforces(row: Mapping[str, Any], index: int, opts: PrepareOptions,
         elif not isinstance(contest, int | str) or not str(contest).isdigit():
             counts["generated tests not read (no contest_id)"] += 1
         else:
-            loaded = load_generated_tests(Path(folder), int(contest), cf_id)
+            try:
+                loaded = load_generated_tests(Path(folder), int(contest), cf_id)
+            except TestShapeError as e:  # a generated test with a null side
+                return f"generated tests: {e}"
             if loaded is None:
                 counts["generated tests not read (contest file absent)"] += 1
             else:

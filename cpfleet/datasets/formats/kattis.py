@@ -14,7 +14,10 @@ A package (problemarchive.org problem format, legacy and 2023-07) is a folder wi
   :data:`DEFAULT_MEMORY_MB`, with the source in ``memory_limit_source``.
 - checker: ``validation: default`` (or absent) -> ``exact_tokens``, or ``float`` when
   ``validator_flags`` carry ``float_tolerance`` / ``float_absolute_tolerance`` /
-  ``float_relative_tolerance`` (parsed into the spec, the flag string kept); a custom
+  ``float_relative_tolerance`` (parsed into the spec, the flag string kept); the flags are
+  ``problem.yaml``'s ``validator_flags`` then the tests' group's ``output_validator_flags``
+  (its ``testdata.yaml`` or its parent group's), as problemtools passes both per test, and a
+  package whose groups end with different flags is skipped (one checker judges every test); a custom
   validator (``validation: custom`` or an ``output_validators/`` folder) ->
   ``kattis_validator`` with every file of the validator's folder in ``files``, its sources in
   ``entry_points``, ``language`` from their suffix; interactive (``validation: custom
@@ -28,6 +31,10 @@ A package (problemarchive.org problem format, legacy and 2023-07) is a folder wi
 - ``python3_interpreter: pypy3``: Kattis judges Python 3 submissions with PyPy, and the time
   limits are sized for that, so a python3 completion is judged under PyPy.
 - skipped: scoring and multi-pass problems, packages without tests, each with its reason.
+
+Over 500 lines: one package format read whole (tests, validator flags per group, limits from
+three sources, validator folders, submissions, statements), each part small and read together
+with the others by :func:`convert_package`.
 """
 
 from __future__ import annotations
@@ -75,18 +82,30 @@ def is_package_folder(path: Path) -> bool:
     return path.is_dir() and next(iter_packages(path), None) is not None
 
 
-def _read_text(path: Path) -> str:
+def _read_text(path: Path, *, exact: bool = False) -> str:
     """A regular file of the package, decoded. Paths are built from the package's resolved
     folder, so one that resolves elsewhere went through a symbolic link: refused, as a link in a
     downloaded package could point anywhere on this machine; so are FIFOs and devices (a read
-    that never ends) and files over MAX_FILE_BYTES."""
+    that never ends) and files over MAX_FILE_BYTES.
+
+    ``exact``: the file is a test's input or answer, which a record holds as text: bytes that
+    are not UTF-8 raise PrepareError (the package is skipped, naming the file) rather than
+    becoming U+FFFD, which would hand the program other bytes than the jury's input and compare
+    its output with an answer no program prints. Other files (sources, statements) are read
+    with U+FFFD for such bytes."""
     if path.resolve() != path:
         raise PrepareError(f"{path}: a symbolic link (refused: it could point outside the package)")
     if not path.is_file():
         raise PrepareError(f"{path}: not a regular file")
     if path.stat().st_size > MAX_FILE_BYTES:
         raise PrepareError(f"{path}: over {MAX_FILE_BYTES >> 20} MiB")
-    return path.read_bytes().decode("utf-8", errors="replace")
+    data = path.read_bytes()
+    if exact:
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise PrepareError(f"{path}: not UTF-8 (byte {e.start}): a test is kept as text") from None
+    return data.decode("utf-8", errors="replace")
 
 
 # values a problem.yaml / testdata.yaml may hold with its aliases expanded (real ones: a few dozen)
@@ -136,9 +155,9 @@ def _tests(pkg: Path, group: str, interactive: bool, counts: Counter[str]) -> li
     for inp in sorted(base.rglob("*.in"), key=lambda p: p.relative_to(base).as_posix()):
         ans = inp.with_suffix(".ans")
         if ans.is_file():
-            tests.append((_read_text(inp), _read_text(ans)))
+            tests.append((_read_text(inp, exact=True), _read_text(ans, exact=True)))
         elif interactive:
-            tests.append((_read_text(inp), ""))
+            tests.append((_read_text(inp, exact=True), ""))
         else:
             counts[f"{group} test without .ans dropped"] += 1
     return tests
@@ -192,16 +211,48 @@ def _memory_limit(meta: dict[str, Any]) -> tuple[int, str]:
     return DEFAULT_MEMORY_MB, "default"
 
 
-def _flags_text(meta: dict[str, Any], pkg: Path) -> str | None:
-    flags = meta.get("validator_flags")
+def _flag_words(flags: Any) -> str:
+    """A ``validator_flags`` / ``output_validator_flags`` value as text ('' when absent)."""
     if flags is None:
-        testdata = _load_yaml(pkg / "data" / "testdata.yaml")
-        flags = testdata.get("output_validator_flags")
-    if flags is None:
-        return None
+        return ""
     if isinstance(flags, list):
-        return " ".join(str(f) for f in flags) or None
-    return str(flags).strip() or None
+        return " ".join(str(f) for f in flags).strip()
+    return str(flags).strip()
+
+
+def _group_flags(pkg: Path, folder: Path, known: dict[Path, str]) -> str:
+    """The ``output_validator_flags`` of the test group ``folder`` (a folder under ``data/``):
+    its own ``testdata.yaml``'s, else its parent group's, up to ``data/`` ('' when none says),
+    as problemtools' TestCaseGroup inherits a key its group's file leaves out."""
+    if folder in known:
+        return known[folder]
+    data = pkg / "data"
+    inherited = "" if folder == data else _group_flags(pkg, folder.parent, known)
+    config = _load_yaml(folder / "testdata.yaml")
+    flags = _flag_words(config["output_validator_flags"]) if "output_validator_flags" in config else inherited
+    known[folder] = flags
+    return flags
+
+
+def _tests_flags(meta: dict[str, Any], pkg: Path) -> set[str]:
+    """The validator flags the tests are judged with, one text per distinct set ('' for none):
+    ``problem.yaml``'s ``validator_flags`` followed by each test's group's
+    ``output_validator_flags`` (problemtools passes the validator both, in that order, per
+    test). The record has one checker for all its tests, so more than one text here is a package
+    this format cannot convert: judged with one group's flags, the other groups' tests would be
+    compared by rules their jury did not set (a tolerance missing, or ``case_sensitive``)."""
+    problem_flags = _flag_words(meta.get("validator_flags"))
+    known: dict[Path, str] = {}
+    combined: set[str] = set()
+    for group in ("sample", "secret"):
+        base = pkg / "data" / group
+        if not base.is_dir():
+            continue
+        for folder in sorted({inp.parent for inp in base.rglob("*.in")}):
+            combined.add(" ".join(w for w in (problem_flags, _group_flags(pkg, folder, known)) if w))
+    if not combined:  # no tests (the package is skipped for that): the flags it states
+        combined.add(" ".join(w for w in (problem_flags, _group_flags(pkg, pkg / "data", known)) if w))
+    return combined
 
 
 # a POSIX shell word: escaped characters, single- and double-quoted strings, other characters that
@@ -395,7 +446,11 @@ def convert_package(pkg: Path, pid: str, opts: PrepareOptions, counts: Counter[s
     if "multi-pass" in types:
         return "multi-pass problem"
     interactive = "interactive" in types or "interactive" in validation.split()
-    flags = _flags_text(meta, pkg)
+    all_flags = _tests_flags(meta, pkg)
+    if len(all_flags) > 1:
+        return ("test groups with different validator flags "
+                f"({' / '.join(repr(f) for f in sorted(all_flags))[:200]}): one checker judges every test")
+    flags = all_flags.pop() or None
     if interactive:
         checker: dict[str, Any] | str = program_checker(pkg, "interactive", validation, flags, counts)
     elif validation.split()[0] == "custom" or (
