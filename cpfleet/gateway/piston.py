@@ -14,7 +14,8 @@ Plain execution, as Piston's job does it: the first ``utf8`` file is the program
 ``code_files[0]``), every other file is placed beside it (``base64``/``hex`` decoded), ``stdin``
 gets a trailing newline when it has none. ``status`` is Piston's: ``null`` (exited 0), ``RE``
 (exited non-zero), ``SG`` (killed by a signal; a memory limit is the kernel's SIGKILL there),
-``TO`` (time limit), ``OL``/``EL`` (stdout/stderr over the output cap). A compiled language has
+``TO`` (time limit), ``OL``/``EL`` (stdout/stderr over the output cap); a clean exit whose
+stdout is not UTF-8 is ``RE`` with code 1 (``runs.stdout_not_comparable``). A compiled language has
 a ``compile`` stage; when it fails ``run`` repeats it (Piston's own backward-compatible answer).
 Python has no compile stage in Piston: a syntax error is a run that exits 1 with the traceback.
 The program runs as a fleet run job (``cpfleet.gateway.runs``: identical calls share it).
@@ -64,7 +65,7 @@ from cpfleet.core.verdict import Verdict
 from cpfleet.gateway.app import FleetFailed, Gateway, HTTPError, JSONResponse, Refused, permanent_error
 from cpfleet.gateway.payloads import finite_float
 from cpfleet.gateway.registry import protocol
-from cpfleet.gateway.runs import RunAnswer, RunSpec
+from cpfleet.gateway.runs import RunAnswer, RunSpec, stdout_not_comparable
 
 
 @dataclass(frozen=True, slots=True)
@@ -310,6 +311,10 @@ def run_stage(run: RunOutput) -> dict[str, Any]:
         return _stage(**out, code=None, signal="SIGKILL", message="Memory limit exceeded (killed by signal 9)",
                       status="SG", **measures)
     if run.status == RunStatus.FINISHED and run.exit_code is not None:
+        if run.exit_code == 0 and not run.stdout_utf8:
+            # a client compares this text with the expected output: U+FFFD read from bytes that
+            # were not UTF-8 must never pass, so the clean exit is a failed run (as /run_code's)
+            return _stage(**out, code=1, message=stdout_not_comparable(run), status="RE", **measures)
         if run.exit_code == 0:
             return _stage(**out, code=0, **measures)
         return _stage(**out, code=run.exit_code, message=f"Exited with error status {run.exit_code}", status="RE",

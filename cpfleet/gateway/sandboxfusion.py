@@ -42,7 +42,7 @@ from cpfleet.core.results import JobResult, RunStatus
 from cpfleet.gateway.app import Gateway, HTTPError, JSONResponse, raise_on_failure
 from cpfleet.gateway.payloads import json_object, number, utf8_text
 from cpfleet.gateway.registry import protocol
-from cpfleet.gateway.runs import RunAnswer, RunSpec
+from cpfleet.gateway.runs import RunAnswer, RunSpec, stdout_not_comparable
 
 # SandboxFusion language names -> cpfleet's (the languages the fleet runs)
 LANGUAGES = {"python": "python3", "python3": "python3", "pypy3": "pypy3", "cpp": "cpp", "c": "c", "java": "java"}
@@ -159,15 +159,11 @@ def sf_answer(answer: RunAnswer, fetch_files: Sequence[str]) -> dict[str, Any]:
     if run.status != RunStatus.FINISHED or code is None:
         code = code if code not in (None, 0) else (-run.signal if run.signal else 1)  # never a clean exit
         message = f"{run.status}: {run.detail}".rstrip(": ")
-    elif run.stdout_truncated and code == 0:
-        # its output was cut: the caller must not compare a prefix and pass it
+    elif code == 0 and (why := stdout_not_comparable(run)):
+        # verl compares this text with the expected output: a prefix, or U+FFFD read from bytes
+        # that were not UTF-8, must never pass, so the clean exit is a failed run
         code = 1
-        message = f"stdout of {run.stdout_bytes} bytes clipped to {len(run.stdout.encode('utf-8', 'replace'))}"
-    elif not run.stdout_utf8 and code == 0:
-        # bytes that are not UTF-8 come back as U+FFFD, and verl compares that text with the
-        # expected output: it equals no expected text, not even one holding U+FFFD itself
-        code = 1
-        message = "stdout is not UTF-8 text: its undecodable bytes read as U+FFFD, which no expected output equals"
+        message = why
     run_result = {"status": "Finished", "execution_time": _seconds(run.wall_ms), "return_code": code,
                   "stdout": run.stdout, "stderr": run.stderr}
     files: dict[str, str] = {}
