@@ -271,6 +271,19 @@ def test_cf_compile_error_is_the_no_compile_answer(base: str) -> None:
     assert result is not None and not cf_compiled(result)
 
 
+def test_cf_an_empty_cpp_solution_is_the_no_compile_answer_the_package_gives(base: str) -> None:
+    # open-r1 extracts the last ```cpp block unstripped: a block of blanks is a submission, and
+    # the package compiles it, which an empty C++ source fails (no main): no_compile_reward,
+    # -0.1, below a wrong answer's 0. The judge finds no code in it (NO_CODE), which was answered
+    # as a compiled, failed test: 0, more than the caller's own scheme gives it
+    for blank in ("\n", "  \n\n"):
+        result = send_execute(base, *cf_request(cf_problem(), "1 2\n", "3\n", blank))
+        assert result is not None and not cf_compiled(result) and not cf_passed(result), result
+    # an empty Python program runs (printing nothing) in the package: a failed test, compiled
+    result = send_execute(base, *cf_request(cf_problem(), "1 2\n", "3\n", "\n", "python"))
+    assert result is not None and cf_compiled(result) and not cf_passed(result), result
+
+
 def test_no_answer_in_time_is_a_503_the_client_retries_never_a_score(tmp_path_factory: pytest.TempPathFactory) -> None:
     # a fleet with no worker: the judge job waits in the queue past the gateway's deadline
     with RedisServer() as lonely, serving(ServeConfig(redis_url=lonely.url, wait_s=1.0, timeout_s=60)) as url:

@@ -26,8 +26,8 @@ solution), ``checker.py`` (optional), ``input.txt``, ``correct_output.txt`` and
 fleet, not run: the test becomes a one-test problem (the checker as an open-r1 ``python``
 checker, else cpfleet's default token comparison; the grader_config's limits) stored once per
 distinct content, and the solution is judged against it by the fleet's judge. The answer is the
-package's: ``compile.code`` 0, or 1 when the solution does not compile (open-r1 gives
-``no_compile_reward``); ``run.code`` 0 and ``run.stdout`` ``"1"`` exactly when the verdict is
+package's: ``compile.code`` 0, or 1 when the solution does not compile, an empty C++ one included (open-r1
+gives ``no_compile_reward``); ``run.code`` 0 and ``run.stdout`` ``"1"`` exactly when the verdict is
 OK, ``"0"`` for any other verdict of the program's making (wrong answer, time, memory, crash),
 with the verdict on ``run.stderr``. Never a "1" the program did not earn.
 
@@ -402,7 +402,8 @@ def routes(gw: Gateway) -> Sequence[Route]:
         registry = gw.fleet.inline_registry
         key = record_key(record)
         pid = registry.known(key) or await asyncio.to_thread(registry.record_id, record)
-        completion = fence(test.solution, "python" if test.language in ("python3", "pypy3") else test.language)
+        python = test.language in ("python3", "pypy3")
+        completion = fence(test.solution, "python" if python else test.language)
         result = await gw.judge(pid, completion, reward_shape="all_or_nothing",
                                 wait_s=WAIT_S)
         reason = permanent_error(result)
@@ -410,7 +411,10 @@ def routes(gw: Gateway) -> Sequence[Route]:
             registry.forget(key)  # an unknown problem: store it again on the retry
             raise Refused(f"the fleet could not judge this test: {result.verdict}: {reason or result.infra_message}")
         reply: dict[str, Any] = {"language": req.runtime.language, "version": VERSION}
-        if result.verdict == Verdict.COMPILE_ERROR:
+        # a solution of blanks (open-r1 sends its last block unstripped) is no code to the judge;
+        # the package compiles it, and an empty C/C++/Java source fails to build, its
+        # no_compile_reward, while an empty Python program runs and prints nothing: a failed test
+        if result.verdict == Verdict.COMPILE_ERROR or (result.verdict == Verdict.NO_CODE and not python):
             failed = _stage(stderr=_not_overload(result.observation), code=1, message="Exited with error status 1", status="RE")
             reply["compile"] = failed
             reply["run"] = failed
