@@ -14,7 +14,9 @@ only change their URL.
   provided test runs and is listed with its own result (a stored problem's hidden tests report
   only a count, so with an ``id`` that is a 422). Provided tests are compared as SandboxFusion
   compares them (checker ``sandboxfusion``: stripped lines, each equal case-insensitively or as
-  one number within relative 1e-5); a stored problem by its own checker.
+  one number within relative 1e-5) under ``config.run_timeout`` (seconds; absent: the project's
+  default); a stored problem by its own checker and limits (a ``run_timeout`` with an ``id`` is
+  a 422, never ignored).
 
 Refusals: verl's ``call_sandbox_api`` retries only HTTP 504 (3 attempts, 1 s then 2 s apart)
 and gives up at ``compile_timeout + run_timeout + 10`` seconds, so ``/run_code`` answers a 504
@@ -224,6 +226,19 @@ def run_all_cases(config: dict[str, Any]) -> bool:
     return value
 
 
+def config_run_timeout(config: dict[str, Any]) -> float | None:
+    """SandboxFusion's ``config.run_timeout`` (the SDK's ``TestConfig.run_timeout``): the caller's
+    per-test time limit in seconds, None when not given (the project's default applies). The
+    fleet applies it as CPU time, as every cpfleet time limit; past the problem bound (600 s) the
+    tests make no problem, a 422."""
+    if config.get("run_timeout") is None:
+        return None
+    seconds = number(config, "run_timeout", 0.0)
+    if not seconds > 0:
+        raise HTTPError(422, f"'config.run_timeout' must be a positive number of seconds, got {config['run_timeout']!r}")
+    return seconds
+
+
 def every_test(tests: dict[str, list[str]]) -> dict[str, Any]:
     """CommonOJ tests as a problem whose public tests are all of them: judged in public mode,
     every test runs and reports its own verdict (hidden tests report only a count)."""
@@ -235,11 +250,12 @@ def every_test(tests: dict[str, list[str]]) -> dict[str, Any]:
 COMMON_OJ_CHECKER = {"type": "sandboxfusion"}
 
 
-def common_oj_record(tests: dict[str, Any]) -> dict[str, Any]:
-    """The problem record of CommonOJ tests, judged by SandboxFusion's comparison."""
+def common_oj_record(tests: dict[str, Any], time_limit_s: float | None = None) -> dict[str, Any]:
+    """The problem record of CommonOJ tests, judged by SandboxFusion's comparison under the
+    caller's ``config.run_timeout`` (None: the project's default time limit)."""
     from cpfleet.producer.inline import problem_from_tests
 
-    return problem_from_tests(tests, checker=COMMON_OJ_CHECKER)
+    return problem_from_tests(tests, checker=COMMON_OJ_CHECKER, time_limit_s=time_limit_s)
 
 
 def _entry(passed: bool, verdict: str, ran: bool = True) -> dict[str, Any]:
@@ -309,6 +325,7 @@ def routes(gw: Gateway) -> Sequence[Route]:
         if not isinstance(config_, dict):
             raise HTTPError(422, "'config' must be an object")
         every = run_all_cases(config_)
+        time_limit = config_run_timeout(config_)
         raw_id = body.get("id")
         if raw_id is not None and (isinstance(raw_id, bool) or not isinstance(raw_id, str | int)):
             # SandboxFusion's id is a string or an integer; it is echoed back, and any other JSON
@@ -320,7 +337,7 @@ def routes(gw: Gateway) -> Sequence[Route]:
         if provided:
             tests = common_oj_tests(provided)
             try:
-                record = await asyncio.to_thread(common_oj_record, every_test(tests) if every else tests)
+                record = await asyncio.to_thread(common_oj_record, every_test(tests) if every else tests, time_limit)
             except ValueError as e:  # InlineProblemError: tests that make no problem
                 raise HTTPError(422, str(e)) from None
         elif body.get("id") not in (None, ""):
@@ -329,6 +346,12 @@ def routes(gw: Gateway) -> Sequence[Route]:
                 raise HTTPError(422, "config.extra.run_all_cases lists each test's result, which a stored problem's "
                                      "hidden tests do not report (only how many passed): send the tests in "
                                      "config.provided_data, or leave run_all_cases false")
+            if time_limit is not None:
+                # judged under the stored problem's own limit, a program slower than the caller
+                # allows would be accepted: refused, never ignored in silence
+                raise HTTPError(422, "config.run_timeout cannot apply to a stored problem, which is judged under "
+                                     "its own time limit: send the tests in config.provided_data, or leave "
+                                     "run_timeout out")
         else:
             raise HTTPError(422, "'id' (a problem id) or config.provided_data (tests) is required")
         shape: dict[str, Any] = {"reward_shape": "fraction", "mode": "public"} if every else {"reward_shape": "all_or_nothing"}
