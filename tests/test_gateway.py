@@ -298,6 +298,20 @@ def test_codejudge_output_that_is_not_utf8_never_matches_a_replacement_character
     assert valid["success"] is True, valid
 
 
+def test_codejudge_run_without_expected_output_is_no_success_for_output_that_is_not_utf8(gw_fast: Served) -> None:
+    # without expected_output, code-judge's success is the run's, and the client compares stdout
+    # itself: U+FFFD read from the byte 0xff would equal an expected text holding U+FFFD, so
+    # such a run is no success (it still exited 0: run_success), while real U+FFFD is one
+    raw = "import sys\nsys.stdout.buffer.write(b'\\xff\\n')\n"
+    real = "print('\\ufffd')\n"
+    batch = codejudge_batch([codejudge_submission(raw, "", None), codejudge_submission(real, "", None)])
+    status, body, _ = http(gw_fast.url + "/run/batch", batch)
+    invalid, valid = body["results"]
+    assert status == 200 and invalid["stdout"] == "\ufffd\n" and invalid["run_success"] is True, invalid
+    assert invalid["success"] is False and invalid["reason"] == "", invalid
+    assert valid["success"] is True and valid["stdout"] == "\ufffd\n", valid
+
+
 @pytest.mark.parametrize("path", ["/judge/batch", "/judge/long-batch", "/run/batch", "/run/long-batch"])
 def test_codejudge_batches_answer_in_order_with_reasons(gw_fast: Served, path: str) -> None:
     subs = [codejudge_submission(ADD_CODE, f"{i} {i}\n", f"{2 * i}") for i in range(5)]
