@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -412,6 +413,43 @@ def test_a_refusal_takes_the_form_each_client_retries(node: FleetWorker) -> None
         assert status == 503 and headers.get("retry-after") == "1"
         hold.join()
         assert served.gateway.metrics.refused.labels("run_code")._value.get() >= 1
+
+
+def test_inline_tests_while_redis_is_away_are_refused_as_each_client_retries_never_a_500() -> None:
+    # storing inline tests is the first Redis call of a request that carries them: Redis away
+    # there raised redis-py's own ConnectionError (no builtin ConnectionError), a 500 with a
+    # traceback; /v1/judge's stream broke off, losing every line not yet sent
+    tests = {"inputs": ["1 2\n"], "outputs": ["3\n"]}
+    answer = "```python\n" + ADD_CODE + "```"
+    redis_server = RedisServer()
+    redis_server.__enter__()
+    stopped = False
+    try:
+        with contextlib.contextmanager(serve)(ServeConfig(redis_url=redis_server.url, timeout_s=30, wait_s=10)) as served:
+            redis_server.__exit__(None, None, None)
+            stopped = True
+            status, body, headers = http(served.url + "/slime", {"prompt": "", "response": answer, "label": tests})
+            assert status == 503 and headers.get("retry-after") == "1", (status, body)
+            status, body, headers = http(served.url + "/get_reward", {"query": [answer], "prompts": [""],
+                                                                      "labels": [json.dumps(tests)]})
+            assert status == 503 and headers.get("retry-after") == "1", (status, body)
+            common_oj = {"provided_data": {"test": [{"input": {"stdin": "1 2\n"}, "output": {"stdout": "3\n"}}]}}
+            status, body, _ = http(served.url + "/submit", {"id": 1, "completion": answer, "config": common_oj})
+            assert status == 503, (status, body)
+            req = urllib.request.Request(served.url + "/v1/judge", method="POST",
+                                         data=json.dumps({"jobs": [{"tests": tests, "completion": answer}]}).encode())
+            with urllib.request.urlopen(req, timeout=60) as resp:
+                lines = [json.loads(line) for line in resp.read().decode().splitlines() if line.strip()]
+            assert len(lines) == 1 and lines[0]["permanent"] is False and lines[0]["index"] == 0, lines
+            files = [{"name": "main.python", "content": ADD_CODE}, {"name": "input.txt", "content": "1 2\n"},
+                     {"name": "correct_output.txt", "content": "3\n"},
+                     {"name": "grader_config", "content": "TIME_LIMIT=2\nMEMORY_LIMIT=256\nINPUT_MODE=stdio"}]
+            status, body, _ = http(served.url + "/api/v2/execute", {"language": "cf_python3", "version": "*",
+                                                                   "files": files, "run_timeout": 5000})
+            assert status == 503 and "message" in body, (status, body)
+    finally:
+        if not stopped:
+            redis_server.__exit__(None, None, None)
 
 
 def test_a_retry_after_a_504_joins_the_run_still_in_flight(node: FleetWorker) -> None:
