@@ -171,6 +171,25 @@ def test_submit_judges_provided_tests_under_the_configs_run_timeout(url: str) ->
     assert status == 422 and "run_timeout" in body["error"], body
 
 
+def test_submit_judges_the_completion_in_the_configs_language(url: str) -> None:
+    # TestConfig.language is the language the caller asks the completion in: SandboxFusion
+    # extracts and runs that language's code. Ignored, a right Python answer was accepted where
+    # the caller asked for C++ (a C++ coder rewarded for answering in Python)
+    sdk = pytest.importorskip("sandbox_fusion", reason="pip install sandbox-fusion did not work here")
+    for language, accepted in (("cpp", False), ("python", True)):
+        cfg = sdk.TestConfig(dataset_type="CommonOJDataset", language=language, provided_data=_common_oj([PAIRS[0]]))
+        res = sdk.submit(sdk.SubmitRequest(dataset="mine", id=1, completion=GOOD, config=cfg), endpoint=url)
+        assert res.accepted is accepted, (language, res)
+    cpp = "```cpp\n#include <cstdio>\nint main(){int a,b;scanf(\"%d %d\",&a,&b);printf(\"%d\\n\",a+b);}\n```"
+    cfg = sdk.TestConfig(dataset_type="CommonOJDataset", language="cpp", provided_data=_common_oj([PAIRS[0]]))
+    assert sdk.submit(sdk.SubmitRequest(dataset="mine", id=1, completion=cpp, config=cfg), endpoint=url).accepted
+    status, body = post(url + "/submit", {"id": "s/add", "completion": GOOD, "config": {"language": "cpp"}})
+    assert status == 200 and body["accepted"] is False, body  # a stored problem too
+    status, body = post(url + "/submit", {"id": 1, "completion": GOOD,
+                                          "config": {"provided_data": _common_oj(PAIRS), "language": "rust"}})
+    assert status == 422 and "rust" in body["error"], body
+
+
 @pytest.mark.parametrize(
     ("config", "needle"),
     [

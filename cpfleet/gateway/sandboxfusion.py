@@ -15,7 +15,7 @@ only change their URL.
   only a count, so with an ``id`` that is a 422). Provided tests are compared as SandboxFusion
   compares them (checker ``sandboxfusion``: stripped lines, each equal case-insensitively or as
   one number within relative 1e-5) under ``config.run_timeout`` (seconds; absent: the project's
-  default); a stored problem by its own checker and limits (a ``run_timeout`` with an ``id`` is
+  default); ``config.language``, when given, is the only language the completion is judged in; a stored problem by its own checker and limits (a ``run_timeout`` with an ``id`` is
   a 422, never ignored).
 
 Refusals: verl's ``call_sandbox_api`` retries only HTTP 504 (3 attempts, 1 s then 2 s apart)
@@ -239,6 +239,20 @@ def config_run_timeout(config: dict[str, Any]) -> float | None:
     return seconds
 
 
+def config_language(config: dict[str, Any]) -> str | None:
+    """The fleet language of SandboxFusion's ``config.language`` (the SDK's
+    ``TestConfig.language``): the language the caller asks the completion in, whose code
+    SandboxFusion extracts and runs, so a block in another language earns nothing. None when
+    not given (the problem's languages and the completion's fence tag decide). A language the
+    fleet does not run is a 422."""
+    language = config.get("language")
+    if language is None:
+        return None
+    if not isinstance(language, str) or language not in LANGUAGES:
+        raise HTTPError(422, f"config.language {language!r} is not supported here (supported: {', '.join(LANGUAGES)})")
+    return LANGUAGES[language]
+
+
 def every_test(tests: dict[str, list[str]]) -> dict[str, Any]:
     """CommonOJ tests as a problem whose public tests are all of them: judged in public mode,
     every test runs and reports its own verdict (hidden tests report only a count)."""
@@ -326,6 +340,7 @@ def routes(gw: Gateway) -> Sequence[Route]:
             raise HTTPError(422, "'config' must be an object")
         every = run_all_cases(config_)
         time_limit = config_run_timeout(config_)
+        language = config_language(config_)
         raw_id = body.get("id")
         if raw_id is not None and (isinstance(raw_id, bool) or not isinstance(raw_id, str | int)):
             # SandboxFusion's id is a string or an integer; it is echoed back, and any other JSON
@@ -355,6 +370,7 @@ def routes(gw: Gateway) -> Sequence[Route]:
         else:
             raise HTTPError(422, "'id' (a problem id) or config.provided_data (tests) is required")
         shape: dict[str, Any] = {"reward_shape": "fraction", "mode": "public"} if every else {"reward_shape": "all_or_nothing"}
+        shape["language"] = language
         try:
             if record is not None:
                 result = await gw.judge_record(record, completion, **shape)
