@@ -158,6 +158,8 @@ def test_submit_judges_provided_tests_under_the_configs_run_timeout(url: str) ->
                            provided_data=_common_oj([PAIRS[0]]))
     res = sdk.submit(sdk.SubmitRequest(dataset="mine", id=1, completion=BURN_ONE_CPU_SECOND, config=tight), endpoint=url)
     assert not res.accepted and res.extra == {"verdict": "TIME_LIMIT", "reward": 0.0}, res
+    # the first test is the one that ran and failed, not "not run: an earlier test failed"
+    assert res.tests[0].test_info == {"verdict": "TIME_LIMIT"} and not res.tests[0].passed, res
     roomy = sdk.TestConfig(dataset_type="CommonOJDataset", language="python", run_timeout=5,
                            provided_data=_common_oj([PAIRS[0]]))
     res = sdk.submit(sdk.SubmitRequest(dataset="mine", id=1, completion=BURN_ONE_CPU_SECOND, config=roomy), endpoint=url)

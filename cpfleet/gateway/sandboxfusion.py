@@ -41,6 +41,7 @@ from starlette.routing import Route
 
 from cpfleet.core import protocol as wire
 from cpfleet.core.results import JobResult, RunStatus
+from cpfleet.core.verdict import Verdict
 from cpfleet.gateway.app import Gateway, HTTPError, JSONResponse, raise_on_failure
 from cpfleet.gateway.payloads import json_object, number, utf8_text
 from cpfleet.gateway.registry import protocol
@@ -287,19 +288,25 @@ def _entry(passed: bool, verdict: str, ran: bool = True) -> dict[str, Any]:
     }
 
 
-def submit_tests(result: JobResult) -> list[dict[str, Any]]:
+def submit_tests(result: JobResult, public_first: bool = False) -> list[dict[str, Any]]:
     """SandboxFusion's per-test list, for the tests that decide acceptance: the hidden tests in
     run order (judged all-or-nothing: those before the first failure passed, then the failure,
-    then the tests not run), or the public tests when the problem has no hidden ones."""
+    then the tests not run), or the public tests when the problem has no hidden ones.
+    ``public_first``: the problem's public test is its first hidden test (provided CommonOJ
+    tests), so when the job stopped there, before any hidden test ran, that test is the one
+    that failed, with its verdict, not one "not run"."""
     h = result.hidden
     if wire.rewarded_tests(result.mode) != "hidden" or not h.total:
         return all_tests(result)
+    stopped_at_public = public_first and h.run == 0 and result.verdict != Verdict.OK
     out = []
     for i in range(h.total):
         if i < h.passed:
             out.append(_entry(True, "OK"))
         elif i == h.passed and h.run > h.passed:
             out.append(_entry(False, str(h.first_failure or "WRONG_ANSWER")))
+        elif i == 0 and stopped_at_public:
+            out.append(_entry(False, str(result.verdict)))
         else:
             entry = _entry(False, "NOT_RUN", ran=False)
             entry["exec_info"]["message"] = "not run: an earlier test failed"
@@ -386,7 +393,7 @@ def routes(gw: Gateway) -> Sequence[Route]:
                 "accepted": result.reward == 1.0 and result.verdict == "OK",
                 "extracted_code": code or "",
                 "extracted_type": "fenced" if code else "empty",
-                "tests": all_tests(result) if every else submit_tests(result),
+                "tests": all_tests(result) if every else submit_tests(result, public_first=record is not None),
                 "extra": {"verdict": str(result.verdict), "reward": result.reward},
             }
         )
