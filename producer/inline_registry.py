@@ -30,7 +30,7 @@ from typing import Any
 
 import redis
 
-from cpfleet.core.errors import InlineProblemError
+from cpfleet.core.errors import BrokerFull, BrokerUnavailable, InlineProblemError
 from cpfleet.core.lru import LRU
 from cpfleet.producer.inline import content_id, problem_from_tests
 
@@ -121,6 +121,15 @@ def problem_record(tests: Any) -> dict[str, Any]:
         raise InlineProblemError(f"cannot use these inline tests: {e}") from None
 
 
+def store_error(exc: redis.RedisError) -> BrokerFull | BrokerUnavailable:
+    """The client's error for a Redis failure while storing a problem: BrokerFull when Redis
+    refused the write for want of memory (maxmemory, noeviction), else BrokerUnavailable (a
+    ConnectionError), as the publisher raises them for jobs."""
+    if isinstance(exc, redis.ResponseError) and str(exc).startswith("OOM"):
+        return BrokerFull(f"Redis is full (maxmemory reached, noeviction) while storing inline tests: {exc}")
+    return BrokerUnavailable(f"cannot reach Redis to store inline tests: {exc}")
+
+
 class InlineRegistry:
     """Register each distinct inline test set (or built problem record) once per process;
     thread-safe.
@@ -181,6 +190,10 @@ class InlineRegistry:
                 register_problems(self._redis, [record])
             except ProblemFormatError as e:
                 raise InlineProblemError(f"{invalid} a valid problem: {e}") from None
+            except redis.RedisError as exc:
+                # Redis away (or full) is the fleet's state, never the caller's input: the
+                # client's own errors for it, which every caller answers as a retryable refusal
+                raise store_error(exc) from exc
             pid = str(record["id"])
             if self._on_stored is not None:
                 self._on_stored([pid])

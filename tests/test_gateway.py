@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -298,6 +299,20 @@ def test_codejudge_output_that_is_not_utf8_never_matches_a_replacement_character
     assert valid["success"] is True, valid
 
 
+def test_codejudge_run_without_expected_output_is_no_success_for_output_that_is_not_utf8(gw_fast: Served) -> None:
+    # without expected_output, code-judge's success is the run's, and the client compares stdout
+    # itself: U+FFFD read from the byte 0xff would equal an expected text holding U+FFFD, so
+    # such a run is no success (it still exited 0: run_success), while real U+FFFD is one
+    raw = "import sys\nsys.stdout.buffer.write(b'\\xff\\n')\n"
+    real = "print('\\ufffd')\n"
+    batch = codejudge_batch([codejudge_submission(raw, "", None), codejudge_submission(real, "", None)])
+    status, body, _ = http(gw_fast.url + "/run/batch", batch)
+    invalid, valid = body["results"]
+    assert status == 200 and invalid["stdout"] == "\ufffd\n" and invalid["run_success"] is True, invalid
+    assert invalid["success"] is False and invalid["reason"] == "", invalid
+    assert valid["success"] is True and valid["stdout"] == "\ufffd\n", valid
+
+
 @pytest.mark.parametrize("path", ["/judge/batch", "/judge/long-batch", "/run/batch", "/run/long-batch"])
 def test_codejudge_batches_answer_in_order_with_reasons(gw_fast: Served, path: str) -> None:
     subs = [codejudge_submission(ADD_CODE, f"{i} {i}\n", f"{2 * i}") for i in range(5)]
@@ -398,6 +413,43 @@ def test_a_refusal_takes_the_form_each_client_retries(node: FleetWorker) -> None
         assert status == 503 and headers.get("retry-after") == "1"
         hold.join()
         assert served.gateway.metrics.refused.labels("run_code")._value.get() >= 1
+
+
+def test_inline_tests_while_redis_is_away_are_refused_as_each_client_retries_never_a_500() -> None:
+    # storing inline tests is the first Redis call of a request that carries them: Redis away
+    # there raised redis-py's own ConnectionError (no builtin ConnectionError), a 500 with a
+    # traceback; /v1/judge's stream broke off, losing every line not yet sent
+    tests = {"inputs": ["1 2\n"], "outputs": ["3\n"]}
+    answer = "```python\n" + ADD_CODE + "```"
+    redis_server = RedisServer()
+    redis_server.__enter__()
+    stopped = False
+    try:
+        with contextlib.contextmanager(serve)(ServeConfig(redis_url=redis_server.url, timeout_s=30, wait_s=10)) as served:
+            redis_server.__exit__(None, None, None)
+            stopped = True
+            status, body, headers = http(served.url + "/slime", {"prompt": "", "response": answer, "label": tests})
+            assert status == 503 and headers.get("retry-after") == "1", (status, body)
+            status, body, headers = http(served.url + "/get_reward", {"query": [answer], "prompts": [""],
+                                                                      "labels": [json.dumps(tests)]})
+            assert status == 503 and headers.get("retry-after") == "1", (status, body)
+            common_oj = {"provided_data": {"test": [{"input": {"stdin": "1 2\n"}, "output": {"stdout": "3\n"}}]}}
+            status, body, _ = http(served.url + "/submit", {"id": 1, "completion": answer, "config": common_oj})
+            assert status == 503, (status, body)
+            req = urllib.request.Request(served.url + "/v1/judge", method="POST",
+                                         data=json.dumps({"jobs": [{"tests": tests, "completion": answer}]}).encode())
+            with urllib.request.urlopen(req, timeout=60) as resp:
+                lines = [json.loads(line) for line in resp.read().decode().splitlines() if line.strip()]
+            assert len(lines) == 1 and lines[0]["permanent"] is False and lines[0]["index"] == 0, lines
+            files = [{"name": "main.python", "content": ADD_CODE}, {"name": "input.txt", "content": "1 2\n"},
+                     {"name": "correct_output.txt", "content": "3\n"},
+                     {"name": "grader_config", "content": "TIME_LIMIT=2\nMEMORY_LIMIT=256\nINPUT_MODE=stdio"}]
+            status, body, _ = http(served.url + "/api/v2/execute", {"language": "cf_python3", "version": "*",
+                                                                   "files": files, "run_timeout": 5000})
+            assert status == 503 and "message" in body, (status, body)
+    finally:
+        if not stopped:
+            redis_server.__exit__(None, None, None)
 
 
 def test_a_retry_after_a_504_joins_the_run_still_in_flight(node: FleetWorker) -> None:

@@ -221,3 +221,23 @@ def test_the_answer_builds_e2bs_own_execution_objects(base: str) -> None:
                 error=models.ExecutionError(**ex["error"]) if ex["error"] else None,
                 execution_count=ex["execution_count"]))
     assert float(executions[0].text) == 1.0 and executions[1].text is None
+
+
+def test_scripts_whose_tests_cannot_be_stored_while_redis_is_away_are_not_executed_never_a_500() -> None:
+    # the gateway stores each script's tests first: Redis away there was a 500 for the whole
+    # batch, which open-r1's router client cannot read (it raises out of code_reward and ends
+    # the trainer's step); each script is that script's execution: null (a dropped sample)
+    redis_server = RedisServer()
+    redis_server.__enter__()
+    stopped = False
+    try:
+        with serving(ServeConfig(redis_url=redis_server.url, timeout_s=30, wait_s=10)) as url:
+            redis_server.__exit__(None, None, None)
+            stopped = True
+            status, body = execute_batch(url, [script(ADD), script(ADD)])
+            assert status == 200, body
+            assert e2b_rewards(body) == [None, None]
+            assert all(item["execution"] is None and "did not judge" in item["exception_str"] for item in body), body
+    finally:
+        if not stopped:
+            redis_server.__exit__(None, None, None)

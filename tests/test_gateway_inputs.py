@@ -144,6 +144,54 @@ def test_submit_with_run_all_cases_runs_and_lists_every_test(url: str) -> None:
     assert ok.accepted and [t.passed for t in ok.tests] == [True, True]
 
 
+# burns one second of CPU time (measured by the program itself, so the same on a loaded machine),
+# then answers right: within the project's 2 s default, past a caller's 0.5 s
+BURN_ONE_CPU_SECOND = ("```python\nimport time\nwhile time.process_time() < 1.0:\n    pass\n"
+                       "a, b = map(int, input().split())\nprint(a + b)\n```")
+
+
+def test_submit_judges_provided_tests_under_the_configs_run_timeout(url: str) -> None:
+    # TestConfig.run_timeout is the caller's per-test time limit for the dataset's tests: judged
+    # under the project's default instead, a program slower than the caller allows was accepted
+    sdk = pytest.importorskip("sandbox_fusion", reason="pip install sandbox-fusion did not work here")
+    tight = sdk.TestConfig(dataset_type="CommonOJDataset", language="python", run_timeout=0.5,
+                           provided_data=_common_oj([PAIRS[0]]))
+    res = sdk.submit(sdk.SubmitRequest(dataset="mine", id=1, completion=BURN_ONE_CPU_SECOND, config=tight), endpoint=url)
+    assert not res.accepted and res.extra == {"verdict": "TIME_LIMIT", "reward": 0.0}, res
+    # the first test is the one that ran and failed, not "not run: an earlier test failed"
+    assert res.tests[0].test_info == {"verdict": "TIME_LIMIT"} and not res.tests[0].passed, res
+    roomy = sdk.TestConfig(dataset_type="CommonOJDataset", language="python", run_timeout=5,
+                           provided_data=_common_oj([PAIRS[0]]))
+    res = sdk.submit(sdk.SubmitRequest(dataset="mine", id=1, completion=BURN_ONE_CPU_SECOND, config=roomy), endpoint=url)
+    assert res.accepted, res
+    for bad in ("fast", 0, -1, True, float("inf")):
+        status, body = post(url + "/submit", {"id": 1, "completion": GOOD,
+                                              "config": {"provided_data": _common_oj(PAIRS), "run_timeout": bad}})
+        assert status == 422 and "run_timeout" in body["error"], (bad, body)
+    # a stored problem is judged under its own limit: the caller's is refused, never ignored
+    status, body = post(url + "/submit", {"id": "s/add", "completion": GOOD, "config": {"run_timeout": 0.5}})
+    assert status == 422 and "run_timeout" in body["error"], body
+
+
+def test_submit_judges_the_completion_in_the_configs_language(url: str) -> None:
+    # TestConfig.language is the language the caller asks the completion in: SandboxFusion
+    # extracts and runs that language's code. Ignored, a right Python answer was accepted where
+    # the caller asked for C++ (a C++ coder rewarded for answering in Python)
+    sdk = pytest.importorskip("sandbox_fusion", reason="pip install sandbox-fusion did not work here")
+    for language, accepted in (("cpp", False), ("python", True)):
+        cfg = sdk.TestConfig(dataset_type="CommonOJDataset", language=language, provided_data=_common_oj([PAIRS[0]]))
+        res = sdk.submit(sdk.SubmitRequest(dataset="mine", id=1, completion=GOOD, config=cfg), endpoint=url)
+        assert res.accepted is accepted, (language, res)
+    cpp = "```cpp\n#include <cstdio>\nint main(){int a,b;scanf(\"%d %d\",&a,&b);printf(\"%d\\n\",a+b);}\n```"
+    cfg = sdk.TestConfig(dataset_type="CommonOJDataset", language="cpp", provided_data=_common_oj([PAIRS[0]]))
+    assert sdk.submit(sdk.SubmitRequest(dataset="mine", id=1, completion=cpp, config=cfg), endpoint=url).accepted
+    status, body = post(url + "/submit", {"id": "s/add", "completion": GOOD, "config": {"language": "cpp"}})
+    assert status == 200 and body["accepted"] is False, body  # a stored problem too
+    status, body = post(url + "/submit", {"id": 1, "completion": GOOD,
+                                          "config": {"provided_data": _common_oj(PAIRS), "language": "rust"}})
+    assert status == 422 and "rust" in body["error"], body
+
+
 @pytest.mark.parametrize(
     ("config", "needle"),
     [

@@ -185,6 +185,21 @@ def test_a_run_past_run_timeout_is_TO(base: str) -> None:
     assert body["run"]["status"] == "TO" and body["run"]["signal"] == "SIGKILL"
 
 
+def test_stdout_that_is_not_utf8_is_never_a_clean_exit_a_client_compares(base: str) -> None:
+    # the program writes the byte 0xff and exits 0; it comes back as U+FFFD, and a Piston client
+    # passes a run whose code is 0 and whose stdout equals the expected output, so an expected
+    # output holding U+FFFD would pay it (as /run_code's verl would): the run is RE, code 1, while
+    # a program that writes U+FFFD itself (valid UTF-8) is a clean exit
+    raw = {"language": "python", "version": "*", "files": [{"content": "import sys\nsys.stdout.buffer.write(b'\\xff\\n')\n"}]}
+    real = {"language": "python", "version": "*", "files": [{"content": "print('\\ufffd')\n"}]}
+    status, body = execute(base, raw)
+    assert status == 200 and body["run"]["stdout"] == "\ufffd\n", body
+    assert body["run"]["code"] == 1 and body["run"]["status"] == "RE" and "UTF-8" in body["run"]["message"], body
+    status, body = execute(base, real)
+    assert status == 200 and body["run"]["stdout"] == "\ufffd\n", body
+    assert body["run"]["code"] == 0 and body["run"]["status"] is None, body
+
+
 def test_base64_and_hex_files_are_placed_beside_the_first_utf8_file(base: str) -> None:
     program = "print(open('data.bin', 'rb').read().hex(), open('sub/n.txt').read())\n"
     files = [
@@ -254,6 +269,19 @@ def test_cf_compile_error_is_the_no_compile_answer(base: str) -> None:
     assert result is not None and not cf_compiled(result) and not cf_passed(result)
     result = send_execute(base, *cf_request(cf_problem(), "1 2\n", "3\n", "def f(:\n", "python"))
     assert result is not None and not cf_compiled(result)
+
+
+def test_cf_an_empty_cpp_solution_is_the_no_compile_answer_the_package_gives(base: str) -> None:
+    # open-r1 extracts the last ```cpp block unstripped: a block of blanks is a submission, and
+    # the package compiles it, which an empty C++ source fails (no main): no_compile_reward,
+    # -0.1, below a wrong answer's 0. The judge finds no code in it (NO_CODE), which was answered
+    # as a compiled, failed test: 0, more than the caller's own scheme gives it
+    for blank in ("\n", "  \n\n"):
+        result = send_execute(base, *cf_request(cf_problem(), "1 2\n", "3\n", blank))
+        assert result is not None and not cf_compiled(result) and not cf_passed(result), result
+    # an empty Python program runs (printing nothing) in the package: a failed test, compiled
+    result = send_execute(base, *cf_request(cf_problem(), "1 2\n", "3\n", "\n", "python"))
+    assert result is not None and cf_compiled(result) and not cf_passed(result), result
 
 
 def test_no_answer_in_time_is_a_503_the_client_retries_never_a_score(tmp_path_factory: pytest.TempPathFactory) -> None:

@@ -111,6 +111,19 @@ def test_a_malformed_call_raises_and_is_never_scored_as_an_infrastructure_error(
         fn.close()
 
 
+def test_async_trl_reward_raises_on_a_malformed_call_as_the_sync_one_does(url: str) -> None:
+    """An empty problem id in the dataset column is the caller's mistake: TRLReward raises it,
+    and AsyncTRLReward masked it as an infrastructure error (None, logged as "could not judge",
+    counted towards FleetUnusable), so a broken column trained on no signal in silence."""
+    fn = AsyncTRLReward(url, timeout_s=60)
+    try:
+        with pytest.raises(JobFormatError, match="problem_id must be a non-empty"):
+            asyncio.run(fn(completions=[GOOD, GOOD], problem_id=["u/add", ""]))
+        assert fn.args[0].streak.count == 0
+    finally:
+        fn.close()
+
+
 def test_trl_reward_raises_after_n_calls_of_nothing_but_infrastructure_errors() -> None:
     fn = TRLReward(f"redis://127.0.0.1:{free_port()}/0", timeout_s=5, max_infra_calls=3)
     try:

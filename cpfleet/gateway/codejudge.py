@@ -8,8 +8,9 @@
   "batch", sub_id?, submissions: [...]}`` -> ``{sub_id, results: [...]}`` in order.
 - ``GET /status``: ``{queue, num_workers}``.
 
-``run_success``: the program exited 0 within the limits. ``success``: that, and, when
-``expected_output`` is given, its stdout equals it after both are stripped, exactly as
+``run_success``: the program exited 0 within the limits. ``success``: that, with a stdout that
+is UTF-8 text (``runs.stdout_not_comparable``), and, when ``expected_output`` is given, its stdout
+equals it after both are stripped, exactly as
 code-judge's worker compares (``stdout.strip() == expected_output.strip()``: the spacing and
 line breaks inside count, so ``1 2`` on one line is not ``1``, ``2`` on two). Each submission
 runs as an input of a fleet run job; submissions with the same solution (one completion's
@@ -42,7 +43,7 @@ from cpfleet.core.results import RunStatus
 from cpfleet.gateway.app import FleetFailed, Gateway, HTTPError, JSONResponse, Refused
 from cpfleet.gateway.payloads import json_object
 from cpfleet.gateway.registry import protocol
-from cpfleet.gateway.runs import RunAnswer, RunSpec
+from cpfleet.gateway.runs import RunAnswer, RunSpec, stdout_not_comparable
 
 TYPES = {"python": "python3", "cpp": "cpp"}
 TIME_LIMIT_S = 10.0
@@ -80,12 +81,14 @@ def to_result(sub: dict[str, Any], answer: RunAnswer) -> dict[str, Any]:
         stderr = job.compile.stderr if job.compile is not None else str(job.status)
         return _result(sub["sub_id"], success=False, run_success=False, cost=0.0, reason="", stdout="", stderr=stderr)
     run_success = run.status == RunStatus.FINISHED and run.exit_code == 0 and not run.stdout_truncated
-    success = run_success
+    # a stdout whose text must not be compared (not UTF-8: U+FFFD would equal an expected text
+    # holding U+FFFD) is no success, whoever compares it: this judge with expected_output, or
+    # the client itself without one
+    success = run_success and not stdout_not_comparable(run)
     expected = sub.get("expected_output")
     if success and expected is not None:
-        # code-judge's own comparison (its worker: stdout.strip() == expected_output.strip());
-        # bytes that are not UTF-8 equal no expected text, not even a U+FFFD written there
-        success = run.stdout_utf8 and run.stdout.strip() == expected.strip()
+        # code-judge's own comparison (its worker: stdout.strip() == expected_output.strip())
+        success = run.stdout.strip() == expected.strip()
     reason = "worker_timeout" if run.status == RunStatus.TIME_LIMIT else ""
     return _result(sub["sub_id"], success=success, run_success=run_success, cost=run.wall_ms / 1000.0,
                    reason=reason, stdout=run.stdout, stderr=run.stderr)

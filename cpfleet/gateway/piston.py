@@ -14,7 +14,8 @@ Plain execution, as Piston's job does it: the first ``utf8`` file is the program
 ``code_files[0]``), every other file is placed beside it (``base64``/``hex`` decoded), ``stdin``
 gets a trailing newline when it has none. ``status`` is Piston's: ``null`` (exited 0), ``RE``
 (exited non-zero), ``SG`` (killed by a signal; a memory limit is the kernel's SIGKILL there),
-``TO`` (time limit), ``OL``/``EL`` (stdout/stderr over the output cap). A compiled language has
+``TO`` (time limit), ``OL``/``EL`` (stdout/stderr over the output cap); a clean exit whose
+stdout is not UTF-8 is ``RE`` with code 1 (``runs.stdout_not_comparable``). A compiled language has
 a ``compile`` stage; when it fails ``run`` repeats it (Piston's own backward-compatible answer).
 Python has no compile stage in Piston: a syntax error is a run that exits 1 with the traceback.
 The program runs as a fleet run job (``cpfleet.gateway.runs``: identical calls share it).
@@ -25,8 +26,8 @@ solution), ``checker.py`` (optional), ``input.txt``, ``correct_output.txt`` and
 fleet, not run: the test becomes a one-test problem (the checker as an open-r1 ``python``
 checker, else cpfleet's default token comparison; the grader_config's limits) stored once per
 distinct content, and the solution is judged against it by the fleet's judge. The answer is the
-package's: ``compile.code`` 0, or 1 when the solution does not compile (open-r1 gives
-``no_compile_reward``); ``run.code`` 0 and ``run.stdout`` ``"1"`` exactly when the verdict is
+package's: ``compile.code`` 0, or 1 when the solution does not compile, an empty C++ one included (open-r1
+gives ``no_compile_reward``); ``run.code`` 0 and ``run.stdout`` ``"1"`` exactly when the verdict is
 OK, ``"0"`` for any other verdict of the program's making (wrong answer, time, memory, crash),
 with the verdict on ``run.stderr``. Never a "1" the program did not earn.
 
@@ -64,7 +65,7 @@ from cpfleet.core.verdict import Verdict
 from cpfleet.gateway.app import FleetFailed, Gateway, HTTPError, JSONResponse, Refused, permanent_error
 from cpfleet.gateway.payloads import finite_float
 from cpfleet.gateway.registry import protocol
-from cpfleet.gateway.runs import RunAnswer, RunSpec
+from cpfleet.gateway.runs import RunAnswer, RunSpec, stdout_not_comparable
 
 
 @dataclass(frozen=True, slots=True)
@@ -310,6 +311,10 @@ def run_stage(run: RunOutput) -> dict[str, Any]:
         return _stage(**out, code=None, signal="SIGKILL", message="Memory limit exceeded (killed by signal 9)",
                       status="SG", **measures)
     if run.status == RunStatus.FINISHED and run.exit_code is not None:
+        if run.exit_code == 0 and not run.stdout_utf8:
+            # a client compares this text with the expected output: U+FFFD read from bytes that
+            # were not UTF-8 must never pass, so the clean exit is a failed run (as /run_code's)
+            return _stage(**out, code=1, message=stdout_not_comparable(run), status="RE", **measures)
         if run.exit_code == 0:
             return _stage(**out, code=0, **measures)
         return _stage(**out, code=run.exit_code, message=f"Exited with error status {run.exit_code}", status="RE",
@@ -397,7 +402,8 @@ def routes(gw: Gateway) -> Sequence[Route]:
         registry = gw.fleet.inline_registry
         key = record_key(record)
         pid = registry.known(key) or await asyncio.to_thread(registry.record_id, record)
-        completion = fence(test.solution, "python" if test.language in ("python3", "pypy3") else test.language)
+        python = test.language in ("python3", "pypy3")
+        completion = fence(test.solution, "python" if python else test.language)
         result = await gw.judge(pid, completion, reward_shape="all_or_nothing",
                                 wait_s=WAIT_S)
         reason = permanent_error(result)
@@ -405,7 +411,10 @@ def routes(gw: Gateway) -> Sequence[Route]:
             registry.forget(key)  # an unknown problem: store it again on the retry
             raise Refused(f"the fleet could not judge this test: {result.verdict}: {reason or result.infra_message}")
         reply: dict[str, Any] = {"language": req.runtime.language, "version": VERSION}
-        if result.verdict == Verdict.COMPILE_ERROR:
+        # a solution of blanks (open-r1 sends its last block unstripped) is no code to the judge;
+        # the package compiles it, and an empty C/C++/Java source fails to build, its
+        # no_compile_reward, while an empty Python program runs and prints nothing: a failed test
+        if result.verdict == Verdict.COMPILE_ERROR or (result.verdict == Verdict.NO_CODE and not python):
             failed = _stage(stderr=_not_overload(result.observation), code=1, message="Exited with error status 1", status="RE")
             reply["compile"] = failed
             reply["run"] = failed

@@ -409,6 +409,19 @@ class RunCoalescer:
                 f.set_result(RunAnswer(job, run, clipped_by_group=clipped))
 
 
+def stdout_not_comparable(run: RunOutput) -> str:
+    """Why the text of ``run``'s stdout must never be compared with an expected output ("" when
+    it may be): a prefix of what the program wrote (clipped at the output cap), or bytes that
+    were not UTF-8, which read as U+FFFD and would then equal an expected text holding U+FFFD
+    itself. The endpoints that return a program's output to a caller who compares it (verl's
+    ``/run_code``, Piston's ``/execute``) answer such a clean exit as a failed run, naming this."""
+    if run.stdout_truncated:
+        return f"stdout of {run.stdout_bytes} bytes clipped to {len(run.stdout.encode('utf-8', 'replace'))}"
+    if not run.stdout_utf8:
+        return "stdout is not UTF-8 text: its undecodable bytes read as U+FFFD, which no expected output equals"
+    return ""
+
+
 def _fail(fut: asyncio.Future[RunAnswer], exc: BaseException) -> None:
     """Fail ``fut`` with ``exc``, marked retrieved: whoever awaits it gets ``exc``, and a future
     no one awaits any more (its caller gone) is not logged as 'exception never retrieved'."""

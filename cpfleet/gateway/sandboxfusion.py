@@ -14,7 +14,9 @@ only change their URL.
   provided test runs and is listed with its own result (a stored problem's hidden tests report
   only a count, so with an ``id`` that is a 422). Provided tests are compared as SandboxFusion
   compares them (checker ``sandboxfusion``: stripped lines, each equal case-insensitively or as
-  one number within relative 1e-5); a stored problem by its own checker.
+  one number within relative 1e-5) under ``config.run_timeout`` (seconds; absent: the project's
+  default); ``config.language``, when given, is the only language the completion is judged in; a stored problem by its own checker and limits (a ``run_timeout`` with an ``id`` is
+  a 422, never ignored).
 
 Refusals: verl's ``call_sandbox_api`` retries only HTTP 504 (3 attempts, 1 s then 2 s apart)
 and gives up at ``compile_timeout + run_timeout + 10`` seconds, so ``/run_code`` answers a 504
@@ -39,10 +41,11 @@ from starlette.routing import Route
 
 from cpfleet.core import protocol as wire
 from cpfleet.core.results import JobResult, RunStatus
+from cpfleet.core.verdict import Verdict
 from cpfleet.gateway.app import Gateway, HTTPError, JSONResponse, raise_on_failure
 from cpfleet.gateway.payloads import json_object, number, utf8_text
 from cpfleet.gateway.registry import protocol
-from cpfleet.gateway.runs import RunAnswer, RunSpec
+from cpfleet.gateway.runs import RunAnswer, RunSpec, stdout_not_comparable
 
 # SandboxFusion language names -> cpfleet's (the languages the fleet runs)
 LANGUAGES = {"python": "python3", "python3": "python3", "pypy3": "pypy3", "cpp": "cpp", "c": "c", "java": "java"}
@@ -159,15 +162,11 @@ def sf_answer(answer: RunAnswer, fetch_files: Sequence[str]) -> dict[str, Any]:
     if run.status != RunStatus.FINISHED or code is None:
         code = code if code not in (None, 0) else (-run.signal if run.signal else 1)  # never a clean exit
         message = f"{run.status}: {run.detail}".rstrip(": ")
-    elif run.stdout_truncated and code == 0:
-        # its output was cut: the caller must not compare a prefix and pass it
+    elif code == 0 and (why := stdout_not_comparable(run)):
+        # verl compares this text with the expected output: a prefix, or U+FFFD read from bytes
+        # that were not UTF-8, must never pass, so the clean exit is a failed run
         code = 1
-        message = f"stdout of {run.stdout_bytes} bytes clipped to {len(run.stdout.encode('utf-8', 'replace'))}"
-    elif not run.stdout_utf8 and code == 0:
-        # bytes that are not UTF-8 come back as U+FFFD, and verl compares that text with the
-        # expected output: it equals no expected text, not even one holding U+FFFD itself
-        code = 1
-        message = "stdout is not UTF-8 text: its undecodable bytes read as U+FFFD, which no expected output equals"
+        message = why
     run_result = {"status": "Finished", "execution_time": _seconds(run.wall_ms), "return_code": code,
                   "stdout": run.stdout, "stderr": run.stderr}
     files: dict[str, str] = {}
@@ -228,6 +227,33 @@ def run_all_cases(config: dict[str, Any]) -> bool:
     return value
 
 
+def config_run_timeout(config: dict[str, Any]) -> float | None:
+    """SandboxFusion's ``config.run_timeout`` (the SDK's ``TestConfig.run_timeout``): the caller's
+    per-test time limit in seconds, None when not given (the project's default applies). The
+    fleet applies it as CPU time, as every cpfleet time limit; past the problem bound (600 s) the
+    tests make no problem, a 422."""
+    if config.get("run_timeout") is None:
+        return None
+    seconds = number(config, "run_timeout", 0.0)
+    if not seconds > 0:
+        raise HTTPError(422, f"'config.run_timeout' must be a positive number of seconds, got {config['run_timeout']!r}")
+    return seconds
+
+
+def config_language(config: dict[str, Any]) -> str | None:
+    """The fleet language of SandboxFusion's ``config.language`` (the SDK's
+    ``TestConfig.language``): the language the caller asks the completion in, whose code
+    SandboxFusion extracts and runs, so a block in another language earns nothing. None when
+    not given (the problem's languages and the completion's fence tag decide). A language the
+    fleet does not run is a 422."""
+    language = config.get("language")
+    if language is None:
+        return None
+    if not isinstance(language, str) or language not in LANGUAGES:
+        raise HTTPError(422, f"config.language {language!r} is not supported here (supported: {', '.join(LANGUAGES)})")
+    return LANGUAGES[language]
+
+
 def every_test(tests: dict[str, list[str]]) -> dict[str, Any]:
     """CommonOJ tests as a problem whose public tests are all of them: judged in public mode,
     every test runs and reports its own verdict (hidden tests report only a count)."""
@@ -239,11 +265,12 @@ def every_test(tests: dict[str, list[str]]) -> dict[str, Any]:
 COMMON_OJ_CHECKER = {"type": "sandboxfusion"}
 
 
-def common_oj_record(tests: dict[str, Any]) -> dict[str, Any]:
-    """The problem record of CommonOJ tests, judged by SandboxFusion's comparison."""
+def common_oj_record(tests: dict[str, Any], time_limit_s: float | None = None) -> dict[str, Any]:
+    """The problem record of CommonOJ tests, judged by SandboxFusion's comparison under the
+    caller's ``config.run_timeout`` (None: the project's default time limit)."""
     from cpfleet.producer.inline import problem_from_tests
 
-    return problem_from_tests(tests, checker=COMMON_OJ_CHECKER)
+    return problem_from_tests(tests, checker=COMMON_OJ_CHECKER, time_limit_s=time_limit_s)
 
 
 def _entry(passed: bool, verdict: str, ran: bool = True) -> dict[str, Any]:
@@ -261,19 +288,25 @@ def _entry(passed: bool, verdict: str, ran: bool = True) -> dict[str, Any]:
     }
 
 
-def submit_tests(result: JobResult) -> list[dict[str, Any]]:
+def submit_tests(result: JobResult, public_first: bool = False) -> list[dict[str, Any]]:
     """SandboxFusion's per-test list, for the tests that decide acceptance: the hidden tests in
     run order (judged all-or-nothing: those before the first failure passed, then the failure,
-    then the tests not run), or the public tests when the problem has no hidden ones."""
+    then the tests not run), or the public tests when the problem has no hidden ones.
+    ``public_first``: the problem's public test is its first hidden test (provided CommonOJ
+    tests), so when the job stopped there, before any hidden test ran, that test is the one
+    that failed, with its verdict, not one "not run"."""
     h = result.hidden
     if wire.rewarded_tests(result.mode) != "hidden" or not h.total:
         return all_tests(result)
+    stopped_at_public = public_first and h.run == 0 and result.verdict != Verdict.OK
     out = []
     for i in range(h.total):
         if i < h.passed:
             out.append(_entry(True, "OK"))
         elif i == h.passed and h.run > h.passed:
             out.append(_entry(False, str(h.first_failure or "WRONG_ANSWER")))
+        elif i == 0 and stopped_at_public:
+            out.append(_entry(False, str(result.verdict)))
         else:
             entry = _entry(False, "NOT_RUN", ran=False)
             entry["exec_info"]["message"] = "not run: an earlier test failed"
@@ -313,6 +346,8 @@ def routes(gw: Gateway) -> Sequence[Route]:
         if not isinstance(config_, dict):
             raise HTTPError(422, "'config' must be an object")
         every = run_all_cases(config_)
+        time_limit = config_run_timeout(config_)
+        language = config_language(config_)
         raw_id = body.get("id")
         if raw_id is not None and (isinstance(raw_id, bool) or not isinstance(raw_id, str | int)):
             # SandboxFusion's id is a string or an integer; it is echoed back, and any other JSON
@@ -324,7 +359,7 @@ def routes(gw: Gateway) -> Sequence[Route]:
         if provided:
             tests = common_oj_tests(provided)
             try:
-                record = await asyncio.to_thread(common_oj_record, every_test(tests) if every else tests)
+                record = await asyncio.to_thread(common_oj_record, every_test(tests) if every else tests, time_limit)
             except ValueError as e:  # InlineProblemError: tests that make no problem
                 raise HTTPError(422, str(e)) from None
         elif body.get("id") not in (None, ""):
@@ -333,9 +368,16 @@ def routes(gw: Gateway) -> Sequence[Route]:
                 raise HTTPError(422, "config.extra.run_all_cases lists each test's result, which a stored problem's "
                                      "hidden tests do not report (only how many passed): send the tests in "
                                      "config.provided_data, or leave run_all_cases false")
+            if time_limit is not None:
+                # judged under the stored problem's own limit, a program slower than the caller
+                # allows would be accepted: refused, never ignored in silence
+                raise HTTPError(422, "config.run_timeout cannot apply to a stored problem, which is judged under "
+                                     "its own time limit: send the tests in config.provided_data, or leave "
+                                     "run_timeout out")
         else:
             raise HTTPError(422, "'id' (a problem id) or config.provided_data (tests) is required")
         shape: dict[str, Any] = {"reward_shape": "fraction", "mode": "public"} if every else {"reward_shape": "all_or_nothing"}
+        shape["language"] = language
         try:
             if record is not None:
                 result = await gw.judge_record(record, completion, **shape)
@@ -351,7 +393,7 @@ def routes(gw: Gateway) -> Sequence[Route]:
                 "accepted": result.reward == 1.0 and result.verdict == "OK",
                 "extracted_code": code or "",
                 "extracted_type": "fenced" if code else "empty",
-                "tests": all_tests(result) if every else submit_tests(result),
+                "tests": all_tests(result) if every else submit_tests(result, public_first=record is not None),
                 "extra": {"verdict": str(result.verdict), "reward": result.reward},
             }
         )

@@ -17,6 +17,7 @@ from cpfleet.core.errors import (
     CpfleetError,
     FleetUnusable,
     InlineProblemError,
+    JobFormatError,
     OptionError,
     UnknownProblemError,
 )
@@ -36,6 +37,12 @@ def log_fleet_failure(logger: logging.Logger, what: str, exc: BaseException) -> 
         logger.error("%s: %s: %s", what, type(exc).__name__, exc)
     else:
         logger.error("%s", what, exc_info=exc)
+
+# The call's own mistakes (unusable inline tests, an unknown problem id, a malformed job, a bad
+# option): every adapter raises them, in each of its forms, never masks one as an infrastructure
+# error (TRL's None, verl's infra_score): retrying cannot fix them, and a masked one trains on no
+# signal in silence until FleetUnusable names the wrong cause.
+CALLER_ERRORS: tuple[type[Exception], ...] = (InlineProblemError, UnknownProblemError, JobFormatError, OptionError)
 
 DEFAULT_TIMEOUT_S = 900.0
 DEFAULT_MAX_INFRA_CALLS = 5  # consecutive calls with nothing judged before FleetUnusable

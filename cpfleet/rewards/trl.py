@@ -19,10 +19,11 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from cpfleet.core.errors import InlineProblemError, JobFormatError, OptionError, UnknownProblemError
+from cpfleet.core.errors import InlineProblemError, JobFormatError, OptionError
 from cpfleet.core.protocol import REWARD_ONLY_MODE
 from cpfleet.core.results import JobResult
 from cpfleet.rewards.common import (
+    CALLER_ERRORS,
     DEFAULT_MAX_INFRA_CALLS,
     DEFAULT_TIMEOUT_S,
     Connection,
@@ -183,7 +184,7 @@ class TRLReward:
                     results[i] = fut.result(timeout=core.timeout_s + 30)
                 except Exception as e:  # the client's own deadline should have answered first
                     log.error("%s: no result for completion %d: %s", core.name, i, e)
-        except (InlineProblemError, UnknownProblemError, JobFormatError, OptionError):
+        except CALLER_ERRORS:
             raise  # broken data in the dataset column or a malformed call: the caller's to fix, never masked
         except Exception as e:  # Redis unreachable, client closed: infrastructure, masked
             log_fleet_failure(log, f"{core.name}: the fleet could not judge this batch; its rewards are None", e)
@@ -224,8 +225,8 @@ async def _trl_reward_async(
                 mode=core.mode,
                 timeout=core.timeout_s,
             )
-        except (InlineProblemError, UnknownProblemError):
-            raise  # broken data in the dataset column: the caller's to fix
+        except CALLER_ERRORS:
+            raise  # broken data in the dataset column or a malformed call: the caller's to fix, never masked
         except Exception as e:  # Redis unreachable, client closed: masked
             log.error("%s: could not judge a completion (reward None): %s", core.name, e)
             core.last_error = f"{type(e).__name__}: {e}"

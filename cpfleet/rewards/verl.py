@@ -38,11 +38,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cpfleet.core import defaults, protocol
-from cpfleet.core.errors import InlineProblemError, JobFormatError, OptionError, UnknownProblemError
+from cpfleet.core.errors import InlineProblemError
 from cpfleet.core.protocol import REWARD_ONLY_MODE
 from cpfleet.core.results import JobResult
 from cpfleet.core.verdict import Verdict
 from cpfleet.rewards.common import (
+    CALLER_ERRORS,
     DEFAULT_MAX_INFRA_CALLS,
     DEFAULT_TIMEOUT_S,
     Connection,
@@ -184,7 +185,7 @@ def compute_score_batch(
                     results[i] = fut.result(timeout=opts["timeout_s"] + 30)
                 except Exception as e:
                     log.error("compute_score: no result for sample %d: %s", i, e)
-        except (InlineProblemError, UnknownProblemError, JobFormatError, OptionError):
+        except CALLER_ERRORS:
             raise  # the call's own mistake (a completion that is not text, an empty id): never an infra score
         except Exception as e:
             log_fleet_failure(log, "compute_score: the fleet could not judge this batch", e)
@@ -222,7 +223,7 @@ async def compute_score_async(
             )
         except InlineProblemError as e:  # broken data, not the model: the caller's to fix
             raise InlineProblemError(f"compute_score_async: unusable inline tests in ground_truth: {e}") from e
-        except (UnknownProblemError, JobFormatError, OptionError):
+        except CALLER_ERRORS:
             raise  # refused at submit: the caller's to fix, never a masked sample
         except Exception as e:
             log_fleet_failure(log, "compute_score_async: the fleet could not judge this sample", e)
