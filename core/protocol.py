@@ -311,6 +311,7 @@ FETCH_FILE_BYTES = 12 * 1024  # ... of at most 12 KiB each (one 64 KiB control m
 DEFAULT_RUN_TIME_LIMIT_S = 10.0
 DEFAULT_RUN_MEMORY_MB = 1024
 MAX_RUN_TIME_LIMIT_S = 60.0
+MAX_START_WITHIN_S = 86400.0  # a run job's start window (RunMessage.start_within_s), at most a day
 MAX_RUN_MEMORY_MB = 16384
 MIN_RUN_MEMORY_MB = 16
 # a placed or fetched file's name: bytes in all, and per part (Linux's NAME_MAX)
@@ -372,6 +373,10 @@ class RunMessage:
     placed (read-only) in each run's working directory; ``fetch_files`` are read back from it
     after each run. ``time_limit_s`` (CPU seconds) / ``memory_limit_mb``: None takes DEFAULT_RUN_*.
     ``output_cap``: bytes of stdout and of stderr sent back per run (the true sizes come too).
+    ``start_within_s``: an input after the first that has not started this many seconds after
+    the first did comes back NOT_RUN, for another job to run. The gateway sets it on a group of
+    one program's calls, whose inputs run one after another on one slot: slow inputs then
+    spread over the fleet instead of queueing past what their callers wait (None: no window).
     ``job_id`` is the publish attempt's wire id, as for JobMessage."""
 
     job_id: str
@@ -391,6 +396,7 @@ class RunMessage:
     client_id: str | None = None
     client_token: str | None = None
     reply_stream: str | None = None  # as JobMessage's
+    start_within_s: float | None = None
     v: int = RUN_PROTOCOL_VERSION
 
     task_name: ClassVar[str] = RUN_TASK_NAME
@@ -419,7 +425,7 @@ class RunMessage:
             "deadline": self.deadline,
             "reply_ttl": self.reply_ttl,
         }
-        for name in ("language", "time_limit_s", "memory_limit_mb"):
+        for name in ("language", "time_limit_s", "memory_limit_mb", "start_within_s"):
             value = getattr(self, name)
             if value is not None:
                 d[name] = value
@@ -491,6 +497,10 @@ class RunMessage:
                                    or not MIN_RUN_MEMORY_MB <= memory <= MAX_RUN_MEMORY_MB):
             raise ProtocolError(f"run field 'memory_limit_mb' must be an integer in "
                                 f"[{MIN_RUN_MEMORY_MB}, {MAX_RUN_MEMORY_MB}] or nil")
+        window = d.get("start_within_s")
+        if window is not None and (not isinstance(window, int | float) or isinstance(window, bool)
+                                   or not 0 < window <= MAX_START_WITHIN_S):
+            raise ProtocolError(f"run field 'start_within_s' must be in (0, {MAX_START_WITHIN_S:g}] or nil")
         cap = d.get("output_cap", DEFAULT_RUN_OUTPUT_CAP)
         if not isinstance(cap, int) or isinstance(cap, bool) or not 0 <= cap <= MAX_RUN_OUTPUT_CAP:
             raise ProtocolError(f"run field 'output_cap' must be an integer in [0, {MAX_RUN_OUTPUT_CAP}]")
@@ -514,6 +524,7 @@ class RunMessage:
             client_id=client_id,
             client_token=client_token,
             reply_stream=_reply_stream(d, "run"),
+            start_within_s=None if window is None else float(window),
         )
         reply = len(msg.stdins) * (2 * msg.output_cap + len(msg.fetch_files) * FETCH_FILE_BYTES)
         if reply > MAX_RUN_REPLY_BYTES:

@@ -452,15 +452,17 @@ class FleetClient:
         output_cap: int = protocol.DEFAULT_RUN_OUTPUT_CAP,
         timeout: float | None = None,
         job_id: str | None = None,
+        start_within_s: float | None = None,
     ) -> RunJobResult:
-        """``run`` awaited: an agent's tool call mid-episode. The request is validated and
+        """``run`` awaited: an agent's tool call mid-episode. ``start_within_s``: inputs after the
+        first not started that long after it come back NOT_RUN (``RunMessage.start_within_s``). The request is validated and
         registered on the loop (a bad one raises here) and pushed by this client's publishing
         thread, so the loop never waits on Redis and no thread is taken per call; at
         ``max_in_flight`` it waits for room off the loop."""
         request = RunRequest(
             code=code, stdin=stdin, language=language, completion=completion, files=files,
             fetch_files=_names(fetch_files), time_limit_s=time_limit_s, memory_limit_mb=memory_limit_mb,
-            output_cap=output_cap, timeout=timeout, job_id=job_id,
+            output_cap=output_cap, timeout=timeout, job_id=job_id, start_within_s=start_within_s,
         )
         if self._jobs.closed:
             raise ClientClosed("FleetClient is closed")

@@ -56,6 +56,7 @@ class RunRequest:
     output_cap: int = protocol.DEFAULT_RUN_OUTPUT_CAP
     timeout: float | None = None
     job_id: str | None = None
+    start_within_s: float | None = None
 
 
 # The keys a job mapping may carry (``FleetClient.submit_many``'s docstring says what each means).
@@ -312,6 +313,7 @@ def run_message_fields(req: RunRequest) -> dict[str, Any]:
         "language": language, "extract": extract, "files": dict(req.files or {}),
         "fetch_files": list(req.fetch_files), "time_limit_s": req.time_limit_s,
         "memory_limit_mb": req.memory_limit_mb, "output_cap": req.output_cap,
+        "start_within_s": req.start_within_s,
     }
 
 

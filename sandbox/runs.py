@@ -65,13 +65,16 @@ def execute(
     job_id: str = "",
     time_budget_s: float | None = None,
     ends_by: float | None = None,
+    start_within_s: float | None = None,
 ) -> RunJobResult:
     """Run ``code`` once per stdin. Never raises for anything the program or the sandbox does.
 
     ``extract``: ``code`` is a completion; its first fenced block (in ``language`` if set) is
     the program. Else ``code`` is the program in ``language``. ``time_budget_s`` bounds the
     job's wall clock from the program's load, ``ends_by`` (a ``time.monotonic()`` value) the
-    moment its runs must end by (``JobBudget``): inputs not started within them are NOT_RUN."""
+    moment its runs must end by (``JobBudget``): inputs not started within them are NOT_RUN, as
+    are the inputs after the first not started ``start_within_s`` after it (left for another
+    job: ``RunMessage.start_within_s``)."""
     started = time.perf_counter()
     text = code.decode("utf-8", errors="replace") if isinstance(code, bytes) else code
 
@@ -109,10 +112,15 @@ def execute(
 
     runner.expect_runs(len(stdins))
     budget = JobBudget(time_budget_s, ends_by)
+    start_by = None if start_within_s is None else time.monotonic() + start_within_s
     runs: list[RunOutput] = []
     for stdin in stdins:
         if budget.exhausted:
             runs.append(RunOutput(RunStatus.NOT_RUN, detail=f"not run: {budget.where}"))
+            continue
+        if runs and start_by is not None and time.monotonic() > start_by:
+            runs.append(RunOutput(RunStatus.NOT_RUN, detail=f"not run: the job's start window ({start_within_s:g}s) "
+                                                            "passed; left for another job"))
             continue
         capped = budget.limits_for(limits)
         try:

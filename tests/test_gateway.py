@@ -98,6 +98,23 @@ def test_verls_per_test_calls_for_one_completion_run_as_one_job_on_the_worker(gw
     assert gw.gateway.runs.jobs - runs_before == 1
 
 
+def test_a_group_slow_on_every_input_spreads_what_its_start_window_left_over_other_jobs(
+    gw: Served, node: FleetWorker
+) -> None:
+    # 6 calls of a program that takes 2 s (asleep) per input: one after another on one slot they
+    # take 12 s, about verl's whole wait at timeout=3 (13 s). The group's job starts inputs for
+    # a third of that wait; the rest come back NOT_RUN and run each in its own job
+    code = "import time\ntime.sleep(2)\nprint(int(input()) * 2)\n"
+    jobs_before = gw.gateway.runs.jobs
+    with ThreadPoolExecutor(6) as pool:
+        replies = list(pool.map(lambda i: verl_call(gw.url + "/run_code", verl_payload(code, f"{i}\n", timeout=3)),
+                                range(6)))
+    for i, (body, err) in enumerate(replies):
+        assert err is None and body is not None, err
+        assert body["status"] == "Success" and body["run_result"]["stdout"] == f"{2 * i}\n", body
+    assert gw.gateway.runs.jobs - jobs_before >= 2
+
+
 SERVE_AND_LIST_MODULES = """
 import json, sys, threading, time, urllib.request
 import uvicorn

@@ -25,7 +25,7 @@ from cpfleet.producer.client import RunRequest, run_message_fields
 GOOD = protocol.RunMessage(
     job_id="j/1", reply_to="r", code=b"print(1)\xff", stdins=(b"", b"\x00\xff"), language="python3",
     files={"d/x.txt": b"\x00"}, fetch_files=("out",), time_limit_s=1.5, memory_limit_mb=64, output_cap=0,
-    submitted_at=1.0, deadline=2.0, reply_ttl=7, client_id="c", client_token="t",
+    submitted_at=1.0, deadline=2.0, reply_ttl=7, client_id="c", client_token="t", start_within_s=4.5,
 )
 
 
@@ -57,6 +57,9 @@ def test_run_message_survives_msgpack_round_trip() -> None:
         ({"memory_limit_mb": 8}, "memory_limit_mb"),
         ({"memory_limit_mb": 1.5}, "memory_limit_mb"),
         ({"output_cap": protocol.MAX_RUN_OUTPUT_CAP + 1}, "output_cap"),
+        ({"start_within_s": 0}, "start_within_s"),
+        ({"start_within_s": float("nan")}, "start_within_s"),
+        ({"start_within_s": True}, "start_within_s"),
         ({"client_token": None}, "come together"),
         ({"stdins": [b""] * (protocol.MAX_RUN_INPUTS + 1)}, "inputs"),
         ({"stdins": [b""] * 8, "output_cap": protocol.MAX_RUN_OUTPUT_CAP}, "split the inputs"),

@@ -301,6 +301,7 @@ def run_run_job(msg: RunMessage, hostname: str, ends_by: float | None = None) ->
             job_id=msg.job_id,
             time_budget_s=settings.job_time_budget_s,
             ends_by=ends_by,
+            start_within_s=msg.start_within_s,
         )
         if result.infra_error:
             resources.reset_runner()  # the sandbox failed: do not trust it with the next job

@@ -75,6 +75,13 @@ KEEP_MAX = 1024
 KEEP_MAX_BYTES = 256 * 1024 * 1024
 # how often one input is sent again after the job left it NOT_RUN before the call gives up
 MAX_NOT_RUN_RETRIES = 3
+# A group's inputs run one after another on one slot: those not started within this share of
+# its callers' wait (``RunMessage.start_within_s``, at least START_WINDOW_MIN_S) come back
+# NOT_RUN and are sent again each in a job of its own, so a program slow on every input spreads
+# over the fleet's free slots instead of running past what verl waits (its 504s become -1, a
+# sandbox error, for a program whose tests each finish within their limit).
+START_WINDOW_SHARE = 1 / 3
+START_WINDOW_MIN_S = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +120,13 @@ class _Group:
     held: bool = False
     stale_waits: int = 0  # times its window ran out on a stale reading and it waited for one
     timer: asyncio.TimerHandle | None = None
+    wait_s: float | None = None  # the shortest wait of its callers (None: none of them has one)
+
+    def start_window(self) -> float | None:
+        """The job's ``start_within_s``: None for one input or callers that wait without end."""
+        if len(self.stdins) < 2 or self.wait_s is None:
+            return None
+        return max(START_WINDOW_MIN_S, self.wait_s * START_WINDOW_SHARE)
 
 
 class RunCoalescer:
@@ -157,7 +171,7 @@ class RunCoalescer:
                 self.shared += 1
                 joined: RunAnswer = await self.gw.wait(asyncio.shield(shared), wait_s, units=0)
                 return joined
-            answer: RunAnswer = await self.gw.wait(self._answer(spec, stdin), wait_s)
+            answer: RunAnswer = await self.gw.wait(self._answer(spec, stdin, wait_s), wait_s)
             return answer
         except Refused:
             if key in self._inflight:  # still running: its answer is kept a while for the retry
@@ -168,7 +182,7 @@ class RunCoalescer:
     def _key(spec: RunSpec, stdin: bytes) -> tuple[RunSpec, bytes]:
         return (spec, hashlib.blake2b(stdin, digest_size=16).digest())
 
-    async def _answer(self, spec: RunSpec, stdin: bytes) -> RunAnswer:
+    async def _answer(self, spec: RunSpec, stdin: bytes, wait_s: float | None = None) -> RunAnswer:
         key = self._key(spec, stdin)
         shared = self._inflight.get(key)
         if shared is not None:
@@ -178,7 +192,7 @@ class RunCoalescer:
         self._inflight[key] = fut
         fut.add_done_callback(lambda f: self._settle(key, f))
         try:
-            answer = await self._until_run(spec, stdin)
+            answer = await self._until_run(spec, stdin, wait_s)
         except BaseException as exc:
             _fail(fut, exc)  # sharers get it through their own await
             raise
@@ -197,16 +211,20 @@ class RunCoalescer:
                 kept = replace(answer, job=replace(answer.job, runs=()))
                 self._kept.put(key, (kept, time.monotonic() + KEEP_S))
 
-    async def _until_run(self, spec: RunSpec, stdin: bytes) -> RunAnswer:
+    async def _until_run(self, spec: RunSpec, stdin: bytes, wait_s: float | None) -> RunAnswer:
+        alone = False
         for _ in range(MAX_NOT_RUN_RETRIES + 1):
-            answer = await self._enqueue(spec, stdin)
+            answer = await self._enqueue(spec, stdin, alone=alone, wait_s=wait_s)
             if answer.clipped_by_group:
                 answer = await self._enqueue(spec, stdin, alone=True)
             if answer.run is None or answer.run.status != RunStatus.NOT_RUN:
                 return answer
+            # its group's slot was busy with the inputs before it: its own job, on a free slot
+            alone = True
         raise Refused("the fleet could not start this input within its job's time budget; retry")
 
-    def _enqueue(self, spec: RunSpec, stdin: bytes, alone: bool = False) -> asyncio.Future[RunAnswer]:
+    def _enqueue(self, spec: RunSpec, stdin: bytes, alone: bool = False,
+                 wait_s: float | None = None) -> asyncio.Future[RunAnswer]:
         loop = asyncio.get_running_loop()
         if alone:  # its own job, with the call's whole output cap
             solo = _Group(cap_at=loop.time())
@@ -226,6 +244,8 @@ class RunCoalescer:
             if hold:
                 self._poll()  # the queue's length is fresh by the time the window runs out
         fut: asyncio.Future[RunAnswer] = loop.create_future()
+        if wait_s is not None:
+            group.wait_s = wait_s if group.wait_s is None else min(group.wait_s, wait_s)
         group.size += len(stdin)
         group.stdins.append(stdin)
         group.futures.append(fut)
@@ -360,10 +380,10 @@ class RunCoalescer:
         self.gw.metrics.run_inputs.inc(len(group.stdins))
         cap = self.group_cap(spec, len(group.stdins))
         self.running += 1
-        task = asyncio.ensure_future(self._submit(spec, group.stdins, cap))
+        task = asyncio.ensure_future(self._submit(spec, group.stdins, cap, group.start_window()))
         task.add_done_callback(lambda t: self._deliver(group, t, cap < spec.output_cap))
 
-    async def _submit(self, spec: RunSpec, stdins: list[bytes], cap: int) -> RunJobResult:
+    async def _submit(self, spec: RunSpec, stdins: list[bytes], cap: int, start_within_s: float | None) -> RunJobResult:
         fleet = self.gw.fleet
         result: RunJobResult = await fleet.arun(
             spec.code,
@@ -374,6 +394,7 @@ class RunCoalescer:
             output_cap=cap,
             files=dict(spec.files) or None,
             fetch_files=spec.fetch_files,
+            start_within_s=start_within_s,
         )
         return result
 
