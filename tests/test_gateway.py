@@ -469,6 +469,26 @@ def test_inline_tests_while_redis_is_away_are_refused_as_each_client_retries_nev
             redis_server.__exit__(None, None, None)
 
 
+def test_codejudge_submissions_wait_for_redis_to_come_back_never_an_internal_error(tmp_path: Path) -> None:
+    # Redis away (a restart) when a batch arrives: judge_client gives up on internal_error and
+    # X-Coder's manager scores it 0, so the submission is sent again until Redis is back
+    batch = codejudge_batch([codejudge_submission(ADD_CODE, "1 2\n", "3\n")])
+    with RedisServer() as redis_server, FleetWorker(redis_server.url, tmp_path, concurrency=1), \
+            contextlib.contextmanager(serve)(ServeConfig(redis_url=redis_server.url, timeout_s=120)) as served, \
+            ThreadPoolExecutor(1) as pool:
+        redis_server.stop()
+        registry = served.gateway.metrics.registry
+        answer = pool.submit(http, served.url + "/run/batch", batch)
+        deadline = time.monotonic() + 60
+        while not registry.get_sample_value("cpfleet_http_redis_waits_total"):  # its first attempt met Redis away
+            assert time.monotonic() < deadline and not answer.done(), answer.result() if answer.done() else ""
+            time.sleep(0.02)
+        redis_server.start()
+        status, body, _ = answer.result(timeout=120)
+        result = body["results"][0]
+        assert status == 200 and (result["success"], result["reason"], result["stdout"]) == (True, "", "3\n"), body
+
+
 def test_a_retry_after_a_504_joins_the_run_still_in_flight(node: FleetWorker) -> None:
     config = ServeConfig(redis_url=node.redis_url, timeout_s=120, wait_s=1.0, coalesce_ms=1)
     with contextlib.contextmanager(serve)(config) as served:

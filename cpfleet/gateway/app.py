@@ -147,6 +147,10 @@ class Metrics:
             "cpfleet_http_run_groups_held_total",
             "run-job groups held past their window while the fleet's queue had jobs waiting", registry=self.registry
         )
+        self.redis_waits = Counter(
+            "cpfleet_http_redis_waits_total",
+            "submissions sent again after Redis was away or full (code-judge's routes)", registry=self.registry
+        )
         self.in_flight = Gauge("cpfleet_http_backlog", "jobs and run inputs admitted and not answered", registry=self.registry)
         self.refused = Counter(
             "cpfleet_http_refused_total", "requests refused (backlog, deadline, Redis)", ["endpoint"], registry=self.registry

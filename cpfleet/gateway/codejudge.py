@@ -17,9 +17,10 @@ runs as an input of a fleet run job; submissions with the same solution (one com
 tests) share one job.
 
 ``reason``: "" (it ran; success says how it went), "worker_timeout" (the program hit the time
-limit), "queue_timeout" (no answer before the request's deadline: the fleet is busy; the
-submission stays queued and code-judge's client resubmits exactly these), "internal_error"
-(the fleet failed to run it: no statement about the program), "invalid_input" (a submission
+limit), "queue_timeout" (no answer before the request's deadline: the fleet is busy, or its
+Redis was away all that time, the submission sent again meanwhile; code-judge's client
+resubmits exactly these), "internal_error" (the fleet took it and failed it, three times: no
+statement about the program), "invalid_input" (a submission
 the fleet cannot run, e.g. type "math"; permanent). The answer is always HTTP 200 for a
 well-formed body, as code-judge's clients expect; a malformed body is a 422.
 
@@ -39,6 +40,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from cpfleet.core import protocol as wire
+from cpfleet.core.errors import BrokerFull
 from cpfleet.core.results import RunStatus
 from cpfleet.gateway.app import FleetFailed, Gateway, HTTPError, JSONResponse, Refused
 from cpfleet.gateway.payloads import json_object
@@ -52,6 +54,9 @@ SHORT_WAIT_S = 60.0  # /run, /judge, the plain batches
 LONG_WAIT_S = 3500.0  # the long batches (code-judge's client waits 3600 s)
 STATUS_CACHE_S = 30.0
 FLEET_FAILURE_RETRIES = 2
+# while Redis is away a submission is sent again after these pauses (doubling), within its wait
+REDIS_RETRY_FIRST_S = 0.5
+REDIS_RETRY_MAX_S = 10.0
 
 
 def _submission(i: int | None, sub: Any) -> dict[str, Any]:
@@ -108,23 +113,32 @@ def routes(gw: Gateway) -> Sequence[Route]:
         spec = RunSpec(code=sub["solution"], language=language, time_limit_s=TIME_LIMIT_S, memory_limit_mb=MEMORY_MB,
                        output_cap=cap)
         stdin = (sub.get("input") or "").encode("utf-8", "surrogatepass")
+        failures, pause = 0, REDIS_RETRY_FIRST_S
         try:
-            for attempt in range(FLEET_FAILURE_RETRIES + 1):
+            while True:
                 try:
                     answer = await gw.runs.run(spec, stdin, max(0.0, wait_s - (time.monotonic() - started)))
                     break
                 except FleetFailed as e:
                     # clients that read only ``success`` (X-Coder's manager) would score this:
                     # a fleet failure (a lost worker, a broken sandbox) is run again first
-                    if attempt == FLEET_FAILURE_RETRIES:
+                    failures += 1
+                    if failures > FLEET_FAILURE_RETRIES:
                         return _result(sub["sub_id"], success=False, run_success=False,
                                        cost=time.monotonic() - started, reason="internal_error", stderr=str(e))
+                except (ConnectionError, BrokerFull) as e:
+                    # Redis away (a restart, a failover) or full: the fleet's state, not the
+                    # program's. judge_client gives up on internal_error, and X-Coder scores it 0,
+                    # so the submission waits for Redis while its wait lasts, then is the
+                    # queue_timeout that judge_client resubmits
+                    if time.monotonic() + pause - started >= wait_s:
+                        raise Refused(f"Redis did not come back within the wait ({wait_s:g}s): {e}") from e
+                    gw.metrics.redis_waits.inc()
+                    await asyncio.sleep(pause)
+                    pause = min(2 * pause, REDIS_RETRY_MAX_S)
         except Refused as e:
             return _result(sub["sub_id"], success=False, run_success=False, cost=time.monotonic() - started,
                            reason="queue_timeout", stderr=str(e))
-        except ConnectionError as e:
-            return _result(sub["sub_id"], success=False, run_success=False, cost=time.monotonic() - started,
-                           reason="internal_error", stderr=str(e))
         except ValueError as e:
             return _result(sub["sub_id"], success=False, run_success=False, cost=0.0, reason="invalid_input",
                            stderr=str(e))
