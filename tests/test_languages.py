@@ -193,6 +193,26 @@ def test_java_solution_whose_class_is_not_main_runs(runner: CodeRunner) -> None:
     assert result.verdict == Verdict.OK, result.observation
 
 
+
+# Codeforces starts Java with -DONLINE_JUDGE=true and DOMjudge with -DONLINE_JUDGE, as C and C++ get
+# -DONLINE_JUDGE: contest templates read a local input.txt unless the property is set, so a right
+# answer was a RUNTIME_ERROR (FileNotFoundException) on every test.
+JAVA_LOCAL_INPUT_UNLESS_ON_A_JUDGE = """import java.io.*;
+import java.util.*;
+public class Main { public static void main(String[] args) throws IOException {
+  boolean judge = System.getProperty("ONLINE_JUDGE") != null;
+  Scanner s = new Scanner(judge ? new InputStreamReader(System.in) : new FileReader("input.txt"));
+  System.out.println(s.nextLong() OP s.nextLong()); } }
+"""
+
+
+@pytest.mark.parametrize(("op", "verdict", "reward"), [("+", Verdict.OK, 1.0), ("-", Verdict.WRONG_ANSWER, 0.0)])
+def test_java_programs_see_the_online_judge_property_as_on_codeforces(runner: CodeRunner, op: str, verdict: Verdict,
+                                                                      reward: float) -> None:
+    _needs("java")
+    result = evaluate(SUM, f"```java\n{JAVA_LOCAL_INPUT_UNLESS_ON_A_JUDGE.replace('OP', op)}```", runner)
+    assert (result.verdict, result.reward) == (verdict, reward), result.observation
+
 def test_deep_recursion_works_in_cpp_and_java(runner: CodeRunner) -> None:
     _needs("cpp")
     deep = Problem.from_dict({"id": "deep", "hidden_tests": [{"input": "1000000\n", "output": "1000000\n"}]})

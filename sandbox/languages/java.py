@@ -31,7 +31,7 @@ from cpfleet.core import envvars
 from cpfleet.sandbox.languages.base import PROG_DIR, SELF_TEST_EXPECTED, SOURCES, CompileStep, Language, which
 
 __all__ = ["JVM_OVERHEAD_MB", "JVM_THREAD_STACK_KB", "JVM_START_FLAGS", "JVM_FAST_START_FLAGS", "JAVA_GCS",
-           "JVM_LOG_FLAGS", "jvm_accepts", "jvm_fast_start", "jvm_warnings_to_stderr", "java_release", "java_gc_flags", "java_main_class", "java_file_class", "MAIN_CLASS_RULES", "jvm_class_sharing",
+           "JVM_LOG_FLAGS", "JAVA_JUDGE_PROPERTIES", "jvm_accepts", "jvm_fast_start", "jvm_warnings_to_stderr", "java_release", "java_gc_flags", "java_main_class", "java_file_class", "MAIN_CLASS_RULES", "jvm_class_sharing",
            "SELF_TEST", "toolchain"]
 
 JVM_OVERHEAD_MB = 256
@@ -60,6 +60,11 @@ JVM_FAST_START_FLAGS = (
 # or the host's. Warnings and errors go to stderr instead, where they are feedback.
 # (and the VM's own output outside unified logging, "CodeCache is full" and the like)
 JVM_LOG_FLAGS = ("-Xlog:disable", "-Xlog:all=warning:stderr", "-XX:+DisplayVMOutputToStderr")
+# What a contest program may ask to learn it runs on a judge: Codeforces starts Java with
+# -DONLINE_JUDGE=true, DOMjudge with -DONLINE_JUDGE (C and C++ get the -DONLINE_JUDGE macro here).
+# Templates read a local input.txt unless the property is set, so without it a right answer ended
+# as a FileNotFoundException, a RUNTIME_ERROR on every test.
+JAVA_JUDGE_PROPERTIES = ("-DONLINE_JUDGE=true",)
 JAVA_GCS = {
     # DOMjudge's and Kattis's collector, the default: time limits sized on those judges hold;
     # ~25% less CPU than G1 on an allocation-heavy run (bench/bench_jvm.py)
@@ -320,7 +325,7 @@ def toolchain(env: Mapping[str, str]) -> Language:
                      SOURCES), (javac, "-version")),
         (java, "-Xmx{mem}m", "-Xss{stack}m", f"-XX:ThreadStackSize={JVM_THREAD_STACK_KB}", *java_gc_flags(env),
          *JVM_START_FLAGS, *jvm_warnings_to_stderr(java), *fast, "-XX:CICompilerCount=2", "-XX:ActiveProcessorCount=1", "-Dfile.encoding=UTF-8",
-         "-cp", PROG_DIR, "{main}"),
+         *JAVA_JUDGE_PROPERTIES, "-cp", PROG_DIR, "{main}"),
         "cgroup", extra_cgroup_mb=JVM_OVERHEAD_MB, tools=(javac, java), compile_memory_model="cgroup",
         oom_markers=(b"java.lang.OutOfMemoryError",), main_class=java_main_class, file_class=java_file_class,
         main_class_rules=MAIN_CLASS_RULES, start_warning=_class_sharing_warning,
