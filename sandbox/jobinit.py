@@ -683,9 +683,11 @@ def _filters_mutated() -> None:
 def _compile_in_child(source: bytes) -> Any:
     """``_compile_here`` in a child of the init under RLIMIT_CPU (COMPILE_CPU_S) and the data
     budget the caller set, its outcome marshalled back through a memfd: a compile past the CPU
-    limit is the program's COMPILE_ERROR. None when the child failed otherwise, as where marshal
-    refuses the code object (nested past its depth) of a compile the child finished within the
-    limit: the caller then compiles in the init, at the cost the child's compile showed."""
+    limit is the program's COMPILE_ERROR, and so is a compile that kills the compiler itself
+    (``_compiler_died``). None when the child ended normally without an outcome, as where
+    marshal refuses the code object (nested past its depth) of a compile the child finished
+    within the limit: the caller then compiles in the init, at the cost the child's compile
+    showed."""
     out = os.memfd_create("compiled", os.MFD_CLOEXEC)
     try:
         pid = os.fork()
@@ -698,14 +700,26 @@ def _compile_in_child(source: bytes) -> Any:
         _, status = os.waitpid(pid, 0)
         if os.WIFSIGNALED(status) and os.WTERMSIG(status) in (signal.SIGXCPU, signal.SIGKILL):
             return f"compiling the program took more than {COMPILE_CPU_S} s of CPU (the compile time limit)\n"
+        if status != 0:
+            return _compiler_died(status)
         data = read_all(out)
-        if status != 0 or not data:
-            return None
-        return marshal.loads(data)
+        return marshal.loads(data) if data else None
     except (OSError, ValueError, EOFError, TypeError):
         return None
     finally:
         os.close(out)
+
+
+def _compiler_died(status: int) -> str:
+    """The COMPILE_ERROR of a compile that ended the interpreter compiling it (a wait ``status``
+    that is neither a normal exit nor the CPU limit). PyPy's compiler aborts, rather than raise
+    MemoryError, when its arenas pass the data budget (a comprehension twenty ``finally`` blocks
+    deep is compiled 2**20 times, in 1 kB): the init, under the same budget and compiling the
+    same source, would die the same way, so compiling there again (as for a code object marshal
+    refuses) ended the job as INTERNAL for the program's own doing."""
+    how = f"signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status) else f"exit status {os.WEXITSTATUS(status)}"
+    return (f"compiling the program killed the compiler ({how}): it needs more than the "
+            f"{COMPILE_DATA_BUDGET >> 20} MB a compile may use, or more than the compiler can handle\n")
 
 
 def _confinement_failed(status_w: int, e: BaseException) -> NoReturn:

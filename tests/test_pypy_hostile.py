@@ -65,6 +65,26 @@ def test_a_compile_past_the_budget_is_the_programs_compile_error(fork_runner: Fo
     assert error is not None and error.startswith("MemoryError: compiling the program needs more than"), error
 
 
+
+# A comprehension 24 ``finally`` blocks deep, 1.2 kB: PyPy's compiler compiles a ``finally`` body
+# once per way out of its ``try``, so the comprehension's code object is made 2**24 times, and
+# under the compile data budget PyPy does not raise MemoryError but aborts ("out of memory:
+# couldn't allocate the next arena"). The job init took the compiling child's death for a code
+# object marshal refuses and compiled it itself: it aborted too, and the job was INTERNAL
+# (reward None) for the program's own doing, as the exec path judges it: a COMPILE_ERROR.
+def _comprehension_deep_in_finally(depth: int) -> str:
+    nest = "".join(" " * i + "try:\n" + " " * (i + 1) + "y = 1\n" + " " * i + "finally:\n" for i in range(depth))
+    return nest + " " * depth + "x = [i for i in range(10)]\na, b = map(int, input().split())\nprint(a + b)\n"
+
+
+def test_a_compile_that_aborts_the_pypy_compiler_is_the_programs_compile_error(fork_runner: ForkServerRunner) -> None:
+    assert fork_runner.forks_pypy()
+    prepared = compiled.prepare(fork_runner, Extracted("pypy3", _comprehension_deep_in_finally(24)))
+    assert not prepared.infra_message, prepared.infra_message
+    assert prepared.compile_error is not None and "compiling the program" in prepared.compile_error
+    # the fork server still judges the next program
+    assert _argv0(fork_runner, "import sys\nprint(sys.argv[0])\n") == b"solution.py\n"
+
 @pytest.mark.parametrize("tail", [
     "sys.exit(2**64)", "sys.exit(-2**64)",
     "sys.exit(type('I', (int,), {'__and__': lambda s, o: 0, '__index__': lambda s: 0})(1))",
