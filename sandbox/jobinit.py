@@ -49,9 +49,15 @@ COMPILE_DATA_BUDGET = 512 << 20
 # quadratic in n, its check of a call's keyword names too (43k names, 255 kB: 26 s), and it
 # compiles a ``finally`` body once per way out of its ``try``, so each nesting level doubles the
 # work of what it holds: a 58 kB call of 10k keywords eight ``finally`` blocks deep compiled for
-# minutes, past the runner's wait for the init's answer (forkserver.LOAD_ANSWER_S), an INTERNAL
+# minutes, past the runner's wait for the init's answer (LOAD_ANSWER_S), an INTERNAL
 # the program provoked, with the worker's CPU burnt all along.
 COMPILE_CPU_S = 15
+# How long a runner waits for a job init's answer to a program, in the CPython and the PyPy fork
+# server alike: its compile may use COMPILE_CPU_S of CPU (a quadratic f-string does), and on a
+# loaded host that CPU comes at a fraction of a core. A wait of 4 x COMPILE_CPU_S (the PyPy fork
+# server's 60 s) made a compile stopped at its own limit an INTERNAL wherever it got less than a
+# quarter of one; this waits for it down to an eighth.
+LOAD_ANSWER_S = 8.0 * COMPILE_CPU_S
 
 
 def gc_freeze() -> None:
