@@ -689,8 +689,8 @@ def _filters_mutated() -> None:
 def _compile_in_child(source: bytes) -> Any:
     """``_compile_here`` in a child of the init under RLIMIT_CPU (COMPILE_CPU_S) and the data
     budget the caller set, its outcome marshalled back through a memfd: a compile past the CPU
-    limit is the program's COMPILE_ERROR, and so is a compile that kills the compiler itself
-    (``_compiler_died``). None when the child ended normally without an outcome, as where
+    limit is the program's COMPILE_ERROR, and so is a compile that crashes the compiler itself
+    (``_compiler_died``). None when the child ended without an outcome otherwise, as where
     marshal refuses the code object (nested past its depth) of a compile the child finished
     within the limit: the caller then compiles in the init, at the cost the child's compile
     showed."""
@@ -706,14 +706,21 @@ def _compile_in_child(source: bytes) -> Any:
         _, status = os.waitpid(pid, 0)
         if os.WIFSIGNALED(status) and os.WTERMSIG(status) in (signal.SIGXCPU, signal.SIGKILL):
             return f"compiling the program took more than {COMPILE_CPU_S} s of CPU (the compile time limit)\n"
-        if status != 0:
+        if (os.WIFSIGNALED(status) and os.WTERMSIG(status) in _CRASH_SIGNALS) or (
+                os.WIFEXITED(status) and os.WEXITSTATUS(status) != 0):
             return _compiler_died(status)
         data = read_all(out)
-        return marshal.loads(data) if data else None
+        return marshal.loads(data) if status == 0 and data else None
     except (OSError, ValueError, EOFError, TypeError):
         return None
     finally:
         os.close(out)
+
+
+# what an interpreter dies of when it fails by itself (PyPy's fatal errors abort); a compiling
+# child killed by any other signal was killed from outside, and the init compiles the source again
+_CRASH_SIGNALS = frozenset({signal.SIGABRT, signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE,
+                            signal.SIGTRAP, signal.SIGSYS})
 
 
 def _compiler_died(status: int) -> str:
