@@ -483,7 +483,7 @@ class ZygoteRunner(CodeRunner):
             stdio.close()
             if files_fd >= 0:
                 os.close(files_fd)
-        return judge_run(res, done, limits, cpu_rlimit, self._new_oom())
+        return judge_run(res, done, limits, cpu_rlimit, self._new_oom(), allowance_bytes=job.extra_cgroup_bytes)
 
     def run_pair(self, job_a: Job, limits_a: Limits, job_b: Job, limits_b: Limits, *,
                  argv: list[str], files: Mapping[str, bytes] | None,

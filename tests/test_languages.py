@@ -213,6 +213,32 @@ def test_java_programs_see_the_online_judge_property_as_on_codeforces(runner: Co
     result = evaluate(SUM, f"```java\n{JAVA_LOCAL_INPUT_UNLESS_ON_A_JUDGE.replace('OP', op)}```", runner)
     assert (result.verdict, result.reward) == (verdict, reward), result.observation
 
+
+# A runtime bounded by the cgroup alone (the JVM, PyPy) may hold its memory limit and the runtime's
+# allowance beyond it (``extra_cgroup_mb``); its peak RSS includes the runtime itself. One that
+# failed by itself after filling most of its limit (an index out of bounds, its heap well inside
+# -Xmx) was a MEMORY_LIMIT inferred from a peak RSS near the limit: the verdict and the feedback
+# named memory for what every judge calls a runtime error.
+FILL_THEN_FAIL = {
+    "java": ("public class Main { public static void main(String[] a) { int[][] x = new int[52][];\n"
+             "  for (int i = 0; i < 52; i++) { x[i] = new int[1 << 20]; x[i][i] = 1; }\n"
+             "  int[] y = new int[3]; System.out.println(y[x[51][51] + 4]); } }\n"),
+    "pypy3": "x = [0] * (27 << 20)\nprint([0, 1, 2][x[0] + 4])\n",
+}
+
+
+@pytest.mark.parametrize("language", list(FILL_THEN_FAIL))
+def test_a_runtime_error_after_filling_most_of_the_memory_limit_is_a_runtime_error(runner: CodeRunner,
+                                                                                    language: str) -> None:
+    _needs(language)
+    problem = Problem.from_dict({"id": "fill-then-fail", "time_limit_s": 10, "memory_limit_mb": 256,
+                                 "public_tests": [{"input": "", "output": "1\n"}],
+                                 "hidden_tests": [{"input": "", "output": "1\n"}]})
+    tag = "pypy" if language == "pypy3" else language
+    result = evaluate(problem, f"```{tag}\n{FILL_THEN_FAIL[language]}```", runner, language=language)
+    assert (result.verdict, result.reward) == (Verdict.RUNTIME_ERROR, 0.0), result.observation
+    assert "Index" in result.observation, result.observation
+
 def test_deep_recursion_works_in_cpp_and_java(runner: CodeRunner) -> None:
     _needs("cpp")
     deep = Problem.from_dict({"id": "deep", "hidden_tests": [{"input": "1000000\n", "output": "1000000\n"}]})
