@@ -239,6 +239,7 @@ def test_a_runtime_error_after_filling_most_of_the_memory_limit_is_a_runtime_err
     assert (result.verdict, result.reward) == (Verdict.RUNTIME_ERROR, 0.0), result.observation
     assert "Index" in result.observation, result.observation
 
+
 def test_deep_recursion_works_in_cpp_and_java(runner: CodeRunner) -> None:
     _needs("cpp")
     deep = Problem.from_dict({"id": "deep", "hidden_tests": [{"input": "1000000\n", "output": "1000000\n"}]})
@@ -262,6 +263,23 @@ def test_job_language_reaches_pool_processes(tmp_path: object) -> None:
     results = list(judge_iter({"sum": SUM}, jobs, workers=2))
     assert [r.language for r in results] == ["python3", "pypy3", "python3", "pypy3"]
     assert all(r.reward == 1.0 for r in results), [r.observation for r in results]
+
+
+# A C or C++ program is exec'd under RLIMIT_AS with glibc told to keep one malloc arena
+# (sandbox/child.py): a threaded program's verdict depends on it (MEMORY_LIMIT at 16 + 64 + 200 MB
+# of a 256 MB limit with an arena per thread, OK with one), so results judged without it are not
+# served for it.
+def test_the_environment_a_compiled_program_is_exec_with_is_part_of_its_result_cache_identity(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from cpfleet.sandbox import child
+    from cpfleet.sandbox.env import program_identity
+
+    completion = f"```cpp\n{CPP_OK}```"
+    before = program_identity(SUM, completion, None)
+    python_before = program_identity(SUM, "```python\nprint(3)\n```", None)
+    monkeypatch.setattr(child, "ONE_MALLOC_ARENA", "glibc.malloc.arena_max=2")
+    assert program_identity(SUM, completion, None) != before
+    assert program_identity(SUM, "```python\nprint(3)\n```", None) == python_before  # forked, not exec'd
 
 
 @pytest.mark.parametrize("setting", [{"CPFLEET_CPP_STD": "c++20"}, {"CPFLEET_STATIC_LINK": "0"},
