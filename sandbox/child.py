@@ -440,6 +440,14 @@ def exec_python(source: bytes, python: str, argv: list[str] | None = None,
 
 
 EXEC_FAILED = "exec:"
+# RLIMIT_AS (the memory limit of C and C++ programs) counts address space reserved, not used, and
+# glibc reserves 64 MB (HEAP_MAX_SIZE) for the malloc arena of each thread that allocates: a program
+# running its solve() in a thread of its own (the big-stack idiom) and holding 200 MB under a
+# 256 MB limit ran out of address space at 16 + 64 + 200 MB, a MEMORY_LIMIT that neither a
+# committed-memory judge (Codeforces) nor a cgroup one (DOMjudge) gives it. With one arena every
+# thread allocates from the main one, which reserves what it holds. glibc reads the setting at
+# exec (a static binary too).
+ONE_MALLOC_ARENA = "glibc.malloc.arena_max=1"
 _PYTHON_IGNORED = (signal.SIGPIPE, signal.SIGXFSZ)  # what a compiled program gets back as SIG_DFL
 # execve errors that are the program's own doing: its image does not fit the memory limit
 PROGRAM_EXEC_ERRNOS = frozenset({12, 7})  # ENOMEM, E2BIG
@@ -456,6 +464,8 @@ def exec_program(argv: list[str], env: dict[str, str], status_w: int, image_dir:
     a ``.interp`` section): the program's runtime error, exit 127 and the reason on stderr, as a
     shell answers it.
 
+    Under an address-space limit, glibc is told to keep one malloc arena (``ONE_MALLOC_ARENA``).
+
     The signals the Python runtime ignores (SIGPIPE and SIGXFSZ: CPython sets both to SIG_IGN at
     start, and an ignored signal stays ignored across execve) are set back to their default
     first, as a judge or a shell starts a program: a write past the file size limit, or to a
@@ -469,8 +479,12 @@ def exec_program(argv: list[str], env: dict[str, str], status_w: int, image_dir:
     for sig in _PYTHON_IGNORED:
         if not (dialogue and sig == signal.SIGPIPE):
             signal.signal(sig, signal.SIG_DFL)
+    environ = dict(os.environ, **env)
+    if resource.getrlimit(resource.RLIMIT_AS)[0] != resource.RLIM_INFINITY:
+        tunables = environ.get("GLIBC_TUNABLES")
+        environ["GLIBC_TUNABLES"] = f"{tunables}:{ONE_MALLOC_ARENA}" if tunables else ONE_MALLOC_ARENA
     try:
-        os.execve(argv[0], argv, dict(os.environ, **env))
+        os.execve(argv[0], argv, environ)
     except OSError as e:
         if (e.errno not in PROGRAM_EXEC_ERRNOS and image_dir and argv[0].startswith(image_dir + "/")
                 and os.path.isfile(argv[0]) and os.access(argv[0], os.X_OK)):

@@ -29,7 +29,7 @@ from cpfleet.core.errors import SandboxBroken
 from cpfleet.core.verdict import Verdict
 from cpfleet.sandbox import pairs, zygote
 from cpfleet.sandbox.cgroups import SlotCgroup
-from cpfleet.sandbox.jobinit import COMPILE_CPU_S
+from cpfleet.sandbox.jobinit import LOAD_ANSWER_S
 from cpfleet.sandbox.jobs import (
     READ_CHUNK,
     REPLY_GRACE_S,
@@ -112,13 +112,6 @@ def spare_cpu() -> bool:
         return os.getloadavg()[0] < len(os.sched_getaffinity(0))
     except OSError:
         return True
-
-
-# How long the runner waits for a job init's answer to a program: its compile may use
-# COMPILE_CPU_S of CPU (a quadratic f-string does), and on a loaded host that CPU comes at a
-# fraction of a core. A wait of 4 x COMPILE_CPU_S made a compile stopped at its own limit an
-# INTERNAL wherever it got less than a quarter of one; this waits for it down to an eighth.
-LOAD_ANSWER_S = 8.0 * COMPILE_CPU_S
 
 
 class ZygoteRunner(CodeRunner):
@@ -490,7 +483,7 @@ class ZygoteRunner(CodeRunner):
             stdio.close()
             if files_fd >= 0:
                 os.close(files_fd)
-        return judge_run(res, done, limits, cpu_rlimit, self._new_oom())
+        return judge_run(res, done, limits, cpu_rlimit, self._new_oom(), allowance_bytes=job.extra_cgroup_bytes)
 
     def run_pair(self, job_a: Job, limits_a: Limits, job_b: Job, limits_b: Limits, *,
                  argv: list[str], files: Mapping[str, bytes] | None,

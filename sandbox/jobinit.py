@@ -49,9 +49,15 @@ COMPILE_DATA_BUDGET = 512 << 20
 # quadratic in n, its check of a call's keyword names too (43k names, 255 kB: 26 s), and it
 # compiles a ``finally`` body once per way out of its ``try``, so each nesting level doubles the
 # work of what it holds: a 58 kB call of 10k keywords eight ``finally`` blocks deep compiled for
-# minutes, past the runner's wait for the init's answer (forkserver.LOAD_ANSWER_S), an INTERNAL
+# minutes, past the runner's wait for the init's answer (LOAD_ANSWER_S), an INTERNAL
 # the program provoked, with the worker's CPU burnt all along.
 COMPILE_CPU_S = 15
+# How long a runner waits for a job init's answer to a program, in the CPython and the PyPy fork
+# server alike: its compile may use COMPILE_CPU_S of CPU (a quadratic f-string does), and on a
+# loaded host that CPU comes at a fraction of a core. A wait of 4 x COMPILE_CPU_S (the PyPy fork
+# server's 60 s) made a compile stopped at its own limit an INTERNAL wherever it got less than a
+# quarter of one; this waits for it down to an eighth.
+LOAD_ANSWER_S = 8.0 * COMPILE_CPU_S
 
 
 def gc_freeze() -> None:
@@ -683,9 +689,11 @@ def _filters_mutated() -> None:
 def _compile_in_child(source: bytes) -> Any:
     """``_compile_here`` in a child of the init under RLIMIT_CPU (COMPILE_CPU_S) and the data
     budget the caller set, its outcome marshalled back through a memfd: a compile past the CPU
-    limit is the program's COMPILE_ERROR. None when the child failed otherwise, as where marshal
-    refuses the code object (nested past its depth) of a compile the child finished within the
-    limit: the caller then compiles in the init, at the cost the child's compile showed."""
+    limit is the program's COMPILE_ERROR, and so is a compile that crashes the compiler itself
+    (``_compiler_died``). None when the child ended without an outcome otherwise, as where
+    marshal refuses the code object (nested past its depth) of a compile the child finished
+    within the limit: the caller then compiles in the init, at the cost the child's compile
+    showed."""
     out = os.memfd_create("compiled", os.MFD_CLOEXEC)
     try:
         pid = os.fork()
@@ -698,14 +706,33 @@ def _compile_in_child(source: bytes) -> Any:
         _, status = os.waitpid(pid, 0)
         if os.WIFSIGNALED(status) and os.WTERMSIG(status) in (signal.SIGXCPU, signal.SIGKILL):
             return f"compiling the program took more than {COMPILE_CPU_S} s of CPU (the compile time limit)\n"
+        if (os.WIFSIGNALED(status) and os.WTERMSIG(status) in _CRASH_SIGNALS) or (
+                os.WIFEXITED(status) and os.WEXITSTATUS(status) != 0):
+            return _compiler_died(status)
         data = read_all(out)
-        if status != 0 or not data:
-            return None
-        return marshal.loads(data)
+        return marshal.loads(data) if status == 0 and data else None
     except (OSError, ValueError, EOFError, TypeError):
         return None
     finally:
         os.close(out)
+
+
+# what an interpreter dies of when it fails by itself (PyPy's fatal errors abort); a compiling
+# child killed by any other signal was killed from outside, and the init compiles the source again
+_CRASH_SIGNALS = frozenset({signal.SIGABRT, signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE,
+                            signal.SIGTRAP, signal.SIGSYS})
+
+
+def _compiler_died(status: int) -> str:
+    """The COMPILE_ERROR of a compile that ended the interpreter compiling it (a wait ``status``
+    that is neither a normal exit nor the CPU limit). PyPy's compiler aborts, rather than raise
+    MemoryError, when its arenas pass the data budget (a comprehension twenty ``finally`` blocks
+    deep is compiled 2**20 times, in 1 kB): the init, under the same budget and compiling the
+    same source, would die the same way, so compiling there again (as for a code object marshal
+    refuses) ended the job as INTERNAL for the program's own doing."""
+    how = f"signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status) else f"exit status {os.WEXITSTATUS(status)}"
+    return (f"compiling the program killed the compiler ({how}): it needs more than the "
+            f"{COMPILE_DATA_BUDGET >> 20} MB a compile may use, or more than the compiler can handle\n")
 
 
 def _confinement_failed(status_w: int, e: BaseException) -> NoReturn:

@@ -100,14 +100,14 @@ def _run_pair(runner: ZygoteRunner, job_a: Job, limits_a: Limits, job_b: Job, li
             os.close(fd)
     oom = runner._new_oom()
     results = []
-    for which, limits, cpu_rlimit in ((0, limits_a, cpu_a), (1, limits_b, cpu_b)):
+    for which, limits, cpu_rlimit, job in ((0, limits_a, cpu_a, job_a), (1, limits_b, cpu_b, job_b)):
         res = RunResult(Verdict.OK, stderr=errs[which][0], stderr_truncated=errs[which][1])
         d = done[which]
         killed_by_oom = oom and os.WIFSIGNALED(d["status"]) and os.WTERMSIG(d["status"]) == signal.SIGKILL
         peer = d["killed"] == "peer"
         if peer:
             d = dict(d, killed="")
-        res = judge_run(res, d, limits, cpu_rlimit, killed_by_oom)
+        res = judge_run(res, d, limits, cpu_rlimit, killed_by_oom, allowance_bytes=job.extra_cgroup_bytes)
         if peer and res.status == Verdict.RUNTIME_ERROR:
             res.error = "stopped: the interactor exited"
         results.append(res)

@@ -33,6 +33,7 @@ from typing import Any
 from cpfleet.core.errors import SandboxBroken
 from cpfleet.sandbox import languages
 from cpfleet.sandbox.cgroups import SlotCgroup
+from cpfleet.sandbox.jobinit import LOAD_ANSWER_S
 from cpfleet.sandbox.jobs import Job, send_source
 from cpfleet.sandbox.slots import Slot
 from cpfleet.sandbox.zygote_process import recv_within, site_packages, spawn_zygote, stop_zygote
@@ -40,7 +41,6 @@ from cpfleet.sandbox.zygote_process import recv_within, site_packages, spawn_zyg
 log = logging.getLogger("cpfleet.sandbox")
 
 SETUP_TIMEOUT_S = 60.0  # PyPy's start and the zygote's preloads take ~1 s; a loaded host more
-JOB_TIMEOUT_S = 60.0
 
 
 def pypy_executable() -> str:
@@ -99,7 +99,7 @@ class PyPyZygote:
         try:
             send_source(self._ctrl, {"op": "job", "mode": "fork"}, [job.theirs.fileno()], payload, None)
             job.theirs.close()  # the init holds it now: its death alone is our EOF
-            reply = recv_within(job.sock, JOB_TIMEOUT_S)
+            reply = recv_within(job.sock, LOAD_ANSWER_S)  # the init answers once it compiled
         except (OSError, SandboxBroken) as e:
             job.close()
             self.stop()

@@ -37,13 +37,18 @@ def cpu_rlimit_s(limits: Limits) -> int:
     return math.ceil(CPU_RLIMIT_FACTOR * limits.time_s) + CPU_RLIMIT_SLACK_S
 
 
-def judge_run(res: RunResult, done: dict[str, Any], limits: Limits, cpu_rlimit: int, oom: bool) -> RunResult:
+def judge_run(res: RunResult, done: dict[str, Any], limits: Limits, cpu_rlimit: int, oom: bool, *,
+              allowance_bytes: int) -> RunResult:
     """Turn the raw exit into a verdict whose message names what fired, with the real numbers.
 
     TIME_LIMIT is judged on the precise CPU time; the wall-clock backstop (for programs that
     sleep or block) and a CPU rlimit that fired below the limit depend on machine load, so
     those verdicts are marked non-deterministic (never cached). So is MEMORY_LIMIT inferred from
-    a peak RSS near the limit rather than from a MemoryError or the memory cgroup.
+    a peak RSS near the memory the test may hold rather than from a MemoryError or the memory
+    cgroup: the limit plus ``allowance_bytes``, the runtime's own allowance beyond it where only
+    the cgroup bounds it (the JVM, PyPy: ``Language.extra_cgroup_mb``), whose peak RSS includes
+    the runtime itself. (Against the limit alone, a Java program failing with an index out of
+    bounds after filling 200 MB of a 256 MB heap was a MEMORY_LIMIT.)
     """
     status: int = done["status"]
     res.files = dict(done.get("files") or {})
@@ -56,7 +61,7 @@ def judge_run(res: RunResult, done: dict[str, Any], limits: Limits, cpu_rlimit: 
     elif os.WIFSIGNALED(status):
         res.signal = os.WTERMSIG(status)
     used = f"{res.cpu_s:.2f}s CPU, {res.wall_s:.2f}s wall"
-    near_memory_limit = res.max_rss_kb * 1024 >= 0.9 * (limits.memory_mb << 20)
+    near_memory_limit = res.max_rss_kb * 1024 >= 0.9 * ((limits.memory_mb << 20) + allowance_bytes)
     # the rlimit fires on the kernel's tick-sampled CPU time, which runs ahead of the exact time
     # by a quarter at most: a SIGXCPU after less than half the rlimit's CPU is one the program
     # sent itself (os.kill, raise), its own runtime error

@@ -130,6 +130,31 @@ def test_the_java_class_holding_main_is_started_beside_a_public_class_without_it
     assert (result.verdict, result.reward) == (verdict, reward), result.observation
 
 
+# ``main`` declared with modifiers other than ``public``, ``static`` and ``final`` in their usual
+# order (``synchronized``, ``strictfp``, ``static public final``), type parameters or an annotation
+# among them is still the JVM's entry point; in a non-public class followed by another top-level
+# class it was not seen, the last class was started ("Main method not found in class Helper"),
+# and a valid program was a RUNTIME_ERROR on every test.
+MAIN_MODIFIERS = {
+    "synchronized": "public static synchronized void main",
+    "strictfp": "public static strictfp void main",
+    "static-public-final": "static public final void main",
+    "type-parameter": "public static <T> void main",
+    "annotation-among-modifiers": "public static @Deprecated void main",
+    "annotation-with-braces-before": '@SuppressWarnings({"unchecked", "rawtypes"}) public static void main',
+}
+
+
+@pytest.mark.parametrize("declaration", list(MAIN_MODIFIERS.values()), ids=list(MAIN_MODIFIERS))
+@pytest.mark.parametrize(("op", "verdict", "reward"), [("+", Verdict.OK, 1.0), ("-", Verdict.WRONG_ANSWER, 0.0)])
+def test_a_java_main_declared_with_any_modifiers_is_the_one_started(runner: CodeRunner, declaration: str, op: str,
+                                                                     verdict: Verdict, reward: float) -> None:
+    code = (JAVA_SUM.replace("public class Main", "class Main").replace("public static void main", declaration)
+            + "\nclass Helper { static int twice(int x) { return 2 * x; } }\n")
+    result = judge(runner, "java", code % op)
+    assert (result.verdict, result.reward) == (verdict, reward), result.observation
+
+
 def before_main(helper: str, doc: str) -> str:
     """JAVA_SUM with ``helper`` (a class) and ``doc`` (a comment) between its import and its class."""
     return JAVA_SUM.replace("public class Main", helper + doc + "public class Main", 1)
@@ -154,9 +179,11 @@ def test_a_java_source_padded_with_blank_lines_is_judged(runner: CodeRunner) -> 
 
 @pytest.mark.parametrize("padding", ["/*\n" * 300_000, '"' + '\\"' * 300_000 + "\n", "'" + "\\'" * 300_000 + "\n",
                                      '"""' * 300_000, "\n" * 1_000_000, "\\" * 1_000_000, "\\u" * 300_000,
-                                     '"""' + '\\"' * 300_000],
+                                     '"""' + '\\"' * 300_000, "static " * 300_000, "{ static " * 300_000,
+                                     "void main(" * 300_000],
                          ids=["comment-openings", "string-escapes", "char-escapes", "text-block-quotes", "blank-lines",
-                              "backslashes", "unicode-escape-openings", "text-block-escapes"])
+                              "backslashes", "unicode-escape-openings", "text-block-escapes", "modifiers",
+                              "modifiers-after-braces", "main-openings"])
 def test_the_java_main_class_detector_reads_a_padded_source_once(padding: str) -> None:
     main_class = languages.get("java").main_class
     assert main_class is not None

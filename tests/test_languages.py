@@ -193,6 +193,53 @@ def test_java_solution_whose_class_is_not_main_runs(runner: CodeRunner) -> None:
     assert result.verdict == Verdict.OK, result.observation
 
 
+
+# Codeforces starts Java with -DONLINE_JUDGE=true and DOMjudge with -DONLINE_JUDGE, as C and C++ get
+# -DONLINE_JUDGE: contest templates read a local input.txt unless the property is set, so a right
+# answer was a RUNTIME_ERROR (FileNotFoundException) on every test.
+JAVA_LOCAL_INPUT_UNLESS_ON_A_JUDGE = """import java.io.*;
+import java.util.*;
+public class Main { public static void main(String[] args) throws IOException {
+  boolean judge = System.getProperty("ONLINE_JUDGE") != null;
+  Scanner s = new Scanner(judge ? new InputStreamReader(System.in) : new FileReader("input.txt"));
+  System.out.println(s.nextLong() OP s.nextLong()); } }
+"""
+
+
+@pytest.mark.parametrize(("op", "verdict", "reward"), [("+", Verdict.OK, 1.0), ("-", Verdict.WRONG_ANSWER, 0.0)])
+def test_java_programs_see_the_online_judge_property_as_on_codeforces(runner: CodeRunner, op: str, verdict: Verdict,
+                                                                      reward: float) -> None:
+    _needs("java")
+    result = evaluate(SUM, f"```java\n{JAVA_LOCAL_INPUT_UNLESS_ON_A_JUDGE.replace('OP', op)}```", runner)
+    assert (result.verdict, result.reward) == (verdict, reward), result.observation
+
+
+# A runtime bounded by the cgroup alone (the JVM, PyPy) may hold its memory limit and the runtime's
+# allowance beyond it (``extra_cgroup_mb``); its peak RSS includes the runtime itself. One that
+# failed by itself after filling most of its limit (an index out of bounds, its heap well inside
+# -Xmx) was a MEMORY_LIMIT inferred from a peak RSS near the limit: the verdict and the feedback
+# named memory for what every judge calls a runtime error.
+FILL_THEN_FAIL = {
+    "java": ("public class Main { public static void main(String[] a) { int[][] x = new int[52][];\n"
+             "  for (int i = 0; i < 52; i++) { x[i] = new int[1 << 20]; x[i][i] = 1; }\n"
+             "  int[] y = new int[3]; System.out.println(y[x[51][51] + 4]); } }\n"),
+    "pypy3": "x = [0] * (27 << 20)\nprint([0, 1, 2][x[0] + 4])\n",
+}
+
+
+@pytest.mark.parametrize("language", list(FILL_THEN_FAIL))
+def test_a_runtime_error_after_filling_most_of_the_memory_limit_is_a_runtime_error(runner: CodeRunner,
+                                                                                    language: str) -> None:
+    _needs(language)
+    problem = Problem.from_dict({"id": "fill-then-fail", "time_limit_s": 10, "memory_limit_mb": 256,
+                                 "public_tests": [{"input": "", "output": "1\n"}],
+                                 "hidden_tests": [{"input": "", "output": "1\n"}]})
+    tag = "pypy" if language == "pypy3" else language
+    result = evaluate(problem, f"```{tag}\n{FILL_THEN_FAIL[language]}```", runner, language=language)
+    assert (result.verdict, result.reward) == (Verdict.RUNTIME_ERROR, 0.0), result.observation
+    assert "Index" in result.observation, result.observation
+
+
 def test_deep_recursion_works_in_cpp_and_java(runner: CodeRunner) -> None:
     _needs("cpp")
     deep = Problem.from_dict({"id": "deep", "hidden_tests": [{"input": "1000000\n", "output": "1000000\n"}]})
@@ -216,6 +263,23 @@ def test_job_language_reaches_pool_processes(tmp_path: object) -> None:
     results = list(judge_iter({"sum": SUM}, jobs, workers=2))
     assert [r.language for r in results] == ["python3", "pypy3", "python3", "pypy3"]
     assert all(r.reward == 1.0 for r in results), [r.observation for r in results]
+
+
+# A C or C++ program is exec'd under RLIMIT_AS with glibc told to keep one malloc arena
+# (sandbox/child.py): a threaded program's verdict depends on it (MEMORY_LIMIT at 16 + 64 + 200 MB
+# of a 256 MB limit with an arena per thread, OK with one), so results judged without it are not
+# served for it.
+def test_the_environment_a_compiled_program_is_exec_with_is_part_of_its_result_cache_identity(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from cpfleet.sandbox import child
+    from cpfleet.sandbox.env import program_identity
+
+    completion = f"```cpp\n{CPP_OK}```"
+    before = program_identity(SUM, completion, None)
+    python_before = program_identity(SUM, "```python\nprint(3)\n```", None)
+    monkeypatch.setattr(child, "ONE_MALLOC_ARENA", "glibc.malloc.arena_max=2")
+    assert program_identity(SUM, completion, None) != before
+    assert program_identity(SUM, "```python\nprint(3)\n```", None) == python_before  # forked, not exec'd
 
 
 @pytest.mark.parametrize("setting", [{"CPFLEET_CPP_STD": "c++20"}, {"CPFLEET_STATIC_LINK": "0"},

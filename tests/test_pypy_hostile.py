@@ -4,14 +4,16 @@ it cannot make the judge do."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from cpfleet.core.verdict import Verdict
-from cpfleet.sandbox import compiled, languages
+from cpfleet.sandbox import compiled, jobinit, languages, pypy_zygote
 from cpfleet.sandbox.extract import Extracted
 from cpfleet.sandbox.forkserver import ForkServerRunner
 from cpfleet.sandbox.runner import Limits
@@ -64,6 +66,47 @@ def test_a_compile_past_the_budget_is_the_programs_compile_error(fork_runner: Fo
     error = fork_runner.load(code)  # CPython's fork server: the same job init
     assert error is not None and error.startswith("MemoryError: compiling the program needs more than"), error
 
+
+
+# A comprehension 24 ``finally`` blocks deep, 1.2 kB: PyPy's compiler compiles a ``finally`` body
+# once per way out of its ``try``, so the comprehension's code object is made 2**24 times, and
+# under the compile data budget PyPy does not raise MemoryError but aborts ("out of memory:
+# couldn't allocate the next arena"). The job init took the compiling child's death for a code
+# object marshal refuses and compiled it itself: it aborted too, and the job was INTERNAL
+# (reward None) for the program's own doing, as the exec path judges it: a COMPILE_ERROR.
+def _comprehension_deep_in_finally(depth: int) -> str:
+    nest = "".join(" " * i + "try:\n" + " " * (i + 1) + "y = 1\n" + " " * i + "finally:\n" for i in range(depth))
+    return nest + " " * depth + "x = [i for i in range(10)]\na, b = map(int, input().split())\nprint(a + b)\n"
+
+
+def test_a_compile_that_aborts_the_pypy_compiler_is_the_programs_compile_error(fork_runner: ForkServerRunner) -> None:
+    assert fork_runner.forks_pypy()
+    prepared = compiled.prepare(fork_runner, Extracted("pypy3", _comprehension_deep_in_finally(24)))
+    assert not prepared.infra_message, prepared.infra_message
+    assert prepared.compile_error is not None and "compiling the program" in prepared.compile_error
+    # the fork server still judges the next program
+    assert _argv0(fork_runner, "import sys\nprint(sys.argv[0])\n") == b"solution.py\n"
+
+
+# A compile may take COMPILE_CPU_S of CPU, which a loaded host gives at a fraction of a core: the
+# CPython fork server waits 8 x that for its job init's answer (forkserver's wait was once 4 x, and
+# a compile stopped at its own limit was INTERNAL below a quarter of a CPU). The PyPy fork server
+# waited 60 s, that same 4 x. (Seeing it fail takes a host giving the compile under a quarter of a
+# CPU for a minute; the wait is read where the runner makes it.)
+def test_the_pypy_fork_server_waits_for_its_job_inits_compile_as_long_as_the_cpython_one(
+        fork_runner: ForkServerRunner, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert fork_runner.forks_pypy()
+    assert _argv0(fork_runner, "import sys\nprint(sys.argv[0])\n") == b"solution.py\n"  # its zygote is up
+    waits: list[float] = []
+    real = pypy_zygote.recv_within
+
+    def timed(sock: socket.socket, timeout: float) -> Any:
+        waits.append(timeout)
+        return real(sock, timeout)
+
+    monkeypatch.setattr(pypy_zygote, "recv_within", timed)
+    assert compiled.prepare(fork_runner, Extracted("pypy3", "print(1)\n")) == compiled.Prepared()
+    assert waits and waits[-1] >= 8 * jobinit.COMPILE_CPU_S, waits
 
 @pytest.mark.parametrize("tail", [
     "sys.exit(2**64)", "sys.exit(-2**64)",

@@ -85,3 +85,26 @@ def test_java_main_thread_gets_a_stack_as_large_as_the_memory_limit(runner: Code
 def test_python_deep_recursion_through_c_frames_gets_the_memory_limit_as_stack(runner: CodeRunner) -> None:
     result = evaluate(_problem(1024, 300_000), f"```python\n{PY_DEEP}```\n", runner, job_id="py-deep")
     assert (result.verdict, result.reward, result.infra_error) == (Verdict.OK, 1.0, False), result.observation
+
+
+# RLIMIT_AS (the memory limit of C and C++) counts address space reserved, not used: glibc reserves
+# 64 MB for the malloc arena of each thread that allocates. A program running its solve() in a
+# thread of its own (the big-stack idiom: 16 MB here) and holding a 200 MB vector under a 256 MB
+# limit needed 16 + 64 + 200 MB of it: a MEMORY_LIMIT for the right answer the same program
+# without the thread gets. 300 MB is past the limit with or without the arena.
+CPP_SOLVE_IN_A_THREAD = """#include <bits/stdc++.h>
+#include <pthread.h>
+void* solve(void*) { long long n; std::cin >> n; std::string s = "x"; std::vector<int> v(N, 1);
+  std::cout << n + v[12345] - 1 << "\\n"; return nullptr; }
+int main() { pthread_attr_t at; pthread_attr_init(&at); pthread_attr_setstacksize(&at, 16 << 20);
+  pthread_t t; if (pthread_create(&t, &at, solve, nullptr)) return 7; pthread_join(t, nullptr); }
+"""
+
+
+@pytest.mark.parametrize(("mb", "verdict", "reward"), [(200, Verdict.OK, 1.0), (300, Verdict.MEMORY_LIMIT, 0.0)])
+def test_a_thread_holding_most_of_the_memory_limit_is_not_refused_it_by_its_malloc_arena(
+        runner: CodeRunner, mb: int, verdict: Verdict, reward: float) -> None:
+    _needs("cpp")
+    code = CPP_SOLVE_IN_A_THREAD.replace("N, 1", f"{mb << 18}, 1")
+    result = evaluate(_problem(256, 5), f"```cpp\n{code}```\n", runner, job_id=f"cpp-thread-{mb}")
+    assert (result.verdict, result.reward) == (verdict, reward), result.observation

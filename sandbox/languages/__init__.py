@@ -169,10 +169,20 @@ def fingerprint(name: str) -> str:
     for an interpreter, the listing of its installed packages. The result cache keys by it, so
     workers that would judge one program differently (another compiler or interpreter, C++
     standard, linking, multiplier or set of packages) never serve each other's results, and a
-    fleet upgraded mid-run does not hand out verdicts of the old toolchain."""
+    fleet upgraded mid-run does not hand out verdicts of the old toolchain. It includes the
+    environment its programs are exec'd with where that decides verdicts (``_exec_environment``)."""
     lang = get(name)
     packages = installed_packages(lang.packages_of) if lang.packages_of else ""
-    return hashlib.sha256(f"{lang!r}\n{toolchain_version(name)}\n{packages}".encode()).hexdigest()[:16]
+    return hashlib.sha256(f"{lang!r}\n{toolchain_version(name)}\n{packages}\n{_exec_environment(lang)}".encode()).hexdigest()[:16]
+
+
+def _exec_environment(lang: Language) -> str:
+    """What a program of ``lang`` gets in its environment beyond the table entry, where it
+    changes verdicts: exec'd under RLIMIT_AS (C, C++), one malloc arena (sandbox/child.py
+    ``ONE_MALLOC_ARENA``); a CPython program is forked, not exec'd."""
+    from cpfleet.sandbox import child  # read at call time: the rule's one home
+
+    return child.ONE_MALLOC_ARENA if lang.memory_model == "address_space" and not lang.in_process else ""
 
 
 def missing_tools(name: str) -> list[str]:

@@ -31,7 +31,7 @@ from cpfleet.core import envvars
 from cpfleet.sandbox.languages.base import PROG_DIR, SELF_TEST_EXPECTED, SOURCES, CompileStep, Language, which
 
 __all__ = ["JVM_OVERHEAD_MB", "JVM_THREAD_STACK_KB", "JVM_START_FLAGS", "JVM_FAST_START_FLAGS", "JAVA_GCS",
-           "JVM_LOG_FLAGS", "jvm_accepts", "jvm_fast_start", "jvm_warnings_to_stderr", "java_release", "java_gc_flags", "java_main_class", "java_file_class", "MAIN_CLASS_RULES", "jvm_class_sharing",
+           "JVM_LOG_FLAGS", "JAVA_JUDGE_PROPERTIES", "jvm_accepts", "jvm_fast_start", "jvm_warnings_to_stderr", "java_release", "java_gc_flags", "java_main_class", "java_file_class", "MAIN_CLASS_RULES", "jvm_class_sharing",
            "SELF_TEST", "toolchain"]
 
 JVM_OVERHEAD_MB = 256
@@ -60,6 +60,11 @@ JVM_FAST_START_FLAGS = (
 # or the host's. Warnings and errors go to stderr instead, where they are feedback.
 # (and the VM's own output outside unified logging, "CodeCache is full" and the like)
 JVM_LOG_FLAGS = ("-Xlog:disable", "-Xlog:all=warning:stderr", "-XX:+DisplayVMOutputToStderr")
+# What a contest program may ask to learn it runs on a judge: Codeforces starts Java with
+# -DONLINE_JUDGE=true, DOMjudge with -DONLINE_JUDGE (C and C++ get the -DONLINE_JUDGE macro here).
+# Templates read a local input.txt unless the property is set, so without it a right answer ended
+# as a FileNotFoundException, a RUNTIME_ERROR on every test.
+JAVA_JUDGE_PROPERTIES = ("-DONLINE_JUDGE=true",)
 JAVA_GCS = {
     # DOMjudge's and Kattis's collector, the default: time limits sized on those judges hold;
     # ~25% less CPU than G1 on an allocation-heavy run (bench/bench_jvm.py)
@@ -176,7 +181,14 @@ def java_gc_flags(env: Mapping[str, str]) -> tuple[str, ...]:
 # after ``public`` come the ones a top-level type may also have, then its kind
 _JAVA_PUBLIC = re.compile(r"\bpublic\s+(?:(?:final|abstract|strictfp|sealed|non-sealed)\s+)*(?:class|interface|enum|record)\s+((?:[^\W\d]|\$)[\w$]*)")
 _JAVA_CLASS = re.compile(r"\b(?:class|interface|enum|record)\s+((?:[^\W\d]|\$)[\w$]*)")
-_JAVA_MAIN = re.compile(r"\bstatic\s+(?:final\s+)?(?:public\s+)?void\s+main\s*\(")
+# a method named ``main`` returning void: group 1 is everything declared before ``void`` since the
+# last ``;``, ``{``, ``}`` or ``)`` (its modifiers in any order, ``synchronized`` and ``strictfp``
+# included, its annotations and type parameters), which ``_declares_static`` reads. A match starts
+# only right after one of those characters and its group 1 never runs past the next, so the source
+# is read once however many modifiers or ``void main(`` it holds. (An annotation's arguments hold a
+# ``)``: what follows it starts a match of its own.)
+_JAVA_MAIN = re.compile(r"(?:\A|(?<=[;{})]))([^;{}()]*?)\bvoid\s+main\s*\(")
+_JAVA_WORD = re.compile(r"[\w$@.]+")
 # what is not code: a text block, a string or char literal, a comment, matched left to right as
 # javac's scanner reads them (a "//" or "/*" inside a string opens no comment, and a "public class"
 # or "package" line inside a literal or a comment declares nothing); one left open runs to the end of
@@ -199,8 +211,9 @@ _JAVA_PACKAGE = re.compile(r"^[ \t\f\v\r]*package\s+([\w.]+)\s*;", re.M)
 # cache holds from another reading are not served): 2 reads literals and comments as javac does
 # and class names past ASCII, 3 Unicode escapes, a text block's escaped quotes and top-level
 # classes only, 4 the class that declares ``main`` before a public class that does not, and
-# sealed and non-sealed public classes.
-MAIN_CLASS_RULES = 4
+# sealed and non-sealed public classes, 5 a ``main`` whose modifiers stand in any order, with
+# ``synchronized``, ``strictfp``, type parameters or annotations among them.
+MAIN_CLASS_RULES = 5
 
 
 def _unicode_escapes(source: str) -> str:
@@ -231,6 +244,12 @@ def _at_depth(text: str, found: Iterator[re.Match[str]], depth: int) -> Iterator
             yield m
 
 
+def _declares_static(modifiers: str) -> bool:
+    """Whether the words before a method's ``void`` make it ``static`` (the JVM starts no other
+    ``main``); an annotation such as ``@static`` is not the modifier."""
+    return "static" in _JAVA_WORD.findall(modifiers)
+
+
 def _read_classes(source: str) -> tuple[str | None, list[str], list[str], str]:
     """What names a Java source's classes: its public top-level class (None without one), its
     top-level classes in order, the top-level classes whose bodies declare ``static void main``
@@ -240,7 +259,7 @@ def _read_classes(source: str) -> tuple[str | None, list[str], list[str], str]:
     public = next(_at_depth(text, _JAVA_PUBLIC.finditer(text), 0), None)
     starts = [c.start() for c in classes]
     owners = [classes[i - 1].group(1) for m in _at_depth(text, _JAVA_MAIN.finditer(text), 1)
-              if (i := bisect.bisect_right(starts, m.start())) > 0]
+              if _declares_static(m.group(1)) and (i := bisect.bisect_right(starts, m.start())) > 0]
     pkg = _JAVA_PACKAGE.search(text)
     return public.group(1) if public else None, [c.group(1) for c in classes], owners, pkg.group(1) if pkg else ""
 
@@ -306,7 +325,7 @@ def toolchain(env: Mapping[str, str]) -> Language:
                      SOURCES), (javac, "-version")),
         (java, "-Xmx{mem}m", "-Xss{stack}m", f"-XX:ThreadStackSize={JVM_THREAD_STACK_KB}", *java_gc_flags(env),
          *JVM_START_FLAGS, *jvm_warnings_to_stderr(java), *fast, "-XX:CICompilerCount=2", "-XX:ActiveProcessorCount=1", "-Dfile.encoding=UTF-8",
-         "-cp", PROG_DIR, "{main}"),
+         *JAVA_JUDGE_PROPERTIES, "-cp", PROG_DIR, "{main}"),
         "cgroup", extra_cgroup_mb=JVM_OVERHEAD_MB, tools=(javac, java), compile_memory_model="cgroup",
         oom_markers=(b"java.lang.OutOfMemoryError",), main_class=java_main_class, file_class=java_file_class,
         main_class_rules=MAIN_CLASS_RULES, start_warning=_class_sharing_warning,
