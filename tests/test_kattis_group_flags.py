@@ -65,3 +65,30 @@ def test_a_package_without_group_flags_keeps_its_problem_yaml_flags(tmp_path: Pa
     pkg = package(tmp_path / "c" / "p", {"problem.yaml": "name: p\nvalidator_flags: float_tolerance 1e-6\n"})
     _, [rec] = convert(pkg, tmp_path)
     assert rec["checker"] == {"type": "float", "validator_flags": "float_tolerance 1e-6", "float_tolerance": 1e-6}
+
+
+def test_output_validator_args_of_the_2023_07_format_are_applied(tmp_path: Path) -> None:
+    # 2023-07 names them output_validator_args, a list of words; read as legacy flags only, the
+    # package was judged case-insensitively: `yes` paid for `YES`
+    pkg = package(tmp_path / "c" / "p", {"problem.yaml": "problem_format_version: 2023-07-draft\nname: p\n",
+                                         "data/testdata.yaml": "output_validator_args: [case_sensitive]\n"})
+    _, [rec] = convert(pkg, tmp_path)
+    checker = get_checker(rec["checker"])
+    assert checker.check("YES\n", "YES\n").ok and not checker.check("YES\n", "yes\n").ok
+
+
+def test_a_2025_09_test_group_yaml_gives_its_groups_arguments(tmp_path: Path) -> None:
+    group = "output_validator_args: [float_tolerance, '1e-4']\n"
+    pkg = package(tmp_path / "c" / "p", {"problem.yaml": "problem_format_version: 2025-09\nname: p\n",
+                                         "data/sample/test_group.yaml": group, "data/secret/test_group.yaml": group})
+    _, [rec] = convert(pkg, tmp_path)
+    assert get_checker(rec["checker"]).check("0.5\n", "0.50001\n").ok
+
+
+def test_a_test_cases_own_arguments_count_as_its_flags(tmp_path: Path) -> None:
+    # one test case's own .yaml makes it case-sensitive: one checker cannot judge both rules
+    pkg = package(tmp_path / "c" / "p", {"problem.yaml": "problem_format_version: 2023-07-draft\nname: p\n",
+                                         "data/secret/2.yaml": "output_validator_args: [case_sensitive]\n"})
+    summary, records = convert(pkg, tmp_path)
+    [reason] = summary.skipped
+    assert records == [] and reason.startswith("test groups with different validator flags")

@@ -15,8 +15,10 @@ A package (problemarchive.org problem format, legacy and 2023-07) is a folder wi
 - checker: ``validation: default`` (or absent) -> ``exact_tokens``, or ``float`` when
   ``validator_flags`` carry ``float_tolerance`` / ``float_absolute_tolerance`` /
   ``float_relative_tolerance`` (parsed into the spec, the flag string kept); the flags are
-  ``problem.yaml``'s ``validator_flags`` then the tests' group's ``output_validator_flags``
-  (its ``testdata.yaml`` or its parent group's), as problemtools passes both per test, and a
+  ``problem.yaml``'s ``validator_flags`` then the test's own or its group's validator arguments
+  (``output_validator_args`` of 2023-07 and later, or the legacy ``output_validator_flags``, in a
+  test case's ``.yaml``, its group's ``testdata.yaml`` / ``test_group.yaml`` or its parent
+  group's), as problemtools passes both per test, and a
   package whose groups end with different flags is skipped (one checker judges every test); a custom
   validator (``validation: custom`` or an ``output_validators/`` folder) ->
   ``kattis_validator`` with every file of the validator's folder in ``files``, its sources in
@@ -212,7 +214,8 @@ def _memory_limit(meta: dict[str, Any]) -> tuple[int, str]:
 
 
 def _flag_words(flags: Any) -> str:
-    """A ``validator_flags`` / ``output_validator_flags`` value as text ('' when absent)."""
+    """A ``validator_flags`` / ``output_validator_flags`` / ``output_validator_args`` value as
+    text ('' when absent)."""
     if flags is None:
         return ""
     if isinstance(flags, list):
@@ -220,27 +223,48 @@ def _flag_words(flags: Any) -> str:
     return str(flags).strip()
 
 
+# a test group's settings file: testdata.yaml (legacy, 2023-07), test_group.yaml (2025-09)
+_GROUP_FILES = ("testdata.yaml", "test_group.yaml")
+# the arguments a group or a test case gives the output validator: output_validator_args (2023-07
+# and later, a list of words), output_validator_flags (legacy, a string)
+_ARG_KEYS = ("output_validator_args", "output_validator_flags")
+
+
+def _stated_flags(config: dict[str, Any]) -> str | None:
+    """The output validator's arguments a settings file states (None: it states none, so its
+    group's or parent's apply)."""
+    for key in _ARG_KEYS:
+        if key in config:
+            return _flag_words(config[key])
+    return None
+
+
 def _group_flags(pkg: Path, folder: Path, known: dict[Path, str]) -> str:
-    """The ``output_validator_flags`` of the test group ``folder`` (a folder under ``data/``):
-    its own ``testdata.yaml``'s, else its parent group's, up to ``data/`` ('' when none says),
-    as problemtools' TestCaseGroup inherits a key its group's file leaves out."""
+    """The output validator's arguments of the test group ``folder`` (a folder under ``data/``):
+    its own settings file's (``_GROUP_FILES``, ``_ARG_KEYS``), else its parent group's, up to
+    ``data/`` ('' when none says), as problemtools' TestCaseGroup inherits a key its group's
+    file leaves out."""
     if folder in known:
         return known[folder]
     data = pkg / "data"
-    inherited = "" if folder == data else _group_flags(pkg, folder.parent, known)
-    config = _load_yaml(folder / "testdata.yaml")
-    flags = _flag_words(config["output_validator_flags"]) if "output_validator_flags" in config else inherited
+    flags = "" if folder == data else _group_flags(pkg, folder.parent, known)
+    for name in _GROUP_FILES:
+        stated = _stated_flags(_load_yaml(folder / name))
+        if stated is not None:
+            flags = stated
+            break
     known[folder] = flags
     return flags
 
 
 def _tests_flags(meta: dict[str, Any], pkg: Path) -> set[str]:
     """The validator flags the tests are judged with, one text per distinct set ('' for none):
-    ``problem.yaml``'s ``validator_flags`` followed by each test's group's
-    ``output_validator_flags`` (problemtools passes the validator both, in that order, per
-    test). The record has one checker for all its tests, so more than one text here is a package
-    this format cannot convert: judged with one group's flags, the other groups' tests would be
-    compared by rules their jury did not set (a tolerance missing, or ``case_sensitive``)."""
+    ``problem.yaml``'s ``validator_flags`` followed by each test's own arguments (a test case's
+    ``<name>.yaml``, 2023-07 and later), else its group's (problemtools passes the validator
+    both, in that order, per test). The record has one checker for all its tests, so more than
+    one text here is a package this format cannot convert: judged with one group's flags, the
+    other groups' tests would be compared by rules their jury did not set (a tolerance missing,
+    or ``case_sensitive``)."""
     problem_flags = _flag_words(meta.get("validator_flags"))
     known: dict[Path, str] = {}
     combined: set[str] = set()
@@ -248,8 +272,10 @@ def _tests_flags(meta: dict[str, Any], pkg: Path) -> set[str]:
         base = pkg / "data" / group
         if not base.is_dir():
             continue
-        for folder in sorted({inp.parent for inp in base.rglob("*.in")}):
-            combined.add(" ".join(w for w in (problem_flags, _group_flags(pkg, folder, known)) if w))
+        for inp in sorted(base.rglob("*.in")):
+            own = _stated_flags(_load_yaml(inp.with_suffix(".yaml")))
+            test_flags = own if own is not None else _group_flags(pkg, inp.parent, known)
+            combined.add(" ".join(w for w in (problem_flags, test_flags) if w))
     if not combined:  # no tests (the package is skipped for that): the flags it states
         combined.add(" ".join(w for w in (problem_flags, _group_flags(pkg, pkg / "data", known)) if w))
     return combined
