@@ -115,6 +115,15 @@ def test_a_group_slow_on_every_input_spreads_what_its_start_window_left_over_oth
     assert gw.gateway.runs.jobs - jobs_before >= 2
 
 
+def test_a_group_whose_callers_wait_for_days_still_makes_a_valid_run_job(gw: Served) -> None:
+    # a compile_timeout of months: a third of the wait is past the wire's bound on a start
+    # window, which must be capped, never a run job the client refuses to publish
+    payloads = [{**verl_payload(ADD_CODE, f"{i} {i}\n"), "compile_timeout": 10**7} for i in range(6)]
+    with ThreadPoolExecutor(6) as pool:
+        replies = list(pool.map(lambda p: verl_call(gw.url + "/run_code", p), payloads))
+    assert [(body or {}).get("run_result", {}).get("stdout") for body, _ in replies] == [f"{2 * i}\n" for i in range(6)]
+
+
 SERVE_AND_LIST_MODULES = """
 import json, sys, threading, time, urllib.request
 import uvicorn

@@ -126,7 +126,8 @@ class _Group:
         """The job's ``start_within_s``: None for one input or callers that wait without end."""
         if len(self.stdins) < 2 or self.wait_s is None:
             return None
-        return max(START_WINDOW_MIN_S, self.wait_s * START_WINDOW_SHARE)
+        # within the wire's bound: a caller's wait may be far longer (a compile_timeout of days)
+        return min(wire.MAX_START_WITHIN_S, max(START_WINDOW_MIN_S, self.wait_s * START_WINDOW_SHARE))
 
 
 class RunCoalescer:
