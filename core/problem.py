@@ -18,6 +18,12 @@ from cpfleet.core.protocol import check_mode, rewarded_tests
 
 DEFAULT_TIME_LIMIT_S = 2.0
 DEFAULT_MEMORY_LIMIT_MB = 512
+# the limits a problem may state: a time limit in (0, MAX_TIME_LIMIT_S] seconds, a memory limit in
+# [MIN_MEMORY_LIMIT_MB, MAX_MEMORY_LIMIT_MB]; the record check (core/records.py) and cpfleet
+# prepare's --time-limit / --memory-limit read the same bounds
+MAX_TIME_LIMIT_S = 600.0
+MIN_MEMORY_LIMIT_MB = 16
+MAX_MEMORY_LIMIT_MB = 65536
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,10 +73,11 @@ class Problem:
             memory_limit = DEFAULT_MEMORY_LIMIT_MB if ml is None else int(ml)
         except (TypeError, ValueError) as e:
             raise ProblemFormatError(f"{pid}: bad limits: {e}") from None
-        if not (0 < time_limit <= 600):
-            raise ProblemFormatError(f"{pid}: time_limit_s must be in (0, 600], got {time_limit}")
-        if not (16 <= memory_limit <= 65536):
-            raise ProblemFormatError(f"{pid}: memory_limit_mb must be in [16, 65536], got {memory_limit}")
+        if not (0 < time_limit <= MAX_TIME_LIMIT_S):
+            raise ProblemFormatError(f"{pid}: time_limit_s must be in (0, {MAX_TIME_LIMIT_S:g}], got {time_limit}")
+        if not (MIN_MEMORY_LIMIT_MB <= memory_limit <= MAX_MEMORY_LIMIT_MB):
+            raise ProblemFormatError(f"{pid}: memory_limit_mb must be in [{MIN_MEMORY_LIMIT_MB}, "
+                                     f"{MAX_MEMORY_LIMIT_MB}], got {memory_limit}")
         checker = d.get("checker") or {"type": "tokens"}
         if not isinstance(checker, dict) or not isinstance(checker.get("type"), str):
             raise ProblemFormatError(f"{pid}: checker must be an object with a 'type'")

@@ -23,7 +23,7 @@ from typing import Any
 from cpfleet.core.checkers import checker_kind, get_checker, registered_checkers
 from cpfleet.core.errors import CheckerSpecError, ProblemFormatError, UnknownLanguage
 from cpfleet.core.languages import LANGUAGES, dataset_languages, family_of
-from cpfleet.core.problem import Problem
+from cpfleet.core.problem import MAX_MEMORY_LIMIT_MB, MAX_TIME_LIMIT_S, MIN_MEMORY_LIMIT_MB, Problem
 from cpfleet.core.testshapes import Test, TestSet, as_records
 
 SUBMISSION_VERDICTS = (
@@ -152,10 +152,11 @@ def record_errors(rec: Any) -> list[str]:
     errors += _tests_errors(rec, "public_tests", call)
     errors += _tests_errors(rec, "hidden_tests", call)
     tl, ml = rec.get("time_limit_s"), rec.get("memory_limit_mb")
-    if tl is not None and not (_is_num(tl) and 0 < tl <= 600):
-        errors.append("time_limit_s must be in (0, 600] or null")
-    if ml is not None and not (isinstance(ml, int) and not isinstance(ml, bool) and 16 <= ml <= 65536):
-        errors.append("memory_limit_mb must be an int in [16, 65536] or null")
+    if tl is not None and not (_is_num(tl) and 0 < tl <= MAX_TIME_LIMIT_S):
+        errors.append(f"time_limit_s must be in (0, {MAX_TIME_LIMIT_S:g}] or null")
+    if ml is not None and not (isinstance(ml, int) and not isinstance(ml, bool)
+                               and MIN_MEMORY_LIMIT_MB <= ml <= MAX_MEMORY_LIMIT_MB):
+        errors.append(f"memory_limit_mb must be an int in [{MIN_MEMORY_LIMIT_MB}, {MAX_MEMORY_LIMIT_MB}] or null")
     errors += checker_errors(rec.get("checker"))
     langs = rec.get("languages")
     if langs is not None and (not isinstance(langs, list) or not langs or any(x not in LANGUAGES for x in langs)):

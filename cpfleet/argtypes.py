@@ -12,6 +12,8 @@ import math
 import os
 from pathlib import Path
 
+from cpfleet.core.problem import MAX_MEMORY_LIMIT_MB, MAX_TIME_LIMIT_S, MIN_MEMORY_LIMIT_MB
+
 
 def positive_float(text: str) -> float:
     """A number of seconds (or any measure) > 0; ``inf`` and ``nan`` are refused too."""
@@ -33,6 +35,23 @@ def nonnegative_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}") from None
     if not (value >= 0 and math.isfinite(value)):
         raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
+    return value
+
+
+def time_limit_seconds(text: str) -> float:
+    """A problem's time limit: seconds in (0, MAX_TIME_LIMIT_S], the range a problem record takes."""
+    value = positive_float(text)
+    if value > MAX_TIME_LIMIT_S:
+        raise argparse.ArgumentTypeError(f"expected seconds in (0, {MAX_TIME_LIMIT_S:g}], got {text!r}")
+    return value
+
+
+def memory_limit_mb(text: str) -> int:
+    """A problem's memory limit: whole MB in [MIN_MEMORY_LIMIT_MB, MAX_MEMORY_LIMIT_MB]."""
+    value = _int_at_least(text, MIN_MEMORY_LIMIT_MB)
+    if value > MAX_MEMORY_LIMIT_MB:
+        raise argparse.ArgumentTypeError(f"expected whole MB in [{MIN_MEMORY_LIMIT_MB}, {MAX_MEMORY_LIMIT_MB}], "
+                                         f"got {text!r}")
     return value
 
 

@@ -224,12 +224,16 @@ def test_taco_jsonl_converts_stdin_and_call_based_problems(tmp_path: Path) -> No
     assert summary.skipped == {"malformed input_output JSON": 1}
     # the call-based row's output 3 is not wrapped in a 1-element list: kept raw (the apps rules
     # compare the value with it as TACO's testing_util does), noted
-    assert summary.notes == {"call-based output not wrapped in a 1-element list (judged as APPS/TACO judge it)": 1}
+    assert summary.notes == {"call-based output not wrapped in a 1-element list (judged as APPS/TACO judge it)": 1,
+                             "no time limit stated: 4 s per test, as TACO's run_test gives": 1}
     records = {r["id"]: r for r in map(json.loads, out.read_text().splitlines())}
     call = records["taco/train/1"]
     assert (call["fn_name"], call["hidden_tests"]) == ("add", [{"input": "[1, 2]", "output": "3"}])
     assert call["fn_semantics"] == "apps"
     assert call["languages"] == ["python3", "pypy3"]
+    # the row states no time limit: TACO's own grader gives each test 4 s, and says so
+    assert (call["time_limit_s"], call["time_limit_source"]) == (4.0, "TACO's run_test (4 s per test)")
+    assert call["memory_limit_mb"] is None
     problems = load_problems(out).by_id()
     add = problems["taco/train/0"]
     assert [t.input for t in add.public_tests] == ["1 2\n"]
@@ -242,6 +246,34 @@ def test_taco_jsonl_converts_stdin_and_call_based_problems(tmp_path: Path) -> No
     assert (lines.time_limit_s, lines.memory_limit_mb) == (2.5, 64)
     hard_only = run_prepare(src, tmp_path / "h.jsonl", tmp_path, split="train", difficulty=(4, 5))
     assert hard_only.kept == 1
+
+
+def test_time_and_memory_limit_options_set_every_problems_limits_whatever_its_row_states(tmp_path: Path) -> None:
+    """`cpfleet prepare --time-limit/--memory-limit`: one limit for every problem (a row's own "1 second"
+    included), its origin named in the record; out-of-range values are one usage line (exit 2)."""
+    src = tmp_path / "taco.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in taco_rows()))
+    out = tmp_path / "p.jsonl"
+    proc = subprocess.run(
+        [sys.executable, "-m", "cpfleet", "prepare", "--dataset", str(src), "--split", "train", "--out", str(out),
+         "--time-limit", "3.5", "--memory-limit", "1024", "--no-progress"],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    records = {r["id"]: r for r in map(json.loads, out.read_text().splitlines())}
+    assert len(records) == 3
+    for rec in records.values():  # rows stating "1 second" / "2.5 seconds" / nothing alike
+        assert (rec["time_limit_s"], rec["time_limit_source"]) == (3.5, "--time-limit")
+        assert (rec["memory_limit_mb"], rec["memory_limit_source"]) == (1024, "--memory-limit")
+    problem = load_problems(out).by_id()["taco/train/0"]
+    assert (problem.time_limit_s, problem.memory_limit_mb) == (3.5, 1024)
+    for option, value in (("--time-limit", "0"), ("--time-limit", "601"), ("--time-limit", "nan"),
+                          ("--memory-limit", "8"), ("--memory-limit", "70000"), ("--memory-limit", "1.5")):
+        bad = subprocess.run(
+            [sys.executable, "-m", "cpfleet", "prepare", "--dataset", str(src), "--out", str(tmp_path / "x.jsonl"),
+             option, value], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        assert bad.returncode == 2, (option, value, bad.stderr)
+        assert option in bad.stderr and "Traceback" not in bad.stderr
+        assert not (tmp_path / "x.jsonl").exists()
 
 
 # A limit written as text is read by a number pattern in the prepare process, on a dataset row:

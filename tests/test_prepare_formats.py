@@ -118,7 +118,10 @@ def test_livecodebench_parquet_functional_and_stdin_with_compressed_private_test
     assert "fn_name" not in stdin and "languages" not in stdin
     assert pairs(stdin, "public_tests") == [("3\n1 2 3\n", "6\n")]
     assert pairs(stdin) == [("3\n1 2 3\n", "6\n"), ("1\n5\n", "5\n")]
-    assert (stdin["time_limit_s"], stdin["memory_limit_mb"]) == (None, None)
+    # LiveCodeBench rows state no limits: its run_test's 6 s per test, the project's memory limit
+    assert (stdin["time_limit_s"], stdin["time_limit_source"], stdin["memory_limit_mb"]) == (
+        6.0, "LiveCodeBench's run_test (6 s per test)", None)
+    assert fn["time_limit_s"] == 6.0
 
 
 def test_format_detection_for_every_dataset() -> None:
@@ -143,7 +146,8 @@ def test_apps_call_based_problems_become_function_call_problems(tmp_path: Path) 
     ]
     src = to_parquet(rows, tmp_path / "apps" / "test-0.parquet")
     summary, recs = run(src, tmp_path, with_solutions=True, num_public=1)
-    assert summary.format == "apps" and summary.kept == 2 and not summary.notes
+    assert summary.format == "apps" and summary.kept == 2
+    assert summary.notes == {"no time limit stated: 4 s per test, as APPS's run_test gives": 2}
     ana = recs["apps/test/7"]
     assert ana["fn_name"] == "is_anagram" and ana["starter_code"] == "def is_anagram(a, b):\n\t"
     # the raw outputs, wrapped as APPS stores them: fn_semantics apps judges them as APPS does
@@ -200,6 +204,8 @@ def test_deepcoder_configs(config: str, tmp_path: Path) -> None:
         assert rec.get("fn_semantics") == DEEPCODER_SEMANTICS[config][i]
         assert pairs(rec) == tests
         assert pairs(rec, "public_tests") == tests[:1]
+        # DeepCoder rows state no limits; rLLM, its grader, gives each test 6 s
+        assert (rec["time_limit_s"], rec["time_limit_source"]) == (6.0, "rLLM's DeepCoder grader (6 s per test)")
 
 
 # --- PrimeIntellect ----------------------------------------------------------------------------

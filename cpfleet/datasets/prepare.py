@@ -47,8 +47,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from cpfleet.argtypes import nonnegative_int, output_file
+from cpfleet.argtypes import memory_limit_mb, nonnegative_int, output_file, time_limit_seconds
 from cpfleet.core.errors import DatasetUnavailableError, PrepareError
+from cpfleet.core.problem import DEFAULT_MEMORY_LIMIT_MB, DEFAULT_TIME_LIMIT_S
 from cpfleet.core.records import loader_check, record_errors
 from cpfleet.datasets import formats
 from cpfleet.datasets.formats import PrepareOptions
@@ -229,6 +230,26 @@ def convert_row(row: Mapping[str, Any], index: int, fmt: str, opts: PrepareOptio
     return declared.convert(row, index, opts, counts)
 
 
+def fill_limits(rec: dict[str, Any] | str, declared: formats.DatasetFormat, opts: PrepareOptions,
+                counts: Counter[str]) -> None:
+    """Set the limits ``rec`` is judged under: ``--time-limit`` / ``--memory-limit`` for every
+    problem; else the row's own; else, for the time limit, what the dataset's own grader gives
+    (``DatasetFormat.harness_time_limit_s``); else null, the project's defaults. A limit set here
+    names its origin in ``time_limit_source`` / ``memory_limit_source``."""
+    if isinstance(rec, str):
+        return
+    if opts.time_limit_s is not None:
+        rec["time_limit_s"] = opts.time_limit_s
+        rec["time_limit_source"] = "--time-limit"
+    elif rec.get("time_limit_s") is None and declared.harness_time_limit_s is not None:
+        rec["time_limit_s"] = declared.harness_time_limit_s
+        rec["time_limit_source"] = f"{declared.harness} ({declared.harness_time_limit_s:g} s per test)"
+        counts[f"no time limit stated: {declared.harness_time_limit_s:g} s per test, as {declared.harness} gives"] += 1
+    if opts.memory_limit_mb is not None:
+        rec["memory_limit_mb"] = opts.memory_limit_mb
+        rec["memory_limit_source"] = "--memory-limit"
+
+
 def _row_name(row: Mapping[str, Any], index: int) -> str:
     for key in ("id", "question_id", "problem_id", "name", "in_source_id"):
         value = row.get(key)
@@ -279,6 +300,7 @@ def convert_rows(rows: Iterable[Mapping[str, Any]], fmt: str, opts: PrepareOptio
             rec = convert_row(row, index, fmt, opts, counts)
         except RecursionError:  # hostile nesting in a JSON or pickled column
             rec = "tests nested too deeply"
+        fill_limits(rec, declared, opts, counts)
         kept = _keep(rec, _row_name(row, index), opts, summary, seen, counts)
         if kept is not None:
             yield kept
@@ -323,6 +345,7 @@ def convert_packages(root: Path, opts: PrepareOptions, summary: PrepareSummary,
             rec = declared.convert_item(item, pid, opts, counts)
         except (PrepareError, OSError) as e:
             rec = f"unreadable package ({_first_line(str(e))[:120]})"
+        fill_limits(rec, declared, opts, counts)
         kept = _keep(rec, pid, opts, summary, seen, counts)
         if kept is not None:
             yield kept
@@ -527,6 +550,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="hub repository files to load (e.g. LiveCodeBench test6.jsonl)")
     parser.add_argument("--generated-tests", default=None, metavar="DIR",
                         help="open-r1/codeforces: folder with generated_tests/test_cases_XXXX.parquet (default: none, the dataset's own tests only)")
+    graders = ", ".join(f"{f.name} {f.harness_time_limit_s:g} s" for f in formats.formats().values()
+                        if f.harness_time_limit_s is not None)
+    parser.add_argument("--time-limit", type=time_limit_seconds, default=None, metavar="SECONDS",
+                        help="every problem's time limit in CPU seconds per test, whatever its row states "
+                             "(default: the row's own; a row with none gets what the dataset's grader gives "
+                             f"({graders}), else the project's {DEFAULT_TIME_LIMIT_S:g} s)")
+    parser.add_argument("--memory-limit", type=memory_limit_mb, default=None, metavar="MB",
+                        help="every problem's memory limit in MB, whatever its row states (default: the row's "
+                             f"own, else the project's {DEFAULT_MEMORY_LIMIT_MB} MB)")
     parser.add_argument("--streaming", action="store_true", help="stream from the hub instead of downloading")
     parser.add_argument("--cache-dir", default=None, help="datasets cache folder (default: the datasets library's, ~/.cache/huggingface)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -538,6 +570,7 @@ def run(args: argparse.Namespace) -> int:
         difficulty=args.difficulty, max_samples=args.max_samples, with_solutions=args.with_solutions,
         max_solutions=args.max_solutions, num_public=args.num_public, config=args.config, subset=args.subset,
         generated_tests=args.generated_tests, data_files=tuple(args.data_files),
+        time_limit_s=args.time_limit, memory_limit_mb=args.memory_limit,
     )
     try:
         summary = prepare(args.dataset, args.out, opts, streaming=args.streaming, cache_dir=args.cache_dir,

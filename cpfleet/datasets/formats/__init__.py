@@ -44,6 +44,8 @@ class PrepareOptions:
     subset: str | None = None  # names DeepCoder ids (deepcoder/<subset>/<split>/<row>); defaults to config
     generated_tests: str | None = None  # open-r1/codeforces: folder of test_cases_XXXX.parquet
     data_files: tuple[str, ...] = ()  # hub repo files to load (e.g. LiveCodeBench test6.jsonl)
+    time_limit_s: float | None = None  # --time-limit: every problem's, whatever its row states
+    memory_limit_mb: int | None = None  # --memory-limit: every problem's, whatever its row states
 
 
 Converted = dict[str, Any] | str
@@ -69,6 +71,12 @@ class DatasetFormat:
     drop_columns: Callable[[PrepareOptions, Iterable[str]], list[str]] | None = None
     # the options this format runs with (e.g. a hub config that names a subset)
     options: Callable[[PrepareOptions], PrepareOptions] | None = None
+    # The per-test time limit the dataset's own grader gives a row that states none (LiveCodeBench's
+    # run_test: a 6 s alarm per test), so a correct solution that the dataset's grader accepts is
+    # not refused here for a limit the dataset never set; ``harness`` names that grader in the
+    # record's ``time_limit_source``. None: the project's default (core/problem.py).
+    harness_time_limit_s: float | None = None
+    harness: str = ""
 
     @property
     def folder(self) -> bool:

@@ -1,5 +1,6 @@
 """``deepcoder``: ``agentica-org/DeepCoder-Preview-Dataset`` rows (configs primeintellect, taco,
-lcbv5, codeforces; ``--config`` picks the subset and names the ids).
+lcbv5, codeforces; ``--config`` picks the subset and names the ids). The rows state no limits:
+each test gets the 6 s rLLM's grader (DeepCoder's) gives it.
 """
 
 from __future__ import annotations
@@ -65,4 +66,5 @@ def convert_deepcoder(row: Mapping[str, Any], index: int, opts: PrepareOptions,
 register_format(DatasetFormat(
     "deepcoder", "DeepCoder (configs primeintellect, taco, lcbv5, codeforces; --config picks the subset)",
     convert=convert_deepcoder, detect=lambda cols: {"tests", "problem"} <= cols, priority=32,
+    harness_time_limit_s=6.0, harness="rLLM's DeepCoder grader",
     options=lambda opts: dataclasses.replace(opts, subset=opts.config) if opts.subset is None and opts.config else opts))

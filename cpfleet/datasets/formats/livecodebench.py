@@ -1,6 +1,7 @@
 """``livecodebench``: ``livecodebench/code_generation_lite`` rows (``public_test_cases`` /
 ``private_test_cases``, the private ones plain or base64-zlib-pickle, read by the restricted
 unpickler). Public tests are shown; public + private decide the reward, as LiveCodeBench grades.
+The rows state no limits: each test gets the 6 s LiveCodeBench's run_test gives it.
 """
 
 from __future__ import annotations
@@ -36,4 +37,5 @@ def convert_livecodebench(row: Mapping[str, Any], index: int, opts: PrepareOptio
 
 register_format(DatasetFormat(
     "livecodebench", "LiveCodeBench code_generation_lite (public/private test cases)", convert=convert_livecodebench,
-    detect=lambda cols: {"public_test_cases", "private_test_cases"} <= cols, priority=30))
+    detect=lambda cols: {"public_test_cases", "private_test_cases"} <= cols, priority=30,
+    harness_time_limit_s=6.0, harness="LiveCodeBench's run_test"))

@@ -1,7 +1,9 @@
 """``taco`` and ``apps``: TACO and APPS rows (one schema: ``input_output`` JSON, call-based rows
 carry ``fn_name`` and become function-call problems; APPS is told apart by ``problem_id`` and no
 tags). Public tests: the first ``num_public``; the rest hidden. Solutions (Python) become
-``correct_solutions``.
+``correct_solutions``. Limits: the row's ``time_limit`` / ``memory_limit`` text; a row without a
+time limit gets the 4 s per test that TACO's and APPS's own graders give every test (their
+run_test reads no row's limit).
 """
 
 from __future__ import annotations
@@ -48,9 +50,10 @@ def convert_taco(row: Mapping[str, Any], index: int, opts: PrepareOptions, fmt: 
 register_format(DatasetFormat(
     "taco", "TACO rows (input_output JSON; call-based problems carry fn_name)",
     convert=lambda row, index, opts, counts: convert_taco(row, index, opts, "taco", counts),
-    detect=lambda cols: "input_output" in cols, priority=60))
+    detect=lambda cols: "input_output" in cols, priority=60,
+    harness_time_limit_s=4.0, harness="TACO's run_test"))
 register_format(DatasetFormat(
     "apps", "APPS rows (as TACO, told apart by problem_id and no tags)",
     convert=lambda row, index, opts, counts: convert_taco(row, index, opts, "apps", counts),
     detect=lambda cols: "input_output" in cols and "problem_id" in cols and not cols & {"raw_tags", "skill_types", "tags"},
-    priority=50))
+    priority=50, harness_time_limit_s=4.0, harness="APPS's run_test"))
