@@ -198,6 +198,9 @@ def test_submit_judges_the_completion_in_the_configs_language(url: str) -> None:
         ({"extra": {"run_all_cases": True}}, "run_all_cases"),  # a stored problem: counts only
         ({"provided_data": _common_oj(PAIRS), "extra": {"run_all_cases": "yes"}}, "true or false"),
         ({"provided_data": _common_oj(PAIRS), "extra": [1]}, "'config.extra'"),
+        # caller Python that picks the code: not run here, so judging our own pick would be other code
+        ({"provided_data": _common_oj(PAIRS), "custom_extract_logic": "submit_code_blocks(cbs[-1:])"},
+         "custom_extract_logic"),
     ],
 )
 def test_submit_refuses_a_run_all_cases_it_cannot_honour_with_a_422(url: str, config: dict[str, Any],

@@ -16,7 +16,8 @@ only change their URL.
   compares them (checker ``sandboxfusion``: stripped lines, each equal case-insensitively or as
   one number within relative 1e-5) under ``config.run_timeout`` (seconds; absent: the project's
   default); ``config.language``, when given, is the only language the completion is judged in; a stored problem by its own checker and limits (a ``run_timeout`` with an ``id`` is
-  a 422, never ignored).
+  a 422, never ignored). ``config.custom_extract_logic`` (caller Python that picks the code) is a
+  422: it is not run here, and judging other code than the caller chose is never done in silence.
 
 Refusals: verl's ``call_sandbox_api`` retries only HTTP 504 (3 attempts, 1 s then 2 s apart)
 and gives up at ``compile_timeout + run_timeout + 10`` seconds, so ``/run_code`` answers a 504
@@ -345,6 +346,12 @@ def routes(gw: Gateway) -> Sequence[Route]:
         config_ = body.get("config") or {}
         if not isinstance(config_, dict):
             raise HTTPError(422, "'config' must be an object")
+        if config_.get("custom_extract_logic") not in (None, ""):
+            # SandboxFusion runs this caller's Python to pick the code out of the completion; judged
+            # with cpfleet's own extraction instead, the reward would be for other code than asked
+            raise HTTPError(422, "config.custom_extract_logic (Python the server runs to pick the code) is not "
+                                 "run here: the code is extracted by cpfleet's rules (the first fenced block in a "
+                                 "language the problem allows); extract it yourself and send it fenced in 'completion'")
         every = run_all_cases(config_)
         time_limit = config_run_timeout(config_)
         language = config_language(config_)
