@@ -19,9 +19,46 @@ from typing import Any
 
 from cpfleet.core.errors import InlineProblemError, TestShapeError
 from cpfleet.core.records import languages_for, make_record, record_errors
-from cpfleet.core.testshapes import TestSet, normalize_tests
+from cpfleet.core.testshapes import TestSet, normalize_tests, parse_json_field
 
 INLINE_PREFIX = "inline/"
+# Limits inline tests may state beside them (``{"inputs": ..., "outputs": ..., "time_limit_s": 6}``,
+# or ``{"tests": <any shape>, "time_limit_s": 6, "memory_limit_mb": 1024}`` around a shape that
+# is a list or has no room for them): the tests alone cannot say how long a dataset's grader
+# lets a program run, and a trainer's tests column is all the fleet gets
+LIMIT_KEYS = ("time_limit_s", "memory_limit_mb")
+
+
+def stated_limits(tests: Any) -> tuple[Any, dict[str, Any]]:
+    """Inline ``tests`` (parsed or JSON text) -> (the tests without their stated limits, the
+    limits they state by ``LIMIT_KEYS``); tests that state none come back as they are, with {}.
+    A mapping left with only ``tests`` is the wrapper form: its ``tests`` are the test set."""
+    raw = parse_json_field(tests, "tests") if isinstance(tests, str | bytes) else tests
+    if not isinstance(raw, Mapping) or not any(k in raw for k in LIMIT_KEYS):
+        return tests, {}
+    limits = {k: raw[k] for k in LIMIT_KEYS if k in raw}
+    rest = {k: v for k, v in raw.items() if k not in LIMIT_KEYS}
+    if set(rest) != {"tests"}:
+        return rest, limits
+    inner, inner_limits = stated_limits(rest["tests"])  # a wrapper around tests that state their own
+    for name, value in inner_limits.items():
+        if name in limits and limits[name] is not None and value is not None and limits[name] != value:
+            raise InlineProblemError(f"the tests state {name} {value!r} and their wrapper {limits[name]!r}")
+        if limits.get(name) is None:
+            limits[name] = value
+    return inner, limits
+
+
+def _limit(name: str, given: Any, stated: Mapping[str, Any]) -> Any:
+    """The caller's limit ``name``, else the one the tests state; both, and different, is an error
+    (one of them would be ignored in silence)."""
+    if name not in stated or stated[name] is None:
+        return given
+    if isinstance(stated[name], bool) or not isinstance(stated[name], int | float):
+        raise InlineProblemError(f"the tests state {name} {stated[name]!r}, which is not a number")
+    if given is not None and given != stated[name]:
+        raise InlineProblemError(f"the tests state {name} {stated[name]!r} but the caller gives {given!r}")
+    return stated[name]
 
 
 def content_id(rec: Mapping[str, Any], prefix: str = INLINE_PREFIX) -> str:
@@ -63,11 +100,16 @@ def problem_from_tests(
     ``fn_name`` names the function when the tests do not (a LiveCodeBench row's metadata);
     shapes without a public/private split show the first ``num_public`` tests and reward on
     all of them. ``languages`` defaults to what the tests state (PrimeIntellect's ``language``:
-    a language cpfleet does not judge is an error), else Python for function-call tests. Limits left None mean the project's defaults. The record's ``id`` is
-    :func:`content_id`. Raises :class:`InlineProblemError` with a one-line reason."""
+    a language cpfleet does not judge is an error), else Python for function-call tests. Limits
+    are the arguments, else what the tests state (:func:`stated_limits`), else None: the
+    project's defaults. The record's ``id`` is :func:`content_id`. Raises
+    :class:`InlineProblemError` with a one-line reason."""
     if num_public < 0:
         raise InlineProblemError("num_public must be >= 0")
     try:
+        tests, stated = stated_limits(tests)
+        time_limit_s = _limit("time_limit_s", time_limit_s, stated)
+        memory_limit_mb = _limit("memory_limit_mb", memory_limit_mb, stated)
         ts: TestSet = normalize_tests(tests, fn_name=fn_name, num_public=num_public)
     except TestShapeError as e:
         raise InlineProblemError(str(e)) from None

@@ -32,7 +32,7 @@ import redis
 
 from cpfleet.core.errors import BrokerFull, BrokerUnavailable, InlineProblemError
 from cpfleet.core.lru import LRU
-from cpfleet.producer.inline import content_id, problem_from_tests
+from cpfleet.producer.inline import LIMIT_KEYS, content_id, problem_from_tests
 
 
 def tests_digest(tests: Any) -> str:
@@ -108,7 +108,8 @@ def _code_contests_row(tests: Any) -> Any:
 
     public = pairs(tests.get("public_tests"))
     hidden = pairs(tests.get("private_tests")) + pairs(tests.get("generated_tests"))
-    return {"public_tests": public, "hidden_tests": hidden or list(public)}
+    stated = {k: tests[k] for k in LIMIT_KEYS if k in tests}  # read by problem_from_tests
+    return {"public_tests": public, "hidden_tests": hidden or list(public), **stated}
 
 
 def problem_record(tests: Any) -> dict[str, Any]:

@@ -260,3 +260,28 @@ def test_inline_tests_the_store_lost_are_stored_again_not_an_unknown_problem(url
     assert remove_problems(client, [problem_record(tests)["id"]]) == 1
     status, body = post(url + path, bodies[path])
     assert status == 200 and reward[path](body) == 1.0, body
+
+
+SLOW_ADD = ("```python\nimport time\nt = time.process_time()\nwhile time.process_time() - t < 0.6:\n    pass\n"
+            f"{ADD_CODE}```")
+
+
+@pytest.mark.parametrize("path", ["/v1/judge", "/get_reward", "/slime"])
+def test_inline_tests_that_state_their_limits_are_judged_under_them_on_every_route(url: str, path: str) -> None:
+    # the tests a trainer sends are all the gateway gets of a problem: the limits they state
+    # (here 0.25 s, under the 0.6 s this right program spends) are the problem's
+    tests = {"inputs": ["4 4\n"], "outputs": ["8\n"]}
+    rewards = []
+    for sent in (tests, {"tests": tests, "time_limit_s": 0.25}):
+        bodies = {
+            "/v1/judge": {"jobs": [{"tests": sent, "completion": SLOW_ADD}]},
+            "/get_reward": {"query": [SLOW_ADD], "prompts": [""], "labels": [json.dumps(sent)]},
+            "/slime": {"prompt": "", "response": SLOW_ADD, "label": json.dumps(sent)},
+        }
+        status, body = post(url + path, bodies[path])
+        assert status == 200, body
+        rewards.append({"/v1/judge": lambda b: b["reward"], "/get_reward": lambda b: b["rewards"][0],
+                        "/slime": lambda b: b}[path](body))
+        if path == "/v1/judge":
+            assert body["verdict"] == ("OK" if sent is tests else "TIME_LIMIT"), body
+    assert rewards == [1.0, 0.0]

@@ -10,6 +10,7 @@ import base64
 import json
 import os
 import pickle
+import re
 import zlib
 from pathlib import Path
 from typing import Any
@@ -179,6 +180,48 @@ def test_absurdly_nested_tests_are_refused_not_a_crash() -> None:
 def test_nan_time_limit_is_refused() -> None:
     with pytest.raises(InlineProblemError):
         problem_from_tests({"inputs": ["1"], "outputs": ["1"]}, time_limit_s=float("nan"))
+
+
+STDIO = {"inputs": ["1 2\n"], "outputs": ["3\n"]}
+LCB_CASES = [{"input": "1 2\n", "output": "3\n", "testtype": "stdin"}]
+
+
+@pytest.mark.parametrize(
+    ("tests", "limits"),
+    [
+        ({**STDIO, "time_limit_s": 6}, (6, None)),  # beside a shape that has room for them
+        ({"tests": LCB_CASES, "time_limit_s": 6, "memory_limit_mb": 1024}, (6, 1024)),  # around a list
+        (json.dumps({"tests": json.dumps(STDIO), "memory_limit_mb": 256}), (None, 256)),  # JSON text, both levels
+        ({"public_tests": [{"input": "1 2\n", "output": "3\n"}], "hidden_tests": [{"input": "1 2\n", "output": "3\n"}],
+          "time_limit_s": 0.5}, (0.5, None)),  # the project's own shape
+        ({"tests": {**STDIO, "time_limit_s": 3}, "memory_limit_mb": 64}, (3, 64)),  # the wrapper adds, the tests keep
+    ],
+)
+def test_inline_tests_may_state_their_limits_and_are_judged_under_them(tests: Any, limits: tuple[Any, Any]) -> None:
+    """A trainer's tests column is all the fleet gets of a problem: limits stated in it are the
+    record's, and the same tests under other limits are another problem (another content id)."""
+    rec = problem_from_tests(tests)
+    assert (rec["time_limit_s"], rec["memory_limit_mb"]) == limits
+    assert pairs_of(rec, "hidden_tests") == [("1 2\n", "3\n")]
+    assert record_errors(rec) == [] and loader_check(rec)[0] is None
+    assert rec["id"] != problem_from_tests(STDIO)["id"]
+
+
+@pytest.mark.parametrize(
+    ("tests", "given", "reason"),
+    [
+        ({**STDIO, "time_limit_s": "6"}, None, "not a number"),
+        ({**STDIO, "time_limit_s": True}, None, "not a number"),
+        ({**STDIO, "time_limit_s": 601}, None, "time_limit_s must be in (0, 600]"),
+        ({**STDIO, "memory_limit_mb": 100.5}, None, "memory_limit_mb must be an int"),
+        ({**STDIO, "time_limit_s": 6}, 2.0, "the caller gives 2.0"),  # one of the two would be ignored
+        ({"tests": {**STDIO, "time_limit_s": 3}, "time_limit_s": 6}, None, "their wrapper 6"),
+        ({"tests": [], "time_limit_s": 6}, None, "no tests"),
+    ],
+)
+def test_stated_limits_that_cannot_hold_are_refused_with_the_reason(tests: Any, given: float | None, reason: str) -> None:
+    with pytest.raises(InlineProblemError, match=re.escape(reason)):
+        problem_from_tests(tests, time_limit_s=given)
 
 
 def test_own_record_shape_passes_through() -> None:

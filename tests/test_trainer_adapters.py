@@ -16,7 +16,7 @@ import redis
 from fleet_helpers import FleetWorker
 
 from cpfleet.core import protocol
-from cpfleet.core.errors import InlineProblemError
+from cpfleet.core.errors import InlineProblemError, JobFormatError, OptionError
 from cpfleet.core.verdict import Verdict
 from cpfleet.fleet.redis_server import RedisServer, free_port
 from cpfleet.producer.client import FleetClient
@@ -254,6 +254,83 @@ def test_async_trl_reward_is_a_coroutine_function_bound_to_the_loop_that_runs_it
     finally:
         clone.close()
     assert first == second == [1.0, 0.0, 1.0, 1.0]
+
+
+def burns(cpu_s: float, extra: str = "") -> str:
+    """A right a+b that first spends ``cpu_s`` of CPU time (however fast the machine)."""
+    return (f"```python\nimport time\n{extra}t = time.process_time()\nwhile time.process_time() - t < {cpu_s}:\n"
+            f"    pass\na, b = map(int, input().split())\nprint(a + b)\n```")
+
+
+ONE_TEST = {"inputs": ["1 2\n"], "outputs": ["3\n"]}
+
+
+def test_every_adapter_judges_inline_tests_under_the_limits_it_is_given(fleet: FleetClient) -> None:
+    """time_limit_s / memory_limit_mb of TRL's and verl's adapters are the limits of their inline
+    tests: a program within the project's defaults but past the given limits fails on them."""
+    url, slow = fleet.redis_url, burns(0.6)
+    hungry = burns(0.0, "hoard = bytearray(200 << 20)\nhoard[::4096] = b'x' * len(hoard[::4096])\n")
+    verdicts: dict[str, list[Any]] = {}
+    try:
+        for name, options in (("default", {}), ("tight", {"time_limit_s": 0.25, "memory_limit_mb": 128})):
+            sync = TRLReward(url, tests_column="tests", timeout_s=60, **options)
+            out = sync(completions=[slow, hungry], tests=[ONE_TEST, json.dumps(ONE_TEST)],
+                       log_extra=lambda _column, values, name=name: verdicts.__setitem__(name, values))
+            sync.close()
+            async_fn = AsyncTRLReward(url, tests_column="tests", timeout_s=60, **options)
+            async_out = asyncio.run(async_fn(completions=[slow, hungry], tests=[ONE_TEST, ONE_TEST]))
+            async_fn.close()
+            single = [compute_score("x", c, ONE_TEST, redis_url=url, **options)["score"] for c in (slow, hungry)]
+            batch = [d["score"] for d in compute_score_batch(["x"] * 2, [slow, hungry], [ONE_TEST] * 2, redis_url=url,
+                                                             **options)]
+
+            async def both(options: dict[str, Any] = options) -> list[float]:
+                return [d["score"] for d in await asyncio.gather(
+                    *(compute_score_async("x", c, ONE_TEST, redis_url=url, **options) for c in (slow, hungry)))]
+
+            verdicts[name + " scores"] = [out, async_out, single, batch, asyncio.run(both())]
+    finally:
+        close_verl_connections()
+    assert verdicts["default scores"] == [[1.0, 1.0]] * 5
+    assert verdicts["tight scores"] == [[0.0, 0.0]] * 5
+    assert verdicts["default"] == ["OK", "OK"]
+    assert verdicts["tight"] == ["TIME_LIMIT", "MEMORY_LIMIT"]
+
+
+def test_a_time_limit_longer_than_the_projects_default_lets_a_slower_program_pass(fleet: FleetClient) -> None:
+    """LiveCodeBench's and DeepCoder's graders give each test 6 s: a program taking 2.3 s of CPU
+    fails the project's default 2 s and passes when the adapter is given 4 s."""
+    slower = burns(2.3)
+    rewards = []
+    for options in ({}, {"time_limit_s": 4.0}):
+        fn = TRLReward(fleet.redis_url, tests_column="tests", timeout_s=120, **options)
+        try:
+            rewards.append(fn(completions=[slower], tests=[ONE_TEST])[0])
+        finally:
+            fn.close()
+    assert rewards == [0.0, 1.0]
+
+
+def test_limits_an_adapter_cannot_honour_are_refused_not_ignored(fleet: FleetClient) -> None:
+    with pytest.raises(OptionError, match="time_limit_s"):
+        TRLReward(fleet.redis_url, tests_column="tests", time_limit_s=0)
+    with pytest.raises(OptionError, match="memory_limit_mb"):
+        AsyncTRLReward(fleet.redis_url, tests_column="tests", memory_limit_mb=8)
+    with pytest.raises(OptionError, match="stored limits"):  # problem ids only: nothing inline to limit
+        TRLReward(fleet.redis_url, time_limit_s=3)
+    fn = TRLReward(fleet.redis_url, tests_column="tests", time_limit_s=3, timeout_s=60)
+    try:
+        with pytest.raises(JobFormatError, match="stored limits"):  # a stored problem keeps its own limits
+            fn(completions=[GOOD], tests=["t/add"])
+    finally:
+        fn.close()
+    try:
+        with pytest.raises(JobFormatError, match="stored limits"):
+            compute_score("x", GOOD, "t/add", redis_url=fleet.redis_url, time_limit_s=3)
+        with pytest.raises(OptionError, match="time_limit_s"):
+            compute_score("x", GOOD, ONE_TEST, redis_url=fleet.redis_url, time_limit_s="3")
+    finally:
+        close_verl_connections()
 
 
 def test_trl_reward_returns_none_for_every_row_when_redis_is_down() -> None:

@@ -47,6 +47,39 @@ CALLER_ERRORS: tuple[type[Exception], ...] = (InlineProblemError, UnknownProblem
 DEFAULT_TIMEOUT_S = 900.0
 DEFAULT_MAX_INFRA_CALLS = 5  # consecutive calls with nothing judged before FleetUnusable
 
+def limit_options(time_limit_s: float | None, memory_limit_mb: int | None) -> dict[str, Any]:
+    """An adapter's ``time_limit_s`` / ``memory_limit_mb`` for its inline tests, checked when it is
+    configured (OptionError: a setting's mistake, never a failure per sample); only those given."""
+    from cpfleet.core.problem import MAX_MEMORY_LIMIT_MB, MAX_TIME_LIMIT_S, MIN_MEMORY_LIMIT_MB
+
+    limits: dict[str, Any] = {}
+    if time_limit_s is not None:
+        if isinstance(time_limit_s, bool) or not isinstance(time_limit_s, int | float) or not (
+                0 < time_limit_s <= MAX_TIME_LIMIT_S):
+            raise OptionError(f"time_limit_s must be seconds in (0, {MAX_TIME_LIMIT_S:g}], got {time_limit_s!r}")
+        limits["time_limit_s"] = float(time_limit_s)
+    if memory_limit_mb is not None:
+        if isinstance(memory_limit_mb, bool) or not isinstance(memory_limit_mb, int) or not (
+                MIN_MEMORY_LIMIT_MB <= memory_limit_mb <= MAX_MEMORY_LIMIT_MB):
+            raise OptionError(f"memory_limit_mb must be whole MB in [{MIN_MEMORY_LIMIT_MB}, {MAX_MEMORY_LIMIT_MB}], "
+                              f"got {memory_limit_mb!r}")
+        limits["memory_limit_mb"] = memory_limit_mb
+    return limits
+
+
+def with_limits(target: Any, limits: Mapping[str, Any], where: str) -> Any:
+    """``target`` (a problem id or inline tests, as :func:`problem_ref` gives it) judged under the
+    adapter's ``limits``: inline tests get them stated beside them (the wrapper form of
+    producer.inline.stated_limits); a stored problem id is a JobFormatError, since it is judged
+    under its own stored limits and the adapter's would be ignored in silence."""
+    if not limits:
+        return target
+    if isinstance(target, str):
+        raise JobFormatError(f"{where}: {', '.join(limits)} apply to inline tests, but it holds the problem id "
+                             f"{target[:80]!r}, judged under its stored limits (set them in its record)")
+    return {"tests": target, **limits}
+
+
 def completion_text(completion: Any) -> str:
     """The text of a TRL completion: a string, or the last message of a conversation
     (``[{"role": "assistant", "content": ...}]``; content may be a list of text parts)."""

@@ -29,10 +29,12 @@ from cpfleet.rewards.common import (
     Connection,
     InfraStreak,
     completion_text,
+    limit_options,
     log,
     log_fleet_failure,
     problem_ref,
     raise_for_unknown_problems,
+    with_limits,
 )
 
 
@@ -61,12 +63,18 @@ class _TRLCore:
         name: str,
         queue: str | None,
         max_infra_calls: int = DEFAULT_MAX_INFRA_CALLS,
+        time_limit_s: float | None = None,
+        memory_limit_mb: int | None = None,
     ) -> None:
         from cpfleet.core.protocol import check_options
 
         check_options(reward_shape, mode)
         if timeout_s <= 0:
             raise OptionError(f"timeout_s must be > 0, got {timeout_s}")
+        self.limits = limit_options(time_limit_s, memory_limit_mb)
+        if self.limits and not tests_column:
+            raise OptionError(f"{', '.join(self.limits)} apply to inline tests (tests_column); the problems of "
+                              f"{problem_id_column!r} are judged under their stored limits")
         self.problem_id_column = problem_id_column
         self.tests_column = tests_column
         self.reward_shape = reward_shape
@@ -87,7 +95,8 @@ class _TRLCore:
         if len(values) != n:
             raise JobFormatError(f"{self.name}: column {column!r} has {len(values)} values for {n} completions")
         if self.tests_column:
-            return [column_target(v) for v in values]
+            where = f"{self.name}: column {column!r}"
+            return [with_limits(column_target(v), self.limits, where) for v in values]
         return [str(v) for v in values]
 
     def rewards(
@@ -129,7 +138,11 @@ class TRLReward:
     reads the rewards only, so the hidden tests run first and a wrong completion runs none of
     the public tests, which make the feedback text; the reward is full mode's), ``full`` or ``public``;
     ``timeout_s``: after that a job is an infrastructure error (``None``);
-    ``max_infra_calls``: calls in a row with nothing judged before it raises ``FleetUnusable``.
+    ``max_infra_calls``: calls in a row with nothing judged before it raises ``FleetUnusable``;
+    ``time_limit_s`` / ``memory_limit_mb``: the limits of the inline tests of ``tests_column``
+    (default: what the tests state, else the project's 2 s / 512 MB), e.g. 6 s for
+    LiveCodeBench and DeepCoder rows as their graders give; a problem id in that column is then a
+    JobFormatError (a stored problem is judged under its own limits).
     What it returns or raises in each case: the module docstring.
     """
 
@@ -145,6 +158,8 @@ class TRLReward:
         name: str = "cpfleet",
         queue: str | None = None,
         max_infra_calls: int = DEFAULT_MAX_INFRA_CALLS,
+        time_limit_s: float | None = None,
+        memory_limit_mb: int | None = None,
     ) -> None:
         self._core = _TRLCore(
             redis_url,
@@ -156,6 +171,8 @@ class TRLReward:
             name=name,
             queue=queue,
             max_infra_calls=max_infra_calls,
+            time_limit_s=time_limit_s,
+            memory_limit_mb=memory_limit_mb,
         )
         self.__name__ = name  # TRL logs rewards under reward_func.__name__
 

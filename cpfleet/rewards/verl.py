@@ -20,8 +20,10 @@ dict with always the same keys (verl crashes or drops columns when keys vary):
 
 ``ground_truth`` is a problem id or inline tests (a dict/list, or its JSON text). Settings come
 from ``custom_reward_function.reward_kwargs`` (``redis_url``, ``reward_shape``, ``mode``,
-``timeout_s``, ``retries``, ``infra_score``, ``max_infra_calls``) or the ``CPFLEET_REDIS_URL``
-environment variable. ``mode`` defaults to ``hidden``: verl reads the score and these keys, never
+``timeout_s``, ``retries``, ``infra_score``, ``max_infra_calls``, and ``time_limit_s`` /
+``memory_limit_mb``: the limits of inline tests, whose ``ground_truth`` cannot say how long the
+dataset's grader lets a program run; a problem id is then a JobFormatError, judged under its
+stored limits) or the ``CPFLEET_REDIS_URL`` environment variable. ``mode`` defaults to ``hidden``: verl reads the score and these keys, never
 the feedback text, so the hidden tests run first and a wrong completion runs none of the public
 tests (which make that text); the reward and every key are full mode's, but for ``pass_rate``
 where a limit on a public test alone stopped the job (reward 0 in both modes: full mode stopped
@@ -48,10 +50,12 @@ from cpfleet.rewards.common import (
     DEFAULT_TIMEOUT_S,
     Connection,
     InfraStreak,
+    limit_options,
     log,
     log_fleet_failure,
     problem_ref,
     raise_for_unknown_problems,
+    with_limits,
 )
 
 # Stable integer codes for verl (which averages every returned key); never renumber.
@@ -146,6 +150,7 @@ def _verl_options(kwargs: Mapping[str, Any]) -> dict[str, Any]:
         "retries": int(kwargs.get("retries", 2)),
         "infra_score": float(kwargs.get("infra_score", 0.0)),
         "max_infra_calls": kwargs.get("max_infra_calls", DEFAULT_MAX_INFRA_CALLS),
+        "limits": limit_options(kwargs.get("time_limit_s"), kwargs.get("memory_limit_mb")),
     }
 
 
@@ -172,7 +177,7 @@ def compute_score_batch(
             fleet = _verl_fleet(opts["redis_url"], opts["queue"])
             jobs, index = [], []
             for i in todo:
-                target = problem_ref(ground_truths[i])
+                target = with_limits(problem_ref(ground_truths[i]), opts["limits"], f"compute_score: ground_truth of sample {i}")
                 try:
                     pid = target if isinstance(target, str) else fleet.inline_registry.problem_id(target)
                 except InlineProblemError as e:  # broken data, not the model: the caller's to fix
@@ -212,7 +217,7 @@ async def compute_score_async(
     concurrently share Redis round trips through the client's micro-batcher."""
     opts = _verl_options(kwargs)
     streak = _verl_streak(opts)
-    target = problem_ref(ground_truth)
+    target = with_limits(problem_ref(ground_truth), opts["limits"], "compute_score_async: ground_truth")
     result: JobResult | None = None
     last_error = ""
     for _attempt in range(1 + max(0, opts["retries"])):
