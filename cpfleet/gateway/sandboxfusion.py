@@ -120,7 +120,7 @@ def run_spec(body: dict[str, Any], output_cap: int) -> tuple[RunSpec, bytes, flo
         code=code,
         language=LANGUAGES[language],
         time_limit_s=min(run_timeout, MAX_RUN_TIMEOUT_S),
-        memory_limit_mb=None if memory <= 0 else max(16, min(memory, wire.MAX_RUN_MEMORY_MB)),
+        memory_limit_mb=None if memory <= 0 else max(wire.MIN_RUN_MEMORY_MB, min(memory, wire.MAX_RUN_MEMORY_MB)),
         output_cap=output_cap,
         files=tuple(placed),
         fetch_files=tuple(fetch),
