@@ -244,11 +244,28 @@ def run_compiled(code: CodeType, argv: list[str] | None = None) -> NoReturn:
     try:
         exec(code, namespace)
     except SystemExit as e:
+        _flush_io()
         status = _exit_code(e)
     except BaseException:
+        _flush_io()
         status = _report_uncaught()
+    else:
+        _flush_io()
     del namespace
     _exit_now(_finalize(status))
+
+
+def _flush_io() -> None:
+    """CPython's flush_io, as ``python3 solution.py`` (and ``pypy3``) runs it the moment the main
+    module ends, returned or raised, before a traceback is printed: flush sys.stderr, then
+    sys.stdout, as the program left them, every error ignored. Threads are joined and atexit
+    handlers run only after it (``_finalize``), so what the program printed is out before one of
+    them can end the process (``os._exit(0)`` after writing an answer of its own)."""
+    for name in ("stderr", "stdout"):
+        try:
+            getattr(sys, name).flush()
+        except BaseException:
+            pass
 
 
 def _report_uncaught() -> int:

@@ -126,3 +126,29 @@ def test_an_exit_status_is_the_one_pypy_ends_with(fork_runner: ForkServerRunner,
     assert prepared.compile_error is None and not prepared.infra_message, prepared
     rr = fork_runner.run(b"", Limits(time_s=10, memory_mb=256))
     assert (rr.status, rr.exit_code, rr.stdout) == (Verdict.RUNTIME_ERROR, reference, b"3\n")
+
+
+# `pypy3 solution.py` flushes sys.stderr and sys.stdout when the main module ends, before it joins
+# threads and runs atexit handlers, as python3 does (test_harness_hostile.py). The PyPy fork server
+# flushed after them: a wrong answer left in the buffer was discarded by an atexit handler that
+# wrote the right one raw and left with os._exit(0) (paid; `pypy3` prints both), and an answer
+# printed before a thread's os._exit(0) was lost. Compared with `pypy3` in the sandbox's
+# environment (PYTHONUNBUFFERED, set in many shells, would make its stdout unbuffered).
+@pytest.mark.parametrize("code", [
+    "import atexit, os\nprint(1)\natexit.register(lambda: (os.write(1, b'3\\n'), os._exit(0)))\n",
+    "import atexit, os\nprint(3)\natexit.register(lambda: os._exit(0))\nraise ValueError\n",
+    "import os, threading, time\ndef later():\n    time.sleep(0.1)\n    os._exit(0)\n"
+    "threading.Thread(target=later).start()\nprint(3)\n",
+], ids=["wrong-answer-then-raw-right-answer-at-exit", "answer-then-exception-then-exit-0-at-exit",
+        "answer-then-a-thread-exits-0"])
+def test_the_std_streams_are_flushed_when_the_main_module_ends_as_pypy_does(
+        fork_runner: ForkServerRunner, code: str, tmp_path: Path) -> None:
+    script = tmp_path / "solution.py"
+    script.write_text(code)
+    pypy = languages.get("pypy3").tools[0]
+    reference = subprocess.run([pypy, str(script)], capture_output=True, timeout=60, env={"LANG": "C.UTF-8"})
+    assert fork_runner.forks_pypy()
+    prepared = compiled.prepare(fork_runner, Extracted("pypy3", code))
+    assert prepared.compile_error is None and not prepared.infra_message, prepared
+    rr = fork_runner.run(b"", Limits(time_s=10, memory_mb=256))
+    assert (rr.stdout, rr.exit_code) == (reference.stdout, reference.returncode)
