@@ -242,25 +242,29 @@ def run_compiled(code: CodeType, argv: list[str] | None = None) -> NoReturn:
     sys.path.insert(0, _SCRIPT_DIR)  # the script's directory, as for `python3 solution.py`
     status = 0
     try:
-        exec(code, namespace)
+        try:
+            exec(code, namespace)
+        finally:
+            if not PYPY:  # before the exit status or the traceback is reported (see _flush_io)
+                _flush_io()
     except SystemExit as e:
-        _flush_io()
         status = _exit_code(e)
     except BaseException:
-        _flush_io()
         status = _report_uncaught()
-    else:
+    if PYPY:
         _flush_io()
     del namespace
     _exit_now(_finalize(status))
 
 
 def _flush_io() -> None:
-    """CPython's flush_io, as ``python3 solution.py`` (and ``pypy3``) runs it the moment the main
-    module ends, returned or raised, before a traceback is printed: flush sys.stderr, then
-    sys.stdout, as the program left them, every error ignored. Threads are joined and atexit
-    handlers run only after it (``_finalize``), so what the program printed is out before one of
-    them can end the process (``os._exit(0)`` after writing an answer of its own)."""
+    """CPython's flush_io, which ``python3 solution.py`` runs the moment the main module ends,
+    returned or raised, before a SystemExit's code or the traceback is reported: flush
+    sys.stderr, then sys.stdout, as the program left them, every error ignored. ``pypy3
+    solution.py`` flushes them too, but after that report (its own excepthook flushes stdout
+    first; one the program set does not). Under both, threads are joined and atexit handlers
+    run only after it (``_finalize``), so what the program printed is out before one of them
+    can end the process (``os._exit(0)`` after writing an answer of its own)."""
     for name in ("stderr", "stdout"):
         try:
             getattr(sys, name).flush()

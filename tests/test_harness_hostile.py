@@ -294,9 +294,9 @@ def test_a_program_can_run_its_own_interpreter(runner: CodeRunner) -> None:
     assert (result.verdict, result.reward) == (Verdict.OK, 1.0), result.observation
 
 
-# ``python3 solution.py`` (and ``pypy3 solution.py``) flush sys.stderr and sys.stdout as soon as
-# the main module ends, returned or raised (CPython's flush_io, before PyErr_Print), and only
-# then join its threads and run its atexit handlers. The fork server flushed after those: an
+# ``python3 solution.py`` flushes sys.stderr and sys.stdout as soon as the main module ends,
+# returned or raised (CPython's flush_io, before PyErr_Print), and only then joins its threads
+# and runs its atexit handlers. The fork server flushed after those: an
 # atexit handler that writes the right answer raw and leaves with os._exit(0) discarded a wrong
 # answer still in the buffer and was paid, where python3 prints both (a WRONG_ANSWER); and an
 # answer printed before an atexit handler or a thread's os._exit(0) was lost, where python3 shows it.
@@ -306,6 +306,8 @@ FLUSHED_AT_THE_MAIN_MODULES_END = {
         Verdict.WRONG_ANSWER, 0.0),
     "answer-then-exception-then-exit-0-at-exit": (
         READ + "import atexit\nprint(a + b)\natexit.register(lambda: os._exit(0))\nraise ValueError\n", Verdict.OK, 1.0),
+    "answer-then-an-excepthook-that-exits-0": (
+        READ + "print(a + b)\nsys.excepthook = lambda *args: os._exit(0)\nraise ValueError\n", Verdict.OK, 1.0),
     "answer-then-a-thread-exits-0": (
         READ + "import threading, time\ndef later():\n    time.sleep(0.1)\n    os._exit(0)\n"
                "threading.Thread(target=later).start()\nprint(a + b)\n", Verdict.OK, 1.0),

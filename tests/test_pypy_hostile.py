@@ -128,8 +128,9 @@ def test_an_exit_status_is_the_one_pypy_ends_with(fork_runner: ForkServerRunner,
     assert (rr.status, rr.exit_code, rr.stdout) == (Verdict.RUNTIME_ERROR, reference, b"3\n")
 
 
-# `pypy3 solution.py` flushes sys.stderr and sys.stdout when the main module ends, before it joins
-# threads and runs atexit handlers, as python3 does (test_harness_hostile.py). The PyPy fork server
+# `pypy3 solution.py` flushes sys.stderr and sys.stdout when the main module ends, after it
+# reports a SystemExit's code or an uncaught exception (an excepthook the program set that exits
+# loses the buffer) and before it joins threads and runs atexit handlers. The PyPy fork server
 # flushed after them: a wrong answer left in the buffer was discarded by an atexit handler that
 # wrote the right one raw and left with os._exit(0) (paid; `pypy3` prints both), and an answer
 # printed before a thread's os._exit(0) was lost. Compared with `pypy3` in the sandbox's
@@ -139,8 +140,10 @@ def test_an_exit_status_is_the_one_pypy_ends_with(fork_runner: ForkServerRunner,
     "import atexit, os\nprint(3)\natexit.register(lambda: os._exit(0))\nraise ValueError\n",
     "import os, threading, time\ndef later():\n    time.sleep(0.1)\n    os._exit(0)\n"
     "threading.Thread(target=later).start()\nprint(3)\n",
+    "import os, sys\nprint(3)\nsys.excepthook = lambda *args: os._exit(0)\nraise ValueError\n",
+    "import os, sys\nprint(3)\nclass Code:\n    def __str__(self):\n        os._exit(0)\nsys.exit(Code())\n",
 ], ids=["wrong-answer-then-raw-right-answer-at-exit", "answer-then-exception-then-exit-0-at-exit",
-        "answer-then-a-thread-exits-0"])
+        "answer-then-a-thread-exits-0", "answer-then-an-excepthook-that-exits-0", "answer-then-an-exit-code-that-exits-0"])
 def test_the_std_streams_are_flushed_when_the_main_module_ends_as_pypy_does(
         fork_runner: ForkServerRunner, code: str, tmp_path: Path) -> None:
     script = tmp_path / "solution.py"
