@@ -13,6 +13,7 @@ import resource
 import signal  # built in
 import sys
 import types
+from _weakref import ref as _weak  # built in
 from os import _exit as _exit_now  # bound at import, before any program: it may replace os._exit
 from types import CodeType
 
@@ -120,6 +121,7 @@ def _std_stream(fd: int, name: str, write: bool) -> io.TextIOWrapper:
 
 
 _PREBUILT: tuple[io.TextIOWrapper, io.TextIOWrapper, io.TextIOWrapper] | None = None
+_STARTED_WITH: tuple[Any, ...] = ()  # PyPy: weak references to the stdout and stderr a test started with
 
 
 def prebuild_stdio() -> None:
@@ -131,10 +133,22 @@ def prebuild_stdio() -> None:
 
 
 def _fresh_stdio() -> None:
-    """Std streams over the real fds 0/1/2, configured like the interpreter's own at startup."""
+    """Std streams over the real fds 0/1/2, configured like the interpreter's own at startup.
+
+    Under CPython ``sys`` then holds their only references, as in a fresh interpreter: a stream
+    the program lets go (``sys.stdout = sys.__stdout__ = None``, or both rebound to another) is
+    flushed by its finalizer at that moment, as under ``python3 solution.py``. Kept alive here,
+    its buffer was never written: a wrong answer printed before was dropped, and a right one
+    written raw after it was paid. PyPy flushes such a stream when its garbage collector
+    finalizes it, or at exit with every buffered writer still alive: ``_finalize_pypy`` flushes
+    the two here if they are still alive then (weak references, which keep nothing alive)."""
+    global _PREBUILT, _STARTED_WITH
     stdin, stdout, stderr = _PREBUILT or (
         _std_stream(0, "<stdin>", False), _std_stream(1, "<stdout>", True), _std_stream(2, "<stderr>", True)
     )
+    _PREBUILT = None
+    if PYPY:
+        _STARTED_WITH = (_weak(stdout), _weak(stderr))
     sys.stdin = stdin
     sys.stdout = stdout
     sys.stderr = stderr
@@ -418,12 +432,17 @@ def _finalize_pypy(status: int, flushed: bool) -> int:
     finalizer at exit, and a full collection in a fork would copy the whole zygote heap, ~15 ms
     a test), but its ``_io`` module flushes every buffered writer still alive. That registry is
     not reachable from Python; the writers a program keeps in its globals (``out =
-    open(1, "w")``) are flushed here, which covers the idiom (docs/pypy.md)."""
+    open(1, "w")``) are flushed here, which covers the idiom (docs/pypy.md), and so are the std
+    streams the program started with, wherever it left them (``_fresh_stdio``)."""
     try:  # nothing the program did to its globals or to ``sys`` changes the status here
         main = sys.modules.get("__main__")
         values = list(getattr(main, "__dict__", {}).values())
     except BaseException:
         values = []
+    for started_with in _STARTED_WITH:
+        stream = started_with()
+        if stream is not None:
+            values.append(stream)
     for value in values:
         try:
             # _io._IOBase, not io.IOBase: an ABC, whose isinstance runs its registry in Python

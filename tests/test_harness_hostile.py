@@ -322,6 +322,28 @@ def test_the_std_streams_are_flushed_when_the_main_module_ends_as_python3_does(
     assert (result.verdict, result.reward) == (verdict, reward), result.observation
 
 
+# A std stream the program lets go (``sys.stdout = sys.__stdout__ = None``, or both rebound to a
+# stream of its own) is flushed by its finalizer that moment under ``python3 solution.py``. The fork
+# server kept the streams it built alive, so their buffer was never written: a wrong answer printed
+# before was dropped and a right one written raw after it was paid, and a right answer was lost.
+LET_GO = {
+    "wrong-answer-then-streams-dropped-then-raw-right-answer": (
+        READ + "print(a - b)\nsys.stdout = sys.__stdout__ = None\nos.write(1, b'%d\\n' % (a + b))\n",
+        Verdict.WRONG_ANSWER, 0.0),
+    "wrong-answer-then-streams-rebound-then-raw-right-answer": (
+        READ + "print(a - b)\nsys.stdout = sys.__stdout__ = open(1, 'w', closefd=False)\nos.write(1, b'%d\\n' % (a + b))\n",
+        Verdict.WRONG_ANSWER, 0.0),
+    "answer-then-streams-dropped": (READ + "print(a + b)\nsys.stdout = sys.__stdout__ = None\n", Verdict.OK, 1.0),
+}
+
+
+@pytest.mark.parametrize(("code", "verdict", "reward"), LET_GO.values(), ids=LET_GO.keys())
+def test_a_std_stream_the_program_lets_go_is_flushed_then_as_python3_does(
+        runner: CodeRunner, code: str, verdict: Verdict, reward: float) -> None:
+    result = judge(runner, code)
+    assert (result.verdict, result.reward) == (verdict, reward), result.observation
+
+
 # An uncaught exception whose report fails (fd 2 closed, a ``sys.excepthook`` that raises): the
 # harness's last-resort write to fd 2 raised in turn, the exception unwound out of the fork
 # server's test child into the job init's frames it was forked in, and their ``finally`` exited

@@ -155,3 +155,26 @@ def test_the_std_streams_are_flushed_when_the_main_module_ends_as_pypy_does(
     assert prepared.compile_error is None and not prepared.infra_message, prepared
     rr = fork_runner.run(b"", Limits(time_s=10, memory_mb=256))
     assert (rr.stdout, rr.exit_code) == (reference.stdout, reference.returncode)
+
+
+# A std stream the program lets go is flushed by PyPy when its collector finalizes it, or at exit
+# with every buffered writer still alive. The PyPy fork server kept the streams it built alive
+# and flushed only the ones ``sys`` held at exit: a wrong answer printed before was dropped, and a
+# right one written raw after it was paid.
+@pytest.mark.parametrize("code", [
+    "import os, sys\nprint(1)\nsys.stdout = sys.__stdout__ = None\nos.write(1, b'3\\n')\n",
+    "import os, sys\nprint(1)\nsys.stdout = sys.__stdout__ = open(1, 'w', closefd=False)\nos.write(1, b'3\\n')\n",
+    "import gc, os, sys\nprint(1)\nsys.stdout = sys.__stdout__ = None\ngc.collect()\nos.write(1, b'3\\n')\nos._exit(0)\n",
+    "import sys\nprint(3)\nsys.stdout = sys.__stdout__ = None\n",
+], ids=["dropped", "rebound", "dropped-and-collected", "answer-then-dropped"])
+def test_a_std_stream_the_program_lets_go_is_flushed_as_pypy_does(
+        fork_runner: ForkServerRunner, code: str, tmp_path: Path) -> None:
+    script = tmp_path / "solution.py"
+    script.write_text(code)
+    pypy = languages.get("pypy3").tools[0]
+    reference = subprocess.run([pypy, str(script)], capture_output=True, timeout=60, env={"LANG": "C.UTF-8"})
+    assert fork_runner.forks_pypy()
+    prepared = compiled.prepare(fork_runner, Extracted("pypy3", code))
+    assert prepared.compile_error is None and not prepared.infra_message, prepared
+    rr = fork_runner.run(b"", Limits(time_s=10, memory_mb=256))
+    assert sorted(rr.stdout.split()) == sorted(reference.stdout.split()), (rr.stdout, reference.stdout)
