@@ -77,10 +77,11 @@ def write_all(fd: int, data: bytes) -> None:
 
 def _pypy_std_stream(fd: int, name: str, write: bool) -> io.TextIOWrapper:
     """One std stream as PyPy 3.9's app_main builds it (``create_stdio``), with the buffering
-    the interpreter gave its own stream over the same fd number: PyPy 7.3.11 writes stdout and
-    stderr unbuffered (a write per ``print``) with line buffering and write-through, which a
-    fork must keep (it decides how much a printing program costs, and what a killed program
-    has already written)."""
+    the interpreter gave its own stream over the same fd number, which a fork must keep (it
+    decides how much a printing program costs, and what a killed program has already written):
+    PyPy 7.3.11 buffers stdout and stderr in the sandbox's environment, and writes them
+    unbuffered (a write per ``print``) only under PYTHONUNBUFFERED, which the zygote ignores
+    (``-I``) and a test's environment does not hold."""
     own = (sys.__stdin__, sys.__stdout__, sys.__stderr__)[fd]
     buffered = own is None or not isinstance(own.buffer, io.FileIO)
     if write and not buffered:
@@ -127,9 +128,26 @@ _STARTED_WITH: tuple[Any, ...] = ()  # PyPy: weak references to the stdout and s
 def prebuild_stdio() -> None:
     """Build the three std streams once, in the zygote, over fd numbers 0/1/2 (never used there).
     Each test child inherits a pristine copy and only installs it: building them per test cost
-    ~0.3 ms of the child's time. A child's dup2 makes fds 0/1/2 its job's memfd and pipes."""
+    ~0.3 ms of the child's time. A child's dup2 makes fds 0/1/2 its job's memfd and pipes.
+
+    Fds 1 and 2 are a pipe while the streams are built, as a test's are: a stream reads whether
+    its file is seekable (and where it stands) once, when it is made, and the zygote's stdout is
+    /dev/null, which is. Built over it, a test's ``sys.stdout.seekable()`` was True where
+    ``python3 solution.py`` says False, and PyPy's ``sys.stdout.reconfigure(...)`` seeked the
+    pipe and raised (a valid program's RUNTIME_ERROR)."""
     global _PREBUILT
-    _PREBUILT = (_std_stream(0, "<stdin>", False), _std_stream(1, "<stdout>", True), _std_stream(2, "<stderr>", True))
+    saved = {fd: os.dup(fd) for fd in (1, 2)}
+    r, w = os.pipe()
+    try:
+        for fd in saved:
+            os.dup2(w, fd)
+        _PREBUILT = (_std_stream(0, "<stdin>", False), _std_stream(1, "<stdout>", True), _std_stream(2, "<stderr>", True))
+    finally:
+        for fd, old in saved.items():
+            os.dup2(old, fd)
+            os.close(old)
+        os.close(r)
+        os.close(w)
 
 
 def _fresh_stdio() -> None:

@@ -344,6 +344,17 @@ def test_a_std_stream_the_program_lets_go_is_flushed_then_as_python3_does(
     assert (result.verdict, result.reward) == (verdict, reward), result.observation
 
 
+# The std streams a test starts with are built once, in the zygote, whose stdout is /dev/null: a
+# stream reads whether its file is seekable when it is made, so ``sys.stdout.seekable()`` was True
+# in a test, whose stdout is a pipe (False under ``python3 solution.py``).
+SEEKABLE = READ + "print(a + b if (sys.stdin.seekable(), sys.stdout.seekable(), sys.stderr.seekable()) == (True, False, False) else 0)\n"
+
+
+def test_the_std_streams_say_what_a_test_s_files_are(runner: CodeRunner) -> None:
+    result = judge(runner, SEEKABLE)
+    assert (result.verdict, result.reward) == (Verdict.OK, 1.0), result.observation
+
+
 # An uncaught exception whose report fails (fd 2 closed, a ``sys.excepthook`` that raises): the
 # harness's last-resort write to fd 2 raised in turn, the exception unwound out of the fork
 # server's test child into the job init's frames it was forked in, and their ``finally`` exited

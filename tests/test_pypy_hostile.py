@@ -178,3 +178,15 @@ def test_a_std_stream_the_program_lets_go_is_flushed_as_pypy_does(
     assert prepared.compile_error is None and not prepared.infra_message, prepared
     rr = fork_runner.run(b"", Limits(time_s=10, memory_mb=256))
     assert sorted(rr.stdout.split()) == sorted(reference.stdout.split()), (rr.stdout, reference.stdout)
+
+
+# The PyPy fork server's std streams were built over the zygote's /dev/null, which a stream reads
+# as seekable once, when it is made: ``sys.stdout.reconfigure(...)`` then seeked a test's stdout
+# pipe and raised ESPIPE, a valid program's RUNTIME_ERROR where `pypy3 solution.py` prints.
+def test_reconfiguring_stdout_works_as_under_pypy(fork_runner: ForkServerRunner) -> None:
+    code = "import sys\nsys.stdout.reconfigure(line_buffering=False)\nprint(3, sys.stdout.seekable())\n"
+    assert fork_runner.forks_pypy()
+    prepared = compiled.prepare(fork_runner, Extracted("pypy3", code))
+    assert prepared.compile_error is None and not prepared.infra_message, prepared
+    rr = fork_runner.run(b"", Limits(time_s=10, memory_mb=256))
+    assert (rr.status, rr.stdout) == (Verdict.OK, b"3 False\n"), rr
