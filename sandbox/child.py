@@ -13,6 +13,7 @@ import resource
 import signal  # built in
 import sys
 import types
+from _weakref import ref as _weak  # built in
 from os import _exit as _exit_now  # bound at import, before any program: it may replace os._exit
 from types import CodeType
 
@@ -76,10 +77,11 @@ def write_all(fd: int, data: bytes) -> None:
 
 def _pypy_std_stream(fd: int, name: str, write: bool) -> io.TextIOWrapper:
     """One std stream as PyPy 3.9's app_main builds it (``create_stdio``), with the buffering
-    the interpreter gave its own stream over the same fd number: PyPy 7.3.11 writes stdout and
-    stderr unbuffered (a write per ``print``) with line buffering and write-through, which a
-    fork must keep (it decides how much a printing program costs, and what a killed program
-    has already written)."""
+    the interpreter gave its own stream over the same fd number, which a fork must keep (it
+    decides how much a printing program costs, and what a killed program has already written):
+    PyPy 7.3.11 buffers stdout and stderr in the sandbox's environment, and writes them
+    unbuffered (a write per ``print``) only under PYTHONUNBUFFERED, which the zygote ignores
+    (``-I``) and a test's environment does not hold."""
     own = (sys.__stdin__, sys.__stdout__, sys.__stderr__)[fd]
     buffered = own is None or not isinstance(own.buffer, io.FileIO)
     if write and not buffered:
@@ -120,21 +122,51 @@ def _std_stream(fd: int, name: str, write: bool) -> io.TextIOWrapper:
 
 
 _PREBUILT: tuple[io.TextIOWrapper, io.TextIOWrapper, io.TextIOWrapper] | None = None
+_STARTED_WITH: tuple[Any, ...] = ()  # PyPy: weak references to the stdout and stderr a test started with
 
 
 def prebuild_stdio() -> None:
     """Build the three std streams once, in the zygote, over fd numbers 0/1/2 (never used there).
     Each test child inherits a pristine copy and only installs it: building them per test cost
-    ~0.3 ms of the child's time. A child's dup2 makes fds 0/1/2 its job's memfd and pipes."""
+    ~0.3 ms of the child's time. A child's dup2 makes fds 0/1/2 its job's memfd and pipes.
+
+    Fds 1 and 2 are a pipe while the streams are built, as a test's are: a stream reads whether
+    its file is seekable (and where it stands) once, when it is made, and the zygote's stdout is
+    /dev/null, which is. Built over it, a test's ``sys.stdout.seekable()`` was True where
+    ``python3 solution.py`` says False, and PyPy's ``sys.stdout.reconfigure(...)`` seeked the
+    pipe and raised (a valid program's RUNTIME_ERROR)."""
     global _PREBUILT
-    _PREBUILT = (_std_stream(0, "<stdin>", False), _std_stream(1, "<stdout>", True), _std_stream(2, "<stderr>", True))
+    saved = {fd: os.dup(fd) for fd in (1, 2)}
+    r, w = os.pipe()
+    try:
+        for fd in saved:
+            os.dup2(w, fd)
+        _PREBUILT = (_std_stream(0, "<stdin>", False), _std_stream(1, "<stdout>", True), _std_stream(2, "<stderr>", True))
+    finally:
+        for fd, old in saved.items():
+            os.dup2(old, fd)
+            os.close(old)
+        os.close(r)
+        os.close(w)
 
 
 def _fresh_stdio() -> None:
-    """Std streams over the real fds 0/1/2, configured like the interpreter's own at startup."""
+    """Std streams over the real fds 0/1/2, configured like the interpreter's own at startup.
+
+    Under CPython ``sys`` then holds their only references, as in a fresh interpreter: a stream
+    the program lets go (``sys.stdout = sys.__stdout__ = None``, or both rebound to another) is
+    flushed by its finalizer at that moment, as under ``python3 solution.py``. Kept alive here,
+    its buffer was never written: a wrong answer printed before was dropped, and a right one
+    written raw after it was paid. PyPy flushes such a stream when its garbage collector
+    finalizes it, or at exit with every buffered writer still alive: ``_finalize_pypy`` flushes
+    the two here if they are still alive then (weak references, which keep nothing alive)."""
+    global _PREBUILT, _STARTED_WITH
     stdin, stdout, stderr = _PREBUILT or (
         _std_stream(0, "<stdin>", False), _std_stream(1, "<stdout>", True), _std_stream(2, "<stderr>", True)
     )
+    _PREBUILT = None
+    if PYPY:
+        _STARTED_WITH = (_weak(stdout), _weak(stderr))
     sys.stdin = stdin
     sys.stdout = stdout
     sys.stderr = stderr
@@ -242,13 +274,34 @@ def run_compiled(code: CodeType, argv: list[str] | None = None) -> NoReturn:
     sys.path.insert(0, _SCRIPT_DIR)  # the script's directory, as for `python3 solution.py`
     status = 0
     try:
-        exec(code, namespace)
+        try:
+            exec(code, namespace)
+        finally:
+            if not PYPY:  # before the exit status or the traceback is reported (see _flush_io)
+                _flush_io()
     except SystemExit as e:
         status = _exit_code(e)
     except BaseException:
         status = _report_uncaught()
+    if PYPY:
+        _flush_io()
     del namespace
     _exit_now(_finalize(status))
+
+
+def _flush_io() -> None:
+    """CPython's flush_io, which ``python3 solution.py`` runs the moment the main module ends,
+    returned or raised, before a SystemExit's code or the traceback is reported: flush
+    sys.stderr, then sys.stdout, as the program left them, every error ignored. ``pypy3
+    solution.py`` flushes them too, but after that report (its own excepthook flushes stdout
+    first; one the program set does not). Under both, threads are joined and atexit handlers
+    run only after it (``_finalize``), so what the program printed is out before one of them
+    can end the process (``os._exit(0)`` after writing an answer of its own)."""
+    for name in ("stderr", "stdout"):
+        try:
+            getattr(sys, name).flush()
+        except BaseException:
+            pass
 
 
 def _report_uncaught() -> int:
@@ -397,12 +450,17 @@ def _finalize_pypy(status: int, flushed: bool) -> int:
     finalizer at exit, and a full collection in a fork would copy the whole zygote heap, ~15 ms
     a test), but its ``_io`` module flushes every buffered writer still alive. That registry is
     not reachable from Python; the writers a program keeps in its globals (``out =
-    open(1, "w")``) are flushed here, which covers the idiom (docs/pypy.md)."""
+    open(1, "w")``) are flushed here, which covers the idiom (docs/pypy.md), and so are the std
+    streams the program started with, wherever it left them (``_fresh_stdio``)."""
     try:  # nothing the program did to its globals or to ``sys`` changes the status here
         main = sys.modules.get("__main__")
         values = list(getattr(main, "__dict__", {}).values())
     except BaseException:
         values = []
+    for started_with in _STARTED_WITH:
+        stream = started_with()
+        if stream is not None:
+            values.append(stream)
     for value in values:
         try:
             # _io._IOBase, not io.IOBase: an ABC, whose isinstance runs its registry in Python

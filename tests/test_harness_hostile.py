@@ -294,6 +294,67 @@ def test_a_program_can_run_its_own_interpreter(runner: CodeRunner) -> None:
     assert (result.verdict, result.reward) == (Verdict.OK, 1.0), result.observation
 
 
+# ``python3 solution.py`` flushes sys.stderr and sys.stdout as soon as the main module ends,
+# returned or raised (CPython's flush_io, before PyErr_Print), and only then joins its threads
+# and runs its atexit handlers. The fork server flushed after those: an
+# atexit handler that writes the right answer raw and leaves with os._exit(0) discarded a wrong
+# answer still in the buffer and was paid, where python3 prints both (a WRONG_ANSWER); and an
+# answer printed before an atexit handler or a thread's os._exit(0) was lost, where python3 shows it.
+FLUSHED_AT_THE_MAIN_MODULES_END = {
+    "wrong-answer-then-raw-right-answer-at-exit": (
+        READ + "import atexit\nprint(a - b)\natexit.register(lambda: (os.write(1, b'%d\\n' % (a + b)), os._exit(0)))\n",
+        Verdict.WRONG_ANSWER, 0.0),
+    "answer-then-exception-then-exit-0-at-exit": (
+        READ + "import atexit\nprint(a + b)\natexit.register(lambda: os._exit(0))\nraise ValueError\n", Verdict.OK, 1.0),
+    "answer-then-an-excepthook-that-exits-0": (
+        READ + "print(a + b)\nsys.excepthook = lambda *args: os._exit(0)\nraise ValueError\n", Verdict.OK, 1.0),
+    "answer-then-a-thread-exits-0": (
+        READ + "import threading, time\ndef later():\n    time.sleep(0.1)\n    os._exit(0)\n"
+               "threading.Thread(target=later).start()\nprint(a + b)\n", Verdict.OK, 1.0),
+}
+
+
+@pytest.mark.parametrize(("code", "verdict", "reward"), FLUSHED_AT_THE_MAIN_MODULES_END.values(),
+                         ids=FLUSHED_AT_THE_MAIN_MODULES_END.keys())
+def test_the_std_streams_are_flushed_when_the_main_module_ends_as_python3_does(
+        runner: CodeRunner, code: str, verdict: Verdict, reward: float) -> None:
+    result = judge(runner, code)
+    assert (result.verdict, result.reward) == (verdict, reward), result.observation
+
+
+# A std stream the program lets go (``sys.stdout = sys.__stdout__ = None``, or both rebound to a
+# stream of its own) is flushed by its finalizer that moment under ``python3 solution.py``. The fork
+# server kept the streams it built alive, so their buffer was never written: a wrong answer printed
+# before was dropped and a right one written raw after it was paid, and a right answer was lost.
+LET_GO = {
+    "wrong-answer-then-streams-dropped-then-raw-right-answer": (
+        READ + "print(a - b)\nsys.stdout = sys.__stdout__ = None\nos.write(1, b'%d\\n' % (a + b))\n",
+        Verdict.WRONG_ANSWER, 0.0),
+    "wrong-answer-then-streams-rebound-then-raw-right-answer": (
+        READ + "print(a - b)\nsys.stdout = sys.__stdout__ = open(1, 'w', closefd=False)\nos.write(1, b'%d\\n' % (a + b))\n",
+        Verdict.WRONG_ANSWER, 0.0),
+    "answer-then-streams-dropped": (READ + "print(a + b)\nsys.stdout = sys.__stdout__ = None\n", Verdict.OK, 1.0),
+}
+
+
+@pytest.mark.parametrize(("code", "verdict", "reward"), LET_GO.values(), ids=LET_GO.keys())
+def test_a_std_stream_the_program_lets_go_is_flushed_then_as_python3_does(
+        runner: CodeRunner, code: str, verdict: Verdict, reward: float) -> None:
+    result = judge(runner, code)
+    assert (result.verdict, result.reward) == (verdict, reward), result.observation
+
+
+# The std streams a test starts with are built once, in the zygote, whose stdout is /dev/null: a
+# stream reads whether its file is seekable when it is made, so ``sys.stdout.seekable()`` was True
+# in a test, whose stdout is a pipe (False under ``python3 solution.py``).
+SEEKABLE = READ + "print(a + b if (sys.stdin.seekable(), sys.stdout.seekable(), sys.stderr.seekable()) == (True, False, False) else 0)\n"
+
+
+def test_the_std_streams_say_what_a_test_s_files_are(runner: CodeRunner) -> None:
+    result = judge(runner, SEEKABLE)
+    assert (result.verdict, result.reward) == (Verdict.OK, 1.0), result.observation
+
+
 # An uncaught exception whose report fails (fd 2 closed, a ``sys.excepthook`` that raises): the
 # harness's last-resort write to fd 2 raised in turn, the exception unwound out of the fork
 # server's test child into the job init's frames it was forked in, and their ``finally`` exited

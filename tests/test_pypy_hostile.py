@@ -126,3 +126,67 @@ def test_an_exit_status_is_the_one_pypy_ends_with(fork_runner: ForkServerRunner,
     assert prepared.compile_error is None and not prepared.infra_message, prepared
     rr = fork_runner.run(b"", Limits(time_s=10, memory_mb=256))
     assert (rr.status, rr.exit_code, rr.stdout) == (Verdict.RUNTIME_ERROR, reference, b"3\n")
+
+
+# `pypy3 solution.py` flushes sys.stderr and sys.stdout when the main module ends, after it
+# reports a SystemExit's code or an uncaught exception (an excepthook the program set that exits
+# loses the buffer) and before it joins threads and runs atexit handlers. The PyPy fork server
+# flushed after them: a wrong answer left in the buffer was discarded by an atexit handler that
+# wrote the right one raw and left with os._exit(0) (paid; `pypy3` prints both), and an answer
+# printed before a thread's os._exit(0) was lost. Compared with `pypy3` in the sandbox's
+# environment (PYTHONUNBUFFERED, set in many shells, would make its stdout unbuffered).
+@pytest.mark.parametrize("code", [
+    "import atexit, os\nprint(1)\natexit.register(lambda: (os.write(1, b'3\\n'), os._exit(0)))\n",
+    "import atexit, os\nprint(3)\natexit.register(lambda: os._exit(0))\nraise ValueError\n",
+    "import os, threading, time\ndef later():\n    time.sleep(0.1)\n    os._exit(0)\n"
+    "threading.Thread(target=later).start()\nprint(3)\n",
+    "import os, sys\nprint(3)\nsys.excepthook = lambda *args: os._exit(0)\nraise ValueError\n",
+    "import os, sys\nprint(3)\nclass Code:\n    def __str__(self):\n        os._exit(0)\nsys.exit(Code())\n",
+], ids=["wrong-answer-then-raw-right-answer-at-exit", "answer-then-exception-then-exit-0-at-exit",
+        "answer-then-a-thread-exits-0", "answer-then-an-excepthook-that-exits-0", "answer-then-an-exit-code-that-exits-0"])
+def test_the_std_streams_are_flushed_when_the_main_module_ends_as_pypy_does(
+        fork_runner: ForkServerRunner, code: str, tmp_path: Path) -> None:
+    script = tmp_path / "solution.py"
+    script.write_text(code)
+    pypy = languages.get("pypy3").tools[0]
+    reference = subprocess.run([pypy, str(script)], capture_output=True, timeout=60, env={"LANG": "C.UTF-8"})
+    assert fork_runner.forks_pypy()
+    prepared = compiled.prepare(fork_runner, Extracted("pypy3", code))
+    assert prepared.compile_error is None and not prepared.infra_message, prepared
+    rr = fork_runner.run(b"", Limits(time_s=10, memory_mb=256))
+    assert (rr.stdout, rr.exit_code) == (reference.stdout, reference.returncode)
+
+
+# A std stream the program lets go is flushed by PyPy when its collector finalizes it, or at exit
+# with every buffered writer still alive. The PyPy fork server kept the streams it built alive
+# and flushed only the ones ``sys`` held at exit: a wrong answer printed before was dropped, and a
+# right one written raw after it was paid.
+@pytest.mark.parametrize("code", [
+    "import os, sys\nprint(1)\nsys.stdout = sys.__stdout__ = None\nos.write(1, b'3\\n')\n",
+    "import os, sys\nprint(1)\nsys.stdout = sys.__stdout__ = open(1, 'w', closefd=False)\nos.write(1, b'3\\n')\n",
+    "import gc, os, sys\nprint(1)\nsys.stdout = sys.__stdout__ = None\ngc.collect()\nos.write(1, b'3\\n')\nos._exit(0)\n",
+    "import sys\nprint(3)\nsys.stdout = sys.__stdout__ = None\n",
+], ids=["dropped", "rebound", "dropped-and-collected", "answer-then-dropped"])
+def test_a_std_stream_the_program_lets_go_is_flushed_as_pypy_does(
+        fork_runner: ForkServerRunner, code: str, tmp_path: Path) -> None:
+    script = tmp_path / "solution.py"
+    script.write_text(code)
+    pypy = languages.get("pypy3").tools[0]
+    reference = subprocess.run([pypy, str(script)], capture_output=True, timeout=60, env={"LANG": "C.UTF-8"})
+    assert fork_runner.forks_pypy()
+    prepared = compiled.prepare(fork_runner, Extracted("pypy3", code))
+    assert prepared.compile_error is None and not prepared.infra_message, prepared
+    rr = fork_runner.run(b"", Limits(time_s=10, memory_mb=256))
+    assert sorted(rr.stdout.split()) == sorted(reference.stdout.split()), (rr.stdout, reference.stdout)
+
+
+# The PyPy fork server's std streams were built over the zygote's /dev/null, which a stream reads
+# as seekable once, when it is made: ``sys.stdout.reconfigure(...)`` then seeked a test's stdout
+# pipe and raised ESPIPE, a valid program's RUNTIME_ERROR where `pypy3 solution.py` prints.
+def test_reconfiguring_stdout_works_as_under_pypy(fork_runner: ForkServerRunner) -> None:
+    code = "import sys\nsys.stdout.reconfigure(line_buffering=False)\nprint(3, sys.stdout.seekable())\n"
+    assert fork_runner.forks_pypy()
+    prepared = compiled.prepare(fork_runner, Extracted("pypy3", code))
+    assert prepared.compile_error is None and not prepared.infra_message, prepared
+    rr = fork_runner.run(b"", Limits(time_s=10, memory_mb=256))
+    assert (rr.status, rr.stdout) == (Verdict.OK, b"3 False\n"), rr
