@@ -284,3 +284,60 @@ def test_ctrl_c_on_submit_withdraws_the_rest_with_a_summary_and_no_traceback(tmp
     assert m and 1 <= int(m.group(1)) < 9, err
     assert "the rest were withdrawn" in err
     assert took < 7.5, f"took {took:.1f}s to stop"  # generous; each remaining job would take 3+ s
+
+
+def test_sigterm_on_judge_stops_with_a_summary_like_ctrl_c_and_no_warning(tmp_path: Path) -> None:
+    """A batch scheduler, a container stop or ``timeout`` ends a command with SIGTERM: it killed
+    ``cpfleet judge`` on the spot, with no "N of M judged" line and with multiprocessing's warning
+    about leaked semaphores instead. It stops as on Ctrl-C, with the status of a SIGTERM (143)."""
+    slow = "```python\nimport time\ntime.sleep(8)\na, b = map(int, input().split())\nprint(a + b)\n```"
+    problems = _write(tmp_path / "p.jsonl", [{**ADD, "time_limit_s": 30}])
+    jobs = _write(tmp_path / "j.jsonl", [{"problem_id": "add", "completion": CORRECT_ADD, "job_id": "fast"}]
+                  + [{"problem_id": "add", "completion": slow, "job_id": f"s{i}"} for i in range(4)])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cpfleet", "judge", str(problems), str(jobs), "--workers", "2", "--no-progress"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, start_new_session=True,
+    )
+    with _group_killed_on_the_way_out(proc):
+        assert proc.stdout is not None
+        assert json.loads(proc.stdout.readline())["job_id"] == "fast"
+        time.sleep(1.0)  # the slow jobs' programs are running now
+        started = _descendants(proc.pid)
+        proc.send_signal(signal.SIGTERM)  # to the command alone, as `kill PID` sends it
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err and "leaked semaphore" not in err, err
+    assert "cpfleet judge: interrupted: 1 of 5 judged (mean reward 1.000 over 1" in err
+    deadline = time.monotonic() + 60  # liveness wait for exits, not a timing assertion
+    while any(_alive(p) for p in started) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [p for p in started if _alive(p)], "processes of the judge run outlived it"
+
+
+def test_sigterm_on_submit_withdraws_the_queued_jobs_with_a_summary(tmp_path: Path, redis_url: str) -> None:
+    """SIGTERM killed ``cpfleet submit`` without closing its client: its claim stayed in Redis for
+    its whole expiry, so a worker arriving meanwhile judged every job nobody would read. It
+    withdraws them as Ctrl-C does (the claim released at once) and says how far it got."""
+    import redis
+
+    problems = _write(tmp_path / "p.jsonl", [ADD])
+    jobs = _write(tmp_path / "j.jsonl", [{"problem_id": "add", "completion": CORRECT_ADD} for _ in range(3)])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cpfleet", "submit", str(jobs), "--redis", redis_url, "--problems", str(problems),
+         "--no-progress"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, start_new_session=True,
+    )  # fmt: skip
+    client = redis.Redis.from_url(redis_url)
+    with _group_killed_on_the_way_out(proc):
+        deadline = time.monotonic() + 60
+        while client.llen("cpfleet") < 3 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)  # no worker: the jobs stay queued
+        assert client.llen("cpfleet") == 3
+        claims = client.keys(protocol.client_claim_key("*"))
+        assert claims, "the submitting client holds no claim"
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err, err
+    assert "cpfleet submit: interrupted: 0 of 3 judged" in err and "the rest were withdrawn" in err, err
+    assert client.exists(*claims) == 0, "the claim outlived the command: a worker would still judge its jobs"
