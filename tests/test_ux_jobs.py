@@ -341,3 +341,22 @@ def test_sigterm_on_submit_withdraws_the_queued_jobs_with_a_summary(tmp_path: Pa
     assert "Traceback" not in err, err
     assert "cpfleet submit: interrupted: 0 of 3 judged" in err and "the rest were withdrawn" in err, err
     assert client.exists(*claims) == 0, "the claim outlived the command: a worker would still judge its jobs"
+
+
+def test_a_gzipped_jobs_file_is_read_by_its_content_as_problem_files_are(tmp_path: Path) -> None:
+    """Problem files are sniffed (gzip by its magic bytes, whatever the name), JOBS files went by
+    the ``.gz`` suffix alone: a gzipped file named ``jobs.jsonl``, or piped in (``-``), gave one
+    "not UTF-8 text" warning per line and "no usable job" instead of being judged."""
+    import gzip
+
+    problems = _write(tmp_path / "p.jsonl", [ADD])
+    rows = [{"problem_id": "add", "completion": CORRECT_ADD, "job_id": f"j{i}"} for i in range(2)]
+    packed = gzip.compress("".join(json.dumps(r) + "\n" for r in rows).encode())
+    misnamed = tmp_path / "jobs.jsonl"
+    misnamed.write_bytes(packed)
+    read = read_jobs(misnamed)
+    assert [j["job_id"] for j in read.jobs] == ["j0", "j1"] and read.skipped == 0, read.warnings
+    out = subprocess.run([sys.executable, "-m", "cpfleet", "judge", str(problems), "-", "--workers", "1", "--no-progress"],
+                         input=packed, capture_output=True, timeout=240, cwd=REPO)
+    assert out.returncode == 0, out.stderr.decode()
+    assert [json.loads(line)["reward"] for line in out.stdout.decode().splitlines()] == [1.0, 1.0]
