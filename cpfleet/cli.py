@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import os
 import signal
 import sys
 import threading
@@ -49,7 +50,8 @@ exit status: 0 done; 1 the work failed (a part of `cpfleet up` stopped, a demo v
 expected); 2 a bad argument, input file or CPFLEET_* setting (one line says which); 3 Redis
 cannot be reached (the line says what to do); 130 interrupted (Ctrl-C; 143 on SIGTERM, which
 stops a command the same way), except `up`, for which Ctrl-C is the way to stop (0, as on
-SIGTERM), and `worker`, which exits as Celery does (1).
+SIGTERM), and `worker`, which exits as Celery does (1); 141 when the reader of the output went
+away (`| head`).
 `cpfleet run` exits with the program's own status (with --json or --batch: 0, the statuses
 being in the JSON; 3 when the fleet failed)."""
 
@@ -132,6 +134,13 @@ def _run_command(args: argparse.Namespace, terminated: list[int]) -> int:
     except KeyboardInterrupt:  # named as every other line of the command is
         print(f"cpfleet {args.command}: interrupted", file=sys.stderr)
         return 143 if terminated else 130
+    except BrokenPipeError:  # stdout's reader went away (`| head`): stop as it asked, no traceback
+        # what is still buffered goes nowhere, so the interpreter's last flush cannot fail again
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        print(f"cpfleet {args.command}: stopped: the output was closed (broken pipe)", file=sys.stderr)
+        return 141  # as a command killed by SIGPIPE
     except SystemExit as exc:  # a command's refusal of its arguments as a message: a usage error
         if isinstance(exc.code, str):
             print(exc.code, file=sys.stderr)

@@ -360,3 +360,30 @@ def test_a_gzipped_jobs_file_is_read_by_its_content_as_problem_files_are(tmp_pat
                          input=packed, capture_output=True, timeout=240, cwd=REPO)
     assert out.returncode == 0, out.stderr.decode()
     assert [json.loads(line)["reward"] for line in out.stdout.decode().splitlines()] == [1.0, 1.0]
+
+
+def test_judge_into_a_pipe_closed_early_stops_quietly_and_leaves_nothing_running(tmp_path: Path) -> None:
+    """``cpfleet judge P J | head -1``: the first write after head exited printed a BrokenPipeError
+    traceback. It stops as the other end asked, with one line and the status of a SIGPIPE (141)."""
+    slow = "```python\nimport time  # {i}\ntime.sleep(1)\na, b = map(int, input().split())\nprint(a + b)\n```"
+    problems = _write(tmp_path / "p.jsonl", [{**ADD, "time_limit_s": 10}])
+    jobs = _write(tmp_path / "j.jsonl", [{"problem_id": "add", "completion": CORRECT_ADD, "job_id": "fast"}]
+                  + [{"problem_id": "add", "completion": slow.format(i=i), "job_id": f"s{i}"} for i in range(4)])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cpfleet", "judge", str(problems), str(jobs), "--workers", "1", "--no-progress"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, start_new_session=True,
+    )
+    with _group_killed_on_the_way_out(proc):
+        assert proc.stdout is not None and proc.stderr is not None
+        assert json.loads(proc.stdout.readline())["job_id"] == "fast"
+        started = _descendants(proc.pid)
+        proc.stdout.close()  # as `head -1` exits after its line
+        err = proc.stderr.read()
+        proc.wait(timeout=60)
+    assert proc.returncode == 141, err
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
+    assert "cpfleet judge: stopped: the output was closed" in err, err
+    deadline = time.monotonic() + 60  # liveness wait for exits, not a timing assertion
+    while any(_alive(p) for p in started) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [p for p in started if _alive(p)], "processes of the judge run outlived it"

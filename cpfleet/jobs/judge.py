@@ -91,6 +91,9 @@ def run(args: argparse.Namespace) -> int:
             tally.add(result)
             out.write(json.dumps(result.to_dict(), ensure_ascii=False) + "\n")
             out.flush()
+    except BrokenPipeError:  # the output's reader went away: nobody wants the rest (cli.py says so)
+        results.close()
+        raise
     except KeyboardInterrupt:
         results.close()  # stops the pool at once; the results printed so far stand
         print(f"\ncpfleet judge: interrupted: {tally.done} of {len(jobs)} judged ({tally.summary()})", file=sys.stderr)
