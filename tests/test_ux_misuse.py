@@ -58,6 +58,11 @@ def _no_traceback(proc: subprocess.CompletedProcess[str], code: int) -> None:
         (["demo", "--logs", "README.md"], "cpfleet demo: error: argument --logs: README.md: is a file, expected a folder"),
         (["up", "--logs", "README.md"], "cpfleet up: error: argument --logs: README.md: is a file, expected a folder"),
         (["up", "--data-dir", "README.md/x"], "argument --data-dir: README.md/x: README.md is a file, so no folder"),
+        # a judging process per sandbox slot, as a worker's -c: past a host's slots each further
+        # one's jobs all ended INTERNAL ("all 1024 sandbox slots are taken")
+        (["judge", "p.jsonl", "j.jsonl", "--workers", "5000"],
+         "argument --workers: expected a whole number from 1 to 1024 (the sandbox slots one host has), got '5000'"),
+        (["validate", "p.jsonl", "--workers", "1025"], "argument --workers: expected a whole number from 1 to 1024"),
         (["submit", "jobs.jsonl", "--queue", ""], "cpfleet submit: error: argument --queue: a queue name must be non-empty text"),
         (["run", "x.py", "--queue", "a,b"], "cpfleet run: error: argument --queue: queue name 'a,b' holds a comma"),
         (["serve", "--queue", " cpfleet"], "cpfleet serve: error: argument --queue: queue name ' cpfleet' begins or ends with blanks"),
