@@ -387,3 +387,30 @@ def test_judge_into_a_pipe_closed_early_stops_quietly_and_leaves_nothing_running
     while any(_alive(p) for p in started) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not [p for p in started if _alive(p)], "processes of the judge run outlived it"
+
+
+def test_sigterm_anywhere_in_judges_start_prints_no_traceback_and_leaves_nothing_running(tmp_path: Path) -> None:
+    """SIGTERM stops judge as Ctrl-C does, so it must be held while pool processes start as
+    SIGINT is: landing there it left them printing "pickle data was truncated" (the demo's
+    problems make that write long enough to hit), and a sandbox runner's zygote whose pool
+    process was stopped as it set up printed a BrokenPipeError. Where it lands is a race: a
+    sweep of moments over the start of the pool and of its sandbox runners."""
+    problems, jobs = tmp_path / "p.jsonl", tmp_path / "j.jsonl"
+    subprocess.run([sys.executable, "-m", "cpfleet.demo.problems", "-o", str(problems), "--jobs-out", str(jobs)],
+                   check=True, cwd=REPO, timeout=120)
+    for delay in (0.4, 0.6, 0.8, 1.0, 1.2, 1.4, 1.6, 1.8):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "cpfleet", "judge", str(problems), str(jobs), "--workers", "2", "--no-progress"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=REPO, start_new_session=True,
+        )
+        with _group_killed_on_the_way_out(proc):
+            time.sleep(delay)
+            started = _descendants(proc.pid)
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=60)
+        assert "Traceback" not in err and "Error" not in err, (delay, err)
+        assert proc.returncode in (143, -signal.SIGTERM), (delay, err)  # stopped, or killed still importing
+        deadline = time.monotonic() + 30  # liveness wait for exits, not a timing assertion
+        while any(_alive(p) for p in started) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not [p for p in started if _alive(p)], (delay, "processes of the judge run outlived it")
