@@ -137,8 +137,12 @@ def _run_command(args: argparse.Namespace, terminated: list[int]) -> int:
     except BrokenPipeError:  # stdout's reader went away (`| head`): stop as it asked, no traceback
         # what is still buffered goes nowhere, so the interpreter's last flush cannot fail again
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
+        try:
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):  # a stdout with no descriptor (main() called in-process)
+            pass
+        finally:
+            os.close(devnull)
         print(f"cpfleet {args.command}: stopped: the output was closed (broken pipe)", file=sys.stderr)
         return 141  # as a command killed by SIGPIPE
     except SystemExit as exc:  # a command's refusal of its arguments as a message: a usage error
