@@ -70,6 +70,21 @@ def positive_int(text: str) -> int:
     return _int_at_least(text, 1)
 
 
+def slot_count(text: str) -> int:
+    """A number of judging processes, 1 to the sandbox slots one host has (each process holds
+    one): past them every further process fails to start its sandbox, and all its jobs with it."""
+    from cpfleet.core.defaults import MAX_SLOTS
+
+    wanted = f"expected a whole number from 1 to {MAX_SLOTS} (the sandbox slots one host has), got {text!r}"
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(wanted) from None
+    if not 1 <= value <= MAX_SLOTS:
+        raise argparse.ArgumentTypeError(wanted)
+    return value
+
+
 def output_file(text: str) -> str:
     """A file this command will write ('-': stdout): its folder must exist and be writable and
     the path must not be a folder. Checked when the arguments are read, so a typo in the folder

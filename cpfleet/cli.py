@@ -5,8 +5,14 @@ and ``run(args) -> int``; modules are imported only when their subcommand runs, 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import os
+import signal
 import sys
+import threading
+from collections.abc import Iterator
+from types import FrameType
 
 from cpfleet.core import defaults
 
@@ -42,8 +48,10 @@ Commands that talk to Redis take --redis URL, else ${defaults.REDIS_URL_ENV}, el
 
 exit status: 0 done; 1 the work failed (a part of `cpfleet up` stopped, a demo verdict not as
 expected); 2 a bad argument, input file or CPFLEET_* setting (one line says which); 3 Redis
-cannot be reached (the line says what to do); 130 interrupted (Ctrl-C), except `up`, for which
-Ctrl-C is the way to stop (0, as on SIGTERM), and `worker`, which exits as Celery does (1).
+cannot be reached (the line says what to do); 130 interrupted (Ctrl-C; 143 on SIGTERM, which
+stops a command the same way), except `up`, for which Ctrl-C is the way to stop (0, as on
+SIGTERM), and `worker`, which exits as Celery does (1); 141 when the reader of the output went
+away (`| head`).
 `cpfleet run` exits with the program's own status (with --json or --batch: 0, the statuses
 being in the JSON; 3 when the fleet failed)."""
 
@@ -100,12 +108,19 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "command", None):
         parser.print_help()
         return 2
+    with sigterm_as_ctrl_c(args.command) as terminated:
+        return _run_command(args, terminated)
+
+
+def _run_command(args: argparse.Namespace, terminated: list[int]) -> int:
+    """The chosen command's status, its expected failures each as one line on stderr."""
     from cpfleet.core.errors import BrokerFull, BrokerUnavailable, ConfigError, RedisUrlError
 
     try:
         check_environment(args.command)
         check_redis_url(args)
-        return int(args._module.run(args) or 0)
+        status = int(args._module.run(args) or 0)
+        return 143 if terminated and status == 130 else status
     except ConfigError as exc:  # a CPFLEET_* variable with a bad value: one line per variable
         for line in str(exc).splitlines():
             print(f"cpfleet {args.command}: {line}", file=sys.stderr)
@@ -118,12 +133,53 @@ def main(argv: list[str] | None = None) -> int:
         return 3
     except KeyboardInterrupt:  # named as every other line of the command is
         print(f"cpfleet {args.command}: interrupted", file=sys.stderr)
-        return 130
+        return 143 if terminated else 130
+    except BrokenPipeError:  # stdout's reader went away (`| head`): stop as it asked, no traceback
+        # what is still buffered goes nowhere, so the interpreter's last flush cannot fail again
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):  # a stdout with no descriptor (main() called in-process)
+            pass
+        finally:
+            os.close(devnull)
+        print(f"cpfleet {args.command}: stopped: the output was closed (broken pipe)", file=sys.stderr)
+        return 141  # as a command killed by SIGPIPE
     except SystemExit as exc:  # a command's refusal of its arguments as a message: a usage error
         if isinstance(exc.code, str):
             print(exc.code, file=sys.stderr)
             return 2
         raise
+
+
+# Commands that stop on SIGTERM by signal handling of their own: `up` and `demo` stop their
+# fleet, `serve` drains its requests (uvicorn), `worker` is Celery's warm shutdown
+OWN_SIGTERM = frozenset({"up", "demo", "serve", "worker"})
+
+
+@contextlib.contextmanager
+def sigterm_as_ctrl_c(command: str) -> Iterator[list[int]]:
+    """Within the block SIGTERM (``kill``, ``timeout``, a batch scheduler, a container stop) stops
+    the command as Ctrl-C does: Python's default kills it on the spot, so ``judge`` left no "N of
+    M judged" line and ``submit`` left its client's claim in Redis, where the workers kept judging
+    the withdrawn jobs until the claim expired. The yielded list gets the signal's number once one
+    came (the exit status is then 143, not 130). A SIGTERM ignored or handled by whoever started
+    the command is left so, as is one outside the main thread (no handler can be set there)."""
+    received: list[int] = []
+    previous = signal.getsignal(signal.SIGTERM)
+    if command in OWN_SIGTERM or previous is not signal.SIG_DFL or threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        received.append(signum)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield received
+    finally:
+        signal.signal(signal.SIGTERM, previous)  # main() called in-process leaves no handler behind
 
 
 # Commands that use $CPFLEET_REDIS_URL (else the default) when --redis is not given; `up`

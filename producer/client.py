@@ -28,6 +28,7 @@ import asyncio
 import concurrent.futures as cf
 import functools
 import logging
+import numbers
 import threading
 import time
 import uuid
@@ -74,6 +75,12 @@ __all__ = [
 ]
 
 
+def _is_number(value: object, *, integral: bool = False) -> bool:
+    """Whether a setting is a real number (an integer with ``integral``), numpy's included: a
+    string or None compared with a number raises a TypeError that names no setting."""
+    return isinstance(value, numbers.Integral if integral else numbers.Real)
+
+
 class FleetClient:
     """Submit jobs, get results. Thread-safe; one reader thread per client; use as a context manager.
 
@@ -114,11 +121,13 @@ class FleetClient:
     ) -> None:
         protocol.check_options(reward_shape, mode)
         protocol.check_queue(queue)
-        if not timeout > 0:
+        # a value of the wrong type is refused by the same checks, naming the setting: compared
+        # with a number as given, it raised a TypeError that named nothing
+        if not (_is_number(timeout) and timeout > 0):
             raise OptionError(f"timeout must be > 0 seconds, got {timeout!r}")
-        if max_in_flight < 1:
-            raise OptionError(f"max_in_flight must be >= 1, got {max_in_flight!r}")
-        if unreachable_grace is not None and not unreachable_grace > 0:
+        if not (_is_number(max_in_flight, integral=True) and max_in_flight >= 1):
+            raise OptionError(f"max_in_flight must be an integer >= 1, got {max_in_flight!r}")
+        if unreachable_grace is not None and not (_is_number(unreachable_grace) and unreachable_grace > 0):
             raise OptionError(f"unreachable_grace must be > 0 seconds or None, got {unreachable_grace!r}")
         target = defaults.redis_target(redis_url)  # a bad URL is one clear RedisUrlError, before anything starts
         redis_url = target.url

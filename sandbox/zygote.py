@@ -301,7 +301,10 @@ def main() -> None:
         os._exit(0)
     z = Zygote(ctrl, msg, cgroup_fds, runner, runner_fd)
     z.setup(bool(msg.get("isolate", True)))
-    send(ctrl, {"layers": z.layers, "notes": z.notes})
+    try:
+        send(ctrl, {"layers": z.layers, "notes": z.notes})
+    except (BrokenPipeError, ConnectionResetError):  # the runner went away while this set up: none to serve
+        os._exit(0)
     z.serve()
 
 

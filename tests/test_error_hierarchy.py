@@ -51,6 +51,18 @@ def test_a_client_setting_out_of_range_is_an_option_error(options: dict[str, obj
     assert next(iter(options)) in str(info.value) or repr(next(iter(options.values()))) in str(info.value)
 
 
+@pytest.mark.parametrize("options", [
+    {"timeout": "x"}, {"timeout": None}, {"timeout": [900]}, {"max_in_flight": "many"}, {"max_in_flight": 2.5},
+    {"unreachable_grace": "soon"},
+])
+def test_a_client_setting_of_the_wrong_type_is_an_option_error_naming_it(options: dict[str, object]) -> None:
+    """A setting that is no number failed its range check with a bare TypeError ("'>' not
+    supported between instances of 'str' and 'int'") that named no setting."""
+    with pytest.raises(OptionError) as info:
+        FleetClient(redis_url=NO_REDIS, **options)  # type: ignore[arg-type]
+    assert next(iter(options)) in str(info.value), info.value
+
+
 def test_judging_options_are_checked_by_one_rule_raising_option_error() -> None:
     with pytest.raises(OptionError, match="unknown reward shape 'partial'"):
         protocol.check_options("partial", "full")

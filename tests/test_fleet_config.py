@@ -3,6 +3,8 @@ produce, the `cpfleet worker` command line, and the docs table that lists them."
 
 from __future__ import annotations
 
+import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -65,11 +67,29 @@ def test_cpfleet_worker_execs_a_prefork_celery_worker_with_the_settings() -> Non
         cwd=REPO, capture_output=True, text=True, timeout=60,
     )
     assert out.returncode == 0, out.stderr
-    argv = out.stdout.split()
+    argv = shlex.split(out.stdout)
+    argv = argv[next(i for i, word in enumerate(argv) if "=" not in word):]  # after the settings' assignments
     assert argv[1:6] == ["-m", "celery", "-A", "cpfleet.workers.app", "worker"]
     assert argv[argv.index("-P") + 1] == "prefork" and argv[argv.index("-c") + 1] == "3"
     assert argv[argv.index("-Q") + 1] == "q1,q2"
     assert {"--without-gossip", "--without-mingle", "--disable-prefetch", "-E"} <= set(argv)
+
+
+def test_the_dry_run_prints_a_command_that_runs_the_same_worker_as_written() -> None:
+    """``--dry-run`` printed Celery's argv alone, space-joined: the settings the options pass
+    through the environment (the Redis URL, the runner...) were missing, so the command, copied
+    into a unit file or a script, started a worker on the default Redis; and a node name with a
+    blank came out as several words."""
+    out = subprocess.run(
+        [sys.executable, "-m", "cpfleet.cli", "worker", "--redis", "redis://10.0.0.1:6400/2", "--runner", "subprocess",
+         "-n", "node one@h", "--dry-run"],
+        cwd=REPO, capture_output=True, text=True, timeout=60,
+        env={k: v for k, v in os.environ.items() if not k.startswith("CPFLEET_")},
+    )
+    assert out.returncode == 0, out.stderr
+    words = shlex.split(out.stdout)
+    assert "CPFLEET_REDIS_URL=redis://10.0.0.1:6400/2" in words and "CPFLEET_RUNNER=subprocess" in words, words
+    assert words[words.index("-n") + 1] == "node one@h"
 
 
 def test_cpfleet_worker_refuses_bad_settings_without_a_traceback() -> None:

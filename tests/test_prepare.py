@@ -291,6 +291,14 @@ def test_a_limit_text_after_a_long_run_of_digits_is_read_once(tmp_path: Path) ->
     assert (add.time_limit_s, add.memory_limit_mb) == (1.5, 128)
 
 
+def test_a_file_already_in_the_problem_format_is_named_as_such_not_sent_to_look_for_a_format() -> None:
+    """``cpfleet prepare --dataset problems.jsonl`` on a file of cpfleet's own format (the demo's,
+    another prepare's output) said "pass --format", and no --format reads it: nothing to convert."""
+    with pytest.raises(PrepareError, match="already cpfleet's problem format") as info:
+        detect_format(["id", "public_tests", "hidden_tests", "time_limit_s", "checker"])
+    assert "--format" not in str(info.value)
+
+
 def test_format_detection_and_difficulty_parsing() -> None:
     assert detect_format(["name", "public_tests", "private_tests", "generated_tests"]) == "code_contests"
     assert detect_format(["question", "input_output", "raw_tags", "solutions"]) == "taco"

@@ -75,3 +75,21 @@ def test_a_batch_request_no_worker_could_take_is_refused_naming_its_request(tmp_
     batch.write_text(json.dumps({"code": "print(1)", "files": {"a": {"b64": "!!"}}}) + "\n")
     out = _cli("--batch", str(batch), "--redis", "redis://127.0.0.1:1/0")
     assert out.returncode == 2 and out.stderr.decode().startswith(f"cpfleet run: {batch}: request 0: ")
+
+
+def test_a_batch_file_is_read_as_jobs_files_are_and_an_empty_or_binary_one_is_refused_naming_it(tmp_path: Path) -> None:
+    """A batch saved by a Windows editor (a byte-order mark, CRLF) was refused as "not JSON
+    (Unexpected UTF-8 BOM)" where every JOBS file is read; a binary one (gzip) was refused by a
+    bare "'utf-8' codec can't decode byte 0x8b" naming no file; an empty one ran nothing and
+    exited 0, where an empty JOBS file is an error."""
+    batch = tmp_path / "runs.jsonl"
+    batch.write_bytes(b"\xef\xbb\xbf" + json.dumps({"code": "print(6 * 7)", "language": "python3"}).encode() + b"\r\n")
+    out = _cli("--batch", str(batch), "--local")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["runs"][0]["stdout"] == "42\n"
+    batch.write_bytes(b"\n  \n")
+    out = _cli("--batch", str(batch), "--local")
+    assert out.returncode == 2 and out.stderr.decode().strip() == f"cpfleet run: {batch}: no request in it", out.stderr
+    batch.write_bytes(b"\x1f\x8b\x08\x00binary")
+    out = _cli("--batch", str(batch), "--local")
+    assert out.returncode == 2 and out.stderr.decode().startswith(f"cpfleet run: {batch}: not UTF-8 text"), out.stderr

@@ -111,6 +111,24 @@ def test_a_malformed_call_raises_and_is_never_scored_as_an_infrastructure_error(
         fn.close()
 
 
+@pytest.mark.parametrize("call", [
+    {"completions": GOOD, "problem_id": ["u/add"]},  # one completion where TRL passes a list
+    {"completions": [GOOD], "problem_id": "u/add"},  # one id where TRL passes a column
+])
+def test_a_single_string_for_a_list_is_named_not_counted_character_by_character(call: dict[str, object]) -> None:
+    """A string given where TRL passes a list was split into its characters: "column
+    'problem_id' has 1 values for 58 completions", or "has 6 values for 1 completions", as if the
+    trainer had sent the wrong number of rows. Refused before any connection (the URL is nobody's)."""
+    for fn in (TRLReward("redis://127.0.0.1:1/0", timeout_s=60), AsyncTRLReward("redis://127.0.0.1:1/0", timeout_s=60)):
+        try:
+            with pytest.raises(JobFormatError, match="a list with one entry per completion, got one str"):
+                result = fn(**call)
+                if asyncio.iscoroutine(result):
+                    asyncio.run(result)
+        finally:
+            fn.close()
+
+
 def test_async_trl_reward_raises_on_a_malformed_call_as_the_sync_one_does(url: str) -> None:
     """An empty problem id in the dataset column is the caller's mistake: TRLReward raises it,
     and AsyncTRLReward masked it as an infrastructure error (None, logged as "could not judge",

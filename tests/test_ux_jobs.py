@@ -284,3 +284,133 @@ def test_ctrl_c_on_submit_withdraws_the_rest_with_a_summary_and_no_traceback(tmp
     assert m and 1 <= int(m.group(1)) < 9, err
     assert "the rest were withdrawn" in err
     assert took < 7.5, f"took {took:.1f}s to stop"  # generous; each remaining job would take 3+ s
+
+
+def test_sigterm_on_judge_stops_with_a_summary_like_ctrl_c_and_no_warning(tmp_path: Path) -> None:
+    """A batch scheduler, a container stop or ``timeout`` ends a command with SIGTERM: it killed
+    ``cpfleet judge`` on the spot, with no "N of M judged" line and with multiprocessing's warning
+    about leaked semaphores instead. It stops as on Ctrl-C, with the status of a SIGTERM (143)."""
+    slow = "```python\nimport time\ntime.sleep(8)\na, b = map(int, input().split())\nprint(a + b)\n```"
+    problems = _write(tmp_path / "p.jsonl", [{**ADD, "time_limit_s": 30}])
+    jobs = _write(tmp_path / "j.jsonl", [{"problem_id": "add", "completion": CORRECT_ADD, "job_id": "fast"}]
+                  + [{"problem_id": "add", "completion": slow, "job_id": f"s{i}"} for i in range(4)])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cpfleet", "judge", str(problems), str(jobs), "--workers", "2", "--no-progress"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, start_new_session=True,
+    )
+    with _group_killed_on_the_way_out(proc):
+        assert proc.stdout is not None
+        assert json.loads(proc.stdout.readline())["job_id"] == "fast"
+        time.sleep(1.0)  # the slow jobs' programs are running now
+        started = _descendants(proc.pid)
+        proc.send_signal(signal.SIGTERM)  # to the command alone, as `kill PID` sends it
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err and "leaked semaphore" not in err, err
+    assert "cpfleet judge: interrupted: 1 of 5 judged (mean reward 1.000 over 1" in err
+    deadline = time.monotonic() + 60  # liveness wait for exits, not a timing assertion
+    while any(_alive(p) for p in started) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [p for p in started if _alive(p)], "processes of the judge run outlived it"
+
+
+def test_sigterm_on_submit_withdraws_the_queued_jobs_with_a_summary(tmp_path: Path, redis_url: str) -> None:
+    """SIGTERM killed ``cpfleet submit`` without closing its client: its claim stayed in Redis for
+    its whole expiry, so a worker arriving meanwhile judged every job nobody would read. It
+    withdraws them as Ctrl-C does (the claim released at once) and says how far it got."""
+    import redis
+
+    problems = _write(tmp_path / "p.jsonl", [ADD])
+    jobs = _write(tmp_path / "j.jsonl", [{"problem_id": "add", "completion": CORRECT_ADD} for _ in range(3)])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cpfleet", "submit", str(jobs), "--redis", redis_url, "--problems", str(problems),
+         "--no-progress"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, start_new_session=True,
+    )  # fmt: skip
+    client = redis.Redis.from_url(redis_url)
+    with _group_killed_on_the_way_out(proc):
+        deadline = time.monotonic() + 60
+        while client.llen("cpfleet") < 3 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)  # no worker: the jobs stay queued
+        assert client.llen("cpfleet") == 3
+        claims = client.keys(protocol.client_claim_key("*"))
+        assert claims, "the submitting client holds no claim"
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err, err
+    assert "cpfleet submit: interrupted: 0 of 3 judged" in err and "the rest were withdrawn" in err, err
+    assert client.exists(*claims) == 0, "the claim outlived the command: a worker would still judge its jobs"
+
+
+def test_a_gzipped_jobs_file_is_read_by_its_content_as_problem_files_are(tmp_path: Path) -> None:
+    """Problem files are sniffed (gzip by its magic bytes, whatever the name), JOBS files went by
+    the ``.gz`` suffix alone: a gzipped file named ``jobs.jsonl``, or piped in (``-``), gave one
+    "not UTF-8 text" warning per line and "no usable job" instead of being judged."""
+    import gzip
+
+    problems = _write(tmp_path / "p.jsonl", [ADD])
+    rows = [{"problem_id": "add", "completion": CORRECT_ADD, "job_id": f"j{i}"} for i in range(2)]
+    packed = gzip.compress("".join(json.dumps(r) + "\n" for r in rows).encode())
+    misnamed = tmp_path / "jobs.jsonl"
+    misnamed.write_bytes(packed)
+    read = read_jobs(misnamed)
+    assert [j["job_id"] for j in read.jobs] == ["j0", "j1"] and read.skipped == 0, read.warnings
+    out = subprocess.run([sys.executable, "-m", "cpfleet", "judge", str(problems), "-", "--workers", "1", "--no-progress"],
+                         input=packed, capture_output=True, timeout=240, cwd=REPO)
+    assert out.returncode == 0, out.stderr.decode()
+    assert [json.loads(line)["reward"] for line in out.stdout.decode().splitlines()] == [1.0, 1.0]
+
+
+def test_judge_into_a_pipe_closed_early_stops_quietly_and_leaves_nothing_running(tmp_path: Path) -> None:
+    """``cpfleet judge P J | head -1``: the first write after head exited printed a BrokenPipeError
+    traceback. It stops as the other end asked, with one line and the status of a SIGPIPE (141)."""
+    slow = "```python\nimport time  # {i}\ntime.sleep(1)\na, b = map(int, input().split())\nprint(a + b)\n```"
+    problems = _write(tmp_path / "p.jsonl", [{**ADD, "time_limit_s": 10}])
+    jobs = _write(tmp_path / "j.jsonl", [{"problem_id": "add", "completion": CORRECT_ADD, "job_id": "fast"}]
+                  + [{"problem_id": "add", "completion": slow.format(i=i), "job_id": f"s{i}"} for i in range(4)])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cpfleet", "judge", str(problems), str(jobs), "--workers", "1", "--no-progress"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, start_new_session=True,
+    )
+    with _group_killed_on_the_way_out(proc):
+        assert proc.stdout is not None and proc.stderr is not None
+        assert json.loads(proc.stdout.readline())["job_id"] == "fast"
+        started = _descendants(proc.pid)
+        proc.stdout.close()  # as `head -1` exits after its line
+        err = proc.stderr.read()
+        proc.wait(timeout=60)
+    assert proc.returncode == 141, err
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
+    assert "cpfleet judge: stopped: the output was closed" in err, err
+    deadline = time.monotonic() + 60  # liveness wait for exits, not a timing assertion
+    while any(_alive(p) for p in started) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [p for p in started if _alive(p)], "processes of the judge run outlived it"
+
+
+def test_sigterm_anywhere_in_judges_start_prints_no_traceback_and_leaves_nothing_running(tmp_path: Path) -> None:
+    """SIGTERM stops judge as Ctrl-C does, so it must be held while pool processes start as
+    SIGINT is: landing there it left them printing "pickle data was truncated" (the demo's
+    problems make that write long enough to hit), and a sandbox runner's zygote whose pool
+    process was stopped as it set up printed a BrokenPipeError. Where it lands is a race: a
+    sweep of moments over the start of the pool and of its sandbox runners."""
+    problems, jobs = tmp_path / "p.jsonl", tmp_path / "j.jsonl"
+    subprocess.run([sys.executable, "-m", "cpfleet.demo.problems", "-o", str(problems), "--jobs-out", str(jobs)],
+                   check=True, cwd=REPO, timeout=120)
+    for delay in (0.4, 0.6, 0.8, 1.0, 1.2, 1.4, 1.6, 1.8):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "cpfleet", "judge", str(problems), str(jobs), "--workers", "2", "--no-progress"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=REPO, start_new_session=True,
+        )
+        with _group_killed_on_the_way_out(proc):
+            time.sleep(delay)
+            started = _descendants(proc.pid)
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=60)
+        assert "Traceback" not in err and "Error" not in err, (delay, err)
+        assert proc.returncode in (143, -signal.SIGTERM), (delay, err)  # stopped, or killed still importing
+        deadline = time.monotonic() + 30  # liveness wait for exits, not a timing assertion
+        while any(_alive(p) for p in started) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not [p for p in started if _alive(p)], (delay, "processes of the judge run outlived it")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -57,6 +58,11 @@ def _no_traceback(proc: subprocess.CompletedProcess[str], code: int) -> None:
         (["demo", "--logs", "README.md"], "cpfleet demo: error: argument --logs: README.md: is a file, expected a folder"),
         (["up", "--logs", "README.md"], "cpfleet up: error: argument --logs: README.md: is a file, expected a folder"),
         (["up", "--data-dir", "README.md/x"], "argument --data-dir: README.md/x: README.md is a file, so no folder"),
+        # a judging process per sandbox slot, as a worker's -c: past a host's slots each further
+        # one's jobs all ended INTERNAL ("all 1024 sandbox slots are taken")
+        (["judge", "p.jsonl", "j.jsonl", "--workers", "5000"],
+         "argument --workers: expected a whole number from 1 to 1024 (the sandbox slots one host has), got '5000'"),
+        (["validate", "p.jsonl", "--workers", "1025"], "argument --workers: expected a whole number from 1 to 1024"),
         (["submit", "jobs.jsonl", "--queue", ""], "cpfleet submit: error: argument --queue: a queue name must be non-empty text"),
         (["run", "x.py", "--queue", "a,b"], "cpfleet run: error: argument --queue: queue name 'a,b' holds a comma"),
         (["serve", "--queue", " cpfleet"], "cpfleet serve: error: argument --queue: queue name ' cpfleet' begins or ends with blanks"),
@@ -79,6 +85,29 @@ def test_serve_on_a_taken_port_says_to_pick_another(redis_url: str) -> None:
         proc = _cli("serve", "--redis", redis_url, "--port", str(port))
     _no_traceback(proc, 2)
     assert f"cannot listen on 127.0.0.1:{port}: Address already in use; pick another --port" in proc.stderr
+
+
+def test_serve_on_a_port_another_server_shares_says_so(redis_url: str) -> None:
+    """The port is bound with SO_REUSEPORT (for rolling restarts), so a second ``cpfleet serve``
+    started by mistake on a port one already serves (the same user's) started without a word and
+    silently took half of its connections, maybe for another fleet's Redis."""
+    with socket.socket() as other:  # a replica already serving the port, as `cpfleet serve` binds it
+        other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        port = other.getsockname()[1]
+        proc = subprocess.Popen([sys.executable, "-m", "cpfleet", "serve", "--redis", redis_url, "--port", str(port)],
+                                stderr=subprocess.PIPE, text=True, cwd=REPO, start_new_session=True)
+        try:
+            assert proc.stderr is not None
+            lines = []
+            while not (line := proc.stderr.readline()).startswith("cpfleet serve: http://"):
+                assert line, "".join(lines)  # it exited before serving
+                lines.append(line)
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert f"cpfleet serve: warning: another server already listens on 127.0.0.1:{port}" in "".join(lines), lines
 
 
 @pytest.mark.parametrize("command", ["judge", "load", "validate"])

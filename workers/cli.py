@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import socket
 import sys
 
@@ -129,8 +130,9 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"cpfleet worker: {exc}{from_option(exc, args)}", file=sys.stderr)
         return 2
-    if args.dry_run:
-        print(" ".join(argv))
+    if args.dry_run:  # as a shell runs it: the settings the options pass in the environment, then argv, quoted
+        settings = [f"{name}={value}" for name, value in env.items() if os.environ.get(name) != value]
+        print(shlex.join(settings + argv))
         return 0
     refusal, warnings = preflight(env.get(defaults.REDIS_URL_ENV) or defaults.DEFAULT_REDIS_URL, argv[argv.index("-n") + 1])
     for line in warnings:

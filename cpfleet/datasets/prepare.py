@@ -183,6 +183,9 @@ def detect_format(columns: Iterable[str]) -> str:
     found = formats.detect_columns(cols)
     if found is not None:
         return found
+    if {"id", "public_tests", "hidden_tests"} <= cols:  # cpfleet's own problem format: no format reads it
+        raise PrepareError("this is already cpfleet's problem format (id, public_tests, hidden_tests): nothing to "
+                           "convert; use the file as it is (cpfleet load, judge, validate)")
     raise PrepareError(f"cannot tell the dataset format from its columns {sorted(cols)}: pass --format")
 
 

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cpfleet.argtypes import nonnegative_int, output_file, positive_int
+from cpfleet.argtypes import nonnegative_int, output_file, slot_count
 from cpfleet.core.errors import CheckerBroken
 from cpfleet.core.languages import fence
 from cpfleet.core.problem import Problem
@@ -228,7 +228,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     from cpfleet.jobs.pool import RUNNER_KINDS, default_workers
 
     parser.add_argument("problems", metavar="PROBLEMS", help="problem file with correct_/incorrect_solutions")
-    parser.add_argument("--workers", type=positive_int, default=default_workers(), help="judging processes (default: CPUs)")
+    parser.add_argument("--workers", type=slot_count, default=default_workers(), help="judging processes (default: CPUs)")
     parser.add_argument("--json", dest="json_out", metavar="OUT", default=None, type=output_file, help="also write the report as JSON to OUT (default: no JSON file)")
     parser.add_argument("--runner", choices=RUNNER_KINDS, default="forkserver", help="execution backend")
     parser.add_argument("--kinds", default="correct,incorrect", help="which solutions to judge (comma list)")

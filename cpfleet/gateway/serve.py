@@ -104,6 +104,7 @@ def listen(host: str, port: int) -> socket.socket:
     """The listening socket, with SO_REUSEPORT so a new replica can bind the port before the old
     one stops (a rolling restart with no moment where connections are refused)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    shared = _port_listened_on(family, host, port)
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     if hasattr(socket, "SO_REUSEPORT"):
@@ -114,9 +115,26 @@ def listen(host: str, port: int) -> socket.socket:
         sock.close()
         print(f"cpfleet serve: cannot listen on {host}:{port}: {e.strerror}; {_bind_advice(e)}", file=sys.stderr)
         raise SystemExit(2) from None
+    if shared:  # a rolling restart's replacement, or a second server started by mistake: say which port
+        print(f"cpfleet serve: warning: another server already listens on {host}:{port}; the two share its new "
+              "connections (SO_REUSEPORT, as in a rolling restart): stop the other one, or pick another --port "
+              "if that was not meant", file=sys.stderr)
     sock.listen(2048)
     sock.set_inheritable(True)
     return sock
+
+
+def _port_listened_on(family: socket.AddressFamily, host: str, port: int) -> bool:
+    """Whether a socket already listens on host:port: a bind without SO_REUSEPORT fails there
+    (SO_REUSEADDR lets it past a closed connection's TIME_WAIT, never past a listener), while the
+    gateway's own bind with SO_REUSEPORT joins a listener of the same user without a word."""
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as e:
+            return e.errno == errno.EADDRINUSE
+    return False
 
 
 def _bind_advice(error: OSError) -> str:

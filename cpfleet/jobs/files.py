@@ -8,6 +8,7 @@ line an error instead. A file that cannot be read at all is always an error."""
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import sys
 from collections import Counter
@@ -21,6 +22,7 @@ from cpfleet.core.errors import InputFileError
 from cpfleet.core.languages import LANGUAGES
 
 DEFAULT_MAX_WARNINGS = 5
+GZIP_MAGIC = b"\x1f\x8b"
 
 
 @dataclass(slots=True)
@@ -38,14 +40,22 @@ class JobsRead:
         return f"{len(self.jobs)} jobs read from {self.records} lines, {self.skipped} skipped"
 
 
-def _open_bytes(path: str) -> BinaryIO:
-    """A byte stream for a path, ``-`` (stdin) or a ``.gz`` file: lines are decoded one by one,
-    so one line that is not UTF-8 is that line's fault, not the file's."""
-    if path == "-":
-        return sys.stdin.buffer
-    if path.endswith(".gz"):
-        return cast(BinaryIO, gzip.open(path, "rb"))
-    return open(path, "rb")
+def _open_bytes(path: str) -> tuple[BinaryIO, BinaryIO]:
+    """(the lines' byte stream, the stream under it) for a path or ``-`` (stdin): decompressed
+    when it is gzip, known by its first bytes as problem files are (``cpfleet.datasets.loading``),
+    so a gzipped file under any name, or piped in, is read too. Closing the first leaves the
+    second open: the caller closes a file's, never stdin. Lines are decoded one by one, so one
+    line that is not UTF-8 is that line's fault, not the file's."""
+    raw = sys.stdin.buffer if path == "-" else open(path, "rb")
+    try:
+        magic = raw.peek(len(GZIP_MAGIC))[: len(GZIP_MAGIC)] if isinstance(raw, io.BufferedReader) else b""
+    except OSError:
+        if raw is not sys.stdin.buffer:
+            raw.close()
+        raise
+    if magic == GZIP_MAGIC:
+        return cast(BinaryIO, gzip.GzipFile(fileobj=raw, mode="rb")), raw
+    return raw, raw
 
 
 def read_records(path: str | Path) -> Iterator[tuple[int, Any]]:
@@ -53,7 +63,7 @@ def read_records(path: str | Path) -> Iterator[tuple[int, Any]]:
     non-blank line; raises InputFileError only when the file itself cannot be read."""
     name = str(path)
     try:
-        f = _open_bytes(name)
+        f, source = _open_bytes(name)
     except OSError as e:
         raise InputFileError(f"{name}: cannot read: {e}") from None
     try:
@@ -74,8 +84,8 @@ def read_records(path: str | Path) -> Iterator[tuple[int, Any]]:
     except (OSError, EOFError) as e:
         raise InputFileError(f"{name}: cannot read: {e}") from None
     finally:
-        if f is not sys.stdin.buffer:
-            f.close()
+        for stream in {f, source} - {sys.stdin.buffer}:  # a GzipFile's close leaves its source open
+            stream.close()
 
 
 def parse_job(record: Any, index: int) -> dict[str, Any]:

@@ -22,7 +22,7 @@ import json
 import sys
 from pathlib import Path
 
-from cpfleet.argtypes import nonnegative_int, positive_int
+from cpfleet.argtypes import nonnegative_int, slot_count
 from cpfleet.core import protocol
 from cpfleet.core.problem import Problem
 from cpfleet.datasets.load import JOBS_STRICT_HELP, add_loading_arguments, load_for_command
@@ -44,7 +44,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reward-shape", "--reward", dest="reward_shape", choices=protocol.REWARD_SHAPES, default="all_or_nothing", help="all_or_nothing: 1.0 only if every rewarded test passes; fraction: the share that pass")
     parser.add_argument("--mode", choices=protocol.MODES, default="full", help="full: public tests for the feedback, hidden tests give the reward; hidden: the "
                         "hidden tests first, the same reward, no feedback; public: public tests only (default: full)")
-    parser.add_argument("--workers", type=positive_int, default=default_workers(), help="judging processes (default: usable CPUs)")
+    parser.add_argument("--workers", type=slot_count, default=default_workers(), help="judging processes (default: usable CPUs)")
     parser.add_argument("--runner", choices=RUNNER_KINDS, default="forkserver", help="execution backend")
     parser.add_argument(
         "--max-public-shown", type=nonnegative_int, default=DEFAULT_MAX_PUBLIC_SHOWN, help="public tests shown in the observation"
@@ -91,6 +91,9 @@ def run(args: argparse.Namespace) -> int:
             tally.add(result)
             out.write(json.dumps(result.to_dict(), ensure_ascii=False) + "\n")
             out.flush()
+    except BrokenPipeError:  # the output's reader went away: nobody wants the rest (cli.py says so)
+        results.close()
+        raise
     except KeyboardInterrupt:
         results.close()  # stops the pool at once; the results printed so far stand
         print(f"\ncpfleet judge: interrupted: {tally.done} of {len(jobs)} judged ({tally.summary()})", file=sys.stderr)

@@ -158,12 +158,14 @@ def _init_process(problems_blob: bytes, options: dict[str, Any], parent: int) ->
     _die_with(parent)
     # Out of the terminal's foreground process group: Ctrl-C reaches only the parent, which
     # stops this process itself (kill_pool), instead of every pool process printing a
-    # KeyboardInterrupt traceback and finishing its test first. Until here SIGINT was blocked
-    # (_spawning): a Ctrl-C while this process started is dropped, then SIGINT is as before.
+    # KeyboardInterrupt traceback and finishing its test first. Until here SIGINT and SIGTERM were
+    # blocked (_spawning): one sent while this process started is dropped, then each is as before.
     os.setpgrp()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the parent stops it; a kill of its own ends it
     records = msgpack.unpackb(problems_blob, raw=False)
     problems = {key: Problem.from_dict(rec) for key, rec in records.items()}
     _judge = PoolProcess(problems, **options)
@@ -201,31 +203,38 @@ def _judge_blob(blob: bytes) -> bytes:
 
 
 # --- parent side -------------------------------------------------------------------------------
+# the signals that stop a judging run (cpfleet.cli makes SIGTERM one, as Ctrl-C's SIGINT is)
+STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
+
+
 @contextlib.contextmanager
 def _spawning() -> Iterator[None]:
-    """SIGINT held while pool processes may be started, so a Ctrl-C cannot land between a
-    process's start and the write of what it needs (it would print an EOFError traceback, still
-    in the terminal's process group, and never be killed: the pool does not know it yet).
+    """SIGINT and SIGTERM held while pool processes may be started, so a Ctrl-C (or a ``kill``)
+    cannot land between a process's start and the write of what it needs (it would print an
+    EOFError or "pickle data was truncated" traceback, still in the terminal's process group, and
+    never be killed: the pool does not know it yet).
 
     Blocked (not lost) in this thread, and a new process inherits the mask, so a Ctrl-C while it
-    imports cannot print a KeyboardInterrupt traceback there. A process-directed SIGINT may still
+    imports cannot print a KeyboardInterrupt traceback there. A process-directed signal may still
     reach another thread of this process (the executor's manager thread, a queue's feeder), whose
-    C handler would raise KeyboardInterrupt here mid-start: in the main thread its Python handler
-    is swapped for one that only notes it until the block ends. The Ctrl-C is then delivered as
-    before, once."""
-    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    C handler would raise KeyboardInterrupt here mid-start: in the main thread each Python handler
+    is swapped for one that only notes it until the block ends. The first signal is then
+    delivered as before, once."""
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     noted: list[tuple[int, Any]] = []
-    previous: Any = None
-    if threading.current_thread() is threading.main_thread() and callable(signal.getsignal(signal.SIGINT)):
-        previous = signal.signal(signal.SIGINT, lambda signum, frame: noted.append((signum, frame)))
+    previous: dict[int, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in STOP_SIGNALS:
+            if callable(signal.getsignal(sig)):
+                previous[sig] = signal.signal(sig, lambda signum, frame: noted.append((signum, frame)))
     try:
         yield
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)  # a Ctrl-C held in this thread arrives here
-        if noted and previous is not None:
-            previous(*noted[0])  # one that reached another thread: the default handler raises here
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)  # a signal held in this thread arrives here
+        if noted and noted[0][0] in previous:
+            previous[noted[0][0]](*noted[0])  # one that reached another thread: its handler raises here
 
 
 def _wire_job(job: Mapping[str, Any]) -> dict[str, Any]:

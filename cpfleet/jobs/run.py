@@ -152,34 +152,48 @@ def _read_input(path: str) -> bytes:
 
 
 def _batch(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The requests of a --batch file, read as JOBS files are (cpfleet.jobs.files): an editor's
+    byte-order mark and CRLF line ends are fine, a file that is no UTF-8 text or holds no request
+    is refused naming it."""
     stream = sys.stdin if args.batch == "-" else open(args.batch, encoding="utf-8")
-    out = []
     with stream:
-        for n, line in enumerate(_lines(stream)):
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{args.batch}: request {n}: not JSON ({exc})") from None
-            if not isinstance(obj, dict):
-                raise ValueError(f"{args.batch}: request {n}: not a JSON object")
-            unknown = set(obj) - _REQUEST_FIELDS
-            if unknown:
-                raise ValueError(f"{args.batch}: request {n}: unknown fields {sorted(unknown)}")
-            obj.setdefault("job_id", str(n))
-            if args.output_cap is not None:
-                obj.setdefault("output_cap", args.output_cap)
-            if args.timeout:
-                obj.setdefault("timeout", args.timeout)
-            # checked here, by the wire rule, so that a refusal names its request: the same
-            # refusal from run_many would name nothing in a batch of thousands
-            try:
-                files = obj.get("files")
-                if isinstance(files, dict):
-                    obj["files"] = {k: _file_content(v) for k, v in files.items()}
-                _message(obj)
-            except (ValueError, TypeError) as exc:
-                raise ValueError(f"{args.batch}: request {n}: {exc}") from None
-            out.append(obj)
+        try:
+            out = _requests(args, _lines(stream))
+        except UnicodeDecodeError as exc:  # a gzip or other binary file: named, as a bad line is
+            raise ValueError(f"{args.batch}: not UTF-8 text ({exc})") from None
+    if not out:  # as an empty JOBS file: running nothing and exiting 0 would pass for done
+        raise ValueError(f"{args.batch}: no request in it")
+    return out
+
+
+def _requests(args: argparse.Namespace, lines: Iterator[str]) -> list[dict[str, Any]]:
+    """Each line's request, checked by the wire rule; ValueError naming the first bad one."""
+    out = []
+    for n, line in enumerate(lines):
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{args.batch}: request {n}: not JSON ({exc})") from None
+        if not isinstance(obj, dict):
+            raise ValueError(f"{args.batch}: request {n}: not a JSON object")
+        unknown = set(obj) - _REQUEST_FIELDS
+        if unknown:
+            raise ValueError(f"{args.batch}: request {n}: unknown fields {sorted(unknown)}")
+        obj.setdefault("job_id", str(n))
+        if args.output_cap is not None:
+            obj.setdefault("output_cap", args.output_cap)
+        if args.timeout:
+            obj.setdefault("timeout", args.timeout)
+        # checked here, by the wire rule, so that a refusal names its request: the same
+        # refusal from run_many would name nothing in a batch of thousands
+        try:
+            files = obj.get("files")
+            if isinstance(files, dict):
+                obj["files"] = {k: _file_content(v) for k, v in files.items()}
+            _message(obj)
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"{args.batch}: request {n}: {exc}") from None
+        out.append(obj)
     return out
 
 
@@ -201,7 +215,9 @@ _REQUEST_FIELDS = frozenset({"code", "completion", "language", "stdin", "files",
 
 
 def _lines(stream: Any) -> Iterator[str]:
-    for line in stream:
+    for n, line in enumerate(stream):
+        if n == 0:
+            line = line.removeprefix("\ufeff")  # an editor's byte-order mark
         if line.strip():
             yield line
 

@@ -85,13 +85,23 @@ class _TRLCore:
         self.streak = InfraStreak(max_infra_calls)
         self.last_error = ""  # the last infrastructure failure of a whole call, for FleetUnusable
 
+    def entries(self, values: Any, what: str) -> list[Any]:
+        """``values`` as a list, one entry per completion. One string (or mapping) is refused: as
+        a sequence it is its characters (keys), whose count then passes for the batch size."""
+        if values is None:
+            return []
+        if isinstance(values, str | bytes | Mapping):
+            raise JobFormatError(f"{self.name}: {what} must be a list with one entry per completion, "
+                                 f"got one {type(values).__name__}: pass [value]")
+        return list(values)
+
     def targets(self, n: int, kwargs: Mapping[str, Any]) -> list[Any]:
         """Per completion: its problem id or inline tests, from the configured dataset column."""
         column = self.tests_column or self.problem_id_column
         if column not in kwargs:
             shown = ", ".join(sorted(k for k in kwargs if k not in _TRL_NON_COLUMNS)) or "none"
             raise KeyError(f"{self.name}: dataset column {column!r} not passed by the trainer (columns: {shown})")
-        values = list(kwargs[column])
+        values = self.entries(kwargs[column], f"column {column!r}")
         if len(values) != n:
             raise JobFormatError(f"{self.name}: column {column!r} has {len(values)} values for {n} completions")
         if self.tests_column:
@@ -184,7 +194,7 @@ class TRLReward:
         **kwargs: Any,
     ) -> list[float | None]:
         core = self._core
-        completions = list(completions or [])
+        completions = core.entries(completions, "completions")
         targets = core.targets(len(completions), kwargs)
         results: list[JobResult | None] = [None] * len(completions)
         try:
@@ -229,7 +239,7 @@ async def _trl_reward_async(
     completion_ids: Sequence[Any] | None = None,
     **kwargs: Any,
 ) -> list[float | None]:
-    completions = list(completions or [])
+    completions = core.entries(completions, "completions")
     targets = core.targets(len(completions), kwargs)
 
     async def one(target: Any, completion: Any) -> JobResult | None:
