@@ -389,6 +389,25 @@ def test_judge_into_a_pipe_closed_early_stops_quietly_and_leaves_nothing_running
     assert not [p for p in started if _alive(p)], "processes of the judge run outlived it"
 
 
+def test_judge_with_its_stderr_into_the_same_closed_pipe_still_exits_as_sigpipe(tmp_path: Path) -> None:
+    """``cpfleet judge P J 2>&1 | head -1``: the line saying the output was closed went to the
+    same closed pipe, and its BrokenPipeError escaped main (exit 1, "the work failed", where the
+    command documents 141). Nobody is left to read the line: it is dropped."""
+    problems = _write(tmp_path / "p.jsonl", [ADD])
+    jobs = _write(tmp_path / "j.jsonl", [{"problem_id": "add", "completion": CORRECT_ADD, "job_id": f"j{i}"}
+                                         for i in range(4)])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cpfleet", "judge", str(problems), str(jobs), "--workers", "1", "--no-progress"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO, start_new_session=True,
+    )
+    with _group_killed_on_the_way_out(proc):
+        assert proc.stdout is not None
+        assert proc.stdout.readline().startswith("judging 4 jobs")  # the first line head reads, on stderr
+        proc.stdout.close()  # as `head -1` exits after its line
+        proc.wait(timeout=120)
+    assert proc.returncode == 141
+
+
 def test_sigterm_anywhere_in_judges_start_prints_no_traceback_and_leaves_nothing_running(tmp_path: Path) -> None:
     """SIGTERM stops judge as Ctrl-C does, so it must be held while pool processes start as
     SIGINT is: landing there it left them printing "pickle data was truncated" (the demo's
