@@ -143,7 +143,10 @@ def _run_command(args: argparse.Namespace, terminated: list[int]) -> int:
             pass
         finally:
             os.close(devnull)
-        print(f"cpfleet {args.command}: stopped: the output was closed (broken pipe)", file=sys.stderr)
+        try:
+            print(f"cpfleet {args.command}: stopped: the output was closed (broken pipe)", file=sys.stderr)
+        except OSError:  # stderr went to the same closed pipe (`2>&1 | head`): nobody is left to tell
+            pass
         return 141  # as a command killed by SIGPIPE
     except SystemExit as exc:  # a command's refusal of its arguments as a message: a usage error
         if isinstance(exc.code, str):

@@ -27,26 +27,34 @@ INLINE_PREFIX = "inline/"
 # is a list or has no room for them): the tests alone cannot say how long a dataset's grader
 # lets a program run, and a trainer's tests column is all the fleet gets
 LIMIT_KEYS = ("time_limit_s", "memory_limit_mb")
+# A dataset row's column passed whole, which normalize_tests unwraps when it is alone: the shape
+# inside (TACO's inputs/outputs, PrimeIntellect's test_cases) has room for limits stated beside it
+ROW_COLUMNS = ("input_output", "verification_info")
 
 
 def stated_limits(tests: Any) -> tuple[Any, dict[str, Any]]:
     """Inline ``tests`` (parsed or JSON text) -> (the tests without their stated limits, the
     limits they state by ``LIMIT_KEYS``); tests that state none come back as they are, with {}.
-    A mapping left with only ``tests`` is the wrapper form: its ``tests`` are the test set."""
+    A mapping left with only ``tests`` is the wrapper form: its ``tests`` are the test set; one
+    left with only a row's column (``ROW_COLUMNS``) is read inside too, so limits stated there
+    are never dropped in silence."""
     raw = parse_json_field(tests, "tests") if isinstance(tests, str | bytes) else tests
-    if not isinstance(raw, Mapping) or not any(k in raw for k in LIMIT_KEYS):
+    if not isinstance(raw, Mapping):
         return tests, {}
     limits = {k: raw[k] for k in LIMIT_KEYS if k in raw}
     rest = {k: v for k, v in raw.items() if k not in LIMIT_KEYS}
-    if set(rest) != {"tests"}:
-        return rest, limits
-    inner, inner_limits = stated_limits(rest["tests"])  # a wrapper around tests that state their own
+    wrapper = next(iter(rest)) if len(rest) == 1 else None
+    if not (wrapper in ROW_COLUMNS or (wrapper == "tests" and limits)):
+        return (rest, limits) if limits else (tests, {})
+    inner, inner_limits = stated_limits(rest[wrapper])  # a wrapper around tests that state their own
+    if not limits and not inner_limits:
+        return tests, {}
     for name, value in inner_limits.items():
         if name in limits and limits[name] is not None and value is not None and limits[name] != value:
             raise InlineProblemError(f"the tests state {name} {value!r} and their wrapper {limits[name]!r}")
         if limits.get(name) is None:
             limits[name] = value
-    return inner, limits
+    return (inner if wrapper == "tests" else {wrapper: inner}), limits
 
 
 def _limit(name: str, given: Any, stated: Mapping[str, Any]) -> Any:

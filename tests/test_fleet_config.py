@@ -92,6 +92,25 @@ def test_the_dry_run_prints_a_command_that_runs_the_same_worker_as_written() -> 
     assert words[words.index("-n") + 1] == "node one@h"
 
 
+def test_the_dry_runs_settings_stay_assignments_in_a_shell_whatever_their_value() -> None:
+    """A setting whose value needs quoting (a TLS URL's ``?ssl_cert_reqs=none``) came out quoted
+    whole, ``'CPFLEET_REDIS_URL=...'``: a shell takes that word for the command to run (``command
+    not found``), so the pasted command never started a worker. Only the value is quoted."""
+    url = "rediss://10.0.0.1:6400/2?ssl_cert_reqs=none"
+    out = subprocess.run(
+        [sys.executable, "-m", "cpfleet.cli", "worker", "--redis", url, "--runner", "subprocess", "--dry-run"],
+        cwd=REPO, capture_output=True, text=True, timeout=60,
+        env={k: v for k, v in os.environ.items() if not k.startswith("CPFLEET_")},
+    )
+    assert out.returncode == 0, out.stderr
+    line = out.stdout.strip()
+    settings = line[: line.index(" " + shlex.quote(sys.executable) + " ")]  # what comes before the program
+    shown = subprocess.run(["sh", "-c", f"{settings} env"], capture_output=True, text=True, timeout=30,
+                           env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
+    assert shown.returncode == 0, shown.stderr
+    assert f"CPFLEET_REDIS_URL={url}" in shown.stdout.splitlines() and "CPFLEET_RUNNER=subprocess" in shown.stdout
+
+
 def test_cpfleet_worker_refuses_bad_settings_without_a_traceback() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "cpfleet.cli", "worker", "--runner", "subprocess", "--dry-run"],

@@ -151,3 +151,34 @@ def test_a_job_of_inline_tests_is_stored_again_once_and_a_second_unknown_problem
     assert not entry.future.done() and jobs.take_lost_inline() == []
     assert jobs.resolve(entry.msg.job_id, unknown(entry.msg.job_id))
     assert entry.future.result().verdict == Verdict.UNKNOWN_PROBLEM and jobs.take_lost_inline() == []
+
+
+def test_the_sync_trl_and_verl_batch_adapters_store_again_the_inline_tests_the_store_lost(
+    redis_url: str, start_worker  # noqa: F811
+) -> None:
+    """TRLReward and verl's compute_score_batch sent a job of inline tests by its stored id
+    alone: once the store lost the tests (a Redis restart without its data), the job came back
+    UNKNOWN_PROBLEM and the call raised UnknownProblemError, the caller's permanent error, for
+    the fleet's own loss, however the tests (with their limits) were in the dataset column. The
+    tests travel with the job, as FleetClient's own inline jobs do, and are stored again."""
+    from cpfleet.rewards.trl import TRLReward
+    from cpfleet.rewards.verl import close_verl_connections, compute_score_batch
+
+    start_worker(redis_url, concurrency=2)
+    r = redis.Redis.from_url(redis_url)
+    pid = problem_record({"tests": INLINE, "time_limit_s": 6})["id"]
+    reward = TRLReward(redis_url, tests_column="tests", time_limit_s=6)
+    try:
+        for _round in range(2):
+            assert reward(completions=[SLOW_OK, SLOW_WRONG], tests=[INLINE, INLINE]) == [1.0, 0.0]
+            assert remove_problems(r, [pid]) == 1  # what a FLUSHALL or a restart does to it
+    finally:
+        reward.close()
+    try:
+        for _round in range(2):
+            scores = compute_score_batch(["d", "d"], [SLOW_OK, SLOW_WRONG], [INLINE, INLINE], redis_url=redis_url,
+                                         time_limit_s=6)
+            assert [s["score"] for s in scores] == [1.0, 0.0], scores
+            assert remove_problems(r, [pid]) == 1
+    finally:
+        close_verl_connections()

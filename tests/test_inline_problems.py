@@ -208,6 +208,31 @@ def test_inline_tests_may_state_their_limits_and_are_judged_under_them(tests: An
 
 
 @pytest.mark.parametrize(
+    ("tests", "limits"),
+    [
+        ({"input_output": {**STDIO, "time_limit_s": 6}}, (6, None)),  # a TACO row's column passed whole
+        ({"input_output": json.dumps({**STDIO, "memory_limit_mb": 256})}, (None, 256)),  # as the row holds it
+        ({"input_output": {**STDIO, "time_limit_s": 6}, "time_limit_s": 6.0}, (6, None)),
+        ({"tests": {"input_output": {**STDIO, "time_limit_s": 6}}, "memory_limit_mb": 64}, (6, 64)),
+        ({"verification_info": {"test_cases": [{"type": "stdin_stdout", "input": "1 2\n", "output": "3\n"}],
+                                "time_limit_s": 6}}, (6, None)),  # a PrimeIntellect row's column
+    ],
+)
+def test_limits_stated_inside_a_dataset_rows_column_are_not_dropped(tests: Any, limits: tuple[Any, Any]) -> None:
+    """A row's column passed whole (``{"input_output": ...}``, ``{"verification_info": ...}``)
+    holds a shape with room for the limits: stated there they are the record's, never dropped in
+    silence for the project's 2 s (a solution the dataset's grader accepts refused for TLE)."""
+    rec = problem_from_tests(tests)
+    assert (rec["time_limit_s"], rec["memory_limit_mb"]) == limits
+    assert pairs_of(rec, "hidden_tests") == [("1 2\n", "3\n")]
+
+
+def test_a_row_column_and_its_wrapper_stating_other_limits_is_refused() -> None:
+    with pytest.raises(InlineProblemError, match=re.escape("their wrapper 2")):
+        problem_from_tests({"input_output": {**STDIO, "time_limit_s": 6}, "time_limit_s": 2})
+
+
+@pytest.mark.parametrize(
     ("tests", "given", "reason"),
     [
         ({**STDIO, "time_limit_s": "6"}, None, "not a number"),

@@ -221,6 +221,17 @@ def test_truncated_gzip_is_a_file_error_not_a_traceback(tmp_path: Path) -> None:
         load_problems(gz)
 
 
+def test_corrupt_gzip_is_a_file_error_not_a_traceback(tmp_path: Path) -> None:
+    """Deflate data that does not decode raises zlib.error, no OSError: it escaped as a traceback."""
+    gz = tmp_path / "p.jsonl"  # named as plain JSONL: gzip is known by its magic bytes
+    data = bytearray(gzip.compress("".join(json.dumps(problem(f"p{i}", n_hidden=50)) + "\n"
+                                           for i in range(200)).encode()))
+    data[20:60] = bytes(b ^ 0xFF for b in data[20:60])
+    gz.write_bytes(bytes(data))
+    with pytest.raises(ProblemFileError, match="read failed"):
+        load_problems(gz)
+
+
 ADD = "a, b = map(int, input().split())\nprint(a + b)\n"
 MUL = "a, b = map(int, input().split())\nprint(a * b)\n"
 

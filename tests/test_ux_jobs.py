@@ -362,6 +362,25 @@ def test_a_gzipped_jobs_file_is_read_by_its_content_as_problem_files_are(tmp_pat
     assert [json.loads(line)["reward"] for line in out.stdout.decode().splitlines()] == [1.0, 1.0]
 
 
+def test_a_corrupt_gzipped_jobs_file_is_a_file_error_not_a_traceback(tmp_path: Path) -> None:
+    """Deflate data that does not decode raises zlib.error, which is no OSError: ``cpfleet judge``
+    printed its traceback (since JOBS files are gunzipped by content, for any file that opens
+    with gzip's magic bytes), where a file it cannot read is one line naming it."""
+    import gzip
+
+    from cpfleet.core.errors import InputFileError
+
+    packed = bytearray(gzip.compress(b"".join(b'{"problem_id": "add", "completion": "x"}\n' for _ in range(500))))
+    packed[20:60] = bytes(b ^ 0xFF for b in packed[20:60])  # the compressed blocks, not the header
+    bad = tmp_path / "jobs.jsonl"
+    bad.write_bytes(bytes(packed))
+    with pytest.raises(InputFileError, match="cannot read"):
+        read_jobs(bad)
+    out = subprocess.run([sys.executable, "-m", "cpfleet", "judge", str(_write(tmp_path / "p.jsonl", [ADD])), str(bad),
+                          "--workers", "1", "--no-progress"], capture_output=True, text=True, timeout=240, cwd=REPO)
+    assert out.returncode == 2 and "Traceback" not in out.stderr and str(bad) in out.stderr, out.stderr
+
+
 def test_judge_into_a_pipe_closed_early_stops_quietly_and_leaves_nothing_running(tmp_path: Path) -> None:
     """``cpfleet judge P J | head -1``: the first write after head exited printed a BrokenPipeError
     traceback. It stops as the other end asked, with one line and the status of a SIGPIPE (141)."""
@@ -387,6 +406,25 @@ def test_judge_into_a_pipe_closed_early_stops_quietly_and_leaves_nothing_running
     while any(_alive(p) for p in started) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not [p for p in started if _alive(p)], "processes of the judge run outlived it"
+
+
+def test_judge_with_its_stderr_into_the_same_closed_pipe_still_exits_as_sigpipe(tmp_path: Path) -> None:
+    """``cpfleet judge P J 2>&1 | head -1``: the line saying the output was closed went to the
+    same closed pipe, and its BrokenPipeError escaped main (exit 1, "the work failed", where the
+    command documents 141). Nobody is left to read the line: it is dropped."""
+    problems = _write(tmp_path / "p.jsonl", [ADD])
+    jobs = _write(tmp_path / "j.jsonl", [{"problem_id": "add", "completion": CORRECT_ADD, "job_id": f"j{i}"}
+                                         for i in range(4)])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cpfleet", "judge", str(problems), str(jobs), "--workers", "1", "--no-progress"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO, start_new_session=True,
+    )
+    with _group_killed_on_the_way_out(proc):
+        assert proc.stdout is not None
+        assert proc.stdout.readline().startswith("judging 4 jobs")  # the first line head reads, on stderr
+        proc.stdout.close()  # as `head -1` exits after its line
+        proc.wait(timeout=120)
+    assert proc.returncode == 141
 
 
 def test_sigterm_anywhere_in_judges_start_prints_no_traceback_and_leaves_nothing_running(tmp_path: Path) -> None:

@@ -131,8 +131,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"cpfleet worker: {exc}{from_option(exc, args)}", file=sys.stderr)
         return 2
     if args.dry_run:  # as a shell runs it: the settings the options pass in the environment, then argv, quoted
-        settings = [f"{name}={value}" for name, value in env.items() if os.environ.get(name) != value]
-        print(shlex.join(settings + argv))
+        # only a setting's value is quoted: a shell takes a quoted 'NAME=value' for the command to run
+        settings = [f"{name}={shlex.quote(value)}" for name, value in env.items() if os.environ.get(name) != value]
+        print(" ".join([*settings, shlex.join(argv)]))
         return 0
     refusal, warnings = preflight(env.get(defaults.REDIS_URL_ENV) or defaults.DEFAULT_REDIS_URL, argv[argv.index("-n") + 1])
     for line in warnings:

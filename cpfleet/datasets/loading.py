@@ -34,6 +34,7 @@ import dataclasses
 import gzip
 import json
 import logging
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -310,7 +311,7 @@ def _iter_jsonl(p: Path, *, gz: bool) -> Iterator[tuple[int, Any]]:
                     yield lineno, ProblemFormatError(f"expected a JSON object, got {type(rec).__name__}")
                     continue
                 yield lineno, rec
-        except (OSError, EOFError) as e:  # truncated or corrupt gzip stream
+        except (OSError, EOFError, zlib.error) as e:  # truncated or corrupt gzip stream (zlib.error: its data)
             raise ProblemFileError(p, f"read failed after line {lineno}: {e}") from None
 
 

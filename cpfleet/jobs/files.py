@@ -11,6 +11,7 @@ import gzip
 import io
 import json
 import sys
+import zlib
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -81,7 +82,7 @@ def read_records(path: str | Path) -> Iterator[tuple[int, Any]]:
                 yield lineno, json.loads(line)
             except (json.JSONDecodeError, RecursionError) as e:  # nested past the decoder's depth
                 yield lineno, InputFileError(f"invalid JSON: {e}")
-    except (OSError, EOFError) as e:
+    except (OSError, EOFError, zlib.error) as e:  # zlib.error: gzip whose compressed data is corrupt
         raise InputFileError(f"{name}: cannot read: {e}") from None
     finally:
         for stream in {f, source} - {sys.stdin.buffer}:  # a GzipFile's close leaves its source open

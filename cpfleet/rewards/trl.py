@@ -227,7 +227,8 @@ def _job(fleet: Any, target: Any, text: str, core: _TRLCore) -> dict[str, Any] |
     if isinstance(target, str):
         return {"problem_id": target, "completion": text}
     try:
-        return {"problem_id": fleet.inline_registry.problem_id(target), "completion": text}
+        # the tests travel with the job: the client stores them again if the store loses them
+        return {"problem_id": fleet.inline_registry.problem_id(target), "tests": target, "completion": text}
     except InlineProblemError as e:
         raise InlineProblemError(f"{core.name}: unusable inline tests in column {core.tests_column!r}: {e}") from e
 

@@ -182,7 +182,10 @@ def compute_score_batch(
                     pid = target if isinstance(target, str) else fleet.inline_registry.problem_id(target)
                 except InlineProblemError as e:  # broken data, not the model: the caller's to fix
                     raise InlineProblemError(f"compute_score: unusable inline tests in ground_truth of sample {i}: {e}") from e
-                jobs.append({"problem_id": pid, "completion": solution_strs[i]})
+                job = {"problem_id": pid, "completion": solution_strs[i]}
+                if not isinstance(target, str):  # the client stores them again if the store loses them
+                    job["tests"] = target
+                jobs.append(job)
                 index.append(i)
             futures = fleet.submit_many(jobs, reward_shape=opts["reward_shape"], mode=opts["mode"], timeout=opts["timeout_s"])
             for i, fut in zip(index, futures, strict=True):
