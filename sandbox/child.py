@@ -1,5 +1,11 @@
 """What the test child runs once it is confined: the program, with ``python3 solution.py``
-semantics (fork mode), or a real ``python3 solution.py`` (exec mode)."""
+semantics (fork mode), or a real ``python3 solution.py`` (exec mode).
+
+563 lines in one module: every part of it (the std streams built in the zygote, the program's
+run, its exit as the interpreter's own, under CPython and PyPy) runs in the test child around
+the program, from the one import the zygote makes before it forks; the parts share state bound
+before any program runs (the prebuilt streams, ``os._exit``, the builtins the exit reads), and a
+second module would be a second import in every zygote for no reader of its own."""
 
 from __future__ import annotations
 
