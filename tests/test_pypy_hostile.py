@@ -128,6 +128,20 @@ def test_an_exit_status_is_the_one_pypy_ends_with(fork_runner: ForkServerRunner,
     assert (rr.status, rr.exit_code, rr.stdout) == (Verdict.RUNTIME_ERROR, reference, b"3\n")
 
 
+def forked_and_pypy(fork_runner: ForkServerRunner, code: str, tmp_path: Path) -> tuple[Any, Any]:
+    """``code`` run once by the PyPy fork server and once as ``pypy3 solution.py`` in the
+    sandbox's environment (the reference); both results."""
+    script = tmp_path / "solution.py"
+    script.write_text(code)
+    pypy = languages.get("pypy3").tools[0]
+    reference = subprocess.run([pypy, str(script)], capture_output=True, timeout=60, env={"LANG": "C.UTF-8"})
+    assert fork_runner.forks_pypy()
+    prepared = compiled.prepare(fork_runner, Extracted("pypy3", code))
+    assert prepared.compile_error is None and not prepared.infra_message, prepared
+    rr = fork_runner.run(b"", Limits(time_s=10, memory_mb=256))
+    return rr, reference
+
+
 # `pypy3 solution.py` flushes sys.stderr and sys.stdout when the main module ends, after it
 # reports a SystemExit's code or an uncaught exception (an excepthook the program set that exits
 # loses the buffer) and before it joins threads and runs atexit handlers. The PyPy fork server
@@ -146,14 +160,7 @@ def test_an_exit_status_is_the_one_pypy_ends_with(fork_runner: ForkServerRunner,
         "answer-then-a-thread-exits-0", "answer-then-an-excepthook-that-exits-0", "answer-then-an-exit-code-that-exits-0"])
 def test_the_std_streams_are_flushed_when_the_main_module_ends_as_pypy_does(
         fork_runner: ForkServerRunner, code: str, tmp_path: Path) -> None:
-    script = tmp_path / "solution.py"
-    script.write_text(code)
-    pypy = languages.get("pypy3").tools[0]
-    reference = subprocess.run([pypy, str(script)], capture_output=True, timeout=60, env={"LANG": "C.UTF-8"})
-    assert fork_runner.forks_pypy()
-    prepared = compiled.prepare(fork_runner, Extracted("pypy3", code))
-    assert prepared.compile_error is None and not prepared.infra_message, prepared
-    rr = fork_runner.run(b"", Limits(time_s=10, memory_mb=256))
+    rr, reference = forked_and_pypy(fork_runner, code, tmp_path)
     assert (rr.stdout, rr.exit_code) == (reference.stdout, reference.returncode)
 
 
@@ -169,14 +176,7 @@ def test_the_std_streams_are_flushed_when_the_main_module_ends_as_pypy_does(
 ], ids=["dropped", "rebound", "dropped-and-collected", "answer-then-dropped"])
 def test_a_std_stream_the_program_lets_go_is_flushed_as_pypy_does(
         fork_runner: ForkServerRunner, code: str, tmp_path: Path) -> None:
-    script = tmp_path / "solution.py"
-    script.write_text(code)
-    pypy = languages.get("pypy3").tools[0]
-    reference = subprocess.run([pypy, str(script)], capture_output=True, timeout=60, env={"LANG": "C.UTF-8"})
-    assert fork_runner.forks_pypy()
-    prepared = compiled.prepare(fork_runner, Extracted("pypy3", code))
-    assert prepared.compile_error is None and not prepared.infra_message, prepared
-    rr = fork_runner.run(b"", Limits(time_s=10, memory_mb=256))
+    rr, reference = forked_and_pypy(fork_runner, code, tmp_path)
     assert sorted(rr.stdout.split()) == sorted(reference.stdout.split()), (rr.stdout, reference.stdout)
 
 
