@@ -443,6 +443,10 @@ def from_lcb(public: Any, private: Any, metadata: Any = None) -> TestSet:
     return tests_by_rules(pub, pub + priv, fn, "lcb")
 
 
+# A dataset row's column passed whole as the tests: alone in a mapping, its value is the test set
+ROW_COLUMNS = ("input_output", "verification_info")
+
+
 def normalize_tests(raw: Any, *, fn_name: str | None = None, num_public: int = 1) -> TestSet:
     """Any inline shape above (JSON text or parsed) -> a :class:`TestSet`.
 
@@ -458,7 +462,7 @@ def normalize_tests(raw: Any, *, fn_name: str | None = None, num_public: int = 1
         return tests_by_rules(pub, hid, fn, rule)
     if not isinstance(raw, Mapping):
         raise TestShapeError(f"tests of type {type(raw).__name__}")
-    for wrapper in ("input_output", "verification_info"):  # a dataset row's column, passed whole
+    for wrapper in ROW_COLUMNS:  # a dataset row's column, passed whole
         if wrapper in raw and len(raw) == 1:
             return normalize_tests(raw[wrapper], fn_name=fn_name, num_public=num_public)
     if any(isinstance(raw.get(k), Mapping) for k in ("public_tests", "private_tests", "generated_tests")):

@@ -19,7 +19,7 @@ from typing import Any
 
 from cpfleet.core.errors import InlineProblemError, TestShapeError
 from cpfleet.core.records import languages_for, make_record, record_errors
-from cpfleet.core.testshapes import TestSet, normalize_tests, parse_json_field
+from cpfleet.core.testshapes import ROW_COLUMNS, TestSet, normalize_tests, parse_json_field
 
 INLINE_PREFIX = "inline/"
 # Limits inline tests may state beside them (``{"inputs": ..., "outputs": ..., "time_limit_s": 6}``,
@@ -27,9 +27,6 @@ INLINE_PREFIX = "inline/"
 # is a list or has no room for them): the tests alone cannot say how long a dataset's grader
 # lets a program run, and a trainer's tests column is all the fleet gets
 LIMIT_KEYS = ("time_limit_s", "memory_limit_mb")
-# A dataset row's column passed whole, which normalize_tests unwraps when it is alone: the shape
-# inside (TACO's inputs/outputs, PrimeIntellect's test_cases) has room for limits stated beside it
-ROW_COLUMNS = ("input_output", "verification_info")
 
 
 def stated_limits(tests: Any) -> tuple[Any, dict[str, Any]]:
