@@ -61,6 +61,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cpfleet.core.errors import TestShapeError
+from cpfleet.core.rowlimits import is_code_contests_row
 
 # A decompressed LiveCodeBench private-test blob larger than this is refused: the biggest real
 # ones are tens of MB, and an unbounded inflate of a hostile blob would exhaust memory.
@@ -465,9 +466,9 @@ def normalize_tests(raw: Any, *, fn_name: str | None = None, num_public: int = 1
     for wrapper in ROW_COLUMNS:  # a dataset row's column, passed whole
         if wrapper in raw and len(raw) == 1:
             return normalize_tests(raw[wrapper], fn_name=fn_name, num_public=num_public)
-    if any(isinstance(raw.get(k), Mapping) for k in ("public_tests", "private_tests", "generated_tests")):
+    if is_code_contests_row(raw):
         # a deepmind/code_contests row's test columns; a row without private or generated tests
-        # is rewarded on its public ones
+        # is rewarded on its public ones (its limits: producer/inline.py's stated_limits)
         pub_cc = from_code_contests(raw.get("public_tests"))
         hid_cc = from_code_contests(raw.get("private_tests")) + from_code_contests(raw.get("generated_tests"))
         return tests_by_rules(pub_cc, hid_cc or pub_cc, None, "code_contests")

@@ -19,6 +19,7 @@ from typing import Any
 
 from cpfleet.core.errors import InlineProblemError, TestShapeError
 from cpfleet.core.records import languages_for, make_record, record_errors
+from cpfleet.core.rowlimits import row_limits
 from cpfleet.core.testshapes import ROW_COLUMNS, TestSet, normalize_tests, parse_json_field
 
 INLINE_PREFIX = "inline/"
@@ -31,7 +32,9 @@ LIMIT_KEYS = ("time_limit_s", "memory_limit_mb")
 
 def stated_limits(tests: Any) -> tuple[Any, dict[str, Any]]:
     """Inline ``tests`` (parsed or JSON text) -> (the tests without their stated limits, the
-    limits they state by ``LIMIT_KEYS``); tests that state none come back as they are, with {}.
+    limits they state by ``LIMIT_KEYS``, or in a dataset row's own columns (a code_contests row's
+    ``time_limit`` and ``memory_limit_bytes``, read by :func:`cpfleet.core.rowlimits.row_limits` as
+    ``cpfleet prepare`` reads them); tests that state none come back as they are, with {}.
     A mapping left with only ``tests`` is the wrapper form: its ``tests`` are the test set; one
     left with only a row's column (``ROW_COLUMNS``) is read inside too, so limits stated there
     are never dropped in silence."""
@@ -39,6 +42,11 @@ def stated_limits(tests: Any) -> tuple[Any, dict[str, Any]]:
     if not isinstance(raw, Mapping):
         return tests, {}
     limits = {k: raw[k] for k in LIMIT_KEYS if k in raw}
+    for name, value in row_limits(raw).items():  # a dataset row's own columns, read as prepare reads them
+        if limits.get(name) is not None and limits[name] != value:
+            raise InlineProblemError(f"the row states {name} {value!r} in its own columns and {limits[name]!r} "
+                                     f"beside them")
+        limits[name] = value
     rest = {k: v for k, v in raw.items() if k not in LIMIT_KEYS}
     wrapper = next(iter(rest)) if len(rest) == 1 else None
     if not (wrapper in ROW_COLUMNS or (wrapper == "tests" and limits)):

@@ -14,9 +14,10 @@ from typing import Any
 
 from cpfleet.core.errors import TestShapeError
 from cpfleet.core.records import make_record
+from cpfleet.core.rowlimits import text_mb, text_seconds
 from cpfleet.core.testshapes import from_input_output, split_public, tests_by_rules
 from cpfleet.datasets.formats import Converted, DatasetFormat, PrepareOptions, register_format
-from cpfleet.datasets.formats.common import limit_text_mb, limit_text_seconds, solution_list
+from cpfleet.datasets.formats.common import solution_list
 
 
 def convert_taco(row: Mapping[str, Any], index: int, opts: PrepareOptions, fmt: str,
@@ -37,8 +38,8 @@ def convert_taco(row: Mapping[str, Any], index: int, opts: PrepareOptions, fmt: 
         pid, tests_by_rules(public, hidden, fn_name, rules),
         name=row.get("name") or row.get("url") or pid,
         description=row.get("question") or "",
-        time_limit_s=limit_text_seconds(row.get("time_limit")),
-        memory_limit_mb=limit_text_mb(row.get("memory_limit")),
+        time_limit_s=text_seconds(row.get("time_limit")),
+        memory_limit_mb=text_mb(row.get("memory_limit")),
         starter_code=row.get("starter_code") or None,
         extra={"difficulty": row.get("difficulty")},
     )

@@ -1,0 +1,83 @@
+"""The limits a dataset row states, read one way for ``cpfleet prepare`` and for inline tests.
+
+Each dataset writes its limits in its own columns and units: code_contests ``time_limit
+{seconds, nanos}`` and ``memory_limit_bytes``; TACO / APPS ``time_limit`` / ``memory_limit`` text
+(``"2 seconds"``, ``"256 megabytes"``); open-r1 codeforces ``time_limit`` (s) and
+``memory_limit`` (MB) as numbers. The format modules of ``cpfleet prepare``
+(cpfleet/datasets/formats/) and the inline path (:func:`cpfleet.producer.inline.stated_limits`,
+given a row whole) both read them through this module, so the same row gets the same limits by
+either path. A value that states no usable limit (absent, zero, not a number) reads as None: the
+project's default, or the format's grader's where ``cpfleet prepare`` knows one.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from typing import Any
+
+# A number (digits with an optional fraction, or a bare fraction) then its unit, each number read
+# in one way and only from the start of its digit run: ``[0-9]*\.?[0-9]+`` would read a run of
+# digits in every split of it from every position inside it, time cubic in the run (800 digits
+# 1.5 s) on a dataset row; a start inside a run can only end where the run's own start ends, so
+# skipping it finds the same first match and the same number.
+_NUMBER = r"(?<![0-9])([0-9]+(?:\.[0-9]+)?|\.[0-9]+)\s*+"
+_SECONDS = re.compile(_NUMBER + r"(?:s\b|sec|second)", re.I)
+_MEGABYTES = re.compile(_NUMBER + r"(?:mb\b|mib\b|megabyte)", re.I)
+
+
+def code_contests_seconds(raw: Any) -> float | None:
+    """code_contests ``time_limit`` ``{"seconds", "nanos"}`` -> seconds; None when absent, zero
+    or not numbers (the record check then sees no limit rather than the converter failing)."""
+    if not isinstance(raw, Mapping):
+        return None
+    seconds, nanos = raw.get("seconds") or 0, raw.get("nanos") or 0
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in (seconds, nanos)):
+        return None
+    total = float(seconds) + float(nanos) / 1e9
+    return total if math.isfinite(total) and total > 0 else None
+
+
+def code_contests_mb(raw: Any) -> int | None:
+    """code_contests ``memory_limit_bytes`` -> MiB (rounded); None when absent, zero or not a
+    finite number."""
+    if isinstance(raw, bool) or not isinstance(raw, int | float) or not math.isfinite(raw) or raw <= 0:
+        return None
+    return max(1, round(raw / (1 << 20)))
+
+
+def text_seconds(raw: Any) -> float | None:
+    """A time limit written as text (TACO's ``"2 seconds"``) -> seconds; None when absent or not
+    positive."""
+    m = _SECONDS.search(str(raw or ""))
+    return float(m.group(1)) if m and float(m.group(1)) > 0 else None
+
+
+def text_mb(raw: Any) -> int | None:
+    """A memory limit written as text (TACO's ``"256 megabytes"``) -> MB; None when absent or
+    under 16."""
+    m = _MEGABYTES.search(str(raw or ""))
+    return round(float(m.group(1))) if m and float(m.group(1)) >= 16 else None
+
+
+CODE_CONTESTS_TEST_COLUMNS = ("public_tests", "private_tests", "generated_tests")
+
+
+def is_code_contests_row(raw: Mapping[str, Any]) -> bool:
+    """Whether ``raw`` is a deepmind/code_contests row (or its test columns): a test column that
+    is ``{"input": [...], "output": [...]}``."""
+    return any(isinstance(raw.get(k), Mapping) for k in CODE_CONTESTS_TEST_COLUMNS)
+
+
+def row_limits(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """The limits a dataset row passed whole as inline tests states in its own columns, as
+    ``{"time_limit_s", "memory_limit_mb"}`` (only those it states): a code_contests row's
+    ``time_limit`` and ``memory_limit_bytes``, read as ``cpfleet prepare`` reads them. The other
+    formats' rows that state limits (TACO / APPS, open-r1 codeforces) are no inline shape: their
+    test columns alone are (``input_output``), and those state none."""
+    if not is_code_contests_row(raw):
+        return {}
+    found = {"time_limit_s": code_contests_seconds(raw.get("time_limit")),
+             "memory_limit_mb": code_contests_mb(raw.get("memory_limit_bytes"))}
+    return {k: v for k, v in found.items() if v is not None}

@@ -1,0 +1,117 @@
+"""A dataset row given whole as inline tests is the problem ``cpfleet prepare`` makes of it: the
+same tests, checker and limits, so inline judging pays no reward prepare's problem refuses (or
+the reverse) and judges no row under limits it does not state."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import pytest
+
+from cpfleet.core.errors import InlineProblemError
+from cpfleet.core.problem import Problem
+from cpfleet.core.verdict import Verdict
+from cpfleet.datasets.formats import PrepareOptions
+from cpfleet.datasets.prepare import PrepareSummary, convert_rows
+from cpfleet.producer.inline import problem_from_tests
+from cpfleet.sandbox.env import evaluate
+from cpfleet.sandbox.runner import CodeRunner
+from cpfleet.sandbox.runners import make_runner
+
+JUDGED = ("public_tests", "hidden_tests", "time_limit_s", "memory_limit_mb", "checker", "fn_name",
+          "fn_semantics", "languages")
+
+
+def code_contests_row(seconds: int = 1, nanos: int = 0, memory_bytes: int = 256 << 20) -> dict[str, Any]:
+    """A deepmind/code_contests row as the dataset holds it (a + b)."""
+    return {
+        "name": "add",
+        "description": "Print a + b.",
+        "public_tests": {"input": ["1 2\n"], "output": ["3\n"]},
+        "private_tests": {"input": ["5 5\n"], "output": ["10\n"]},
+        "generated_tests": {"input": ["7 8\n"], "output": ["15\n"]},
+        "time_limit": {"seconds": seconds, "nanos": nanos},
+        "memory_limit_bytes": memory_bytes,
+        "input_file": "",
+        "output_file": "",
+        "solutions": {"language": [3], "solution": ["print(sum(map(int, input().split())))"]},
+        "incorrect_solutions": {"language": [], "solution": []},
+        "difficulty": 7,
+    }
+
+
+def prepared(row: Mapping[str, Any], fmt: str) -> dict[str, Any]:
+    """The record ``cpfleet prepare`` writes for ``row`` (its whole row path: conversion, limits,
+    admission)."""
+    records = list(convert_rows([row], fmt, PrepareOptions(), PrepareSummary()))
+    assert len(records) == 1, records
+    return records[0]
+
+
+def inline_routes(row: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The record each inline route makes of ``row``: as an object and as JSON text."""
+    text = json.dumps(row)
+    return {"problem_from_tests": problem_from_tests(row), "problem_from_tests(json)": problem_from_tests(text)}
+
+
+def judged(rec: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: rec.get(k) for k in JUDGED}
+
+
+@pytest.mark.parametrize(("seconds", "nanos", "memory_bytes", "limits"), [
+    (1, 0, 256 << 20, (1.0, 256)),
+    (2, 500_000_000, 64 << 20, (2.5, 64)),
+    (0, 0, 0, (None, None)),  # states none: the project's defaults by both paths
+])
+def test_a_code_contests_row_inline_is_the_problem_prepare_makes(seconds: int, nanos: int, memory_bytes: int,
+                                                                  limits: tuple[Any, Any]) -> None:
+    row = code_contests_row(seconds, nanos, memory_bytes)
+    want = judged(prepared(row, "code_contests"))
+    assert (want["time_limit_s"], want["memory_limit_mb"]) == limits
+    assert want["checker"] == {"type": "code_contests"}
+    for route, rec in inline_routes(row).items():
+        assert judged(rec) == want, route
+
+
+def test_a_code_contests_row_stating_other_limits_is_another_problem() -> None:
+    one, two = problem_from_tests(code_contests_row(1)), problem_from_tests(code_contests_row(2))
+    assert one["id"] != two["id"]
+
+
+def test_the_callers_limits_and_a_code_contests_rows_agree_or_are_refused() -> None:
+    row = code_contests_row(1, memory_bytes=256 << 20)
+    # the same limits, however given, are the same problem
+    same = [problem_from_tests(row, time_limit_s=1.0, memory_limit_mb=256),
+            problem_from_tests({"tests": row, "time_limit_s": 1, "memory_limit_mb": 256}),
+            problem_from_tests({**row, "time_limit_s": 1.0})]
+    assert {r["id"] for r in same} == {problem_from_tests(row)["id"]}
+    # other ones: one of the two would be ignored in silence
+    with pytest.raises(InlineProblemError, match="time_limit_s"):
+        problem_from_tests(row, time_limit_s=2.0)
+    with pytest.raises(InlineProblemError, match="memory_limit_mb"):
+        problem_from_tests(row, memory_limit_mb=512)
+    with pytest.raises(InlineProblemError, match="time_limit_s"):
+        problem_from_tests({"tests": row, "time_limit_s": 6})
+    with pytest.raises(InlineProblemError, match="time_limit_s"):
+        problem_from_tests({**row, "time_limit_s": 6})
+
+
+@pytest.fixture(scope="module")
+def fork_server() -> Iterator[CodeRunner]:
+    r = make_runner("forkserver")
+    yield r
+    r.close()
+
+
+# ~1.5 s of CPU, then the right answer: over a 1 s limit, within the project's 2 s default
+SLOW_ADD = ("```python\nimport time\nwhile time.process_time() < 1.5:\n    pass\n"
+            "print(sum(map(int, input().split())))\n```\n")
+
+
+def test_a_code_contests_row_stating_1s_times_out_a_15s_program_inline_as_prepared(fork_server: CodeRunner) -> None:
+    row = code_contests_row(1)
+    for route, rec in {"prepare": prepared(row, "code_contests"), **inline_routes(row)}.items():
+        r = evaluate(Problem.from_dict(rec), SLOW_ADD, fork_server, mode="public")
+        assert (r.reward, r.verdict) == (0.0, Verdict.TIME_LIMIT), route
