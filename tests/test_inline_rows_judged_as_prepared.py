@@ -1,6 +1,7 @@
 """A dataset row given whole as inline tests is the problem ``cpfleet prepare`` makes of it: the
-same tests, checker and limits, so inline judging pays no reward prepare's problem refuses (or
-the reverse) and judges no row under limits it does not state."""
+same tests, checker and limits, by every inline route (``problem_from_tests``, the client's
+inline registry that TRL, verl and the gateway's routes store through), so no route pays a
+reward another refuses or judges a row under limits it does not state."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from cpfleet.core.verdict import Verdict
 from cpfleet.datasets.formats import PrepareOptions
 from cpfleet.datasets.prepare import PrepareSummary, convert_rows
 from cpfleet.producer.inline import problem_from_tests
+from cpfleet.producer.inline_registry import problem_record
 from cpfleet.sandbox.env import evaluate
 from cpfleet.sandbox.runner import CodeRunner
 from cpfleet.sandbox.runners import make_runner
@@ -51,9 +53,11 @@ def prepared(row: Mapping[str, Any], fmt: str) -> dict[str, Any]:
 
 
 def inline_routes(row: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """The record each inline route makes of ``row``: as an object and as JSON text."""
+    """The record each inline route makes of ``row``: as an object and as JSON text, directly and
+    through the client's inline registry."""
     text = json.dumps(row)
-    return {"problem_from_tests": problem_from_tests(row), "problem_from_tests(json)": problem_from_tests(text)}
+    return {"problem_from_tests": problem_from_tests(row), "problem_from_tests(json)": problem_from_tests(text),
+            "registry": problem_record(row), "registry(json)": problem_record(text)}
 
 
 def judged(rec: Mapping[str, Any]) -> dict[str, Any]:
@@ -95,7 +99,7 @@ def test_the_callers_limits_and_a_code_contests_rows_agree_or_are_refused() -> N
     with pytest.raises(InlineProblemError, match="time_limit_s"):
         problem_from_tests({"tests": row, "time_limit_s": 6})
     with pytest.raises(InlineProblemError, match="time_limit_s"):
-        problem_from_tests({**row, "time_limit_s": 6})
+        problem_record({**row, "time_limit_s": 6})
 
 
 @pytest.fixture(scope="module")
