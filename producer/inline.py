@@ -62,6 +62,35 @@ def stated_limits(tests: Any) -> tuple[Any, dict[str, Any]]:
     return (inner if wrapper == "tests" else {wrapper: inner}), limits
 
 
+# The judged fields of the project's own problem record besides its tests and limits. A record
+# passed as inline tests (``{"public_tests", "hidden_tests", "checker", ...}``) keeps them: an
+# interactive problem's tests hold no outputs, and judged by the default checker a program that
+# printed nothing passed them; a float checker's problem refused right answers.
+RECORD_FIELDS = ("checker", "languages", "time_limit_multipliers", "python3_interpreter")
+
+
+def stated_fields(tests: Any) -> dict[str, Any]:
+    """The ``RECORD_FIELDS`` inline ``tests`` (parsed; as :func:`stated_limits` leaves them) state
+    beside them, or inside a dataset row's column passed whole (``ROW_COLUMNS``); nulls are
+    absent."""
+    if not isinstance(tests, Mapping):
+        return {}
+    if len(tests) == 1 and next(iter(tests)) in ROW_COLUMNS:
+        inner = tests[next(iter(tests))]
+        return stated_fields(parse_json_field(inner, "tests") if isinstance(inner, str | bytes) else inner)
+    return {k: tests[k] for k in RECORD_FIELDS if tests.get(k) is not None}
+
+
+def _field(name: str, given: Any, stated: Mapping[str, Any]) -> Any:
+    """The caller's ``name`` (checker, languages), else the one the tests state; both, and
+    different, is an error (one of them would be ignored in silence)."""
+    if name not in stated:
+        return given
+    if given is not None and given != stated[name]:
+        raise InlineProblemError(f"the tests state {name} {stated[name]!r} but the caller gives {given!r}")
+    return stated[name]
+
+
 def _limit(name: str, given: Any, stated: Mapping[str, Any]) -> Any:
     """The caller's limit ``name``, else the one the tests state; both, and different, is an error
     (one of them would be ignored in silence)."""
@@ -115,14 +144,20 @@ def problem_from_tests(
     all of them. ``languages`` defaults to what the tests state (PrimeIntellect's ``language``:
     a language cpfleet does not judge is an error), else Python for function-call tests. Limits
     are the arguments, else what the tests state (:func:`stated_limits`), else None: the
-    project's defaults. The record's ``id`` is :func:`content_id`. Raises
+    project's defaults. A problem record passed as the tests keeps its checker, languages,
+    ``time_limit_multipliers`` and ``python3_interpreter`` (:func:`stated_fields`; a caller's
+    different checker or languages is an error). The record's ``id`` is :func:`content_id`. Raises
     :class:`InlineProblemError` with a one-line reason."""
     if num_public < 0:
         raise InlineProblemError("num_public must be >= 0")
     try:
+        tests = parse_json_field(tests, "tests")  # JSON text read once: it may be tens of MB
         tests, stated = stated_limits(tests)
         time_limit_s = _limit("time_limit_s", time_limit_s, stated)
         memory_limit_mb = _limit("memory_limit_mb", memory_limit_mb, stated)
+        fields = stated_fields(tests)
+        checker = _field("checker", checker, fields)
+        languages = _field("languages", languages, fields)
         ts: TestSet = normalize_tests(tests, fn_name=fn_name, num_public=num_public)
     except TestShapeError as e:
         raise InlineProblemError(str(e)) from None
@@ -139,6 +174,9 @@ def problem_from_tests(
         "", ts, name="", time_limit_s=time_limit_s, memory_limit_mb=memory_limit_mb,
         checker=checker, languages=languages, starter_code=starter_code,
     )
+    for name in ("time_limit_multipliers", "python3_interpreter"):
+        if name in fields:
+            rec[name] = fields[name]
     try:
         rec["id"] = content_id(rec, id_prefix)
     except UnicodeEncodeError as e:  # JSON's "\ud800" escape: text that no UTF-8 carries

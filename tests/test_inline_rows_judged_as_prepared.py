@@ -5,8 +5,11 @@ reward another refuses or judges a row under limits it does not state."""
 
 from __future__ import annotations
 
+import gzip
 import json
+import os
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,6 +25,8 @@ from cpfleet.sandbox.env import evaluate
 from cpfleet.sandbox.runner import CodeRunner
 from cpfleet.sandbox.runners import make_runner
 
+KATTIS = Path(os.environ.get("CPFLEET_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")) / (
+    "icpc-kattis-31.jsonl.gz")
 JUDGED = ("public_tests", "hidden_tests", "time_limit_s", "memory_limit_mb", "checker", "fn_name",
           "fn_semantics", "languages")
 
@@ -119,3 +124,59 @@ def test_a_code_contests_row_stating_1s_times_out_a_15s_program_inline_as_prepar
     for route, rec in {"prepare": prepared(row, "code_contests"), **inline_routes(row)}.items():
         r = evaluate(Problem.from_dict(rec), SLOW_ADD, fork_server, mode="public")
         assert (r.reward, r.verdict) == (0.0, Verdict.TIME_LIMIT), route
+
+
+# --- a problem record passed as the tests ------------------------------------------------------
+
+FLOAT_RECORD: dict[str, Any] = {
+    "id": "third",
+    "public_tests": [{"input": "3\n", "output": "0.333333\n"}],
+    "hidden_tests": [{"input": "3\n", "output": "0.333333\n"}, {"input": "6\n", "output": "0.166667\n"}],
+    "time_limit_s": 1.0,
+    "memory_limit_mb": 256,
+    "checker": {"type": "float", "abs": 1e-4, "rel": 1e-4},
+    "languages": ["python3", "cpp"],
+    "time_limit_multipliers": {"cpp": 0.5},
+    "python3_interpreter": "pypy3",
+}
+
+
+def test_a_problem_record_passed_as_the_tests_keeps_what_it_is_judged_by() -> None:
+    for route, rec in inline_routes(FLOAT_RECORD).items():
+        for name in ("checker", "languages", "time_limit_multipliers", "python3_interpreter", "time_limit_s",
+                     "memory_limit_mb"):
+            assert rec.get(name) == FLOAT_RECORD[name], (route, name)
+    # its own checker is what it is named by: the same tests under another are another problem
+    assert problem_from_tests(FLOAT_RECORD)["id"] != problem_from_tests({**FLOAT_RECORD, "checker": None})["id"]
+    assert problem_from_tests(FLOAT_RECORD, checker=FLOAT_RECORD["checker"])["id"] == problem_from_tests(
+        FLOAT_RECORD)["id"]
+    with pytest.raises(InlineProblemError, match="checker"):
+        problem_from_tests(FLOAT_RECORD, checker={"type": "tokens"})
+    with pytest.raises(InlineProblemError, match="languages"):
+        problem_from_tests(FLOAT_RECORD, languages=["python3"])
+    # inside the wrapper that states limits, too
+    wrapped = problem_from_tests({"tests": {k: v for k, v in FLOAT_RECORD.items() if k != "time_limit_s"},
+                                  "time_limit_s": 1.0})
+    assert wrapped["id"] == problem_from_tests(FLOAT_RECORD)["id"]
+
+
+def test_an_interactive_record_passed_as_the_tests_keeps_its_interactor() -> None:
+    """Its tests hold no outputs: judged by the default checker, a program that printed nothing
+    passed every one."""
+    if not KATTIS.is_file():
+        pytest.skip(f"shared data not found at {KATTIS} (set CPFLEET_SHARED_DATA)")
+    with gzip.open(KATTIS, "rt") as f:
+        records = [json.loads(line) for line in f if line.strip()]
+    interactive = [r for r in records if r["checker"]["type"] == "interactive"]
+    assert interactive and all(t["output"] == "" for t in interactive[0]["hidden_tests"])
+    for record in records:
+        for route, rec in inline_routes(record).items():
+            for name in ("checker", "languages", "python3_interpreter", "time_limit_s", "memory_limit_mb"):
+                assert rec.get(name) == record.get(name), (record["id"], route, name)
+
+
+def test_a_float_record_passed_as_the_tests_pays_what_its_checker_pays(fork_server: CodeRunner) -> None:
+    close = "```python\nprint(1 / int(input()))\n```\n"  # 0.3333333333333333: within 1e-4, not the same tokens
+    rec = problem_from_tests({**FLOAT_RECORD, "python3_interpreter": None})
+    r = evaluate(Problem.from_dict(rec), close, fork_server)
+    assert (r.reward, r.verdict) == (1.0, Verdict.OK)
