@@ -11,7 +11,9 @@ project's function-call form: ``input`` is the JSON text of the positional argum
 output means what it means there. Shapes:
 
 - code_contests ``{"input": [str], "output": [str]}``: stdin/stdout; a whole row's test columns
-  (``public_tests``, ``private_tests``, ``generated_tests``) keep their public/hidden split.
+  (``public_tests``, ``private_tests``, ``generated_tests``) keep their public/hidden split, read
+  by :func:`from_code_contests_row` for ``cpfleet prepare`` and inline tests alike (a row that
+  reads named files, or has no private or generated tests, is refused, as prepare skips it).
   Compared by the official tester's rules (checker ``code_contests``), as ``cpfleet prepare``
   sets for the dataset's rows.
 - TACO / APPS ``input_output`` and verl/PRIME ``{"inputs", "outputs", "fn_name"?}``: with
@@ -41,7 +43,7 @@ output means what it means there. Shapes:
 A problem mixes no stdin/stdout and function-call tests, and names one function: both are
 :class:`TestShapeError`, whose message is the skip reason the converters count.
 
-Over 500 lines: every shape's reading (and the restricted unpickler one of them needs) is one
+551 lines: every shape's reading (and the restricted unpickler one of them needs) is one
 module on purpose, the single place ``cpfleet prepare`` and inline problems both read tests
 through, so the two never read a row differently.
 """
@@ -276,6 +278,30 @@ def from_code_contests(raw: Any) -> list[Test]:
     return [(stdio_text(i), stdio_text(o)) for i, o in zip(inputs, outputs, strict=True)]
 
 
+# Why ``cpfleet prepare`` skips a code_contests row, and inline tests refuse one, whose program
+# reads or writes named files: the tests are those files' contents, not stdin/stdout
+CODE_CONTESTS_NAMED_FILES = "reads or writes named files (input_file/output_file), not stdin/stdout"
+# A row without private or generated tests has only its public ones, the statement's examples,
+# which a program can print without solving anything: prepare skips it ("no hidden tests")
+CODE_CONTESTS_NO_HIDDEN = ("no hidden tests: the code_contests row has no private_tests or generated_tests "
+                           "(its public tests are the statement's examples)")
+
+
+def code_contests_named_files(row: Mapping[str, Any]) -> bool:
+    """Whether a code_contests row's program reads or writes named files (``input_file`` /
+    ``output_file``): no stdin/stdout problem."""
+    return bool(row.get("input_file") or row.get("output_file"))
+
+
+def from_code_contests_row(row: Mapping[str, Any]) -> TestSet:
+    """A deepmind/code_contests row's tests, as ``cpfleet prepare`` and inline tests both read
+    them: public = ``public_tests``, hidden = ``private_tests`` ++ ``generated_tests``, compared
+    by the official tester's rules."""
+    public = from_code_contests(row.get("public_tests"))
+    hidden = from_code_contests(row.get("private_tests")) + from_code_contests(row.get("generated_tests"))
+    return tests_by_rules(public, hidden, None, "code_contests")
+
+
 def from_input_output(io_: Any, counts: Counter[str] | None = None) -> tuple[list[Test], str | None, str | None]:
     """TACO / APPS ``input_output`` and verl/PRIME ``{"inputs", "outputs", "fn_name"?}``: the tests,
     ``fn_name`` and the reference's rules (``fn_semantics`` of function-call tests, ``apps`` for
@@ -466,12 +492,13 @@ def normalize_tests(raw: Any, *, fn_name: str | None = None, num_public: int = 1
     for wrapper in ROW_COLUMNS:  # a dataset row's column, passed whole
         if wrapper in raw and len(raw) == 1:
             return normalize_tests(raw[wrapper], fn_name=fn_name, num_public=num_public)
-    if is_code_contests_row(raw):
-        # a deepmind/code_contests row's test columns; a row without private or generated tests
-        # is rewarded on its public ones (its limits: producer/inline.py's stated_limits)
-        pub_cc = from_code_contests(raw.get("public_tests"))
-        hid_cc = from_code_contests(raw.get("private_tests")) + from_code_contests(raw.get("generated_tests"))
-        return tests_by_rules(pub_cc, hid_cc or pub_cc, None, "code_contests")
+    if is_code_contests_row(raw):  # its limits: producer/inline.py's stated_limits
+        if code_contests_named_files(raw):
+            raise TestShapeError(CODE_CONTESTS_NAMED_FILES)
+        cc = from_code_contests_row(raw)
+        if not cc.hidden:
+            raise TestShapeError(CODE_CONTESTS_NO_HIDDEN)
+        return cc
     if "public_tests" in raw or "hidden_tests" in raw:
         pub_l, hid_l = _own_tests(raw.get("public_tests")), _own_tests(raw.get("hidden_tests"))
         own_fn = raw.get("fn_name") or fn_name

@@ -180,3 +180,21 @@ def test_a_float_record_passed_as_the_tests_pays_what_its_checker_pays(fork_serv
     rec = problem_from_tests({**FLOAT_RECORD, "python3_interpreter": None})
     r = evaluate(Problem.from_dict(rec), close, fork_server)
     assert (r.reward, r.verdict) == (1.0, Verdict.OK)
+
+
+@pytest.mark.parametrize(("change", "reason"), [
+    ({"input_file": "input.txt", "output_file": "output.txt"}, "named files"),
+    ({"private_tests": {"input": [], "output": []}, "generated_tests": {"input": [], "output": []}}, "no hidden tests"),
+    ({"private_tests": None, "generated_tests": None}, "no hidden tests"),
+])
+def test_a_code_contests_row_prepare_skips_is_refused_inline(change: dict[str, Any], reason: str) -> None:
+    """A row whose program reads named files, or whose only tests are its public ones (the
+    statement's examples, which a program can print without solving anything): prepare skips
+    it, and no inline route pays a reward for it."""
+    row = {**code_contests_row(), **change}
+    summary = PrepareSummary()
+    assert list(convert_rows([row], "code_contests", PrepareOptions(), summary)) == []
+    assert any(reason in skipped for skipped in summary.skipped), summary.skipped
+    for route in (problem_from_tests, problem_record):
+        with pytest.raises(InlineProblemError, match=reason):
+            route(row)

@@ -17,7 +17,12 @@ from typing import Any
 
 from cpfleet.core.errors import TestShapeError
 from cpfleet.core.rowlimits import code_contests_mb, code_contests_seconds
-from cpfleet.core.testshapes import as_records, from_code_contests
+from cpfleet.core.testshapes import (
+    CODE_CONTESTS_NAMED_FILES,
+    as_records,
+    code_contests_named_files,
+    from_code_contests_row,
+)
 from cpfleet.datasets.formats import DatasetFormat, PrepareOptions, register_format
 
 CODE_CONTESTS_CHECKER = {"type": "code_contests"}
@@ -52,19 +57,18 @@ def convert_code_contests(row: Mapping[str, Any], opts: PrepareOptions, counts: 
 
     ``counts`` receives the solution accounting of this row (merged into the summary only
     when the problem is kept)."""
-    if row.get("input_file") or row.get("output_file"):
-        return "reads or writes named files (input_file/output_file), not stdin/stdout"
-    try:  # the one reading of the shape, shared with inline tests (cpfleet.core.testshapes)
-        public = from_code_contests(row.get("public_tests"))
-        hidden = from_code_contests(row.get("private_tests")) + from_code_contests(row.get("generated_tests"))
+    if code_contests_named_files(row):
+        return CODE_CONTESTS_NAMED_FILES
+    try:  # the one reading of the row, shared with inline tests (cpfleet.core.testshapes)
+        tests = from_code_contests_row(row)
     except TestShapeError as e:
         return f"malformed tests ({e})"
     rec: dict[str, Any] = {
         "id": row.get("name") or "",
         "name": row.get("name") or "",
         "description": row.get("description") or "",
-        "public_tests": as_records(public),
-        "hidden_tests": as_records(hidden),
+        "public_tests": as_records(tests.public),
+        "hidden_tests": as_records(tests.hidden),
         "time_limit_s": code_contests_seconds(row.get("time_limit")),
         "memory_limit_mb": code_contests_mb(row.get("memory_limit_bytes")),
         "checker": dict(CODE_CONTESTS_CHECKER),
