@@ -8,6 +8,10 @@ Each dataset writes its limits in its own columns and units: code_contests ``tim
 given a row whole) both read them through this module, so the same row gets the same limits by
 either path. A value that states no usable limit (absent, zero, not a number) reads as None: the
 project's default, or the format's grader's where ``cpfleet prepare`` knows one.
+
+A LiveCodeBench row states no limits: its grader, LiveCodeBench's run_test, gives every test
+6 s (:data:`LIVECODEBENCH_TIME_LIMIT_S`), which ``cpfleet prepare`` gives its rows and inline
+tests give the row passed whole (:func:`grader_time_limit_s`).
 """
 
 from __future__ import annotations
@@ -81,3 +85,27 @@ def row_limits(raw: Mapping[str, Any]) -> dict[str, Any]:
     found = {"time_limit_s": code_contests_seconds(raw.get("time_limit")),
              "memory_limit_mb": code_contests_mb(raw.get("memory_limit_bytes"))}
     return {k: v for k, v in found.items() if v is not None}
+
+
+# The per-test time limit LiveCodeBench's run_test gives every test (a 6 s alarm): its rows state
+# none, and a solution that grader accepts must not be refused here for a limit it never set
+LIVECODEBENCH_TIME_LIMIT_S = 6.0
+
+
+def is_livecodebench_row(raw: Mapping[str, Any]) -> bool:
+    """Whether ``raw`` is a livecodebench/code_generation_lite row (or its test columns)."""
+    return "public_test_cases" in raw or "private_test_cases" in raw
+
+
+def grader_time_limit_s(raw: Any) -> float | None:
+    """The time limit the dataset's own grader gives every test of a row passed whole that
+    states none, as ``cpfleet prepare`` gives it (``DatasetFormat.harness_time_limit_s``): a
+    LiveCodeBench row's 6 s; None for any other shape. Only a row the shape names without doubt:
+    a TACO row's ``input_output`` column alone gets none (its row's own ``time_limit``, which
+    prepare reads first, may be shorter than TACO's 4 s), nor does a list of cases, whose
+    dataset and grader it does not name."""
+    if not isinstance(raw, Mapping) or is_code_contests_row(raw) or "public_tests" in raw or "hidden_tests" in raw:
+        return None  # read as another shape first (core/testshapes.py normalize_tests)
+    if is_livecodebench_row(raw):
+        return LIVECODEBENCH_TIME_LIMIT_S
+    return None

@@ -19,7 +19,7 @@ from typing import Any
 
 from cpfleet.core.errors import InlineProblemError, TestShapeError
 from cpfleet.core.records import languages_for, make_record, record_errors
-from cpfleet.core.rowlimits import row_limits
+from cpfleet.core.rowlimits import grader_time_limit_s, row_limits
 from cpfleet.core.testshapes import ROW_COLUMNS, TestSet, normalize_tests, parse_json_field
 
 INLINE_PREFIX = "inline/"
@@ -143,8 +143,9 @@ def problem_from_tests(
     shapes without a public/private split show the first ``num_public`` tests and reward on
     all of them. ``languages`` defaults to what the tests state (PrimeIntellect's ``language``:
     a language cpfleet does not judge is an error), else Python for function-call tests. Limits
-    are the arguments, else what the tests state (:func:`stated_limits`), else None: the
-    project's defaults. A problem record passed as the tests keeps its checker, languages,
+    are the arguments, else what the tests state (:func:`stated_limits`), else, for the time
+    limit of a whole LiveCodeBench row, its grader's 6 s, as ``cpfleet prepare`` gives it
+    (:func:`cpfleet.core.rowlimits.grader_time_limit_s`), else None: the project's defaults. A problem record passed as the tests keeps its checker, languages,
     ``time_limit_multipliers`` and ``python3_interpreter`` (:func:`stated_fields`; a caller's
     different checker or languages is an error). The record's ``id`` is :func:`content_id`. Raises
     :class:`InlineProblemError` with a one-line reason."""
@@ -155,6 +156,8 @@ def problem_from_tests(
         tests, stated = stated_limits(tests)
         time_limit_s = _limit("time_limit_s", time_limit_s, stated)
         memory_limit_mb = _limit("memory_limit_mb", memory_limit_mb, stated)
+        if time_limit_s is None:  # none given nor stated: a whole row's grader's, as prepare gives it
+            time_limit_s = grader_time_limit_s(tests)
         fields = stated_fields(tests)
         checker = _field("checker", checker, fields)
         languages = _field("languages", languages, fields)

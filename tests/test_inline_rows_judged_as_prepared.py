@@ -198,3 +198,39 @@ def test_a_code_contests_row_prepare_skips_is_refused_inline(change: dict[str, A
     for route in (problem_from_tests, problem_record):
         with pytest.raises(InlineProblemError, match=reason):
             route(row)
+
+
+# --- a LiveCodeBench row: it states no limits; its grader gives every test 6 s ----------------
+
+def lcb_row() -> dict[str, Any]:
+    cases = [{"input": "1 2\n", "output": "3\n", "testtype": "stdin"},
+             {"input": "5 5\n", "output": "10\n", "testtype": "stdin"}]
+    return {"question_id": "abc1_a", "question_title": "add", "question_content": "Print a + b.",
+            "platform": "atcoder", "contest_id": "abc1", "contest_date": "2024-01-01", "difficulty": "easy",
+            "starter_code": "", "public_test_cases": json.dumps(cases[:1]),
+            "private_test_cases": json.dumps(cases[1:]), "metadata": "{}"}
+
+
+def test_a_livecodebench_row_inline_is_the_problem_prepare_makes() -> None:
+    row = lcb_row()
+    want = judged(prepared(row, "livecodebench"))
+    assert want["time_limit_s"] == 6.0 and want["checker"] == {"type": "lcb"}
+    for route, rec in inline_routes(row).items():
+        assert judged(rec) == want, route
+    # a limit given or stated is the problem's, as prepare's --time-limit is: the grader's is the default
+    assert problem_from_tests(row, time_limit_s=2.0)["time_limit_s"] == 2.0
+    assert problem_from_tests({"tests": row, "time_limit_s": 3})["time_limit_s"] == 3
+    assert problem_from_tests({"tests": row, "memory_limit_mb": 1024})["time_limit_s"] == 6.0
+    # its test cases alone name no dataset: no grader's limit is assumed for them
+    assert problem_from_tests(json.loads(row["public_test_cases"]))["time_limit_s"] is None
+
+
+# ~2.5 s of CPU, then the right answer: within LiveCodeBench's 6 s, over the project's 2 s default
+SLOWER_ADD = SLOW_ADD.replace("1.5", "2.5")
+
+
+def test_a_livecodebench_row_pays_a_25s_program_inline_as_prepared(fork_server: CodeRunner) -> None:
+    row = lcb_row()
+    for route, rec in {"prepare": prepared(row, "livecodebench"), "inline": problem_from_tests(row)}.items():
+        r = evaluate(Problem.from_dict(rec), SLOWER_ADD, fork_server, mode="public")
+        assert (r.reward, r.verdict) == (1.0, Verdict.OK), route
