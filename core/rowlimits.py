@@ -65,6 +65,8 @@ def text_mb(raw: Any) -> int | None:
     return round(float(m.group(1))) if m and float(m.group(1)) >= 16 else None
 
 
+# The columns dataset rows state limits in (code_contests, TACO / APPS, open-r1 codeforces)
+ROW_LIMIT_COLUMNS = ("time_limit", "memory_limit", "memory_limit_bytes")
 CODE_CONTESTS_TEST_COLUMNS = ("public_tests", "private_tests", "generated_tests")
 
 
@@ -109,3 +111,12 @@ def grader_time_limit_s(raw: Any) -> float | None:
     if is_livecodebench_row(raw):
         return LIVECODEBENCH_TIME_LIMIT_S
     return None
+
+
+def unread_limit_columns(raw: Mapping[str, Any]) -> list[str]:
+    """The row limit columns (``ROW_LIMIT_COLUMNS``) ``raw`` states that no inline shape of it
+    reads: all it holds but for a code_contests row (:func:`row_limits`). A TACO row's ``time_limit``
+    beside its tests, dropped, judged them under the project's default."""
+    if is_code_contests_row(raw):
+        return []
+    return [k for k in ROW_LIMIT_COLUMNS if raw.get(k) is not None]

@@ -19,7 +19,7 @@ from typing import Any
 
 from cpfleet.core.errors import InlineProblemError, TestShapeError
 from cpfleet.core.records import languages_for, make_record, record_errors
-from cpfleet.core.rowlimits import grader_time_limit_s, row_limits
+from cpfleet.core.rowlimits import grader_time_limit_s, row_limits, unread_limit_columns
 from cpfleet.core.testshapes import ROW_COLUMNS, TestSet, normalize_tests, parse_json_field
 
 INLINE_PREFIX = "inline/"
@@ -35,12 +35,19 @@ def stated_limits(tests: Any) -> tuple[Any, dict[str, Any]]:
     limits they state by ``LIMIT_KEYS``, or in a dataset row's own columns (a code_contests row's
     ``time_limit`` and ``memory_limit_bytes``, read by :func:`cpfleet.core.rowlimits.row_limits` as
     ``cpfleet prepare`` reads them); tests that state none come back as they are, with {}.
+    A row limit column that no shape of the tests reads (TACO's ``time_limit`` text beside its
+    ``inputs`` and ``outputs``) is an :class:`InlineProblemError`, never dropped.
     A mapping left with only ``tests`` is the wrapper form: its ``tests`` are the test set; one
     left with only a row's column (``ROW_COLUMNS``) is read inside too, so limits stated there
     are never dropped in silence."""
     raw = parse_json_field(tests, "tests") if isinstance(tests, str | bytes) else tests
     if not isinstance(raw, Mapping):
         return tests, {}
+    unread = unread_limit_columns(raw)
+    if unread:  # a limit stated in a column no shape of these tests reads would be ignored in silence
+        raise InlineProblemError(
+            f"the tests state {unread[0]} {str(raw[unread[0]])[:40]!r}, which cpfleet reads only in a whole "
+            f"code_contests row: state the limits as time_limit_s (seconds) / memory_limit_mb (MB)")
     limits = {k: raw[k] for k in LIMIT_KEYS if k in raw}
     for name, value in row_limits(raw).items():  # a dataset row's own columns, read as prepare reads them
         if limits.get(name) is not None and limits[name] != value:

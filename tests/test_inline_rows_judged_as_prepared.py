@@ -234,3 +234,21 @@ def test_a_livecodebench_row_pays_a_25s_program_inline_as_prepared(fork_server: 
     for route, rec in {"prepare": prepared(row, "livecodebench"), "inline": problem_from_tests(row)}.items():
         r = evaluate(Problem.from_dict(rec), SLOWER_ADD, fork_server, mode="public")
         assert (r.reward, r.verdict) == (1.0, Verdict.OK), route
+
+
+# --- a row's limit column that no shape of the tests reads ---------------------------------------
+
+@pytest.mark.parametrize("tests", [
+    {"inputs": ["1 2\n"], "outputs": ["3\n"], "time_limit": "1 second"},  # TACO's text beside its tests
+    {"inputs": ["1 2\n"], "outputs": ["3\n"], "memory_limit": "64 megabytes"},
+    {"input_output": {"inputs": ["1 2\n"], "outputs": ["3\n"], "time_limit": 1}},
+    {"public_tests": [{"input": "1 2\n", "output": "3\n"}], "hidden_tests": [{"input": "1 2\n", "output": "3\n"}],
+     "memory_limit_bytes": 64 << 20},
+    {"tests": {"inputs": ["1 2\n"], "outputs": ["3\n"], "time_limit": 1}, "memory_limit_mb": 256},
+    {"question": "q", "input_output": json.dumps({"inputs": ["1 2\n"], "outputs": ["3\n"]}),  # a whole TACO row
+     "time_limit": "1 second", "memory_limit": "256 megabytes"},
+])
+def test_a_limit_in_a_column_no_shape_of_the_tests_reads_is_refused_not_dropped(tests: dict[str, Any]) -> None:
+    for route in (problem_from_tests, problem_record):
+        with pytest.raises(InlineProblemError, match="time_limit_s"):
+            route(tests)
