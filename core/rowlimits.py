@@ -9,9 +9,9 @@ given a row whole) both read them through this module, so the same row gets the 
 either path. A value that states no usable limit (absent, zero, not a number) reads as None: the
 project's default, or the format's grader's where ``cpfleet prepare`` knows one.
 
-A LiveCodeBench row states no limits: its grader, LiveCodeBench's run_test, gives every test
-6 s (:data:`LIVECODEBENCH_TIME_LIMIT_S`), which ``cpfleet prepare`` gives its rows and inline
-tests give the row passed whole (:func:`grader_time_limit_s`).
+A row that states no time limit gets the one its dataset's own grader gives every test
+(LiveCodeBench's run_test 6 s, TACO's and APPS's 4 s), as ``cpfleet prepare`` gives its rows and
+inline tests give the row passed whole (:func:`grader_time_limit_s`).
 """
 
 from __future__ import annotations
@@ -65,6 +65,8 @@ def text_mb(raw: Any) -> int | None:
     return round(float(m.group(1))) if m and float(m.group(1)) >= 16 else None
 
 
+# The limits inline tests may state beside them, in the project's units (producer/inline.py)
+LIMIT_KEYS = ("time_limit_s", "memory_limit_mb")
 # The columns dataset rows state limits in (code_contests, TACO / APPS, open-r1 codeforces)
 ROW_LIMIT_COLUMNS = ("time_limit", "memory_limit", "memory_limit_bytes")
 CODE_CONTESTS_TEST_COLUMNS = ("public_tests", "private_tests", "generated_tests")
@@ -76,22 +78,35 @@ def is_code_contests_row(raw: Mapping[str, Any]) -> bool:
     return any(isinstance(raw.get(k), Mapping) for k in CODE_CONTESTS_TEST_COLUMNS)
 
 
+def is_taco_row(raw: Mapping[str, Any]) -> bool:
+    """Whether ``raw`` is a TACO / APPS row passed whole: its ``input_output`` beside other
+    columns (``{"input_output": ...}`` alone, or with ``LIMIT_KEYS`` only, is the column, whose
+    row may state limits it does not carry)."""
+    return "input_output" in raw and any(k not in ("input_output", *LIMIT_KEYS) for k in raw)
+
+
 def row_limits(raw: Mapping[str, Any]) -> dict[str, Any]:
     """The limits a dataset row passed whole as inline tests states in its own columns, as
-    ``{"time_limit_s", "memory_limit_mb"}`` (only those it states): a code_contests row's
-    ``time_limit`` and ``memory_limit_bytes``, read as ``cpfleet prepare`` reads them. The other
-    formats' rows that state limits (TACO / APPS, open-r1 codeforces) are no inline shape: their
-    test columns alone are (``input_output``), and those state none."""
-    if not is_code_contests_row(raw):
+    ``{"time_limit_s", "memory_limit_mb"}`` (only those it states), read as ``cpfleet prepare``
+    reads them: a code_contests row's ``time_limit`` and ``memory_limit_bytes``, a TACO / APPS
+    row's ``time_limit`` / ``memory_limit`` text. open-r1 codeforces rows are no inline shape."""
+    if is_code_contests_row(raw):
+        found = {"time_limit_s": code_contests_seconds(raw.get("time_limit")),
+                 "memory_limit_mb": code_contests_mb(raw.get("memory_limit_bytes"))}
+    elif is_taco_row(raw):
+        found = {"time_limit_s": text_seconds(raw.get("time_limit")),
+                 "memory_limit_mb": text_mb(raw.get("memory_limit"))}
+    else:
         return {}
-    found = {"time_limit_s": code_contests_seconds(raw.get("time_limit")),
-             "memory_limit_mb": code_contests_mb(raw.get("memory_limit_bytes"))}
     return {k: v for k, v in found.items() if v is not None}
 
 
 # The per-test time limit LiveCodeBench's run_test gives every test (a 6 s alarm): its rows state
 # none, and a solution that grader accepts must not be refused here for a limit it never set
 LIVECODEBENCH_TIME_LIMIT_S = 6.0
+# The per-test time limit TACO's and APPS's run_test give every test, whatever the row states
+# (what prepare gives their rows that state none)
+TACO_TIME_LIMIT_S = 4.0
 
 
 def is_livecodebench_row(raw: Mapping[str, Any]) -> bool:
@@ -102,21 +117,24 @@ def is_livecodebench_row(raw: Mapping[str, Any]) -> bool:
 def grader_time_limit_s(raw: Any) -> float | None:
     """The time limit the dataset's own grader gives every test of a row passed whole that
     states none, as ``cpfleet prepare`` gives it (``DatasetFormat.harness_time_limit_s``): a
-    LiveCodeBench row's 6 s; None for any other shape. Only a row the shape names without doubt:
-    a TACO row's ``input_output`` column alone gets none (its row's own ``time_limit``, which
-    prepare reads first, may be shorter than TACO's 4 s), nor does a list of cases, whose
-    dataset and grader it does not name."""
+    LiveCodeBench row's 6 s, a TACO / APPS row's 4 s; None for any other shape. Only a row the
+    shape names without doubt: a TACO row's ``input_output`` column alone gets none (its row's
+    own ``time_limit``, which prepare reads first, may be shorter than TACO's 4 s), nor does a
+    list of cases, whose dataset and grader it does not name."""
     if not isinstance(raw, Mapping) or is_code_contests_row(raw) or "public_tests" in raw or "hidden_tests" in raw:
         return None  # read as another shape first (core/testshapes.py normalize_tests)
     if is_livecodebench_row(raw):
         return LIVECODEBENCH_TIME_LIMIT_S
+    if is_taco_row(raw):
+        return TACO_TIME_LIMIT_S
     return None
 
 
 def unread_limit_columns(raw: Mapping[str, Any]) -> list[str]:
     """The row limit columns (``ROW_LIMIT_COLUMNS``) ``raw`` states that no inline shape of it
-    reads: all it holds but for a code_contests row (:func:`row_limits`). A TACO row's ``time_limit``
-    beside its tests, dropped, judged them under the project's default."""
-    if is_code_contests_row(raw):
+    reads: all it holds but for a code_contests or TACO / APPS row (:func:`row_limits`). TACO's
+    ``time_limit`` beside ``inputs`` and ``outputs``, dropped, judged them under the project's
+    default."""
+    if is_code_contests_row(raw) or is_taco_row(raw):
         return []
     return [k for k in ROW_LIMIT_COLUMNS if raw.get(k) is not None]

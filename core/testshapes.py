@@ -63,7 +63,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cpfleet.core.errors import TestShapeError
-from cpfleet.core.rowlimits import is_code_contests_row
+from cpfleet.core.rowlimits import is_code_contests_row, is_taco_row
 
 # A decompressed LiveCodeBench private-test blob larger than this is refused: the biggest real
 # ones are tens of MB, and an unbounded inflate of a hostile blob would exhaust memory.
@@ -519,6 +519,10 @@ def normalize_tests(raw: Any, *, fn_name: str | None = None, num_public: int = 1
         info = from_verification_info(raw)
         pub, hid = split_public(info.hidden, num_public)
         return dataclasses.replace(info, public=pub, hidden=hid)
+    if is_taco_row(raw):  # a TACO / APPS row passed whole: its input_output, as cpfleet prepare reads it
+        raw = parse_json_field(raw["input_output"], "input_output")
+        if not isinstance(raw, Mapping) or not ("inputs" in raw or "outputs" in raw):
+            raise TestShapeError("no input_output tests")
     if "inputs" in raw or "outputs" in raw:
         io_ = dict(raw)
         if fn_name and not io_.get("fn_name"):

@@ -19,22 +19,23 @@ from typing import Any
 
 from cpfleet.core.errors import InlineProblemError, TestShapeError
 from cpfleet.core.records import languages_for, make_record, record_errors
-from cpfleet.core.rowlimits import grader_time_limit_s, row_limits, unread_limit_columns
+from cpfleet.core.rowlimits import LIMIT_KEYS, grader_time_limit_s, row_limits, unread_limit_columns
 from cpfleet.core.testshapes import ROW_COLUMNS, TestSet, normalize_tests, parse_json_field
 
 INLINE_PREFIX = "inline/"
-# Limits inline tests may state beside them (``{"inputs": ..., "outputs": ..., "time_limit_s": 6}``,
+# LIMIT_KEYS (core/rowlimits.py): the limits inline tests may state beside them (``{"inputs": ..., "outputs": ..., "time_limit_s": 6}``,
 # or ``{"tests": <any shape>, "time_limit_s": 6, "memory_limit_mb": 1024}`` around a shape that
 # is a list or has no room for them): the tests alone cannot say how long a dataset's grader
 # lets a program run, and a trainer's tests column is all the fleet gets
-LIMIT_KEYS = ("time_limit_s", "memory_limit_mb")
+__all__ = ["INLINE_PREFIX", "LIMIT_KEYS", "content_id", "problem_from_tests", "stated_fields", "stated_limits"]
 
 
 def stated_limits(tests: Any) -> tuple[Any, dict[str, Any]]:
     """Inline ``tests`` (parsed or JSON text) -> (the tests without their stated limits, the
     limits they state by ``LIMIT_KEYS``, or in a dataset row's own columns (a code_contests row's
-    ``time_limit`` and ``memory_limit_bytes``, read by :func:`cpfleet.core.rowlimits.row_limits` as
-    ``cpfleet prepare`` reads them); tests that state none come back as they are, with {}.
+    ``time_limit`` and ``memory_limit_bytes``, a TACO / APPS row's ``time_limit`` /
+    ``memory_limit`` text, read by :func:`cpfleet.core.rowlimits.row_limits` as ``cpfleet
+    prepare`` reads them); tests that state none come back as they are, with {}.
     A row limit column that no shape of the tests reads (TACO's ``time_limit`` text beside its
     ``inputs`` and ``outputs``) is an :class:`InlineProblemError`, never dropped.
     A mapping left with only ``tests`` is the wrapper form: its ``tests`` are the test set; one
@@ -47,7 +48,7 @@ def stated_limits(tests: Any) -> tuple[Any, dict[str, Any]]:
     if unread:  # a limit stated in a column no shape of these tests reads would be ignored in silence
         raise InlineProblemError(
             f"the tests state {unread[0]} {str(raw[unread[0]])[:40]!r}, which cpfleet reads only in a whole "
-            f"code_contests row: state the limits as time_limit_s (seconds) / memory_limit_mb (MB)")
+            f"code_contests or TACO / APPS row: state the limits as time_limit_s (seconds) / memory_limit_mb (MB)")
     limits = {k: raw[k] for k in LIMIT_KEYS if k in raw}
     for name, value in row_limits(raw).items():  # a dataset row's own columns, read as prepare reads them
         if limits.get(name) is not None and limits[name] != value:
@@ -151,7 +152,8 @@ def problem_from_tests(
     all of them. ``languages`` defaults to what the tests state (PrimeIntellect's ``language``:
     a language cpfleet does not judge is an error), else Python for function-call tests. Limits
     are the arguments, else what the tests state (:func:`stated_limits`), else, for the time
-    limit of a whole LiveCodeBench row, its grader's 6 s, as ``cpfleet prepare`` gives it
+    limit of a whole LiveCodeBench or TACO / APPS row, its grader's (6 s, 4 s), as ``cpfleet
+    prepare`` gives it
     (:func:`cpfleet.core.rowlimits.grader_time_limit_s`), else None: the project's defaults. A problem record passed as the tests keeps its checker, languages,
     ``time_limit_multipliers`` and ``python3_interpreter`` (:func:`stated_fields`; a caller's
     different checker or languages is an error). The record's ``id`` is :func:`content_id`. Raises

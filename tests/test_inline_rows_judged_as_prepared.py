@@ -245,10 +245,55 @@ def test_a_livecodebench_row_pays_a_25s_program_inline_as_prepared(fork_server: 
     {"public_tests": [{"input": "1 2\n", "output": "3\n"}], "hidden_tests": [{"input": "1 2\n", "output": "3\n"}],
      "memory_limit_bytes": 64 << 20},
     {"tests": {"inputs": ["1 2\n"], "outputs": ["3\n"], "time_limit": 1}, "memory_limit_mb": 256},
-    {"question": "q", "input_output": json.dumps({"inputs": ["1 2\n"], "outputs": ["3\n"]}),  # a whole TACO row
-     "time_limit": "1 second", "memory_limit": "256 megabytes"},
+    {"id": "1/A", "official_tests": [{"input": "1 2\n", "output": "3\n"}],  # an open-r1 codeforces row
+     "time_limit": 1.0, "memory_limit": 256.0},
 ])
 def test_a_limit_in_a_column_no_shape_of_the_tests_reads_is_refused_not_dropped(tests: dict[str, Any]) -> None:
     for route in (problem_from_tests, problem_record):
         with pytest.raises(InlineProblemError, match="time_limit_s"):
             route(tests)
+
+
+# --- a TACO / APPS row: limits as text; none stated, its grader's 4 s -----------------------------
+
+def taco_row(time_limit: str | None = "1 second", memory_limit: str | None = "64 megabytes") -> dict[str, Any]:
+    return {"question": "Print a + b.", "solutions": json.dumps(["print(sum(map(int, input().split())))"]),
+            "starter_code": "", "input_output": json.dumps({"inputs": ["1 2\n", "5 5\n"], "outputs": ["3\n", "10\n"]}),
+            "difficulty": "EASY", "raw_tags": "[]", "name": None, "source": "codeforces", "tags": "[]",
+            "skill_types": "[]", "url": "https://codeforces.com/problemset/problem/1/A",
+            "Expected Auxiliary Space": None, "time_limit": time_limit, "date": None, "picture_num": None,
+            "memory_limit": memory_limit, "Expected Time Complexity": None}
+
+
+def apps_call_row() -> dict[str, Any]:
+    return {"problem_id": 7, "question": "Return a + b.", "solutions": "[]", "difficulty": "introductory",
+            "url": "https://leetcode.com/problems/add", "starter_code": "def add(a, b):\n",
+            "input_output": json.dumps({"fn_name": "add", "inputs": [[1, 2], [5, 5]], "outputs": [[3], [10]]})}
+
+
+@pytest.mark.parametrize(("row", "fmt", "limits"), [
+    (taco_row(), "taco", (1.0, 64)),
+    (taco_row("2.5 seconds", None), "taco", (2.5, None)),
+    (taco_row(None, "256 megabytes"), "taco", (4.0, 256)),  # no time limit stated: TACO's run_test's 4 s
+    (apps_call_row(), "apps", (4.0, None)),
+])
+def test_a_taco_or_apps_row_inline_is_the_problem_prepare_makes(row: dict[str, Any], fmt: str,
+                                                                limits: tuple[Any, Any]) -> None:
+    want = judged(prepared(row, fmt))
+    assert (want["time_limit_s"], want["memory_limit_mb"]) == limits
+    for route, rec in inline_routes(row).items():
+        assert judged(rec) == want, route
+    if row.get("time_limit"):  # stated: a caller's other limit is an error
+        with pytest.raises(InlineProblemError, match="time_limit_s"):
+            problem_from_tests(row, time_limit_s=9.0)
+    else:  # the grader's is the default, as prepare's --time-limit overrides it
+        assert problem_from_tests(row, time_limit_s=9.0)["time_limit_s"] == 9.0
+    # its input_output column alone cannot say what its row states: no grader's limit is assumed
+    assert problem_from_tests({"input_output": row["input_output"]})["time_limit_s"] is None
+
+
+def test_a_taco_row_stating_1s_times_out_a_15s_program_inline_as_prepared(fork_server: CodeRunner) -> None:
+    row = taco_row()
+    for route, rec in {"prepare": prepared(row, "taco"), "inline": problem_from_tests(row)}.items():
+        r = evaluate(Problem.from_dict(rec), SLOW_ADD, fork_server, mode="public")
+        assert (r.reward, r.verdict) == (0.0, Verdict.TIME_LIMIT), route
