@@ -85,6 +85,13 @@ def is_taco_row(raw: Mapping[str, Any]) -> bool:
     return "input_output" in raw and any(k not in ("input_output", *LIMIT_KEYS) for k in raw)
 
 
+def is_primeintellect_row(raw: Mapping[str, Any]) -> bool:
+    """Whether ``raw`` is a PrimeIntellect verifiable-coding-problems row passed whole: its
+    ``verification_info`` beside other columns (alone, or with ``LIMIT_KEYS`` only, it is the
+    column). Its rows state no limits."""
+    return "verification_info" in raw and any(k not in ("verification_info", *LIMIT_KEYS) for k in raw)
+
+
 def row_limits(raw: Mapping[str, Any]) -> dict[str, Any]:
     """The limits a dataset row passed whole as inline tests states in its own columns, as
     ``{"time_limit_s", "memory_limit_mb"}`` (only those it states), read as ``cpfleet prepare``

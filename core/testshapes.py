@@ -43,7 +43,7 @@ output means what it means there. Shapes:
 A problem mixes no stdin/stdout and function-call tests, and names one function: both are
 :class:`TestShapeError`, whose message is the skip reason the converters count.
 
-551 lines: every shape's reading (and the restricted unpickler one of them needs) is one
+566 lines: every shape's reading (and the restricted unpickler one of them needs) is one
 module on purpose, the single place ``cpfleet prepare`` and inline problems both read tests
 through, so the two never read a row differently.
 """
@@ -63,7 +63,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cpfleet.core.errors import TestShapeError
-from cpfleet.core.rowlimits import is_code_contests_row, is_taco_row
+from cpfleet.core.rowlimits import is_code_contests_row, is_primeintellect_row, is_taco_row
 
 # A decompressed LiveCodeBench private-test blob larger than this is refused: the biggest real
 # ones are tens of MB, and an unbounded inflate of a hostile blob would exhaust memory.
@@ -436,6 +436,14 @@ def from_cases(cases: Any, *, fn_name: str | None = None) -> tuple[list[Test], s
     return tests, (names.pop() if names else None), (rules.pop() if rules else None)
 
 
+def check_primeintellect_task(row: Mapping[str, Any]) -> None:
+    """TestShapeError when a PrimeIntellect row's ``task_type`` is not ``verifiable_code`` (the
+    dataset's other tasks carry no tests to judge code by)."""
+    task = row.get("task_type")
+    if task is not None and task != "verifiable_code":
+        raise TestShapeError(f"task_type {str(task)[:40]!r} is not verifiable_code")
+
+
 def from_verification_info(info: Any) -> TestSet:
     """PrimeIntellect ``verification_info``: every test (none public yet), fn_name, fn_semantics
     and the stated ``language``."""
@@ -519,6 +527,9 @@ def normalize_tests(raw: Any, *, fn_name: str | None = None, num_public: int = 1
         info = from_verification_info(raw)
         pub, hid = split_public(info.hidden, num_public)
         return dataclasses.replace(info, public=pub, hidden=hid)
+    if is_primeintellect_row(raw):  # a PrimeIntellect row passed whole, as cpfleet prepare reads it
+        check_primeintellect_task(raw)
+        return normalize_tests({"verification_info": raw["verification_info"]}, fn_name=fn_name, num_public=num_public)
     if is_taco_row(raw):  # a TACO / APPS row passed whole: its input_output, as cpfleet prepare reads it
         raw = parse_json_field(raw["input_output"], "input_output")
         if not isinstance(raw, Mapping) or not ("inputs" in raw or "outputs" in raw):

@@ -19,7 +19,14 @@ from typing import Any
 
 from cpfleet.core.errors import InlineProblemError, TestShapeError
 from cpfleet.core.records import languages_for, make_record, record_errors
-from cpfleet.core.rowlimits import LIMIT_KEYS, grader_time_limit_s, row_limits, unread_limit_columns
+from cpfleet.core.rowlimits import (
+    LIMIT_KEYS,
+    grader_time_limit_s,
+    is_primeintellect_row,
+    is_taco_row,
+    row_limits,
+    unread_limit_columns,
+)
 from cpfleet.core.testshapes import ROW_COLUMNS, TestSet, normalize_tests, parse_json_field
 
 INLINE_PREFIX = "inline/"
@@ -39,8 +46,8 @@ def stated_limits(tests: Any) -> tuple[Any, dict[str, Any]]:
     A row limit column that no shape of the tests reads (TACO's ``time_limit`` text beside its
     ``inputs`` and ``outputs``) is an :class:`InlineProblemError`, never dropped.
     A mapping left with only ``tests`` is the wrapper form: its ``tests`` are the test set; one
-    left with only a row's column (``ROW_COLUMNS``) is read inside too, so limits stated there
-    are never dropped in silence."""
+    left with only a row's column (``ROW_COLUMNS``), or a whole TACO / PrimeIntellect row, is read
+    inside that column too, so limits stated there are never dropped in silence."""
     raw = parse_json_field(tests, "tests") if isinstance(tests, str | bytes) else tests
     if not isinstance(raw, Mapping):
         return tests, {}
@@ -57,6 +64,8 @@ def stated_limits(tests: Any) -> tuple[Any, dict[str, Any]]:
         limits[name] = value
     rest = {k: v for k, v in raw.items() if k not in LIMIT_KEYS}
     wrapper = next(iter(rest)) if len(rest) == 1 else None
+    if wrapper is None and (is_taco_row(rest) or is_primeintellect_row(rest)):
+        wrapper = "input_output" if "input_output" in rest else "verification_info"  # a whole row's tests column
     if not (wrapper in ROW_COLUMNS or (wrapper == "tests" and limits)):
         return (rest, limits) if limits else (tests, {})
     inner, inner_limits = stated_limits(rest[wrapper])  # a wrapper around tests that state their own
@@ -67,7 +76,7 @@ def stated_limits(tests: Any) -> tuple[Any, dict[str, Any]]:
             raise InlineProblemError(f"the tests state {name} {value!r} and their wrapper {limits[name]!r}")
         if limits.get(name) is None:
             limits[name] = value
-    return (inner if wrapper == "tests" else {wrapper: inner}), limits
+    return (inner if wrapper == "tests" else {**rest, wrapper: inner}), limits
 
 
 # The judged fields of the project's own problem record besides its tests and limits. A record
@@ -153,11 +162,12 @@ def problem_from_tests(
     a language cpfleet does not judge is an error), else Python for function-call tests. Limits
     are the arguments, else what the tests state (:func:`stated_limits`), else, for the time
     limit of a whole LiveCodeBench or TACO / APPS row, its grader's (6 s, 4 s), as ``cpfleet
-    prepare`` gives it
-    (:func:`cpfleet.core.rowlimits.grader_time_limit_s`), else None: the project's defaults. A problem record passed as the tests keeps its checker, languages,
-    ``time_limit_multipliers`` and ``python3_interpreter`` (:func:`stated_fields`; a caller's
-    different checker or languages is an error). The record's ``id`` is :func:`content_id`. Raises
-    :class:`InlineProblemError` with a one-line reason."""
+    prepare`` gives it (:func:`cpfleet.core.rowlimits.grader_time_limit_s`), else None: the
+    project's defaults. A dataset row passed whole (code_contests, TACO / APPS, LiveCodeBench,
+    PrimeIntellect) is the problem ``cpfleet prepare`` makes of it. A problem record passed as
+    the tests keeps its checker, languages, ``time_limit_multipliers`` and ``python3_interpreter``
+    (:func:`stated_fields`; a caller's different checker or languages is an error). The record's
+    ``id`` is :func:`content_id`. Raises :class:`InlineProblemError` with a one-line reason."""
     if num_public < 0:
         raise InlineProblemError("num_public must be >= 0")
     try:

@@ -297,3 +297,47 @@ def test_a_taco_row_stating_1s_times_out_a_15s_program_inline_as_prepared(fork_s
     for route, rec in {"prepare": prepared(row, "taco"), "inline": problem_from_tests(row)}.items():
         r = evaluate(Problem.from_dict(rec), SLOW_ADD, fork_server, mode="public")
         assert (r.reward, r.verdict) == (0.0, Verdict.TIME_LIMIT), route
+
+
+# --- a PrimeIntellect row: verification_info beside its other columns --------------------------
+
+def pi_row(language: str = "python", cases: list[dict[str, Any]] | None = None, **extra: Any) -> dict[str, Any]:
+    cases = cases or [{"type": "stdin_stdout", "input": "1 2\n", "output": "3\n"},
+                      {"type": "stdin_stdout", "input": "5 5\n", "output": "10\n"}]
+    return {"source": "codeforces", "task_type": "verifiable_code", "in_source_id": "1_A", "problem_id": "pi_1",
+            "prompt": "Print a + b.", "gold_standard_solution": "```python\nprint(sum(map(int, input().split())))\n```",
+            "verification_info": json.dumps({"language": language, "test_cases": cases}), "metadata": "{}", **extra}
+
+
+CALL_CASES = [{"type": "function_call", "fn_name": "add", "input": [1, 2], "output": 3},
+              {"type": "function_call", "fn_name": "add", "input": [5, 5], "output": 10}]
+
+
+@pytest.mark.parametrize("row", [pi_row(), pi_row("cpp"), pi_row(cases=CALL_CASES)])
+def test_a_primeintellect_row_inline_is_the_problem_prepare_makes(row: dict[str, Any]) -> None:
+    want = judged(prepared(row, "primeintellect"))
+    for route, rec in inline_routes(row).items():
+        assert judged(rec) == want, route
+
+
+@pytest.mark.parametrize(("row", "reason"), [
+    (pi_row("rust"), "rust"),
+    (pi_row(task_type="llm_judgeable_groundtruth_similarity"), "verifiable_code"),
+])
+def test_a_primeintellect_row_prepare_skips_is_refused_inline(row: dict[str, Any], reason: str) -> None:
+    summary = PrepareSummary()
+    assert list(convert_rows([row], "primeintellect", PrepareOptions(), summary)) == []
+    assert any(reason in skipped for skipped in summary.skipped), summary.skipped
+    for route in (problem_from_tests, problem_record):
+        with pytest.raises(InlineProblemError, match=reason):
+            route(row)
+
+
+def test_limits_stated_inside_a_whole_rows_tests_column_are_read() -> None:
+    info = {"language": "python", "test_cases": [{"type": "stdin_stdout", "input": "1 2\n", "output": "3\n"}],
+            "time_limit_s": 3}
+    assert problem_from_tests({**pi_row(), "verification_info": info})["time_limit_s"] == 3
+    io_ = {"inputs": ["1 2\n"], "outputs": ["3\n"], "memory_limit_mb": 128}
+    assert problem_from_tests({**taco_row(memory_limit=None), "input_output": io_})["memory_limit_mb"] == 128
+    with pytest.raises(InlineProblemError, match="memory_limit_mb"):  # the row's own 64 MB and 128 inside
+        problem_from_tests({**taco_row(), "input_output": io_})
