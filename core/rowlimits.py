@@ -10,7 +10,7 @@ either path. A value that states no usable limit (absent, zero, not a number) re
 project's default, or the format's grader's where ``cpfleet prepare`` knows one.
 
 A row that states no time limit gets the one its dataset's own grader gives every test
-(LiveCodeBench's run_test 6 s, TACO's and APPS's 4 s), as ``cpfleet prepare`` gives its rows and
+(LiveCodeBench's run_test 6 s, TACO's and APPS's 4 s, rLLM's for DeepCoder 6 s), as ``cpfleet prepare`` gives its rows and
 inline tests give the row passed whole (:func:`grader_time_limit_s`).
 """
 
@@ -92,6 +92,26 @@ def is_primeintellect_row(raw: Mapping[str, Any]) -> bool:
     return "verification_info" in raw and any(k not in ("verification_info", *LIMIT_KEYS) for k in raw)
 
 
+def is_deepcoder_row(raw: Mapping[str, Any]) -> bool:
+    """Whether ``raw`` is an agentica-org/DeepCoder-Preview-Dataset row passed whole: its
+    ``tests`` beside its ``problem`` (the columns ``cpfleet prepare`` tells the format by). Its
+    rows state no limits."""
+    return "tests" in raw and "problem" in raw
+
+
+def row_tests_column(raw: Mapping[str, Any]) -> str | None:
+    """The column that holds the tests of a TACO / APPS, PrimeIntellect or DeepCoder row passed
+    whole, None for any other mapping: limits stated inside it are read as inside the column
+    passed alone (producer/inline.py ``stated_limits``)."""
+    if is_taco_row(raw):
+        return "input_output"
+    if is_primeintellect_row(raw):
+        return "verification_info"
+    if is_deepcoder_row(raw):
+        return "tests"
+    return None
+
+
 def row_limits(raw: Mapping[str, Any]) -> dict[str, Any]:
     """The limits a dataset row passed whole as inline tests states in its own columns, as
     ``{"time_limit_s", "memory_limit_mb"}`` (only those it states), read as ``cpfleet prepare``
@@ -111,6 +131,8 @@ def row_limits(raw: Mapping[str, Any]) -> dict[str, Any]:
 # The per-test time limit LiveCodeBench's run_test gives every test (a 6 s alarm): its rows state
 # none, and a solution that grader accepts must not be refused here for a limit it never set
 LIVECODEBENCH_TIME_LIMIT_S = 6.0
+# The per-test time limit rLLM's grader (DeepCoder's) gives every test: its rows state none
+DEEPCODER_TIME_LIMIT_S = 6.0
 # The per-test time limit TACO's and APPS's run_test give every test, whatever the row states
 # (what prepare gives their rows that state none)
 TACO_TIME_LIMIT_S = 4.0
@@ -124,7 +146,8 @@ def is_livecodebench_row(raw: Mapping[str, Any]) -> bool:
 def grader_time_limit_s(raw: Any) -> float | None:
     """The time limit the dataset's own grader gives every test of a row passed whole that
     states none, as ``cpfleet prepare`` gives it (``DatasetFormat.harness_time_limit_s``): a
-    LiveCodeBench row's 6 s, a TACO / APPS row's 4 s; None for any other shape. Only a row the
+    LiveCodeBench row's 6 s, a TACO / APPS row's 4 s, a DeepCoder row's 6 s (rLLM's grader);
+    None for any other shape. Only a row the
     shape names without doubt: a TACO row's ``input_output`` column alone gets none (its row's
     own ``time_limit``, which prepare reads first, may be shorter than TACO's 4 s), nor does a
     list of cases, whose dataset and grader it does not name."""
@@ -134,6 +157,8 @@ def grader_time_limit_s(raw: Any) -> float | None:
         return LIVECODEBENCH_TIME_LIMIT_S
     if is_taco_row(raw):
         return TACO_TIME_LIMIT_S
+    if is_deepcoder_row(raw):
+        return DEEPCODER_TIME_LIMIT_S
     return None
 
 

@@ -43,7 +43,7 @@ output means what it means there. Shapes:
 A problem mixes no stdin/stdout and function-call tests, and names one function: both are
 :class:`TestShapeError`, whose message is the skip reason the converters count.
 
-566 lines: every shape's reading (and the restricted unpickler one of them needs) is one
+600 lines: every shape's reading (and the restricted unpickler one of them needs) is one
 module on purpose, the single place ``cpfleet prepare`` and inline problems both read tests
 through, so the two never read a row differently.
 """
@@ -63,7 +63,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cpfleet.core.errors import TestShapeError
-from cpfleet.core.rowlimits import is_code_contests_row, is_primeintellect_row, is_taco_row
+from cpfleet.core.rowlimits import is_code_contests_row, is_deepcoder_row, is_primeintellect_row, is_taco_row
 
 # A decompressed LiveCodeBench private-test blob larger than this is refused: the biggest real
 # ones are tens of MB, and an unbounded inflate of a hostile blob would exhaust memory.
@@ -455,6 +455,38 @@ def from_verification_info(info: Any) -> TestSet:
     return tests_by_rules((), tests, fn_name, semantics, language if isinstance(language, str) else None)
 
 
+def from_deepcoder_row(row: Mapping[str, Any], *, fn_name: str | None = None, num_public: int = 1,
+                       counts: Counter[str] | None = None) -> TestSet:
+    """An ``agentica-org/DeepCoder-Preview-Dataset`` row, as ``cpfleet prepare`` and inline tests
+    both read it: ``tests`` is a TACO dict or a list of cases typed ``stdin`` / ``stdin_stdout`` /
+    ``functional`` (or PrimeIntellect's ``type``); the function name comes from the case, else
+    the row's ``metadata`` (``func_name``), else ``fn_name``. The first ``num_public`` tests are
+    shown, all of them decide the reward. PrimeIntellect's function-call cases are judged as
+    rLLM, DeepCoder's grader, judges them: through TACO's run_test (``apps``)."""
+    meta = parse_json_field(row.get("metadata"), "metadata")
+    meta_fn = meta.get("func_name") if isinstance(meta, Mapping) else None
+    if meta_fn is not None and not isinstance(meta_fn, str):
+        raise TestShapeError("metadata func_name is not a string")
+    fn_name = meta_fn or fn_name
+    raw = parse_json_field(row.get("tests"), "tests")
+    if isinstance(raw, Mapping) and ("inputs" in raw or "outputs" in raw):
+        io_ = dict(raw)
+        if fn_name and not io_.get("fn_name"):
+            io_["fn_name"] = fn_name
+        tests, fn, rule = from_input_output(io_, counts)
+    elif isinstance(raw, Mapping) and "test_cases" in raw:
+        tests, fn, rule = from_cases(raw["test_cases"])
+    else:
+        tests, fn, rule = from_cases(raw, fn_name=fn_name)
+    if rule == "primeintellect":
+        # rLLM runs its PrimeIntellect rows' plain outputs through TACO's run_test
+        # (rllm/rewards/code_reward.py primeintellect_check_correctness); stdin/stdout rows
+        # labelled stdin_stdout (its TACO and PrimeIntellect rows) come as ``apps`` already
+        rule = "apps"
+    public, hidden = split_public(tests, num_public)
+    return tests_by_rules(public, hidden, fn, rule)
+
+
 def _merge_fn(a: str | None, b: str | None) -> str | None:
     if a and b and a != b:
         raise TestShapeError("public and private tests name different functions")
@@ -527,6 +559,8 @@ def normalize_tests(raw: Any, *, fn_name: str | None = None, num_public: int = 1
         info = from_verification_info(raw)
         pub, hid = split_public(info.hidden, num_public)
         return dataclasses.replace(info, public=pub, hidden=hid)
+    if is_deepcoder_row(raw):  # a DeepCoder row passed whole, as cpfleet prepare reads it
+        return from_deepcoder_row(raw, fn_name=fn_name, num_public=num_public)
     if is_primeintellect_row(raw):  # a PrimeIntellect row passed whole, as cpfleet prepare reads it
         check_primeintellect_task(raw)
         return normalize_tests({"verification_info": raw["verification_info"]}, fn_name=fn_name, num_public=num_public)

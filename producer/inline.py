@@ -22,9 +22,8 @@ from cpfleet.core.records import languages_for, make_record, record_errors
 from cpfleet.core.rowlimits import (
     LIMIT_KEYS,
     grader_time_limit_s,
-    is_primeintellect_row,
-    is_taco_row,
     row_limits,
+    row_tests_column,
     unread_limit_columns,
 )
 from cpfleet.core.testshapes import ROW_COLUMNS, TestSet, normalize_tests, parse_json_field
@@ -46,7 +45,7 @@ def stated_limits(tests: Any) -> tuple[Any, dict[str, Any]]:
     A row limit column that no shape of the tests reads (TACO's ``time_limit`` text beside its
     ``inputs`` and ``outputs``) is an :class:`InlineProblemError`, never dropped.
     A mapping left with only ``tests`` is the wrapper form: its ``tests`` are the test set; one
-    left with only a row's column (``ROW_COLUMNS``), or a whole TACO / PrimeIntellect row, is read
+    left with only a row's column (``ROW_COLUMNS``), or a whole TACO / PrimeIntellect / DeepCoder row, is read
     inside that column too, so limits stated there are never dropped in silence."""
     raw = parse_json_field(tests, "tests") if isinstance(tests, str | bytes) else tests
     if not isinstance(raw, Mapping):
@@ -63,10 +62,9 @@ def stated_limits(tests: Any) -> tuple[Any, dict[str, Any]]:
                                      f"beside them")
         limits[name] = value
     rest = {k: v for k, v in raw.items() if k not in LIMIT_KEYS}
-    wrapper = next(iter(rest)) if len(rest) == 1 else None
-    if wrapper is None and (is_taco_row(rest) or is_primeintellect_row(rest)):
-        wrapper = "input_output" if "input_output" in rest else "verification_info"  # a whole row's tests column
-    if not (wrapper in ROW_COLUMNS or (wrapper == "tests" and limits)):
+    column = row_tests_column(rest)  # a whole row: its tests column may state limits too
+    wrapper = column or (next(iter(rest)) if len(rest) == 1 else None)
+    if column is None and not (wrapper in ROW_COLUMNS or (wrapper == "tests" and limits)):
         return (rest, limits) if limits else (tests, {})
     inner, inner_limits = stated_limits(rest[wrapper])  # a wrapper around tests that state their own
     if not limits and not inner_limits:
@@ -76,7 +74,7 @@ def stated_limits(tests: Any) -> tuple[Any, dict[str, Any]]:
             raise InlineProblemError(f"the tests state {name} {value!r} and their wrapper {limits[name]!r}")
         if limits.get(name) is None:
             limits[name] = value
-    return (inner if wrapper == "tests" else {**rest, wrapper: inner}), limits
+    return (inner if wrapper == "tests" and column is None else {**rest, wrapper: inner}), limits
 
 
 # The judged fields of the project's own problem record besides its tests and limits. A record
@@ -161,10 +159,10 @@ def problem_from_tests(
     all of them. ``languages`` defaults to what the tests state (PrimeIntellect's ``language``:
     a language cpfleet does not judge is an error), else Python for function-call tests. Limits
     are the arguments, else what the tests state (:func:`stated_limits`), else, for the time
-    limit of a whole LiveCodeBench or TACO / APPS row, its grader's (6 s, 4 s), as ``cpfleet
+    limit of a whole LiveCodeBench, TACO / APPS or DeepCoder row, its grader's (6 s, 4 s, 6 s), as ``cpfleet
     prepare`` gives it (:func:`cpfleet.core.rowlimits.grader_time_limit_s`), else None: the
     project's defaults. A dataset row passed whole (code_contests, TACO / APPS, LiveCodeBench,
-    PrimeIntellect) is the problem ``cpfleet prepare`` makes of it. A problem record passed as
+    PrimeIntellect, DeepCoder) is the problem ``cpfleet prepare`` makes of it. A problem record passed as
     the tests keeps its checker, languages, ``time_limit_multipliers`` and ``python3_interpreter``
     (:func:`stated_fields`; a caller's different checker or languages is an error). The record's
     ``id`` is :func:`content_id`. Raises :class:`InlineProblemError` with a one-line reason."""

@@ -341,3 +341,29 @@ def test_limits_stated_inside_a_whole_rows_tests_column_are_read() -> None:
     assert problem_from_tests({**taco_row(memory_limit=None), "input_output": io_})["memory_limit_mb"] == 128
     with pytest.raises(InlineProblemError, match="memory_limit_mb"):  # the row's own 64 MB and 128 inside
         problem_from_tests({**taco_row(), "input_output": io_})
+
+
+# --- a DeepCoder row: tests beside problem; its grader (rLLM's) gives every test 6 s -----------
+
+def deepcoder_row(tests: Any, metadata: Any = None) -> dict[str, Any]:
+    return {"problem": "Add two numbers.", "solutions": "[]", "starter_code": "",
+            "tests": json.dumps(tests), "metadata": json.dumps(metadata or {})}
+
+
+DEEPCODER_ROWS = [
+    deepcoder_row([{"input": "1 2\n", "output": "3\n", "testtype": "stdin"},
+                   {"input": "5 5\n", "output": "10\n", "testtype": "stdin"}]),
+    deepcoder_row([{"input": "1 2\n", "output": "3\n", "testtype": "stdin_stdout"}]),
+    deepcoder_row([{"input": "1\n2", "output": "3", "testtype": "functional"}], {"func_name": "add"}),
+    deepcoder_row({"inputs": [[1, 2]], "outputs": [[3]]}, {"func_name": "add"}),
+    deepcoder_row(CALL_CASES),  # PrimeIntellect's cases: judged through TACO's run_test, as rLLM does
+]
+
+
+@pytest.mark.parametrize("row", DEEPCODER_ROWS)
+def test_a_deepcoder_row_inline_is_the_problem_prepare_makes(row: dict[str, Any]) -> None:
+    want = judged(prepared(row, "deepcoder"))
+    assert want["time_limit_s"] == 6.0
+    for route, rec in inline_routes(row).items():
+        assert judged(rec) == want, route
+    assert problem_from_tests(row, time_limit_s=2.0)["time_limit_s"] == 2.0  # given: the grader's is the default
