@@ -51,6 +51,16 @@ def code_contests_mb(raw: Any) -> int | None:
     return max(1, round(raw / (1 << 20)))
 
 
+def positive_number(raw: Any) -> float | None:
+    """An open-r1 codeforces ``time_limit`` (s) or ``memory_limit`` (MB): the number; None when
+    absent, not a number or not positive."""
+    try:
+        value = float(raw)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return value if math.isfinite(value) and value > 0 else None
+
+
 def text_seconds(raw: Any) -> float | None:
     """A time limit written as text (TACO's ``"2 seconds"``) -> seconds; None when absent or not
     positive."""
@@ -99,6 +109,12 @@ def is_deepcoder_row(raw: Mapping[str, Any]) -> bool:
     return "tests" in raw and "problem" in raw
 
 
+def is_codeforces_row(raw: Mapping[str, Any]) -> bool:
+    """Whether ``raw`` is an open-r1/codeforces row passed whole (its ``official_tests``, the
+    column ``cpfleet prepare`` tells the format by)."""
+    return "official_tests" in raw
+
+
 def row_tests_column(raw: Mapping[str, Any]) -> str | None:
     """The column that holds the tests of a TACO / APPS, PrimeIntellect or DeepCoder row passed
     whole, None for any other mapping: limits stated inside it are read as inside the column
@@ -116,13 +132,18 @@ def row_limits(raw: Mapping[str, Any]) -> dict[str, Any]:
     """The limits a dataset row passed whole as inline tests states in its own columns, as
     ``{"time_limit_s", "memory_limit_mb"}`` (only those it states), read as ``cpfleet prepare``
     reads them: a code_contests row's ``time_limit`` and ``memory_limit_bytes``, a TACO / APPS
-    row's ``time_limit`` / ``memory_limit`` text. open-r1 codeforces rows are no inline shape."""
+    row's ``time_limit`` / ``memory_limit`` text, an open-r1 codeforces row's ``time_limit`` (s)
+    and ``memory_limit`` (MB) numbers."""
     if is_code_contests_row(raw):
         found = {"time_limit_s": code_contests_seconds(raw.get("time_limit")),
                  "memory_limit_mb": code_contests_mb(raw.get("memory_limit_bytes"))}
     elif is_taco_row(raw):
         found = {"time_limit_s": text_seconds(raw.get("time_limit")),
                  "memory_limit_mb": text_mb(raw.get("memory_limit"))}
+    elif is_codeforces_row(raw):
+        memory = positive_number(raw.get("memory_limit"))
+        found = {"time_limit_s": positive_number(raw.get("time_limit")),
+                 "memory_limit_mb": round(memory) if memory is not None else None}
     else:
         return {}
     return {k: v for k, v in found.items() if v is not None}
@@ -164,9 +185,9 @@ def grader_time_limit_s(raw: Any) -> float | None:
 
 def unread_limit_columns(raw: Mapping[str, Any]) -> list[str]:
     """The row limit columns (``ROW_LIMIT_COLUMNS``) ``raw`` states that no inline shape of it
-    reads: all it holds but for a code_contests or TACO / APPS row (:func:`row_limits`). TACO's
+    reads: all it holds but for a code_contests, TACO / APPS or codeforces row (:func:`row_limits`). TACO's
     ``time_limit`` beside ``inputs`` and ``outputs``, dropped, judged them under the project's
     default."""
-    if is_code_contests_row(raw) or is_taco_row(raw):
+    if is_code_contests_row(raw) or is_taco_row(raw) or is_codeforces_row(raw):
         return []
     return [k for k in ROW_LIMIT_COLUMNS if raw.get(k) is not None]

@@ -39,11 +39,16 @@ output means what it means there. Shapes:
 - LiveCodeBench ``private_test_cases``: plain JSON, or ``base64(zlib(pickle(json_text)))``. The
   pickle is read by :func:`restricted_unpickle`, which refuses every global (no class, no
   function, no ``__reduce__`` target can be loaded), so a hostile dataset cannot run code here.
+- Whole rows of TACO / APPS (``input_output`` beside other columns), PrimeIntellect
+  (``verification_info`` beside other columns), DeepCoder (``tests`` beside ``problem``) and
+  open-r1 codeforces (``official_tests``): read by the functions ``cpfleet prepare``'s format
+  modules call (:func:`from_deepcoder_row`, :func:`from_codeforces_row`...), rows prepare skips
+  refused with its reason; their limits are :mod:`cpfleet.core.rowlimits`'s.
 
 A problem mixes no stdin/stdout and function-call tests, and names one function: both are
 :class:`TestShapeError`, whose message is the skip reason the converters count.
 
-600 lines: every shape's reading (and the restricted unpickler one of them needs) is one
+662 lines: every shape's reading (and the restricted unpickler one of them needs) is one
 module on purpose, the single place ``cpfleet prepare`` and inline problems both read tests
 through, so the two never read a row differently.
 """
@@ -63,7 +68,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from cpfleet.core.errors import TestShapeError
-from cpfleet.core.rowlimits import is_code_contests_row, is_deepcoder_row, is_primeintellect_row, is_taco_row
+from cpfleet.core.rowlimits import (
+    is_code_contests_row,
+    is_codeforces_row,
+    is_deepcoder_row,
+    is_primeintellect_row,
+    is_taco_row,
+)
 
 # A decompressed LiveCodeBench private-test blob larger than this is refused: the biggest real
 # ones are tens of MB, and an unbounded inflate of a hostile blob would exhaust memory.
@@ -487,6 +498,54 @@ def from_deepcoder_row(row: Mapping[str, Any], *, fn_name: str | None = None, nu
     return tests_by_rules(public, hidden, fn, rule)
 
 
+CODEFORCES_INTERACTIVE = "interactive (interaction_format set): the dataset carries no interactor program"
+CODEFORCES_FILE_IO = "input_mode is not stdio: reads or writes named files"
+
+
+def check_codeforces_row(row: Mapping[str, Any]) -> None:
+    """TestShapeError when an open-r1/codeforces row is none ``cpfleet prepare`` or inline tests
+    judge: interactive (the dataset carries the protocol as prose, no interactor program), or
+    reading named files, or without an ``id``."""
+    if isinstance(row.get("interaction_format"), str) and row["interaction_format"].strip():
+        raise TestShapeError(CODEFORCES_INTERACTIVE)
+    if row.get("input_mode") not in (None, "", "stdio"):
+        raise TestShapeError(CODEFORCES_FILE_IO)
+    if not str(row.get("id") or ""):
+        raise TestShapeError("no id")
+
+
+def _codeforces_pairs(raw: Any) -> list[Test]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise TestShapeError("official_tests / examples is not a list")
+    out = []
+    for t in raw:
+        if not isinstance(t, Mapping) or t.get("input") is None or t.get("output") is None:
+            raise TestShapeError("a test is not {input, output}")
+        out.append((stdio_text(t["input"]), stdio_text(t["output"])))
+    return out
+
+
+def from_codeforces_row(row: Mapping[str, Any], *, num_public: int = 1, generated: Sequence[Test] = ()) -> TestSet:
+    """An open-r1/codeforces row, as ``cpfleet prepare`` and inline tests both read it (after
+    :func:`check_codeforces_row`): hidden = ``official_tests`` then ``generated`` (the tests the
+    dataset ships apart, which only prepare's ``--generated-tests`` reads), public = ``examples``,
+    else the first ``num_public`` hidden tests; ``language`` (the verifiable-prompts subset's) as
+    stated. Its checker: :func:`codeforces_checker`."""
+    hidden = _codeforces_pairs(row.get("official_tests")) + list(generated)
+    public = _codeforces_pairs(row.get("examples")) or hidden[:num_public]
+    language = row.get("language")
+    return TestSet(tuple(public), tuple(hidden), language=language if isinstance(language, str) else None)
+
+
+def codeforces_checker(row: Mapping[str, Any]) -> dict[str, Any] | None:
+    """An open-r1/codeforces row's ``generated_checker`` (Python source) as the problem's
+    checker: the problem accepts several answers and its checker decides; None without one."""
+    src = row.get("generated_checker")
+    return {"type": "python", "source": src} if isinstance(src, str) and src.strip() else None
+
+
 def _merge_fn(a: str | None, b: str | None) -> str | None:
     if a and b and a != b:
         raise TestShapeError("public and private tests name different functions")
@@ -559,6 +618,9 @@ def normalize_tests(raw: Any, *, fn_name: str | None = None, num_public: int = 1
         info = from_verification_info(raw)
         pub, hid = split_public(info.hidden, num_public)
         return dataclasses.replace(info, public=pub, hidden=hid)
+    if is_codeforces_row(raw):  # an open-r1/codeforces row passed whole, as cpfleet prepare reads it
+        check_codeforces_row(raw)
+        return from_codeforces_row(raw, num_public=num_public)
     if is_deepcoder_row(raw):  # a DeepCoder row passed whole, as cpfleet prepare reads it
         return from_deepcoder_row(raw, fn_name=fn_name, num_public=num_public)
     if is_primeintellect_row(raw):  # a PrimeIntellect row passed whole, as cpfleet prepare reads it

@@ -22,11 +22,18 @@ from cpfleet.core.records import languages_for, make_record, record_errors
 from cpfleet.core.rowlimits import (
     LIMIT_KEYS,
     grader_time_limit_s,
+    is_codeforces_row,
     row_limits,
     row_tests_column,
     unread_limit_columns,
 )
-from cpfleet.core.testshapes import ROW_COLUMNS, TestSet, normalize_tests, parse_json_field
+from cpfleet.core.testshapes import (
+    ROW_COLUMNS,
+    TestSet,
+    codeforces_checker,
+    normalize_tests,
+    parse_json_field,
+)
 
 INLINE_PREFIX = "inline/"
 # LIMIT_KEYS (core/rowlimits.py): the limits inline tests may state beside them (``{"inputs": ..., "outputs": ..., "time_limit_s": 6}``,
@@ -54,7 +61,7 @@ def stated_limits(tests: Any) -> tuple[Any, dict[str, Any]]:
     if unread:  # a limit stated in a column no shape of these tests reads would be ignored in silence
         raise InlineProblemError(
             f"the tests state {unread[0]} {str(raw[unread[0]])[:40]!r}, which cpfleet reads only in a whole "
-            f"code_contests or TACO / APPS row: state the limits as time_limit_s (seconds) / memory_limit_mb (MB)")
+            f"code_contests, TACO / APPS or codeforces row: state the limits as time_limit_s (seconds) / memory_limit_mb (MB)")
     limits = {k: raw[k] for k in LIMIT_KEYS if k in raw}
     for name, value in row_limits(raw).items():  # a dataset row's own columns, read as prepare reads them
         if limits.get(name) is not None and limits[name] != value:
@@ -87,13 +94,18 @@ RECORD_FIELDS = ("checker", "languages", "time_limit_multipliers", "python3_inte
 def stated_fields(tests: Any) -> dict[str, Any]:
     """The ``RECORD_FIELDS`` inline ``tests`` (parsed; as :func:`stated_limits` leaves them) state
     beside them, or inside a dataset row's column passed whole (``ROW_COLUMNS``); nulls are
-    absent."""
+    absent. An open-r1 codeforces row states its checker as ``generated_checker``."""
     if not isinstance(tests, Mapping):
         return {}
     if len(tests) == 1 and next(iter(tests)) in ROW_COLUMNS:
         inner = tests[next(iter(tests))]
         return stated_fields(parse_json_field(inner, "tests") if isinstance(inner, str | bytes) else inner)
-    return {k: tests[k] for k in RECORD_FIELDS if tests.get(k) is not None}
+    fields = {k: tests[k] for k in RECORD_FIELDS if tests.get(k) is not None}
+    if is_codeforces_row(tests) and "checker" not in fields:  # its generated_checker, as prepare reads it
+        checker = codeforces_checker(tests)
+        if checker is not None:
+            fields["checker"] = checker
+    return fields
 
 
 def _field(name: str, given: Any, stated: Mapping[str, Any]) -> Any:

@@ -245,8 +245,7 @@ def test_a_livecodebench_row_pays_a_25s_program_inline_as_prepared(fork_server: 
     {"public_tests": [{"input": "1 2\n", "output": "3\n"}], "hidden_tests": [{"input": "1 2\n", "output": "3\n"}],
      "memory_limit_bytes": 64 << 20},
     {"tests": {"inputs": ["1 2\n"], "outputs": ["3\n"], "time_limit": 1}, "memory_limit_mb": 256},
-    {"id": "1/A", "official_tests": [{"input": "1 2\n", "output": "3\n"}],  # an open-r1 codeforces row
-     "time_limit": 1.0, "memory_limit": 256.0},
+    {"examples": [{"input": "1 2\n", "output": "3\n"}], "time_limit": 1.0},  # a codeforces row without its tests
 ])
 def test_a_limit_in_a_column_no_shape_of_the_tests_reads_is_refused_not_dropped(tests: dict[str, Any]) -> None:
     for route in (problem_from_tests, problem_record):
@@ -367,3 +366,57 @@ def test_a_deepcoder_row_inline_is_the_problem_prepare_makes(row: dict[str, Any]
     for route, rec in inline_routes(row).items():
         assert judged(rec) == want, route
     assert problem_from_tests(row, time_limit_s=2.0)["time_limit_s"] == 2.0  # given: the grader's is the default
+
+
+# --- an open-r1/codeforces row: limits as numbers, its generated checker ------------------------
+
+def codeforces_row(**change: Any) -> dict[str, Any]:
+    return {"id": "1/A", "contest_id": 1, "index": "A", "title": "Add", "description": "Print a + b.",
+            "input_format": "a b", "output_format": "a + b", "note": None, "rating": 800, "tags": ["math"],
+            "time_limit": 1.0, "memory_limit": 64.0, "input_mode": "stdio", "interaction_format": None,
+            "examples": [{"input": "1 2\n", "output": "3\n"}],
+            "official_tests": [{"input": "1 2\n", "output": "3\n"}, {"input": "5 5\n", "output": "10\n"}],
+            "official_tests_complete": True, "generated_tests": 0, "executable": True,
+            "generated_checker": None, **change}
+
+
+CHECKER = "import sys\nprint(1)\n"
+
+
+@pytest.mark.parametrize("row", [
+    codeforces_row(),
+    codeforces_row(generated_checker=CHECKER, language="python", time_limit=2.5, memory_limit=None),
+    codeforces_row(examples=[], time_limit=None),
+])
+def test_a_codeforces_row_inline_is_the_problem_prepare_makes(row: dict[str, Any]) -> None:
+    want = judged(prepared(row, "codeforces"))
+    for route, rec in inline_routes(row).items():
+        assert judged(rec) == want, route
+    if row["generated_checker"]:
+        assert want["checker"] == {"type": "python", "source": CHECKER}
+        with pytest.raises(InlineProblemError, match="checker"):
+            problem_from_tests(row, checker={"type": "tokens"})
+    if row["time_limit"]:
+        with pytest.raises(InlineProblemError, match="time_limit_s"):
+            problem_from_tests(row, time_limit_s=9.0)
+
+
+@pytest.mark.parametrize(("change", "reason"), [
+    ({"interaction_format": "Interact with the jury."}, "interactive"),
+    ({"input_mode": "file"}, "named files"),
+])
+def test_a_codeforces_row_prepare_skips_is_refused_inline(change: dict[str, Any], reason: str) -> None:
+    row = codeforces_row(**change)
+    summary = PrepareSummary()
+    assert list(convert_rows([row], "codeforces", PrepareOptions(), summary)) == []
+    assert any(reason in skipped for skipped in summary.skipped), summary.skipped
+    for route in (problem_from_tests, problem_record):
+        with pytest.raises(InlineProblemError, match=reason):
+            route(row)
+
+
+def test_a_codeforces_row_stating_1s_times_out_a_15s_program_inline_as_prepared(fork_server: CodeRunner) -> None:
+    row = codeforces_row()
+    for route, rec in {"prepare": prepared(row, "codeforces"), "inline": problem_from_tests(row)}.items():
+        r = evaluate(Problem.from_dict(rec), SLOW_ADD, fork_server, mode="public")
+        assert (r.reward, r.verdict) == (0.0, Verdict.TIME_LIMIT), route
