@@ -160,7 +160,7 @@ class FleetClient:
             raise BrokerFull(f"Redis at {target.safe} is full (maxmemory reached, noeviction): {exc}") from exc
         except redis.RedisError as exc:
             self._redis.close()
-            raise BrokerUnavailable(f"cannot reach Redis at {target.safe}: {connection_hint(exc)}") from exc
+            raise BrokerUnavailable(f"cannot reach Redis at {target.safe}: {connection_hint(exc, target)}") from exc
         if not claimed:
             self._redis.close()
             raise OptionError(

@@ -118,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
         stats = register_problems(client, loaded.problems)
     except redis.RedisError as e:
         # the exit status of every command that cannot reach Redis (cpfleet.cli); never the password
-        print(f"cpfleet load: cannot write to Redis at {target.safe}: {connection_hint(e)}", file=sys.stderr)
+        print(f"cpfleet load: cannot write to Redis at {target.safe}: {connection_hint(e, target)}", file=sys.stderr)
         return 3
     finally:
         client.close()
