@@ -110,6 +110,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _register(client: Any, path: str, strict: bool, skipped_ids: dict[str, str]) -> int:
+    from cpfleet.core.errors import StoreFull
     from cpfleet.datasets.loading import ProblemFileError, load_problems
 
     try:
@@ -120,7 +121,14 @@ def _register(client: Any, path: str, strict: bool, skipped_ids: dict[str, str])
     for warning in loaded.stats.warnings:
         print(f"cpfleet submit: warning: {warning}", file=sys.stderr)
     skipped_ids.update(loaded.stats.skipped_ids)
-    stats = client.register_problems(loaded.problems)
+    try:
+        stats = client.register_problems(loaded.problems)
+    except StoreFull as exc:  # no job is sent: each would meet the same full Redis, or a missing problem
+        from cpfleet.core.redis_url import mask_password
+        from cpfleet.datasets.load import store_full_lines
+
+        print(store_full_lines("cpfleet submit", mask_password(client.redis_url), exc), file=sys.stderr)
+        return 3
     print(
         f"problems: {stats.written} written, {stats.updated} updated, {stats.unchanged} unchanged", file=sys.stderr
     )
