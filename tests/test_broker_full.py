@@ -202,3 +202,27 @@ def test_registering_problems_in_a_full_redis_raises_broker_full_naming_those_no
             client.register_problems(problems)
         assert isinstance(info.value, StoreFull) and info.value.not_stored == [p["id"] for p in problems]
         assert info.value.stats.total == 0
+
+
+def test_cpfleet_submit_into_a_full_redis_says_nothing_was_judged_and_what_to_do(
+        small_redis: RedisServer, tmp_path: Path) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    store_problems(small_redis.url, "t/echo")
+    r = redis.Redis.from_url(small_redis.url)
+    jobs = tmp_path / "jobs.jsonl"
+    jobs.write_text("".join(json.dumps({"problem_id": "t/echo", "completion": ECHO_OK, "job_id": f"j{i}"}) + "\n"
+                            for i in range(50)))
+    _fill(r)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CPFLEET_")}
+    proc = subprocess.run([sys.executable, "-m", "cpfleet", "submit", str(jobs), "--redis", small_redis.url,
+                           "--no-progress", "--queue", "nobody-listens-full"],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 3, proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
+    assert "is full (maxmemory reached, noeviction)" in proc.stderr
+    assert "no job was judged (any sent before the refusal are withdrawn); make room (raise Redis's maxmemory" in proc.stderr
+    assert r.llen("nobody-listens-full") == 0
