@@ -287,8 +287,9 @@ class FleetClient:
         options.seconds("timeout", timeout, zero_ok=True)  # 0 or None: the client's
         options.seconds("wait_for_room", wait_for_room, zero_ok=True)
         submitter = self.submitter
-        if isinstance(jobs, (str, bytes, Mapping)):
-            raise JobFormatError(
+        if isinstance(jobs, (str, bytes, Mapping)) or not isinstance(jobs, Iterable):
+            kind = JobFormatError if isinstance(jobs, Iterable) else JobTypeError  # a TypeError as Python's was
+            raise kind(
                 f"submit_many takes a list of jobs, got one {type(jobs).__name__}: "
                 "pass [(problem_id, completion), ...] or [{'problem_id': ..., 'completion': ...}, ...]"
             )
@@ -439,7 +440,14 @@ class FleetClient:
         if self._jobs.closed:
             raise ClientClosed("FleetClient is closed")
         options.seconds("wait_for_room", wait_for_room, zero_ok=True)
-        specs = [self.submitter.make_run(r if isinstance(r, RunRequest) else RunRequest(**r)) for r in requests]
+        if isinstance(requests, (str, bytes, Mapping, RunRequest)) or not isinstance(requests, Iterable):
+            raise JobTypeError(f"run_many takes a list of run requests, got one {type(requests).__name__}: "
+                               "pass [RunRequest(...), ...] or [{'code': ..., 'stdin': ...}, ...]")
+        specs = []
+        for i, r in enumerate(requests):
+            if not isinstance(r, (RunRequest, Mapping)):
+                raise JobTypeError(f"request #{i}: a RunRequest or a mapping of its fields, got {type(r).__name__} {r!r:.80}")
+            specs.append(self.submitter.make_run(r if isinstance(r, RunRequest) else RunRequest(**r)))
         return self.submitter.publish(specs, wait_for_room)
 
     async def arun(
@@ -498,20 +506,14 @@ class FleetClient:
     def cancel_many(self, futures: Iterable[cf.Future[JobResult]]) -> int:
         """Cancel many jobs with one Redis round trip; returns how many were still unresolved
         (those are now cancelled, see ``Future.cancel``). Futures of other clients are skipped."""
-        return self._jobs.cancel_futures(futures)
+        return self._jobs.cancel_futures(_future_list("cancel_many", futures))
 
     # --- waiting ---------------------------------------------------------------------------
 
     @staticmethod
     def gather(futures: Sequence[cf.Future[JobResult]], timeout: float | None = None) -> list[JobResult]:
         """Results in the order of ``futures``; TimeoutError if not all are done within ``timeout``."""
-        given = futures
-        futures = [] if isinstance(given, cf.Future) else list(given)  # a generator is read once
-        if isinstance(given, cf.Future) or not all(isinstance(f, cf.Future) for f in futures):
-            raise JobTypeError(
-                "gather takes the list of futures submit_many returned (or a list of submit's futures), "
-                f"got {type(given).__name__} {str(given)[:80]!r}"
-            )
+        futures = _future_list("gather", futures)
         options.seconds("timeout", timeout, zero_ok=True)
         done, not_done = cf.wait(futures, timeout=timeout)
         if not_done:
@@ -524,8 +526,9 @@ class FleetClient:
     ) -> Iterator[cf.Future[JobResult]]:
         """The futures as they finish, like ``concurrent.futures.as_completed`` (``.result()`` of
         each is its JobResult, never an exception for the job)."""
+        listed = _future_list("as_completed", futures)
         options.seconds("timeout", timeout, zero_ok=True)
-        return cf.as_completed(list(futures), timeout=timeout)
+        return cf.as_completed(listed, timeout=timeout)
 
     @staticmethod
     def results_as_completed(
@@ -570,7 +573,7 @@ class FleetClient:
 
     @max_in_flight.setter
     def max_in_flight(self, value: int) -> None:
-        self._jobs.max_in_flight = value
+        self._jobs.max_in_flight = options.whole("max_in_flight", value, minimum=1)
 
     @property
     def in_flight(self) -> int:
@@ -685,6 +688,7 @@ class FleetClient:
         with their claim expired) and cancelled jobs; returns how many. Best effort within ``budget_s`` seconds:
         what it misses, workers drop unjudged. Runs at construction (``sweep_orphans``) and for
         this client's own queued jobs at ``close()``."""
+        options.seconds("budget_s", budget_s, none_ok=False)
         try:
             removed = purge_orphans(self._redis, self.queue, budget_s)
         except redis.RedisError as exc:
@@ -735,6 +739,18 @@ _RELEASE_CLAIM = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
 """
+
+
+def _future_list(call: str, given: object) -> list[cf.Future[Any]]:
+    """The futures passed to ``call`` as a list (a generator is read once), or JobTypeError naming
+    what came instead: one future, a number, a list of results."""
+    futures = [] if isinstance(given, cf.Future) or not isinstance(given, Iterable) else list(given)
+    if isinstance(given, cf.Future) or not isinstance(given, Iterable) or not all(isinstance(f, cf.Future) for f in futures):
+        raise JobTypeError(
+            f"{call} takes the list of futures submit_many returned (or a list of submit's futures), "
+            f"got {type(given).__name__} {str(given)[:80]!r}"
+        )
+    return futures
 
 
 def _names(fetch_files: Sequence[str]) -> Sequence[str]:

@@ -66,3 +66,26 @@ def test_a_wrong_typed_adapter_setting_is_an_option_error_naming_it(redis_url: s
     with pytest.raises(OptionError, match="^max_infra_calls must be an integer"):
         TRLReward(redis_url, max_infra_calls="3")  # type: ignore[arg-type]
     assert issubclass(OptionError, CpfleetError)
+
+
+def test_a_wrong_typed_list_or_setting_to_the_other_client_calls_is_the_projects_error(redis_url: str) -> None:
+    """A number where a list of jobs, requests or futures goes, a string for a bound set later:
+    each a TypeError of Python's naming nothing ("'int' object is not iterable"), or, for the
+    max_in_flight setter, taken as it was and failing later in every submitter."""
+    from cpfleet import FleetClient
+    from cpfleet.core.errors import JobTypeError
+
+    with FleetClient(redis_url, timeout=30, warn_unserved=False) as fleet:
+        for call, words in ((lambda: fleet.submit_many(5), "^submit_many takes a list of jobs"),  # type: ignore[arg-type]
+                            (lambda: fleet.run_many(5), "^run_many takes a list of run requests"),  # type: ignore[arg-type]
+                            (lambda: fleet.run_many([{"code": "print(1)"}, 5]), "^request #1: a RunRequest"),  # type: ignore[list-item]
+                            (lambda: fleet.cancel_many(5), "^cancel_many takes the list of futures"),  # type: ignore[arg-type]
+                            (lambda: fleet.as_completed(5), "^as_completed takes the list of futures")):  # type: ignore[arg-type]
+            with pytest.raises(JobTypeError, match=words):
+                call()
+        with pytest.raises(OptionError, match="^max_in_flight must be an integer >= 1"):
+            fleet.max_in_flight = "5"  # type: ignore[assignment]
+        assert fleet.max_in_flight == 100_000
+        with pytest.raises(OptionError, match="^budget_s must be"):
+            fleet.purge_orphans(budget_s="10")  # type: ignore[arg-type]
+        assert fleet.in_flight == 0 and fleet.queue_depth() == 0
