@@ -298,7 +298,7 @@ def test_a_metrics_address_in_use_is_one_line_naming_it_and_the_worker_judges_on
     port_file = tmp_path / "metrics.port"
     env = {"CPFLEET_METRICS_PORT": str(port), "CPFLEET_METRICS_ADDR": "127.0.0.1", "CPFLEET_METRICS_PORT_FILE": str(port_file)}
     try:
-        with FleetWorker(redis_url, tmp_path, concurrency=1, env=env).start() as worker:
+        with FleetWorker(redis_url, tmp_path, concurrency=1, env=env) as worker:
             with FleetClient(redis_url, timeout=120) as fleet:
                 r = fleet.run("print(6 * 7)")
             log_text = worker.log_text()
