@@ -16,6 +16,7 @@ and may import only the core.
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -158,6 +159,29 @@ def _text(raw: str) -> str:
     return raw
 
 
+_HOSTNAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$")
+
+
+def _bind_address(raw: str) -> str:
+    """An IP address (``0.0.0.0``, ``127.0.0.1``, ``::``) or a host name to bind the metrics
+    endpoint on; checked here so that a port or a URL given as the address is refused at start,
+    not found by the endpoint's bind after the worker started (where it only logs a line)."""
+    value = raw.strip().removeprefix("[").removesuffix("]")  # [::1] as in a URL
+    try:
+        return str(ipaddress.ip_address(value))
+    except ValueError:
+        pass
+    if "://" in value:
+        raise ValueError("a URL; want an address only")
+    if ":" in value:
+        raise ValueError("holds a port or is no IPv6 address; the port goes in CPFLEET_METRICS_PORT")
+    if re.fullmatch(r"[\d.]+", value):
+        raise ValueError("not an IPv4 address")
+    if not _HOSTNAME.match(value):
+        raise ValueError("neither an IP address nor a host name")
+    return value
+
+
 SECONDS = "a number of seconds"
 VARIABLES: tuple[EnvVar, ...] = (
     EnvVar("CPFLEET_REDIS_URL", "redis://HOST:PORT/DB, rediss://..., unix:///PATH.sock or sentinel://...", _redis_url),
@@ -183,7 +207,7 @@ VARIABLES: tuple[EnvVar, ...] = (
     EnvVar("CPFLEET_REQUIRE_ISOLATION", "full, partial or any", _choice("full", "partial", "any")),
     EnvVar("CPFLEET_METRICS_PORT", "a port 1-65535, 0 (off), or any (a free one)", _metrics_port),
     EnvVar("CPFLEET_METRICS_PORT_FILE", "a file path", _text),
-    EnvVar("CPFLEET_METRICS_ADDR", "an address to bind, e.g. 0.0.0.0 or 127.0.0.1", _text),
+    EnvVar("CPFLEET_METRICS_ADDR", "an IP address or host name to bind, e.g. 0.0.0.0, 127.0.0.1 or ::", _bind_address),
     EnvVar("CPFLEET_FLOWER_REFRESH_S", f"{SECONDS} > 0", _number(0.0, allow_min=False)),
     EnvVar("CPFLEET_DATA_DIR", "a folder", _text),
     EnvVar("CPFLEET_TESTLIB_DIR", "a folder holding testlib.h", _text),

@@ -214,6 +214,18 @@ class BrokerFull(CpfleetError, RuntimeError):
         self.submitted: list[Any] = []
 
 
+class StoreFull(BrokerFull):
+    """``register_problems`` met a full Redis (a ``BrokerFull``): each problem is stored whole or
+    not at all, never half. ``stats``: the ``RegisterStats`` of the problems that are stored (or
+    were already, unchanged); ``not_stored``: the ids that are not, in input order (an id whose
+    update was refused keeps its previous version in the store)."""
+
+    def __init__(self, message: str, stats: Any, not_stored: list[str]) -> None:
+        super().__init__(message)
+        self.stats = stats
+        self.not_stored = not_stored
+
+
 class MessageEncodeError(CpfleetError, ValueError):
     """A job could not be serialized (a caller error, never a broker failure): nothing of the
     call was published."""

@@ -278,10 +278,35 @@ _NOT_REDIS = ("Connection closed by server", "Protocol Error", "protocol error")
 _SILENT = ("Timeout reading from",)  # "... socket", or "... HOST:PORT" where redis-py names the peer
 
 
-def connection_hint(exc: BaseException) -> str:
+# A TLS handshake that failed or got no answer (the words of Python's ssl module, which redis-py
+# keeps as the error's cause or context while saying only "Timeout connecting to server").
+# A certificate the client refused is not among them: that server does speak TLS.
+_TLS_FAILED = ("handshake operation timed out", "wrong version number", "WRONG_VERSION_NUMBER",
+               "EOF occurred in violation of protocol", "UNEXPECTED_EOF", "record layer failure", "packet length too long")
+
+PLAIN_NOT_TLS = ("the URL says rediss:// (TLS) but the server did not complete a TLS handshake: this Redis "
+                 "probably speaks plain TCP; write redis://HOST:PORT/DB (or enable TLS on the server)")
+TLS_NOT_PLAIN = "if that port is a TLS port (tls-port), the URL must say rediss:// instead of redis://"
+
+
+def _chain_text(exc: BaseException) -> str:
+    """The words of ``exc`` and of the errors it was raised from or during (a few levels)."""
+    words, seen, e = [], 0, exc
+    while e is not None and seen < 4:
+        words.append(f"{type(e).__name__}: {e}")
+        e, seen = e.__cause__ or e.__context__, seen + 1  # type: ignore[assignment]
+    return " | ".join(words)
+
+
+def connection_hint(exc: BaseException, target: RedisTarget | None = None) -> str:
     """The server's error, plus what to do about it when the cause is a usual one: a password
-    missing from or wrong in the URL, nothing listening, something other than Redis on the port."""
+    missing from or wrong in the URL, nothing listening, something other than Redis on the port,
+    TLS on one side only (``target``: the URL tried, whose scheme says whether TLS was spoken)."""
     text = str(exc).strip() or type(exc).__name__
+    if target is not None and target.scheme == "rediss" and not any(s in text for s in _ASKS_PASSWORD + _WRONG_PASSWORD):
+        if any(s in _chain_text(exc) for s in _TLS_FAILED) and not any(s in text for s in _REFUSED):
+            return f"{text.rstrip('.')}: {PLAIN_NOT_TLS}"
+    plain = target is not None and target.scheme == "redis"
     if any(s in text for s in _ASKS_PASSWORD):
         return ("this Redis requires a password: put it in the URL, redis://:PASSWORD@HOST:PORT/DB "
                 "(or redis://USER:PASSWORD@... for an ACL user)")
@@ -291,10 +316,13 @@ def connection_hint(exc: BaseException) -> str:
         return (f"{text.rstrip('.')}: is Redis running there? `cpfleet up` starts one; "
                 f"--redis URL or ${'CPFLEET_REDIS_URL'} points elsewhere")
     if any(s in text for s in _NOT_REDIS):
-        return f"{text.rstrip('.')}: the server on that port does not answer as Redis; check the port"
+        return (f"{text.rstrip('.')}: the server on that port does not answer as Redis; check the port"
+                + (f"; {TLS_NOT_PLAIN}" if plain else ""))
     if any(s in text for s in _SILENT):
         return (f"{text.rstrip('.')}: something accepts connections on that port but does not answer as Redis; "
-                "check the port")
+                "check the port" + (f"; {TLS_NOT_PLAIN}" if plain else ""))
+    if plain and "Connection reset by peer" in text:  # a TLS server drops a client that speaks plain RESP
+        return f"{text.rstrip('.')}: the server dropped the connection; {TLS_NOT_PLAIN}"
     if "DB index is out of range" in text:
         return NO_SUCH_DB
     if "unknown command" in text.lower() and "sentinel" in text.lower():

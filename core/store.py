@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgpack
 
-from cpfleet.core.errors import OptionError, ProblemStoreError
+from cpfleet.core.errors import OptionError, ProblemStoreError, StoreFull
 from cpfleet.core.problem import Problem, ProblemFormatError, validate_for_judging
 from cpfleet.core.protocol import (
     PROBLEM_FAIL_FIELD_PREFIX,
@@ -130,8 +130,21 @@ def register_problems(
     require_problem_iterable(problems)
     stats = RegisterStats()
     parsed = [_registrable(i, p) for i, p in enumerate(problems)]
+    refused: list[str] = []
     for batch in _batches(parsed, batch_problems):
-        _register_batch(client, batch, batch_bytes, stats)
+        if refused:  # Redis is full: the batches after the refused one are not tried
+            refused.extend(p.id for p in batch)
+            continue
+        refused = _register_batch(client, batch, batch_bytes, stats)
+    if refused:
+        not_stored = list(dict.fromkeys(refused))  # an id repeated in the input is named once
+        for pid in not_stored:
+            stats.versions.pop(pid, None)
+        raise StoreFull(
+            f"Redis is full (OOM: maxmemory reached under the noeviction policy): {stats.total} of "
+            f"{stats.total + len(not_stored)} problems stored, {len(not_stored)} not stored",
+            stats, not_stored,
+        )
     return stats
 
 
@@ -198,7 +211,9 @@ def remove_problems(client: redis.Redis, problem_ids: Iterable[str]) -> int:
     return int(sum(pipe.execute()[:-1:2]))
 
 
-def _register_batch(client: redis.Redis, batch: list[Problem], batch_bytes: int, stats: RegisterStats) -> None:
+def _register_batch(client: redis.Redis, batch: list[Problem], batch_bytes: int, stats: RegisterStats) -> list[str]:
+    """Store one batch; returns the ids Redis refused for want of memory (after the first refusal
+    the rest of the batch is not tried)."""
     latest: dict[str, Problem] = {}
     for p in batch:  # within a batch the last record of an id wins, as across batches
         latest.pop(p.id, None)
@@ -211,6 +226,8 @@ def _register_batch(client: redis.Redis, batch: list[Problem], batch_bytes: int,
     stored = pipe.execute()
     drop_counts = client.register_script(_DROP_COUNTS)
     pipe = client.pipeline(transaction=False)
+    writes: list[_Write] = []
+    refused: list[str] = []
     pending = 0
     for pid, old in zip(ids, stored, strict=True):
         new = versions[pid]
@@ -218,26 +235,71 @@ def _register_batch(client: redis.Redis, batch: list[Problem], batch_bytes: int,
         if old is not None and _text(old) == new:
             stats.unchanged += 1
             continue
+        if refused:  # Redis is full: not tried
+            refused.append(pid)
+            continue
         blob = encode_problem(latest[pid])
+        hset_at = len(pipe)
         pipe.hset(problem_key(pid), mapping={PROBLEM_FIELD_VERSION: new, PROBLEM_FIELD_DATA: blob})
         if old is not None:
             # the counts were of the old tests (workers.failorder); a count a worker still
             # judging the old version adds after this only shuffles the new order
             drop_counts(keys=[problem_key(pid)], args=[PROBLEM_FAIL_FIELD_PREFIX], client=pipe)
             pipe.delete(fail_counts_key(pid))  # where older code kept them
+        writes.append(_Write(pid, old is None, hset_at, len(pipe), len(blob)))
         pipe.sadd(problem_index_key(), pid)
         pending += len(blob)
-        stats.bytes_written += len(blob)
-        if old is None:
+        if pending >= batch_bytes:
+            refused = _execute(client, pipe, writes, stats)
+            pipe = client.pipeline(transaction=False)
+            writes, pending = [], 0
+    if len(pipe):
+        refused = _execute(client, pipe, writes, stats) + refused
+    return refused
+
+
+@dataclass(slots=True)
+class _Write:
+    """One problem's commands in a pipeline: where its HSET and its SADD to the index are."""
+
+    pid: str
+    new: bool
+    hset_at: int
+    sadd_at: int
+    size: int
+
+
+def _is_out_of_memory(result: object) -> bool:
+    """Whether a pipeline's result is Redis's refusal of a write at maxmemory (matched by name
+    and words: the core imports no client library)."""
+    return isinstance(result, Exception) and (
+        type(result).__name__ == "OutOfMemoryError" or str(result).startswith("OOM command not allowed"))
+
+
+def _execute(client: redis.Redis, pipe: Any, writes: list[_Write], stats: RegisterStats) -> list[str]:
+    """Send one pipeline of problem writes and count what it stored; returns the ids Redis
+    refused for want of memory. A problem is stored whole or not at all: a new one whose index
+    entry was refused after its hash was written is deleted again (a DEL needs no memory), and
+    an update whose HSET was refused keeps the previous version. Any other error raises."""
+    results = pipe.execute(raise_on_error=False)
+    for r in results:
+        if isinstance(r, Exception) and not _is_out_of_memory(r):
+            raise r
+    refused: list[str] = []
+    for w in writes:
+        stored = not isinstance(results[w.hset_at], Exception)
+        if stored and w.new and isinstance(results[w.sadd_at], Exception):
+            client.delete(problem_key(w.pid))
+            stored = False
+        if not stored:
+            refused.append(w.pid)
+            continue
+        stats.bytes_written += w.size
+        if w.new:
             stats.written += 1
         else:
             stats.updated += 1
-        if pending >= batch_bytes:
-            pipe.execute()
-            pipe = client.pipeline(transaction=False)
-            pending = 0
-    if len(pipe):
-        pipe.execute()
+    return refused
 
 
 def _batches(items: Iterable[Problem], n: int) -> Iterator[list[Problem]]:

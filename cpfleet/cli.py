@@ -96,11 +96,16 @@ def build_parser(argv: list[str]) -> tuple[argparse.ArgumentParser, argparse.Arg
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    try:  # importing the subcommand's module takes a moment: a Ctrl-C then is no traceback either
-        parser, command_parser = build_parser(argv)
-    except KeyboardInterrupt:
-        print("cpfleet: interrupted", file=sys.stderr)
-        return 130
+    # importing the subcommand's module takes most of a start (0.1-0.2 s): a Ctrl-C or a SIGTERM
+    # then stops it as later, one line and 130 or 143, not a traceback or a death by signal.
+    # (Before this line, the interpreter's start and this module's import, a SIGTERM still kills
+    # the process outright: nothing has been read or written yet, so nothing is lost.)
+    with sigterm_as_ctrl_c("") as terminated:
+        try:
+            parser, command_parser = build_parser(argv)
+        except KeyboardInterrupt:
+            print("cpfleet: interrupted", file=sys.stderr)
+            return 143 if terminated else 130
     args, extra = parser.parse_known_args(argv)
     if extra:  # named by the subcommand's usage, with what it takes instead when it says
         hint = getattr(getattr(args, "_module", None), "UNRECOGNIZED_HINT", "")
@@ -167,7 +172,9 @@ def sigterm_as_ctrl_c(command: str) -> Iterator[list[int]]:
     M judged" line and ``submit`` left its client's claim in Redis, where the workers kept judging
     the withdrawn jobs until the claim expired. The yielded list gets the signal's number once one
     came (the exit status is then 143, not 130). A SIGTERM ignored or handled by whoever started
-    the command is left so, as is one outside the main thread (no handler can be set there)."""
+    the command is left so, as is one outside the main thread (no handler can be set there).
+    ``command`` is "" while the chosen command's module imports: nothing has started, so every
+    command, those with a SIGTERM handling of their own too, stops so then."""
     received: list[int] = []
     previous = signal.getsignal(signal.SIGTERM)
     if command in OWN_SIGTERM or previous is not signal.SIG_DFL or threading.current_thread() is not threading.main_thread():

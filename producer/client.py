@@ -28,7 +28,6 @@ import asyncio
 import concurrent.futures as cf
 import functools
 import logging
-import numbers
 import threading
 import time
 import uuid
@@ -38,7 +37,7 @@ from typing import Any
 
 import redis
 
-from cpfleet.core import defaults, protocol
+from cpfleet.core import defaults, options, protocol
 from cpfleet.core.errors import (
     BrokerFull,
     ClientClosed,
@@ -73,12 +72,6 @@ __all__ = [
     "BrokerFull", "BrokerUnavailable", "ClientClosed", "FleetBusy", "FleetClient", "FleetStats", "Job", "RunRequest",
     "run_message_fields",
 ]
-
-
-def _is_number(value: object, *, integral: bool = False) -> bool:
-    """Whether a setting is a real number (an integer with ``integral``), numpy's included: a
-    string or None compared with a number raises a TypeError that names no setting."""
-    return isinstance(value, numbers.Integral if integral else numbers.Real)
 
 
 class FleetClient:
@@ -121,14 +114,13 @@ class FleetClient:
     ) -> None:
         protocol.check_options(reward_shape, mode)
         protocol.check_queue(queue)
-        # a value of the wrong type is refused by the same checks, naming the setting: compared
-        # with a number as given, it raised a TypeError that named nothing
-        if not (_is_number(timeout) and timeout > 0):
-            raise OptionError(f"timeout must be > 0 seconds, got {timeout!r}")
-        if not (_is_number(max_in_flight, integral=True) and max_in_flight >= 1):
-            raise OptionError(f"max_in_flight must be an integer >= 1, got {max_in_flight!r}")
-        if unreachable_grace is not None and not (_is_number(unreachable_grace) and unreachable_grace > 0):
-            raise OptionError(f"unreachable_grace must be > 0 seconds or None, got {unreachable_grace!r}")
+        # a value of the wrong type or range is an OptionError naming the setting (core.options)
+        options.seconds("timeout", timeout, none_ok=False)
+        options.whole("max_in_flight", max_in_flight, minimum=1)
+        options.seconds("unreachable_grace", unreachable_grace)
+        options.whole("publish_batch", publish_batch, minimum=1)
+        options.whole("pop_batch", pop_batch, minimum=1)
+        options.whole("reply_ttl", reply_ttl, minimum=1)
         target = defaults.redis_target(redis_url)  # a bad URL is one clear RedisUrlError, before anything starts
         redis_url = target.url
         self.redis_url = redis_url
@@ -168,7 +160,7 @@ class FleetClient:
             raise BrokerFull(f"Redis at {target.safe} is full (maxmemory reached, noeviction): {exc}") from exc
         except redis.RedisError as exc:
             self._redis.close()
-            raise BrokerUnavailable(f"cannot reach Redis at {target.safe}: {connection_hint(exc)}") from exc
+            raise BrokerUnavailable(f"cannot reach Redis at {target.safe}: {connection_hint(exc, target)}") from exc
         if not claimed:
             self._redis.close()
             raise OptionError(
@@ -292,9 +284,12 @@ class FleetClient:
         (``submit`` has one job, whose error needs no place)."""
         if self._jobs.closed:
             raise ClientClosed("FleetClient is closed")
+        options.seconds("timeout", timeout, zero_ok=True)  # 0 or None: the client's
+        options.seconds("wait_for_room", wait_for_room, zero_ok=True)
         submitter = self.submitter
-        if isinstance(jobs, (str, bytes, Mapping)):
-            raise JobFormatError(
+        if isinstance(jobs, (str, bytes, Mapping)) or not isinstance(jobs, Iterable):
+            kind = JobFormatError if isinstance(jobs, Iterable) else JobTypeError  # a TypeError as Python's was
+            raise kind(
                 f"submit_many takes a list of jobs, got one {type(jobs).__name__}: "
                 "pass [(problem_id, completion), ...] or [{'problem_id': ..., 'completion': ...}, ...]"
             )
@@ -444,7 +439,15 @@ class FleetClient:
         are validated before anything is published; errors and backpressure as ``submit_many``."""
         if self._jobs.closed:
             raise ClientClosed("FleetClient is closed")
-        specs = [self.submitter.make_run(r if isinstance(r, RunRequest) else RunRequest(**r)) for r in requests]
+        options.seconds("wait_for_room", wait_for_room, zero_ok=True)
+        if isinstance(requests, (str, bytes, Mapping, RunRequest)) or not isinstance(requests, Iterable):
+            raise JobTypeError(f"run_many takes a list of run requests, got one {type(requests).__name__}: "
+                               "pass [RunRequest(...), ...] or [{'code': ..., 'stdin': ...}, ...]")
+        specs = []
+        for i, r in enumerate(requests):
+            if not isinstance(r, (RunRequest, Mapping)):
+                raise JobTypeError(f"request #{i}: a RunRequest or a mapping of its fields, got {type(r).__name__} {r!r:.80}")
+            specs.append(self.submitter.make_run(r if isinstance(r, RunRequest) else RunRequest(**r)))
         return self.submitter.publish(specs, wait_for_room)
 
     async def arun(
@@ -503,20 +506,15 @@ class FleetClient:
     def cancel_many(self, futures: Iterable[cf.Future[JobResult]]) -> int:
         """Cancel many jobs with one Redis round trip; returns how many were still unresolved
         (those are now cancelled, see ``Future.cancel``). Futures of other clients are skipped."""
-        return self._jobs.cancel_futures(futures)
+        return self._jobs.cancel_futures(_future_list("cancel_many", futures))
 
     # --- waiting ---------------------------------------------------------------------------
 
     @staticmethod
     def gather(futures: Sequence[cf.Future[JobResult]], timeout: float | None = None) -> list[JobResult]:
         """Results in the order of ``futures``; TimeoutError if not all are done within ``timeout``."""
-        given = futures
-        futures = [] if isinstance(given, cf.Future) else list(given)  # a generator is read once
-        if isinstance(given, cf.Future) or not all(isinstance(f, cf.Future) for f in futures):
-            raise JobTypeError(
-                "gather takes the list of futures submit_many returned (or a list of submit's futures), "
-                f"got {type(given).__name__} {str(given)[:80]!r}"
-            )
+        futures = _future_list("gather", futures)
+        options.seconds("timeout", timeout, zero_ok=True)
         done, not_done = cf.wait(futures, timeout=timeout)
         if not_done:
             raise TimeoutError(f"{len(not_done)} of {len(futures)} jobs not done after {timeout}s")
@@ -528,15 +526,17 @@ class FleetClient:
     ) -> Iterator[cf.Future[JobResult]]:
         """The futures as they finish, like ``concurrent.futures.as_completed`` (``.result()`` of
         each is its JobResult, never an exception for the job)."""
-        return cf.as_completed(list(futures), timeout=timeout)
+        listed = _future_list("as_completed", futures)
+        options.seconds("timeout", timeout, zero_ok=True)
+        return cf.as_completed(listed, timeout=timeout)
 
     @staticmethod
     def results_as_completed(
         futures: Iterable[cf.Future[JobResult]], timeout: float | None = None
     ) -> Iterator[JobResult]:
         """The results as they arrive (each JobResult carries its job_id)."""
-        for f in cf.as_completed(list(futures), timeout=timeout):
-            yield f.result()
+        # checked here, at the call, not at the first next() of a generator
+        return (f.result() for f in FleetClient.as_completed(futures, timeout))
 
     def map(
         self,
@@ -552,6 +552,7 @@ class FleetClient:
         ``problems`` holds problem ids or inline test sets. ``timeout`` counts from this call;
         the iterator raises TimeoutError when a result is not there by then.
         """
+        options.seconds("timeout", timeout, zero_ok=True)
         futures = self.submit_many(list(zip(problems, completions, strict=True)), reward_shape=reward_shape, mode=mode)
         end = None if timeout is None else time.monotonic() + timeout
 
@@ -572,7 +573,7 @@ class FleetClient:
 
     @max_in_flight.setter
     def max_in_flight(self, value: int) -> None:
-        self._jobs.max_in_flight = value
+        self._jobs.max_in_flight = options.whole("max_in_flight", value, minimum=1)
 
     @property
     def in_flight(self) -> int:
@@ -637,12 +638,14 @@ class FleetClient:
 
     @staticmethod
     async def agather(futures: Sequence[asyncio.Future[JobResult]], timeout: float | None = None) -> list[JobResult]:
+        options.seconds("timeout", timeout, zero_ok=True)
         return list(await asyncio.wait_for(asyncio.gather(*futures), timeout))
 
     @staticmethod
     async def aas_completed(
         futures: Iterable[asyncio.Future[JobResult]], timeout: float | None = None
     ) -> AsyncIterator[JobResult]:
+        options.seconds("timeout", timeout, zero_ok=True)
         for next_done in asyncio.as_completed(list(futures), timeout=timeout):
             yield await next_done
 
@@ -685,6 +688,7 @@ class FleetClient:
         with their claim expired) and cancelled jobs; returns how many. Best effort within ``budget_s`` seconds:
         what it misses, workers drop unjudged. Runs at construction (``sweep_orphans``) and for
         this client's own queued jobs at ``close()``."""
+        options.seconds("budget_s", budget_s, none_ok=False)
         try:
             removed = purge_orphans(self._redis, self.queue, budget_s)
         except redis.RedisError as exc:
@@ -735,6 +739,18 @@ _RELEASE_CLAIM = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
 """
+
+
+def _future_list(call: str, given: object) -> list[cf.Future[Any]]:
+    """The futures passed to ``call`` as a list (a generator is read once), or JobTypeError naming
+    what came instead: one future, a number, a list of results."""
+    futures = [] if isinstance(given, cf.Future) or not isinstance(given, Iterable) else list(given)
+    if isinstance(given, cf.Future) or not isinstance(given, Iterable) or not all(isinstance(f, cf.Future) for f in futures):
+        raise JobTypeError(
+            f"{call} takes the list of futures submit_many returned (or a list of submit's futures), "
+            f"got {type(given).__name__} {str(given)[:80]!r}"
+        )
+    return futures
 
 
 def _names(fetch_files: Sequence[str]) -> Sequence[str]:

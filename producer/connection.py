@@ -52,7 +52,7 @@ def unreachable(target: RedisTarget, timeout: float = PROBE_TIMEOUT_S) -> str | 
         finally:
             client.close()
     except redis.RedisError as exc:
-        return f"cannot reach Redis at {target.safe}: {connection_hint(exc)}"
+        return f"cannot reach Redis at {target.safe}: {connection_hint(exc, target)}"
     return None
 
 

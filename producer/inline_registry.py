@@ -158,13 +158,16 @@ class InlineRegistry:
             waiter.wait()  # another caller is registering the same one; then look again
         try:
             record = build()
-            from cpfleet.core.errors import ProblemFormatError
+            from cpfleet.core.errors import ProblemFormatError, StoreFull
             from cpfleet.core.store import register_problems
 
             try:
                 register_problems(self._redis, [record])
             except ProblemFormatError as e:
                 raise InlineProblemError(f"{invalid} a valid problem: {e}") from None
+            except StoreFull as exc:  # refused whole: nothing of the test set is in the store
+                raise BrokerFull("Redis is full (maxmemory reached, noeviction) while storing inline tests: "
+                                 "the test set was not stored") from exc
             except redis.RedisError as exc:
                 # Redis away (or full) is the fleet's state, never the caller's input: the
                 # client's own errors for it, which every caller answers as a retryable refusal

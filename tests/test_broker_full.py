@@ -142,3 +142,87 @@ def test_a_worker_waiting_for_jobs_outlives_a_full_redis(small_redis: RedisServe
         r.config_set("maxmemory", "0")
         with FleetClient(small_redis.url, timeout=120) as client:
             assert client.submit("t/echo", ECHO_OK).result(timeout=90).reward is not None
+
+
+def _big_problems(n: int, size: int) -> list[dict]:
+    """Problems of ``size`` bytes of incompressible hidden output each (the store compresses)."""
+    import base64
+    import os
+
+    return [{"id": f"full/{i}", "public_tests": [{"input": "1\n", "output": "1\n"}],
+             "hidden_tests": [{"input": "2\n", "output": base64.b64encode(os.urandom(size * 3 // 4)).decode() + "\n"}]}
+            for i in range(n)]
+
+
+def test_a_load_into_a_full_redis_says_what_was_stored_and_what_not_and_what_to_do(
+        small_redis: RedisServer, tmp_path: Path) -> None:
+    """It printed Redis's raw "OOM command not allowed ..." and nothing of what the store now held."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from cpfleet.core.store import fetch_problem
+
+    r = redis.Redis.from_url(small_redis.url)
+    n = _fill(r)
+    r.delete(*[f"fill:{i}" for i in range(12)])  # room for a few problems, not for all
+    problems = _big_problems(8, 100_000)
+    path = tmp_path / "big.jsonl"
+    path.write_text("".join(json.dumps(p) + "\n" for p in problems))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CPFLEET_")}
+    proc = subprocess.run([sys.executable, "-m", "cpfleet", "load", str(path), "--redis", small_redis.url],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 3, proc.stderr
+    assert "Traceback" not in proc.stderr
+    err = proc.stderr
+    assert "is full: it refused writes (OOM command not allowed: maxmemory reached under the noeviction policy)" in err
+    assert "raise Redis's maxmemory" in err and "run the same command again" in err
+    stored = [p["id"] for p in problems if fetch_problem(r, p["id"]) is not None]  # each one whole: it decodes
+    missing = [p["id"] for p in problems if p["id"] not in stored]
+    assert stored and missing, (stored, missing)
+    assert f"stored {len(stored)} problem(s) (written {len(stored)}, updated 0, unchanged 0); NOT stored {len(missing)}: " \
+           f"{', '.join(missing)}" in err
+    # the same load once there is room: what was stored is skipped, the rest written
+    r.delete(*[f"fill:{i}" for i in range(n)])
+    r.config_set("maxmemory", "0")
+    proc = subprocess.run([sys.executable, "-m", "cpfleet", "load", str(path), "--redis", small_redis.url],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(f"written {len(missing)}, unchanged {len(stored)}, updated 0"), proc.stdout
+
+
+def test_registering_problems_in_a_full_redis_raises_broker_full_naming_those_not_stored(small_redis: RedisServer) -> None:
+    from cpfleet.core.errors import StoreFull
+
+    with FleetClient(small_redis.url, timeout=60, warn_unserved=False) as client:
+        _fill(redis.Redis.from_url(small_redis.url))
+        problems = _big_problems(3, 10_000)
+        with pytest.raises(BrokerFull) as info:
+            client.register_problems(problems)
+        assert isinstance(info.value, StoreFull) and info.value.not_stored == [p["id"] for p in problems]
+        assert info.value.stats.total == 0
+
+
+def test_cpfleet_submit_into_a_full_redis_says_nothing_was_judged_and_what_to_do(
+        small_redis: RedisServer, tmp_path: Path) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    store_problems(small_redis.url, "t/echo")
+    r = redis.Redis.from_url(small_redis.url)
+    jobs = tmp_path / "jobs.jsonl"
+    jobs.write_text("".join(json.dumps({"problem_id": "t/echo", "completion": ECHO_OK, "job_id": f"j{i}"}) + "\n"
+                            for i in range(50)))
+    _fill(r)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CPFLEET_")}
+    proc = subprocess.run([sys.executable, "-m", "cpfleet", "submit", str(jobs), "--redis", small_redis.url,
+                           "--no-progress", "--queue", "nobody-listens-full"],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 3, proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
+    assert "is full (maxmemory reached, noeviction)" in proc.stderr
+    assert "no job was judged (any sent before the refusal are withdrawn); make room (raise Redis's maxmemory" in proc.stderr
+    assert r.llen("nobody-listens-full") == 0

@@ -272,3 +272,28 @@ def test_serve_takes_the_body_idle_limit_from_its_option() -> None:
     configure(parser)
     assert config_from_args(parser.parse_args([])).body_idle_s == 60.0
     assert config_from_args(parser.parse_args(["--body-idle-s", "2.5"])).body_idle_s == 2.5
+
+
+@pytest.mark.parametrize(("method", "path", "allow"), [("GET", "/run_code", "POST"), ("POST", "/healthz", "GET"),
+                                                       ("DELETE", "/v1/judge", "POST")])
+def test_a_method_an_endpoint_does_not_take_is_a_json_405_with_an_allow_header(
+        idle_url: str, method: str, path: str, allow: str) -> None:
+    """Starlette's 405 was the plain text "Method Not Allowed", where every other error of the
+    gateway is a JSON object with "error": a client parsing errors as JSON failed on it."""
+    req = urllib.request.Request(idle_url + path, method=method, data=None if method == "GET" else b"{}")
+    with pytest.raises(urllib.error.HTTPError) as caught:
+        urllib.request.urlopen(req, timeout=60)
+    e = caught.value
+    assert e.code == 405
+    assert e.headers["Content-Type"] == "application/json"
+    assert allow in e.headers["Allow"]
+    assert json.loads(e.read()) == {"error": f"method {method} is not allowed on {path}: it takes {e.headers['Allow']}"}
+
+
+def test_a_path_the_gateway_does_not_serve_is_a_json_404_naming_what_it_serves(idle_url: str) -> None:
+    with pytest.raises(urllib.error.HTTPError) as caught:
+        urllib.request.urlopen(idle_url + "/v1/judgee", timeout=60)
+    e = caught.value
+    assert e.code == 404 and e.headers["Content-Type"] == "application/json"
+    error = json.loads(e.read())["error"]
+    assert error.startswith("no endpoint /v1/judgee here; this gateway serves ") and "POST /v1/judge" in error

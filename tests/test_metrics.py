@@ -266,3 +266,47 @@ def test_problem_cache_lookups_are_counted_by_outcome_apart_from_the_result_cach
     after = {o: _sample("cpfleet_problem_cache_lookups_total", {"outcome": o}) - before[o] for o in labels}
     assert after == {"hit": 2, "miss": 1, "refresh": 1, "unknown": 1}
     assert _sample("cpfleet_result_cache_hits_total") == result_hits
+
+
+@pytest.mark.parametrize("addr", ["0.0.0.0:9808", "999.1.1.1", "http://127.0.0.1", "my host"])
+def test_a_malformed_metrics_address_stops_the_worker_at_start_in_one_line(addr: str) -> None:
+    """Unchecked, it passed start and was found only by the endpoint's bind inside Celery's
+    init, a logged line the operator may never see (the port given in the address most of all)."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CPFLEET_")}
+    env |= {"CPFLEET_METRICS_PORT": "9808", "CPFLEET_METRICS_ADDR": addr}
+    out = subprocess.run([sys.executable, "-m", "cpfleet", "worker", "--dry-run"],
+                         capture_output=True, text=True, timeout=60, env=env, cwd=REPO)
+    assert out.returncode == 2, out
+    assert out.stderr.startswith(f"cpfleet worker: CPFLEET_METRICS_ADDR={addr!r} is not valid ("), out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in out.stderr
+
+
+def test_a_metrics_address_in_use_is_one_line_naming_it_and_the_worker_judges_on(tmp_path: Path, redis_url: str) -> None:
+    import socket
+
+    from fleet_helpers import FleetWorker
+
+    from cpfleet import FleetClient
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen(1)
+    port = taken.getsockname()[1]
+    port_file = tmp_path / "metrics.port"
+    env = {"CPFLEET_METRICS_PORT": str(port), "CPFLEET_METRICS_ADDR": "127.0.0.1", "CPFLEET_METRICS_PORT_FILE": str(port_file)}
+    try:
+        with FleetWorker(redis_url, tmp_path, concurrency=1, env=env) as worker:
+            with FleetClient(redis_url, timeout=120) as fleet:
+                r = fleet.run("print(6 * 7)")
+            log_text = worker.log_text()
+    finally:
+        taken.close()
+    assert r.runs[0].stdout == "42\n"  # the worker judges on, without /metrics
+    line = next(ln for ln in log_text.splitlines() if "metrics endpoint not started" in ln)
+    assert f"on 127.0.0.1 port {port} (CPFLEET_METRICS_ADDR, CPFLEET_METRICS_PORT)" in line
+    assert "in use" in line
+    assert "Traceback" not in log_text
+    assert port_file.read_text().startswith(metrics.PORT_FILE_ERROR)  # `cpfleet up` learns why at once

@@ -93,3 +93,21 @@ def test_a_batch_file_is_read_as_jobs_files_are_and_an_empty_or_binary_one_is_re
     batch.write_bytes(b"\x1f\x8b\x08\x00binary")
     out = _cli("--batch", str(batch), "--local")
     assert out.returncode == 2 and out.stderr.decode().startswith(f"cpfleet run: {batch}: not UTF-8 text"), out.stderr
+
+
+def test_a_file_or_single_run_option_given_with_batch_is_a_usage_error_naming_the_conflict(tmp_path: Path) -> None:
+    """`cpfleet run prog.py --batch b.jsonl` ran the batch and ignored prog.py in silence."""
+    prog = tmp_path / "prog.py"
+    prog.write_text("print(1)\n")
+    batch = tmp_path / "b.jsonl"
+    batch.write_text(json.dumps({"code": "print(2)"}) + "\n")
+    for extra, named in (([str(prog)], "FILE"), (["--language", "cpp"], "--language"),
+                         (["--stdin", str(prog)], "--stdin"), ([str(prog), "--time-limit", "2"], "FILE and --time-limit")):
+        proc = _cli(*extra, "--batch", str(batch), "--local")
+        err = proc.stderr.decode()
+        assert proc.returncode == 2, (extra, proc.returncode, err)
+        assert err.startswith(f"cpfleet run: {named} cannot go with --batch"), err
+        assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+        assert proc.stdout == b""  # nothing was run
+    proc = _cli("--batch", str(batch), "--local")  # the batch alone runs
+    assert proc.returncode == 0 and json.loads(proc.stdout)["runs"][0]["stdout"] == "2\n"

@@ -126,3 +126,24 @@ def test_serve_refuses_a_token_no_client_could_send(token: str) -> None:
     args = parser.parse_args(["--host", "0.0.0.0", "--token", token])
     with pytest.raises(SystemExit, match="--token has blanks at its ends"):
         serve.config_from_args(args)
+
+
+@pytest.mark.parametrize("command", ["judge", "serve"])
+def test_a_sigterm_while_the_commands_module_imports_stops_it_as_ctrl_c_with_143(command: str) -> None:
+    """The signal is sent by the process to itself at the moment the command's module starts to
+    import (an import hook), the window a `timeout` or a scheduler's stop hit at random: it killed
+    the command by signal (-15) where a moment later it stopped with a line and 143."""
+    script = (
+        "import os, signal, sys\n"
+        "class Hook:\n"
+        "    def find_spec(self, name, path, target=None):\n"
+        f"        if name == {SUBCOMMANDS[command][0]!r}:\n"
+        "            os.kill(os.getpid(), signal.SIGTERM)\n"
+        "        return None\n"
+        "sys.meta_path.insert(0, Hook())\n"
+        "from cpfleet.cli import main\n"
+        f"sys.exit(main([{command!r}, '--help']))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 143, (proc.returncode, proc.stderr)
+    assert proc.stderr == "cpfleet: interrupted\n" and proc.stdout == ""

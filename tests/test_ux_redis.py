@@ -229,3 +229,56 @@ def test_a_picked_port_taken_before_redis_binds_it_is_picked_again() -> None:
         with pytest.raises(RuntimeError, match=f"could not bind port {taken}"):
             named.start()
         named.close()
+
+
+@pytest.fixture(scope="module")
+def tls_port(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
+    """A real TLS listener on loopback (a self-signed certificate), as a Redis tls-port is to a
+    client that speaks plain RESP: its handshake fails on the client's first bytes and it drops
+    the connection (this machine's redis-server is built without TLS)."""
+    import ssl
+
+    folder = tmp_path_factory.mktemp("tls")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(folder / "k.pem"),
+                    "-out", str(folder / "c.pem"), "-days", "1", "-subj", "/CN=localhost"],
+                   check=True, capture_output=True)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(folder / "c.pem", folder / "k.pem")
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            try:
+                ctx.wrap_socket(conn, server_side=True).close()
+            except (OSError, ssl.SSLError):
+                conn.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    yield listener.getsockname()[1]
+    listener.close()
+
+
+def test_a_rediss_url_at_a_plain_redis_says_the_server_speaks_no_tls(redis_server: RedisServer, tmp_path: Path) -> None:
+    """The TLS handshake got no answer from a plain Redis, and all that was said was "Timeout
+    connecting to server"."""
+    url = f"rediss://127.0.0.1:{redis_server.port}/0"
+    for argv in (_commands(tmp_path, url)[i] for i in (0, 2)):  # load, run
+        _assert_says(_cli(argv), "the URL says rediss:// (TLS) but the server did not complete a TLS handshake")
+    with pytest.raises(BrokerUnavailable, match="this Redis probably speaks plain TCP; write redis://"):
+        FleetClient(url)
+    from cpfleet.workers.cli import preflight
+
+    refusal, _ = preflight(url, "n@h")  # a worker refuses it: waiting never heals a wrong scheme
+    assert refusal is not None and "probably speaks plain TCP" in refusal
+
+
+def test_a_redis_url_at_a_tls_port_says_the_url_may_need_rediss(tls_port: int, tmp_path: Path) -> None:
+    url = f"redis://127.0.0.1:{tls_port}/0"
+    for argv in (_commands(tmp_path, url)[i] for i in (0, 2)):  # load, run
+        _assert_says(_cli(argv), "if that port is a TLS port (tls-port), the URL must say rediss:// instead of redis://")
+    with pytest.raises(BrokerUnavailable, match="the URL must say rediss://"):
+        FleetClient(url)

@@ -82,10 +82,11 @@ def preflight(url: str, hostname: str) -> tuple[str | None, list[str]]:
     from celery.utils.nodenames import default_nodename, host_format
 
     from cpfleet.core import protocol
-    from cpfleet.core.redis_url import NO_SUCH_DB, connection_hint, parse_redis_url
+    from cpfleet.core.redis_url import NO_SUCH_DB, PLAIN_NOT_TLS, connection_hint, parse_redis_url
     from cpfleet.workers.resources import connect
 
-    safe = parse_redis_url(url).safe
+    target = parse_redis_url(url)
+    safe = target.safe
     warnings: list[str] = []
     try:
         client = connect(url, socket_timeout=5, socket_connect_timeout=5)
@@ -95,10 +96,11 @@ def preflight(url: str, hostname: str) -> tuple[str | None, list[str]]:
         finally:
             client.close()
     except redis.AuthenticationError as exc:
-        return f"cannot reach Redis at {safe}: {connection_hint(exc)}", warnings
+        return f"cannot reach Redis at {safe}: {connection_hint(exc, target)}", warnings
     except redis.RedisError as exc:
-        hint = connection_hint(exc)
-        if hint.startswith(("this Redis requires a password", "Redis refused the user or password", NO_SUCH_DB)):
+        hint = connection_hint(exc, target)
+        if hint.startswith(("this Redis requires a password", "Redis refused the user or password", NO_SUCH_DB)) or (
+                PLAIN_NOT_TLS in hint):  # a scheme that does not match the server never heals by waiting
             return f"cannot reach Redis at {safe}: {hint}", warnings
         return None, [f"Redis at {safe} does not answer yet ({hint}); the worker waits for it (Ctrl-C stops)"]
     name = host_format(default_nodename(hostname))

@@ -16,7 +16,8 @@ Configuration (environment):
   process can take it between a pick and the bind.
 * ``CPFLEET_METRICS_PORT_FILE`` -- where the bound port is written once the endpoint listens
   (``cpfleet up`` reads an ``any`` port there).
-* ``CPFLEET_METRICS_ADDR`` -- bind address, default ``0.0.0.0``.
+* ``CPFLEET_METRICS_ADDR`` -- bind address (an IP address or host name), default ``0.0.0.0``;
+  a malformed one (a port or URL in it) stops the worker at start like any bad setting.
 * ``PROMETHEUS_MULTIPROC_DIR`` -- where the per-process files go. Unset: a fresh temporary
   directory is made. A given directory is emptied at worker start (stale files from a previous
   run would otherwise be summed in).
@@ -69,6 +70,12 @@ def metrics_port_from_env() -> int | None:
     """The configured endpoint port (0: any free one), or None when metrics exposition is off."""
     port: int | None = envvars.read(ENV_PORT)
     return port
+
+
+def metrics_addr_from_env() -> str:
+    """The endpoint's bind address (``0.0.0.0`` unless set)."""
+    addr: str = envvars.read(ENV_ADDR, "0.0.0.0")
+    return addr
 
 
 PORT_FILE_ERROR = "error: "  # a port file holding this and a reason: the endpoint did not start
@@ -406,7 +413,7 @@ def start_worker_metrics(
     path = enable_multiprocess(given)
     if not given:
         _owned_dir = path
-    _server = MetricsServer(port, addr or os.environ.get(ENV_ADDR, "0.0.0.0"), redis_url, queues).start()
+    _server = MetricsServer(port, addr or metrics_addr_from_env(), redis_url, queues).start()
     port_file: str | None = envvars.read(ENV_PORT_FILE)
     if port_file:
         write_port_file(port_file, _server.port)
@@ -448,7 +455,8 @@ def connect_celery_signals() -> None:
             start_worker_metrics(redis_url, queues)
         except OSError as e:  # e.g. the port is taken: the worker still runs, without /metrics
             logging.getLogger("cpfleet.metrics").error(
-                "metrics endpoint not started on port %s: %s", os.environ.get(ENV_PORT), e
+                "metrics endpoint not started on %s port %s (%s, %s): %s; this worker judges on without /metrics",
+                metrics_addr_from_env(), os.environ.get(ENV_PORT), ENV_ADDR, ENV_PORT, e,
             )
             port_file: str | None = envvars.read(ENV_PORT_FILE)
             if port_file:  # whoever waits for the port learns why there is none, at once

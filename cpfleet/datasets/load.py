@@ -14,7 +14,7 @@ import sys
 import time
 
 from cpfleet.core import defaults
-from cpfleet.core.errors import InputFileError
+from cpfleet.core.errors import InputFileError, StoreFull
 from cpfleet.datasets.loading import DuplicateProblemError, LoadResult, ProblemFileError, load_problems
 from cpfleet.jobs.files import looks_like
 
@@ -116,9 +116,12 @@ def run(args: argparse.Namespace) -> int:
     client = connect(target, socket_timeout=120, socket_connect_timeout=10)
     try:
         stats = register_problems(client, loaded.problems)
+    except StoreFull as e:
+        print(store_full_lines("cpfleet load", target.safe, e), file=sys.stderr)
+        return 3
     except redis.RedisError as e:
         # the exit status of every command that cannot reach Redis (cpfleet.cli); never the password
-        print(f"cpfleet load: cannot write to Redis at {target.safe}: {connection_hint(e)}", file=sys.stderr)
+        print(f"cpfleet load: cannot write to Redis at {target.safe}: {connection_hint(e, target)}", file=sys.stderr)
         return 3
     finally:
         client.close()
@@ -129,6 +132,26 @@ def run(args: argparse.Namespace) -> int:
         f"{stats.bytes_written / 1e6:.1f} MB sent in {time.perf_counter() - t0:.2f} s"
     )
     return 0
+
+
+SHOWN_NOT_STORED = 20  # ids named on the terminal; a rerun names what is still missing
+
+
+def store_full_lines(command: str, where: str, exc: StoreFull) -> str:
+    """What a load that met a full Redis stored and did not, and what to do (a ``StoreFull``)."""
+    st, missing = exc.stats, exc.not_stored
+    shown = ", ".join(missing[:SHOWN_NOT_STORED]) + (f", ... ({len(missing) - SHOWN_NOT_STORED} more)"
+                                                    if len(missing) > SHOWN_NOT_STORED else "")
+    return (
+        f"{command}: Redis at {where} is full: it refused writes (OOM command not allowed: maxmemory reached "
+        f"under the noeviction policy)\n"
+        f"{command}: stored {st.total} problem(s) (written {st.written}, updated {st.updated}, unchanged "
+        f"{st.unchanged}); NOT stored {len(missing)}: {shown}\n"
+        f"{command}: each problem is stored whole or not at all (an update that was refused keeps the previous "
+        f"version). Make room, then run the same command again (stored problems are skipped as unchanged): raise "
+        f"Redis's maxmemory (CONFIG SET maxmemory ..., or its config file), or free memory (unconsumed jobs, "
+        f"unread replies); keep noeviction: an evicting policy would silently drop queued jobs and stored problems"
+    )
 
 
 def _skip_detail(malformed: int, no_public: int, no_hidden: int, duplicates: int) -> str:

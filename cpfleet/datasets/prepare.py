@@ -117,7 +117,34 @@ UNRECOGNIZED_HINT = "; the dataset to convert is --dataset NAME_OR_PATH (a hub n
 def open_dataset(dataset: str, split: str, *, streaming: bool = False, cache_dir: str | None = None,
                  config: str | None = None, data_files: tuple[str, ...] = ()) -> Any:
     """A ``datasets`` Dataset (or IterableDataset): from the hub (``config`` and ``data_files``
-    select within the repository), or from local files in its schema."""
+    select within the repository), or from local files in its schema. A Hub that cannot be
+    reached is found by a quick probe (``cpfleet.datasets.hub``): the dataset is then opened
+    from the local cache in offline mode, or refused at once naming the cause, never after a
+    minute of retries."""
+    path = Path(dataset)
+    if path.exists() or dataset.startswith((".", "/")) or dataset.endswith(tuple(LOCAL_BUILDERS)):
+        return _open(dataset, split, streaming, cache_dir, config, data_files)
+    from cpfleet.datasets import hub
+
+    why = None if hub.offline_requested() else hub.unreachable()
+    if why is None:
+        return _open(dataset, split, streaming, cache_dir, config, data_files)
+    try:
+        with hub.offline_mode():  # a dataset in the local cache still opens
+            return _open(dataset, split, streaming, cache_dir, config, data_files)
+    except PrepareError:
+        raise
+    except Exception as e:  # not in the cache (datasets raises several kinds for it)
+        raise DatasetUnavailableError(
+            f"cannot load {dataset!r}: the Hugging Face Hub cannot be reached ({why}) and the dataset is not in the "
+            f"local cache ({_first_line(str(e))}); without network to the Hub, download it elsewhere "
+            f"(huggingface-cli download {dataset} --repo-type dataset --local-dir DIR), copy DIR here and pass "
+            f"--dataset DIR"
+        ) from e
+
+
+def _open(dataset: str, split: str, streaming: bool, cache_dir: str | None, config: str | None,
+          data_files: tuple[str, ...]) -> Any:
     import datasets
 
     path = Path(dataset)

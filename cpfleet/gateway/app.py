@@ -38,6 +38,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from starlette import responses
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -469,6 +470,21 @@ def create_app(config: ServeConfig) -> Starlette:
         Route("/healthz", gateway.endpoint("healthz", gateway.healthz, auth=False), methods=["GET"]),
         Route("/metrics", gateway.endpoint("metrics", gateway.metrics_endpoint), methods=["GET"]),
     ]
-    app = Starlette(routes=routes, lifespan=gateway.lifespan)
+    served = sorted({f"{m} {r.path}" for r in routes for m in (r.methods or ()) if m != "HEAD"}, key=lambda s: s.split()[1])
+
+    async def routing_error(request: Request, exc: Exception) -> Response:
+        """A method or a path the router has no route for, in the JSON error shape of every other
+        answer (Starlette's own are plain text), the 405's Allow header kept."""
+        assert isinstance(exc, HTTPException)
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            message = f"method {request.method} is not allowed on {request.url.path}: it takes {headers.get('Allow', '')}"
+        elif exc.status_code == 404:
+            message = f"no endpoint {request.url.path} here; this gateway serves {', '.join(served)}"
+        else:
+            message = str(exc.detail)
+        return JSONResponse({"error": message}, status_code=exc.status_code, headers=headers)
+
+    app = Starlette(routes=routes, lifespan=gateway.lifespan, exception_handlers={HTTPException: routing_error})
     app.state.gateway = gateway
     return app

@@ -73,6 +73,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    conflict = _batch_conflict(args)
+    if conflict:  # else ignored in silence: the user thinks FILE (or the option) was run
+        print(f"cpfleet run: {conflict}", file=sys.stderr)
+        return 2
     try:
         requests = _batch(args) if args.batch else [_single(args)]
     except (OSError, ValueError) as exc:
@@ -91,6 +95,24 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.flush()
         return 3 if any(r.infra_error for r in results) else 0
     return _show(results[0])
+
+
+# the options that shape the one FILE's run, by the destination argparse gives them: a --batch
+# request states each of these in its own JSON object
+_SINGLE_ONLY = {"source": "FILE", "completion": "--completion", "stdin": "--stdin", "file": "--file",
+                "fetch": "--fetch", "language": "--language", "time_limit": "--time-limit", "memory_mb": "--memory-mb"}
+
+
+def _batch_conflict(args: argparse.Namespace) -> str | None:
+    """Why ``--batch`` cannot go with what else was given (FILE, or an option of the one run), or None."""
+    if not args.batch:
+        return None
+    given = [flag for dest, flag in _SINGLE_ONLY.items() if getattr(args, dest, None) not in (None, False, [])]
+    if not given:
+        return None
+    return (f"{' and '.join(given)} cannot go with --batch, which runs the requests of {args.batch} and "
+            "nothing else: give either the program FILE (with its options) or --batch JSONL, each request "
+            "stating its own code, stdin, language and limits")
 
 
 def _file_error(exc: BaseException) -> str:

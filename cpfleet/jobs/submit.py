@@ -78,7 +78,9 @@ def run(args: argparse.Namespace) -> int:
             use_cache=not args.no_cache,
             warn_unserved=False,  # said below in this command's words
         )
-    except (BrokerUnavailable, BrokerFull) as exc:
+    except BrokerFull as exc:
+        return _full(exc)
+    except BrokerUnavailable as exc:
         print(f"cpfleet submit: {exc}", file=sys.stderr)
         return 3
     probe = connect(parse_redis_url(url), socket_timeout=5, socket_connect_timeout=5)
@@ -104,12 +106,25 @@ def run(args: argparse.Namespace) -> int:
                 return rc
         try:
             return _submit(client, jobs, progress=not args.no_progress, skipped_ids=skipped_ids)
-        except (BrokerUnavailable, BrokerFull) as exc:
+        except BrokerFull as exc:  # the batches sent before it are withdrawn as the client closes
+            return _full(exc)
+        except BrokerUnavailable as exc:
             print(f"cpfleet submit: {exc}", file=sys.stderr)
             return 3
 
 
+def _full(exc: Exception) -> int:
+    """A full Redis (maxmemory under noeviction) met opening the client or submitting: what it
+    means for the jobs and what to do, exit 3."""
+    print(f"cpfleet submit: {exc}", file=sys.stderr)
+    print("cpfleet submit: no job was judged (any sent before the refusal are withdrawn); make room (raise Redis's "
+          "maxmemory, or let workers drain the queue and readers their replies; keep noeviction), then run the same "
+          "command again", file=sys.stderr)
+    return 3
+
+
 def _register(client: Any, path: str, strict: bool, skipped_ids: dict[str, str]) -> int:
+    from cpfleet.core.errors import StoreFull
     from cpfleet.datasets.loading import ProblemFileError, load_problems
 
     try:
@@ -120,7 +135,14 @@ def _register(client: Any, path: str, strict: bool, skipped_ids: dict[str, str])
     for warning in loaded.stats.warnings:
         print(f"cpfleet submit: warning: {warning}", file=sys.stderr)
     skipped_ids.update(loaded.stats.skipped_ids)
-    stats = client.register_problems(loaded.problems)
+    try:
+        stats = client.register_problems(loaded.problems)
+    except StoreFull as exc:  # no job is sent: each would meet the same full Redis, or a missing problem
+        from cpfleet.core.redis_url import mask_password
+        from cpfleet.datasets.load import store_full_lines
+
+        print(store_full_lines("cpfleet submit", mask_password(client.redis_url), exc), file=sys.stderr)
+        return 3
     print(
         f"problems: {stats.written} written, {stats.updated} updated, {stats.unchanged} unchanged", file=sys.stderr
     )

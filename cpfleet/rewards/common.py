@@ -12,7 +12,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from cpfleet.core import defaults, protocol
+from cpfleet.core import defaults, options, protocol
 from cpfleet.core.errors import (
     CpfleetError,
     FleetUnusable,
@@ -149,9 +149,7 @@ class InfraStreak:
     the TRL reward function, and a lost increment under a race only delays the exception."""
 
     def __init__(self, limit: int) -> None:
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise OptionError(f"max_infra_calls must be an int >= 1, got {limit!r}")
-        self.limit = limit
+        self.limit = options.whole("max_infra_calls", limit, minimum=1)
         self.count = 0
 
     def record(self, results: Sequence[JobResult | None], who: str, last_error: str = "") -> None:

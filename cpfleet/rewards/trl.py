@@ -19,6 +19,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from cpfleet.core import options
 from cpfleet.core.errors import InlineProblemError, JobFormatError, OptionError
 from cpfleet.core.protocol import REWARD_ONLY_MODE
 from cpfleet.core.results import JobResult
@@ -69,8 +70,7 @@ class _TRLCore:
         from cpfleet.core.protocol import check_options
 
         check_options(reward_shape, mode)
-        if timeout_s <= 0:
-            raise OptionError(f"timeout_s must be > 0, got {timeout_s}")
+        options.seconds("timeout_s", timeout_s, none_ok=False)
         self.limits = limit_options(time_limit_s, memory_limit_mb)
         if self.limits and not tests_column:
             raise OptionError(f"{', '.join(self.limits)} apply to inline tests (tests_column); the problems of "
