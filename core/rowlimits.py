@@ -10,8 +10,10 @@ either path. A value that states no usable limit (absent, zero, not a number) re
 project's default, or the format's grader's where ``cpfleet prepare`` knows one.
 
 A row that states no time limit gets the one its dataset's own grader gives every test
-(LiveCodeBench's run_test 6 s, TACO's and APPS's 4 s, rLLM's for DeepCoder 6 s), as ``cpfleet prepare`` gives its rows and
-inline tests give the row passed whole (:func:`grader_time_limit_s`).
+(LiveCodeBench's run_test 6 s, TACO's and APPS's 4 s, rLLM's for DeepCoder 6 s), as ``cpfleet
+prepare`` gives its rows and inline tests give the row passed whole (:func:`grader_time_limit_s`).
+The ``is_*_row`` tests name the rows inline tests read whole, by the columns prepare tells their
+format by.
 """
 
 from __future__ import annotations
