@@ -36,10 +36,11 @@ from cpfleet.core.testshapes import (
 )
 
 INLINE_PREFIX = "inline/"
-# LIMIT_KEYS (core/rowlimits.py): the limits inline tests may state beside them (``{"inputs": ..., "outputs": ..., "time_limit_s": 6}``,
-# or ``{"tests": <any shape>, "time_limit_s": 6, "memory_limit_mb": 1024}`` around a shape that
-# is a list or has no room for them): the tests alone cannot say how long a dataset's grader
-# lets a program run, and a trainer's tests column is all the fleet gets
+# LIMIT_KEYS (core/rowlimits.py): the limits inline tests may state beside them (``{"inputs":
+# ..., "outputs": ..., "time_limit_s": 6}``, or ``{"tests": <any shape>, "time_limit_s": 6,
+# "memory_limit_mb": 1024}`` around a shape that is a list or has no room for them): the tests
+# alone cannot say how long a dataset's grader lets a program run, and a trainer's tests column
+# is all the fleet gets
 __all__ = ["INLINE_PREFIX", "LIMIT_KEYS", "content_id", "problem_from_tests", "stated_fields", "stated_limits"]
 
 
@@ -47,13 +48,14 @@ def stated_limits(tests: Any) -> tuple[Any, dict[str, Any]]:
     """Inline ``tests`` (parsed or JSON text) -> (the tests without their stated limits, the
     limits they state by ``LIMIT_KEYS``, or in a dataset row's own columns (a code_contests row's
     ``time_limit`` and ``memory_limit_bytes``, a TACO / APPS row's ``time_limit`` /
-    ``memory_limit`` text, read by :func:`cpfleet.core.rowlimits.row_limits` as ``cpfleet
-    prepare`` reads them); tests that state none come back as they are, with {}.
-    A row limit column that no shape of the tests reads (TACO's ``time_limit`` text beside its
-    ``inputs`` and ``outputs``) is an :class:`InlineProblemError`, never dropped.
-    A mapping left with only ``tests`` is the wrapper form: its ``tests`` are the test set; one
-    left with only a row's column (``ROW_COLUMNS``), or a whole TACO / PrimeIntellect / DeepCoder row, is read
-    inside that column too, so limits stated there are never dropped in silence."""
+    ``memory_limit`` text, a codeforces row's numbers, read by
+    :func:`cpfleet.core.rowlimits.row_limits` as ``cpfleet prepare`` reads them); tests that
+    state none come back as they are, with {}. A row limit column that no shape of the tests
+    reads (TACO's ``time_limit`` text beside its ``inputs`` and ``outputs``) is an
+    :class:`InlineProblemError`, never dropped. A mapping left with only ``tests`` is the wrapper
+    form: its ``tests`` are the test set; one left with only a row's column (``ROW_COLUMNS``), or
+    a whole TACO / PrimeIntellect / DeepCoder row, is read inside that column too, so limits
+    stated there are never dropped in silence."""
     raw = parse_json_field(tests, "tests") if isinstance(tests, str | bytes) else tests
     if not isinstance(raw, Mapping):
         return tests, {}
@@ -61,7 +63,8 @@ def stated_limits(tests: Any) -> tuple[Any, dict[str, Any]]:
     if unread:  # a limit stated in a column no shape of these tests reads would be ignored in silence
         raise InlineProblemError(
             f"the tests state {unread[0]} {str(raw[unread[0]])[:40]!r}, which cpfleet reads only in a whole "
-            f"code_contests, TACO / APPS or codeforces row: state the limits as time_limit_s (seconds) / memory_limit_mb (MB)")
+            f"code_contests, TACO / APPS or codeforces row: state the limits as time_limit_s (seconds) / "
+            f"memory_limit_mb (MB)")
     limits = {k: raw[k] for k in LIMIT_KEYS if k in raw}
     for name, value in row_limits(raw).items():  # a dataset row's own columns, read as prepare reads them
         if limits.get(name) is not None and limits[name] != value:
@@ -86,8 +89,8 @@ def stated_limits(tests: Any) -> tuple[Any, dict[str, Any]]:
 
 # The judged fields of the project's own problem record besides its tests and limits. A record
 # passed as inline tests (``{"public_tests", "hidden_tests", "checker", ...}``) keeps them: an
-# interactive problem's tests hold no outputs, and judged by the default checker a program that
-# printed nothing passed them; a float checker's problem refused right answers.
+# interactive problem's tests hold no outputs, and under the default checker a program that
+# printed nothing would pass them; a float checker's problem would refuse right answers.
 RECORD_FIELDS = ("checker", "languages", "time_limit_multipliers", "python3_interpreter")
 
 
