@@ -90,18 +90,29 @@ def is_code_contests_row(raw: Mapping[str, Any]) -> bool:
     return any(isinstance(raw.get(k), Mapping) for k in CODE_CONTESTS_TEST_COLUMNS)
 
 
+# The columns of a TACO / APPS row besides ``input_output`` (TACO's and APPS's schemas): one of
+# them beside ``input_output`` says the mapping is the row, not the column with a key added
+TACO_APPS_COLUMNS = frozenset({
+    "question", "solutions", "starter_code", "difficulty", "time_limit", "memory_limit", "problem_id", "url",
+    "name", "source", "tags", "raw_tags", "skill_types", "date", "picture_num", "Expected Auxiliary Space",
+    "Expected Time Complexity"})
+# The columns of a PrimeIntellect verifiable-coding-problems row besides ``verification_info``
+PRIMEINTELLECT_COLUMNS = frozenset({
+    "problem_id", "task_type", "prompt", "gold_standard_solution", "in_source_id", "source", "metadata"})
+
+
 def is_taco_row(raw: Mapping[str, Any]) -> bool:
-    """Whether ``raw`` is a TACO / APPS row passed whole: its ``input_output`` beside other
-    columns (``{"input_output": ...}`` alone, or with ``LIMIT_KEYS`` only, is the column, whose
-    row may state limits it does not carry)."""
-    return "input_output" in raw and any(k not in ("input_output", *LIMIT_KEYS) for k in raw)
+    """Whether ``raw`` is a TACO / APPS row passed whole: its ``input_output`` beside columns of
+    the dataset's own (``{"input_output": ...}`` alone, or with ``LIMIT_KEYS``, is the column,
+    whose row may state limits it does not carry)."""
+    return "input_output" in raw and not TACO_APPS_COLUMNS.isdisjoint(raw)
 
 
 def is_primeintellect_row(raw: Mapping[str, Any]) -> bool:
     """Whether ``raw`` is a PrimeIntellect verifiable-coding-problems row passed whole: its
-    ``verification_info`` beside other columns (alone, or with ``LIMIT_KEYS`` only, it is the
-    column). Its rows state no limits."""
-    return "verification_info" in raw and any(k not in ("verification_info", *LIMIT_KEYS) for k in raw)
+    ``verification_info`` beside columns of the dataset's own (alone it is the column). Its rows
+    state no limits."""
+    return "verification_info" in raw and not PRIMEINTELLECT_COLUMNS.isdisjoint(raw)
 
 
 def is_deepcoder_row(raw: Mapping[str, Any]) -> bool:
@@ -170,15 +181,17 @@ def grader_time_limit_s(raw: Any) -> float | None:
     """The time limit the dataset's own grader gives every test of a row passed whole that
     states none, as ``cpfleet prepare`` gives it (``DatasetFormat.harness_time_limit_s``): a
     LiveCodeBench row's 6 s, a TACO / APPS row's 4 s, a DeepCoder row's 6 s (rLLM's grader);
-    None for any other shape. Only a row the
-    shape names without doubt: a TACO row's ``input_output`` column alone gets none (its row's
-    own ``time_limit``, which prepare reads first, may be shorter than TACO's 4 s), nor does a
-    list of cases, whose dataset and grader it does not name."""
+    None for any other shape. Only a row the shape names without doubt: a TACO row's
+    ``input_output`` column alone, or with columns but not its ``time_limit``, gets none (the
+    row's own limit, which prepare reads first, may be shorter than TACO's 4 s), nor does a list
+    of cases, whose dataset and grader it does not name."""
     if not isinstance(raw, Mapping) or is_code_contests_row(raw) or "public_tests" in raw or "hidden_tests" in raw:
         return None  # read as another shape first (core/testshapes.py normalize_tests)
     if is_livecodebench_row(raw):
         return LIVECODEBENCH_TIME_LIMIT_S
-    if is_taco_row(raw):
+    if is_taco_row(raw) and ("time_limit" in raw or "problem_id" in raw):
+        # a TACO row (it has the column, null when it states none) or an APPS one (none at all);
+        # other columns without time_limit may have left the row's own limit behind
         return TACO_TIME_LIMIT_S
     if is_deepcoder_row(raw):
         return DEEPCODER_TIME_LIMIT_S

@@ -420,3 +420,14 @@ def test_a_codeforces_row_stating_1s_times_out_a_15s_program_inline_as_prepared(
     for route, rec in {"prepare": prepared(row, "codeforces"), "inline": problem_from_tests(row)}.items():
         r = evaluate(Problem.from_dict(rec), SLOW_ADD, fork_server, mode="public")
         assert (r.reward, r.verdict) == (0.0, Verdict.TIME_LIMIT), route
+
+
+def test_only_a_row_with_its_datasets_columns_is_read_as_the_row() -> None:
+    io_ = json.dumps({"inputs": ["1 2\n"], "outputs": ["3\n"]})
+    # the column with a key of no TACO column beside it is no row: refused, not read with the key ignored
+    with pytest.raises(InlineProblemError, match="unrecognised"):
+        problem_from_tests({"input_output": io_, "fn_name": "add"})
+    # TACO's columns without its time_limit column may have left the row's limit behind: no
+    # grader's 4 s is assumed for them
+    assert problem_from_tests({"input_output": io_, "question": "q"})["time_limit_s"] is None
+    assert problem_from_tests({"input_output": io_, "question": "q", "time_limit": None})["time_limit_s"] == 4.0
