@@ -470,13 +470,26 @@ class JobInit:
                 tree_cpu.reaped_base = before.ru_utime + before.ru_stime
             killed, credit = police.police(pid, self.sock, t0 + wall_s, t0 + max(wall_s, wall_max_s), cpu_limit_s,
                                            tree_cpu)
+            ended = self._await_the_rest(pid, killed, min(t0 + wall_s + credit, t0 + max(wall_s, wall_max_s)),
+                                         cpu_limit_s, tree_cpu, before)
             wall = time.monotonic() - t0
-            if self.ns_init:
-                # kill the rest BEFORE reaping the main process: a zombie held by a ptrace tracer
-                # cannot be reaped until the tracer is gone (a program could hang us otherwise)
-                police.kill_all_but_init()
-            _, status, ru = os.wait4(pid, 0)
-            police.kill_everything_left(pid, self.ns_init, self.subreaper, bool(self.z.layers.get("uid_drop")), self.z.uid)
+            uid_drop = bool(self.z.layers.get("uid_drop"))
+            if ended is None:
+                if self.ns_init:
+                    # kill the rest BEFORE reaping the main process: a zombie held by a ptrace
+                    # tracer cannot be reaped until the tracer is gone (a program could hang us)
+                    police.kill_all_but_init()
+                _, status, ru = os.wait4(pid, 0)
+                police.kill_everything_left(pid, self.ns_init, self.subreaper, uid_drop, self.z.uid)
+            else:
+                rest, status, ru = ended
+                if rest:  # processes of the test still running at its end
+                    killed = rest
+                    if self.ns_init:
+                        police.kill_all_but_init()
+                    police.kill_everything_left(pid, self.ns_init, self.subreaper, uid_drop, self.z.uid)
+                    if rest == police.RUNNER_GONE:
+                        os._exit(0)
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
             # CPU of every process of the test, reaped by anyone (orphans reaped by this init too):
             # a program must not escape the time limit by burning CPU in children it never waits for
@@ -507,6 +520,26 @@ class JobInit:
         return {"status": status, "cpu": max(cpu, ru.ru_utime + ru.ru_stime), "maxrss": ru.ru_maxrss,
                 "files": collected, "wall_credit": credit,
                 "wall": wall, "killed": killed, "internal": failure, "exec_errno": exec_errno}
+
+    def _await_the_rest(self, pid: int, killed: str, deadline: float, cpu_limit_s: float | None,
+                        tree_cpu: police.TreeCpu | None, before: Any) -> tuple[str, int, Any] | None:
+        """The test's end when its main process ended on its own: it is reaped here, and the
+        test lasts until every process it left has ended too, within its limits
+        (``police.await_the_rest``): what they write is part of the output it is judged on, as
+        under a judge that reads stdout to EOF. Returns why the rest must be killed ("" when
+        nothing is left) and the main process's status and rusage; None when the main process
+        was killed or this init cannot see the processes it left (no pid namespace and no
+        subreaper: they are killed at once)."""
+        if killed or not (self.ns_init or self.subreaper):
+            return None
+        # the main process is a zombie now (the filter refuses ptrace, so no tracer holds it;
+        # WNOHANG all the same, as a zombie that cannot be reaped must not hang the init)
+        reaped, status, ru = os.wait4(pid, os.WNOHANG)
+        if reaped != pid:
+            return None
+        reaped_base = before.ru_utime + before.ru_stime
+        rest = police.await_the_rest(self.sock, deadline, cpu_limit_s, tree_cpu, reaped_base, self.own_proc)
+        return rest or "", status, ru
 
     def _before_fork(self) -> None:
         # Empty the free lists and young generations here, where the pages are our own: the
