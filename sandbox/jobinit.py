@@ -5,8 +5,8 @@ program once, installs the seccomp filter, and per test forks a child (ahead of 
 it can), confines it and runs the program, then reports the test's end. Watching and killing the
 running test is sandbox/police.py's.
 
-Slightly over 500 lines: the job init is one process's life (compile, filter, per-test fork,
-report), and its steps share that process's state; watching and killing already moved out.
+812 lines: the job init is one process's life (compile, filter, per-test fork, report), and its
+steps share that process's state; watching and killing already moved out.
 """
 
 from __future__ import annotations
@@ -470,8 +470,8 @@ class JobInit:
                 tree_cpu.reaped_base = before.ru_utime + before.ru_stime
             killed, credit = police.police(pid, self.sock, t0 + wall_s, t0 + max(wall_s, wall_max_s), cpu_limit_s,
                                            tree_cpu)
-            ended = self._await_the_rest(pid, killed, min(t0 + wall_s + credit, t0 + max(wall_s, wall_max_s)),
-                                         cpu_limit_s, tree_cpu, before)
+            deadline = min(t0 + wall_s + credit, t0 + max(wall_s, wall_max_s))
+            ended = None if shared else self._await_the_rest(pid, killed, deadline, cpu_limit_s, tree_cpu, before)
             wall = time.monotonic() - t0
             uid_drop = bool(self.z.layers.get("uid_drop"))
             if ended is None:
@@ -529,7 +529,10 @@ class JobInit:
         under a judge that reads stdout to EOF. Returns why the rest must be killed ("" when
         nothing is left) and the main process's status and rusage; None when the main process
         was killed or this init cannot see the processes it left (no pid namespace and no
-        subreaper: they are killed at once)."""
+        subreaper: they are killed at once). Not asked for a side of an interactive dialogue:
+        what is left of it is killed as its main process ends, so the interactor sees the end of
+        its output at once (the verdicts tests/test_interactive_hostile.py pins, a forked child
+        that keeps the pipe among them)."""
         if killed or not (self.ns_init or self.subreaper):
             return None
         # the main process is a zombie now (the filter refuses ptrace, so no tracer holds it;
