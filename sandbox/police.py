@@ -1,6 +1,8 @@
 """Watching and killing a running test, in the job init (sandbox/jobinit.py): its CPU time
 against the limit, the wall-clock backstop (moved by the time it waited for a CPU), the runner's
-kill requests; and, once it ended, every process it left (double-forked, setsid'd orphans)."""
+kill requests; once its main process ended, the processes it left, until they end too or reach
+the test's limits (``await_the_rest``); and then every process still there (double-forked,
+setsid'd orphans)."""
 
 from __future__ import annotations
 
