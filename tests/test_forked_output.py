@@ -33,11 +33,13 @@ REFERENCE_ENV = {"LANG": "C.UTF-8"}  # no PYTHONUNBUFFERED (set in many shells):
 FORKING = {
     "fork-then-both-exit": "import os\nprint(3)\nos.fork()\n",
     "forked-child-sleeps-then-exits": "import os, time\nprint(3)\nif os.fork() == 0:\n    time.sleep(0.05)\n",
+    # the child writes once the main process has exited (its end of the pipe closed with it)
     "forked-child-writes-after-the-parent-exits": (
-        "import os, time\nif os.fork() == 0:\n    time.sleep(0.05)\n    os.write(1, b'4\\n')\n    os._exit(0)\nprint(3)\n"),
-    "orphaned-grandchild-writes-later": (
-        "import os, time\nif os.fork() == 0:\n    if os.fork() == 0:\n        time.sleep(0.05)\n        os.write(1, b'4\\n')\n"
-        "    os._exit(0)\nos.wait()\nprint(3)\n"),
+        "import os\nr, w = os.pipe()\nif os.fork() == 0:\n    os.close(w)\n    os.read(r, 1)\n    os.write(1, b'4\\n')\n"
+        "    os._exit(0)\nos.close(r)\nprint(3)\n"),
+    "orphaned-grandchild-writes-after-the-parent-exits": (
+        "import os\nr, w = os.pipe()\nif os.fork() == 0:\n    if os.fork() == 0:\n        os.close(w)\n        os.read(r, 1)\n"
+        "        os.write(1, b'4\\n')\n    os._exit(0)\nos.close(r)\nos.wait()\nprint(3)\n"),
     "forked-child-exits-without-flushing": "import os\nprint(3)\nif os.fork() == 0:\n    os._exit(0)\n",
     "thread": "import threading\nprint(3)\nthreading.Thread(target=print, args=(4,)).start()\n",
     "multiprocessing": (
