@@ -92,16 +92,21 @@ def test_what_forked_processes_write_is_judged_as_the_compiled_program_prints_it
     assert_as_reference(runs(runner, "c", code), reference([str(tmp_path / "prog")]))
 
 
+@pytest.mark.parametrize("path", ["pypy-fork-server", "exec"])
 @pytest.mark.parametrize("code", [FORKING["fork-then-both-exit"], FORKING["forked-child-writes-after-the-parent-exits"],
                                   FORKING["forked-child-exits-without-flushing"]],
                          ids=["fork-then-both-exit", "forked-child-writes-after-the-parent-exits",
                               "forked-child-exits-without-flushing"])
-def test_what_forked_processes_write_is_judged_as_pypy3_judges_it(fork_runner: ForkServerRunner, code: str,
-                                                                   tmp_path: Path) -> None:
+def test_what_forked_processes_write_is_judged_as_pypy3_judges_it(fork_runner: ForkServerRunner, code: str, path: str,
+                                                                   tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On the PyPy fork server, and on the exec path (a fresh ``pypy3 solution.py`` per test in
+    the same confinement, ``CPFLEET_PYPY_FORK=0``)."""
     missing = languages.missing_tools("pypy3")
     if missing:
         pytest.skip(f"pypy3 not installed here: {missing}")
-    assert fork_runner.forks_pypy()
+    if path == "exec":
+        monkeypatch.setenv("CPFLEET_PYPY_FORK", "0")
+    assert fork_runner.forks_pypy() == (path != "exec")
     script = tmp_path / "solution.py"
     script.write_text(code)
     ref = reference([languages.get("pypy3").tools[0], str(script)])
