@@ -5,7 +5,7 @@ program once, installs the seccomp filter, and per test forks a child (ahead of 
 it can), confines it and runs the program, then reports the test's end. Watching and killing the
 running test is sandbox/police.py's.
 
-812 lines: the job init is one process's life (compile, filter, per-test fork, report), and its
+813 lines: the job init is one process's life (compile, filter, per-test fork, report), and its
 steps share that process's state; watching and killing already moved out.
 """
 
@@ -471,6 +471,7 @@ class JobInit:
             killed, credit = police.police(pid, self.sock, t0 + wall_s, t0 + max(wall_s, wall_max_s), cpu_limit_s,
                                            tree_cpu)
             deadline = min(t0 + wall_s + credit, t0 + max(wall_s, wall_max_s))
+            outlived = False  # killed after the main process ended: what it left ran on
             ended = None if shared else self._await_the_rest(pid, killed, deadline, cpu_limit_s, tree_cpu, before)
             wall = time.monotonic() - t0
             uid_drop = bool(self.z.layers.get("uid_drop"))
@@ -484,7 +485,7 @@ class JobInit:
             else:
                 rest, status, ru = ended
                 if rest:  # processes of the test still running at its end
-                    killed = rest
+                    killed, outlived = rest, True
                     if self.ns_init:
                         police.kill_all_but_init()
                     police.kill_everything_left(pid, self.ns_init, self.subreaper, uid_drop, self.z.uid)
@@ -519,7 +520,7 @@ class JobInit:
             shutil.rmtree(fallback_cwd, ignore_errors=True)
         return {"status": status, "cpu": max(cpu, ru.ru_utime + ru.ru_stime), "maxrss": ru.ru_maxrss,
                 "files": collected, "wall_credit": credit,
-                "wall": wall, "killed": killed, "internal": failure, "exec_errno": exec_errno}
+                "wall": wall, "killed": killed, "outlived": outlived, "internal": failure, "exec_errno": exec_errno}
 
     def _await_the_rest(self, pid: int, killed: str, deadline: float, cpu_limit_s: float | None,
                         tree_cpu: police.TreeCpu | None, before: Any) -> tuple[str, int, Any] | None:

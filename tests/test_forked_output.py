@@ -148,5 +148,6 @@ def test_a_process_left_running_is_the_programs_time_limit(runner: CodeRunner, c
     rr = runner.run(b"", limits)
     assert (rr.status, rr.stdout, rr.deterministic) == (Verdict.TIME_LIMIT, b"3\n", deterministic), rr
     assert rr.wall_s < limits.wall_max_s + 1, rr
+    assert deterministic or "a process it started was still running" in rr.error, rr.error
     again = runner.run(b"", limits)  # nothing of the first test is left to disturb the next
     assert (again.status, again.stdout) == (Verdict.TIME_LIMIT, b"3\n"), again
