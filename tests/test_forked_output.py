@@ -136,6 +136,11 @@ LINGERING: dict[str, tuple[str, bool]] = {
     "sleeps-with-its-std-streams-closed": (
         "import os, time\nprint(3, flush=True)\nif os.fork() == 0:\n    os.closerange(0, 3)\n    time.sleep(100)\n", False),
     "spins": ("import os\nprint(3, flush=True)\nif os.fork() == 0:\n    while True:\n        pass\n", True),
+    # orphans for the init to reap, made as fast as a process can fork
+    "makes-orphans-forever": (
+        "import os\nprint(3, flush=True)\nif os.fork() == 0:\n    while True:\n        try:\n            if os.fork() == 0:\n"
+        "                os.fork()\n                os._exit(0)\n            os.wait()\n        except OSError:\n"
+        "            pass\n", True),
 }
 
 
