@@ -5,8 +5,8 @@ program once, installs the seccomp filter, and per test forks a child (ahead of 
 it can), confines it and runs the program, then reports the test's end. Watching and killing the
 running test is sandbox/police.py's.
 
-Slightly over 500 lines: the job init is one process's life (compile, filter, per-test fork,
-report), and its steps share that process's state; watching and killing already moved out.
+813 lines: the job init is one process's life (compile, filter, per-test fork, report), and its
+steps share that process's state; watching and killing already moved out.
 """
 
 from __future__ import annotations
@@ -470,13 +470,27 @@ class JobInit:
                 tree_cpu.reaped_base = before.ru_utime + before.ru_stime
             killed, credit = police.police(pid, self.sock, t0 + wall_s, t0 + max(wall_s, wall_max_s), cpu_limit_s,
                                            tree_cpu)
+            deadline = min(t0 + wall_s + credit, t0 + max(wall_s, wall_max_s))
+            outlived = False  # killed after the main process ended: what it left ran on
+            ended = None if shared else self._await_the_rest(pid, killed, deadline, cpu_limit_s, tree_cpu, before)
             wall = time.monotonic() - t0
-            if self.ns_init:
-                # kill the rest BEFORE reaping the main process: a zombie held by a ptrace tracer
-                # cannot be reaped until the tracer is gone (a program could hang us otherwise)
-                police.kill_all_but_init()
-            _, status, ru = os.wait4(pid, 0)
-            police.kill_everything_left(pid, self.ns_init, self.subreaper, bool(self.z.layers.get("uid_drop")), self.z.uid)
+            uid_drop = bool(self.z.layers.get("uid_drop"))
+            if ended is None:
+                if self.ns_init:
+                    # kill the rest BEFORE reaping the main process: a zombie held by a ptrace
+                    # tracer cannot be reaped until the tracer is gone (a program could hang us)
+                    police.kill_all_but_init()
+                _, status, ru = os.wait4(pid, 0)
+                police.kill_everything_left(pid, self.ns_init, self.subreaper, uid_drop, self.z.uid)
+            else:
+                rest, status, ru = ended
+                if rest:  # processes of the test still running at its end
+                    killed, outlived = rest, True
+                    if self.ns_init:
+                        police.kill_all_but_init()
+                    police.kill_everything_left(pid, self.ns_init, self.subreaper, uid_drop, self.z.uid)
+                    if rest == police.RUNNER_GONE:
+                        os._exit(0)
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
             # CPU of every process of the test, reaped by anyone (orphans reaped by this init too):
             # a program must not escape the time limit by burning CPU in children it never waits for
@@ -506,7 +520,30 @@ class JobInit:
             shutil.rmtree(fallback_cwd, ignore_errors=True)
         return {"status": status, "cpu": max(cpu, ru.ru_utime + ru.ru_stime), "maxrss": ru.ru_maxrss,
                 "files": collected, "wall_credit": credit,
-                "wall": wall, "killed": killed, "internal": failure, "exec_errno": exec_errno}
+                "wall": wall, "killed": killed, "outlived": outlived, "internal": failure, "exec_errno": exec_errno}
+
+    def _await_the_rest(self, pid: int, killed: str, deadline: float, cpu_limit_s: float | None,
+                        tree_cpu: police.TreeCpu | None, before: Any) -> tuple[str, int, Any] | None:
+        """The test's end when its main process ended on its own: it is reaped here, and the
+        test lasts until every process it left has ended too, within its limits
+        (``police.await_the_rest``): what they write is part of the output it is judged on, as
+        under a judge that reads stdout to EOF. Returns why the rest must be killed ("" when
+        nothing is left) and the main process's status and rusage; None when the main process
+        was killed or this init cannot see the processes it left (no pid namespace and no
+        subreaper: they are killed at once). Not asked for a side of an interactive dialogue:
+        what is left of it is killed as its main process ends, so the interactor sees the end of
+        its output at once (the verdicts tests/test_interactive_hostile.py pins, a forked child
+        that keeps the pipe among them)."""
+        if killed or not (self.ns_init or self.subreaper):
+            return None
+        # the main process is a zombie now (the filter refuses ptrace, so no tracer holds it;
+        # WNOHANG all the same, as a zombie that cannot be reaped must not hang the init)
+        reaped, status, ru = os.wait4(pid, os.WNOHANG)
+        if reaped != pid:
+            return None
+        reaped_base = before.ru_utime + before.ru_stime
+        rest = police.await_the_rest(self.sock, deadline, cpu_limit_s, tree_cpu, reaped_base, self.own_proc)
+        return rest or "", status, ru
 
     def _before_fork(self) -> None:
         # Empty the free lists and young generations here, where the pages are our own: the
