@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -122,7 +123,7 @@ class Problem:
             time_limit_multipliers=multipliers,
             python3_interpreter=interpreter,
         )
-        _refuse_lone_surrogates(problem.to_dict())
+        refuse_lone_surrogates(problem.to_dict())
         return problem
 
     def to_dict(self) -> dict[str, Any]:
@@ -228,7 +229,7 @@ def judging_refusal(problem: Problem, mode: str = "full") -> str | None:
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _refuse_lone_surrogates(record: dict[str, Any]) -> None:
+def refuse_lone_surrogates(record: Mapping[str, Any]) -> None:
     """ProblemFormatError naming the first string of the record (as the problem keeps it) that
     holds a lone UTF-16 surrogate (JSON's ``"\\ud800"`` escape): no UTF-8 encodes it, so it
     could never be a program's input or output, and hashing, storing or reporting the problem

@@ -227,6 +227,24 @@ def test_a_package_with_a_symlink_or_fifo_is_skipped_and_nothing_outside_is_read
     assert "SECRET" not in out.read_text() and json.loads(out.read_text())["id"] == "c/fine"
 
 
+def test_a_package_with_a_file_name_that_is_not_utf8_is_skipped_and_the_rest_are_written(tmp_path: Path) -> None:
+    """A submission's file name is kept in the record: read from a name that is not UTF-8 it held
+    a lone surrogate no UTF-8 writer encodes, and the whole prepare run ended in a traceback
+    with nothing written (a quoted one in problem.yaml's name did the same)."""
+    root = tmp_path / "c"
+    base = {"data/sample/1.in": "1\n", "data/sample/1.ans": "1\n", "data/secret/2.in": "2\n", "data/secret/2.ans": "2\n"}
+    write(root / "badsub", {**base, "problem.yaml": "name: X\n"})
+    sub = root / "badsub" / "submissions" / "accepted"
+    sub.mkdir(parents=True)
+    (sub / os.fsdecode(b"sol\xff.py")).write_text("print(1)\n")
+    write(root / "badname", {**base, "problem.yaml": 'name: "bad \\udcff name"\n'})
+    write(root / "fine", {**base, "problem.yaml": "name: Fine\n", "submissions/accepted/a.py": "print(1)\n"})
+    summary, recs = run(root, tmp_path, with_solutions=True)
+    assert (summary.read, summary.kept) == (3, 1), summary.lines()
+    assert list(recs) == ["c/fine"]
+    assert all("lone surrogate" in r for r in summary.skipped), summary.skipped
+
+
 # YAML aliases nest: this 500-byte problem.yaml names a list of 9**10 strings, which reading its
 # name as text spelled out (25 GB: all the memory, or hours) in the prepare process. The package is
 # skipped as unreadable; a problem.yaml that uses an alias as intended still converts.
