@@ -245,6 +245,21 @@ def test_a_package_with_a_file_name_that_is_not_utf8_is_skipped_and_the_rest_are
     assert all("lone surrogate" in r for r in summary.skipped), summary.skipped
 
 
+def test_a_package_without_secret_tests_is_skipped_never_rewarded_from_its_samples(tmp_path: Path) -> None:
+    """The hidden tests are the samples followed by the secret ones: with no secret test (none
+    shipped, or none with an .ans) they were the samples alone, whose answers the statement and
+    the feedback show, so a program printing them was paid 1.0 without solving anything."""
+    root = tmp_path / "c"
+    sample = {"problem.yaml": "name: X\n", "data/sample/1.in": "7\n", "data/sample/1.ans": "49\n"}
+    write(root / "samplesonly", sample)
+    write(root / "noanswers", {**sample, "data/secret/2.in": "8\n"})  # its .ans missing: dropped
+    write(root / "fine", {**sample, "data/secret/2.in": "8\n", "data/secret/2.ans": "64\n"})
+    summary, recs = run(root, tmp_path)
+    assert (summary.read, summary.kept) == (3, 1), summary.lines()
+    assert list(recs) == ["c/fine"]
+    assert summary.skipped == {"no secret tests (the samples alone, shown in the statement, would decide the reward)": 2}
+
+
 # YAML aliases nest: this 500-byte problem.yaml names a list of 9**10 strings, which reading its
 # name as text spelled out (25 GB: all the memory, or hours) in the prepare process. The package is
 # skipped as unreadable; a problem.yaml that uses an alias as intended still converts.
@@ -252,7 +267,7 @@ def test_a_problem_yaml_of_nested_aliases_skips_its_package_alone(tmp_path: Path
     laughs = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
     laughs += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 10)]
     root = tmp_path / "c"
-    base = {"data/sample/1.in": "1\n", "data/sample/1.ans": "1\n"}
+    base = {"data/sample/1.in": "1\n", "data/sample/1.ans": "1\n", "data/secret/2.in": "2\n", "data/secret/2.ans": "2\n"}
     write(root / "laughs", {**base, "problem.yaml": "\n".join(laughs) + "\nname: *a9\n"})
     write(root / "fine", {**base, "problem.yaml": "author: &who Ann\nname: *who\n"})
     summary, recs = run(root, tmp_path)
@@ -268,7 +283,7 @@ def test_a_problem_yaml_of_nested_aliases_skips_its_package_alone(tmp_path: Path
 # package as unreadable, naming why, instead of ending prepare with a traceback.
 def test_validator_flags_with_a_long_word_or_an_open_quote_are_read_once(tmp_path: Path) -> None:
     root = tmp_path / "c"
-    base = {"data/sample/1.in": "1\n", "data/sample/1.ans": "1\n"}
+    base = {"data/sample/1.in": "1\n", "data/sample/1.ans": "1\n", "data/secret/2.in": "2\n", "data/secret/2.ans": "2\n"}
     write(root / "long", {**base, "problem.yaml": f"validator_flags: float_tolerance '1e-6' {'a' * 6_000_000}\n"})
     write(root / "open", {**base, "problem.yaml": "validator_flags: float_tolerance \"1e-6\n"})
     summary, recs = run(root, tmp_path)
@@ -285,7 +300,8 @@ def test_validator_flags_with_a_long_word_or_an_open_quote_are_read_once(tmp_pat
 # domjudge-problem.ini that does not parse.
 def test_a_padded_domjudge_problem_ini_is_not_parsed(tmp_path: Path) -> None:
     root = tmp_path / "c"
-    base = {"data/sample/1.in": "1\n", "data/sample/1.ans": "1\n", "problem.yaml": "name: X\n"}
+    base = {"data/sample/1.in": "1\n", "data/sample/1.ans": "1\n", "data/secret/2.in": "2\n", "data/secret/2.ans": "2\n",
+            "problem.yaml": "name: X\n"}
     write(root / "padded", {**base, "domjudge-problem.ini": "timelimit = 3\nx" + " " * 1_000_000 + "y\n"})
     write(root / "plain", {**base, "domjudge-problem.ini": "timelimit = '3'\n"})
     _, recs = run(root, tmp_path)
