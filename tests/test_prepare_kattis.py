@@ -23,7 +23,7 @@ from conftest import SHARED_DATA_ENV, find_shared_data
 from cpfleet.core.checkers import get_checker
 from cpfleet.core.problem import Problem
 from cpfleet.core.records import loader_check, record_errors
-from cpfleet.datasets.formats.kattis import DEFAULT_MEMORY_MB
+from cpfleet.datasets.formats.kattis import DEFAULT_MEMORY_MB, NO_SECRET_TEST
 from cpfleet.datasets.prepare import PrepareOptions, PrepareSummary, prepare
 
 REPO = Path(__file__).resolve().parents[1]
@@ -247,17 +247,18 @@ def test_a_package_with_a_file_name_that_is_not_utf8_is_skipped_and_the_rest_are
 
 def test_a_package_without_secret_tests_is_skipped_never_rewarded_from_its_samples(tmp_path: Path) -> None:
     """The hidden tests are the samples followed by the secret ones: with no secret test (none
-    shipped, or none with an .ans) they were the samples alone, whose answers the statement and
-    the feedback show, so a program printing them was paid 1.0 without solving anything."""
+    shipped, none with an .ans, or only the samples again) they were the samples alone, whose
+    answers the statement and the feedback show, so a program printing them was paid 1.0."""
     root = tmp_path / "c"
     sample = {"problem.yaml": "name: X\n", "data/sample/1.in": "7\n", "data/sample/1.ans": "49\n"}
     write(root / "samplesonly", sample)
     write(root / "noanswers", {**sample, "data/secret/2.in": "8\n"})  # its .ans missing: dropped
+    write(root / "again", {**sample, "data/secret/1.in": "7\n", "data/secret/1.ans": "49\n"})  # the sample again
     write(root / "fine", {**sample, "data/secret/2.in": "8\n", "data/secret/2.ans": "64\n"})
     summary, recs = run(root, tmp_path)
-    assert (summary.read, summary.kept) == (3, 1), summary.lines()
+    assert (summary.read, summary.kept) == (4, 1), summary.lines()
     assert list(recs) == ["c/fine"]
-    assert summary.skipped == {"no secret tests (the samples alone, shown in the statement, would decide the reward)": 2}
+    assert summary.skipped == {NO_SECRET_TEST: 3}
 
 
 # YAML aliases nest: this 500-byte problem.yaml names a list of 9**10 strings, which reading its

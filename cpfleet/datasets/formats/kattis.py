@@ -32,8 +32,9 @@ A package (problemarchive.org problem format, legacy and 2023-07) is a folder wi
   ``correct_solutions`` / ``incorrect_solutions``.
 - ``python3_interpreter: pypy3``: Kattis judges Python 3 submissions with PyPy, and the time
   limits are sized for that, so a python3 completion is judged under PyPy.
-- skipped: scoring and multi-pass problems, packages without tests or without secret tests (the
-  samples alone would decide the reward), each with its reason.
+- skipped: scoring and multi-pass problems, packages without tests, packages whose secret tests
+  are none or only the samples again (the samples alone would decide the reward), each with its
+  reason.
 
 Over 500 lines: one package format read whole (tests, validator flags per group, limits from
 three sources, validator folders, submissions, statements), each part small and read together
@@ -68,6 +69,7 @@ FLOAT_FLAGS = ("float_tolerance", "float_absolute_tolerance", "float_relative_to
 # system_default.yaml (memory: 2048) and DOMjudge's 2 GiB; the project's 512 MB would refuse
 # accepted jury solutions that need ~800 MB
 DEFAULT_MEMORY_MB = 2048
+NO_SECRET_TEST = "no secret test beyond the samples (the samples alone, shown in the statement, would decide the reward)"
 MAX_FILE_BYTES = 64 << 20  # a test or validator file above this is refused, not read
 
 
@@ -491,11 +493,11 @@ def convert_package(pkg: Path, pid: str, opts: PrepareOptions, counts: Counter[s
         return checker
     public = _tests(pkg, "sample", interactive, counts)
     secret = _tests(pkg, "secret", interactive, counts)
-    if public and not secret:
-        # the hidden tests are the samples and the secret ones: without a secret test the
-        # reward would come from the samples alone, whose answers the statement and the
-        # feedback show (a program printing them is paid)
-        return "no secret tests (the samples alone, shown in the statement, would decide the reward)"
+    if public and all(t in public for t in secret):
+        # the hidden tests are the samples and the secret ones: without a secret test of its own
+        # (none, none with its .ans, only the samples again) the reward would come from the
+        # samples alone, whose answers the statement and the feedback show
+        return NO_SECRET_TEST
     tl, tl_source = _time_limit(pkg, meta)
     memory_mb, memory_source = _memory_limit(meta)
     description, fmt = _statement(pkg)
