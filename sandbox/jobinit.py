@@ -518,9 +518,7 @@ class JobInit:
         if self.box is not None:
             self.box.settle()
         if fallback_cwd:
-            import shutil
-
-            shutil.rmtree(fallback_cwd, ignore_errors=True)
+            isolation.remove_tree(fallback_cwd)  # however deep the test made it
         return {"status": status, "cpu": max(cpu, ru.ru_utime + ru.ru_stime), "maxrss": ru.ru_maxrss,
                 "files": collected, "wall_credit": credit,
                 "wall": wall, "killed": killed, "internal": failure, "exec_errno": exec_errno}
