@@ -24,7 +24,7 @@ from cpfleet.core.checkers import get_checker
 from cpfleet.core.problem import Problem
 from cpfleet.core.records import loader_check, record_errors
 from cpfleet.datasets.formats.kattis import DEFAULT_MEMORY_MB, NO_SECRET_TEST
-from cpfleet.datasets.prepare import PrepareOptions, PrepareSummary, prepare
+from cpfleet.datasets.prepare import HIDDEN_CAP_SHOWN_ONLY, PrepareOptions, PrepareSummary, prepare
 
 REPO = Path(__file__).resolve().parents[1]
 ICPC = find_shared_data() / "icpc-kattis-31.jsonl.gz"
@@ -259,6 +259,22 @@ def test_a_package_without_secret_tests_is_skipped_never_rewarded_from_its_sampl
     assert (summary.read, summary.kept) == (4, 1), summary.lines()
     assert list(recs) == ["c/fine"]
     assert summary.skipped == {NO_SECRET_TEST: 3}
+
+
+def test_max_hidden_that_would_keep_only_the_samples_skips_the_package(tmp_path: Path) -> None:
+    """The samples come first among the hidden tests: ``--max-hidden 2`` on a package with two
+    samples kept the samples alone, so the reward was paid for printing the statement's answers."""
+    root = tmp_path / "c"
+    samples = {"problem.yaml": "name: X\n", "data/sample/1.in": "1\n", "data/sample/1.ans": "1\n",
+               "data/sample/2.in": "2\n", "data/sample/2.ans": "4\n"}
+    write(root / "twosamples", {**samples, "data/secret/3.in": "3\n", "data/secret/3.ans": "9\n"})
+    write(root / "onesample", {"problem.yaml": "name: Y\n", "data/sample/1.in": "1\n", "data/sample/1.ans": "1\n",
+                               "data/secret/3.in": "3\n", "data/secret/3.ans": "9\n",
+                               "data/secret/4.in": "4\n", "data/secret/4.ans": "16\n"})
+    summary, recs = run(root, tmp_path, max_hidden=2)
+    assert (summary.read, summary.kept) == (2, 1), summary.lines()
+    assert summary.skipped == {HIDDEN_CAP_SHOWN_ONLY: 1}
+    assert pairs(recs["c/onesample"], "hidden_tests") == [("1\n", "1\n"), ("3\n", "9\n")]
 
 
 # YAML aliases nest: this 500-byte problem.yaml names a list of 9**10 strings, which reading its

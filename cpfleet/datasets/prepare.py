@@ -25,7 +25,8 @@ Per problem (output: the project's problem JSONL, what ``cpfleet.datasets.loadin
 Every record is checked against the shared schema (cpfleet.core.records) and, where this
 build registers its checker type, by ``Problem.from_dict``. Filters: ``--min-public N``,
 ``--difficulty LO:HI`` (inclusive, either side optional; TACO and APPS names map to ranks, see
-DIFFICULTY_RANKS), ``--max-samples`` (stop after N kept), ``--max-hidden N``. A summary (read,
+DIFFICULTY_RANKS), ``--max-samples`` (stop after N kept), ``--max-hidden N`` (a problem it would
+leave only public tests of, whose answers are shown, is skipped). A summary (read,
 kept, skipped per reason with the first rows skipped for it, notes, solution counts) goes to
 stderr at the end, with a progress bar while it works.
 
@@ -204,6 +205,9 @@ def _difficulty_rank(value: Any) -> int | None:
     return None
 
 
+HIDDEN_CAP_SHOWN_ONLY = "--max-hidden keeps only public tests (their answers are shown: the reward would pay for printing them)"
+
+
 def _filter(rec: dict[str, Any], opts: PrepareOptions, summary: PrepareSummary) -> str | None:
     if opts.difficulty is not None:
         lo, hi = opts.difficulty
@@ -217,7 +221,14 @@ def _filter(rec: dict[str, Any], opts: PrepareOptions, summary: PrepareSummary) 
     if not rec["hidden_tests"]:
         return "no hidden tests"
     if opts.max_hidden is not None and len(rec["hidden_tests"]) > opts.max_hidden:
-        rec["hidden_tests"] = rec["hidden_tests"][: opts.max_hidden]
+        shown = {(t.get("input"), t.get("output")) for t in rec["public_tests"]}
+        unshown = [(t.get("input"), t.get("output")) not in shown for t in rec["hidden_tests"]]
+        kept = rec["hidden_tests"][: opts.max_hidden]
+        if any(unshown) and not any(unshown[: opts.max_hidden]):
+            # formats that reward the shown tests too list them first (Kattis's samples, TACO's
+            # first tests): the cap would leave only tests whose answers the feedback shows
+            return HIDDEN_CAP_SHOWN_ONLY
+        rec["hidden_tests"] = kept
         summary.hidden_capped += 1
     if not rec["id"]:
         return "no id (empty name)"
