@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -190,6 +190,17 @@ class Problem:
         if self.python3_interpreter is not None:
             judged.append(["python3_interpreter", self.python3_interpreter])
         return hashlib.blake2b(msgpack.packb(judged, use_bin_type=True), digest_size=12).hexdigest()
+
+
+def cap_keeps_only_shown(public: Sequence[tuple[str, str]], hidden: Sequence[tuple[str, str]], cap: int) -> bool:
+    """Whether keeping the first ``cap`` hidden tests (``--max-hidden``) would leave only tests
+    among the public ones, (input, output) pairs, when the hidden tests held others: formats
+    that reward the shown tests too list them first (Kattis's samples, TACO's first tests), and
+    their answers are in the feedback and often the statement, so the capped problem would pay
+    for printing them (``validate_for_judging``'s reason for hidden tests)."""
+    shown = set(public)
+    unshown = [t not in shown for t in hidden]
+    return any(unshown) and not any(unshown[:cap])
 
 
 def validate_for_judging(problem: Problem, mode: str = "full") -> None:

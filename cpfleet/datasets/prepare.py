@@ -50,7 +50,7 @@ from typing import IO, Any
 
 from cpfleet.argtypes import memory_limit_mb, nonnegative_int, output_file, time_limit_seconds
 from cpfleet.core.errors import DatasetUnavailableError, PrepareError
-from cpfleet.core.problem import DEFAULT_MEMORY_LIMIT_MB, DEFAULT_TIME_LIMIT_S
+from cpfleet.core.problem import DEFAULT_MEMORY_LIMIT_MB, DEFAULT_TIME_LIMIT_S, cap_keeps_only_shown
 from cpfleet.core.records import loader_check, record_errors
 from cpfleet.datasets import formats
 from cpfleet.datasets.formats import PrepareOptions
@@ -221,14 +221,10 @@ def _filter(rec: dict[str, Any], opts: PrepareOptions, summary: PrepareSummary) 
     if not rec["hidden_tests"]:
         return "no hidden tests"
     if opts.max_hidden is not None and len(rec["hidden_tests"]) > opts.max_hidden:
-        shown = {(t.get("input"), t.get("output")) for t in rec["public_tests"]}
-        unshown = [(t.get("input"), t.get("output")) not in shown for t in rec["hidden_tests"]]
-        kept = rec["hidden_tests"][: opts.max_hidden]
-        if any(unshown) and not any(unshown[: opts.max_hidden]):
-            # formats that reward the shown tests too list them first (Kattis's samples, TACO's
-            # first tests): the cap would leave only tests whose answers the feedback shows
+        public, hidden = ([(t.get("input"), t.get("output")) for t in rec[key]] for key in ("public_tests", "hidden_tests"))
+        if cap_keeps_only_shown(public, hidden, opts.max_hidden):
             return HIDDEN_CAP_SHOWN_ONLY
-        rec["hidden_tests"] = kept
+        rec["hidden_tests"] = rec["hidden_tests"][: opts.max_hidden]
         summary.hidden_capped += 1
     if not rec["id"]:
         return "no id (empty name)"
