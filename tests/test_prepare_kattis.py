@@ -294,6 +294,23 @@ def test_a_problem_yaml_of_nested_aliases_skips_its_package_alone(tmp_path: Path
     assert recs["c/fine"]["name"] == "Ann"
 
 
+def test_a_problem_yaml_naming_one_long_string_many_times_skips_its_package(tmp_path: Path) -> None:
+    # 140 kB: a string of 100 kB under an anchor, named 10k times in validator_flags (a list the
+    # flags are joined from): 1 GB of flags in the record (a minute, 3 GB of memory), under the
+    # count of values
+    big = "x" * 100_000
+    flood = f'name: Z\nbig: &a "{big}"\nvalidator_flags: [{", ".join(["*a"] * 10_000)}]\n'
+    root = tmp_path / "c"
+    base = {"data/sample/1.in": "1\n", "data/sample/1.ans": "1\n", "data/secret/2.in": "2\n", "data/secret/2.ans": "2\n"}
+    write(root / "flood", {**base, "problem.yaml": flood})
+    write(root / "fine", {**base, "problem.yaml": "name: Fine\nvalidator_flags: case_sensitive\n"})
+    summary, recs = run(root, tmp_path)
+    assert (summary.read, summary.kept) == (2, 1), summary.lines()
+    (reason,) = summary.skipped
+    assert "over 100000 values or" in reason, reason
+    assert recs["c/fine"]["checker"] == {"type": "exact_tokens", "validator_flags": "case_sensitive"}
+
+
 # validator_flags are read as shell words in the prepare process: shlex adds a word's characters
 # one at a time, time quadratic in a long word (400k characters 2 s, this one's 6M about 8 minutes);
 # they are read once, the same words. Flags a shell could not read (a quote left open) skip their

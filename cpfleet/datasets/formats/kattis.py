@@ -113,20 +113,26 @@ def _read_text(path: Path, *, exact: bool = False) -> str:
     return data.decode("utf-8", errors="replace")
 
 
-# values a problem.yaml / testdata.yaml may hold with its aliases expanded (real ones: a few dozen)
+# values a problem.yaml / testdata.yaml may hold with its aliases expanded (real ones: a few dozen),
+# and characters in its strings: no more than a file of the largest size read holds without aliases
 MAX_YAML_VALUES = 100_000
+MAX_YAML_CHARS = MAX_FILE_BYTES
 
 
-def _within_values(data: Any, cap: int) -> bool:
-    """Whether ``data`` holds at most ``cap`` values counting every alias where it is used, read
-    in time bounded by ``cap`` and the file's size: YAML aliases nest, so a 400-byte file can
-    stand for a list of billions of items (or one that contains itself), which ``str()`` of a
-    field or any walk of it would spell out (hours, all the memory)."""
-    todo, n = [data], 0
+def _within_values(data: Any, cap: int, max_chars: int = MAX_YAML_CHARS) -> bool:
+    """Whether ``data`` holds at most ``cap`` values and ``max_chars`` characters of strings,
+    counting every alias where it is used, read in time bounded by ``cap`` and the file's size:
+    YAML aliases nest, so a 400-byte file can stand for a list of billions of items (or one that
+    contains itself), which ``str()`` of a field or any walk of it would spell out (hours, all
+    the memory); and a 1 MB string named by 500 aliases in ``validator_flags`` made a 500 MB
+    record (60k aliases, under the value cap: 60 GB), past what a file without aliases holds."""
+    todo, n, chars = [data], 0, 0
     while todo:
         v = todo.pop()
         n += 1
-        if n > cap:
+        if isinstance(v, str):
+            chars += len(v)
+        if n > cap or chars > max_chars:
             return False
         if isinstance(v, dict):
             todo.extend(v.keys())
@@ -144,7 +150,8 @@ def _load_yaml(path: Path) -> dict[str, Any]:
     except yaml.YAMLError as e:
         raise PrepareError(f"{path}: not YAML ({e.__class__.__name__})") from None
     if not _within_values(data, MAX_YAML_VALUES):
-        raise PrepareError(f"{path}: over {MAX_YAML_VALUES} values with its aliases expanded")
+        raise PrepareError(f"{path}: over {MAX_YAML_VALUES} values or {MAX_YAML_CHARS} characters with its aliases "
+                           "expanded")
     if data is None:
         return {}
     if not isinstance(data, dict):
