@@ -5,7 +5,7 @@ program once, installs the seccomp filter, and per test forks a child (ahead of 
 it can), confines it and runs the program, then reports the test's end. Watching and killing the
 running test is sandbox/police.py's.
 
-813 lines: the job init is one process's life (compile, filter, per-test fork, report), and its
+828 lines: the job init is one process's life (compile, filter, per-test fork, report), and its
 steps share that process's state; watching and killing already moved out.
 """
 
@@ -110,15 +110,14 @@ def write_files(root: str, files: dict[str, Any], owner: tuple[int, int] | None 
     the program may write in (owned by ``owner``, the test's uid/gid)."""
     for name, (data, mode) in files.items():
         if name.endswith("/"):
-            path = root + "/" + _safe_relpath(name.rstrip("/"))
-            os.makedirs(path, mode=0o700, exist_ok=True)
+            path = _make_dirs(root, _safe_relpath(name.rstrip("/")), 0o700)
             if owner is not None:
                 os.chown(path, owner[0], owner[1])
             continue
         path = root + "/" + _safe_relpath(name)
         parent = os.path.dirname(path)
         if parent != root:
-            os.makedirs(parent, mode=0o755, exist_ok=True)
+            _make_dirs(root, parent[len(root) + 1:], 0o755)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, int(mode) & 0o755)
         try:
             view = memoryview(data)
@@ -126,6 +125,24 @@ def write_files(root: str, files: dict[str, Any], owner: tuple[int, int] | None 
                 view = view[os.write(fd, view):]
         finally:
             os.close(fd)
+
+
+def _make_dirs(root: str, relpath: str, mode: int) -> str:
+    """``os.makedirs(root/relpath, mode, exist_ok=True)`` one component at a time: makedirs
+    recurses once per component, and a compiled program names its own files (a Java class in a
+    package 1200 names deep) past the recursion limit, which ended the zygote's job process
+    while it placed them (INTERNAL for a program's doing, and a zygote restart). As makedirs,
+    ``mode`` is the last directory's; the ones above get the default."""
+    path = root
+    parts = relpath.split("/")
+    for i, part in enumerate(parts):
+        path += "/" + part
+        try:
+            os.mkdir(path, mode if i == len(parts) - 1 else 0o777)
+        except FileExistsError:
+            if not os.path.isdir(path):
+                raise
+    return path
 
 
 PLACED_ROOM_STEP = 16 << 20
@@ -515,9 +532,7 @@ class JobInit:
         if self.box is not None:
             self.box.settle()
         if fallback_cwd:
-            import shutil
-
-            shutil.rmtree(fallback_cwd, ignore_errors=True)
+            isolation.remove_tree(fallback_cwd)  # however deep the test made it
         return {"status": status, "cpu": max(cpu, ru.ru_utime + ru.ru_stime), "maxrss": ru.ru_maxrss,
                 "files": collected, "wall_credit": credit,
                 "wall": wall, "killed": killed, "outlived": outlived, "internal": failure, "exec_errno": exec_errno}
