@@ -76,6 +76,7 @@ TAG_TUPLE, TAG_SET, TAG_FROZENSET, TAG_DICT = "\u0000t", "\u0000s", "\u0000f", "
 TAG_FRACTION, TAG_DECIMAL, TAG_COMPLEX = "\u0000q", "\u0000D", "\u0000c"
 TAGS = frozenset({TAG_TUPLE, TAG_SET, TAG_FROZENSET, TAG_DICT, TAG_FRACTION, TAG_DECIMAL, TAG_COMPLEX})
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+MAX_FN_NAME = 1000  # characters; real function names are a few dozen
 SHOW = 300  # characters of a value shown in a feedback line
 VALUE_CHECKERS = frozenset({"tokens", "exact_tokens", "float", "code_contests"})
 
@@ -328,6 +329,10 @@ def validate(pid: str, fn_name: Any, checker: Mapping[str, Any], tests: tuple[Te
     """Raise ProblemFormatError unless this is a judgeable function-call problem."""
     if not isinstance(fn_name, str) or _IDENT.fullmatch(fn_name) is None:
         raise ProblemFormatError(f"{pid}: fn_name must be a Python identifier, got {fn_name!r}")
+    if len(fn_name) > MAX_FN_NAME:
+        # it travels in the sandbox's job-start message (sandbox/channel.py, 64 KiB): a 100 kB one
+        # ended the runner's zygote on every job of the problem
+        raise ProblemFormatError(f"{pid}: fn_name is {len(fn_name)} characters, over {MAX_FN_NAME}")
     kind = checker.get("type", "tokens")
     if kind not in VALUE_CHECKERS:
         raise ProblemFormatError(

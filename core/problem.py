@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -122,7 +123,7 @@ class Problem:
             time_limit_multipliers=multipliers,
             python3_interpreter=interpreter,
         )
-        _refuse_lone_surrogates(problem.to_dict())
+        refuse_lone_surrogates(problem.to_dict())
         return problem
 
     def to_dict(self) -> dict[str, Any]:
@@ -191,6 +192,17 @@ class Problem:
         return hashlib.blake2b(msgpack.packb(judged, use_bin_type=True), digest_size=12).hexdigest()
 
 
+def cap_keeps_only_shown(public: Sequence[tuple[str, str]], hidden: Sequence[tuple[str, str]], cap: int) -> bool:
+    """Whether keeping the first ``cap`` hidden tests (``--max-hidden``) would leave only tests
+    among the public ones, (input, output) pairs, when the hidden tests held others: formats
+    that reward the shown tests too list them first (Kattis's samples, TACO's first tests), and
+    their answers are in the feedback and often the statement, so the capped problem would pay
+    for printing them (``validate_for_judging``'s reason for hidden tests)."""
+    shown = set(public)
+    unshown = [t not in shown for t in hidden]
+    return any(unshown) and not any(unshown[:cap])
+
+
 def validate_for_judging(problem: Problem, mode: str = "full") -> None:
     """The one rule every entry point applies before a problem may be judged or registered.
 
@@ -228,7 +240,7 @@ def judging_refusal(problem: Problem, mode: str = "full") -> str | None:
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _refuse_lone_surrogates(record: dict[str, Any]) -> None:
+def refuse_lone_surrogates(record: Mapping[str, Any]) -> None:
     """ProblemFormatError naming the first string of the record (as the problem keeps it) that
     holds a lone UTF-16 surrogate (JSON's ``"\\ud800"`` escape): no UTF-8 encodes it, so it
     could never be a program's input or output, and hashing, storing or reporting the problem

@@ -23,7 +23,13 @@ from typing import Any
 from cpfleet.core.checkers import checker_kind, get_checker, registered_checkers
 from cpfleet.core.errors import CheckerSpecError, ProblemFormatError, UnknownLanguage
 from cpfleet.core.languages import LANGUAGES, dataset_languages, family_of
-from cpfleet.core.problem import MAX_MEMORY_LIMIT_MB, MAX_TIME_LIMIT_S, MIN_MEMORY_LIMIT_MB, Problem
+from cpfleet.core.problem import (
+    MAX_MEMORY_LIMIT_MB,
+    MAX_TIME_LIMIT_S,
+    MIN_MEMORY_LIMIT_MB,
+    Problem,
+    refuse_lone_surrogates,
+)
 from cpfleet.core.testshapes import Test, TestSet, as_records
 
 SUBMISSION_VERDICTS = (
@@ -182,6 +188,12 @@ def record_errors(rec: Any) -> list[str]:
                 if (not isinstance(s, Mapping) or s.get("language") not in LANGUAGES
                         or not isinstance(s.get("source"), str) or s.get("expected") not in SUBMISSION_VERDICTS):
                     errors.append(f"submissions[{i}] must be {{language, source, expected, ...}}")
+    try:
+        # every field, the ones the loader drops too (a submission's file name, the package's
+        # name): a record is written as UTF-8 JSON, which no lone surrogate survives
+        refuse_lone_surrogates(rec)
+    except ProblemFormatError as e:
+        errors.append(str(e).removeprefix(f"{rec.get('id')}: "))
     return errors
 
 

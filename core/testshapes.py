@@ -38,9 +38,11 @@ output means what it means there. Shapes:
   ``str(output)``: ``primeintellect``).
 - LiveCodeBench ``private_test_cases``: plain JSON, or ``base64(zlib(pickle(json_text)))``. The
   pickle is read by :func:`restricted_unpickle`, which refuses every global (no class, no
-  function, no ``__reduce__`` target can be loaded), so a hostile dataset cannot run code here.
-- Whole rows of TACO / APPS (``input_output`` beside other columns), PrimeIntellect
-  (``verification_info`` beside other columns), DeepCoder (``tests`` beside ``problem``) and
+  function, no ``__reduce__`` target can be loaded), so a hostile dataset cannot run code here;
+  its value must be the JSON text, as LiveCodeBench reads it (a list built by the pickle could
+  share one large case thousands of times: gigabytes of tests from a kilobyte of field).
+- Whole rows of TACO / APPS (``input_output`` beside its dataset's columns), PrimeIntellect
+  (``verification_info`` beside its dataset's columns), DeepCoder (``tests`` beside ``problem``) and
   open-r1 codeforces (``official_tests``): read by the functions ``cpfleet prepare``'s format
   modules call (:func:`from_deepcoder_row`, :func:`from_codeforces_row`...), rows prepare skips
   refused with its reason; their limits are :mod:`cpfleet.core.rowlimits`'s.
@@ -48,7 +50,7 @@ output means what it means there. Shapes:
 A problem mixes no stdin/stdout and function-call tests, and names one function: both are
 :class:`TestShapeError`, whose message is the skip reason the converters count.
 
-662 lines: every shape's reading (and the restricted unpickler one of them needs) is one
+668 lines: every shape's reading (and the restricted unpickler one of them needs) is one
 module on purpose, the single place ``cpfleet prepare`` and inline problems both read tests
 through, so the two never read a row differently.
 """
@@ -248,11 +250,15 @@ def decode_lcb_private(raw: Any, *, max_bytes: int = MAX_DECOMPRESSED_BYTES) -> 
             value = value.decode("utf-8", errors="strict")
         except UnicodeDecodeError:
             raise TestShapeError("unpickled private_test_cases is not UTF-8 text") from None
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except (ValueError, RecursionError):
-            raise TestShapeError("unpickled private_test_cases is not JSON") from None
+    if not isinstance(value, str):
+        # LiveCodeBench reads the pickle's value as JSON text (json.loads), and text is all it
+        # may be here: a pickle builds other values with shared references, so 1.5 kB of field
+        # made a list of 20k references to one 1 MB case, 20 GB of tests once written or hashed
+        raise TestShapeError(f"unpickled private_test_cases is a {type(value).__name__}, not JSON text")
+    try:
+        value = json.loads(value)
+    except (ValueError, RecursionError):
+        raise TestShapeError("unpickled private_test_cases is not JSON") from None
     if not isinstance(value, list):
         raise TestShapeError(f"unpickled private_test_cases is a {type(value).__name__}, not a list")
     return value

@@ -5,6 +5,7 @@ Shared by the zygote, its jobs and the runner."""
 from __future__ import annotations
 
 import _socket as socket  # the C module: `socket` would import array, selectors and enum
+import errno  # built in: nothing more is imported into the zygote
 import marshal
 import os
 import sys
@@ -17,10 +18,17 @@ if TYPE_CHECKING:
 
 MAX_FDS = 8
 MSG_CMSG_CLOEXEC = 0x40000000
+# what ``recv`` reads of one message: a longer one would arrive cut short, and the zygote or job
+# init that failed to decode it exited (data of a problem, a 100 kB ``fn_name`` or checker flags,
+# ended the runner's zygote on every job); so it is refused here, as the kernel refuses a
+# message past the socket's buffer, before anything is sent
+MAX_MSG_BYTES = 1 << 16
 
 
 def send(sock: socket.socket, obj: Any, fds: list[int] | None = None) -> None:
     data = marshal.dumps(obj)
+    if len(data) > MAX_MSG_BYTES:
+        raise OSError(errno.EMSGSIZE, f"a message of {len(data)} bytes is over the channel's {MAX_MSG_BYTES}")
     if fds:
         rights = b"".join(fd.to_bytes(4, sys.byteorder, signed=True) for fd in fds)
         sock.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, rights)])
@@ -30,7 +38,7 @@ def send(sock: socket.socket, obj: Any, fds: list[int] | None = None) -> None:
 
 def recv(sock: socket.socket) -> tuple[Any, list[int]]:
     """One message and its fds (close-on-exec); (None, []) when the peer closed the channel."""
-    data, ancillary, _, _ = sock.recvmsg(1 << 16, socket.CMSG_SPACE(MAX_FDS * 4), MSG_CMSG_CLOEXEC)
+    data, ancillary, _, _ = sock.recvmsg(MAX_MSG_BYTES, socket.CMSG_SPACE(MAX_FDS * 4), MSG_CMSG_CLOEXEC)
     fds = []
     for level, kind, payload in ancillary:
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:

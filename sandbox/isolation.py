@@ -17,6 +17,9 @@ Once per test child (``confine_test_child``): own session, the slot's cgroups, o
 forked ahead of its test does the session and fd cleanup first, the rest once its test
 arrives).
 
+Without a mount namespace a job's program files and each test's directory are host directories,
+removed after use by ``remove_tree`` (however deep a test nested them, following no link).
+
 Every layer is tried, recorded, and reported; a refused layer is a loud warning, not a crash.
 """
 
@@ -410,3 +413,76 @@ def confine_to_test(
         os.setresgid(gid, gid, gid)
         os.setresuid(uid, uid, uid)
     os.chdir(fallback_cwd or BOX)
+
+
+def remove_tree(path: str) -> None:
+    """Remove a directory a program's tests wrote in, and everything in it, however deep: one
+    directory open at a time, going down by name and back up through "..", with the names on
+    the way kept in a list (``shutil.rmtree`` and ``os.walk`` recurse once per level, and a
+    program's 3000 nested directories raised RecursionError in the process cleaning up after it:
+    the job init, or the worker stopping its zygote). A test that ran as our own uid (no uid
+    drop: we are not root) may have taken our access to a directory away (chmod 0): it is given
+    back before the directory is opened, so nothing stays behind. Links are removed, never
+    followed. Errors are ignored (a path already gone, a file still being created), as
+    ``shutil.rmtree(ignore_errors=True)`` does."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    allow = os.geteuid() != 0
+    try:
+        if allow and not os.path.islink(path):
+            os.chmod(path, 0o700)
+        fd = os.open(path, flags)
+    except OSError:
+        return
+    names: list[str] = []  # from ``path`` down to the directory ``fd`` is
+    pending = [_remove_files(fd)]  # per level: the subdirectories still to remove
+    while True:
+        if pending[-1]:
+            name = pending[-1].pop()
+            try:
+                if allow:
+                    os.chmod(name, 0o700, dir_fd=fd)  # a directory (scandir said so, without following)
+                below = os.open(name, flags, dir_fd=fd)
+            except OSError:
+                continue
+            os.close(fd)
+            fd = below
+            names.append(name)
+            pending.append(_remove_files(fd))
+            continue
+        if not names:
+            os.close(fd)
+            try:
+                os.rmdir(path)
+            except OSError:
+                pass
+            return
+        try:
+            above = os.open("..", flags, dir_fd=fd)
+        except OSError:
+            os.close(fd)
+            return
+        os.close(fd)
+        fd = above
+        pending.pop()
+        try:
+            os.rmdir(names.pop(), dir_fd=fd)
+        except OSError:
+            pass
+
+
+def _remove_files(fd: int) -> list[str]:
+    """Unlink every entry of the directory ``fd`` but its subdirectories, whose names it returns."""
+    subdirs: list[str] = []
+    try:
+        with os.scandir(fd) as entries:
+            for entry in entries:
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        subdirs.append(entry.name)
+                    else:
+                        os.unlink(entry.name, dir_fd=fd)
+                except OSError:
+                    pass
+    except OSError:
+        pass
+    return subdirs

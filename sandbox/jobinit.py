@@ -5,8 +5,8 @@ program once, installs the seccomp filter, and per test forks a child (ahead of 
 it can), confines it and runs the program, then reports the test's end. Watching and killing the
 running test is sandbox/police.py's.
 
-Slightly over 500 lines: the job init is one process's life (compile, filter, per-test fork,
-report), and its steps share that process's state; watching and killing already moved out.
+828 lines: the job init is one process's life (compile, filter, per-test fork, report), and its
+steps share that process's state; watching and killing already moved out.
 """
 
 from __future__ import annotations
@@ -110,15 +110,14 @@ def write_files(root: str, files: dict[str, Any], owner: tuple[int, int] | None 
     the program may write in (owned by ``owner``, the test's uid/gid)."""
     for name, (data, mode) in files.items():
         if name.endswith("/"):
-            path = root + "/" + _safe_relpath(name.rstrip("/"))
-            os.makedirs(path, mode=0o700, exist_ok=True)
+            path = _make_dirs(root, _safe_relpath(name.rstrip("/")), 0o700)
             if owner is not None:
                 os.chown(path, owner[0], owner[1])
             continue
         path = root + "/" + _safe_relpath(name)
         parent = os.path.dirname(path)
         if parent != root:
-            os.makedirs(parent, mode=0o755, exist_ok=True)
+            _make_dirs(root, parent[len(root) + 1:], 0o755)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, int(mode) & 0o755)
         try:
             view = memoryview(data)
@@ -126,6 +125,24 @@ def write_files(root: str, files: dict[str, Any], owner: tuple[int, int] | None 
                 view = view[os.write(fd, view):]
         finally:
             os.close(fd)
+
+
+def _make_dirs(root: str, relpath: str, mode: int) -> str:
+    """``os.makedirs(root/relpath, mode, exist_ok=True)`` one component at a time: makedirs
+    recurses once per component, and a compiled program names its own files (a Java class in a
+    package 1200 names deep) past the recursion limit, which ended the zygote's job process
+    while it placed them (INTERNAL for a program's doing, and a zygote restart). As makedirs,
+    ``mode`` is the last directory's; the ones above get the default."""
+    path = root
+    parts = relpath.split("/")
+    for i, part in enumerate(parts):
+        path += "/" + part
+        try:
+            os.mkdir(path, mode if i == len(parts) - 1 else 0o777)
+        except FileExistsError:
+            if not os.path.isdir(path):
+                raise
+    return path
 
 
 PLACED_ROOM_STEP = 16 << 20
@@ -470,13 +487,27 @@ class JobInit:
                 tree_cpu.reaped_base = before.ru_utime + before.ru_stime
             killed, credit = police.police(pid, self.sock, t0 + wall_s, t0 + max(wall_s, wall_max_s), cpu_limit_s,
                                            tree_cpu)
+            deadline = min(t0 + wall_s + credit, t0 + max(wall_s, wall_max_s))
+            outlived = False  # killed after the main process ended: what it left ran on
+            ended = None if shared else self._await_the_rest(pid, killed, deadline, cpu_limit_s, tree_cpu, before)
             wall = time.monotonic() - t0
-            if self.ns_init:
-                # kill the rest BEFORE reaping the main process: a zombie held by a ptrace tracer
-                # cannot be reaped until the tracer is gone (a program could hang us otherwise)
-                police.kill_all_but_init()
-            _, status, ru = os.wait4(pid, 0)
-            police.kill_everything_left(pid, self.ns_init, self.subreaper, bool(self.z.layers.get("uid_drop")), self.z.uid)
+            uid_drop = bool(self.z.layers.get("uid_drop"))
+            if ended is None:
+                if self.ns_init:
+                    # kill the rest BEFORE reaping the main process: a zombie held by a ptrace
+                    # tracer cannot be reaped until the tracer is gone (a program could hang us)
+                    police.kill_all_but_init()
+                _, status, ru = os.wait4(pid, 0)
+                police.kill_everything_left(pid, self.ns_init, self.subreaper, uid_drop, self.z.uid)
+            else:
+                rest, status, ru = ended
+                if rest:  # processes of the test still running at its end
+                    killed, outlived = rest, True
+                    if self.ns_init:
+                        police.kill_all_but_init()
+                    police.kill_everything_left(pid, self.ns_init, self.subreaper, uid_drop, self.z.uid)
+                    if rest == police.RUNNER_GONE:
+                        os._exit(0)
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
             # CPU of every process of the test, reaped by anyone (orphans reaped by this init too):
             # a program must not escape the time limit by burning CPU in children it never waits for
@@ -501,12 +532,33 @@ class JobInit:
         if self.box is not None:
             self.box.settle()
         if fallback_cwd:
-            import shutil
-
-            shutil.rmtree(fallback_cwd, ignore_errors=True)
+            isolation.remove_tree(fallback_cwd)  # however deep the test made it
         return {"status": status, "cpu": max(cpu, ru.ru_utime + ru.ru_stime), "maxrss": ru.ru_maxrss,
                 "files": collected, "wall_credit": credit,
-                "wall": wall, "killed": killed, "internal": failure, "exec_errno": exec_errno}
+                "wall": wall, "killed": killed, "outlived": outlived, "internal": failure, "exec_errno": exec_errno}
+
+    def _await_the_rest(self, pid: int, killed: str, deadline: float, cpu_limit_s: float | None,
+                        tree_cpu: police.TreeCpu | None, before: Any) -> tuple[str, int, Any] | None:
+        """The test's end when its main process ended on its own: it is reaped here, and the
+        test lasts until every process it left has ended too, within its limits
+        (``police.await_the_rest``): what they write is part of the output it is judged on, as
+        under a judge that reads stdout to EOF. Returns why the rest must be killed ("" when
+        nothing is left) and the main process's status and rusage; None when the main process
+        was killed or this init cannot see the processes it left (no pid namespace and no
+        subreaper: they are killed at once). Not asked for a side of an interactive dialogue:
+        what is left of it is killed as its main process ends, so the interactor sees the end of
+        its output at once (the verdicts tests/test_interactive_hostile.py pins, a forked child
+        that keeps the pipe among them)."""
+        if killed or not (self.ns_init or self.subreaper):
+            return None
+        # the main process is a zombie now (the filter refuses ptrace, so no tracer holds it;
+        # WNOHANG all the same, as a zombie that cannot be reaped must not hang the init)
+        reaped, status, ru = os.wait4(pid, os.WNOHANG)
+        if reaped != pid:
+            return None
+        reaped_base = before.ru_utime + before.ru_stime
+        rest = police.await_the_rest(self.sock, deadline, cpu_limit_s, tree_cpu, reaped_base, self.own_proc)
+        return rest or "", status, ru
 
     def _before_fork(self) -> None:
         # Empty the free lists and young generations here, where the pages are our own: the

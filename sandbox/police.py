@@ -1,6 +1,8 @@
 """Watching and killing a running test, in the job init (sandbox/jobinit.py): its CPU time
 against the limit, the wall-clock backstop (moved by the time it waited for a CPU), the runner's
-kill requests; and, once it ended, every process it left (double-forked, setsid'd orphans)."""
+kill requests; once its main process ended, the processes it left, until they end too or reach
+the test's limits (``await_the_rest``); and then every process still there (double-forked,
+setsid'd orphans)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ from cpfleet.sandbox import cgroups, linux
 from cpfleet.sandbox.channel import recv
 
 CPU_POLL_MS = 50  # how often a running test's CPU time is compared with its limit
+RUNNER_GONE = "runner gone"  # await_the_rest: the runner closed the job's socket
+REAPS_PER_LOOK = 64  # await_the_rest: ended processes reaped between two looks at the limits
 
 
 class TreeCpu:
@@ -114,6 +118,57 @@ def police(pid: int, sock: socket.socket, deadline: float, hard_deadline: float,
                     kill_test(pid)
     finally:
         os.close(pidfd)
+
+def await_the_rest(sock: socket.socket, deadline: float, cpu_limit_s: float | None, tree: TreeCpu | None,
+                   reaped_base: float, own_proc: bool) -> str | None:
+    """After the test's main process ended on its own and was reaped (the caller is pid 1 of the
+    job's namespace, or the subreaper of the test's processes, so every process the test left is
+    a descendant of ours): wait until they have all ended too, within the test's limits. A
+    process the program forked flushes its own copy of a buffer it inherited when it exits
+    (``print(3); os.fork()`` writes "3" twice under ``python3 solution.py``, as does C's
+    ``printf("3\n"); fork();`` into a pipe), and a judge that reads the program's stdout to EOF
+    (``subprocess.run(..., capture_output=True)``) judges what they all wrote: killing them the
+    moment the main process ended made the output depend on which got the CPU first.
+
+    None when nothing is left (all reaped: the common case costs one ``waitpid``); otherwise
+    why what is left must be killed now: ``RUNNER_GONE`` (the caller ends the job), "wall" at
+    the wall-clock backstop ``deadline`` (a descendant still running, e.g. sleeping, or one that
+    closed its std streams), "cpu" once the test's processes together passed ``cpu_limit_s``,
+    or the runner's kill request. ``reaped_base``: the caller's RUSAGE_CHILDREN CPU when the
+    test started, to count the CPU of a test without a slot counter (``tree``) where /proc
+    shows this namespace alone."""
+    poller: select.poll | None = None
+    pause_ms = 1
+    while True:
+        try:
+            # a bounded number per pass: processes forking and exiting as fast as they are
+            # reaped must not keep this loop from its limits
+            for _ in range(REAPS_PER_LOOK):
+                if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                    break
+        except ChildProcessError:
+            return None
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return "wall"
+        if cpu_limit_s is not None and (tree.over(cpu_limit_s) if tree is not None
+                                        else own_proc and own_cpu_s(reaped_base) > cpu_limit_s):
+            return "cpu"
+        if poller is None:
+            poller = select.poll()
+            poller.register(sock.fileno(), select.POLLIN)
+        # no event says that a descendant ended: look again soon, then less often (the programs
+        # that fork are few; one whose children end at once waits a millisecond or two)
+        if poller.poll(min(pause_ms, int(remaining * 1000) + 1)):
+            msg, extra = recv(sock)
+            for x in extra:
+                os.close(x)
+            if msg is None:
+                return RUNNER_GONE
+            if msg.get("op") == "kill":
+                return str(msg.get("reason", "request"))
+        pause_ms = min(pause_ms * 2, CPU_POLL_MS)
+
 
 def kill_test(pid: int) -> None:
     try:

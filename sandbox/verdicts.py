@@ -98,6 +98,11 @@ def judge_run(res: RunResult, done: dict[str, Any], limits: Limits, cpu_rlimit: 
                 f"the job's time budget ran out: this test was cut at {limits.wall_cap_s:.2f}s wall "
                 f"({used}; CPU time limit {limits.time_s:g}s not reached)"
             )
+        elif done.get("outlived"):
+            res.error = (
+                f"wall-clock backstop {limits.wall_backstop_s:.1f}s fired ({used}{moved}): the main process had "
+                "ended, but a process it started was still running (a test ends when the last of its processes does)"
+            )
         else:
             res.error = (
                 f"wall-clock backstop {limits.wall_backstop_s:.1f}s fired ({used}{moved}; "

@@ -269,9 +269,7 @@ class Zygote:
             os.waitpid(init, 0)
             for done in (program["dir"] if program is not None else "", script_dir):
                 if done and box is None:
-                    import shutil
-
-                    shutil.rmtree(done, ignore_errors=True)
+                    isolation.remove_tree(done)  # however deep the program's files go
         finally:
             os._exit(0)
 

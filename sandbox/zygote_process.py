@@ -22,6 +22,7 @@ from typing import Any
 from cpfleet.core.errors import SandboxBroken, SlotDirError
 from cpfleet.core.verdict import Verdict
 from cpfleet.sandbox import zygote
+from cpfleet.sandbox.isolation import remove_tree
 from cpfleet.sandbox.runner import RunResult
 
 log = logging.getLogger("cpfleet.sandbox")
@@ -106,31 +107,6 @@ def stop_zygote(proc: subprocess.Popen[bytes] | None, ctrl: socket.socket | None
         proc.wait()
     if scratch:
         remove_tree(scratch)
-
-
-def remove_tree(path: str) -> None:
-    """Remove a directory a program's tests wrote in, and everything in it. A test that ran as
-    our own uid (no uid drop: we are not root) may have taken our access to a directory away
-    (chmod 0): it is given back first, so nothing stays behind. Root needs none of that, and
-    follows no link: a link a test left is removed, never followed. Errors are ignored (a path
-    already gone, a file still being created), as ``shutil.rmtree(ignore_errors=True)`` does."""
-    import shutil
-
-    if os.geteuid() != 0:
-        # chmod follows links; a link could lead only to files of our own uid, which the test,
-        # running as that uid, could change itself
-        def allow(where: str) -> None:
-            try:
-                if not os.path.islink(where):
-                    os.chmod(where, 0o700)
-            except OSError:
-                pass
-
-        allow(path)
-        for root, dirs, _ in os.walk(path):  # top-down: a directory is opened after allow()
-            for name in dirs:
-                allow(os.path.join(root, name))
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def recv_within(sock: socket.socket, timeout: float) -> Any:

@@ -120,6 +120,50 @@ def test_testlib_partial_credit_is_never_a_pass_nor_a_judge_failure(
     assert "partially correct" in res.observation
 
 
+POINTS_CHECKER = r"""
+#include "testlib.h"
+int main(int argc, char* argv[]) {
+    registerTestlibCmd(argc, argv);
+    long long want = ans.readLong(), got = ouf.readLong();
+    if (got == want) quitf(_ok, "right");
+    quitp(0.5, "half the points");
+}
+"""
+PC_BASE_NOW = "#ifndef PC_BASE_EXIT_CODE\n#   ifdef TESTSYS\n#       define PC_BASE_EXIT_CODE 50\n#   else\n" \
+              "#       define PC_BASE_EXIT_CODE 0\n#   endif\n#endif\n"
+# testlib 0.9.x: the base 0 outright (a -D is redefined to it, with a warning), 50 under TESTSYS only
+PC_BASE_OLD = "#define PC_BASE_EXIT_CODE 0\n#ifdef TESTSYS\n#undef PC_BASE_EXIT_CODE\n#define PC_BASE_EXIT_CODE 50\n#endif\n"
+POINTS_NOW = "#ifndef POINTS_EXIT_CODE\n#   define POINTS_EXIT_CODE 7\n#endif\n"
+POINTS_OLD = "#ifndef POINTS_EXIT_CODE\n#   define POINTS_EXIT_CODE 0\n#endif\n"  # testlib 0.9.2: points exit 0
+
+
+@pytest.mark.skipif(not (TESTLIB / "testlib.h").is_file(), reason=f"testlib.h not found in {TESTLIB}")
+@pytest.mark.parametrize(("checker", "now", "old"), [(PARTIAL_CHECKER, PC_BASE_NOW, PC_BASE_OLD),
+                                                     (POINTS_CHECKER, POINTS_NOW, POINTS_OLD)], ids=["pc0", "points"])
+def test_partial_credit_from_a_checker_shipping_an_older_testlib_is_never_a_pass(
+        runner: CodeRunner, checker: str, now: str, old: str) -> None:
+    # with the testlib.h it ships, its _pc(0) (or its quitp) exited 0, an accept: a partial
+    # answer was paid 1.0
+    text = (TESTLIB / "testlib.h").read_text()
+    assert now in text
+    files = {"checker.cpp": checker, "testlib.h": text.replace(now, old)}
+    prob = problem("own/partial-old-testlib", {"type": "testlib", "files": files, "entry_points": ["checker.cpp"]},
+                   [("1 2\n", "3\n")], [("1000 3\n", "1003\n")])
+    good = evaluate(prob, fenced("print(sum(map(int, input().split())))"), runner)
+    assert (good.reward, good.verdict) == (1.0, Verdict.OK), good.observation
+    res = evaluate(prob, fenced("input()\nprint(4)"), runner)  # no matching last digit: _pc(0)
+    assert (res.reward, res.verdict, res.infra_error) == (0.0, Verdict.WRONG_ANSWER, False), res.infra_message
+    assert "partially correct" in res.observation
+
+
+def test_the_defines_a_checker_is_built_with_key_its_cached_results() -> None:
+    # results judged by a checker built without TESTSYS (partial credit paid) are never served
+    spec = get_checker({"type": "testlib", "source": PARTIAL_CHECKER})
+    assert isinstance(spec, ProgramSpec)
+    identity = checker_programs.toolchain_identity(spec)
+    assert all(define in identity for define in checker_programs.CHECKER_DEFINES), identity
+
+
 # A Codeforces-style checker for "the smallest number of coins": an answer better than the jury's
 # is the jury's failure by its own claim (FAIL), which a program can provoke by printing 0.
 BETTER_THAN_JURY_CHECKER = r"""

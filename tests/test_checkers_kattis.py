@@ -134,6 +134,19 @@ def test_a_bad_checker_spec_fails_when_the_problem_is_loaded(spec: dict[str, Any
         Problem.from_dict({"id": "p1", "checker": spec, "public_tests": [{"input": "", "output": ""}]})
 
 
+@pytest.mark.parametrize("kind", ["kattis_validator", "interactive"])
+@pytest.mark.parametrize("flags", ["y" * 80_000, ["case_sensitive"] * 20_000, "a\0b"])
+def test_validator_flags_no_run_message_or_execve_can_carry_are_refused_at_load(kind: str, flags: Any) -> None:
+    """The flags are the validator's (or interactor's) arguments, sent to the job init in one
+    message of at most 64 KiB: 80 kB of them killed the job init on every run (INTERNAL, "the
+    job init exited", a sandbox failure for the problem's data); a NUL cannot be passed to
+    execve (the program never started: a checker error). Refused when the problem is loaded."""
+    spec = {"type": kind, "source": "int main() { return 42; }", "validator_flags": flags}
+    with pytest.raises(CheckerSpecError, match="validator_flags"):
+        get_checker(spec)
+    get_checker({**spec, "validator_flags": "float_tolerance 1e-6 case_sensitive space_change_sensitive"})
+
+
 def test_program_specs_keep_the_icpc_record_shape_and_hash_by_content() -> None:
     base = {"type": "kattis_validator", "validation": "custom", "language": "cpp", "validator_flags": None,
             "files": {"v/validate.cpp": "int main(){}", "v/validate.h": ""}, "entry_points": ["v/validate.cpp"],

@@ -47,6 +47,17 @@ def test_a_java_class_in_a_deep_package_is_judged(runner: CodeRunner, op: str, v
     assert (result.verdict, result.reward) == (verdict, reward)
 
 
+# Deeper than Python's recursion limit (1000): os.makedirs recursed once per directory while the
+# sandbox placed the compiled class, and the job process placing it died ("the sandbox process
+# exited", a zygote restart): INTERNAL, reward None, for a wrong program's doing.
+@pytest.mark.parametrize(("op", "verdict", "reward"), [("+", Verdict.OK, 1.0), ("-", Verdict.WRONG_ANSWER, 0.0)])
+def test_a_java_class_in_a_package_past_the_recursion_limit_is_judged(runner: CodeRunner, op: str, verdict: Verdict,
+                                                                    reward: float) -> None:
+    package = "package " + ".".join(["p"] * 1200) + ";\n"
+    result = judge(runner, "java", package + JAVA_SUM % op)
+    assert (result.verdict, result.reward) == (verdict, reward)
+
+
 # A public class named past NAME_MAX bytes names its source file: writing it failed
 # (ENAMETOOLONG) and the job was INTERNAL; a class of that name elsewhere is javac's to refuse.
 LONG = "A" * 300

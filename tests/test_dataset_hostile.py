@@ -133,3 +133,30 @@ def test_whole_limits_written_as_floats_or_strings_still_load() -> None:
     p = Problem.from_dict({"id": "ok", "hidden_tests": [{"input": "", "output": "1"}],
                            "time_limit_s": "2.5", "memory_limit_mb": 256.0})
     assert (p.time_limit_s, p.memory_limit_mb) == (2.5, 256)
+
+
+def test_a_function_name_longer_than_the_sandboxs_messages_carry_is_refused_at_load() -> None:
+    # the name travels in the job-start message to the runner's zygote (64 KiB): a 100 kB one,
+    # a valid identifier, ended the zygote on every job of the problem ("restarting the sandbox
+    # zygote", INTERNAL), for the data's doing
+    with pytest.raises(ProblemFormatError, match="fn_name"):
+        Problem.from_dict({"id": "long", "fn_name": "f" * 100_000, "hidden_tests": [{"input": "[1]", "output": "1"}]})
+    Problem.from_dict({"id": "ok", "fn_name": "f" * 200, "hidden_tests": [{"input": "[1]", "output": "1"}]})
+
+
+def test_a_run_message_over_the_channels_bound_is_refused_before_it_is_sent(runner: CodeRunner) -> None:
+    """A message past what the receiver reads (64 KiB) arrived cut short, and the job init or
+    zygote decoding it exited: a checker's 80 kB of arguments ended its job init on every run.
+    Such a message is now refused before it is sent (INTERNAL for that run, as for one past the
+    socket's buffer), and the runner goes on."""
+    from cpfleet.sandbox import programs
+    from cpfleet.sandbox.runner import Limits
+
+    image = programs.source_image("python3", "import sys\nprint(sum(map(len, sys.argv[1:])))\n")
+    limits = Limits(time_s=5.0, memory_mb=256)
+    with programs.open_session(runner, image) as session:
+        too_long = session.run(b"", limits, argv=["y" * 80_000])
+    assert too_long.status == Verdict.INTERNAL and "over the channel" in too_long.error, too_long.error
+    with programs.open_session(runner, image) as session:
+        fine = session.run(b"", limits, argv=["y" * 30_000])
+    assert (fine.status, fine.stdout) == (Verdict.OK, b"30000\n"), fine.error

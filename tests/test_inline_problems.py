@@ -311,6 +311,18 @@ def test_a_decompression_bomb_is_refused_at_the_limit() -> None:
         decode_lcb_private(blob, max_bytes=1_000_000)
 
 
+def test_a_pickle_of_shared_references_is_refused_before_it_spells_out_gigabytes() -> None:
+    # 1.5 kB of field: a list of 20k references to one 1 MB case, which pickle stores once; the
+    # problem held 20 GB of tests once written (prepare) or hashed (an inline problem's id).
+    # LiveCodeBench reads the pickle's value as JSON text, which has no shared references.
+    case = {"input": "1\n" * 500_000, "output": "1\n", "testtype": "stdin"}
+    blob = base64.b64encode(zlib.compress(pickle.dumps([case] * 20_000, protocol=4))).decode()
+    assert len(blob) < 2_000
+    with pytest.raises(TestShapeError, match="not JSON text"):
+        decode_lcb_private(blob)
+    assert decode_lcb_private(lcb_blob([case])) == [case]  # the same case pickled as JSON text
+
+
 def test_unpickled_non_list_is_refused() -> None:
     with pytest.raises(TestShapeError, match="not a list"):
         decode_lcb_private(lcb_blob({"input": "1"}))

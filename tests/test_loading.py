@@ -104,6 +104,20 @@ def test_max_hidden_tests_caps_hidden_tests(tmp_path: Path) -> None:
     assert len(a.public_tests) == 2
 
 
+def test_a_hidden_cap_that_would_keep_only_the_shown_tests_skips_the_problem(tmp_path: Path) -> None:
+    """Kattis records and TACO-shaped ones reward the shown tests too, listed first among the
+    hidden ones: capped to those, the reward was paid for printing answers the feedback shows."""
+    shown = [{"input": "1\n", "output": "1\n"}, {"input": "2\n", "output": "4\n"}]
+    rec = {"id": "k", "public_tests": shown, "hidden_tests": [*shown, {"input": "3\n", "output": "9\n"}]}
+    path = write_jsonl(tmp_path / "p.jsonl", [rec])
+    capped = load_problems(path, max_hidden_tests=2)
+    assert capped.problems == [] and capped.stats.no_hidden == 1
+    (kept,) = load_problems(path, max_hidden_tests=3).problems
+    assert len(kept.hidden_tests) == 3
+    (public,) = load_problems(path, max_hidden_tests=2, mode="public").problems  # its reward is the public tests'
+    assert len(public.hidden_tests) == 2
+
+
 def test_zero_test_cap_leaves_no_tests_so_every_problem_is_skipped(tmp_path: Path) -> None:
     path = write_jsonl(tmp_path / "p.jsonl", [problem("a"), problem("b")])
     result = load_problems(path, max_hidden_tests=0)

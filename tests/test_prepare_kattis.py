@@ -23,8 +23,8 @@ from conftest import SHARED_DATA_ENV, find_shared_data
 from cpfleet.core.checkers import get_checker
 from cpfleet.core.problem import Problem
 from cpfleet.core.records import loader_check, record_errors
-from cpfleet.datasets.formats.kattis import DEFAULT_MEMORY_MB
-from cpfleet.datasets.prepare import PrepareOptions, PrepareSummary, prepare
+from cpfleet.datasets.formats.kattis import DEFAULT_MEMORY_MB, NO_SECRET_TEST
+from cpfleet.datasets.prepare import HIDDEN_CAP_SHOWN_ONLY, PrepareOptions, PrepareSummary, prepare
 
 REPO = Path(__file__).resolve().parents[1]
 ICPC = find_shared_data() / "icpc-kattis-31.jsonl.gz"
@@ -227,6 +227,56 @@ def test_a_package_with_a_symlink_or_fifo_is_skipped_and_nothing_outside_is_read
     assert "SECRET" not in out.read_text() and json.loads(out.read_text())["id"] == "c/fine"
 
 
+def test_a_package_with_a_file_name_that_is_not_utf8_is_skipped_and_the_rest_are_written(tmp_path: Path) -> None:
+    """A submission's file name is kept in the record: read from a name that is not UTF-8 it held
+    a lone surrogate no UTF-8 writer encodes, and the whole prepare run ended in a traceback
+    with nothing written (a quoted one in problem.yaml's name did the same)."""
+    root = tmp_path / "c"
+    base = {"data/sample/1.in": "1\n", "data/sample/1.ans": "1\n", "data/secret/2.in": "2\n", "data/secret/2.ans": "2\n"}
+    write(root / "badsub", {**base, "problem.yaml": "name: X\n"})
+    sub = root / "badsub" / "submissions" / "accepted"
+    sub.mkdir(parents=True)
+    (sub / os.fsdecode(b"sol\xff.py")).write_text("print(1)\n")
+    write(root / "badname", {**base, "problem.yaml": 'name: "bad \\udcff name"\n'})
+    write(root / "fine", {**base, "problem.yaml": "name: Fine\n", "submissions/accepted/a.py": "print(1)\n"})
+    summary, recs = run(root, tmp_path, with_solutions=True)
+    assert (summary.read, summary.kept) == (3, 1), summary.lines()
+    assert list(recs) == ["c/fine"]
+    assert all("lone surrogate" in r for r in summary.skipped), summary.skipped
+
+
+def test_a_package_without_secret_tests_is_skipped_never_rewarded_from_its_samples(tmp_path: Path) -> None:
+    """The hidden tests are the samples followed by the secret ones: with no secret test (none
+    shipped, none with an .ans, or only the samples again) they were the samples alone, whose
+    answers the statement and the feedback show, so a program printing them was paid 1.0."""
+    root = tmp_path / "c"
+    sample = {"problem.yaml": "name: X\n", "data/sample/1.in": "7\n", "data/sample/1.ans": "49\n"}
+    write(root / "samplesonly", sample)
+    write(root / "noanswers", {**sample, "data/secret/2.in": "8\n"})  # its .ans missing: dropped
+    write(root / "again", {**sample, "data/secret/1.in": "7\n", "data/secret/1.ans": "49\n"})  # the sample again
+    write(root / "fine", {**sample, "data/secret/2.in": "8\n", "data/secret/2.ans": "64\n"})
+    summary, recs = run(root, tmp_path)
+    assert (summary.read, summary.kept) == (4, 1), summary.lines()
+    assert list(recs) == ["c/fine"]
+    assert summary.skipped == {NO_SECRET_TEST: 3}
+
+
+def test_max_hidden_that_would_keep_only_the_samples_skips_the_package(tmp_path: Path) -> None:
+    """The samples come first among the hidden tests: ``--max-hidden 2`` on a package with two
+    samples kept the samples alone, so the reward was paid for printing the statement's answers."""
+    root = tmp_path / "c"
+    samples = {"problem.yaml": "name: X\n", "data/sample/1.in": "1\n", "data/sample/1.ans": "1\n",
+               "data/sample/2.in": "2\n", "data/sample/2.ans": "4\n"}
+    write(root / "twosamples", {**samples, "data/secret/3.in": "3\n", "data/secret/3.ans": "9\n"})
+    write(root / "onesample", {"problem.yaml": "name: Y\n", "data/sample/1.in": "1\n", "data/sample/1.ans": "1\n",
+                               "data/secret/3.in": "3\n", "data/secret/3.ans": "9\n",
+                               "data/secret/4.in": "4\n", "data/secret/4.ans": "16\n"})
+    summary, recs = run(root, tmp_path, max_hidden=2)
+    assert (summary.read, summary.kept) == (2, 1), summary.lines()
+    assert summary.skipped == {HIDDEN_CAP_SHOWN_ONLY: 1}
+    assert pairs(recs["c/onesample"], "hidden_tests") == [("1\n", "1\n"), ("3\n", "9\n")]
+
+
 # YAML aliases nest: this 500-byte problem.yaml names a list of 9**10 strings, which reading its
 # name as text spelled out (25 GB: all the memory, or hours) in the prepare process. The package is
 # skipped as unreadable; a problem.yaml that uses an alias as intended still converts.
@@ -234,7 +284,7 @@ def test_a_problem_yaml_of_nested_aliases_skips_its_package_alone(tmp_path: Path
     laughs = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
     laughs += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 10)]
     root = tmp_path / "c"
-    base = {"data/sample/1.in": "1\n", "data/sample/1.ans": "1\n"}
+    base = {"data/sample/1.in": "1\n", "data/sample/1.ans": "1\n", "data/secret/2.in": "2\n", "data/secret/2.ans": "2\n"}
     write(root / "laughs", {**base, "problem.yaml": "\n".join(laughs) + "\nname: *a9\n"})
     write(root / "fine", {**base, "problem.yaml": "author: &who Ann\nname: *who\n"})
     summary, recs = run(root, tmp_path)
@@ -244,13 +294,30 @@ def test_a_problem_yaml_of_nested_aliases_skips_its_package_alone(tmp_path: Path
     assert recs["c/fine"]["name"] == "Ann"
 
 
+def test_a_problem_yaml_naming_one_long_string_many_times_skips_its_package(tmp_path: Path) -> None:
+    # 140 kB: a string of 100 kB under an anchor, named 10k times in validator_flags (a list the
+    # flags are joined from): 1 GB of flags in the record (a minute, 3 GB of memory), under the
+    # count of values
+    big = "x" * 100_000
+    flood = f'name: Z\nbig: &a "{big}"\nvalidator_flags: [{", ".join(["*a"] * 10_000)}]\n'
+    root = tmp_path / "c"
+    base = {"data/sample/1.in": "1\n", "data/sample/1.ans": "1\n", "data/secret/2.in": "2\n", "data/secret/2.ans": "2\n"}
+    write(root / "flood", {**base, "problem.yaml": flood})
+    write(root / "fine", {**base, "problem.yaml": "name: Fine\nvalidator_flags: case_sensitive\n"})
+    summary, recs = run(root, tmp_path)
+    assert (summary.read, summary.kept) == (2, 1), summary.lines()
+    (reason,) = summary.skipped
+    assert "over 100000 values or" in reason, reason
+    assert recs["c/fine"]["checker"] == {"type": "exact_tokens", "validator_flags": "case_sensitive"}
+
+
 # validator_flags are read as shell words in the prepare process: shlex adds a word's characters
 # one at a time, time quadratic in a long word (400k characters 2 s, this one's 6M about 8 minutes);
 # they are read once, the same words. Flags a shell could not read (a quote left open) skip their
 # package as unreadable, naming why, instead of ending prepare with a traceback.
 def test_validator_flags_with_a_long_word_or_an_open_quote_are_read_once(tmp_path: Path) -> None:
     root = tmp_path / "c"
-    base = {"data/sample/1.in": "1\n", "data/sample/1.ans": "1\n"}
+    base = {"data/sample/1.in": "1\n", "data/sample/1.ans": "1\n", "data/secret/2.in": "2\n", "data/secret/2.ans": "2\n"}
     write(root / "long", {**base, "problem.yaml": f"validator_flags: float_tolerance '1e-6' {'a' * 6_000_000}\n"})
     write(root / "open", {**base, "problem.yaml": "validator_flags: float_tolerance \"1e-6\n"})
     summary, recs = run(root, tmp_path)
@@ -267,7 +334,8 @@ def test_validator_flags_with_a_long_word_or_an_open_quote_are_read_once(tmp_pat
 # domjudge-problem.ini that does not parse.
 def test_a_padded_domjudge_problem_ini_is_not_parsed(tmp_path: Path) -> None:
     root = tmp_path / "c"
-    base = {"data/sample/1.in": "1\n", "data/sample/1.ans": "1\n", "problem.yaml": "name: X\n"}
+    base = {"data/sample/1.in": "1\n", "data/sample/1.ans": "1\n", "data/secret/2.in": "2\n", "data/secret/2.ans": "2\n",
+            "problem.yaml": "name: X\n"}
     write(root / "padded", {**base, "domjudge-problem.ini": "timelimit = 3\nx" + " " * 1_000_000 + "y\n"})
     write(root / "plain", {**base, "domjudge-problem.ini": "timelimit = '3'\n"})
     _, recs = run(root, tmp_path)

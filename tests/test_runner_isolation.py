@@ -190,7 +190,10 @@ def test_double_forked_setsid_orphan_is_dead_after_the_test(runner: CodeRunner) 
     """)
     err = runner.load(orphan)
     assert err is None
-    assert runner.run(b"", Limits()).stdout == b"parent exits\n"
+    # the test lasts until every process it started has ended, within its limits: the sleeping
+    # orphan makes it a TIME_LIMIT at the wall-clock backstop (tests/test_forked_output.py)
+    res = runner.run(b"", Limits(time_s=0.5))
+    assert (res.status, res.stdout) == (Verdict.TIME_LIMIT, b"parent exits\n")
     # the next test of the same job sees its pid namespace: only the init and itself
     probe = "import os\nprint(sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))\n"
     runner.load(probe)  # a new job; check the old one's processes are gone host-wide below too
@@ -213,7 +216,7 @@ def test_orphans_do_not_survive_into_the_next_test_of_the_same_job(runner: CodeR
             print(sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))
     """)
     assert runner.load(code) is None
-    assert runner.run(b"spawn", Limits()).stdout == b"spawned\n"
+    assert runner.run(b"spawn", Limits(time_s=0.5)).stdout == b"spawned\n"  # a TIME_LIMIT: the orphan sleeps
     pids = [int(x) for x in runner.run(b"look", Limits()).stdout.decode().strip("[]\n").split(",")]
     assert len(pids) == 2 and pids[0] == 1  # the job init and the probe itself, nothing else
 

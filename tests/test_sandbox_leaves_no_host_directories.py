@@ -100,3 +100,30 @@ def test_a_tree_a_same_uid_test_locked_is_removed_and_no_link_in_it_followed() -
         assert outside.stat().st_mode & 0o777 == 0o755
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+# 3000 directories, each inside the last: shutil.rmtree recursed once per level, and the
+# RecursionError ended the job init that removed the test's directory (INTERNAL for the program's
+# doing) or, at the runner's close, the worker's judging process itself (no result for any job).
+NESTS_3000_DIRECTORIES = textwrap.dedent("""
+    import os
+    for _ in range(3000):
+        os.mkdir("d")
+        os.chdir("d")
+    print("deep")
+""").lstrip()
+
+
+def test_a_tree_nested_past_the_recursion_limit_is_removed_and_the_program_judged(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    runner = ForkServerRunner(isolate=False)
+    try:
+        assert runner.load(NESTS_3000_DIRECTORIES) is None
+        first, second = (runner.run(b"", Limits(time_s=10)) for _ in range(2))
+        for res in (first, second):
+            assert (res.status, res.stdout) == (Verdict.OK, b"deep\n"), res.error
+    finally:
+        runner.close()
+    left = [p.name for p in tmp_path.iterdir() if p.name.startswith(_OURS)]
+    assert left == [], left

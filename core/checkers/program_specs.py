@@ -49,6 +49,7 @@ def checker_language(stated: Any) -> str | None:
     return name if name in program_languages() else None
 _MAX_PROGRAM_FILES = 64
 _MAX_PROGRAM_BYTES = 8 << 20
+MAX_FLAG_CHARS = 8192  # a real package's flags are a few words
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +180,11 @@ def program_factory(kind: str) -> CheckerFactory:
             flag_words = tuple(w for f in flags for w in f.split())
         else:
             raise CheckerSpecError(f"checker {kind!r}: validator_flags must be a string or a list of strings")
+        if sum(len(w) + 1 for w in flag_words) > MAX_FLAG_CHARS or any("\0" in w for w in flag_words):
+            # the flags are the program's arguments, sent to the job init in one message of at
+            # most 64 KiB (a longer one killed it on every run) and passed to execve (no NUL)
+            raise CheckerSpecError(f"checker {kind!r}: validator_flags must be at most {MAX_FLAG_CHARS} "
+                                   "characters of text without NUL")
         protocol = "testlib" if (kind == "testlib" or params.get("protocol") == "testlib") else "kattis"
         if kind == "python":
             protocol = "open-r1"

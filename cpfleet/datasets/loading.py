@@ -49,8 +49,8 @@ from cpfleet.core.errors import (
     ProblemFileError,
     ProblemFileNotFoundError,
 )
-from cpfleet.core.problem import Problem, ProblemFormatError, validate_for_judging
-from cpfleet.core.protocol import check_mode
+from cpfleet.core.problem import Problem, ProblemFormatError, cap_keeps_only_shown, validate_for_judging
+from cpfleet.core.protocol import check_mode, rewarded_tests
 
 log = logging.getLogger(__name__)
 
@@ -226,6 +226,13 @@ def load_problems(
         except ProblemFormatError as e:
             stats.malformed += 1
             skip(lineno, "invalid problem", e, rec)
+            continue
+        if max_hidden_tests is not None and rewarded_tests(mode) == "hidden" and cap_keeps_only_shown(
+                [(t.input, t.output) for t in problem.public_tests],
+                [(t.input, t.output) for t in problem.hidden_tests], max_hidden_tests):
+            stats.no_hidden += 1
+            skip(lineno, "unjudgeable problem", f"{problem.id}: max_hidden_tests {max_hidden_tests} keeps only "
+                 "public tests, whose answers are shown: the reward would pay for printing them", rec)
             continue
         problem = _apply_caps(problem, max_public_tests, max_hidden_tests, stats)
         try:

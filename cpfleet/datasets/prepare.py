@@ -25,7 +25,8 @@ Per problem (output: the project's problem JSONL, what ``cpfleet.datasets.loadin
 Every record is checked against the shared schema (cpfleet.core.records) and, where this
 build registers its checker type, by ``Problem.from_dict``. Filters: ``--min-public N``,
 ``--difficulty LO:HI`` (inclusive, either side optional; TACO and APPS names map to ranks, see
-DIFFICULTY_RANKS), ``--max-samples`` (stop after N kept), ``--max-hidden N``. A summary (read,
+DIFFICULTY_RANKS), ``--max-samples`` (stop after N kept), ``--max-hidden N`` (a problem it would
+leave only public tests of, whose answers are shown, is skipped). A summary (read,
 kept, skipped per reason with the first rows skipped for it, notes, solution counts) goes to
 stderr at the end, with a progress bar while it works.
 
@@ -49,7 +50,7 @@ from typing import IO, Any
 
 from cpfleet.argtypes import memory_limit_mb, nonnegative_int, output_file, time_limit_seconds
 from cpfleet.core.errors import DatasetUnavailableError, PrepareError
-from cpfleet.core.problem import DEFAULT_MEMORY_LIMIT_MB, DEFAULT_TIME_LIMIT_S
+from cpfleet.core.problem import DEFAULT_MEMORY_LIMIT_MB, DEFAULT_TIME_LIMIT_S, cap_keeps_only_shown
 from cpfleet.core.records import loader_check, record_errors
 from cpfleet.datasets import formats
 from cpfleet.datasets.formats import PrepareOptions
@@ -231,6 +232,9 @@ def _difficulty_rank(value: Any) -> int | None:
     return None
 
 
+HIDDEN_CAP_SHOWN_ONLY = "--max-hidden keeps only public tests (their answers are shown: the reward would pay for printing them)"
+
+
 def _filter(rec: dict[str, Any], opts: PrepareOptions, summary: PrepareSummary) -> str | None:
     if opts.difficulty is not None:
         lo, hi = opts.difficulty
@@ -244,6 +248,9 @@ def _filter(rec: dict[str, Any], opts: PrepareOptions, summary: PrepareSummary) 
     if not rec["hidden_tests"]:
         return "no hidden tests"
     if opts.max_hidden is not None and len(rec["hidden_tests"]) > opts.max_hidden:
+        public, hidden = ([(t.get("input"), t.get("output")) for t in rec[key]] for key in ("public_tests", "hidden_tests"))
+        if cap_keeps_only_shown(public, hidden, opts.max_hidden):
+            return HIDDEN_CAP_SHOWN_ONLY
         rec["hidden_tests"] = rec["hidden_tests"][: opts.max_hidden]
         summary.hidden_capped += 1
     if not rec["id"]:

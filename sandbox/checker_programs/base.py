@@ -28,13 +28,16 @@ log = logging.getLogger(__name__)
 
 TESTLIB_ENV = "CPFLEET_TESTLIB_DIR"
 DETAIL_BYTES = 2048
-TESTLIB_OK, TESTLIB_WA, TESTLIB_PE, TESTLIB_FAIL, TESTLIB_PARTIAL = 0, 1, 2, 3, 7
 # testlib's partial credit ``quitf(_pc(k), ...)`` exits PC_BASE_EXIT_CODE + k. Its default base
 # is 0 (50 only when the judge defines TESTSYS), which would make _pc(0) an accept and _pc(3) a
 # FAIL: C++ checker programs are compiled with the base that testing systems use, and any exit
-# from it up is a partial result, never a pass.
+# from it up is a partial result, never a pass. TESTSYS too: older testlib.h copies, still shipped
+# with checkers, define the base 0 outright (a -D is redefined, with a warning) and 50 only
+# under TESTSYS. Their points (``quitp``) exit POINTS_EXIT_CODE, which 0.9.2 defaults to 0 (an
+# accept) where today's testlib says 7: set to 7, the partial result it is.
 TESTLIB_PC_BASE = 50
-CHECKER_DEFINES = (f"PC_BASE_EXIT_CODE={TESTLIB_PC_BASE}",)
+TESTLIB_OK, TESTLIB_WA, TESTLIB_PE, TESTLIB_FAIL, TESTLIB_PARTIAL = 0, 1, 2, 3, 7
+CHECKER_DEFINES = (f"PC_BASE_EXIT_CODE={TESTLIB_PC_BASE}", "TESTSYS", f"POINTS_EXIT_CODE={TESTLIB_PARTIAL}")
 # testlib's other verdicts about the contestant's output: "dirt" (4, extra output; testlib maps it
 # to PE) and "unexpected eof" (8, when built with ENABLE_UNEXPECTED_EOF; PE otherwise)
 TESTLIB_DIRT, TESTLIB_UNEXPECTED_EOF = 4, 8
@@ -97,6 +100,8 @@ def toolchain_identity(spec: ProgramSpec) -> str:
     # a build script's tools are its own choice; the C++ toolchain stands for them, as in
     # the build's compile-cache key (programs.build_run_program)
     parts = [spec.language, languages.fingerprint("cpp" if spec.language == BUILD_RUN else spec.language)]
+    if spec.language == "cpp":
+        parts.extend(CHECKER_DEFINES)  # they decide its exit codes (a partial result's above all)
     if spec.language == "cpp" and "testlib.h" not in {Path(p).name for p, _ in spec.files}:
         tl = testlib_dir()
         if tl is not None:

@@ -32,7 +32,9 @@ A package (problemarchive.org problem format, legacy and 2023-07) is a folder wi
   ``correct_solutions`` / ``incorrect_solutions``.
 - ``python3_interpreter: pypy3``: Kattis judges Python 3 submissions with PyPy, and the time
   limits are sized for that, so a python3 completion is judged under PyPy.
-- skipped: scoring and multi-pass problems, packages without tests, each with its reason.
+- skipped: scoring and multi-pass problems, packages without tests, packages whose secret tests
+  are none or only the samples again (the samples alone would decide the reward), each with its
+  reason.
 
 Over 500 lines: one package format read whole (tests, validator flags per group, limits from
 three sources, validator folders, submissions, statements), each part small and read together
@@ -67,6 +69,7 @@ FLOAT_FLAGS = ("float_tolerance", "float_absolute_tolerance", "float_relative_to
 # system_default.yaml (memory: 2048) and DOMjudge's 2 GiB; the project's 512 MB would refuse
 # accepted jury solutions that need ~800 MB
 DEFAULT_MEMORY_MB = 2048
+NO_SECRET_TEST = "no secret test beyond the samples (the samples alone, shown in the statement, would decide the reward)"
 MAX_FILE_BYTES = 64 << 20  # a test or validator file above this is refused, not read
 
 
@@ -110,20 +113,26 @@ def _read_text(path: Path, *, exact: bool = False) -> str:
     return data.decode("utf-8", errors="replace")
 
 
-# values a problem.yaml / testdata.yaml may hold with its aliases expanded (real ones: a few dozen)
+# values a problem.yaml / testdata.yaml may hold with its aliases expanded (real ones: a few dozen),
+# and characters in its strings: no more than a file of the largest size read holds without aliases
 MAX_YAML_VALUES = 100_000
+MAX_YAML_CHARS = MAX_FILE_BYTES
 
 
-def _within_values(data: Any, cap: int) -> bool:
-    """Whether ``data`` holds at most ``cap`` values counting every alias where it is used, read
-    in time bounded by ``cap`` and the file's size: YAML aliases nest, so a 400-byte file can
-    stand for a list of billions of items (or one that contains itself), which ``str()`` of a
-    field or any walk of it would spell out (hours, all the memory)."""
-    todo, n = [data], 0
+def _within_values(data: Any, cap: int, max_chars: int = MAX_YAML_CHARS) -> bool:
+    """Whether ``data`` holds at most ``cap`` values and ``max_chars`` characters of strings,
+    counting every alias where it is used, read in time bounded by ``cap`` and the file's size:
+    YAML aliases nest, so a 400-byte file can stand for a list of billions of items (or one that
+    contains itself), which ``str()`` of a field or any walk of it would spell out (hours, all
+    the memory); and a 1 MB string named by 500 aliases in ``validator_flags`` made a 500 MB
+    record (60k aliases, under the value cap: 60 GB), past what a file without aliases holds."""
+    todo, n, chars = [data], 0, 0
     while todo:
         v = todo.pop()
         n += 1
-        if n > cap:
+        if isinstance(v, str):
+            chars += len(v)
+        if n > cap or chars > max_chars:
             return False
         if isinstance(v, dict):
             todo.extend(v.keys())
@@ -141,7 +150,8 @@ def _load_yaml(path: Path) -> dict[str, Any]:
     except yaml.YAMLError as e:
         raise PrepareError(f"{path}: not YAML ({e.__class__.__name__})") from None
     if not _within_values(data, MAX_YAML_VALUES):
-        raise PrepareError(f"{path}: over {MAX_YAML_VALUES} values with its aliases expanded")
+        raise PrepareError(f"{path}: over {MAX_YAML_VALUES} values or {MAX_YAML_CHARS} characters with its aliases "
+                           "expanded")
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -490,6 +500,11 @@ def convert_package(pkg: Path, pid: str, opts: PrepareOptions, counts: Counter[s
         return checker
     public = _tests(pkg, "sample", interactive, counts)
     secret = _tests(pkg, "secret", interactive, counts)
+    if public and all(t in public for t in secret):
+        # the hidden tests are the samples and the secret ones: without a secret test of its own
+        # (none, none with its .ans, only the samples again) the reward would come from the
+        # samples alone, whose answers the statement and the feedback show
+        return NO_SECRET_TEST
     tl, tl_source = _time_limit(pkg, meta)
     memory_mb, memory_source = _memory_limit(meta)
     description, fmt = _statement(pkg)
