@@ -11,7 +11,9 @@ project's function-call form: ``input`` is the JSON text of the positional argum
 output means what it means there. Shapes:
 
 - code_contests ``{"input": [str], "output": [str]}``: stdin/stdout; a whole row's test columns
-  (``public_tests``, ``private_tests``, ``generated_tests``) keep their public/hidden split.
+  (``public_tests``, ``private_tests``, ``generated_tests``) keep their public/hidden split, read
+  by :func:`from_code_contests_row` for ``cpfleet prepare`` and inline tests alike (a row that
+  reads named files, or has no private or generated tests, is refused, as prepare skips it).
   Compared by the official tester's rules (checker ``code_contests``), as ``cpfleet prepare``
   sets for the dataset's rows.
 - TACO / APPS ``input_output`` and verl/PRIME ``{"inputs", "outputs", "fn_name"?}``: with
@@ -39,11 +41,16 @@ output means what it means there. Shapes:
   function, no ``__reduce__`` target can be loaded), so a hostile dataset cannot run code here;
   its value must be the JSON text, as LiveCodeBench reads it (a list built by the pickle could
   share one large case thousands of times: gigabytes of tests from a kilobyte of field).
+- Whole rows of TACO / APPS (``input_output`` beside its dataset's columns), PrimeIntellect
+  (``verification_info`` beside its dataset's columns), DeepCoder (``tests`` beside ``problem``) and
+  open-r1 codeforces (``official_tests``): read by the functions ``cpfleet prepare``'s format
+  modules call (:func:`from_deepcoder_row`, :func:`from_codeforces_row`...), rows prepare skips
+  refused with its reason; their limits are :mod:`cpfleet.core.rowlimits`'s.
 
 A problem mixes no stdin/stdout and function-call tests, and names one function: both are
 :class:`TestShapeError`, whose message is the skip reason the converters count.
 
-Over 500 lines: every shape's reading (and the restricted unpickler one of them needs) is one
+668 lines: every shape's reading (and the restricted unpickler one of them needs) is one
 module on purpose, the single place ``cpfleet prepare`` and inline problems both read tests
 through, so the two never read a row differently.
 """
@@ -63,6 +70,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from cpfleet.core.errors import TestShapeError
+from cpfleet.core.rowlimits import (
+    is_code_contests_row,
+    is_codeforces_row,
+    is_deepcoder_row,
+    is_primeintellect_row,
+    is_taco_row,
+)
 
 # A decompressed LiveCodeBench private-test blob larger than this is refused: the biggest real
 # ones are tens of MB, and an unbounded inflate of a hostile blob would exhaust memory.
@@ -281,6 +295,30 @@ def from_code_contests(raw: Any) -> list[Test]:
     return [(stdio_text(i), stdio_text(o)) for i, o in zip(inputs, outputs, strict=True)]
 
 
+# Why ``cpfleet prepare`` skips a code_contests row, and inline tests refuse one, whose program
+# reads or writes named files: the tests are those files' contents, not stdin/stdout
+CODE_CONTESTS_NAMED_FILES = "reads or writes named files (input_file/output_file), not stdin/stdout"
+# A row without private or generated tests has only its public ones, the statement's examples,
+# which a program can print without solving anything: prepare skips it ("no hidden tests")
+CODE_CONTESTS_NO_HIDDEN = ("no hidden tests: the code_contests row has no private_tests or generated_tests "
+                           "(its public tests are the statement's examples)")
+
+
+def code_contests_named_files(row: Mapping[str, Any]) -> bool:
+    """Whether a code_contests row's program reads or writes named files (``input_file`` /
+    ``output_file``): no stdin/stdout problem."""
+    return bool(row.get("input_file") or row.get("output_file"))
+
+
+def from_code_contests_row(row: Mapping[str, Any]) -> TestSet:
+    """A deepmind/code_contests row's tests, as ``cpfleet prepare`` and inline tests both read
+    them: public = ``public_tests``, hidden = ``private_tests`` ++ ``generated_tests``, compared
+    by the official tester's rules."""
+    public = from_code_contests(row.get("public_tests"))
+    hidden = from_code_contests(row.get("private_tests")) + from_code_contests(row.get("generated_tests"))
+    return tests_by_rules(public, hidden, None, "code_contests")
+
+
 def from_input_output(io_: Any, counts: Counter[str] | None = None) -> tuple[list[Test], str | None, str | None]:
     """TACO / APPS ``input_output`` and verl/PRIME ``{"inputs", "outputs", "fn_name"?}``: the tests,
     ``fn_name`` and the reference's rules (``fn_semantics`` of function-call tests, ``apps`` for
@@ -415,6 +453,14 @@ def from_cases(cases: Any, *, fn_name: str | None = None) -> tuple[list[Test], s
     return tests, (names.pop() if names else None), (rules.pop() if rules else None)
 
 
+def check_primeintellect_task(row: Mapping[str, Any]) -> None:
+    """TestShapeError when a PrimeIntellect row's ``task_type`` is not ``verifiable_code`` (the
+    dataset's other tasks carry no tests to judge code by)."""
+    task = row.get("task_type")
+    if task is not None and task != "verifiable_code":
+        raise TestShapeError(f"task_type {str(task)[:40]!r} is not verifiable_code")
+
+
 def from_verification_info(info: Any) -> TestSet:
     """PrimeIntellect ``verification_info``: every test (none public yet), fn_name, fn_semantics
     and the stated ``language``."""
@@ -424,6 +470,86 @@ def from_verification_info(info: Any) -> TestSet:
     tests, fn_name, semantics = from_cases(info["test_cases"])
     language = info.get("language")
     return tests_by_rules((), tests, fn_name, semantics, language if isinstance(language, str) else None)
+
+
+def from_deepcoder_row(row: Mapping[str, Any], *, fn_name: str | None = None, num_public: int = 1,
+                       counts: Counter[str] | None = None) -> TestSet:
+    """An ``agentica-org/DeepCoder-Preview-Dataset`` row, as ``cpfleet prepare`` and inline tests
+    both read it: ``tests`` is a TACO dict or a list of cases typed ``stdin`` / ``stdin_stdout`` /
+    ``functional`` (or PrimeIntellect's ``type``); the function name comes from the case, else
+    the row's ``metadata`` (``func_name``), else ``fn_name``. The first ``num_public`` tests are
+    shown, all of them decide the reward. PrimeIntellect's function-call cases are judged as
+    rLLM, DeepCoder's grader, judges them: through TACO's run_test (``apps``)."""
+    meta = parse_json_field(row.get("metadata"), "metadata")
+    meta_fn = meta.get("func_name") if isinstance(meta, Mapping) else None
+    if meta_fn is not None and not isinstance(meta_fn, str):
+        raise TestShapeError("metadata func_name is not a string")
+    fn_name = meta_fn or fn_name
+    raw = parse_json_field(row.get("tests"), "tests")
+    if isinstance(raw, Mapping) and ("inputs" in raw or "outputs" in raw):
+        io_ = dict(raw)
+        if fn_name and not io_.get("fn_name"):
+            io_["fn_name"] = fn_name
+        tests, fn, rule = from_input_output(io_, counts)
+    elif isinstance(raw, Mapping) and "test_cases" in raw:
+        tests, fn, rule = from_cases(raw["test_cases"])
+    else:
+        tests, fn, rule = from_cases(raw, fn_name=fn_name)
+    if rule == "primeintellect":
+        # rLLM runs its PrimeIntellect rows' plain outputs through TACO's run_test
+        # (rllm/rewards/code_reward.py primeintellect_check_correctness); stdin/stdout rows
+        # labelled stdin_stdout (its TACO and PrimeIntellect rows) come as ``apps`` already
+        rule = "apps"
+    public, hidden = split_public(tests, num_public)
+    return tests_by_rules(public, hidden, fn, rule)
+
+
+CODEFORCES_INTERACTIVE = "interactive (interaction_format set): the dataset carries no interactor program"
+CODEFORCES_FILE_IO = "input_mode is not stdio: reads or writes named files"
+
+
+def check_codeforces_row(row: Mapping[str, Any]) -> None:
+    """TestShapeError when an open-r1/codeforces row is none ``cpfleet prepare`` or inline tests
+    judge: interactive (the dataset carries the protocol as prose, no interactor program), or
+    reading named files, or without an ``id``."""
+    if isinstance(row.get("interaction_format"), str) and row["interaction_format"].strip():
+        raise TestShapeError(CODEFORCES_INTERACTIVE)
+    if row.get("input_mode") not in (None, "", "stdio"):
+        raise TestShapeError(CODEFORCES_FILE_IO)
+    if not str(row.get("id") or ""):
+        raise TestShapeError("no id")
+
+
+def _codeforces_pairs(raw: Any) -> list[Test]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise TestShapeError("official_tests / examples is not a list")
+    out = []
+    for t in raw:
+        if not isinstance(t, Mapping) or t.get("input") is None or t.get("output") is None:
+            raise TestShapeError("a test is not {input, output}")
+        out.append((stdio_text(t["input"]), stdio_text(t["output"])))
+    return out
+
+
+def from_codeforces_row(row: Mapping[str, Any], *, num_public: int = 1, generated: Sequence[Test] = ()) -> TestSet:
+    """An open-r1/codeforces row, as ``cpfleet prepare`` and inline tests both read it (after
+    :func:`check_codeforces_row`): hidden = ``official_tests`` then ``generated`` (the tests the
+    dataset ships apart, which only prepare's ``--generated-tests`` reads), public = ``examples``,
+    else the first ``num_public`` hidden tests; ``language`` (the verifiable-prompts subset's) as
+    stated. Its checker: :func:`codeforces_checker`."""
+    hidden = _codeforces_pairs(row.get("official_tests")) + list(generated)
+    public = _codeforces_pairs(row.get("examples")) or hidden[:num_public]
+    language = row.get("language")
+    return TestSet(tuple(public), tuple(hidden), language=language if isinstance(language, str) else None)
+
+
+def codeforces_checker(row: Mapping[str, Any]) -> dict[str, Any] | None:
+    """An open-r1/codeforces row's ``generated_checker`` (Python source) as the problem's
+    checker: the problem accepts several answers and its checker decides; None without one."""
+    src = row.get("generated_checker")
+    return {"type": "python", "source": src} if isinstance(src, str) and src.strip() else None
 
 
 def _merge_fn(a: str | None, b: str | None) -> str | None:
@@ -471,12 +597,13 @@ def normalize_tests(raw: Any, *, fn_name: str | None = None, num_public: int = 1
     for wrapper in ROW_COLUMNS:  # a dataset row's column, passed whole
         if wrapper in raw and len(raw) == 1:
             return normalize_tests(raw[wrapper], fn_name=fn_name, num_public=num_public)
-    if any(isinstance(raw.get(k), Mapping) for k in ("public_tests", "private_tests", "generated_tests")):
-        # a deepmind/code_contests row's test columns; a row without private or generated tests
-        # is rewarded on its public ones
-        pub_cc = from_code_contests(raw.get("public_tests"))
-        hid_cc = from_code_contests(raw.get("private_tests")) + from_code_contests(raw.get("generated_tests"))
-        return tests_by_rules(pub_cc, hid_cc or pub_cc, None, "code_contests")
+    if is_code_contests_row(raw):  # its limits: producer/inline.py's stated_limits
+        if code_contests_named_files(raw):
+            raise TestShapeError(CODE_CONTESTS_NAMED_FILES)
+        cc = from_code_contests_row(raw)
+        if not cc.hidden:
+            raise TestShapeError(CODE_CONTESTS_NO_HIDDEN)
+        return cc
     if "public_tests" in raw or "hidden_tests" in raw:
         pub_l, hid_l = _own_tests(raw.get("public_tests")), _own_tests(raw.get("hidden_tests"))
         own_fn = raw.get("fn_name") or fn_name
@@ -497,6 +624,18 @@ def normalize_tests(raw: Any, *, fn_name: str | None = None, num_public: int = 1
         info = from_verification_info(raw)
         pub, hid = split_public(info.hidden, num_public)
         return dataclasses.replace(info, public=pub, hidden=hid)
+    if is_codeforces_row(raw):  # an open-r1/codeforces row passed whole, as cpfleet prepare reads it
+        check_codeforces_row(raw)
+        return from_codeforces_row(raw, num_public=num_public)
+    if is_deepcoder_row(raw):  # a DeepCoder row passed whole, as cpfleet prepare reads it
+        return from_deepcoder_row(raw, fn_name=fn_name, num_public=num_public)
+    if is_primeintellect_row(raw):  # a PrimeIntellect row passed whole, as cpfleet prepare reads it
+        check_primeintellect_task(raw)
+        return normalize_tests({"verification_info": raw["verification_info"]}, fn_name=fn_name, num_public=num_public)
+    if is_taco_row(raw):  # a TACO / APPS row passed whole: its input_output, as cpfleet prepare reads it
+        raw = parse_json_field(raw["input_output"], "input_output")
+        if not isinstance(raw, Mapping) or not ("inputs" in raw or "outputs" in raw):
+            raise TestShapeError("no input_output tests")
     if "inputs" in raw or "outputs" in raw:
         io_ = dict(raw)
         if fn_name and not io_.get("fn_name"):

@@ -32,7 +32,7 @@ import redis
 
 from cpfleet.core.errors import BrokerFull, BrokerUnavailable, InlineProblemError
 from cpfleet.core.lru import LRU
-from cpfleet.producer.inline import LIMIT_KEYS, content_id, problem_from_tests
+from cpfleet.producer.inline import content_id, problem_from_tests
 
 
 def tests_digest(tests: Any) -> str:
@@ -86,36 +86,10 @@ def _parsed(tests: Any) -> Any:
     return tests
 
 
-def _code_contests_row(tests: Any) -> Any:
-    """A deepmind/code_contests row's test columns (``public_tests``, ``private_tests``,
-    ``generated_tests``, each ``{"input": [...], "output": [...]}``) in the project's
-    ``{"public_tests", "hidden_tests"}`` shape; anything else unchanged."""
-    if not isinstance(tests, Mapping) or not any(
-        isinstance(tests.get(k), Mapping) for k in ("public_tests", "private_tests", "generated_tests")
-    ):
-        return tests
-
-    def pairs(block: Any) -> list[dict[str, Any]]:
-        if block is None:
-            return []
-        if not isinstance(block, Mapping) or not isinstance(block.get("input"), list) or not isinstance(
-            block.get("output"), list
-        ):
-            raise InlineProblemError("a code_contests test block must be {input: [...], output: [...]}")
-        if len(block["input"]) != len(block["output"]):
-            raise InlineProblemError("a code_contests test block has input and output lists of different lengths")
-        return [{"input": i, "output": o} for i, o in zip(block["input"], block["output"], strict=True)]
-
-    public = pairs(tests.get("public_tests"))
-    hidden = pairs(tests.get("private_tests")) + pairs(tests.get("generated_tests"))
-    stated = {k: tests[k] for k in LIMIT_KEYS if k in tests}  # read by problem_from_tests
-    return {"public_tests": public, "hidden_tests": hidden or list(public), **stated}
-
-
 def problem_record(tests: Any) -> dict[str, Any]:
     """The problem-format record (with its content id) for inline ``tests``."""
     try:
-        return problem_from_tests(_code_contests_row(_parsed(tests)))
+        return problem_from_tests(_parsed(tests))
     except InlineProblemError:
         raise
     except (ValueError, TypeError, KeyError) as e:  # TestShapeError is a ValueError

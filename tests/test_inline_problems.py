@@ -73,8 +73,9 @@ def test_code_contests_row_columns_keep_their_split() -> None:
     rec = problem_from_tests(json.dumps(row))
     assert pairs_of(rec, "public_tests") == [("1\n", "2\n")]
     assert pairs_of(rec, "hidden_tests") == [("3\n", "6\n"), ("5\n", "10\n")]
-    only_public = problem_from_tests({"public_tests": {"input": ["1\n"], "output": ["2\n"]}, "private_tests": None})
-    assert pairs_of(only_public, "hidden_tests") == [("1\n", "2\n")]
+    # only its public tests, the statement's examples: refused, as cpfleet prepare skips the row
+    with pytest.raises(InlineProblemError, match="no hidden tests"):
+        problem_from_tests({"public_tests": {"input": ["1\n"], "output": ["2\n"]}, "private_tests": None})
 
 
 def test_livecodebench_functional_lines_become_argument_lists() -> None:

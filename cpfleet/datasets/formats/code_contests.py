@@ -1,7 +1,8 @@
 """``code_contests``: deepmind/code_contests rows.
 
 ``id`` = the problem ``name``; public = ``public_tests``; hidden = ``private_tests`` ++
-``generated_tests``; time limit from ``{seconds, nanos}``, memory from bytes (MiB); checker
+``generated_tests``; time limit from ``{seconds, nanos}``, memory from bytes (MiB), read by
+:mod:`cpfleet.core.rowlimits` as inline tests given the row read them; checker
 ``{"type": "code_contests"}`` (the official tester's comparison). Problems that read or write
 named files (``input_file`` / ``output_file``) are skipped. ``--with-solutions`` keeps language 3
 (Python 3) solutions as ``correct_solutions`` / ``incorrect_solutions``; Python 2 (language 1)
@@ -10,38 +11,24 @@ and other languages are counted and dropped.
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
 from cpfleet.core.errors import TestShapeError
-from cpfleet.core.testshapes import as_records, from_code_contests
+from cpfleet.core.rowlimits import code_contests_mb, code_contests_seconds
+from cpfleet.core.testshapes import (
+    CODE_CONTESTS_NAMED_FILES,
+    as_records,
+    code_contests_named_files,
+    from_code_contests_row,
+)
 from cpfleet.datasets.formats import DatasetFormat, PrepareOptions, register_format
 
 CODE_CONTESTS_CHECKER = {"type": "code_contests"}
 # code_contests Language enum
 LANG_PYTHON2 = 1
 LANG_PYTHON3 = 3
-
-
-def time_limit_seconds(raw: Any) -> float | None:
-    """``{"seconds", "nanos"}`` -> seconds; None (project default) when absent, zero or not
-    numbers (the record check then sees no limit rather than the converter failing the run)."""
-    if not isinstance(raw, Mapping):
-        return None
-    seconds, nanos = raw.get("seconds") or 0, raw.get("nanos") or 0
-    if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in (seconds, nanos)):
-        return None
-    total = float(seconds) + float(nanos) / 1e9
-    return total if math.isfinite(total) and total > 0 else None
-
-
-def memory_limit_mb(raw: Any) -> int | None:
-    """Bytes -> MiB (rounded); None (project default) when absent, zero or not a finite number."""
-    if isinstance(raw, bool) or not isinstance(raw, int | float) or not math.isfinite(raw) or raw <= 0:
-        return None
-    return max(1, round(raw / (1 << 20)))
 
 
 def _python3_solutions(raw: Any, kind: str, counts: Counter[str], cap: int | None) -> list[str]:
@@ -70,21 +57,20 @@ def convert_code_contests(row: Mapping[str, Any], opts: PrepareOptions, counts: 
 
     ``counts`` receives the solution accounting of this row (merged into the summary only
     when the problem is kept)."""
-    if row.get("input_file") or row.get("output_file"):
-        return "reads or writes named files (input_file/output_file), not stdin/stdout"
-    try:  # the one reading of the shape, shared with inline tests (cpfleet.core.testshapes)
-        public = from_code_contests(row.get("public_tests"))
-        hidden = from_code_contests(row.get("private_tests")) + from_code_contests(row.get("generated_tests"))
+    if code_contests_named_files(row):
+        return CODE_CONTESTS_NAMED_FILES
+    try:  # the one reading of the row, shared with inline tests (cpfleet.core.testshapes)
+        tests = from_code_contests_row(row)
     except TestShapeError as e:
         return f"malformed tests ({e})"
     rec: dict[str, Any] = {
         "id": row.get("name") or "",
         "name": row.get("name") or "",
         "description": row.get("description") or "",
-        "public_tests": as_records(public),
-        "hidden_tests": as_records(hidden),
-        "time_limit_s": time_limit_seconds(row.get("time_limit")),
-        "memory_limit_mb": memory_limit_mb(row.get("memory_limit_bytes")),
+        "public_tests": as_records(tests.public),
+        "hidden_tests": as_records(tests.hidden),
+        "time_limit_s": code_contests_seconds(row.get("time_limit")),
+        "memory_limit_mb": code_contests_mb(row.get("memory_limit_bytes")),
         "checker": dict(CODE_CONTESTS_CHECKER),
         "difficulty": row.get("difficulty"),
     }

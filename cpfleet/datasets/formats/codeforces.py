@@ -28,11 +28,15 @@ from typing import Any
 
 from cpfleet.core.errors import TestShapeError
 from cpfleet.core.records import languages_for, make_record
-from cpfleet.core.testshapes import Test, TestSet, stdio_text
+from cpfleet.core.rowlimits import row_limits
+from cpfleet.core.testshapes import (
+    Test,
+    check_codeforces_row,
+    codeforces_checker,
+    from_codeforces_row,
+    stdio_text,
+)
 from cpfleet.datasets.formats import Converted, DatasetFormat, PrepareOptions, register_format
-
-INTERACTIVE_REASON = "interactive (interaction_format set): the dataset carries no interactor program"
-FILE_IO_REASON = "input_mode is not stdio: reads or writes named files"
 
 
 def generated_tests_file(folder: Path, contest_id: int) -> Path:
@@ -58,19 +62,6 @@ def load_generated_tests(folder: Path, contest_id: int, problem_id: str) -> list
     return [(stdio_text(r["input"]), stdio_text(r["output"])) for r in rows]
 
 
-def _pairs(raw: Any) -> list[Test]:
-    if raw is None:
-        return []
-    if not isinstance(raw, list):
-        raise TestShapeError("official_tests / examples is not a list")
-    out = []
-    for t in raw:
-        if not isinstance(t, Mapping) or t.get("input") is None or t.get("output") is None:
-            raise TestShapeError("a test is not {input, output}")
-        out.append((stdio_text(t["input"]), stdio_text(t["output"])))
-    return out
-
-
 def _description(row: Mapping[str, Any]) -> str:
     parts = [str(row.get("description") or "")]
     for title, key in (("Input", "input_format"), ("Output", "output_format"), ("Note", "note")):
@@ -79,30 +70,16 @@ def _description(row: Mapping[str, Any]) -> str:
     return "\n\n".join(p for p in parts if p)
 
 
-def _positive(value: Any) -> float | None:
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        return None
-    return v if v > 0 else None
-
-
 def convert_codeforces(row: Mapping[str, Any], index: int, opts: PrepareOptions,
                        counts: Counter[str]) -> Converted:
-    """One open-r1/codeforces row -> a problem record, or the reason it is skipped."""
-    if isinstance(row.get("interaction_format"), str) and row["interaction_format"].strip():
-        return INTERACTIVE_REASON
-    mode = row.get("input_mode")
-    if mode not in (None, "", "stdio"):
-        return FILE_IO_REASON
-    cf_id = str(row.get("id") or "")
-    if not cf_id:
-        return "no id"
+    """One open-r1/codeforces row -> a problem record, or the reason it is skipped (the row read
+    by :func:`cpfleet.core.testshapes.from_codeforces_row` and its limits by
+    :mod:`cpfleet.core.rowlimits`, as inline tests given the row whole read them)."""
     try:
-        official = _pairs(row.get("official_tests"))
-        examples = _pairs(row.get("examples"))
+        check_codeforces_row(row)
     except TestShapeError as e:
         return str(e)
+    cf_id = str(row.get("id") or "")
     if row.get("official_tests_complete") is False:
         counts["official tests incomplete (kept as given)"] += 1
     generated: list[Test] = []
@@ -126,24 +103,19 @@ def convert_codeforces(row: Mapping[str, Any], index: int, opts: PrepareOptions,
                 counts["generated tests read"] += len(loaded)
                 if len(loaded) != n_generated:
                     counts["generated tests: count differs from the row's generated_tests"] += 1
-    hidden = official + generated
-    public = examples or hidden[: opts.num_public]
-    checker = None
-    src = row.get("generated_checker")
-    if isinstance(src, str) and src.strip():
-        checker = {"type": "python", "source": src}
     try:
-        languages = languages_for(row["language"]) if isinstance(row.get("language"), str) else None
-    except ValueError as e:
+        tests = from_codeforces_row(row, num_public=opts.num_public, generated=generated)
+        languages = languages_for(tests.language) if tests.language is not None else None
+    except (TestShapeError, ValueError) as e:
         return str(e)
-    ml = _positive(row.get("memory_limit"))
+    limits = row_limits(row)
     return make_record(
-        f"codeforces/{cf_id}", TestSet(tuple(public), tuple(hidden)),
+        f"codeforces/{cf_id}", tests,
         name=str(row.get("title") or cf_id),
         description=_description(row),
-        time_limit_s=_positive(row.get("time_limit")),
-        memory_limit_mb=round(ml) if ml is not None else None,
-        checker=checker,
+        time_limit_s=limits.get("time_limit_s"),
+        memory_limit_mb=limits.get("memory_limit_mb"),
+        checker=codeforces_checker(row),
         languages=languages,
         extra={"difficulty": row.get("rating"), "tags": list(row.get("tags") or [])},
     )

@@ -1,7 +1,8 @@
 """``livecodebench``: ``livecodebench/code_generation_lite`` rows (``public_test_cases`` /
 ``private_test_cases``, the private ones plain or base64-zlib-pickle, read by the restricted
 unpickler). Public tests are shown; public + private decide the reward, as LiveCodeBench grades.
-The rows state no limits: each test gets the 6 s LiveCodeBench's run_test gives it.
+The rows state no limits: each test gets the 6 s LiveCodeBench's run_test gives it
+(:data:`cpfleet.core.rowlimits.LIVECODEBENCH_TIME_LIMIT_S`, which inline tests give a row passed whole).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 
 from cpfleet.core.errors import TestShapeError
 from cpfleet.core.records import make_record
+from cpfleet.core.rowlimits import LIVECODEBENCH_TIME_LIMIT_S
 from cpfleet.core.testshapes import from_lcb
 from cpfleet.datasets.formats import Converted, DatasetFormat, PrepareOptions, register_format
 
@@ -38,4 +40,4 @@ def convert_livecodebench(row: Mapping[str, Any], index: int, opts: PrepareOptio
 register_format(DatasetFormat(
     "livecodebench", "LiveCodeBench code_generation_lite (public/private test cases)", convert=convert_livecodebench,
     detect=lambda cols: {"public_test_cases", "private_test_cases"} <= cols, priority=30,
-    harness_time_limit_s=6.0, harness="LiveCodeBench's run_test"))
+    harness_time_limit_s=LIVECODEBENCH_TIME_LIMIT_S, harness="LiveCodeBench's run_test"))

@@ -14,7 +14,7 @@ from typing import Any
 from cpfleet.core.errors import TestShapeError
 from cpfleet.core.languages import dataset_languages
 from cpfleet.core.records import languages_for, make_record
-from cpfleet.core.testshapes import from_verification_info, split_public
+from cpfleet.core.testshapes import check_primeintellect_task, from_verification_info, split_public
 from cpfleet.datasets.formats import Converted, DatasetFormat, PrepareOptions, register_format
 
 _FENCE_TAG = re.compile(r"[ \t]*([A-Za-z0-9_+#-]*)")
@@ -44,10 +44,8 @@ def convert_primeintellect(row: Mapping[str, Any], index: int, opts: PrepareOpti
     """One ``PrimeIntellect/verifiable-coding-problems`` (SYNTHETIC-1) row: ``verification_info``
     JSON with ``language`` and ``test_cases``; the stated language becomes ``languages``
     (rust / javascript rows are skipped: cpfleet judges python3, pypy3, cpp, c, java)."""
-    task = row.get("task_type")
-    if task is not None and task != "verifiable_code":
-        return f"task_type {str(task)[:40]!r} is not verifiable_code"
     try:
+        check_primeintellect_task(row)  # shared with a row passed whole as inline tests
         info = from_verification_info(row.get("verification_info"))
     except TestShapeError as e:
         return str(e)
