@@ -637,12 +637,13 @@ class FleetClient:
         return list(await asyncio.wait_for(asyncio.gather(*futures), timeout))
 
     @staticmethod
-    async def aas_completed(
+    def aas_completed(
         futures: Iterable[asyncio.Future[JobResult]], timeout: float | None = None
     ) -> AsyncIterator[JobResult]:
+        """The results as they arrive (``async for``); the timeout is checked here, at the call,
+        as ``results_as_completed`` checks it, not at the first step of the iteration."""
         options.seconds("timeout", timeout, zero_ok=True)
-        for next_done in asyncio.as_completed(list(futures), timeout=timeout):
-            yield await next_done
+        return _results_as_they_come(list(futures), timeout)
 
     # --- problems and lifecycle ------------------------------------------------------------
 
@@ -734,6 +735,12 @@ _RELEASE_CLAIM = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
 """
+
+
+async def _results_as_they_come(futures: list[asyncio.Future[JobResult]],
+                                timeout: float | None) -> AsyncIterator[JobResult]:
+    for next_done in asyncio.as_completed(futures, timeout=timeout):
+        yield await next_done
 
 
 def require_job_list(jobs: object) -> None:

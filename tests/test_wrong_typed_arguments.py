@@ -105,3 +105,13 @@ def test_a_wrong_typed_job_list_to_the_sharded_client_is_the_projects_error_as_t
             with pytest.raises(JobFormatError, match=f"^submit_many takes a list of jobs, got one {type(one).__name__}"):
                 fleet.submit_many(one)  # type: ignore[arg-type]
         assert fleet.in_flight == 0
+
+
+@pytest.mark.parametrize("bad", ["5", [5], True, -1])
+def test_a_wrong_timeout_to_aas_completed_is_refused_at_the_call_as_to_results_as_completed(bad: Any) -> None:
+    """It was checked only at the first step of the async iteration, unlike every other waiting
+    call (results_as_completed, also a generator, checks at the call)."""
+    from cpfleet import FleetClient
+
+    with pytest.raises(OptionError, match=r"^timeout must be a number of seconds"):
+        FleetClient.aas_completed([], timeout=bad)
