@@ -55,7 +55,9 @@ def code_contests_mb(raw: Any) -> int | None:
 
 def positive_number(raw: Any) -> float | None:
     """An open-r1 codeforces ``time_limit`` (s) or ``memory_limit`` (MB): the number; None when
-    absent, not a number or not positive."""
+    absent, not a number (a bool neither: ``float(True)`` is 1) or not positive."""
+    if isinstance(raw, bool):
+        return None
     try:
         value = float(raw)
     except (TypeError, ValueError, OverflowError):

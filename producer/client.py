@@ -287,12 +287,7 @@ class FleetClient:
         options.seconds("timeout", timeout, zero_ok=True)  # 0 or None: the client's
         options.seconds("wait_for_room", wait_for_room, zero_ok=True)
         submitter = self.submitter
-        if isinstance(jobs, (str, bytes, Mapping)) or not isinstance(jobs, Iterable):
-            kind = JobFormatError if isinstance(jobs, Iterable) else JobTypeError  # a TypeError as Python's was
-            raise kind(
-                f"submit_many takes a list of jobs, got one {type(jobs).__name__}: "
-                "pass [(problem_id, completion), ...] or [{'problem_id': ..., 'completion': ...}, ...]"
-            )
+        require_job_list(jobs)
         specs = []
         for i, job in enumerate(jobs):
             try:
@@ -642,12 +637,13 @@ class FleetClient:
         return list(await asyncio.wait_for(asyncio.gather(*futures), timeout))
 
     @staticmethod
-    async def aas_completed(
+    def aas_completed(
         futures: Iterable[asyncio.Future[JobResult]], timeout: float | None = None
     ) -> AsyncIterator[JobResult]:
+        """The results as they arrive (``async for``); the timeout is checked here, at the call,
+        as ``results_as_completed`` checks it, not at the first step of the iteration."""
         options.seconds("timeout", timeout, zero_ok=True)
-        for next_done in asyncio.as_completed(list(futures), timeout=timeout):
-            yield await next_done
+        return _results_as_they_come(list(futures), timeout)
 
     # --- problems and lifecycle ------------------------------------------------------------
 
@@ -739,6 +735,24 @@ _RELEASE_CLAIM = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
 """
+
+
+async def _results_as_they_come(futures: list[asyncio.Future[JobResult]],
+                                timeout: float | None) -> AsyncIterator[JobResult]:
+    for next_done in asyncio.as_completed(futures, timeout=timeout):
+        yield await next_done
+
+
+def require_job_list(jobs: object) -> None:
+    """JobFormatError or JobTypeError unless ``jobs``, given to ``submit_many`` (of one client or
+    of the sharded one), is a collection of jobs: one job (a string, a mapping) or a number
+    would be read as something else, or fail as Python's TypeError naming nothing."""
+    if isinstance(jobs, (str, bytes, Mapping)) or not isinstance(jobs, Iterable):
+        kind = JobFormatError if isinstance(jobs, Iterable) else JobTypeError  # a TypeError as Python's was
+        raise kind(
+            f"submit_many takes a list of jobs, got one {type(jobs).__name__}: "
+            "pass [(problem_id, completion), ...] or [{'problem_id': ..., 'completion': ...}, ...]"
+        )
 
 
 def _future_list(call: str, given: object) -> list[cf.Future[Any]]:

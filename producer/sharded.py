@@ -26,7 +26,7 @@ from typing import Any
 
 from cpfleet.core.errors import JobFormatError, OptionError
 from cpfleet.core.results import JobResult
-from cpfleet.producer.client import FleetClient, Job
+from cpfleet.producer.client import FleetClient, Job, require_job_list
 from cpfleet.producer.inline_registry import tests_digest
 
 
@@ -84,6 +84,7 @@ class ShardedFleetClient:
     def submit_many(self, jobs: Iterable[Job], **kwargs: Any) -> list[cf.Future[JobResult]]:
         """Jobs split by shard, each part published by its shard's client; futures in input order.
         Every job is validated by its shard's client before that part is sent."""
+        require_job_list(jobs)  # as one client's submit_many: a string is no list of jobs
         jobs = list(jobs)
         parts: list[list[int]] = [[] for _ in self.shards]
         for i, job in enumerate(jobs):

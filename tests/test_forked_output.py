@@ -4,13 +4,12 @@ its stdout to EOF (``subprocess.run(..., capture_output=True)``, the reference h
 
 A forked process holds a copy of the buffer its parent had not flushed yet and flushes it when
 it exits: ``print(3); os.fork()`` prints "3" twice under python3, as ``printf("3\\n"); fork();``
-does in C when stdout is a pipe. The job init killed every process a test left the moment its
-main process ended, so whether the forked copy got out first was a race: "3" in about half of the
-runs, paid against an expected "3" and marked deterministic, where the reference prints "3\\n3\\n"
-(WRONG_ANSWER). Each program here runs ``RUNS`` times on the same job, which that race failed
-within a few runs. A process still running at the test's end is the program's doing: it is
-killed at the test's limits, a TIME_LIMIT, and never hangs the test (sandbox/police.py
-``await_the_rest``)."""
+does in C when stdout is a pipe. Killing what a test left the moment its main process ended
+would make it a race whether the forked copy got out first ("3" in about half of the runs, paid
+against an expected "3", where the reference prints "3\\n3\\n", WRONG_ANSWER): each program
+here runs ``RUNS`` times on the same job, which such a race fails within a few runs. A process
+still running at the test's end is the program's doing: it is killed at the test's limits, a
+TIME_LIMIT, and never hangs the test (sandbox/police.py ``await_the_rest``)."""
 
 from __future__ import annotations
 

@@ -431,3 +431,13 @@ def test_only_a_row_with_its_datasets_columns_is_read_as_the_row() -> None:
     # grader's 4 s is assumed for them
     assert problem_from_tests({"input_output": io_, "question": "q"})["time_limit_s"] is None
     assert problem_from_tests({"input_output": io_, "question": "q", "time_limit": None})["time_limit_s"] == 4.0
+
+
+@pytest.mark.parametrize("row", [codeforces_row(time_limit=True, memory_limit=True),
+                                 codeforces_row(time_limit=False, memory_limit=False)])
+def test_a_bool_in_a_rows_limit_column_states_no_limit(row: dict[str, Any]) -> None:
+    # a bool is no number of seconds or MB, as code_contests's limits already read it (True was 1 s)
+    want = judged(prepared(row, "codeforces"))
+    assert (want["time_limit_s"], want["memory_limit_mb"]) == (None, None), want
+    for route, rec in inline_routes(row).items():
+        assert judged(rec) == want, route

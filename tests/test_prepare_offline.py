@@ -59,3 +59,22 @@ def test_a_dataset_in_the_hub_cache_still_converts_without_network(tmp_path: Pat
                     "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     assert len(out.read_text().splitlines()) == 3  # taco_rows: 4 rows, one malformed
+
+
+def test_a_malformed_dataset_in_the_hub_cache_offline_is_named_malformed_not_missing(tmp_path: Path) -> None:
+    """Only the Hub libraries' "not in the cache" errors mean the data is missing: a cached file
+    that does not parse was reported as "not in the local cache", with advice to download it."""
+    env = _env(tmp_path)
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    repo = tmp_path / "hf-home" / "hub" / "datasets--acme--bad"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(commit)
+    snapshot = repo / "snapshots" / commit
+    snapshot.mkdir(parents=True)
+    (snapshot / "train.jsonl").write_text('{"a": 1}\n{not json\n')
+    proc = _prepare(env, "--dataset", "acme/bad", "--data-files", "train.jsonl", "--split", "train",
+                    "--out", str(tmp_path / "o.jsonl"))
+    assert proc.returncode == 1, proc.stderr
+    line = proc.stderr.strip().splitlines()[-1]
+    assert line.startswith("cpfleet prepare: cannot load 'acme/bad'"), line
+    assert "not in the local cache" not in line and "huggingface-cli download" not in line, line

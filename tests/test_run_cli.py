@@ -111,3 +111,19 @@ def test_a_file_or_single_run_option_given_with_batch_is_a_usage_error_naming_th
         assert proc.stdout == b""  # nothing was run
     proc = _cli("--batch", str(batch), "--local")  # the batch alone runs
     assert proc.returncode == 0 and json.loads(proc.stdout)["runs"][0]["stdout"] == "2\n"
+
+
+def test_a_zero_limit_given_with_batch_is_named_as_a_conflict() -> None:
+    """``--time-limit 0`` and ``--memory-mb 0`` are given options too (0 == False in Python):
+    with --batch they were ignored in silence, as every other single-run option was before."""
+    import argparse
+
+    from cpfleet.jobs import run
+
+    parser = argparse.ArgumentParser()
+    run.configure(parser)
+    for extra, named in ((["--time-limit", "0"], "--time-limit"), (["--memory-mb", "0"], "--memory-mb")):
+        args = parser.parse_args([*extra, "--batch", "b.jsonl"])
+        conflict = run._batch_conflict(args)
+        assert conflict is not None and conflict.startswith(f"{named} cannot go with --batch"), (extra, conflict)
+    assert run._batch_conflict(parser.parse_args(["--batch", "b.jsonl"])) is None

@@ -89,3 +89,29 @@ def test_a_wrong_typed_list_or_setting_to_the_other_client_calls_is_the_projects
         with pytest.raises(OptionError, match="^budget_s must be"):
             fleet.purge_orphans(budget_s="10")  # type: ignore[arg-type]
         assert fleet.in_flight == 0 and fleet.queue_depth() == 0
+
+
+def test_a_wrong_typed_job_list_to_the_sharded_client_is_the_projects_error_as_to_one_client(redis_url: str) -> None:
+    """The sharded client read ``list(jobs)`` first: a number was Python's "'int' object is not
+    iterable", and a string was split into one-letter jobs (a JobFormatError naming a job, not
+    the list)."""
+    from cpfleet.core.errors import JobFormatError, JobTypeError
+    from cpfleet.producer.sharded import ShardedFleetClient
+
+    with ShardedFleetClient([redis_url], timeout=30, warn_unserved=False) as fleet:
+        with pytest.raises(JobTypeError, match="^submit_many takes a list of jobs, got one int"):
+            fleet.submit_many(5)  # type: ignore[arg-type]
+        for one in ("print(1)", {"problem_id": "p", "completion": "print(1)"}):
+            with pytest.raises(JobFormatError, match=f"^submit_many takes a list of jobs, got one {type(one).__name__}"):
+                fleet.submit_many(one)  # type: ignore[arg-type]
+        assert fleet.in_flight == 0
+
+
+@pytest.mark.parametrize("bad", ["5", [5], True, -1])
+def test_a_wrong_timeout_to_aas_completed_is_refused_at_the_call_as_to_results_as_completed(bad: Any) -> None:
+    """It was checked only at the first step of the async iteration, unlike every other waiting
+    call (results_as_completed, also a generator, checks at the call)."""
+    from cpfleet import FleetClient
+
+    with pytest.raises(OptionError, match=r"^timeout must be a number of seconds"):
+        FleetClient.aas_completed([], timeout=bad)

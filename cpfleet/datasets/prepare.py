@@ -135,7 +135,8 @@ def open_dataset(dataset: str, split: str, *, streaming: bool = False, cache_dir
             return _open(dataset, split, streaming, cache_dir, config, data_files)
     except PrepareError:
         raise
-    except Exception as e:  # not in the cache (datasets raises several kinds for it)
+    except OSError as e:  # not in the cache: the Hub libraries' ConnectionError (offline) or FileNotFoundError
+        # (anything else, a cached file that does not parse, is the data's own error, the caller's to name)
         raise DatasetUnavailableError(
             f"cannot load {dataset!r}: the Hugging Face Hub cannot be reached ({why}) and the dataset is not in the "
             f"local cache ({_first_line(str(e))}); without network to the Hub, download it elsewhere "

@@ -103,11 +103,17 @@ _SINGLE_ONLY = {"source": "FILE", "completion": "--completion", "stdin": "--stdi
                 "fetch": "--fetch", "language": "--language", "time_limit": "--time-limit", "memory_mb": "--memory-mb"}
 
 
+def _given(value: object) -> bool:
+    """Whether an option holds a value the user gave, argparse's defaults (None, False, []) aside:
+    by identity, as ``0 in (None, False, [])`` is true and ``--time-limit 0`` is given."""
+    return value is not None and value is not False and value != []
+
+
 def _batch_conflict(args: argparse.Namespace) -> str | None:
     """Why ``--batch`` cannot go with what else was given (FILE, or an option of the one run), or None."""
     if not args.batch:
         return None
-    given = [flag for dest, flag in _SINGLE_ONLY.items() if getattr(args, dest, None) not in (None, False, [])]
+    given = [flag for dest, flag in _SINGLE_ONLY.items() if _given(getattr(args, dest, None))]
     if not given:
         return None
     return (f"{' and '.join(given)} cannot go with --batch, which runs the requests of {args.batch} and "
