@@ -58,6 +58,7 @@ from cpfleet.producer.orphans import purge_orphans
 from cpfleet.producer.pending import (
     FleetStats,
     JobRegistry,
+    JobSpec,
     PendingJob,
     infra_result,
 )
@@ -282,10 +283,21 @@ class FleetClient:
     ) -> list[cf.Future[JobResult]]:
         """``submit_many``'s work; ``positions``: a bad job's error names its place in the list
         (``submit`` has one job, whose error needs no place)."""
+        options.seconds("wait_for_room", wait_for_room, zero_ok=True)
+        specs = self._checked_specs(jobs, reward_shape, mode, timeout, positions)
+        return self.submitter.publish(specs, wait_for_room)
+
+    def _checked_specs(
+        self, jobs: Iterable[Job], reward_shape: str | None, mode: str | None, timeout: float | None,
+        positions: bool | Sequence[int],
+    ) -> list[JobSpec]:
+        """Every job of ``jobs`` validated and its problem known to the store, before anything is
+        published (``submit_many``'s promise; ``ShardedFleetClient`` checks every shard's part
+        so before it publishes any). ``positions``: a bad job's error names its place, its index
+        here (True) or the index given for it (a part of a longer list), or none (False)."""
         if self._jobs.closed:
             raise ClientClosed("FleetClient is closed")
         options.seconds("timeout", timeout, zero_ok=True)  # 0 or None: the client's
-        options.seconds("wait_for_room", wait_for_room, zero_ok=True)
         submitter = self.submitter
         require_job_list(jobs)
         specs = []
@@ -293,11 +305,12 @@ class FleetClient:
             try:
                 specs.append(submitter.make(submitter.resolve_inline(job), reward_shape, mode, timeout))
             except (JobFormatError, UnknownLanguage) as exc:  # the same class (JobTypeError stays a TypeError), its place named
-                if not positions:
+                if positions is False:
                     raise
-                raise type(exc)(f"job #{i}: {exc}") from None
+                place = i if positions is True else positions[i]
+                raise type(exc)(f"job #{place}: {exc}") from None
         self.known_problems.require(s.problem_id for s in specs)
-        return self.submitter.publish(specs, wait_for_room)
+        return specs
 
     def _publish_resubmit(self, msg: JobMessage | RunMessage) -> None:
         """Publish one more attempt of a job that missed its deadline (the registry registered it

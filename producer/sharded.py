@@ -24,7 +24,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
-from cpfleet.core.errors import JobFormatError, OptionError
+from cpfleet.core import options
+from cpfleet.core.errors import (
+    BrokerFull,
+    BrokerUnavailable,
+    ClientClosed,
+    FleetBusy,
+    JobFormatError,
+    OptionError,
+)
 from cpfleet.core.results import JobResult
 from cpfleet.producer.client import FleetClient, Job, require_job_list
 from cpfleet.producer.inline_registry import tests_digest
@@ -81,19 +89,47 @@ class ShardedFleetClient:
     def submit(self, problem_id: str, completion: str | bytes, **kwargs: Any) -> cf.Future[JobResult]:
         return self.shard_for(problem_id).submit(problem_id, completion, **kwargs)
 
-    def submit_many(self, jobs: Iterable[Job], **kwargs: Any) -> list[cf.Future[JobResult]]:
-        """Jobs split by shard, each part published by its shard's client; futures in input order.
-        Every job is validated by its shard's client before that part is sent."""
+    def submit_many(
+        self,
+        jobs: Iterable[Job],
+        *,
+        reward_shape: str | None = None,
+        mode: str | None = None,
+        timeout: float | None = None,
+        wait_for_room: float | None = None,
+    ) -> list[cf.Future[JobResult]]:
+        """``FleetClient.submit_many`` over the shards: jobs split by shard, futures in input
+        order, and the same promises. Every shard's part is validated (and its problems found
+        in its store) before any part is published, so an invalid job or an unknown problem
+        raises with nothing sent, its error naming its place in ``jobs``. A failure while
+        publishing (BrokerUnavailable, BrokerFull, FleetBusy, ClientClosed) carries in
+        ``submitted`` the futures of every job published before it, the other shards' included,
+        in input order: they resolve as usual and someone can wait for them."""
         require_job_list(jobs)  # as one client's submit_many: a string is no list of jobs
         jobs = list(jobs)
+        options.seconds("wait_for_room", wait_for_room, zero_ok=True)
         parts: list[list[int]] = [[] for _ in self.shards]
         for i, job in enumerate(jobs):
-            parts[shard_of(_routing_key(job), len(self.shards))].append(i)
+            try:
+                key = _routing_key(job)
+            except JobFormatError as exc:
+                raise JobFormatError(f"job #{i}: {exc}") from None
+            parts[shard_of(key, len(self.shards))].append(i)
+        checked = [client._checked_specs([jobs[i] for i in idx], reward_shape, mode, timeout, idx) if idx else []
+                   for client, idx in zip(self.shards, parts, strict=True)]
         out: list[cf.Future[JobResult] | None] = [None] * len(jobs)
-        for client, idx in zip(self.shards, parts, strict=True):
-            if idx:
-                for i, fut in zip(idx, client.submit_many([jobs[i] for i in idx], **kwargs), strict=True):
+        for client, idx, specs in zip(self.shards, parts, checked, strict=True):
+            if not idx:
+                continue
+            try:
+                futures = client.submitter.publish(specs, wait_for_room)
+            except (BrokerUnavailable, BrokerFull, FleetBusy, ClientClosed) as exc:
+                for i, fut in zip(idx, exc.submitted, strict=False):
                     out[i] = fut
+                exc.submitted = [f for f in out if f is not None]
+                raise
+            for i, fut in zip(idx, futures, strict=True):
+                out[i] = fut
         return [f for f in out if f is not None]
 
     gather = staticmethod(FleetClient.gather)

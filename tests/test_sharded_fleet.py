@@ -12,6 +12,7 @@ import redis
 from fleet_helpers import FleetWorker
 
 from cpfleet.core import protocol
+from cpfleet.core.errors import JobFormatError, UnknownProblemError
 from cpfleet.fleet.redis_server import RedisServer
 from cpfleet.producer.client import BrokerUnavailable
 from cpfleet.producer.sharded import ShardedFleetClient, shard_of
@@ -94,3 +95,53 @@ def test_a_shard_without_workers_is_warned_at_construction(tmp_path: Path, caplo
             with ShardedFleetClient([served.url], timeout=60, warn_unserved=False):
                 pass
         assert not any("wait there" in r.getMessage() for r in caplog.records)
+
+
+def _one_per_shard() -> tuple[str, str]:
+    """A problem id of shard 0 and one of shard 1 (of two)."""
+    first = next(p["id"] for p in PROBLEMS if shard_of(p["id"], 2) == 0)
+    second = next(p["id"] for p in PROBLEMS if shard_of(p["id"], 2) == 1)
+    return first, second
+
+
+def test_an_invalid_job_for_a_later_shard_sends_nothing_to_any_shard(tmp_path: Path) -> None:
+    """``submit_many``'s promise holds across shards: every part is checked before any is
+    published. Shard 0's part was published before shard 1's was checked, so a bad job there
+    raised with shard 0's jobs already queued and their futures returned to nobody (judged with
+    no one waiting), and its error named the job's place in its shard's part, not in the list."""
+    first, second = _one_per_shard()
+    with RedisServer() as a, RedisServer() as b:
+        with ShardedFleetClient([a.url, b.url], timeout=60, warn_unserved=False) as fleet:
+            fleet.register_problems(PROBLEMS)
+            queues = [redis.Redis.from_url(u) for u in (a.url, b.url)]
+            bad_jobs: list[list[object]] = [
+                [(first, GOOD), (first, GOOD), {"problem_id": second, "completion": GOOD, "shape": "fraction"}],
+                [(first, GOOD), (first, GOOD), (second, GOOD), ("shard/not-stored", GOOD)],
+            ]
+            for jobs in bad_jobs:
+                with pytest.raises((JobFormatError, UnknownProblemError)):
+                    fleet.submit_many(jobs)  # type: ignore[arg-type]
+                assert [q.llen(protocol.DEFAULT_QUEUE) for q in queues] == [0, 0]
+                assert fleet.in_flight == 0
+            with pytest.raises(JobFormatError, match=r"^job #2: "):
+                fleet.submit_many(bad_jobs[0])  # type: ignore[arg-type]
+
+
+def test_a_shard_failing_at_publish_hands_back_the_futures_other_shards_published(tmp_path: Path) -> None:
+    """A Redis gone between the check and the publish of a later shard: the exception's
+    ``submitted`` holds the futures of every job published before it, the earlier shards'
+    included, in input order, as one client's ``submit_many`` gives those of its earlier
+    batches; they were lost (queued, judged, and awaited by no one)."""
+    first, second = _one_per_shard()
+    with RedisServer() as a, RedisServer() as b:
+        with ShardedFleetClient([a.url, b.url], timeout=60, warn_unserved=False) as fleet:
+            fleet.register_problems(PROBLEMS)
+            jobs = [(second, GOOD), (first, GOOD), (second, BAD), (first, BAD)]
+            fleet.submit_many([(second, GOOD)])  # shard 1 has seen its problem: no store check left
+            b.stop(kill=True)
+            with pytest.raises(BrokerUnavailable) as raised:
+                fleet.submit_many(jobs)
+            assert len(raised.value.submitted) == 2
+            queued = redis.Redis.from_url(a.url).llen(protocol.DEFAULT_QUEUE)
+            assert queued == 2  # shard 0's part: the two futures handed back
+            assert fleet.shards[0].cancel_many(raised.value.submitted) == 2
