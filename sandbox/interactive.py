@@ -34,8 +34,27 @@ memory limit decided it, so never cached). If it fails or rejects the reference 
 problem is broken: CheckerBroken (INTERNAL), naming both; so too when the pair's memory cgroup
 killed any process during the reference's accepted dialogue (a child the interactor forked: the
 OOM killer takes the largest process, so the interactor overran there as well and which process
-died was the moment's choice, never the program's doing). With no correct solution that can run
-here it stays CheckerBroken and says so. The vouch for (interactor, test, reference, limits) is
+died was the moment's choice, never the program's doing).
+
+With no correct solution that can run here (a Kattis package prepared without
+``--with-solutions``, a hand-written record), the interactor is run alone on the test instead
+(``_alone``): its input a pipe held open and never written (``SILENT``), for at least
+``ALONE_MIN_S`` and twice as long as it ran before failing. A program reaches its interactor
+only through what it writes and through closing its output; an interactor that fails outside its
+protocol with neither, before the silent side is stopped, fails on its own: CheckerBroken
+(INTERNAL), naming it. Otherwise its failure needed the program's output, and no reference says
+the program's output was fine: the program's WRONG_ANSWER, saying no reference could vouch for
+the interactor (non-deterministic when the interactor's own time or memory limit decided it), and
+a warning in the worker's log. Whether the interactor read a byte of the program's output cannot
+be read soundly from outside (a pipe keeps no count; ``/proc/<pid>/io`` counts every read and
+write of a process, files included, and not splice or vmsplice), so the run alone answers the
+question instead: what happens with nothing to read. A broken interactor that fails only on a
+program's (valid) output thus costs every program its reward rather than masking it; the
+operator sees it in the log, and ``cpfleet prepare`` names such problems. The run alone is
+remembered per process (``ALONE``: a failure on its own when no limit decided it, else how long
+it was waited for), so provoking it again on a test costs no further run there unless it
+must be waited for longer.
+The vouch for (interactor, test, reference, limits) is
 remembered in the process (``VOUCHES``, a failed one too), so however often a program provokes
 it the reference runs at most once per test per process. It runs as a job of its own beside the
 loaded program, which stays loaded for the job's next tests. A testlib interactor's FAIL (exit
