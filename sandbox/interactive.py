@@ -44,8 +44,9 @@ only through what it writes and through closing its output; an interactor that f
 protocol with neither, before the silent side is stopped, fails on its own: CheckerBroken
 (INTERNAL), naming it. Otherwise its failure needed the program's output, and no reference says
 the program's output was fine: the program's WRONG_ANSWER, saying no reference could vouch for
-the interactor (non-deterministic when the interactor's own time or memory limit decided it), and
-a warning in the worker's log. Whether the interactor read a byte of the program's output cannot
+the interactor (non-deterministic when the interactor's own time or memory limit decided it, or
+when alone it computed for half the wait or more, so more time might have shown it failing on its
+own), and a warning in the worker's log. Whether the interactor read a byte of the program's output cannot
 be read soundly from outside (a pipe keeps no count; ``/proc/<pid>/io`` counts every read and
 write of a process, files included, and not splice or vmsplice), so the run alone answers the
 question instead: what happens with nothing to read. A broken interactor that fails only on a
@@ -265,28 +266,30 @@ def _unvouched(runner: CodeRunner, spec: ProgramSpec, reference: Reference | Non
     missing = reference.missing if reference is not None and reference.missing else "no correct solution was given"
     wait_s = min(max(ALONE_MIN_S, 2 * failure.interactor_wall_s + ALONE_SLACK_S),
                  checker_limits(spec).wall_backstop_s)
-    alone = _alone(runner, spec, inp, ans, argv, files, collect, wait_s)
+    alone, steady = _alone(runner, spec, inp, ans, argv, files, collect, wait_s)
     if alone:
         raise CheckerBroken(f"{failure}; with no output from any program it fails on its own too: {alone} "
                             f"(and no reference solution can run: {missing})") from None
     log.warning("interactive %s: the interactor failed on a program's dialogue and no reference solution can "
                 "vouch for it (%s): charged to the program: %s", spec.key()[:16], missing, _why(failure)[:300])
     return InteractiveOutcome(Verdict.WRONG_ANSWER, failure.run, f"{UNVOUCHED} ({missing}): {_why(failure)}",
-                              deterministic=failure.deterministic)
+                              deterministic=failure.deterministic and steady)
 
 
 def _alone(runner: CodeRunner, spec: ProgramSpec, inp: bytes, ans: bytes, argv: list[str],
-           files: Mapping[str, bytes], collect: tuple[str, ...], wait_s: float) -> str:
+           files: Mapping[str, bytes], collect: tuple[str, ...], wait_s: float) -> tuple[str, bool]:
     """Why the interactor fails on its own on this test, with no program output at all: its
     input a pipe held open and never written for ``wait_s`` (``SILENT``, which drains what the
     interactor writes, so it never blocks on a full pipe, and never ends on its own), or "" when
-    it does not. Only an end reported before the silent side was stopped counts: once stopped,
-    the interactor sees the end of its input, which any program could have sent. Remembered
-    in ``ALONE`` (a failure on its own when no limit decided it; else how long it was waited)."""
+    it does not; and whether that answer is steady. Only an end reported before the silent side
+    was stopped counts: once stopped, the interactor sees the end of its input, which any program
+    could have sent. An interactor still computing for half the wait or more (not waiting for
+    input) might have failed with more time, so "" is not steady then, nor a failure that a
+    limit decided. Steady answers are remembered in ``ALONE``, with how long it was waited."""
     key = vouch_key(spec, Reference(language="silent", source=SILENT), inp, ans)
     known = ALONE.get(key)
     if known is not None and (known[0] or known[1] >= wait_s):
-        return known[0]
+        return known[0], True
     ALONE.runs += 1
     silent = Limits(time_s=wait_s, memory_mb=SILENT_MEMORY_MB, wall_s=wait_s)
     with programs.open_session(runner, programs.source_image("python3", SILENT)) as session:
@@ -295,15 +298,15 @@ def _alone(runner: CodeRunner, spec: ProgramSpec, inp: bytes, ans: bytes, argv: 
     if res.solution.status == Verdict.INTERNAL or res.interactor.status == Verdict.INTERNAL:
         drop_session(runner)
         raise SandboxFailure(f"sandbox failure running an interactor alone: {res.solution.error or res.interactor.error}")
-    why, lasting = "", True
+    why, steady = "", res.interactor.cpu_s < wait_s / 2
     if not res.solution_ended_first:
         try:
             decide(spec, RunResult(Verdict.OK), res.interactor)
         except InteractorFailed as e:
-            why, lasting = _why(e), e.deterministic
-    if lasting:
+            why, steady = _why(e), e.deterministic
+    if steady:
         ALONE.put(key, (why, wait_s))
-    return why
+    return why, steady
 
 
 def _vouch(runner: CodeRunner, spec: ProgramSpec, reference: Reference, inp: bytes, ans: bytes,
