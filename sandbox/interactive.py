@@ -171,12 +171,18 @@ VOUCHES = Vouches()
 class AloneRuns:
     """Per process, bounded: what the interactor did alone on a test (``_alone``), by key: why
     it failed on its own ("" when it did not) and how long it was waited for. ``runs`` counts
-    the runs."""
+    the runs; ``unvouched`` the failures charged to a program with no reference to vouch (the
+    worker's metric ``cpfleet_interactor_unvouched_failures``, workers/metrics.py)."""
 
     def __init__(self, max_entries: int = 4096) -> None:
         self._seen: LRU[str, tuple[str, float]] = LRU(max_entries)
         self._lock = threading.Lock()
         self.runs = 0
+        self.unvouched = 0
+
+    def count_unvouched(self) -> None:
+        with self._lock:
+            self.unvouched += 1
 
     def get(self, key: str) -> tuple[str, float] | None:
         with self._lock:
@@ -272,6 +278,7 @@ def _unvouched(runner: CodeRunner, spec: ProgramSpec, reference: Reference | Non
                             f"(and no reference solution can run: {missing})") from None
     log.warning("interactive %s: the interactor failed on a program's dialogue and no reference solution can "
                 "vouch for it (%s): charged to the program: %s", spec.key()[:16], missing, _why(failure)[:300])
+    ALONE.count_unvouched()
     return InteractiveOutcome(Verdict.WRONG_ANSWER, failure.run, f"{UNVOUCHED} ({missing}): {_why(failure)}",
                               deterministic=failure.deterministic and steady)
 
