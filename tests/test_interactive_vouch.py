@@ -12,6 +12,7 @@ Python interactors and real reference runs; the reference runs at most once per 
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
@@ -153,13 +154,18 @@ def test_without_a_correct_solution_a_provoked_crash_is_the_programs_wrong_answe
     assert not ok.infra_error and ok.verdict == Verdict.OK and ok.reward == 1.0, ok.observation[-1500:]
 
 
-def test_without_a_correct_solution_the_interactor_alone_runs_once_per_test(runner: CodeRunner) -> None:
+def test_without_a_correct_solution_the_interactor_alone_runs_once_per_test(runner: CodeRunner,
+                                                                            caplog: pytest.LogCaptureFixture) -> None:
     problem = guess(f"vouch/no-reference-once/{runner.name}", reference=False, public=("12 100\n",))
-    before = interactive.ALONE.runs
-    for _ in range(2):
-        res = evaluate(problem, fenced(GARBAGE_THEN_READ), runner)
-        assert res.verdict == Verdict.WRONG_ANSWER and res.reward == 0.0, res.observation[-1500:]
+    before, charged = interactive.ALONE.runs, interactive.ALONE.unvouched
+    with caplog.at_level(logging.WARNING, logger="cpfleet.sandbox"):
+        for _ in range(2):
+            res = evaluate(problem, fenced(GARBAGE_THEN_READ), runner)
+            assert res.verdict == Verdict.WRONG_ANSWER and res.reward == 0.0, res.observation[-1500:]
     assert interactive.ALONE.runs - before == 2  # the public test and the hidden one, once each
+    # the operator sees each: a warning in the worker's log, and the count behind its metric
+    assert interactive.ALONE.unvouched - charged == 4
+    assert sum("no reference solution can vouch for it" in r.getMessage() for r in caplog.records) == 4
 
 
 def test_without_a_correct_solution_an_interactor_out_of_cpu_time_is_an_uncached_wrong_answer(
