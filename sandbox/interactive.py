@@ -170,7 +170,7 @@ VOUCHES = Vouches()
 
 class AloneRuns:
     """Per process, bounded: what the interactor did alone on a test (``_alone``), by key: why
-    it failed on its own ("" when it did not) and how long it was waited for. ``runs`` counts
+    it failed on its own and when, or "" and how long it was waited for. ``runs`` counts
     the runs; ``unvouched`` the failures charged to a program with no reference to vouch (the
     worker's metric ``cpfleet_interactor_unvouched_failures``, workers/metrics.py)."""
 
@@ -292,11 +292,13 @@ def _alone(runner: CodeRunner, spec: ProgramSpec, inp: bytes, ans: bytes, argv: 
     was stopped counts: once stopped, the interactor sees the end of its input, which any program
     could have sent. An interactor still computing for half the wait or more (not waiting for
     input) might have failed with more time, so "" is not steady then, nor a failure that a
-    limit decided. Steady answers are remembered in ``ALONE``, with how long it was waited."""
+    limit decided. Steady answers are remembered in ``ALONE``: a failure with when it came (one
+    that came later than ``wait_s`` is no failure within it: a later program that provoked the
+    interactor sooner is not excused by it), else how long it was waited."""
     key = vouch_key(spec, Reference(language="silent", source=SILENT), inp, ans)
     known = ALONE.get(key)
     if known is not None and (known[0] or known[1] >= wait_s):
-        return known[0], True
+        return (known[0] if known[1] <= wait_s else ""), True
     ALONE.runs += 1
     silent = Limits(time_s=wait_s, memory_mb=SILENT_MEMORY_MB, wall_s=wait_s)
     with programs.open_session(runner, programs.source_image("python3", SILENT)) as session:
@@ -305,14 +307,14 @@ def _alone(runner: CodeRunner, spec: ProgramSpec, inp: bytes, ans: bytes, argv: 
     if res.solution.status == Verdict.INTERNAL or res.interactor.status == Verdict.INTERNAL:
         drop_session(runner)
         raise SandboxFailure(f"sandbox failure running an interactor alone: {res.solution.error or res.interactor.error}")
-    why, steady = "", res.interactor.cpu_s < wait_s / 2
+    why, steady, at_s = "", res.interactor.cpu_s < wait_s / 2, wait_s
     if not res.solution_ended_first:
         try:
             decide(spec, RunResult(Verdict.OK), res.interactor)
         except InteractorFailed as e:
-            why, steady = _why(e), e.deterministic
+            why, steady, at_s = _why(e), e.deterministic, res.interactor.wall_s
     if steady:
-        ALONE.put(key, (why, wait_s))
+        ALONE.put(key, (why, at_s))
     return why, steady
 
 

@@ -276,3 +276,30 @@ def test_a_failed_vouch_is_remembered(runner: CodeRunner) -> None:
         res = evaluate(problem, fenced(GARBAGE_THEN_READ), runner)
         assert res.infra_error and "the reference solution" in res.infra_message
     assert interactive.VOUCHES.runs - before == 1
+
+
+# gives up on its own (exit 5, outside the protocol) after 3 s with nothing to read; parses at once
+GIVES_UP_ON_SILENCE = INTERACTOR.replace("    g = int(input())\n", """    import select
+    if not select.select([sys.stdin], [], [], 3.0)[0]:
+        sys.exit(5)
+    g = int(input())
+""")
+SILENT_THEN_WAIT = "import time\ninput()\ntime.sleep(30)\n"
+
+
+def test_without_a_correct_solution_a_later_failure_alone_never_excuses_a_sooner_provoked_one(
+        runner: CodeRunner) -> None:
+    """The interactor alone fails only after 3 s of silence. A program silent that long meets
+    that failure, which it did not provoke by anything it wrote (a correct program thinking as
+    long meets it too): INTERNAL. A program whose garbage crashed it at once is not excused by
+    the failure alone 3 s later, remembered or not: its WRONG_ANSWER."""
+    problem = guess(f"vouch/no-reference-gives-up/{runner.name}", GIVES_UP_ON_SILENCE, reference=False,
+                    hidden=("37 100\n",))
+    res = evaluate(problem, fenced(SILENT_THEN_WAIT), runner)
+    assert res.infra_error and res.verdict == Verdict.INTERNAL, res.observation[-1500:]
+    assert "it fails on its own too" in res.infra_message
+    res = evaluate(problem, fenced(GARBAGE_THEN_READ), runner)
+    assert not res.infra_error, res.infra_message
+    assert res.verdict == Verdict.WRONG_ANSWER and res.reward == 0.0, res.observation[-1500:]
+    assert "ValueError" in res.observation
+
