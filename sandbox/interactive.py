@@ -51,7 +51,10 @@ be read soundly from outside (a pipe keeps no count; ``/proc/<pid>/io`` counts e
 write of a process, files included, and not splice or vmsplice), so the run alone answers the
 question instead: what happens with nothing to read. A broken interactor that fails only on a
 program's (valid) output thus costs every program its reward rather than masking it; the
-operator sees it in the log, and ``cpfleet prepare`` names such problems. The run alone is
+operator sees it in the log, and ``cpfleet prepare`` names such problems. An interactor that
+gives up on its own after some seconds with nothing to read is INTERNAL for a program silent that
+long, as for a correct program thinking that long (neither wrote anything it could fail on); its
+failure alone never excuses one the program's output brought sooner. The run alone is
 remembered per process (``ALONE``: a failure on its own when no limit decided it, else how long
 it was waited for), so provoking it again on a test costs no further run there unless it
 must be waited for longer.
