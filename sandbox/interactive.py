@@ -34,8 +34,31 @@ memory limit decided it, so never cached). If it fails or rejects the reference 
 problem is broken: CheckerBroken (INTERNAL), naming both; so too when the pair's memory cgroup
 killed any process during the reference's accepted dialogue (a child the interactor forked: the
 OOM killer takes the largest process, so the interactor overran there as well and which process
-died was the moment's choice, never the program's doing). With no correct solution that can run
-here it stays CheckerBroken and says so. The vouch for (interactor, test, reference, limits) is
+died was the moment's choice, never the program's doing).
+
+With no correct solution that can run here (a Kattis package prepared without
+``--with-solutions``, a hand-written record), the interactor is run alone on the test instead
+(``_alone``): its input a pipe held open and never written (``SILENT``), for at least
+``ALONE_MIN_S`` and twice as long as it ran before failing. A program reaches its interactor
+only through what it writes and through closing its output; an interactor that fails outside its
+protocol with neither, before the silent side is stopped, fails on its own: CheckerBroken
+(INTERNAL), naming it. Otherwise its failure needed the program's output, and no reference says
+the program's output was fine: the program's WRONG_ANSWER, saying no reference could vouch for
+the interactor (non-deterministic when the interactor's own time or memory limit decided it, or
+when alone it computed for half the wait or more, so more time might have shown it failing on its
+own), and a warning in the worker's log. Whether the interactor read a byte of the program's output cannot
+be read soundly from outside (a pipe keeps no count; ``/proc/<pid>/io`` counts every read and
+write of a process, files included, and not splice or vmsplice), so the run alone answers the
+question instead: what happens with nothing to read. A broken interactor that fails only on a
+program's (valid) output thus costs every program its reward rather than masking it; the
+operator sees it in the log, and ``cpfleet prepare`` names such problems. An interactor that
+gives up on its own after some seconds with nothing to read is INTERNAL for a program silent that
+long, as for a correct program thinking that long (neither wrote anything it could fail on); its
+failure alone never excuses one the program's output brought sooner. The run alone is
+remembered per process (``ALONE``: a failure on its own when no limit decided it, else how long
+it was waited for), so provoking it again on a test costs no further run there unless it
+must be waited for longer.
+The vouch for (interactor, test, reference, limits) is
 remembered in the process (``VOUCHES``, a failed one too), so however often a program provokes
 it the reference runs at most once per test per process. It runs as a job of its own beside the
 loaded program, which stays loaded for the job's next tests. A testlib interactor's FAIL (exit
@@ -46,6 +69,7 @@ works with the reference is the program's WRONG_ANSWER, never a masked sample.
 from __future__ import annotations
 
 import hashlib
+import logging
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -76,6 +100,16 @@ from cpfleet.sandbox.runner import CodeRunner, Limits, ProgramImage, RunResult
 
 STOPPED_BY_PEER = "stopped: the interactor exited"
 VOUCHED = "the interactor failed on this program's dialogue (it accepts the reference solution)"
+UNVOUCHED = ("the interactor failed on this program's dialogue (no reference solution could vouch for it, "
+             "and with no output from a program it does not fail)")
+# the interactor alone (``_alone``): a program that writes nothing, keeps its output open, and
+# drains the interactor's; it is waited for at least ALONE_MIN_S, and twice as long as the
+# interactor ran before it failed on the program's dialogue, plus ALONE_SLACK_S
+SILENT = "import sys, time\nwhile sys.stdin.buffer.read1(65536):\n    pass\ntime.sleep(86400)\n"
+SILENT_MEMORY_MB = 256
+ALONE_MIN_S = 2.0
+ALONE_SLACK_S = 0.5
+log = logging.getLogger("cpfleet.sandbox")
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +140,7 @@ class InteractorFailed(CheckerBroken):
     def __init__(self, why: str, rp: RunResult, ri: RunResult, early: InteractiveOutcome | None = None) -> None:
         super().__init__(why)
         self.run = rp
+        self.interactor_wall_s = ri.wall_s
         self.early = early
         self.deterministic = ri.status not in (Verdict.TIME_LIMIT, Verdict.MEMORY_LIMIT)
 
@@ -134,6 +169,38 @@ class Vouches:
 
 
 VOUCHES = Vouches()
+
+
+class AloneRuns:
+    """Per process, bounded: what the interactor did alone on a test (``_alone``), by key: why
+    it failed on its own and when, or "" and how long it was waited for. ``runs`` counts
+    the runs; ``unvouched`` the failures charged to a program with no reference to vouch (the
+    worker's metric ``cpfleet_interactor_unvouched_failures``, workers/metrics.py)."""
+
+    def __init__(self, max_entries: int = 4096) -> None:
+        self._seen: LRU[str, tuple[str, float]] = LRU(max_entries)
+        self._lock = threading.Lock()
+        self.runs = 0
+        self.unvouched = 0
+
+    def count_unvouched(self) -> None:
+        with self._lock:
+            self.unvouched += 1
+
+    def get(self, key: str) -> tuple[str, float] | None:
+        with self._lock:
+            return self._seen.get(key)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._seen.clear()
+
+    def put(self, key: str, seen: tuple[str, float]) -> None:
+        with self._lock:
+            self._seen.put(key, seen)
+
+
+ALONE = AloneRuns()
 
 
 def vouch_key(spec: ProgramSpec, reference: Reference, inp: bytes, ans: bytes) -> str:
@@ -169,8 +236,10 @@ def run_interactive(runner: CodeRunner, spec: ProgramSpec, test_input: str, answ
     try:
         return _dialogue(runner, spec, solution, limits, argv, files, collect)
     except InteractorFailed as failure:
-        if failure.early is not None and (reference is None or not reference.source):
-            return failure.early  # no reference to ask: the end seen first decides, as on Kattis
+        if reference is None or not reference.source:
+            if failure.early is not None:
+                return failure.early  # no reference to ask: the end seen first decides, as on Kattis
+            return _unvouched(runner, spec, reference, failure, inp, ans, argv, files, collect)
         why = _vouch(runner, spec, reference, inp, ans, argv, files, collect)
         if why:
             raise CheckerBroken(f"{failure}; {why}") from None
@@ -195,13 +264,67 @@ def _dialogue(runner: CodeRunner, spec: ProgramSpec, program: programs.ProgramSe
     return replace(outcome, oom_killed=True) if res.oom_killed else outcome
 
 
-def _vouch(runner: CodeRunner, spec: ProgramSpec, reference: Reference | None, inp: bytes, ans: bytes,
+def _unvouched(runner: CodeRunner, spec: ProgramSpec, reference: Reference | None, failure: InteractorFailed,
+               inp: bytes, ans: bytes, argv: list[str], files: Mapping[str, bytes],
+               collect: tuple[str, ...]) -> InteractiveOutcome:
+    """An interactor that failed while the program ran, with no reference to vouch for it: the
+    program's WRONG_ANSWER, unless the interactor fails so on its own, with no output from any
+    program at all (``_alone``): then it is broken (CheckerBroken). A program can provoke an
+    interactor only through what it writes (or its end of input closing); it cannot provoke a
+    failure that comes without either, so no program's doing is ever masked as INTERNAL."""
+    missing = reference.missing if reference is not None and reference.missing else "no correct solution was given"
+    wait_s = min(max(ALONE_MIN_S, 2 * failure.interactor_wall_s + ALONE_SLACK_S),
+                 checker_limits(spec).wall_backstop_s)
+    alone, steady = _alone(runner, spec, inp, ans, argv, files, collect, wait_s)
+    if alone:
+        raise CheckerBroken(f"{failure}; with no output from any program it fails on its own too: {alone} "
+                            f"(and no reference solution can run: {missing})") from None
+    log.warning("interactive %s: the interactor failed on a program's dialogue and no reference solution can "
+                "vouch for it (%s): charged to the program: %s", spec.key()[:16], missing, _why(failure)[:300])
+    ALONE.count_unvouched()
+    return InteractiveOutcome(Verdict.WRONG_ANSWER, failure.run, f"{UNVOUCHED} ({missing}): {_why(failure)}",
+                              deterministic=failure.deterministic and steady)
+
+
+def _alone(runner: CodeRunner, spec: ProgramSpec, inp: bytes, ans: bytes, argv: list[str],
+           files: Mapping[str, bytes], collect: tuple[str, ...], wait_s: float) -> tuple[str, bool]:
+    """Why the interactor fails on its own on this test, with no program output at all: its
+    input a pipe held open and never written for ``wait_s`` (``SILENT``, which drains what the
+    interactor writes, so it never blocks on a full pipe, and never ends on its own), or "" when
+    it does not; and whether that answer is steady. Only an end reported before the silent side
+    was stopped counts: once stopped, the interactor sees the end of its input, which any program
+    could have sent. An interactor still computing for half the wait or more (not waiting for
+    input) might have failed with more time, so "" is not steady then, nor a failure that a
+    limit decided. Steady answers are remembered in ``ALONE``: a failure with when it came (one
+    that came later than ``wait_s`` is no failure within it: a later program that provoked the
+    interactor sooner is not excused by it), else how long it was waited."""
+    key = vouch_key(spec, Reference(language="silent", source=SILENT), inp, ans)
+    known = ALONE.get(key)
+    if known is not None and (known[0] or known[1] >= wait_s):
+        return (known[0] if known[1] <= wait_s else ""), True
+    ALONE.runs += 1
+    silent = Limits(time_s=wait_s, memory_mb=SILENT_MEMORY_MB, wall_s=wait_s)
+    with programs.open_session(runner, programs.source_image("python3", SILENT)) as session:
+        res = programs.run_interactive(runner, session, silent, session_for(runner, spec),
+                                       _interactor_limits(spec, silent), argv=argv, files=files, collect=collect)
+    if res.solution.status == Verdict.INTERNAL or res.interactor.status == Verdict.INTERNAL:
+        drop_session(runner)
+        raise SandboxFailure(f"sandbox failure running an interactor alone: {res.solution.error or res.interactor.error}")
+    why, steady, at_s = "", res.interactor.cpu_s < wait_s / 2, wait_s
+    if not res.solution_ended_first:
+        try:
+            decide(spec, RunResult(Verdict.OK), res.interactor)
+        except InteractorFailed as e:
+            why, steady, at_s = _why(e), e.deterministic, res.interactor.wall_s
+    if steady:
+        ALONE.put(key, (why, at_s))
+    return why, steady
+
+
+def _vouch(runner: CodeRunner, spec: ProgramSpec, reference: Reference, inp: bytes, ans: bytes,
            argv: list[str], files: Mapping[str, bytes], collect: tuple[str, ...]) -> str:
     """"" when the interactor accepts the reference solution's dialogue on this test, else why
     it cannot be vouched for (remembered in ``VOUCHES`` when it lasts, see ``_run_reference``)."""
-    if reference is None or not reference.source:
-        missing = reference.missing if reference is not None else "no correct solution was given"
-        return f"no reference solution can tell a broken interactor from a provoked one ({missing})"
     key = vouch_key(spec, reference, inp, ans)
     known = VOUCHES.get(key)
     if known is not None:

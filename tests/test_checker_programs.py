@@ -618,8 +618,9 @@ TESTLIB_FAILING_GUESS_INTERACTOR = TESTLIB_GUESS_INTERACTOR.replace(
 @pytest.mark.skipif(not (TESTLIB / "testlib.h").is_file(), reason=f"testlib.h not found in {TESTLIB}")
 def test_a_testlib_interactor_fail_provoked_by_the_program_is_its_wrong_answer(runner: CodeRunner) -> None:
     """The interactor FAILs on the program's dialogue but accepts the reference solution's: the
-    program's WRONG_ANSWER (a masked sample would pay provoking it); with no reference to ask it
-    stays INTERNAL, as for any interactor failure."""
+    program's WRONG_ANSWER (a masked sample would pay provoking it); with no reference to ask,
+    the interactor run alone (nothing to read) does not FAIL, so the program's output brought the
+    FAIL: its WRONG_ANSWER too, as for any interactor failure (sandbox/interactive.py)."""
     checker = {"type": "interactive", "protocol": "testlib", "source": TESTLIB_FAILING_GUESS_INTERACTOR}
     provoking = "print(5000, flush=True)\ninput()\n"
     prob = problem("own/guess-testlib-fail", checker, *GUESS_TESTS, correct_solutions=[BINARY_SEARCH])
@@ -630,4 +631,5 @@ def test_a_testlib_interactor_fail_provoked_by_the_program_is_its_wrong_answer(r
     assert "judge failure (FAIL)" in res.observation
     bare = problem("own/guess-testlib-fail-bare", checker, *GUESS_TESTS)
     res = evaluate(bare, fenced(provoking), runner)
-    assert (res.verdict, res.infra_error) == (Verdict.INTERNAL, True)
+    assert (res.reward, res.verdict, res.infra_error) == (0.0, Verdict.WRONG_ANSWER, False), res.infra_message
+    assert "no reference solution could vouch for it" in res.observation

@@ -12,6 +12,7 @@ Python interactors and real reference runs; the reference runs at most once per 
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
@@ -81,6 +82,7 @@ HOSTILE_ON_SMALL = "import time\nbound = int(input())\nif bound == 10:\n    prin
 def fresh_vouches() -> None:
     """Each test starts with no vouch remembered (they are kept per process, whatever the runner)."""
     interactive.VOUCHES.clear()
+    interactive.ALONE.clear()
 
 
 def guess(pid: str, interactor: str = INTERACTOR, *, reference: bool = True,
@@ -136,10 +138,70 @@ def test_the_reference_solution_and_a_correct_program_pass(runner: CodeRunner) -
     assert res.verdict == Verdict.OK and res.reward == 1.0, res.observation[-1500:]
 
 
-def test_without_a_correct_solution_the_crash_stays_internal_and_says_why(runner: CodeRunner) -> None:
-    res = evaluate(guess(f"vouch/no-reference/{runner.name}", reference=False), fenced(GARBAGE_THEN_READ), runner)
-    assert res.infra_error and res.reward is None and res.verdict == Verdict.INTERNAL
-    assert "ValueError" in res.infra_message
+@pytest.mark.parametrize("hostile", [GARBAGE_THEN_READ, GARBAGE_THEN_SLEEP], ids=["then-reads", "then-sleeps"])
+def test_without_a_correct_solution_a_provoked_crash_is_the_programs_wrong_answer(runner: CodeRunner,
+                                                                                  hostile: str) -> None:
+    """No reference can vouch (a Kattis package prepared without --with-solutions): the program
+    provoked the crash with what it wrote, so it is its 0, never a masked sample."""
+    problem = guess(f"vouch/no-reference/{runner.name}/{len(hostile)}", reference=False)
+    res = evaluate(problem, fenced(hostile), runner)
+    assert not res.infra_error, res.infra_message
+    assert res.verdict == Verdict.WRONG_ANSWER and res.reward == 0.0, res.observation[-1500:]
+    assert "no reference solution could vouch for it" in res.observation
+    assert "ValueError" in res.observation  # the interactor's own message is shown
+    assert res.deterministic  # a crash, no limit of the interactor's: the same on any machine
+    ok = evaluate(problem, fenced(REFERENCE), runner)
+    assert not ok.infra_error and ok.verdict == Verdict.OK and ok.reward == 1.0, ok.observation[-1500:]
+
+
+def test_without_a_correct_solution_the_interactor_alone_runs_once_per_test(runner: CodeRunner,
+                                                                            caplog: pytest.LogCaptureFixture) -> None:
+    problem = guess(f"vouch/no-reference-once/{runner.name}", reference=False, public=("12 100\n",))
+    before, charged = interactive.ALONE.runs, interactive.ALONE.unvouched
+    with caplog.at_level(logging.WARNING, logger="cpfleet.sandbox"):
+        for _ in range(2):
+            res = evaluate(problem, fenced(GARBAGE_THEN_READ), runner)
+            assert res.verdict == Verdict.WRONG_ANSWER and res.reward == 0.0, res.observation[-1500:]
+    assert interactive.ALONE.runs - before == 2  # the public test and the hidden one, once each
+    # the operator sees each: a warning in the worker's log, and the count behind its metric
+    assert interactive.ALONE.unvouched - charged == 4
+    assert sum("no reference solution can vouch for it" in r.getMessage() for r in caplog.records) == 4
+
+
+def test_without_a_correct_solution_an_interactor_out_of_cpu_time_is_an_uncached_wrong_answer(
+        runner: CodeRunner) -> None:
+    problem = guess(f"vouch/no-reference-slow/{runner.name}", SLOW_INTERACTOR, reference=False,
+                    interactor_time_s=1.0)
+    res = evaluate(problem, fenced(FAR_GUESS_THEN_READ), runner)
+    assert not res.infra_error, res.infra_message
+    assert res.verdict == Verdict.WRONG_ANSWER and res.reward == 0.0, res.observation[-1500:]
+    assert "no reference solution could vouch for it" in res.observation
+    assert not res.deterministic  # the interactor's own time limit decided it: never cached
+
+
+# crashes on its own before it reads anything from the program: broken on every dialogue
+CRASHES_AT_START = """
+import sys
+print(open(sys.argv[1]).read().split()[1], flush=True)
+raise RuntimeError("this interactor is broken at start")
+"""
+
+
+@pytest.mark.parametrize("program", [GARBAGE_THEN_READ, REFERENCE], ids=["garbage", "correct"])
+def test_without_a_correct_solution_an_interactor_broken_on_its_own_stays_internal(runner: CodeRunner,
+                                                                                   program: str) -> None:
+    """An interactor that fails with no output from any program was not provoked: INTERNAL,
+    naming it, for a program sending garbage as for a correct one (whose dialogue it cut
+    short: which end is seen first is a race, so either may be seen here)."""
+    problem = guess(f"vouch/no-reference-broken/{runner.name}", CRASHES_AT_START, reference=False)
+    res = evaluate(problem, fenced(program), runner)
+    if program == REFERENCE and not res.infra_error:
+        # the correct program's end (its EOF crash) was seen first: its own verdict, as on Kattis
+        assert res.verdict == Verdict.RUNTIME_ERROR, res.observation[-1500:]
+        return
+    assert res.infra_error and res.reward is None and res.verdict == Verdict.INTERNAL, res.observation[-1500:]
+    assert "it fails on its own too" in res.infra_message
+    assert "this interactor is broken at start" in res.infra_message
     assert "no correct solution" in res.infra_message
 
 
@@ -214,3 +276,30 @@ def test_a_failed_vouch_is_remembered(runner: CodeRunner) -> None:
         res = evaluate(problem, fenced(GARBAGE_THEN_READ), runner)
         assert res.infra_error and "the reference solution" in res.infra_message
     assert interactive.VOUCHES.runs - before == 1
+
+
+# gives up on its own (exit 5, outside the protocol) after 3 s with nothing to read; parses at once
+GIVES_UP_ON_SILENCE = INTERACTOR.replace("    g = int(input())\n", """    import select
+    if not select.select([sys.stdin], [], [], 3.0)[0]:
+        sys.exit(5)
+    g = int(input())
+""")
+SILENT_THEN_WAIT = "import time\ninput()\ntime.sleep(30)\n"
+
+
+def test_without_a_correct_solution_a_later_failure_alone_never_excuses_a_sooner_provoked_one(
+        runner: CodeRunner) -> None:
+    """The interactor alone fails only after 3 s of silence. A program silent that long meets
+    that failure, which it did not provoke by anything it wrote (a correct program thinking as
+    long meets it too): INTERNAL. A program whose garbage crashed it at once is not excused by
+    the failure alone 3 s later, remembered or not: its WRONG_ANSWER."""
+    problem = guess(f"vouch/no-reference-gives-up/{runner.name}", GIVES_UP_ON_SILENCE, reference=False,
+                    hidden=("37 100\n",))
+    res = evaluate(problem, fenced(SILENT_THEN_WAIT), runner)
+    assert res.infra_error and res.verdict == Verdict.INTERNAL, res.observation[-1500:]
+    assert "it fails on its own too" in res.infra_message
+    res = evaluate(problem, fenced(GARBAGE_THEN_READ), runner)
+    assert not res.infra_error, res.infra_message
+    assert res.verdict == Verdict.WRONG_ANSWER and res.reward == 0.0, res.observation[-1500:]
+    assert "ValueError" in res.observation
+

@@ -21,6 +21,7 @@ from cpfleet.core.verdict import Verdict
 from cpfleet.fleet.local import LocalFleet
 from cpfleet.fleet.processes import http_get
 from cpfleet.fleet.redis_server import free_port
+from cpfleet.sandbox import interactive
 from cpfleet.workers import metrics
 
 REPO = Path(__file__).resolve().parents[1]
@@ -79,6 +80,17 @@ def test_record_job_counts_verdicts_tests_latencies_and_cache_hits() -> None:
     assert _sample("cpfleet_result_cache_lookups_total") - before["lookups"] == 3
     assert _sample("cpfleet_reward_count") - before["reward_n"] == 2  # the masked one is not a reward
     assert _sample("cpfleet_reward_sum") - before["reward_sum"] == pytest.approx(1.5)
+
+
+def test_interactor_failures_charged_without_a_reference_are_counted() -> None:
+    """sandbox/interactive.py counts them (it has no metrics); the next finished job adds them."""
+    metrics.record_job(_result("settle", Verdict.OK, 1.0, [], hidden_run=0))  # counts any left from earlier tests
+    before = _sample("cpfleet_interactor_unvouched_failures_total")
+    interactive.ALONE.count_unvouched()
+    interactive.ALONE.count_unvouched()
+    metrics.record_job(_result("d", Verdict.WRONG_ANSWER, 0.0, [1.0], hidden_run=1))
+    metrics.record_job(_result("e", Verdict.OK, 1.0, [1.0], hidden_run=1))  # counted once, not again
+    assert _sample("cpfleet_interactor_unvouched_failures_total") - before == 2
 
 
 def test_record_run_counts_run_jobs_and_each_input_by_status(caplog: pytest.LogCaptureFixture) -> None:

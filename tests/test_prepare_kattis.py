@@ -23,7 +23,7 @@ from conftest import SHARED_DATA_ENV, find_shared_data
 from cpfleet.core.checkers import get_checker
 from cpfleet.core.problem import Problem
 from cpfleet.core.records import loader_check, record_errors
-from cpfleet.datasets.formats.kattis import DEFAULT_MEMORY_MB, NO_SECRET_TEST
+from cpfleet.datasets.formats.kattis import DEFAULT_MEMORY_MB, NO_REFERENCE, NO_SECRET_TEST
 from cpfleet.datasets.prepare import HIDDEN_CAP_SHOWN_ONLY, PrepareOptions, PrepareSummary, prepare
 
 REPO = Path(__file__).resolve().parents[1]
@@ -123,7 +123,9 @@ def test_kattis_packages_tests_limits_checkers_and_skips(contest: Path, tmp_path
     assert summary.skipped == {"scoring problem (per-group scores, not pass/fail)": 1,
                                "custom validation but no output_validators folder": 1}
     assert summary.examples["scoring problem (per-group scores, not pass/fail)"] == ["mycontest/scored"]
-    assert summary.notes == {"secret test without .ans dropped": 1}
+    # the interactive package has no reference solution without --with-solutions: said so
+    assert summary.notes == {"secret test without .ans dropped": 1, NO_REFERENCE: 1}
+    assert any("interactive problems without a reference solution" in line for line in summary.lines())
 
     floaty = recs["mycontest/floaty"]
     assert floaty["name"] == "Floaty" and floaty["description"].startswith("\\problemname{Floaty}")
@@ -183,6 +185,18 @@ def test_kattis_submissions_by_verdict_and_language(contest: Path, tmp_path: Pat
     assert summary.solutions["submissions python2 dropped"] == 1
     assert summary.solutions["submissions multi-file dropped"] == 1
     assert summary.solutions["submissions in other languages (.kt) dropped"] == 1
+
+
+def test_an_interactive_package_without_a_reference_is_named_in_the_summary(contest: Path, tmp_path: Path) -> None:
+    """No correct solution can vouch for its interactor (sandbox/interactive.py): said in the
+    summary, with or without --with-solutions, until an accepted Python 3 submission gives one."""
+    for opts in ({}, {"with_solutions": True}):
+        summary, recs = run(contest / "guessing", tmp_path, **opts)
+        assert summary.notes[NO_REFERENCE] == 1, summary.lines()
+    write(contest / "guessing", {"submissions/accepted/guess.py": "print(1)\n"})
+    summary, recs = run(contest / "guessing", tmp_path, with_solutions=True)
+    assert recs["mycontest/guessing"]["correct_solutions"] == ["print(1)\n"]
+    assert NO_REFERENCE not in summary.notes, summary.lines()
 
 
 def test_every_kattis_record_builds_its_checker_and_loads(contest: Path, tmp_path: Path) -> None:

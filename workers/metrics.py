@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from cpfleet.core import envvars
 from cpfleet.core.results import JobResult, RunJobResult
+from cpfleet.sandbox import interactive
 from cpfleet.sandbox.runner import IsolationReport
 from cpfleet.workers.joblog import JOB_LOGGER
 
@@ -107,6 +108,7 @@ class _Metrics:
     language_ok: Any
     run_jobs: Any
     runs: Any
+    interactor_unvouched: Any
 
 
 _lock = threading.Lock()
@@ -141,6 +143,12 @@ def _build() -> _Metrics:
         ),
         run_jobs=Counter("cpfleet_run_jobs", "Finished run jobs by status", ["status", "infra_error"]),
         runs=Counter("cpfleet_runs", "Program runs of run jobs by status", ["status"]),
+        # sandbox/interactive.py; nonzero: a broken interactor there would cost correct programs
+        interactor_unvouched=Counter(
+            "cpfleet_interactor_unvouched_failures",
+            "Interactor failures on a program's dialogue with no reference solution to vouch for the "
+            "interactor, charged to the program (WRONG_ANSWER)",
+        ),
         # Per process (the pid label is added in multiprocess mode): what each pool child got.
         isolation_level=Gauge(
             "cpfleet_sandbox_isolation",
@@ -197,8 +205,22 @@ def record_job(result: JobResult) -> None:
         m.result_cache_lookups.inc()
         if result.cache_hit:
             m.result_cache_hits.inc()
+    _count_unvouched(m)
     if log.isEnabledFor(logging.INFO):
         log.info(job_log_line(result))
+
+
+_unvouched_seen = 0  # interactive.ALONE.unvouched already counted by this process
+
+
+def _count_unvouched(m: _Metrics) -> None:
+    """Add the interactor failures charged without a reference (counted by the sandbox) since the last job."""
+    global _unvouched_seen
+    with _lock:
+        now = interactive.ALONE.unvouched
+        if now > _unvouched_seen:
+            m.interactor_unvouched.inc(now - _unvouched_seen)
+        _unvouched_seen = now
 
 
 def record_run(result: RunJobResult) -> None:

@@ -29,7 +29,9 @@ A package (problemarchive.org problem format, legacy and 2023-07) is a folder wi
 - ``--with-solutions``: ``submissions/<verdict>/<file>`` -> ``submissions``
   ``[{language, file, dir, expected, source}]`` (C, C++, Java, Python 3; Python 2 and other
   languages counted and dropped), and Python 3 ``accepted`` / ``wrong_answer`` ones also as
-  ``correct_solutions`` / ``incorrect_solutions``.
+  ``correct_solutions`` / ``incorrect_solutions``. An interactive problem left with no
+  ``correct_solutions`` (without the flag, or no accepted Python 3 submission) is counted in the
+  summary's notes (``NO_REFERENCE``): no reference can vouch for its interactor.
 - ``python3_interpreter: pypy3``: Kattis judges Python 3 submissions with PyPy, and the time
   limits are sized for that, so a python3 completion is judged under PyPy.
 - skipped: scoring and multi-pass problems, packages without tests, packages whose secret tests
@@ -56,6 +58,13 @@ from cpfleet.core.languages import LANGUAGES, by_extension, checker_languages
 from cpfleet.core.records import make_record
 from cpfleet.core.testshapes import Test, TestSet
 from cpfleet.datasets.formats import Converted, DatasetFormat, PrepareOptions, register_format
+
+# an interactive problem with no correct solution to vouch for its interactor
+# (sandbox/interactive.py): an interactor failing while a program runs is the program's
+# WRONG_ANSWER unless it fails alone too, so a broken one can cost correct programs their reward
+NO_REFERENCE = ("interactive problems without a reference solution (prepare with --with-solutions; an "
+                "accepted Python 3 submission vouches for the interactor): an interactor failing on a "
+                "program's dialogue is charged to the program unless it fails with no program output at all")
 
 VERDICT_DIRS = {
     "accepted": "accepted", "slow_accepted": "accepted", "wrong_answer": "wrong_answer",
@@ -529,6 +538,8 @@ def convert_package(pkg: Path, pid: str, opts: PrepareOptions, counts: Counter[s
                                     if s["language"] == "python3" and s["expected"] == "accepted"]
         rec["incorrect_solutions"] = [s["source"] for s in subs
                                       if s["language"] == "python3" and s["expected"] == "wrong_answer"]
+    if interactive and not rec.get("correct_solutions"):
+        counts[NO_REFERENCE] += 1
     return rec
 
 
