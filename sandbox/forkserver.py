@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from cpfleet.core.errors import SandboxBroken
 from cpfleet.core.verdict import Verdict
 from cpfleet.sandbox import pairs, zygote
+from cpfleet.sandbox.capacity import MemoryCapacity, memory_capacity
 from cpfleet.sandbox.cgroups import SlotCgroup
 from cpfleet.sandbox.jobinit import LOAD_ANSWER_S
 from cpfleet.sandbox.jobs import (
@@ -138,6 +139,7 @@ class ZygoteRunner(CodeRunner):
         self._pypy: PyPyZygote | None = None
         self._pypy_refused = ""
         self._report = IsolationReport()
+        self.memory_capacity: MemoryCapacity = memory_capacity()
         self._cgroup: SlotCgroup | None = None
         self._slot: Slot = claim_slot()
         try:
@@ -435,6 +437,18 @@ class ZygoteRunner(CodeRunner):
             job.close()
             return RunResult(Verdict.INTERNAL, error=f"sandbox failure: {e}")
 
+    def memory_refusal(self, *limits: Limits) -> str | None:
+        """Why a run under ``limits`` (one slot's cgroup holds them all) must not start here:
+        the memory limits a problem or a caller stated, together, exceed what this worker may
+        give (sandbox/capacity.py). Checked before every run, so it holds for every path that
+        states a limit (a test, a checker, an interactor and its program, a run job)."""
+        stated = [lim.memory_mb for lim in limits if lim.stated]
+        if not stated:
+            return None
+        what = "the stated memory limit" if len(stated) == 1 else \
+            f"the memory limits of the program and the interactor together ({' + '.join(map(str, stated))} MB)"
+        return self.memory_capacity.refusal(sum(stated), what)
+
     def _set_cgroup(self, memory_bytes: int, nproc: int) -> bool:
         if self._cgroup is None or not self._cgroup.ok:
             return False
@@ -461,6 +475,9 @@ class ZygoteRunner(CodeRunner):
              files: Mapping[str, bytes] | None, collect: Sequence[str] = ()) -> RunResult:
         if job.sock.fileno() < 0:
             return RunResult(Verdict.INTERNAL, error="the job was closed (an earlier sandbox failure)")
+        refusal = self.memory_refusal(limits)
+        if refusal is not None:
+            return RunResult(Verdict.INTERNAL, error=refusal)
         if job.memory_model == "address_space" and job.image_bytes > limits.memory_mb << 20:
             # the kernel would refuse (or kill) the exec itself; say why instead of a bare signal
             return RunResult(Verdict.MEMORY_LIMIT, error=f"the program's static data and code "

@@ -45,6 +45,10 @@ def run_pair(runner: ZygoteRunner, job_a: Job, limits_a: Limits, job_b: Job, lim
 
 def _run_pair(runner: ZygoteRunner, job_a: Job, limits_a: Limits, job_b: Job, limits_b: Limits, argv: list[str],
               files: Mapping[str, bytes] | None, collect: Sequence[str]) -> tuple[RunResult, RunResult, bool, bool]:
+    refusal = runner.memory_refusal(limits_a, limits_b)
+    if refusal is not None:
+        refused = RunResult(Verdict.INTERNAL, error=refusal)
+        return refused, refused, False, False
     total = (limits_a.memory_mb << 20) + job_a.extra_cgroup_bytes + (limits_b.memory_mb << 20) \
         + job_b.extra_cgroup_bytes
     cgroup_ok = runner._set_cgroup(total, limits_a.nproc + limits_b.nproc)

@@ -139,6 +139,15 @@ def _report_languages(**_: Any) -> None:
     log.warning("cpfleet worker %s", selftest.summary_line(found))
 
 
+@signals.worker_init.connect(weak=False)
+def _report_memory(**_: Any) -> None:
+    """Say at start the most memory a test may have here (sandbox/capacity.py): a problem
+    stating more is answered INTERNAL naming both numbers, never run."""
+    from cpfleet.sandbox.capacity import memory_capacity
+
+    log.warning("cpfleet worker memory: at most %s", memory_capacity().describe())
+
+
 _liveness: Any = None
 _node: str | None = None
 

@@ -1,0 +1,209 @@
+"""A memory limit a problem or a caller states that this worker cannot give is an infrastructure
+error (INTERNAL, ``infra_error``, reward None) naming the limit asked and what the worker gives,
+decided before the run starts, for every path that states one: a test in each language, a
+checker program, an interactive pair, a run job. Never a 0 (clamping would be the program's
+MEMORY_LIMIT), and never the limit given as asked (one program could take the host down).
+
+The capacity is made small with CPFLEET_MAX_MEMORY_MB (300 MB), so nothing here allocates much:
+the refused runs never start, and the runs within it are the usual small programs, under the
+slot's real cgroup where the kernel gives one (``runner.isolation`` says which layers)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cpfleet.core.problem import Problem
+from cpfleet.core.verdict import Verdict
+from cpfleet.sandbox import capacity
+from cpfleet.sandbox.capacity import MemoryCapacity, cgroup_memory_mb
+from cpfleet.sandbox.compiled import missing_toolchain
+from cpfleet.sandbox.env import evaluate
+from cpfleet.sandbox.runner import CodeRunner, make_runner
+from cpfleet.sandbox.runs import execute
+
+REPO = Path(__file__).resolve().parent.parent
+CAP_MB = 300
+
+PROGRAMS = {  # reads n, prints n + 1
+    "python3": "print(int(input()) + 1)",
+    "pypy3": "print(int(input()) + 1)",
+    "cpp": "#include <cstdio>\nint main(){int n; scanf(\"%d\",&n); printf(\"%d\\n\", n+1);}",
+    "c": "#include <stdio.h>\nint main(void){int n; scanf(\"%d\",&n); printf(\"%d\\n\", n+1); return 0;}",
+    "java": "import java.util.*;\npublic class Main { public static void main(String[] a) "
+            "{ Scanner s = new Scanner(System.in); System.out.println(s.nextInt() + 1); } }",
+}
+FENCE = {"python3": "python", "pypy3": "python", "cpp": "cpp", "c": "c", "java": "java"}
+
+
+@pytest.fixture(scope="module", params=["forkserver", "subprocess"])
+def small_runner(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[CodeRunner]:
+    """A runner whose worker may give a test at most CAP_MB (the operator's setting)."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("CPFLEET_MAX_MEMORY_MB", str(CAP_MB))
+    mp.setenv("CPFLEET_COMPILE_CACHE_DIR", str(tmp_path_factory.mktemp("compile-cache")))
+    runner = make_runner(request.param)
+    try:
+        yield runner
+    finally:
+        runner.close()
+        mp.undo()
+
+
+def problem(pid: str, memory_limit_mb: int, **extra: Any) -> Problem:
+    return Problem.from_dict({
+        "id": pid, "time_limit_s": 2, "memory_limit_mb": memory_limit_mb,
+        "public_tests": [{"input": "1\n", "output": "2\n"}],
+        "hidden_tests": [{"input": "41\n", "output": "42\n"}],
+        **extra,
+    })
+
+
+def fenced(language: str, code: str) -> str:
+    return f"```{FENCE[language]}\n{code}\n```\n"
+
+
+def assert_refused(res: Any, asked: int) -> None:
+    assert res.verdict == Verdict.INTERNAL and res.infra_error and res.reward is None, (res.verdict, res.infra_message)
+    assert f"{asked} MB" in res.infra_message and f"at most {CAP_MB} MB" in res.infra_message, res.infra_message
+    assert "CPFLEET_MAX_MEMORY_MB=300" in res.infra_message, res.infra_message
+
+
+@pytest.mark.parametrize("language", list(PROGRAMS))
+def test_a_limit_above_the_capacity_is_internal_naming_both_numbers(small_runner: CodeRunner, language: str) -> None:
+    if missing_toolchain(language):
+        pytest.skip(f"{language}: {missing_toolchain(language)}")
+    prob = problem(f"cap/{language}-64g", 65536, languages=[language])
+    assert_refused(evaluate(prob, fenced(language, PROGRAMS[language]), small_runner), 65536)
+    # the program's own failure would be a 0 it earned: a refusal is not that, whatever it runs
+    hog = "x = bytearray(1 << 40)" if language in ("python3", "pypy3") else None
+    if hog is not None:
+        assert_refused(evaluate(prob, fenced(language, hog), small_runner), 65536)
+
+
+@pytest.mark.parametrize("language", list(PROGRAMS))
+def test_a_limit_within_the_capacity_is_judged_as_before(small_runner: CodeRunner, language: str) -> None:
+    if missing_toolchain(language):
+        pytest.skip(f"{language}: {missing_toolchain(language)}")
+    prob = problem(f"cap/{language}-256m", 256, languages=[language])
+    ok = evaluate(prob, fenced(language, PROGRAMS[language]), small_runner)
+    assert (ok.verdict, ok.reward, ok.infra_error) == (Verdict.OK, 1.0, False), ok.observation
+    wrong = evaluate(prob, fenced(language, PROGRAMS[language].replace("+ 1", "+ 2").replace("n+1", "n+2")), small_runner)
+    assert (wrong.verdict, wrong.reward, wrong.infra_error) == (Verdict.WRONG_ANSWER, 0.0, False), wrong.observation
+
+
+def test_a_program_over_its_own_limit_within_the_capacity_still_earns_its_memory_limit(small_runner: CodeRunner) -> None:
+    prob = problem("cap/hog-64m", 64)
+    res = evaluate(prob, fenced("python3", "x = bytearray(200 << 20)\nprint(int(input()) + 1)"), small_runner)
+    assert (res.verdict, res.reward, res.infra_error) == (Verdict.MEMORY_LIMIT, 0.0, False), res.observation
+
+
+PY_CHECKER = "import sys\ngot = open(sys.argv[3]).read().split()\nprint(1 if got == open(sys.argv[2]).read().split() else 0)\n"
+
+
+def test_a_checker_limit_above_the_capacity_is_internal(small_runner: CodeRunner) -> None:
+    big = problem("cap/checker-4g", 256, checker={"type": "python", "source": PY_CHECKER, "memory_limit_mb": 4096})
+    assert_refused(evaluate(big, fenced("python3", PROGRAMS["python3"]), small_runner), 4096)
+    fits = problem("cap/checker-128m", 256, checker={"type": "python", "source": PY_CHECKER, "memory_limit_mb": 128})
+    ok = evaluate(fits, fenced("python3", PROGRAMS["python3"]), small_runner)
+    assert (ok.verdict, ok.reward) == (Verdict.OK, 1.0), (ok.observation, ok.infra_message)
+
+
+INTERACTOR = r"""
+#include <cstdio>
+#include <fstream>
+int main(int argc, char** argv) {
+    std::ifstream in(argv[1]); int n; in >> n;
+    printf("%d\n", n); fflush(stdout);
+    int g; if (scanf("%d", &g) != 1) return 43;
+    return g == n + 1 ? 42 : 43;
+}
+"""
+
+
+def test_an_interactive_pair_above_the_capacity_together_is_internal(small_runner: CodeRunner) -> None:
+    if missing_toolchain("cpp"):
+        pytest.skip(f"cpp: {missing_toolchain('cpp')}")
+    checker = {"type": "interactive", "files": {"i/interactor.cpp": INTERACTOR}, "entry_points": ["i/interactor.cpp"],
+               "language": "cpp", "memory_limit_mb": 200}
+    tests = {"public_tests": [{"input": "1\n", "output": ""}], "hidden_tests": [{"input": "41\n", "output": ""}]}
+    solution = fenced("python3", PROGRAMS["python3"])
+    # 200 MB for the program and 200 MB for the interactor share the slot's cgroup: 400 MB
+    big = Problem.from_dict({"id": "cap/pair-400m", "time_limit_s": 2, "memory_limit_mb": 200, "checker": checker, **tests})
+    res = evaluate(big, solution, small_runner)
+    assert_refused(res, 400)
+    assert "200 + 200 MB" in res.infra_message, res.infra_message
+    fits = Problem.from_dict({"id": "cap/pair-64m", "time_limit_s": 2, "memory_limit_mb": 64,
+                              "checker": {**checker, "memory_limit_mb": 64}, **tests})
+    ok = evaluate(fits, solution, small_runner)
+    assert (ok.verdict, ok.reward) == (Verdict.OK, 1.0), (ok.observation, ok.infra_message)
+
+
+def test_a_run_job_above_the_capacity_is_internal(small_runner: CodeRunner) -> None:
+    res = execute(small_runner, "print(int(input()) + 1)", [b"1\n"], language="python3", memory_limit_mb=4096)
+    assert res.infra_error and str(res.status) == "INTERNAL", res
+    assert "4096 MB" in res.infra_message and f"at most {CAP_MB} MB" in res.infra_message, res.infra_message
+    fits = execute(small_runner, "print(int(input()) + 1)", [b"1\n"], language="python3", memory_limit_mb=128)
+    assert not fits.infra_error and [r.stdout for r in fits.runs] == ["2\n"], fits
+
+
+# --- where the capacity comes from ------------------------------------------------------------
+
+
+def test_the_setting_caps_what_the_host_and_cgroup_give(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CPFLEET_MAX_MEMORY_MB", "300")
+    cap = capacity.memory_capacity()
+    assert cap == MemoryCapacity(300, "CPFLEET_MAX_MEMORY_MB=300")
+    assert cap.describe() == "300 MB per test (CPFLEET_MAX_MEMORY_MB=300)"
+    assert cap.refusal(300) is None and cap.refusal(301) is not None
+    monkeypatch.setenv("CPFLEET_MAX_MEMORY_MB", str(1 << 30))  # above the host: the host's number wins
+    assert capacity.memory_capacity().mb == capacity.host_memory_mb()
+
+
+def _fake_proc(tmp_path: Path, cgroup: str, mounts: list[str]) -> tuple[str, str]:
+    (tmp_path / "cgroup").write_text(cgroup)
+    (tmp_path / "mountinfo").write_text("".join(mounts))
+    return str(tmp_path / "cgroup"), str(tmp_path / "mountinfo")
+
+
+def test_the_least_limit_of_the_workers_cgroup_and_its_ancestors_v2(tmp_path: Path) -> None:
+    fs = tmp_path / "fs"
+    (fs / "system.slice" / "worker.service").mkdir(parents=True)
+    (fs / "system.slice" / "memory.max").write_text(f"{8 << 30}\n")
+    (fs / "system.slice" / "worker.service" / "memory.max").write_text("max\n")
+    files = _fake_proc(tmp_path, "0::/system.slice/worker.service\n",
+                       [f"35 25 0:30 / {fs} rw,relatime shared:9 - cgroup2 cgroup2 rw\n"])
+    assert cgroup_memory_mb(*files) == (8192, str(fs / "system.slice"))
+
+
+def test_a_v1_memory_hierarchy_bind_mounted_from_the_containers_own_cgroup(tmp_path: Path) -> None:
+    fs = tmp_path / "memory"
+    (fs / "init").mkdir(parents=True)
+    (fs / "memory.limit_in_bytes").write_text(f"{2 << 30}\n")  # the container's own limit, at the mount's root
+    (fs / "init" / "memory.limit_in_bytes").write_text("9223372036854771712\n")  # v1's "none"
+    files = _fake_proc(tmp_path, "12:pids:/docker/abc\n4:memory:/docker/abc/init\n0::/\n",
+                       [f"40 31 0:32 /docker/abc {fs} rw,relatime - cgroup cgroup rw,memory\n"])
+    assert cgroup_memory_mb(*files) == (2048, str(fs))
+
+
+def test_no_cgroup_limit_is_none(tmp_path: Path) -> None:
+    fs = tmp_path / "fs"
+    fs.mkdir()
+    files = _fake_proc(tmp_path, "0::/\n", [f"35 25 0:30 / {fs} rw - cgroup2 cgroup2 rw\n"])
+    assert cgroup_memory_mb(*files) is None
+
+
+@pytest.mark.parametrize("value", ["lots", "8", "-1", "1.5"])
+def test_a_bad_setting_is_one_clear_line_at_the_workers_start(value: str) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CPFLEET_")} | {"CPFLEET_MAX_MEMORY_MB": value}
+    proc = subprocess.run([sys.executable, "-m", "cpfleet", "worker", "--dry-run"], env=env, capture_output=True,
+                          text=True, timeout=120, cwd=REPO)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    (line,) = [ln for ln in proc.stderr.splitlines() if "CPFLEET_MAX_MEMORY_MB" in ln]
+    assert f"CPFLEET_MAX_MEMORY_MB={value!r} is not valid" in line and "whole number of MiB >= 16" in line, line
