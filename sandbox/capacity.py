@@ -10,9 +10,10 @@ not earn. So a run whose stated limit exceeds the capacity is refused before it 
 infrastructure error (INTERNAL, ``infra_error``) naming both numbers: the trainer masks it, the
 operator sees which worker is too small for which problem.
 
-The capacity is the least of: the host's MemTotal, the memory limit of every cgroup above the
-worker's own (its container, its systemd unit) as far as its cgroup mount shows them, and
-``CPFLEET_MAX_MEMORY_MB`` (the operator's own cap). Only limits a problem or a caller states are
+The capacity is the least of: the host's MemTotal and the memory limit of every cgroup above
+the worker's own (its container, its systemd unit) as far as its cgroup mount shows them, less
+a reserve for the worker itself (``reserve_mb``; that number also bounds all slots together:
+``slots_memory``, sandbox/cgroups.py), and ``CPFLEET_MAX_MEMORY_MB`` (the operator's own cap). Only limits a problem or a caller states are
 held to it (``Limits.stated``): the compile's limit is the fleet's own.
 """
 
@@ -122,15 +123,37 @@ def cgroup_memory_mb(self_cgroup: str = SELF_CGROUP, mountinfo: str = MOUNTINFO)
     return best
 
 
-def memory_capacity() -> MemoryCapacity:
-    """This worker's capacity now (cheap: a few small reads; the runner reads it once)."""
+def reserve_mb(total_mb: int) -> int:
+    """What the worker keeps of ``total_mb`` for itself (its pool processes, their problem
+    caches, the zygotes) and the system: an eighth, at least 1 GiB, at most half."""
+    return min(max(total_mb // 8, 1024), total_mb // 2)
+
+
+def slots_memory() -> tuple[int, str] | None:
+    """The memory all slots together may hold (the limit of the ``cpfleet`` cgroup folder above
+    them, sandbox/cgroups.py), with where it comes from: the least of the host's MemTotal and
+    the worker's cgroup limits, less ``reserve_mb`` of it. None when neither can be read."""
     candidates: list[tuple[int, str]] = []
     host = host_memory_mb()
     if host is not None:
-        candidates.append((host, "the host's MemTotal"))
+        candidates.append((host, f"the host's MemTotal, {host} MB"))
     own = cgroup_memory_mb()
     if own is not None:
-        candidates.append((own[0], f"the memory limit of the worker's cgroup {own[1]}"))
+        candidates.append((own[0], f"the memory limit of the worker's cgroup {own[1]}, {own[0]} MB"))
+    if not candidates:
+        return None
+    total, source = min(candidates, key=lambda c: c[0])
+    kept = reserve_mb(total)
+    return total - kept, f"{source}, less {kept} MB kept for the worker"
+
+
+def memory_capacity() -> MemoryCapacity:
+    """This worker's capacity now (a few small reads; each runner reads it once, at its start):
+    what all slots together may hold (``slots_memory``), or less by CPFLEET_MAX_MEMORY_MB."""
+    candidates: list[tuple[int, str]] = []
+    slots = slots_memory()
+    if slots is not None:
+        candidates.append(slots)
     cap: int | None = envvars.read("CPFLEET_MAX_MEMORY_MB")
     if cap is not None:
         candidates.append((cap, f"CPFLEET_MAX_MEMORY_MB={cap}"))
@@ -138,4 +161,3 @@ def memory_capacity() -> MemoryCapacity:
         return MemoryCapacity(MAX_MEMORY_LIMIT_MB, "nothing here tells the host's memory: the largest limit a problem may state")
     mb, source = min(candidates, key=lambda c: c[0])
     return MemoryCapacity(mb, source)
-

@@ -162,8 +162,15 @@ def test_the_setting_caps_what_the_host_and_cgroup_give(monkeypatch: pytest.Monk
     assert cap == MemoryCapacity(300, "CPFLEET_MAX_MEMORY_MB=300")
     assert cap.describe() == "300 MB per test (CPFLEET_MAX_MEMORY_MB=300)"
     assert cap.refusal(300) is None and cap.refusal(301) is not None
-    monkeypatch.setenv("CPFLEET_MAX_MEMORY_MB", str(1 << 30))  # above the host: the host's number wins
-    assert capacity.memory_capacity().mb == capacity.host_memory_mb()
+    monkeypatch.setenv("CPFLEET_MAX_MEMORY_MB", str(1 << 30))  # above the host: what all slots may hold wins
+    slots = capacity.slots_memory()
+    host = capacity.host_memory_mb()
+    assert slots is not None and host is not None and capacity.memory_capacity() == MemoryCapacity(*slots)
+    assert slots[0] == host - capacity.reserve_mb(host) or slots[1].startswith("the memory limit of the worker's cgroup")
+
+
+def test_the_reserve_kept_for_the_worker() -> None:
+    assert [capacity.reserve_mb(mb) for mb in (1024, 4096, 16384, 262144)] == [512, 1024, 2048, 32768]
 
 
 def _fake_proc(tmp_path: Path, cgroup: str, mounts: list[str]) -> tuple[str, str]:
@@ -207,3 +214,94 @@ def test_a_bad_setting_is_one_clear_line_at_the_workers_start(value: str) -> Non
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     (line,) = [ln for ln in proc.stderr.splitlines() if "CPFLEET_MAX_MEMORY_MB" in ln]
     assert f"CPFLEET_MAX_MEMORY_MB={value!r} is not valid" in line and "whole number of MiB >= 16" in line, line
+
+
+# --- all slots together, and the OOM kills a slot's own limit did not make -------------------
+
+
+def _v1_or_v2_limit_file(folder: str) -> str:
+    return os.path.join(folder, "memory.limit_in_bytes" if os.path.exists(os.path.join(folder, "memory.limit_in_bytes"))
+                        else "memory.max")
+
+
+def _slot_folder(runner: CodeRunner) -> str:
+    cgroup = getattr(runner, "_cgroup", None)
+    if cgroup is None or not cgroup.ok:
+        pytest.skip(f"no slot cgroup here: {getattr(cgroup, 'error', '') or runner.isolation.summary()}")
+    return os.path.dirname(cgroup.procs_files[0])
+
+
+def test_all_slots_together_are_bounded_by_what_the_host_leaves(small_runner: CodeRunner) -> None:
+    slot = _slot_folder(small_runner)
+    slots = capacity.slots_memory()
+    assert slots is not None
+    parent = os.path.dirname(slot)
+    assert os.path.basename(parent) == "cpfleet"
+    with open(_v1_or_v2_limit_file(parent)) as f:
+        assert int(f.read()) == slots[0] << 20
+    # a test may hold no more than all slots together: the per-test capacity is within it
+    assert small_runner.memory_capacity.mb <= slots[0]  # type: ignore[attr-defined]
+
+
+TOUCH_180MB = "x = b'x' * (180 << 20)\nprint(int(input()) + 1)"
+# 4 processes of 70 MB each against a 128 MB limit: only the slot's cgroup sees them together
+FORKS_280MB = """
+import os, time
+pids = []
+for _ in range(4):
+    pid = os.fork()
+    if pid == 0:
+        y = b"y" * (70 << 20)
+        time.sleep(2)
+        os._exit(0)
+    pids.append(pid)
+for pid in pids:
+    os.waitpid(pid, 0)
+print(int(input()) + 1)
+"""
+
+
+@pytest.fixture
+def bounded_parent(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[CodeRunner, str]]:
+    """A forkserver runner whose slot sits in a folder of its own under ``cpfleet/``, bounded at
+    128 MB: what the bound of all slots (or a container, or the host) does to a test that is
+    within its own limit, without asking this shared host for more than that."""
+    from cpfleet.sandbox.slots import Slot
+
+    name = f"memcap-test-{os.getpid()}"
+    monkeypatch.setattr(Slot, "cgroup_name", property(lambda self: f"{name}/slot-{self.uid}"))
+    monkeypatch.setenv("CPFLEET_MAX_MEMORY_MB", str(CAP_MB))
+    runner = make_runner("forkserver")
+    folder = os.path.dirname(_slot_folder(runner))
+    try:
+        with open(_v1_or_v2_limit_file(folder), "w") as f:
+            f.write(str(128 << 20))
+        yield runner, folder
+    finally:
+        runner.close()
+        for sub in sorted(Path(folder).glob("*"), reverse=True):
+            if sub.is_dir():
+                sub.rmdir()
+        for root in ("/sys/fs/cgroup/memory", "/sys/fs/cgroup/pids", "/sys/fs/cgroup/cpuacct", "/sys/fs/cgroup"):
+            for leftover in sorted(Path(root, "cpfleet", name).glob("*/"), reverse=True):
+                leftover.rmdir()
+            if Path(root, "cpfleet", name).is_dir():
+                Path(root, "cpfleet", name).rmdir()
+
+
+def test_an_oom_kill_above_the_slot_is_internal_never_memory_limit(bounded_parent: tuple[CodeRunner, str]) -> None:
+    runner, _ = bounded_parent
+    res = evaluate(problem("cap/outside-oom", 256), fenced("python3", TOUCH_180MB), runner)
+    assert res.verdict == Verdict.INTERNAL and res.infra_error and res.reward is None, (res.verdict, res.observation)
+    assert "below its own memory limit (256 MB)" in res.infra_message, res.infra_message
+    # the same runner, a test within what is there: judged as before
+    ok = evaluate(problem("cap/outside-fits", 256), fenced("python3", PROGRAMS["python3"]), runner)
+    assert (ok.verdict, ok.reward) == (Verdict.OK, 1.0), (ok.observation, ok.infra_message)
+
+
+def test_an_oom_kill_by_the_slots_own_limit_is_still_memory_limit(small_runner: CodeRunner) -> None:
+    _slot_folder(small_runner)
+    res = evaluate(problem("cap/own-oom", 128), fenced("python3", FORKS_280MB), small_runner)
+    assert (res.verdict, res.reward, res.infra_error) == (Verdict.MEMORY_LIMIT, 0.0, False), (res.observation,
+                                                                                              res.infra_message)
+    assert "killed by the memory cgroup" in res.observation, res.observation
