@@ -7,8 +7,8 @@ fds and limits, drains and caps its output, and maps what the job init reports t
 The pieces apart: starting a zygote and its self-test (sandbox/zygote_process.py), the job's
 channel and fds (sandbox/jobs.py), the verdict mapping (sandbox/verdicts.py), interactive pairs
 (sandbox/pairs.py), PyPy's own zygote (sandbox/pypy_zygote.py) and the subprocess runner, whose
-tests exec a fresh interpreter (sandbox/subprocess_runner.py). ZygoteRunner stays one class
-of ~450 lines: supervision, the spare job and a test's run share the slot, the zygote, the
+tests exec a fresh interpreter (sandbox/subprocess_runner.py). The module is 623 lines: ZygoteRunner stays one class
+of ~490 lines: supervision, the spare job and a test's run share the slot, the zygote, the
 loaded job and the restart on failure, which split apart would each need all of.
 """
 
