@@ -231,16 +231,24 @@ def _slot_folder(runner: CodeRunner) -> str:
     return os.path.dirname(cgroup.procs_files[0])
 
 
-def test_all_slots_together_are_bounded_by_what_the_host_leaves(small_runner: CodeRunner) -> None:
-    slot = _slot_folder(small_runner)
-    slots = capacity.slots_memory()
-    assert slots is not None
-    parent = os.path.dirname(slot)
+def test_all_slots_together_are_bounded_by_what_the_host_leaves(small_runner: CodeRunner,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    parent = os.path.dirname(_slot_folder(small_runner))
     assert os.path.basename(parent) == "cpfleet"
-    with open(_v1_or_v2_limit_file(parent)) as f:
-        assert int(f.read()) == slots[0] << 20
-    # a test may hold no more than all slots together: the per-test capacity is within it
-    assert small_runner.memory_capacity.mb <= slots[0]  # type: ignore[attr-defined]
+    limit_file = _v1_or_v2_limit_file(parent)
+    with open(limit_file, "w") as f:  # no bound, as a host has before any worker starts
+        f.write("max" if limit_file.endswith("memory.max") else "-1")
+    monkeypatch.setenv("CPFLEET_MAX_MEMORY_MB", str(CAP_MB))
+    runner = make_runner("forkserver")  # a runner's start bounds them
+    try:
+        slots = capacity.slots_memory()
+        assert slots is not None
+        with open(limit_file) as f:
+            assert int(f.read()) == slots[0] << 20
+        # a test may hold no more than all slots together: the per-test capacity is within it
+        assert runner.memory_capacity.mb <= slots[0]  # type: ignore[attr-defined]
+    finally:
+        runner.close()
 
 
 TOUCH_180MB = "x = b'x' * (180 << 20)\nprint(int(input()) + 1)"
