@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fleet_helpers import start_worker  # noqa: F401  (fixture)
 
 from cpfleet.core.problem import Problem
 from cpfleet.core.verdict import Verdict
@@ -313,3 +314,23 @@ def test_an_oom_kill_by_the_slots_own_limit_is_still_memory_limit(small_runner: 
     assert (res.verdict, res.reward, res.infra_error) == (Verdict.MEMORY_LIMIT, 0.0, False), (res.observation,
                                                                                               res.infra_message)
     assert "killed by the memory cgroup" in res.observation, res.observation
+
+
+# --- a real worker node ------------------------------------------------------------------------
+
+
+def test_a_worker_says_its_capacity_at_start_and_answers_a_64gb_problem_internal(
+        redis_url: str, start_worker: Any) -> None:  # noqa: F811
+    from cpfleet.producer.client import FleetClient
+
+    worker = start_worker(redis_url, concurrency=1, env={"CPFLEET_MAX_MEMORY_MB": str(CAP_MB)})
+    assert f"cpfleet worker memory: at most {CAP_MB} MB per test (CPFLEET_MAX_MEMORY_MB={CAP_MB})" in worker.log_text()
+    big, fits = problem("cap/fleet-64g", 65536), problem("cap/fleet-256m", 256)
+    with FleetClient(redis_url, timeout=120) as fleet:
+        fleet.register_problems([big, fits])
+        solution = fenced("python3", PROGRAMS["python3"])
+        refused, judged = fleet.gather(fleet.submit_many([
+            {"problem_id": big.id, "completion": solution, "job_id": "big"},
+            {"problem_id": fits.id, "completion": solution, "job_id": "fits"}]), timeout=120)
+    assert_refused(refused, 65536)
+    assert (judged.verdict, judged.reward, judged.infra_error) == (Verdict.OK, 1.0, False), judged.infra_message
