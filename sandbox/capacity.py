@@ -46,7 +46,7 @@ class MemoryCapacity:
         """None when ``stated_mb`` fits, else the infrastructure error naming both numbers."""
         if stated_mb <= self.mb:
             return None
-        return (f"{what} is {stated_mb} MB but this worker gives a test at most {self.mb} MB ({self.source}): "
+        return (f"{what}: {stated_mb} MB, but this worker gives a test at most {self.mb} MB ({self.source}): "
                 "not run, as the host's shortfall is not the program's; judge this problem on a larger worker "
                 "(docs/configuration.md, CPFLEET_MAX_MEMORY_MB)")
 

@@ -334,3 +334,40 @@ def test_a_worker_says_its_capacity_at_start_and_answers_a_64gb_problem_internal
             {"problem_id": fits.id, "completion": solution, "job_id": "fits"}]), timeout=120)
     assert_refused(refused, 65536)
     assert (judged.verdict, judged.reward, judged.infra_error) == (Verdict.OK, 1.0, False), judged.infra_message
+
+
+# --- how a slot tells its own limit from one above it, on files shaped as each version writes them
+
+
+def _fake_slot(tmp_path: Path, version: int, limit: int) -> Any:
+    from cpfleet.sandbox.cgroups import SlotCgroup
+
+    slot = SlotCgroup.__new__(SlotCgroup)  # the files only: no cgroup is made
+    slot.version, slot.procs_files, slot._current_limits = version, [str(tmp_path / "cgroup.procs")], (limit, 128)
+    slot._oom_file = str(tmp_path / "memory.events")
+    slot._peak_files = (str(tmp_path / "memory.max_usage_in_bytes"),)
+    slot._max_events = 0
+    return slot
+
+
+def test_v2_the_slots_own_max_events_tell_its_limit_was_reached(tmp_path: Path) -> None:
+    slot = _fake_slot(tmp_path, 2, 256 << 20)
+    events = tmp_path / "memory.events"
+    events.write_text("low 0\nhigh 0\nmax 7\noom 1\noom_kill 1\n")
+    slot.mark_run_start()
+    events.write_text("low 0\nhigh 0\nmax 7\noom 1\noom_kill 2\n")  # a kill, no new max: from above
+    assert not slot.limit_reached()
+    events.write_text("low 0\nhigh 0\nmax 9\noom 2\noom_kill 3\n")
+    assert slot.limit_reached()
+
+
+def test_v1_the_slots_peak_near_its_limit_tells_it_was_reached(tmp_path: Path) -> None:
+    slot = _fake_slot(tmp_path, 1, 256 << 20)
+    peak = tmp_path / "memory.max_usage_in_bytes"
+    peak.write_text(str(300 << 20))
+    slot.mark_run_start()  # resets the peak, as v1 does on a write of 0
+    assert peak.read_text() == "0" and not slot.limit_reached()
+    peak.write_text(str(130 << 20))  # killed from above at half its limit
+    assert not slot.limit_reached()
+    peak.write_text(str((256 << 20) - (1 << 20)))
+    assert slot.limit_reached()
