@@ -371,3 +371,13 @@ def test_v1_the_slots_peak_near_its_limit_tells_it_was_reached(tmp_path: Path) -
     assert not slot.limit_reached()
     peak.write_text(str((256 << 20) - (1 << 20)))
     assert slot.limit_reached()
+
+
+def test_what_a_program_fails_before_any_test_is_still_its_own(small_runner: CodeRunner) -> None:
+    # the compile (its limit the fleet's own) and the extraction do not need the stated memory:
+    # their failures are judged as on any worker; only the tests are refused
+    prob = problem("cap/compile-64g", 65536)
+    broken = evaluate(prob, fenced("cpp", "int main( {"), small_runner)
+    assert (broken.verdict, broken.reward, broken.infra_error) == (Verdict.COMPILE_ERROR, 0.0, False), broken.observation
+    none = evaluate(prob, "no code here", small_runner)
+    assert (none.verdict, none.reward, none.infra_error) == (Verdict.NO_CODE, 0.0, False), none.observation
