@@ -153,7 +153,7 @@ class SlotCgroup:
         if not self.ok:
             return
         if self.version == 2:
-            self._max_events = self._event(b"max")
+            self._max_events = self._event(b"max") or 0
             return
         for path in self._peak_files:
             try:
@@ -166,32 +166,35 @@ class SlotCgroup:
         ``max`` events (raised only by the slot's own limit, not by one above it), v1 by its peak
         usage coming within ``LIMIT_REACHED_MARGIN`` of its limit (v1's ``failcnt`` is not
         raised where the memory+swap counter fails first). An OOM kill in the slot without it
-        was made by a bound above the slot or by the host: not the test's doing."""
+        was made by a bound above the slot or by the host: not the test's doing. Where the
+        counters cannot be read it says True: a kill it cannot place stays the test's, as a kill
+        in the slot always was, rather than turning a program's own MEMORY_LIMIT into INTERNAL."""
         if not self.ok or self._current_limits is None:
-            return False
+            return True
         if self.version == 2:
-            return self._event(b"max") > self._max_events
-        peak = 0
+            events = self._event(b"max")
+            return events is None or events > self._max_events
+        peaks = []
         for path in self._peak_files:
             try:
                 with open(path, "rb") as f:
-                    peak = max(peak, int(f.read()))
+                    peaks.append(int(f.read()))
             except (OSError, ValueError):
                 continue
-        return peak >= self._current_limits[0] - LIMIT_REACHED_MARGIN
+        return not peaks or max(peaks) >= self._current_limits[0] - LIMIT_REACHED_MARGIN
 
-    def _event(self, key: bytes) -> int:
-        """One counter of the slot's memory.events (v2)."""
+    def _event(self, key: bytes) -> int | None:
+        """One counter of the slot's memory.events (v2); None when it cannot be read."""
         try:
             with open(self._oom_file, "rb") as f:
                 text = f.read()
         except OSError:
-            return 0
+            return None
         for line in text.splitlines():
             name, _, value = line.partition(b" ")
             if name == key:
                 return int(value)
-        return 0
+        return None
 
     def set_limits(self, memory_bytes: int, pids: int) -> None:
         """Write limits only when they change (they are per problem, not per test)."""

@@ -381,3 +381,15 @@ def test_what_a_program_fails_before_any_test_is_still_its_own(small_runner: Cod
     assert (broken.verdict, broken.reward, broken.infra_error) == (Verdict.COMPILE_ERROR, 0.0, False), broken.observation
     none = evaluate(prob, "no code here", small_runner)
     assert (none.verdict, none.reward, none.infra_error) == (Verdict.NO_CODE, 0.0, False), none.observation
+
+
+def test_a_kill_the_counters_cannot_place_stays_the_tests_own(tmp_path: Path) -> None:
+    # a kernel without the v1 peak file, or a v2 memory.events that cannot be read: a kill in
+    # the slot is MEMORY_LIMIT as it always was, never an INTERNAL that would hide the program's
+    v1 = _fake_slot(tmp_path, 1, 256 << 20)
+    v1._peak_files = ()  # the kernel has none
+    v1.mark_run_start()
+    assert v1.limit_reached()
+    v2 = _fake_slot(tmp_path, 2, 256 << 20)
+    v2.mark_run_start()
+    assert v2.limit_reached()
