@@ -211,6 +211,8 @@ VARIABLES: tuple[EnvVar, ...] = (
     EnvVar("CPFLEET_FLOWER_REFRESH_S", f"{SECONDS} > 0", _number(0.0, allow_min=False)),
     EnvVar("CPFLEET_DATA_DIR", "a folder", _text),
     EnvVar("CPFLEET_TESTLIB_DIR", "a folder holding testlib.h", _text),
+    EnvVar("CPFLEET_MAX_MEMORY_MB", "a whole number of MiB >= 16 (the least memory limit a problem may state)",
+           _integer(16)),
     EnvVar("CPFLEET_SANDBOX_UID_BASE", "a whole number from 1000 to 4000000000", _integer(1000, 4_000_000_000)),
     EnvVar("CPFLEET_SLOT_DIR", "a folder", _text),
     EnvVar("CPFLEET_SOLUTION_PYTHON", "a Python executable", _text),

@@ -6,7 +6,8 @@ run jobs (runs.py); the runners (runner.py: the ``CodeRunner`` seam and ``make_r
 runners.py re-exports; forkserver.py, zygote.py, zygote_process.py, jobs.py, channel.py: the fork
 server; pypy_zygote.py; subprocess_runner.py, the reference semantics) and the program mode of
 compiled languages (programs.py, compiled.py); isolation (isolation.py, linux.py, seccomp.py,
-cgroups.py, slots.py, police.py, jobinit.py, child.py) and the start-up self-test (selftest.py);
+cgroups.py, slots.py, police.py, jobinit.py, child.py), the memory a test may have here
+(capacity.py) and the start-up self-test (selftest.py);
 the code in a completion (extract.py, syntax_errors.py); function calls (fncall.py,
 callharness.py); interactors (interactive.py, pairs.py). Two packages: languages/ (one module per
 language's toolchain) and checker_programs/ (one module per checker-program protocol).

@@ -13,7 +13,16 @@ unix-socket garbage collection frees them, tens of ms after the test's end) is w
 the next run starts there (``await_memory_settled``): the run after a test is often its
 checker, whose limit would otherwise hold the program's leftovers too. What neither reclaim nor
 time frees is added to the next runs' limits (``stuck_bytes``), so no program is stopped short
-of its own limit."""
+of its own limit.
+
+All slots together are bounded too: the ``cpfleet`` folder above them gets the memory limit
+the worker computes for them (``capacity.slots_memory_mb``: the host's or its own cgroup's
+memory less a reserve for the worker itself), so N programs at their limits at once meet the
+kernel's OOM killer there, not the host's (which would pick the worker). A kill that bound (or
+the host) makes is told from one the test's own limit makes by the slot's own count of limit
+hits (``limit_reached``: v2 ``memory.events`` ``max``, which only the slot's own limit raises; v1
+its peak usage against its limit): the runner reports it as an infrastructure error, never
+MEMORY_LIMIT."""
 
 from __future__ import annotations
 
@@ -25,6 +34,9 @@ import time
 # is never that slow: logged, and the run starts with the rest charged)
 LEFTOVER_BYTES = 8 << 20
 SETTLE_S = 2.0
+# v1: a run whose peak usage came this close to the slot's limit reached it (the charge that
+# fails there is a page batch or a huge page: at most a few MiB)
+LIMIT_REACHED_MARGIN = 8 << 20
 
 V1_ROOT = "/sys/fs/cgroup"
 
@@ -32,8 +44,12 @@ V1_ROOT = "/sys/fs/cgroup"
 class SlotCgroup:
     """Creates ``cpfleet/<name>`` (``Slot.cgroup_name``) under the memory and pids controllers."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, slots_limit_bytes: int | None = None) -> None:
         self.name = name
+        self.slots_limit_bytes = slots_limit_bytes  # written on the ``cpfleet`` folder above every slot
+        self.slots_limit_error = ""  # why it could not be, when it could not
+        self._peak_files: tuple[str, ...] = ()  # v1: the peak usage counters, reset before each run
+        self._max_events = 0  # v2: the slot's ``max`` events when its run started
         self.procs_files: list[str] = []
         self._memory_limit_file = ""
         self._pids_max_file = ""
@@ -64,6 +80,7 @@ class SlotCgroup:
             mem = os.path.join(mem_v1, "cpfleet", self.name)
             pids = os.path.join(pids_v1, "cpfleet", self.name)
             os.makedirs(mem, exist_ok=True)
+            self._bound_slots(os.path.join(mem_v1, "cpfleet", "memory.limit_in_bytes"))
             os.makedirs(pids, exist_ok=True)
             self._memory_limit_file = os.path.join(mem, "memory.limit_in_bytes")
             swap = os.path.join(mem, "memory.memsw.limit_in_bytes")
@@ -74,6 +91,9 @@ class SlotCgroup:
             self._mem_usage_file = os.path.join(mem, "memory.usage_in_bytes")
             self._mem_stat_file = os.path.join(mem, "memory.stat")
             self._file_keys = (b"total_active_file", b"total_inactive_file")
+            self._peak_files = tuple(p for p in (os.path.join(mem, "memory.max_usage_in_bytes"),
+                                                 os.path.join(mem, "memory.memsw.max_usage_in_bytes"))
+                                     if os.path.exists(p))
             self.procs_files = [os.path.join(mem, "cgroup.procs"), os.path.join(pids, "cgroup.procs")]
             self.version = 1
             cpuacct = os.path.join(V1_ROOT, "cpuacct")
@@ -97,6 +117,7 @@ class SlotCgroup:
                 pass
             path = os.path.join(base, self.name)
             os.makedirs(path, exist_ok=True)
+            self._bound_slots(os.path.join(base, "memory.max"))
             self._memory_limit_file = os.path.join(path, "memory.max")
             self._swap_file = os.path.join(path, "memory.swap.max")
             self._pids_max_file = os.path.join(path, "pids.max")
@@ -114,6 +135,66 @@ class SlotCgroup:
     @property
     def ok(self) -> bool:
         return bool(self.procs_files)
+
+    def _bound_slots(self, limit_file: str) -> None:
+        """Write the limit of all slots together on the ``cpfleet`` folder (every runner of the
+        host computes the same number from the same host, so their writes agree). A refusal is
+        kept in ``slots_limit_error`` (the runner reports it), never a failed start: the slot's
+        own limit still holds each test."""
+        if self.slots_limit_bytes is None:
+            return
+        try:
+            _write(limit_file, str(self.slots_limit_bytes))
+        except OSError as e:
+            self.slots_limit_error = f"cannot bound all slots together in {limit_file}: {e.strerror or e}"
+
+    def mark_run_start(self) -> None:
+        """Start counting what ``limit_reached`` tells, for the run about to start."""
+        if not self.ok:
+            return
+        if self.version == 2:
+            self._max_events = self._event(b"max") or 0
+            return
+        for path in self._peak_files:
+            try:
+                _write(path, "0")
+            except OSError:
+                pass
+
+    def limit_reached(self) -> bool:
+        """Whether the slot's own memory limit was reached since ``mark_run_start``: v2 by its
+        ``max`` events (raised only by the slot's own limit, not by one above it), v1 by its peak
+        usage coming within ``LIMIT_REACHED_MARGIN`` of its limit (v1's ``failcnt`` is not
+        raised where the memory+swap counter fails first). An OOM kill in the slot without it
+        was made by a bound above the slot or by the host: not the test's doing. Where the
+        counters cannot be read it says True: a kill it cannot place stays the test's, as a kill
+        in the slot always was, rather than turning a program's own MEMORY_LIMIT into INTERNAL."""
+        if not self.ok or self._current_limits is None:
+            return True
+        if self.version == 2:
+            events = self._event(b"max")
+            return events is None or events > self._max_events
+        peaks = []
+        for path in self._peak_files:
+            try:
+                with open(path, "rb") as f:
+                    peaks.append(int(f.read()))
+            except (OSError, ValueError):
+                continue
+        return not peaks or max(peaks) >= self._current_limits[0] - LIMIT_REACHED_MARGIN
+
+    def _event(self, key: bytes) -> int | None:
+        """One counter of the slot's memory.events (v2); None when it cannot be read."""
+        try:
+            with open(self._oom_file, "rb") as f:
+                text = f.read()
+        except OSError:
+            return None
+        for line in text.splitlines():
+            name, _, value = line.partition(b" ")
+            if name == key:
+                return int(value)
+        return None
 
     def set_limits(self, memory_bytes: int, pids: int) -> None:
         """Write limits only when they change (they are per problem, not per test)."""

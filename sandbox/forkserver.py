@@ -7,8 +7,8 @@ fds and limits, drains and caps its output, and maps what the job init reports t
 The pieces apart: starting a zygote and its self-test (sandbox/zygote_process.py), the job's
 channel and fds (sandbox/jobs.py), the verdict mapping (sandbox/verdicts.py), interactive pairs
 (sandbox/pairs.py), PyPy's own zygote (sandbox/pypy_zygote.py) and the subprocess runner, whose
-tests exec a fresh interpreter (sandbox/subprocess_runner.py). ZygoteRunner stays one class
-of ~450 lines: supervision, the spare job and a test's run share the slot, the zygote, the
+tests exec a fresh interpreter (sandbox/subprocess_runner.py). The module is 623 lines: ZygoteRunner stays one class
+of ~490 lines: supervision, the spare job and a test's run share the slot, the zygote, the
 loaded job and the restart on failure, which split apart would each need all of.
 """
 
@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from cpfleet.core.errors import SandboxBroken
 from cpfleet.core.verdict import Verdict
 from cpfleet.sandbox import pairs, zygote
+from cpfleet.sandbox.capacity import MemoryCapacity, memory_capacity, slots_memory
 from cpfleet.sandbox.cgroups import SlotCgroup
 from cpfleet.sandbox.jobinit import LOAD_ANSWER_S
 from cpfleet.sandbox.jobs import (
@@ -42,7 +43,14 @@ from cpfleet.sandbox.jobs import (
 from cpfleet.sandbox.languages.base import JVM_AS_FALLBACK_MB
 from cpfleet.sandbox.runner import CodeRunner, IsolationReport, Limits, ProgramImage, RunResult
 from cpfleet.sandbox.slots import Slot, claim_slot
-from cpfleet.sandbox.verdicts import cpu_rlimit_s, judge_run, wall_fields
+from cpfleet.sandbox.verdicts import (
+    OOM_OUTSIDE,
+    OOM_OWN,
+    cpu_rlimit_s,
+    judge_run,
+    outside_oom_message,
+    wall_fields,
+)
 from cpfleet.sandbox.zygote_process import (
     check_self_test,
     pch_root,
@@ -138,10 +146,15 @@ class ZygoteRunner(CodeRunner):
         self._pypy: PyPyZygote | None = None
         self._pypy_refused = ""
         self._report = IsolationReport()
+        self.memory_capacity: MemoryCapacity = memory_capacity()
         self._cgroup: SlotCgroup | None = None
         self._slot: Slot = claim_slot()
         try:
-            self._cgroup = SlotCgroup(self._slot.cgroup_name) if isolate else None
+            slots = slots_memory()
+            self._cgroup = SlotCgroup(self._slot.cgroup_name, None if slots is None else slots[0] << 20) \
+                if isolate else None
+            if self._cgroup is not None and self._cgroup.slots_limit_error:
+                log.warning("%s", self._cgroup.slots_limit_error)
             self._ooms_seen = self._cgroup.oom_kills() if self._cgroup is not None else 0
             self._pch_host_dir = pch_root()
             self._start_zygote()
@@ -435,6 +448,18 @@ class ZygoteRunner(CodeRunner):
             job.close()
             return RunResult(Verdict.INTERNAL, error=f"sandbox failure: {e}")
 
+    def memory_refusal(self, *limits: Limits) -> str | None:
+        """Why a run under ``limits`` (one slot's cgroup holds them all) must not start here:
+        the memory limits a problem or a caller stated, together, exceed what this worker may
+        give (sandbox/capacity.py). Checked before every run, so it holds for every path that
+        states a limit (a test, a checker, an interactor and its program, a run job)."""
+        stated = [lim.memory_mb for lim in limits if lim.stated]
+        if not stated:
+            return None
+        what = "the stated memory limit" if len(stated) == 1 else \
+            f"the memory limits of the program and the interactor together ({' + '.join(map(str, stated))} MB)"
+        return self.memory_capacity.refusal(sum(stated), what)
+
     def _set_cgroup(self, memory_bytes: int, nproc: int) -> bool:
         if self._cgroup is None or not self._cgroup.ok:
             return False
@@ -442,6 +467,7 @@ class ZygoteRunner(CodeRunner):
         # nor is what nothing frees: on top of the limit, or a program would be stopped short of
         # its own limit (v2: a MEMORY_LIMIT it did not earn; v1: the limit write refused, EBUSY)
         self._cgroup.set_limits(memory_bytes + CGROUP_SLACK_BYTES + self._cgroup.stuck_bytes, nproc)
+        self._cgroup.mark_run_start()
         return True
 
     def child_limits(self, job: Job, limits: Limits, cgroup_ok: bool) -> tuple[dict[str, int], int]:
@@ -461,6 +487,9 @@ class ZygoteRunner(CodeRunner):
              files: Mapping[str, bytes] | None, collect: Sequence[str] = ()) -> RunResult:
         if job.sock.fileno() < 0:
             return RunResult(Verdict.INTERNAL, error="the job was closed (an earlier sandbox failure)")
+        refusal = self.memory_refusal(limits)
+        if refusal is not None:
+            return RunResult(Verdict.INTERNAL, error=refusal)
         if job.memory_model == "address_space" and job.image_bytes > limits.memory_mb << 20:
             # the kernel would refuse (or kill) the exec itself; say why instead of a bare signal
             return RunResult(Verdict.MEMORY_LIMIT, error=f"the program's static data and code "
@@ -483,7 +512,10 @@ class ZygoteRunner(CodeRunner):
             stdio.close()
             if files_fd >= 0:
                 os.close(files_fd)
-        return judge_run(res, done, limits, cpu_rlimit, self._new_oom(), allowance_bytes=job.extra_cgroup_bytes)
+        oom = self._new_oom()
+        if oom == OOM_OUTSIDE:
+            return RunResult(Verdict.INTERNAL, error=outside_oom_message(limits.memory_mb))
+        return judge_run(res, done, limits, cpu_rlimit, oom == OOM_OWN, allowance_bytes=job.extra_cgroup_bytes)
 
     def run_pair(self, job_a: Job, limits_a: Limits, job_b: Job, limits_b: Limits, *,
                  argv: list[str], files: Mapping[str, bytes] | None,
@@ -492,14 +524,18 @@ class ZygoteRunner(CodeRunner):
         problem: sandbox/pairs.py)."""
         return pairs.run_pair(self, job_a, limits_a, job_b, limits_b, argv=argv, files=files, collect=collect)
 
-    def _new_oom(self) -> bool:
-        """Whether the slot's cgroup OOM-killed something since the last look (read after every
-        test: the OOM killer may pick a grandchild, not the main process)."""
+    def _new_oom(self) -> str:
+        """Whether the OOM killer killed something in the slot since the last look (read after
+        every test: it may pick a grandchild, not the main process): ``OOM_OWN`` when the slot's
+        own limit was reached meanwhile, ``OOM_OUTSIDE`` when it was not (a bound above the slot
+        or the host ran short: not the test's doing), "" for no kill."""
         if self._cgroup is None or not self._cgroup.ok:
-            return False
+            return ""
         ooms = self._cgroup.oom_kills()
-        oom, self._ooms_seen = ooms > self._ooms_seen, ooms
-        return oom
+        killed, self._ooms_seen = ooms > self._ooms_seen, ooms
+        if not killed:
+            return ""
+        return OOM_OWN if self._cgroup.limit_reached() else OOM_OUTSIDE
 
     def _drain(self, job: Job, stdio: TestStdio, limits: Limits, timeout: float) -> tuple[RunResult, dict[str, Any]]:
         """Read stdout/stderr while the program runs, enforcing the caps, until the init reports

@@ -217,7 +217,8 @@ def _interactor_limits(spec: ProgramSpec, limits: Limits) -> Limits:
     base = checker_limits(spec)
     # the interactor outlives the program's backstop however far its CPU-wait credit moves it
     # (``limits.wall_max_s``), so a deadlock ends on the program's side
-    return Limits(time_s=base.time_s, memory_mb=base.memory_mb, wall_s=max(base.wall_backstop_s, limits.wall_max_s + 5.0))
+    return Limits(time_s=base.time_s, memory_mb=base.memory_mb, wall_s=max(base.wall_backstop_s, limits.wall_max_s + 5.0),
+                  stated=True)
 
 
 def run_interactive(runner: CodeRunner, spec: ProgramSpec, test_input: str, answer: str,

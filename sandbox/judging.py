@@ -268,4 +268,4 @@ def problem_limits(problem: Problem, language: str = "python3") -> Limits:
     from cpfleet.sandbox.languages import time_multiplier
 
     factor = time_multiplier(language, problem.time_limit_multipliers)
-    return Limits(time_s=problem.time_limit_s * factor, memory_mb=problem.memory_limit_mb)
+    return Limits(time_s=problem.time_limit_s * factor, memory_mb=problem.memory_limit_mb, stated=True)

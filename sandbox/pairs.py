@@ -17,7 +17,7 @@ from cpfleet.core.verdict import Verdict
 from cpfleet.sandbox import zygote
 from cpfleet.sandbox.jobs import READ_CHUNK, REPLY_GRACE_S, Job, files_memfd
 from cpfleet.sandbox.runner import Limits, RunResult
-from cpfleet.sandbox.verdicts import judge_run, wall_fields
+from cpfleet.sandbox.verdicts import OOM_OUTSIDE, OOM_OWN, judge_run, outside_oom_message, wall_fields
 
 if TYPE_CHECKING:
     from cpfleet.sandbox.forkserver import ZygoteRunner
@@ -45,6 +45,10 @@ def run_pair(runner: ZygoteRunner, job_a: Job, limits_a: Limits, job_b: Job, lim
 
 def _run_pair(runner: ZygoteRunner, job_a: Job, limits_a: Limits, job_b: Job, limits_b: Limits, argv: list[str],
               files: Mapping[str, bytes] | None, collect: Sequence[str]) -> tuple[RunResult, RunResult, bool, bool]:
+    refusal = runner.memory_refusal(limits_a, limits_b)
+    if refusal is not None:
+        refused = RunResult(Verdict.INTERNAL, error=refusal)
+        return refused, refused, False, False
     total = (limits_a.memory_mb << 20) + job_a.extra_cgroup_bytes + (limits_b.memory_mb << 20) \
         + job_b.extra_cgroup_bytes
     cgroup_ok = runner._set_cgroup(total, limits_a.nproc + limits_b.nproc)
@@ -98,7 +102,11 @@ def _run_pair(runner: ZygoteRunner, job_a: Job, limits_a: Limits, job_b: Job, li
     finally:
         for fd in own:
             os.close(fd)
-    oom = runner._new_oom()
+    kill = runner._new_oom()
+    if kill == OOM_OUTSIDE:
+        outside = RunResult(Verdict.INTERNAL, error=outside_oom_message(limits_a.memory_mb + limits_b.memory_mb))
+        return outside, outside, False, False
+    oom = kill == OOM_OWN
     results = []
     for which, limits, cpu_rlimit, job in ((0, limits_a, cpu_a, job_a), (1, limits_b, cpu_b, job_b)):
         res = RunResult(Verdict.OK, stderr=errs[which][0], stderr_truncated=errs[which][1])

@@ -41,6 +41,10 @@ class Limits:
     wall_max_factor: float = 3.0
     # a hard cap from outside (what is left of the job's time budget): no test runs past it
     wall_cap_s: float | None = None
+    # a memory limit a problem or a caller stated (a test's, a checker's, a run job's): held to
+    # what this worker may give a test (sandbox/capacity.py); the fleet's own (a compile's, a
+    # self-test's) are not
+    stated: bool = False
 
     @property
     def wall_backstop_s(self) -> float:

@@ -47,7 +47,7 @@ def run_limits(language: str, time_limit_s: float | None, memory_limit_mb: int |
 
     time_s = protocol.DEFAULT_RUN_TIME_LIMIT_S if time_limit_s is None else time_limit_s
     memory = protocol.DEFAULT_RUN_MEMORY_MB if memory_limit_mb is None else memory_limit_mb
-    return Limits(time_s=time_s * time_multiplier(language, None), memory_mb=memory)
+    return Limits(time_s=time_s * time_multiplier(language, None), memory_mb=memory, stated=True)
 
 
 def execute(

@@ -37,6 +37,18 @@ def cpu_rlimit_s(limits: Limits) -> int:
     return math.ceil(CPU_RLIMIT_FACTOR * limits.time_s) + CPU_RLIMIT_SLACK_S
 
 
+# what ``ZygoteRunner._new_oom`` tells: the slot's own limit killed, or something above it did
+OOM_OWN, OOM_OUTSIDE = "own", "outside"
+
+
+def outside_oom_message(memory_mb: int) -> str:
+    """An OOM kill the run's own limit did not make: an infrastructure shortfall (INTERNAL), never
+    the program's MEMORY_LIMIT (sandbox/cgroups.py, ``SlotCgroup.limit_reached``)."""
+    return (f"the kernel's OOM killer killed a process of this run while its slot was below its own memory limit "
+            f"({memory_mb} MB): the memory of all slots together, the worker's cgroup or the host ran short, "
+            "not the program's doing")
+
+
 def judge_run(res: RunResult, done: dict[str, Any], limits: Limits, cpu_rlimit: int, oom: bool, *,
               allowance_bytes: int) -> RunResult:
     """Turn the raw exit into a verdict whose message names what fired, with the real numbers.

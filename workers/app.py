@@ -139,6 +139,17 @@ def _report_languages(**_: Any) -> None:
     log.warning("cpfleet worker %s", selftest.summary_line(found))
 
 
+@signals.worker_init.connect(weak=False)
+def _report_memory(**_: Any) -> None:
+    """Say at start the most memory a test may have here (sandbox/capacity.py): a problem
+    stating more is answered INTERNAL naming both numbers, never run."""
+    from cpfleet.sandbox.capacity import memory_capacity, slots_memory
+
+    slots = slots_memory()
+    together = "unbounded (nothing here tells the host's memory)" if slots is None else f"{slots[0]} MB ({slots[1]})"
+    log.warning("cpfleet worker memory: at most %s; all slots together %s", memory_capacity().describe(), together)
+
+
 _liveness: Any = None
 _node: str | None = None
 

@@ -137,11 +137,13 @@ class ProcessResources:
         self._check_pid()
         with self._lock:
             if self._runner is None:
+                from cpfleet.sandbox.capacity import memory_capacity
                 from cpfleet.sandbox.runner import make_runner
 
                 runner = make_runner(self.settings.runner)
                 report = runner.isolation
-                log.info("sandbox runner %s in pid %d: %s", self.settings.runner, os.getpid(), report.summary())
+                log.info("sandbox runner %s in pid %d: %s; memory at most %s", self.settings.runner, os.getpid(),
+                         report.summary(), memory_capacity().describe())
                 if report.level != "full":
                     log.warning("sandbox isolation is %s: %s", report.level, "; ".join(report.notes) or report.summary())
                 _record_isolation(report)

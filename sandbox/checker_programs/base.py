@@ -187,7 +187,8 @@ def drop_session(runner: CodeRunner) -> None:
 
 
 def checker_limits(spec: ProgramSpec) -> Limits:
-    return Limits(time_s=spec.time_limit_s, memory_mb=spec.memory_limit_mb, wall_factor=2.0, wall_slack_s=2.0)
+    return Limits(time_s=spec.time_limit_s, memory_mb=spec.memory_limit_mb, wall_factor=2.0, wall_slack_s=2.0,
+                  stated=True)
 
 
 def detail_of(*parts: bytes) -> str:
