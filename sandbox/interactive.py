@@ -54,7 +54,8 @@ program's (valid) output thus costs every program its reward rather than masking
 operator sees it in the log, and ``cpfleet prepare`` names such problems. An interactor that
 gives up on its own after some seconds with nothing to read is INTERNAL for a program silent that
 long, as for a correct program thinking that long (neither wrote anything it could fail on); its
-failure alone never excuses one the program's output brought sooner. The run alone is
+failure alone excuses only a failure on the program's dialogue no sooner than it came (within
+``ALONE_SLACK_S``): one the program's output brought sooner is its own, however long it was waited. The run alone is
 remembered per process (``ALONE``: a failure on its own when no limit decided it, else how long
 it was waited for), so provoking it again on a test costs no further run there unless it
 must be waited for longer.
