@@ -413,3 +413,14 @@ def test_a_limit_whose_slot_the_bound_on_all_slots_cannot_hold_is_refused_for_ev
     res = evaluate(problem("cap/slot-within-bound", 64), fenced("python3", HOG), runner)
     assert (res.verdict, res.reward, res.infra_error) == (Verdict.MEMORY_LIMIT, 0.0, False), (res.observation,
                                                                                               res.infra_message)
+
+
+def test_a_mount_point_not_in_utf8_does_not_stop_the_runner_reading_its_limit(tmp_path: Path) -> None:
+    # mountinfo escapes only blanks and backslashes: another mount's name may be any bytes
+    fs = tmp_path / "fs"
+    fs.mkdir()
+    (fs / "memory.max").write_text(f"{2 << 30}\n")
+    (tmp_path / "cgroup").write_text("0::/\n")
+    (tmp_path / "mountinfo").write_bytes(b"30 25 0:40 / /mnt/caf\xe9 rw - ext4 /dev/sdb1 rw\n"
+                                         + f"35 25 0:30 / {fs} rw - cgroup2 cgroup2 rw\n".encode())
+    assert cgroup_memory_mb(str(tmp_path / "cgroup"), str(tmp_path / "mountinfo")) == (2048, str(fs))
