@@ -66,7 +66,8 @@ def _mounts(mountinfo: str) -> list[tuple[str, str, str, str]]:
     """(root, mount point, fs type, super options) of each cgroup mount."""
     found = []
     try:
-        with open(mountinfo) as f:
+        # another mount's name may be any bytes (mountinfo escapes only blanks and backslashes)
+        with open(mountinfo, errors="surrogateescape") as f:
             for line in f:
                 left, _, right = line.partition(" - ")
                 fields, tail = left.split(), right.split()
@@ -82,7 +83,7 @@ def cgroup_memory_mb(self_cgroup: str = SELF_CGROUP, mountinfo: str = MOUNTINFO)
     cgroup mount (v2 ``memory.max``, v1 ``memory.limit_in_bytes``), with the folder that sets it;
     None when none is set or none can be read."""
     try:
-        with open(self_cgroup) as f:
+        with open(self_cgroup, errors="surrogateescape") as f:
             lines = f.read().splitlines()
     except OSError:
         return None

@@ -16,7 +16,7 @@ time frees is added to the next runs' limits (``stuck_bytes``), so no program is
 of its own limit.
 
 All slots together are bounded too: the ``cpfleet`` folder above them gets the memory limit
-the worker computes for them (``capacity.slots_memory_mb``: the host's or its own cgroup's
+the worker computes for them (``capacity.slots_memory``: the host's or its own cgroup's
 memory less a reserve for the worker itself), so N programs at their limits at once meet the
 kernel's OOM killer there, not the host's (which would pick the worker). A kill that bound (or
 the host) makes is told from one the test's own limit makes by the slot's own count of limit

@@ -7,8 +7,8 @@ fds and limits, drains and caps its output, and maps what the job init reports t
 The pieces apart: starting a zygote and its self-test (sandbox/zygote_process.py), the job's
 channel and fds (sandbox/jobs.py), the verdict mapping (sandbox/verdicts.py), interactive pairs
 (sandbox/pairs.py), PyPy's own zygote (sandbox/pypy_zygote.py) and the subprocess runner, whose
-tests exec a fresh interpreter (sandbox/subprocess_runner.py). The module is 623 lines: ZygoteRunner stays one class
-of ~490 lines: supervision, the spare job and a test's run share the slot, the zygote, the
+tests exec a fresh interpreter (sandbox/subprocess_runner.py). The module is 639 lines: ZygoteRunner stays one class
+of ~505 lines: supervision, the spare job and a test's run share the slot, the zygote, the
 loaded job and the restart on failure, which split apart would each need all of.
 """
 
@@ -148,9 +148,11 @@ class ZygoteRunner(CodeRunner):
         self._report = IsolationReport()
         self.memory_capacity: MemoryCapacity = memory_capacity()
         self._cgroup: SlotCgroup | None = None
+        self._slots_bytes: int | None = None  # the bound on all slots together (``cpfleet/``)
         self._slot: Slot = claim_slot()
         try:
             slots = slots_memory()
+            self._slots_bytes = None if slots is None else slots[0] << 20
             self._cgroup = SlotCgroup(self._slot.cgroup_name, None if slots is None else slots[0] << 20) \
                 if isolate else None
             if self._cgroup is not None and self._cgroup.slots_limit_error:
@@ -448,17 +450,31 @@ class ZygoteRunner(CodeRunner):
             job.close()
             return RunResult(Verdict.INTERNAL, error=f"sandbox failure: {e}")
 
-    def memory_refusal(self, *limits: Limits) -> str | None:
+    def memory_refusal(self, *limits: Limits, overhead_bytes: int = 0) -> str | None:
         """Why a run under ``limits`` (one slot's cgroup holds them all) must not start here:
         the memory limits a problem or a caller stated, together, exceed what this worker may
-        give (sandbox/capacity.py). Checked before every run, so it holds for every path that
-        states a limit (a test, a checker, an interactor and its program, a run job)."""
+        give (sandbox/capacity.py), or the slot's whole limit (theirs, the runtimes' allowance
+        ``overhead_bytes``, the sandbox's slack and what the slot holds stuck) exceeds the bound
+        on all slots together: a program going over its own limit would meet that bound first,
+        and its own MEMORY_LIMIT would read as the host's shortfall (INTERNAL). Checked before
+        every run, so it holds for every path that states a limit (a test, a checker, an
+        interactor and its program, a run job)."""
         stated = [lim.memory_mb for lim in limits if lim.stated]
         if not stated:
             return None
         what = "the stated memory limit" if len(stated) == 1 else \
             f"the memory limits of the program and the interactor together ({' + '.join(map(str, stated))} MB)"
-        return self.memory_capacity.refusal(sum(stated), what)
+        refusal = self.memory_capacity.refusal(sum(stated), what)
+        if refusal is not None or self._slots_bytes is None or self._cgroup is None or not self._cgroup.ok:
+            return refusal
+        slot = (sum(lim.memory_mb for lim in limits) << 20) + overhead_bytes + CGROUP_SLACK_BYTES \
+            + self._cgroup.stuck_bytes
+        if slot <= self._slots_bytes:
+            return None
+        return (f"{what}: {sum(stated)} MB needs a slot cgroup of {slot >> 20} MB here (with the runtime's and the "
+                f"sandbox's allowance), but all slots together may hold at most {self._slots_bytes >> 20} MB: not run, "
+                "as a program over its own limit would meet that bound first and its MEMORY_LIMIT would read as the "
+                "host's shortfall; judge this problem on a larger worker")
 
     def _set_cgroup(self, memory_bytes: int, nproc: int) -> bool:
         if self._cgroup is None or not self._cgroup.ok:
@@ -487,7 +503,7 @@ class ZygoteRunner(CodeRunner):
              files: Mapping[str, bytes] | None, collect: Sequence[str] = ()) -> RunResult:
         if job.sock.fileno() < 0:
             return RunResult(Verdict.INTERNAL, error="the job was closed (an earlier sandbox failure)")
-        refusal = self.memory_refusal(limits)
+        refusal = self.memory_refusal(limits, overhead_bytes=job.extra_cgroup_bytes)
         if refusal is not None:
             return RunResult(Verdict.INTERNAL, error=refusal)
         if job.memory_model == "address_space" and job.image_bytes > limits.memory_mb << 20:

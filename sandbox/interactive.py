@@ -54,7 +54,8 @@ program's (valid) output thus costs every program its reward rather than masking
 operator sees it in the log, and ``cpfleet prepare`` names such problems. An interactor that
 gives up on its own after some seconds with nothing to read is INTERNAL for a program silent that
 long, as for a correct program thinking that long (neither wrote anything it could fail on); its
-failure alone never excuses one the program's output brought sooner. The run alone is
+failure alone excuses only a failure on the program's dialogue no sooner than it came (within
+``ALONE_SLACK_S``): one the program's output brought sooner is its own, however long it was waited. The run alone is
 remembered per process (``ALONE``: a failure on its own when no limit decided it, else how long
 it was waited for), so provoking it again on a test costs no further run there unless it
 must be waited for longer.
@@ -276,7 +277,8 @@ def _unvouched(runner: CodeRunner, spec: ProgramSpec, reference: Reference | Non
     missing = reference.missing if reference is not None and reference.missing else "no correct solution was given"
     wait_s = min(max(ALONE_MIN_S, 2 * failure.interactor_wall_s + ALONE_SLACK_S),
                  checker_limits(spec).wall_backstop_s)
-    alone, steady = _alone(runner, spec, inp, ans, argv, files, collect, wait_s)
+    alone, steady = _alone(runner, spec, inp, ans, argv, files, collect, wait_s,
+                           failure.interactor_wall_s + ALONE_SLACK_S)
     if alone:
         raise CheckerBroken(f"{failure}; with no output from any program it fails on its own too: {alone} "
                             f"(and no reference solution can run: {missing})") from None
@@ -288,7 +290,8 @@ def _unvouched(runner: CodeRunner, spec: ProgramSpec, reference: Reference | Non
 
 
 def _alone(runner: CodeRunner, spec: ProgramSpec, inp: bytes, ans: bytes, argv: list[str],
-           files: Mapping[str, bytes], collect: tuple[str, ...], wait_s: float) -> tuple[str, bool]:
+           files: Mapping[str, bytes], collect: tuple[str, ...], wait_s: float,
+           by_s: float) -> tuple[str, bool]:
     """Why the interactor fails on its own on this test, with no program output at all: its
     input a pipe held open and never written for ``wait_s`` (``SILENT``, which drains what the
     interactor writes, so it never blocks on a full pipe, and never ends on its own), or "" when
@@ -296,13 +299,15 @@ def _alone(runner: CodeRunner, spec: ProgramSpec, inp: bytes, ans: bytes, argv: 
     was stopped counts: once stopped, the interactor sees the end of its input, which any program
     could have sent. An interactor still computing for half the wait or more (not waiting for
     input) might have failed with more time, so "" is not steady then, nor a failure that a
-    limit decided. Steady answers are remembered in ``ALONE``: a failure with when it came (one
-    that came later than ``wait_s`` is no failure within it: a later program that provoked the
-    interactor sooner is not excused by it), else how long it was waited."""
+    limit decided. A failure alone counts only when it came by ``by_s`` (when the interactor
+    failed on the program's dialogue, plus ``ALONE_SLACK_S`` for timing): one that comes later
+    alone came sooner with the program, so the program's output brought it, however long the
+    run alone was waited. Steady answers are remembered in ``ALONE``: a failure with when it
+    came, else how long it was waited."""
     key = vouch_key(spec, Reference(language="silent", source=SILENT), inp, ans)
     known = ALONE.get(key)
     if known is not None and (known[0] or known[1] >= wait_s):
-        return (known[0] if known[1] <= wait_s else ""), True
+        return (known[0] if known[0] and known[1] <= by_s else ""), True
     ALONE.runs += 1
     silent = Limits(time_s=wait_s, memory_mb=SILENT_MEMORY_MB, wall_s=wait_s)
     with programs.open_session(runner, programs.source_image("python3", SILENT)) as session:
@@ -319,7 +324,7 @@ def _alone(runner: CodeRunner, spec: ProgramSpec, inp: bytes, ans: bytes, argv: 
             why, steady, at_s = _why(e), e.deterministic, res.interactor.wall_s
     if steady:
         ALONE.put(key, (why, at_s))
-    return why, steady
+    return (why if at_s <= by_s else ""), steady
 
 
 def _vouch(runner: CodeRunner, spec: ProgramSpec, reference: Reference, inp: bytes, ans: bytes,

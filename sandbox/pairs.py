@@ -45,7 +45,8 @@ def run_pair(runner: ZygoteRunner, job_a: Job, limits_a: Limits, job_b: Job, lim
 
 def _run_pair(runner: ZygoteRunner, job_a: Job, limits_a: Limits, job_b: Job, limits_b: Limits, argv: list[str],
               files: Mapping[str, bytes] | None, collect: Sequence[str]) -> tuple[RunResult, RunResult, bool, bool]:
-    refusal = runner.memory_refusal(limits_a, limits_b)
+    refusal = runner.memory_refusal(limits_a, limits_b,
+                                    overhead_bytes=job_a.extra_cgroup_bytes + job_b.extra_cgroup_bytes)
     if refusal is not None:
         refused = RunResult(Verdict.INTERNAL, error=refusal)
         return refused, refused, False, False

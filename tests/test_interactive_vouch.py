@@ -303,3 +303,23 @@ def test_without_a_correct_solution_a_later_failure_alone_never_excuses_a_sooner
     assert res.verdict == Verdict.WRONG_ANSWER and res.reward == 0.0, res.observation[-1500:]
     assert "ValueError" in res.observation
 
+
+
+GIVES_UP_SOON = GIVES_UP_ON_SILENCE.replace("3.0)[0]", "1.0)[0]")  # gives up 1 s into silence
+
+
+@pytest.mark.parametrize("silent_first", [False, True], ids=["run-alone-now", "remembered"])
+def test_without_a_correct_solution_a_give_up_within_the_wait_alone_never_excuses_garbage_sent_at_once(
+        runner: CodeRunner, silent_first: bool) -> None:
+    """The interactor alone gives up 1 s into silence, well within the least wait alone (2 s).
+    A program whose garbage crashed it at once provoked that crash: its WRONG_ANSWER, whether
+    the run alone happens now or was remembered from a silent program (which is INTERNAL)."""
+    problem = guess(f"vouch/no-reference-gives-up-soon/{runner.name}/{silent_first}", GIVES_UP_SOON,
+                    reference=False, hidden=("37 100\n",))
+    if silent_first:
+        res = evaluate(problem, fenced(SILENT_THEN_WAIT), runner)
+        assert res.infra_error and "it fails on its own too" in res.infra_message, res.observation[-1500:]
+    res = evaluate(problem, fenced(GARBAGE_THEN_READ), runner)
+    assert not res.infra_error, res.infra_message
+    assert res.verdict == Verdict.WRONG_ANSWER and res.reward == 0.0, res.observation[-1500:]
+    assert "ValueError" in res.observation

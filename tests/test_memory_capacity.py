@@ -393,3 +393,34 @@ def test_a_kill_the_counters_cannot_place_stays_the_tests_own(tmp_path: Path) ->
     v2 = _fake_slot(tmp_path, 2, 256 << 20)
     v2.mark_run_start()
     assert v2.limit_reached()
+
+
+HOG = "x = []\nwhile True:\n    x.append(b'x' * (1 << 20))\n"
+
+
+def test_a_limit_whose_slot_the_bound_on_all_slots_cannot_hold_is_refused_for_every_program(
+        bounded_parent: tuple[CodeRunner, str]) -> None:
+    """All slots together may hold 128 MB here; a 128 MB test's slot gets 128 MB and the
+    sandbox's slack, so a program going past its limit meets the bound above first, its own
+    MEMORY_LIMIT reading as the host's shortfall, while a correct one passes: refused up front
+    for every program instead. A limit whose slot fits is judged, the hog's MEMORY_LIMIT its own."""
+    runner, _ = bounded_parent
+    runner._slots_bytes = 128 << 20  # type: ignore[attr-defined]  # what this runner wrote on the folder
+    for code in (PROGRAMS["python3"], HOG):
+        res = evaluate(problem("cap/slot-over-bound", 128), fenced("python3", code), runner)
+        assert res.verdict == Verdict.INTERNAL and res.infra_error and res.reward is None, (res.verdict, res.observation)
+        assert "all slots together may hold at most 128 MB" in res.infra_message, res.infra_message
+    res = evaluate(problem("cap/slot-within-bound", 64), fenced("python3", HOG), runner)
+    assert (res.verdict, res.reward, res.infra_error) == (Verdict.MEMORY_LIMIT, 0.0, False), (res.observation,
+                                                                                              res.infra_message)
+
+
+def test_a_mount_point_not_in_utf8_does_not_stop_the_runner_reading_its_limit(tmp_path: Path) -> None:
+    # mountinfo escapes only blanks and backslashes: another mount's name may be any bytes
+    fs = tmp_path / "fs"
+    fs.mkdir()
+    (fs / "memory.max").write_text(f"{2 << 30}\n")
+    (tmp_path / "cgroup").write_text("0::/\n")
+    (tmp_path / "mountinfo").write_bytes(b"30 25 0:40 / /mnt/caf\xe9 rw - ext4 /dev/sdb1 rw\n"
+                                         + f"35 25 0:30 / {fs} rw - cgroup2 cgroup2 rw\n".encode())
+    assert cgroup_memory_mb(str(tmp_path / "cgroup"), str(tmp_path / "mountinfo")) == (2048, str(fs))
