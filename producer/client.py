@@ -284,10 +284,10 @@ class FleetClient:
         """``submit_many``'s work; ``positions``: a bad job's error names its place in the list
         (``submit`` has one job, whose error needs no place)."""
         options.seconds("wait_for_room", wait_for_room, zero_ok=True)
-        specs = self._checked_specs(jobs, reward_shape, mode, timeout, positions)
+        specs = self.checked_specs(jobs, reward_shape, mode, timeout, positions)
         return self.submitter.publish(specs, wait_for_room)
 
-    def _checked_specs(
+    def checked_specs(
         self, jobs: Iterable[Job], reward_shape: str | None, mode: str | None, timeout: float | None,
         positions: bool | Sequence[int],
     ) -> list[JobSpec]:

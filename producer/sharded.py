@@ -115,7 +115,7 @@ class ShardedFleetClient:
             except JobFormatError as exc:
                 raise JobFormatError(f"job #{i}: {exc}") from None
             parts[shard_of(key, len(self.shards))].append(i)
-        checked = [client._checked_specs([jobs[i] for i in idx], reward_shape, mode, timeout, idx) if idx else []
+        checked = [client.checked_specs([jobs[i] for i in idx], reward_shape, mode, timeout, idx) if idx else []
                    for client, idx in zip(self.shards, parts, strict=True)]
         out: list[cf.Future[JobResult] | None] = [None] * len(jobs)
         for client, idx, specs in zip(self.shards, parts, checked, strict=True):
