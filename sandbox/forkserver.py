@@ -153,8 +153,7 @@ class ZygoteRunner(CodeRunner):
         try:
             slots = slots_memory()
             self._slots_bytes = None if slots is None else slots[0] << 20
-            self._cgroup = SlotCgroup(self._slot.cgroup_name, None if slots is None else slots[0] << 20) \
-                if isolate else None
+            self._cgroup = SlotCgroup(self._slot.cgroup_name, self._slots_bytes) if isolate else None
             if self._cgroup is not None and self._cgroup.slots_limit_error:
                 log.warning("%s", self._cgroup.slots_limit_error)
             self._ooms_seen = self._cgroup.oom_kills() if self._cgroup is not None else 0

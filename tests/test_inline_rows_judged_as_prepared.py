@@ -56,6 +56,16 @@ def prepared(row: Mapping[str, Any], fmt: str) -> dict[str, Any]:
     assert len(records) == 1, records
     return records[0]
 
+def assert_skipped_by_prepare_and_refused_inline(row: Mapping[str, Any], fmt: str, reason: str) -> None:
+    """``cpfleet prepare`` skips ``row`` for ``reason``, and every inline route refuses it so."""
+    summary = PrepareSummary()
+    assert list(convert_rows([row], fmt, PrepareOptions(), summary)) == []
+    assert any(reason in skipped for skipped in summary.skipped), summary.skipped
+    for route in (problem_from_tests, problem_record):
+        with pytest.raises(InlineProblemError, match=reason):
+            route(row)
+
+
 
 def inline_routes(row: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """The record each inline route makes of ``row``: as an object and as JSON text, directly and
@@ -192,12 +202,7 @@ def test_a_code_contests_row_prepare_skips_is_refused_inline(change: dict[str, A
     statement's examples, which a program can print without solving anything): prepare skips
     it, and no inline route pays a reward for it."""
     row = {**code_contests_row(), **change}
-    summary = PrepareSummary()
-    assert list(convert_rows([row], "code_contests", PrepareOptions(), summary)) == []
-    assert any(reason in skipped for skipped in summary.skipped), summary.skipped
-    for route in (problem_from_tests, problem_record):
-        with pytest.raises(InlineProblemError, match=reason):
-            route(row)
+    assert_skipped_by_prepare_and_refused_inline(row, "code_contests", reason)
 
 
 # --- a LiveCodeBench row: it states no limits; its grader gives every test 6 s ----------------
@@ -324,12 +329,7 @@ def test_a_primeintellect_row_inline_is_the_problem_prepare_makes(row: dict[str,
     (pi_row(task_type="llm_judgeable_groundtruth_similarity"), "verifiable_code"),
 ])
 def test_a_primeintellect_row_prepare_skips_is_refused_inline(row: dict[str, Any], reason: str) -> None:
-    summary = PrepareSummary()
-    assert list(convert_rows([row], "primeintellect", PrepareOptions(), summary)) == []
-    assert any(reason in skipped for skipped in summary.skipped), summary.skipped
-    for route in (problem_from_tests, problem_record):
-        with pytest.raises(InlineProblemError, match=reason):
-            route(row)
+    assert_skipped_by_prepare_and_refused_inline(row, "primeintellect", reason)
 
 
 def test_limits_stated_inside_a_whole_rows_tests_column_are_read() -> None:
@@ -407,12 +407,7 @@ def test_a_codeforces_row_inline_is_the_problem_prepare_makes(row: dict[str, Any
 ])
 def test_a_codeforces_row_prepare_skips_is_refused_inline(change: dict[str, Any], reason: str) -> None:
     row = codeforces_row(**change)
-    summary = PrepareSummary()
-    assert list(convert_rows([row], "codeforces", PrepareOptions(), summary)) == []
-    assert any(reason in skipped for skipped in summary.skipped), summary.skipped
-    for route in (problem_from_tests, problem_record):
-        with pytest.raises(InlineProblemError, match=reason):
-            route(row)
+    assert_skipped_by_prepare_and_refused_inline(row, "codeforces", reason)
 
 
 def test_a_codeforces_row_stating_1s_times_out_a_15s_program_inline_as_prepared(fork_server: CodeRunner) -> None:

@@ -45,15 +45,21 @@ def test_an_unreachable_hub_fails_at_once_naming_the_cause_and_how_to_get_the_da
         assert not (tmp_path / "o.jsonl").exists()
 
 
-def test_a_dataset_in_the_hub_cache_still_converts_without_network(tmp_path: Path) -> None:
-    env = _env(tmp_path)
+def in_hub_cache(tmp_path: Path, dataset: str, train_jsonl: str) -> None:
+    """``dataset`` in the Hub cache under ``$HF_HOME`` (``_env``) as a download leaves it: a ref
+    naming a snapshot that holds ``train.jsonl``."""
     commit = "0123456789abcdef0123456789abcdef01234567"
-    repo = tmp_path / "hf-home" / "hub" / "datasets--acme--taco-mini"
+    repo = tmp_path / "hf-home" / "hub" / ("datasets--" + dataset.replace("/", "--"))
     (repo / "refs").mkdir(parents=True)
     (repo / "refs" / "main").write_text(commit)
     snapshot = repo / "snapshots" / commit
     snapshot.mkdir(parents=True)
-    (snapshot / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in taco_rows()))
+    (snapshot / "train.jsonl").write_text(train_jsonl)
+
+
+def test_a_dataset_in_the_hub_cache_still_converts_without_network(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    in_hub_cache(tmp_path, "acme/taco-mini", "".join(json.dumps(r) + "\n" for r in taco_rows()))
     out = tmp_path / "p.jsonl"
     proc = _prepare(env, "--dataset", "acme/taco-mini", "--data-files", "train.jsonl", "--split", "train",
                     "--out", str(out))
@@ -65,13 +71,7 @@ def test_a_malformed_dataset_in_the_hub_cache_offline_is_named_malformed_not_mis
     """Only the Hub libraries' "not in the cache" errors mean the data is missing: a cached file
     that does not parse was reported as "not in the local cache", with advice to download it."""
     env = _env(tmp_path)
-    commit = "0123456789abcdef0123456789abcdef01234567"
-    repo = tmp_path / "hf-home" / "hub" / "datasets--acme--bad"
-    (repo / "refs").mkdir(parents=True)
-    (repo / "refs" / "main").write_text(commit)
-    snapshot = repo / "snapshots" / commit
-    snapshot.mkdir(parents=True)
-    (snapshot / "train.jsonl").write_text('{"a": 1}\n{not json\n')
+    in_hub_cache(tmp_path, "acme/bad", '{"a": 1}\n{not json\n')
     proc = _prepare(env, "--dataset", "acme/bad", "--data-files", "train.jsonl", "--split", "train",
                     "--out", str(tmp_path / "o.jsonl"))
     assert proc.returncode == 1, proc.stderr
