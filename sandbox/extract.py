@@ -4,7 +4,10 @@ Models answer in Markdown, so the code is whatever sits in the first fenced bloc
 the job allows (``extract_program``): the fence tag names the language (```cpp/c++/cc/cxx,
 ```c, ```java, ```python/py/python3, ```pypy; core/languages.py declares them), an untagged
 block is the default language (the job's ``language``, else the problem's first ``languages``
-entry, else python3), blocks in other languages (```text, a ```java block on a C++-only
+entry, else python3) and is taken only where no block names an allowed language (models show
+a sample input or output in an untagged block before the code: ``` 1 2 ``` judged as Python
+refused the ```python solution after it, which open-r1's, LiveCodeBench's, rLLM's and verl's
+extractions all judge), blocks in other languages (```text, a ```java block on a C++-only
 problem) are skipped, never run. Python-family tags are one language family: a ```python block
 on a job that asks for pypy3 runs under PyPy, and a ```pypy block on a CPython-only job under
 CPython (the code is Python either way; the runtime is the job's choice). ``extract_code`` is
@@ -138,19 +141,21 @@ def _answer_first(text: str) -> list[list[tuple[str, str]]]:
 def extract_program(
     text: str, *, allowed: Sequence[str] | None = None, default: str = "python3", python_family: bool = True
 ) -> Extracted | None:
-    """The first non-empty fenced block in an ``allowed`` language (default: every language),
-    an untagged block counting as ``default``, among the blocks after the reasoning section
-    (module docstring), else among all; None when there is none. The code ends with a newline."""
+    """The first non-empty fenced block tagged with an ``allowed`` language (default: every
+    language), else the first untagged one (counting as ``default``), among the blocks after the
+    reasoning section (module docstring), else among all; None when there is none. The code ends
+    with a newline."""
     allowed = tuple(LANGUAGES if allowed is None else allowed)
     if default not in allowed:
         default = allowed[0] if allowed else default
     for blocks in _answer_first(text):
-        for tag, code in blocks:
-            language = default if not tag else _language_of(tag, allowed, python_family)
-            if language is None:
-                continue
-            if code.strip() and language in allowed:
-                return Extracted(language, code + "\n")
+        for tagged in (True, False):
+            for tag, code in blocks:
+                if bool(tag) != tagged:
+                    continue
+                language = default if not tag else _language_of(tag, allowed, python_family)
+                if language is not None and code.strip() and language in allowed:
+                    return Extracted(language, code + "\n")
     return None
 
 
