@@ -345,3 +345,41 @@ def test_cpfleet_up_refuses_a_worker_count_below_one(value: str) -> None:
     assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
     assert "--workers" in proc.stderr and "CPFLEET_CONCURRENCY" not in proc.stderr, proc.stderr
     assert "fleet is up" not in proc.stdout + proc.stderr
+
+
+PROBLEM = {"id": "ux/add", "public_tests": [{"input": "1 2\n", "output": "3\n"}], "hidden_tests": [{"input": "2 2\n", "output": "4\n"}]}
+
+
+@pytest.mark.parametrize("which", ["jobs", "problems"])
+@pytest.mark.parametrize("shape", ["array", "pretty"])
+def test_a_json_document_given_for_jsonl_is_named_so_not_only_as_bad_lines(tmp_path: Path, which: str, shape: str) -> None:
+    record = JOB if which == "jobs" else PROBLEM
+    document = tmp_path / f"{which}.json"
+    document.write_text(json.dumps([record, record], indent=1) if shape == "array" else json.dumps(record, indent=2))
+    jsonl = tmp_path / "other.jsonl"
+    jsonl.write_text(json.dumps(PROBLEM if which == "jobs" else JOB) + "\n")
+    args = (str(jsonl), str(document)) if which == "jobs" else (str(document), str(jsonl))
+    proc = _cli("judge", *args)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert f"{document} looks like one JSON document" in proc.stderr and "one JSON object per line" in proc.stderr, proc.stderr
+
+
+def test_prepare_names_a_corrupt_local_file_in_one_line_as_a_usage_error(tmp_path: Path) -> None:
+    for name in ("data.parquet", "data.arrow"):
+        corrupt = tmp_path / name
+        corrupt.write_text("hello, not a table\n")
+        proc = _cli("prepare", "--dataset", str(corrupt), "--out", str(tmp_path / "out.jsonl"), "--no-progress")
+        assert proc.returncode == 2, (name, proc.returncode, proc.stderr)
+        lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+        assert len(lines) == 1 and lines[0].startswith(f"cpfleet prepare: {corrupt}: "), (name, proc.stderr)
+        assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_prepare_of_a_jobs_file_says_it_holds_jobs_not_to_pass_a_format(tmp_path: Path) -> None:
+    jobs = tmp_path / "jobs.jsonl"
+    jobs.write_text(json.dumps(JOB) + "\n")
+    proc = _cli("prepare", "--dataset", str(jobs), "--out", str(tmp_path / "out.jsonl"), "--no-progress")
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "JOBS file" in proc.stderr and "cpfleet judge PROBLEMS JOBS" in proc.stderr and "pass --format" not in proc.stderr, proc.stderr
