@@ -383,3 +383,13 @@ def test_prepare_of_a_jobs_file_says_it_holds_jobs_not_to_pass_a_format(tmp_path
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr
     assert "JOBS file" in proc.stderr and "cpfleet judge PROBLEMS JOBS" in proc.stderr and "pass --format" not in proc.stderr, proc.stderr
+
+
+def test_submit_before_any_load_says_to_upload_the_problems(redis_url: str, tmp_path: Path) -> None:
+    jobs = tmp_path / "jobs.jsonl"
+    jobs.write_text(json.dumps(JOB) + "\n")
+    proc = _cli("submit", str(jobs), "--redis", redis_url, "--no-progress")
+    assert proc.returncode == 3, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert json.loads(proc.stdout)["verdict"] == "UNKNOWN_PROBLEM"
+    assert "holds no problem 'ux/add': upload the problem file first (cpfleet load PROBLEMS" in proc.stderr, proc.stderr

@@ -221,4 +221,9 @@ def _submit(client: Any, jobs: list[dict[str, Any]], progress: bool, skipped_ids
     print(f"submitted {len(jobs)} jobs: {tally.summary()}", file=sys.stderr)
     for line in tally.infra_lines("submit"):
         print(line, file=sys.stderr)
+    never_loaded = sorted(unknown - set(skipped_ids))  # a skipped problem's jobs already say why
+    if never_loaded:  # the first-run mistake: jobs submitted to a store nobody loaded their problems into
+        shown = ", ".join(map(repr, never_loaded[:3])) + (f" and {len(never_loaded) - 3} more" if len(never_loaded) > 3 else "")
+        print(f"cpfleet submit: this Redis's problem store holds no problem {shown}: upload the problem file "
+              "first (cpfleet load PROBLEMS --redis URL), or pass it here as --problems PROBLEMS", file=sys.stderr)
     return 3 if tally.judged_none else 0
