@@ -393,3 +393,46 @@ def test_submit_before_any_load_says_to_upload_the_problems(redis_url: str, tmp_
     assert "Traceback" not in proc.stderr
     assert json.loads(proc.stdout)["verdict"] == "UNKNOWN_PROBLEM"
     assert "holds no problem 'ux/add': upload the problem file first (cpfleet load PROBLEMS" in proc.stderr, proc.stderr
+
+
+def test_submit_that_loses_redis_writes_the_results_it_had_before_its_one_line(tmp_path: Path) -> None:
+    """A slow first job holds the later ones' results for input order; Redis going away then
+    failed the run with exit 3, and those judged results were never written."""
+    import time
+
+    import redis
+    from fleet_helpers import FleetWorker
+
+    from cpfleet.core.store import register_problems
+    from cpfleet.fleet.redis_server import RedisServer
+
+    problem = {**PROBLEM, "id": "ux/slow", "time_limit_s": 30}
+    jobs = tmp_path / "jobs.jsonl"
+    lines = [{"job_id": "spin", "problem_id": "ux/slow", "completion": "```python\nwhile True:\n    pass\n```"}]
+    lines += [{"job_id": f"fast{i}", "problem_id": "ux/slow", "completion": f"```python\nprint(sum(map(int, input().split())))  # {i}\n```"}
+              for i in range(3)]
+    jobs.write_text("".join(json.dumps(j) + "\n" for j in lines))
+    server = RedisServer().start()
+    try:
+        client = redis.Redis.from_url(server.url)
+        register_problems(client, [problem])
+        client.close()
+        with FleetWorker(server.url, tmp_path, concurrency=2) as worker:
+            proc = subprocess.Popen([sys.executable, "-m", "cpfleet", "submit", str(jobs), "--redis", server.url, "--no-progress"],
+                                    cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                    env={k: v for k, v in os.environ.items() if not k.startswith("CPFLEET_")})
+            end = time.monotonic() + 120
+            while sum(f'"job_id":"fast{i}/' in worker.log_text() for i in range(3)) < 3:  # judged and replied
+                assert time.monotonic() < end and proc.poll() is None, worker.log_text()[-3000:]
+                time.sleep(0.2)
+            time.sleep(1.0)  # the client's reader takes the replies (it reads every few ms)
+            server.stop(kill=True)
+            out, err = proc.communicate(timeout=240)
+    finally:
+        server.close()
+    assert proc.returncode == 3, err
+    assert "Traceback" not in err
+    written = [json.loads(line) for line in out.splitlines()]
+    assert sorted(r["job_id"] for r in written) == ["fast0", "fast1", "fast2"], out
+    assert all(r["verdict"] == "OK" and r["reward"] == 1.0 for r in written), out
+    assert "stopped: 3 of 4 judged" in err and "unreachable" in err, err
