@@ -133,3 +133,35 @@ def queue_name(text: str) -> str:
         return protocol.check_queue(text)
     except OptionError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def run_time_limit(text: str) -> float:
+    """A run job's CPU seconds per run, in (0, protocol.MAX_RUN_TIME_LIMIT_S]: refused as the
+    option's usage error, not later by the wire check naming its field."""
+    from cpfleet.core import protocol
+
+    value = positive_float(text)
+    if value > protocol.MAX_RUN_TIME_LIMIT_S:
+        raise argparse.ArgumentTypeError(f"expected seconds in (0, {protocol.MAX_RUN_TIME_LIMIT_S:g}], got {text!r}")
+    return value
+
+
+def run_memory_mb(text: str) -> int:
+    """A run job's memory limit: whole MB in [protocol.MIN_RUN_MEMORY_MB, protocol.MAX_RUN_MEMORY_MB]."""
+    from cpfleet.core import protocol
+
+    value = _int_at_least(text, protocol.MIN_RUN_MEMORY_MB)
+    if value > protocol.MAX_RUN_MEMORY_MB:
+        raise argparse.ArgumentTypeError(f"expected whole MB in [{protocol.MIN_RUN_MEMORY_MB}, "
+                                         f"{protocol.MAX_RUN_MEMORY_MB}], got {text!r}")
+    return value
+
+
+def run_output_cap(text: str) -> int:
+    """Bytes of a run's stdout and of its stderr sent back, in [0, protocol.MAX_RUN_OUTPUT_CAP]."""
+    from cpfleet.core import protocol
+
+    value = _int_at_least(text, 0)
+    if value > protocol.MAX_RUN_OUTPUT_CAP:
+        raise argparse.ArgumentTypeError(f"expected bytes in [0, {protocol.MAX_RUN_OUTPUT_CAP}], got {text!r}")
+    return value

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from fleet_helpers import REPO, start_worker  # noqa: F401  (fixture)
 
 
@@ -113,17 +114,40 @@ def test_a_file_or_single_run_option_given_with_batch_is_a_usage_error_naming_th
     assert proc.returncode == 0 and json.loads(proc.stdout)["runs"][0]["stdout"] == "2\n"
 
 
-def test_a_zero_limit_given_with_batch_is_named_as_a_conflict() -> None:
+def test_a_zero_limit_given_with_batch_is_refused_not_ignored() -> None:
     """``--time-limit 0`` and ``--memory-mb 0`` are given options too (0 == False in Python):
-    with --batch they were ignored in silence, as every other single-run option was before."""
+    with --batch they were ignored in silence. A zero is now refused by the option's own range,
+    and a limit in range given with --batch is named as a conflict."""
     import argparse
 
     from cpfleet.jobs import run
 
     parser = argparse.ArgumentParser()
     run.configure(parser)
-    for extra, named in ((["--time-limit", "0"], "--time-limit"), (["--memory-mb", "0"], "--memory-mb")):
+    for extra in (["--time-limit", "0"], ["--memory-mb", "0"]):
+        with pytest.raises(SystemExit):
+            parser.parse_args([*extra, "--batch", "b.jsonl"])
+    for extra, named in ((["--time-limit", "1"], "--time-limit"), (["--memory-mb", "16"], "--memory-mb")):
         args = parser.parse_args([*extra, "--batch", "b.jsonl"])
         conflict = run._batch_conflict(args)
         assert conflict is not None and conflict.startswith(f"{named} cannot go with --batch"), (extra, conflict)
     assert run._batch_conflict(parser.parse_args(["--batch", "b.jsonl"])) is None
+
+
+@pytest.mark.parametrize(("option", "value", "says"), [
+    ("--time-limit", "61", "expected seconds in (0, 60]"),
+    ("--time-limit", "-1", "expected a number > 0"),
+    ("--memory-mb", "5", "expected a whole number >= 16"),
+    ("--memory-mb", "99999999", "expected whole MB in [16, 16384]"),
+    ("--output-cap", "-1", "expected a whole number >= 0"),
+])
+def test_a_run_limit_out_of_range_is_a_usage_error_naming_the_option(tmp_path: Path, option: str, value: str, says: str) -> None:
+    """It was refused later by the wire check, naming the field ("run field 'time_limit_s' must
+    be in (0, 60] or nil"), which the user never wrote."""
+    prog = tmp_path / "prog.py"
+    prog.write_text("print(1)\n")
+    proc = _cli(str(prog), option, value, "--local")
+    err = proc.stderr.decode()
+    assert proc.returncode == 2, err
+    assert f"argument {option}: {says}" in err and "run field" not in err and "Traceback" not in err, err
+    assert proc.stdout == b""

@@ -345,3 +345,94 @@ def test_cpfleet_up_refuses_a_worker_count_below_one(value: str) -> None:
     assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
     assert "--workers" in proc.stderr and "CPFLEET_CONCURRENCY" not in proc.stderr, proc.stderr
     assert "fleet is up" not in proc.stdout + proc.stderr
+
+
+PROBLEM = {"id": "ux/add", "public_tests": [{"input": "1 2\n", "output": "3\n"}], "hidden_tests": [{"input": "2 2\n", "output": "4\n"}]}
+
+
+@pytest.mark.parametrize("which", ["jobs", "problems"])
+@pytest.mark.parametrize("shape", ["array", "pretty"])
+def test_a_json_document_given_for_jsonl_is_named_so_not_only_as_bad_lines(tmp_path: Path, which: str, shape: str) -> None:
+    record = JOB if which == "jobs" else PROBLEM
+    document = tmp_path / f"{which}.json"
+    document.write_text(json.dumps([record, record], indent=1) if shape == "array" else json.dumps(record, indent=2))
+    jsonl = tmp_path / "other.jsonl"
+    jsonl.write_text(json.dumps(PROBLEM if which == "jobs" else JOB) + "\n")
+    args = (str(jsonl), str(document)) if which == "jobs" else (str(document), str(jsonl))
+    proc = _cli("judge", *args)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert f"{document} looks like one JSON document" in proc.stderr and "one JSON object per line" in proc.stderr, proc.stderr
+
+
+def test_prepare_names_a_corrupt_local_file_in_one_line_as_a_usage_error(tmp_path: Path) -> None:
+    for name in ("data.parquet", "data.arrow"):
+        corrupt = tmp_path / name
+        corrupt.write_text("hello, not a table\n")
+        proc = _cli("prepare", "--dataset", str(corrupt), "--out", str(tmp_path / "out.jsonl"), "--no-progress")
+        assert proc.returncode == 2, (name, proc.returncode, proc.stderr)
+        lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+        assert len(lines) == 1 and lines[0].startswith(f"cpfleet prepare: {corrupt}: "), (name, proc.stderr)
+        assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_prepare_of_a_jobs_file_says_it_holds_jobs_not_to_pass_a_format(tmp_path: Path) -> None:
+    jobs = tmp_path / "jobs.jsonl"
+    jobs.write_text(json.dumps(JOB) + "\n")
+    proc = _cli("prepare", "--dataset", str(jobs), "--out", str(tmp_path / "out.jsonl"), "--no-progress")
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "JOBS file" in proc.stderr and "cpfleet judge PROBLEMS JOBS" in proc.stderr and "pass --format" not in proc.stderr, proc.stderr
+
+
+def test_submit_before_any_load_says_to_upload_the_problems(redis_url: str, tmp_path: Path) -> None:
+    jobs = tmp_path / "jobs.jsonl"
+    jobs.write_text(json.dumps(JOB) + "\n")
+    proc = _cli("submit", str(jobs), "--redis", redis_url, "--no-progress")
+    assert proc.returncode == 3, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert json.loads(proc.stdout)["verdict"] == "UNKNOWN_PROBLEM"
+    assert "holds no problem 'ux/add': upload the problem file first (cpfleet load PROBLEMS" in proc.stderr, proc.stderr
+
+
+def test_submit_that_loses_redis_writes_the_results_it_had_before_its_one_line(tmp_path: Path) -> None:
+    """A slow first job holds the later ones' results for input order; Redis going away then
+    failed the run with exit 3, and those judged results were never written."""
+    import time
+
+    import redis
+    from fleet_helpers import FleetWorker
+
+    from cpfleet.core.store import register_problems
+    from cpfleet.fleet.redis_server import RedisServer
+
+    problem = {**PROBLEM, "id": "ux/slow", "time_limit_s": 30}
+    jobs = tmp_path / "jobs.jsonl"
+    lines = [{"job_id": "spin", "problem_id": "ux/slow", "completion": "```python\nwhile True:\n    pass\n```"}]
+    lines += [{"job_id": f"fast{i}", "problem_id": "ux/slow", "completion": f"```python\nprint(sum(map(int, input().split())))  # {i}\n```"}
+              for i in range(3)]
+    jobs.write_text("".join(json.dumps(j) + "\n" for j in lines))
+    server = RedisServer().start()
+    try:
+        client = redis.Redis.from_url(server.url)
+        register_problems(client, [problem])
+        client.close()
+        with FleetWorker(server.url, tmp_path, concurrency=2) as worker:
+            proc = subprocess.Popen([sys.executable, "-m", "cpfleet", "submit", str(jobs), "--redis", server.url, "--no-progress"],
+                                    cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                    env={k: v for k, v in os.environ.items() if not k.startswith("CPFLEET_")})
+            end = time.monotonic() + 120
+            while sum(f'"job_id":"fast{i}/' in worker.log_text() for i in range(3)) < 3:  # judged and replied
+                assert time.monotonic() < end and proc.poll() is None, worker.log_text()[-3000:]
+                time.sleep(0.2)
+            time.sleep(1.0)  # the client's reader takes the replies (it reads every few ms)
+            server.stop(kill=True)
+            out, err = proc.communicate(timeout=240)
+    finally:
+        server.close()
+    assert proc.returncode == 3, err
+    assert "Traceback" not in err
+    written = [json.loads(line) for line in out.splitlines()]
+    assert sorted(r["job_id"] for r in written) == ["fast0", "fast1", "fast2"], out
+    assert all(r["verdict"] == "OK" and r["reward"] == 1.0 for r in written), out
+    assert "stopped: 3 of 4 judged" in err and "unreachable" in err, err

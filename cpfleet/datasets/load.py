@@ -16,7 +16,7 @@ import time
 from cpfleet.core import defaults
 from cpfleet.core.errors import InputFileError, StoreFull
 from cpfleet.datasets.loading import DuplicateProblemError, LoadResult, ProblemFileError, load_problems
-from cpfleet.jobs.files import looks_like
+from cpfleet.jobs.files import json_document_hint, looks_like
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -87,6 +87,8 @@ def load_for_command(args: argparse.Namespace, command: str) -> LoadResult | Non
             print(f"cpfleet {command}: {args.problems} holds jobs ({{problem_id, completion}}), not problems"
                   + (": the problem file comes first, cpfleet judge PROBLEMS JOBS" if command == "judge" else ""),
                   file=sys.stderr)
+        elif (hint := json_document_hint(args.problems)) is not None:
+            print(f"cpfleet {command}: {hint}", file=sys.stderr)
         elif loaded.stats.records and loaded.stats.malformed == loaded.stats.records:
             print(f"cpfleet {command}: a problem record needs at least id and hidden_tests (docs/problems.md); "
                   "a dataset in its own schema (code_contests, TACO, APPS, ...) is converted by cpfleet prepare",

@@ -193,16 +193,33 @@ def _local_files(path: Path, split: str) -> tuple[str, list[str]]:
             raise PrepareError(f"{path}: unsupported file type (parquet, json, jsonl[.gz], arrow)")
         if path.stat().st_size == 0:
             raise PrepareError(f"{path}: empty file")
+        _check_parquet(path)
         return builder, [str(path)]
     files = sorted(f for f in path.rglob("*") if f.is_file() and _builder_for(f))
     if not files:
         raise PrepareError(f"{path}: no parquet / json / jsonl / arrow files in this folder")
+    for f in files:
+        _check_parquet(f)
     of_split = [f for f in files if f.name.startswith(split) or f.parent.name == split]
     files = of_split or files
     builders = {_builder_for(f) for f in files}
     if len(builders) > 1:
         raise PrepareError(f"{path}: mixed file types {sorted(b or '' for b in builders)}; point at one kind")
     return str(builders.pop()), [str(f) for f in files]
+
+
+def _check_parquet(path: Path) -> None:
+    """A local parquet file whose footer cannot be read is the caller's file's fault, named in
+    one line as ``cpfleet judge`` names it (cpfleet.datasets.loading), before ``datasets`` logs
+    its own lines about it and fails with an error that reads as a dataset it could not fetch."""
+    if _builder_for(path) != "parquet":
+        return
+    import pyarrow.parquet as pq
+
+    try:
+        pq.read_schema(path)
+    except Exception as e:  # pyarrow raises ArrowInvalid / OSError for a corrupt or foreign file
+        raise PrepareError(f"{path}: not a readable parquet file: {_first_line(str(e))}") from None
 
 
 def detect_format(columns: Iterable[str]) -> str:
@@ -215,6 +232,9 @@ def detect_format(columns: Iterable[str]) -> str:
     if {"id", "public_tests", "hidden_tests"} <= cols:  # cpfleet's own problem format: no format reads it
         raise PrepareError("this is already cpfleet's problem format (id, public_tests, hidden_tests): nothing to "
                            "convert; use the file as it is (cpfleet load, judge, validate)")
+    if {"problem_id", "completion"} <= cols and "id" not in cols:  # a JOBS file: --format would not help
+        raise PrepareError(f"the columns {sorted(cols)} are a JOBS file's ({{problem_id, completion}}), not a dataset's: "
+                           "jobs are judged by cpfleet judge PROBLEMS JOBS or cpfleet submit JOBS, not prepared")
     raise PrepareError(f"cannot tell the dataset format from its columns {sorted(cols)}: pass --format")
 
 
@@ -430,6 +450,8 @@ def prepare(
         bad = _first_bad_json_line(root)
         if bad is not None:  # datasets says only "An error occurred while generating the dataset"
             raise PrepareError(bad) from e
+        if root.exists():  # a local file or folder datasets cannot read: the input's fault, exit 2 as for judge
+            raise PrepareError(f"{dataset}: cannot be read as a dataset: {_first_line(str(e))}") from e
         hint = ""
         if not root.exists() and ("reach" in str(e) or isinstance(e, (ConnectionError, OSError))):
             # a machine without the Hub: the line says how to get the data there, not only that it failed

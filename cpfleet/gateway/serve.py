@@ -48,7 +48,7 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--body-idle-s", type=positive_float, default=DEFAULT_BODY_IDLE_S,
                    help="seconds a request body may stall (no byte arriving) before its 408 (default: %(default)s)")
     p.add_argument("--max-backlog", type=positive_int, default=DEFAULT_MAX_BACKLOG,
-                   help="unanswered jobs this replica holds before it refuses requests (default: %(default)s)")
+                   help="unanswered jobs this replica holds; a request beyond them waits for room, refused only at its deadline (default: %(default)s)")
     p.add_argument("--wait", type=positive_float, default=DEFAULT_WAIT_S,
                    help="seconds a request waits for its answer when its client states no deadline (default: %(default)s)")
     p.add_argument("--timeout", type=positive_float, default=DEFAULT_JOB_TIMEOUT_S,

@@ -163,6 +163,33 @@ def print_no_jobs(read: JobsRead, path: str | Path, command: str, problems_hint:
     print(f"cpfleet {command}: no usable job in {path}: {read.summary()}", file=sys.stderr)
     if looks_like(path) == "problem":
         print(f"cpfleet {command}: {path} holds problems, not jobs: {problems_hint}", file=sys.stderr)
+    elif (hint := json_document_hint(path)) is not None:
+        print(f"cpfleet {command}: {hint}", file=sys.stderr)
+
+
+def json_document_hint(path: str | Path) -> str | None:
+    """What to do when the file is one JSON document (an array of records, or one object spread
+    over lines) instead of JSONL: each of its lines is then "invalid JSON", which does not tell a
+    user that the whole file has the wrong shape. None when it does not look so (or for stdin,
+    which cannot be read twice)."""
+    if str(path) == "-":
+        return None
+    try:
+        f, source = _open_bytes(str(path))
+    except OSError:
+        return None
+    try:
+        head = f.read(4096)
+    except (OSError, EOFError, zlib.error):
+        return None
+    finally:
+        for stream in {f, source}:
+            stream.close()
+    first = next((line.strip() for line in head.splitlines() if line.strip()), b"").removeprefix(b"\xef\xbb\xbf")
+    if first.startswith(b"[") or first == b"{":
+        return (f"{path} looks like one JSON document (an array, or an object over several lines), not JSONL: "
+                f"the file must hold one JSON object per line (jq -c '.[]' turns an array into that)")
+    return None
 
 
 class Tally:

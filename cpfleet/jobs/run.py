@@ -36,7 +36,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from cpfleet.argtypes import positive_float, queue_name
+from cpfleet.argtypes import positive_float, queue_name, run_memory_mb, run_output_cap, run_time_limit
 from cpfleet.core import defaults, protocol
 from cpfleet.core.errors import ProtocolError
 from cpfleet.core.languages import LANGUAGES, by_extension
@@ -57,11 +57,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fetch", action="append", default=[], metavar="NAME",
                         help=f"read NAME back after each run (at most {protocol.MAX_FETCH_FILES}, "
                              f"{protocol.FETCH_FILE_BYTES // 1024} KiB each)")
-    parser.add_argument("--time-limit", type=float, metavar="S",
+    parser.add_argument("--time-limit", type=run_time_limit, metavar="S",
                         help=f"CPU seconds per run (default {protocol.DEFAULT_RUN_TIME_LIMIT_S:g})")
-    parser.add_argument("--memory-mb", type=int, metavar="MB",
+    parser.add_argument("--memory-mb", type=run_memory_mb, metavar="MB",
                         help=f"memory limit per run (default {protocol.DEFAULT_RUN_MEMORY_MB})")
-    parser.add_argument("--output-cap", type=int, metavar="BYTES",
+    parser.add_argument("--output-cap", type=run_output_cap, metavar="BYTES",
                         help=f"bytes of stdout and of stderr shown per run (default {CLI_OUTPUT_CAP} here, "
                              f"{protocol.DEFAULT_RUN_OUTPUT_CAP} in --batch)")
     parser.add_argument("--batch", metavar="JSONL", help="run many requests: JSONL of RunRequest objects (- for stdin; default: run the one FILE)")

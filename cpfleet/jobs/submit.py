@@ -152,7 +152,7 @@ def _register(client: Any, path: str, strict: bool, skipped_ids: dict[str, str])
 def _submit(client: Any, jobs: list[dict[str, Any]], progress: bool, skipped_ids: dict[str, str]) -> int:
     from tqdm import tqdm
 
-    from cpfleet.core.errors import UnknownProblemError
+    from cpfleet.core.errors import BrokerUnavailable, UnknownProblemError
     from cpfleet.core.results import JobResult
     from cpfleet.core.verdict import Verdict
 
@@ -206,6 +206,19 @@ def _submit(client: Any, jobs: list[dict[str, Any]], progress: bool, skipped_ids
                     write(done.pop(next_out))
                     next_out += 1
                 sys.stdout.flush()  # results stream out as they come, as judge's do
+    except BrokerUnavailable:
+        # Redis gone past the client's grace fails the pending jobs; the results that came back
+        # before were judged: each is written (in its job's order, held ones too), never dropped
+        # with the run, and the one line on Redis follows the count (exit 3)
+        for i, future in enumerate(futures):
+            if i >= next_out and i not in done and future.done() and not future.cancelled() and future.exception() is None:
+                tally.add(future.result())
+                done[i] = future.result()
+        for i in sorted(done):
+            write(done.pop(i))
+        sys.stdout.flush()
+        print(f"cpfleet submit: stopped: {tally.done} of {len(jobs)} judged ({tally.summary()})", file=sys.stderr)
+        raise
     except KeyboardInterrupt:
         # results that came back ahead of an earlier job still running were held for input
         # order; they are judged and counted in the summary, so they are written now, in the
@@ -221,4 +234,9 @@ def _submit(client: Any, jobs: list[dict[str, Any]], progress: bool, skipped_ids
     print(f"submitted {len(jobs)} jobs: {tally.summary()}", file=sys.stderr)
     for line in tally.infra_lines("submit"):
         print(line, file=sys.stderr)
+    never_loaded = sorted(unknown - set(skipped_ids))  # a skipped problem's jobs already say why
+    if never_loaded:  # the first-run mistake: jobs submitted to a store nobody loaded their problems into
+        shown = ", ".join(map(repr, never_loaded[:3])) + (f" and {len(never_loaded) - 3} more" if len(never_loaded) > 3 else "")
+        print(f"cpfleet submit: this Redis's problem store holds no problem {shown}: upload the problem file "
+              "first (cpfleet load PROBLEMS --redis URL), or pass it here as --problems PROBLEMS", file=sys.stderr)
     return 3 if tally.judged_none else 0
