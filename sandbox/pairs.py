@@ -80,13 +80,17 @@ def _run_pair(runner: ZygoteRunner, job_a: Job, limits_a: Limits, job_b: Job, li
         # own processes: the slot's CPU counter, which a single test is policed on as a whole
         # tree, counts both sides here ("tree_cpu": "shared", see police.TreeCpu.over), and an
         # interactor's CPU must never stop the program at its limit, nor the program's the
-        # interactor at its own
+        # interactor at its own. a's test ends, as any single test does, when the last process it
+        # started ends ("await_rest", JobInit._await_the_rest): what a process it forked flushes
+        # at its exit reaches b, as from ``python3 solution.py`` on a pipe. b's ends with its main
+        # process: its exit status is its verdict, and a child it left must not hold the dialogue
         zygote.send(job_b.sock, {"op": "run", "limits": rl_b, **wall_fields(limits_b),
                                  "cpu_limit_s": limits_b.time_s, "argv": argv, "mem_mb": limits_b.memory_mb,
                                  "collect": list(collect), "more": job_b.next_run(), "tree_cpu": "shared"}, fds_b)
         zygote.send(job_a.sock, {"op": "run", "limits": rl_a, **wall_fields(limits_a),
                                  "cpu_limit_s": limits_a.time_s, "argv": [], "mem_mb": limits_a.memory_mb,
-                                 "more": job_a.next_run(), "tree_cpu": "shared"}, [b2a_r, a2b_w, err_a_w])
+                                 "more": job_a.next_run(), "tree_cpu": "shared", "await_rest": True},
+                   [b2a_r, a2b_w, err_a_w])
         # b2a_r stays open here, as problemtools' ``interactive`` never closes the read end of
         # the interactor -> program pipe: an interactor writing its last reply ("correct") to a
         # program that already left must not die of it (a Python interactor's print raises
