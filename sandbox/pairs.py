@@ -30,8 +30,10 @@ def run_pair(runner: ZygoteRunner, job_a: Job, limits_a: Limits, job_b: Job, lim
              collect: Sequence[str] = ()) -> tuple[RunResult, RunResult, bool, bool]:
     """Run a test of ``job_a`` and one of ``job_b`` at once, each one's stdout piped into
     the other's stdin (an interactive problem: a the solution, b the interactor, which gets
-    ``argv`` and ``files``). When b ends, a is stopped (killed, error "stopped: the
-    interactor exited"); stderr of both is captured. INTERNAL when the sandbox failed.
+    ``argv`` and ``files``). a's test ends when the last process it started ends (what a
+    process it forked flushes at its exit reaches b), b's when its main process does. When b
+    ends, a is stopped ``PEER_GRACE_S`` later (killed, error "stopped: the interactor exited");
+    stderr of both is captured. INTERNAL when the sandbox failed.
     The flags: whether a's test ended (every process of it dead) before b's did, and whether
     the pair's memory cgroup OOM-killed any process meanwhile (a child either side forked, too:
     neither run's own status shows that)."""
