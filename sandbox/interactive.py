@@ -6,7 +6,14 @@ interactor, ``interactor input tout answer``, exit 0 accept, 1/2 reject, 7 parti
 confined, each as a test of its own job in the runner's zygote (``programs.run_interactive``:
 the solution's stdout is the interactor's stdin and the interactor's stdout the solution's
 stdin; when the interactor exits, the solution has ``pairs.PEER_GRACE_S`` to end on its
-own, then it is stopped).
+own, then it is stopped). The solution's side ends as any test does, when the last process it
+started ends, within its limits (``police.await_the_rest``): what a process it forked flushes
+at its exit (``print(3); os.fork()`` writes "3" twice) reaches the interactor as it does from
+``python3 solution.py`` on real pipes, deterministically, and the interactor sees the end of its
+input only then; a process it left running with the pipe open is stopped at its CPU limit or
+wall-clock backstop (TIME_LIMIT) or by the interactor's end and the grace above. The
+interactor's side ends with its main process (what it left is killed then): its exit status and
+feedback are its verdict, and a child it left (paused forever) must not hold the dialogue open.
 
 Verdict: the program's time limit applies to the program (CPU time), its wall-clock backstop
 ends a deadlock (both sides waiting to read) as TIME_LIMIT, once the reference solution below

@@ -5,7 +5,7 @@ program once, installs the seccomp filter, and per test forks a child (ahead of 
 it can), confines it and runs the program, then reports the test's end. Watching and killing the
 running test is sandbox/police.py's.
 
-828 lines: the job init is one process's life (compile, filter, per-test fork, report), and its
+834 lines: the job init is one process's life (compile, filter, per-test fork, report), and its
 steps share that process's state; watching and killing already moved out.
 """
 
@@ -464,6 +464,9 @@ class JobInit:
         # (police.TreeCpu.over), which only pid 1 of a namespace with a /proc of its own can
         # count; without one, only the main process is policed
         shared = msg.get("tree_cpu") == "shared"
+        # the test ends when the last process it started ends (``_await_the_rest``), the program
+        # side of a dialogue too ("await_rest"); an interactor's ends with its main process
+        awaits = not shared or bool(msg.get("await_rest"))
         test = {"limits": msg["limits"], "cwd": fallback_cwd, "argv": msg.get("argv") or (),
                 "mem_mb": msg.get("mem_mb", 0), "dialogue": shared}
         counted = not shared or self.own_proc
@@ -489,7 +492,7 @@ class JobInit:
                                            tree_cpu)
             deadline = min(t0 + wall_s + credit, t0 + max(wall_s, wall_max_s))
             outlived = False  # killed after the main process ended: what it left ran on
-            ended = None if shared else self._await_the_rest(pid, killed, deadline, cpu_limit_s, tree_cpu, before)
+            ended = self._await_the_rest(pid, killed, deadline, cpu_limit_s, tree_cpu, before) if awaits else None
             wall = time.monotonic() - t0
             uid_drop = bool(self.z.layers.get("uid_drop"))
             if ended is None:
@@ -545,10 +548,13 @@ class JobInit:
         under a judge that reads stdout to EOF. Returns why the rest must be killed ("" when
         nothing is left) and the main process's status and rusage; None when the main process
         was killed or this init cannot see the processes it left (no pid namespace and no
-        subreaper: they are killed at once). Not asked for a side of an interactive dialogue:
-        what is left of it is killed as its main process ends, so the interactor sees the end of
-        its output at once (the verdicts tests/test_interactive_hostile.py pins, a forked child
-        that keeps the pipe among them)."""
+        subreaper: they are killed at once). Asked for the program side of an interactive
+        dialogue too: what its forked processes flush into the interactor's input is part of the
+        dialogue, as under a judge whose program is ``python3 solution.py`` on a pipe, and the
+        pair's end rules still apply here (the interactor's end gives it ``pairs.PEER_GRACE_S``,
+        then a "peer" kill request ends what is left). Not asked for the interactor's side: its
+        verdict is its main process's exit status and feedback, and what it leaves (a child
+        paused forever) must not hold the dialogue open; it is killed as its main process ends."""
         if killed or not (self.ns_init or self.subreaper):
             return None
         # the main process is a zombie now (the filter refuses ptrace, so no tracer holds it;

@@ -30,8 +30,10 @@ def run_pair(runner: ZygoteRunner, job_a: Job, limits_a: Limits, job_b: Job, lim
              collect: Sequence[str] = ()) -> tuple[RunResult, RunResult, bool, bool]:
     """Run a test of ``job_a`` and one of ``job_b`` at once, each one's stdout piped into
     the other's stdin (an interactive problem: a the solution, b the interactor, which gets
-    ``argv`` and ``files``). When b ends, a is stopped (killed, error "stopped: the
-    interactor exited"); stderr of both is captured. INTERNAL when the sandbox failed.
+    ``argv`` and ``files``). a's test ends when the last process it started ends (what a
+    process it forked flushes at its exit reaches b), b's when its main process does. When b
+    ends, a is stopped ``PEER_GRACE_S`` later (killed, error "stopped: the interactor exited");
+    stderr of both is captured. INTERNAL when the sandbox failed.
     The flags: whether a's test ended (every process of it dead) before b's did, and whether
     the pair's memory cgroup OOM-killed any process meanwhile (a child either side forked, too:
     neither run's own status shows that)."""
@@ -80,13 +82,17 @@ def _run_pair(runner: ZygoteRunner, job_a: Job, limits_a: Limits, job_b: Job, li
         # own processes: the slot's CPU counter, which a single test is policed on as a whole
         # tree, counts both sides here ("tree_cpu": "shared", see police.TreeCpu.over), and an
         # interactor's CPU must never stop the program at its limit, nor the program's the
-        # interactor at its own
+        # interactor at its own. a's test ends, as any single test does, when the last process it
+        # started ends ("await_rest", JobInit._await_the_rest): what a process it forked flushes
+        # at its exit reaches b, as from ``python3 solution.py`` on a pipe. b's ends with its main
+        # process: its exit status is its verdict, and a child it left must not hold the dialogue
         zygote.send(job_b.sock, {"op": "run", "limits": rl_b, **wall_fields(limits_b),
                                  "cpu_limit_s": limits_b.time_s, "argv": argv, "mem_mb": limits_b.memory_mb,
                                  "collect": list(collect), "more": job_b.next_run(), "tree_cpu": "shared"}, fds_b)
         zygote.send(job_a.sock, {"op": "run", "limits": rl_a, **wall_fields(limits_a),
                                  "cpu_limit_s": limits_a.time_s, "argv": [], "mem_mb": limits_a.memory_mb,
-                                 "more": job_a.next_run(), "tree_cpu": "shared"}, [b2a_r, a2b_w, err_a_w])
+                                 "more": job_a.next_run(), "tree_cpu": "shared", "await_rest": True},
+                   [b2a_r, a2b_w, err_a_w])
         # b2a_r stays open here, as problemtools' ``interactive`` never closes the read end of
         # the interactor -> program pipe: an interactor writing its last reply ("correct") to a
         # program that already left must not die of it (a Python interactor's print raises

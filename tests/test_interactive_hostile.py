@@ -79,10 +79,11 @@ CASES = {
     # its output ends only when its test does: the interactor cannot crash while it idles
     "closes-its-output-and-idles": ("import os, time\nos.close(1)\ntime.sleep(1)\n", CRASHES_AT_EOF,
                                     Verdict.WRONG_ANSWER),
-    # the child dies with its test: the interactor sees the end at once, no wait for the child
+    # its test ends when the child does, as under a judge reading its output to EOF: the
+    # interactor waits for its next guess until the wall-clock backstop stops the child
     "forks-a-child-that-keeps-the-pipe": (
         "import os, time\nif os.fork() == 0:\n    time.sleep(60)\nprint(1, flush=True)\n", INTERACTOR,
-        Verdict.WRONG_ANSWER),
+        Verdict.TIME_LIMIT),
     "floods-and-never-reads": ("import sys\nwhile True:\n    sys.stdout.write('1\\n' * 10000)\n", INTERACTOR,
                                Verdict.RUNTIME_ERROR),
     "never-reads-nor-writes": ("import time\ntime.sleep(60)\n", INTERACTOR, Verdict.TIME_LIMIT),
