@@ -23,7 +23,14 @@ from cpfleet.core.errors import IsolationRequirementError
 from cpfleet.core.results import JobResult, JobStamp, RunJobResult
 from cpfleet.workers import joblog
 from cpfleet.workers.config import Settings
-from cpfleet.workers.resources import ISOLATION_EXIT_CODE, ProcessResources, isolation_refusal, redis_client
+from cpfleet.workers.resources import (
+    ISOLATION_EXIT_CODE,
+    SETTING_EXIT_CODE,
+    ProcessResources,
+    compile_cache_refusal,
+    isolation_refusal,
+    redis_client,
+)
 
 log = logging.getLogger("cpfleet.worker")
 
@@ -74,15 +81,18 @@ def _require_isolation(**_: Any) -> None:
     (CPFLEET_REQUIRE_ISOLATION) exits with ISOLATION_EXIT_CODE here, in the main process before
     the pool forks and before the consumer connects: it takes no job, and the queue keeps every
     job for a node that can judge it. (Celery logs and swallows an Exception from a signal
-    handler; SystemExit goes through.)"""
-    refusal = isolation_refusal(settings)
+    handler; SystemExit goes through.) So does a node whose compile cache folder is refused
+    (SETTING_EXIT_CODE): every compiled job and checker would be an infrastructure error."""
+    refusal, code = isolation_refusal(settings), ISOLATION_EXIT_CODE
+    if refusal is None:
+        refusal, code = compile_cache_refusal(), SETTING_EXIT_CODE
     if refusal is None:
         return
     if log.hasHandlers():  # Celery's logging: stderr or the log file; printing too said it twice
         log.critical("cpfleet worker refuses to start: %s", refusal)
     else:
         print(f"cpfleet worker refuses to start: {refusal}", file=sys.stderr, flush=True)
-    raise SystemExit(ISOLATION_EXIT_CODE)
+    raise SystemExit(code)
 
 
 def stop_node_for_isolation(exc: IsolationRequirementError) -> None:

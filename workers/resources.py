@@ -26,6 +26,9 @@ log = logging.getLogger("cpfleet.worker")
 
 # The exit status of a node refused by its isolation self-test (CPFLEET_REQUIRE_ISOLATION).
 ISOLATION_EXIT_CODE = 3
+# The exit status of a node refused by a setting it cannot work with (the compile cache's folder):
+# a usage error, as every command's bad setting is
+SETTING_EXIT_CODE = 2
 
 
 def isolation_refusal(settings: Settings) -> str | None:
@@ -45,6 +48,22 @@ def isolation_refusal(settings: Settings) -> str | None:
     if isolation_meets(report.level, settings.require_isolation):
         return None
     return _shortfall(report, settings.require_isolation)
+
+
+def compile_cache_refusal() -> str | None:
+    """None when the compile cache's folder (``CPFLEET_COMPILE_CACHE_DIR``, else the default) is
+    usable by its ownership rule (``programs.own_cache_dir``), else why the node must not start:
+    a folder refused there makes every compiled job and checker of the node an infrastructure
+    error, which the operator would otherwise learn one job at a time."""
+    from cpfleet.core.errors import SlotDirError
+    from cpfleet.sandbox import programs
+
+    try:
+        programs.own_cache_dir()
+    except (OSError, SlotDirError) as exc:
+        named = " (CPFLEET_COMPILE_CACHE_DIR)" if os.environ.get("CPFLEET_COMPILE_CACHE_DIR") else ""
+        return f"the compile cache folder{named} cannot be used: {exc}"
+    return None
 
 
 def _shortfall(report: Any, required: str) -> str:
