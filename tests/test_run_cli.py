@@ -151,3 +151,42 @@ def test_a_run_limit_out_of_range_is_a_usage_error_naming_the_option(tmp_path: P
     assert proc.returncode == 2, err
     assert f"argument {option}: {says}" in err and "run field" not in err and "Traceback" not in err, err
     assert proc.stdout == b""
+
+
+def test_the_command_lines_docs_run_jobs_shows_run_as_written(redis_url: str, start_worker, tmp_path: Path) -> None:  # noqa: F811
+    """docs/run-jobs.md's "Command line" block, each line run by a shell as shown (the fleet from
+    $CPFLEET_REDIS_URL), on files that line names: what its comment says happens."""
+    start_worker(redis_url, concurrency=2)
+    page = (REPO / "docs" / "run-jobs.md").read_text()
+    block = page.split("## Command line", 1)[1].split("```\n", 2)[1]
+    lines = [line.split("  #", 1)[0].strip() for line in block.splitlines() if line.strip()]
+    assert len(lines) == 5, lines
+    (tmp_path / "solution.cpp").write_text(
+        "#include <cstdio>\nint main() { long a, b; std::scanf(\"%ld %ld\", &a, &b); std::printf(\"%ld\\n\", a + b); }\n")
+    (tmp_path / "1.in").write_text("1 2\n")
+    (tmp_path / "2.in").write_text("3 4\n")
+    (tmp_path / "double.py").write_text("import sys\nn = int(input())\nprint(n * 2)\nsys.exit(n % 7 + 3)\n")
+    (tmp_path / "answer.md").write_text("Square it.\n\n```python\nimport sys\nprint(int(sys.stdin.read() or 5) ** 2)\n```\n")
+    (tmp_path / "runs.jsonl").write_text(json.dumps({"code": "print(input()[::-1])", "stdin": ["ab", "cd"]}) + "\n")
+    (tmp_path / "prog.py").write_text("print('local', 6 * 7)\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "CPFLEET_REDIS_URL": redis_url,
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+    def shell(line: str) -> subprocess.CompletedProcess[str]:
+        out = subprocess.run(["bash", "-c", line], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False)
+        assert "Traceback" not in out.stderr, (line, out.stderr)
+        return out
+
+    compiled = shell(lines[0])
+    assert compiled.returncode == 0 and compiled.stdout.split() == ["3", "7"], (compiled.stdout, compiled.stderr)
+    doubled = shell(lines[1])
+    assert doubled.returncode == 3 and doubled.stdout == "42\n", (doubled.stdout, doubled.stderr)  # 21 % 7 + 3
+    as_json = shell(lines[2])
+    result = json.loads(as_json.stdout)
+    assert as_json.returncode == 0 and result["status"] == "FINISHED" and result["runs"][0]["stdout"] == "25\n"
+    batch = shell(lines[3])
+    assert batch.returncode == 0 and batch.stdout == ""  # redirected to the file the line names
+    (written,) = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    assert [x["stdout"] for x in written["runs"]] == ["ba\n", "dc\n"]
+    local = shell(lines[4])
+    assert local.returncode == 0 and local.stdout == "local 42\n", (local.stdout, local.stderr)
