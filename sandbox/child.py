@@ -32,6 +32,19 @@ if TYPE_CHECKING:
 # std streams, no collection at exit, the int digit limit): the fork server mirrors the
 # interpreter it runs in (sandbox/zygote.py runs under either; docs/pypy.md)
 PYPY = sys.implementation.name == "pypy"
+# libc's fflush, bound before any program runs (CPython): ``python3 solution.py`` ends in libc's
+# exit(), which flushes every C stdio stream after the interpreter's own shutdown, so what a
+# program wrote through C stdio (``ctypes.CDLL(None).printf``, a C extension's stdout) comes out;
+# a test child ends in ``_exit``, which flushes nothing. (The zygote loaded ctypes already:
+# sandbox/linux.py.)
+_c_fflush: Callable[[Any], int] | None = None
+if not PYPY:
+    import ctypes
+
+    try:
+        _c_fflush = ctypes.CDLL(None).fflush
+    except (OSError, AttributeError):
+        _c_fflush = None
 SCRIPT_NAME = "solution.py"
 SOURCE = b""  # the program's source, set by the job init; used only to print tracebacks
 # ``__main__.__file__``: the absolute path of a read-only copy of the source the job init placed
@@ -420,6 +433,11 @@ def _finalize(status: int) -> int:
     except BaseException:
         pass
     flushed = _flush_std_files() and flushed
+    if _c_fflush is not None:
+        try:
+            _c_fflush(None)  # exit()'s flush of the C stdio streams, after Py_FinalizeEx's (above)
+        except BaseException:
+            pass
     return status if flushed else 120
 
 
