@@ -54,12 +54,13 @@ _SCRIPT_DIR = ""  # the program's directory, set when it starts
 # both, an int's range is a C long's whatever the program made of ``sys.maxsize``, and the calls
 # that place the source for a traceback (the harness's own step) are the ones bound here. The
 # program's ``__main__`` gets the interpreter's own builtins (``_new_main``).
-_PROGRAM_BUILTINS = globals()["__builtins__"]
+_PROGRAM_BUILTINS = builtins  # the module, as python3 gives ``__main__`` (an imported module gets its dict)
 if not PYPY:
     globals()["__builtins__"] = dict(vars(builtins))  # read by the functions defined below it
 _C_LONG_MAX = sys.maxsize
 _MODULES = sys.modules
 _run_exitfuncs = atexit._run_exitfuncs
+_OWN_EXCEPTHOOK = sys.__excepthook__  # the interpreter's printer, whatever the program makes of sys
 _gc_collect = gc.collect
 _exc_info = sys.exc_info
 _open, _close, _pwrite, _write, _join = os.open, os.close, os.pwrite, os.write, os.path.join
@@ -202,6 +203,14 @@ def _exit_code(exc: SystemExit) -> int:
     code = exc.code
     if code is None:
         return 0
+    if PYPY:
+        # PyPy's app_main (handle_sys_exit) takes ``int(code)`` (a float, a numeric string, an
+        # object with __int__: its value, printed nothing), printing the code and exiting 1 only
+        # where that raises
+        try:
+            code = int(code)
+        except BaseException:
+            pass
     if isinstance(code, int):
         value = int.__index__(code)
         return value & 0xFF if -_C_LONG_MAX - 1 <= value <= _C_LONG_MAX else _EXIT_PAST_C_LONG
@@ -319,10 +328,11 @@ def _report_uncaught() -> int:
     exc_type, exc, tb = (sys.exc_info if PYPY else _exc_info)()
     tb = tb.tb_next if tb is not None and tb.tb_frame.f_code is run_compiled.__code__ else tb
     try:
-        if sys.excepthook is sys.__excepthook__ and exc is not None:
+        hook = sys.excepthook
+        if hook is _OWN_EXCEPTHOOK and exc is not None:
             exc.__traceback__ = tb  # the C printer starts from the exception's own traceback
             if _place_source():
-                sys.__excepthook__(exc_type, exc, tb)  # type: ignore[arg-type]
+                _OWN_EXCEPTHOOK(exc_type, exc, tb)  # type: ignore[arg-type]
             else:
                 import linecache
                 import traceback
@@ -331,7 +341,16 @@ def _report_uncaught() -> int:
                 linecache.cache[SCRIPT_NAME] = (len(text), None, text.splitlines(True), SCRIPT_NAME)
                 traceback.print_exception(exc_type, exc, tb)
         else:
-            sys.excepthook(exc_type, exc, tb)  # type: ignore[arg-type]
+            try:
+                hook(exc_type, exc, tb)  # type: ignore[arg-type]
+            except SystemExit as e:
+                # CPython's PyErr_Print exits with the status of a SystemExit its sys.excepthook
+                # raised (handle_system_exit), as if the program had raised it; PyPy reports the
+                # hook's failure and exits 1 (below). Only the program's own hook counts: a
+                # SystemExit out of anything else the harness runs here is the report failing.
+                if PYPY:
+                    raise
+                return _exit_code(e)
     except BaseException:
         # e.g. no memory left to print with: still say what killed the program
         _last_words(lambda: f"Traceback (most recent call last):\n  File \"{SCRIPT_NAME}\"\n{getattr(exc_type, '__name__', 'Exception')}\n")
