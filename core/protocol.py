@@ -676,7 +676,8 @@ def decode_reply(data: bytes) -> dict[str, Any]:
 # interactor's last reply to a program that left no longer lost; 6 = Kattis space_change_sensitive
 # whitespace in the answer's places, an interactor's words kept out of a program's own failure;
 # 7 = the fork servers' ``__builtins__`` (the module), a SystemExit from a program's excepthook
-# (CPython) and PyPy's ``int()`` of a SystemExit code end a run as python3 and pypy3 do.
+# (CPython) and PyPy's ``int()`` of a SystemExit code end a run as python3 and pypy3 do, and the
+# PyPy fork server flushes every live file the program opened at exit.
 RESULT_CACHE_FORMAT = 7
 
 

@@ -130,6 +130,9 @@ def _std_stream(fd: int, name: str, write: bool) -> io.TextIOWrapper:
 
 _PREBUILT: tuple[io.TextIOWrapper, io.TextIOWrapper, io.TextIOWrapper] | None = None
 _STARTED_WITH: tuple[Any, ...] = ()  # PyPy: weak references to the stdout and stderr a test started with
+# PyPy: weak references to the files the program opened, in order (``track_opened_files``)
+_OPENED: list[Any] = []
+_OPENED_PRUNE_AT = 1024  # entries; the dead ones are dropped when the list passes it (then twice its live size)
 
 
 def prebuild_stdio() -> None:
@@ -174,12 +177,47 @@ def _fresh_stdio() -> None:
     _PREBUILT = None
     if PYPY:
         _STARTED_WITH = (_weak(stdout), _weak(stderr))
+        del _OPENED[:]  # what the zygote opened is not the program's
     sys.stdin = stdin
     sys.stdout = stdout
     sys.stderr = stderr
     sys.__stdin__ = stdin  # type: ignore[misc]
     sys.__stdout__ = stdout  # type: ignore[misc]
     sys.__stderr__ = stderr  # type: ignore[misc]
+
+
+def track_opened_files() -> None:
+    """PyPy only, in the zygote: ``open`` (the one function ``builtins.open``, ``io.open`` and
+    ``_io.open`` name, and ``os.fdopen`` calls) keeps a weak reference to every file it returns,
+    so that ``_finalize_pypy`` flushes the buffered writers a program opened wherever it keeps them.
+    ``pypy3 solution.py`` flushes every live buffered writer at exit from a registry Python cannot
+    reach: a writer held in a function's local, an object's attribute, a list, or only by its
+    bound ``write`` (``write = open(1, "w").write``) had its answer flushed there and lost here (a
+    right answer's WRONG_ANSWER), where only the program's globals were looked at. The wrapper's
+    frame is hidden from tracebacks (``__pypy__.hidden_applevel``), as PyPy hides its own."""
+    if not PYPY:
+        return
+    import _io as io_module
+
+    from __pypy__ import hidden_applevel
+
+    real_open = io_module.open
+
+    @hidden_applevel
+    def open(*args: Any, **kwargs: Any) -> Any:
+        global _OPENED_PRUNE_AT
+        opened = real_open(*args, **kwargs)
+        _OPENED.append(_weak(opened))
+        if len(_OPENED) > _OPENED_PRUNE_AT:  # a program opening files in a loop: keep the live ones
+            _OPENED[:] = [r for r in _OPENED if r() is not None]
+            _OPENED_PRUNE_AT = max(1024, 2 * len(_OPENED))
+        return opened
+
+    open.__module__, open.__doc__ = real_open.__module__, real_open.__doc__
+    io: Any = sys.modules.get("io")
+    builtins.open = io_module.open = open
+    if io is not None:
+        io.open = open
 
 
 def _reseed() -> None:
@@ -474,18 +512,17 @@ def _finalize_pypy(status: int, flushed: bool) -> int:
     """The rest of PyPy's shutdown (``space.finish``): no garbage collection (PyPy runs no
     finalizer at exit, and a full collection in a fork would copy the whole zygote heap, ~15 ms
     a test), but its ``_io`` module flushes every buffered writer still alive. That registry is
-    not reachable from Python; the writers a program keeps in its globals (``out =
-    open(1, "w")``) are flushed here, which covers the idiom (docs/pypy.md), and so are the std
-    streams the program started with, wherever it left them (``_fresh_stdio``)."""
+    not reachable from Python; the files the program opened that are still alive
+    (``track_opened_files``, in the order it opened them) and the writers it keeps in its globals
+    (one it built itself, ``io.BufferedWriter(raw)``) are flushed here (docs/pypy.md), and so are
+    the std streams the program started with, wherever it left them (``_fresh_stdio``)."""
+    # in the order they were made, as far as PyPy's registry keeps one: the std streams first
+    values = [f for f in (r() for r in (*_STARTED_WITH, *_OPENED)) if f is not None]
     try:  # nothing the program did to its globals or to ``sys`` changes the status here
         main = sys.modules.get("__main__")
-        values = list(getattr(main, "__dict__", {}).values())
+        values += list(getattr(main, "__dict__", {}).values())
     except BaseException:
-        values = []
-    for started_with in _STARTED_WITH:
-        stream = started_with()
-        if stream is not None:
-            values.append(stream)
+        pass
     for value in values:
         try:
             # _io._IOBase, not io.IOBase: an ABC, whose isinstance runs its registry in Python
