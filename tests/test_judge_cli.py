@@ -278,6 +278,15 @@ def test_a_completion_with_a_lone_surrogate_is_judged_as_the_fleet_judges_it(
     weird = list(judge_iter(problems, [{"problem_id": "add", "completion": CORRECT_ADD, "job_id": "j\ud800"}],
                             workers=workers))
     assert [(r.job_id, r.verdict) for r in weird] == [("j\ud800", Verdict.OK)]
+    if workers == 1:  # judge_locally itself, the worker's own path, reads it so too
+        from cpfleet.sandbox.env import judge_locally
+        from cpfleet.sandbox.runner import make_runner
+
+        runner = make_runner("forkserver")
+        try:
+            assert judge_locally(problems["add"], SURROGATE_IN_A_STRING, runner).verdict == Verdict.OK
+        finally:
+            runner.close()
     rc = cpfleet_main(["judge", str(_write_jsonl(tmp_path / "p.jsonl", [ADD])),
                        str(_write_jsonl(tmp_path / "j.jsonl", jobs)), "--workers", str(workers), "--no-progress"])
     out = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
