@@ -677,7 +677,8 @@ def decode_reply(data: bytes) -> dict[str, Any]:
 # whitespace in the answer's places, an interactor's words kept out of a program's own failure;
 # 7 = the fork servers' ``__builtins__`` (the module), a SystemExit from a program's excepthook
 # (CPython) and PyPy's ``int()`` of a SystemExit code end a run as python3 and pypy3 do, and the
-# PyPy fork server flushes every live file the program opened at exit.
+# PyPy fork server flushes every live file the program opened at exit; a failure's report runs no
+# code of the program's (CPython: no module imported after it, no ``__traceback__`` property).
 RESULT_CACHE_FORMAT = 7
 
 

@@ -61,6 +61,9 @@ _C_LONG_MAX = sys.maxsize
 _MODULES = sys.modules
 _run_exitfuncs = atexit._run_exitfuncs
 _OWN_EXCEPTHOOK = sys.__excepthook__  # the interpreter's printer, whatever the program makes of sys
+# the slots the interpreter's C code reads, not what a class of the program's makes of the names
+_TRACEBACK_SLOT = BaseException.__dict__["__traceback__"]
+_NAME_SLOT = type.__dict__["__name__"]
 _gc_collect = gc.collect
 _exc_info = sys.exc_info
 _open, _close, _pwrite, _write, _join = os.open, os.close, os.pwrite, os.write, os.path.join
@@ -360,16 +363,23 @@ def _flush_io() -> None:
 def _report_uncaught() -> int:
     """Print the traceback as the interpreter would, minus our own frame: with the
     interpreter's own printer (C) once the source is where it reads source lines from
-    (``_place_source``), else with the traceback module from linecache. The first is both
-    exactly ``python3 solution.py``'s output and far cheaper: importing traceback in a
-    test child cost ~14 ms a failing test."""
+    (``_place_source``); where it cannot be placed (the program made a solution.py of its own,
+    or lowered RLIMIT_FSIZE below the source), still with that printer under CPython, which then
+    shows the lines it finds or none, and under PyPy with the traceback module from linecache
+    (PyPy's own excepthook imports traceback too). The printer is both exactly ``python3
+    solution.py``'s output and far cheaper: importing traceback in a test child cost ~14 ms a
+    failing test. And no module is imported after the program ran: a ``linecache`` or
+    ``traceback`` it planted in its directory (``sys.path[0]``) or in ``sys.modules`` ended the
+    report with its own ``os._exit(0)``, a failure paid where python3 prints in C and exits 1."""
     exc_type, exc, tb = (sys.exc_info if PYPY else _exc_info)()
     tb = tb.tb_next if tb is not None and tb.tb_frame.f_code is run_compiled.__code__ else tb
     try:
         hook = sys.excepthook
         if hook is _OWN_EXCEPTHOOK and exc is not None:
-            exc.__traceback__ = tb  # the C printer starts from the exception's own traceback
-            if _place_source():
+            # the C printer starts from the exception's own traceback, set in its slot: a
+            # ``__traceback__`` property of the program's class is not the interpreter's to call
+            _TRACEBACK_SLOT.__set__(exc, tb)
+            if _place_source() or not PYPY:
                 _OWN_EXCEPTHOOK(exc_type, exc, tb)  # type: ignore[arg-type]
             else:
                 import linecache
@@ -391,8 +401,16 @@ def _report_uncaught() -> int:
                 return _exit_code(e)
     except BaseException:
         # e.g. no memory left to print with: still say what killed the program
-        _last_words(lambda: f"Traceback (most recent call last):\n  File \"{SCRIPT_NAME}\"\n{getattr(exc_type, '__name__', 'Exception')}\n")
+        _last_words(lambda: f"Traceback (most recent call last):\n  File \"{SCRIPT_NAME}\"\n{_name(exc_type)}\n")
     return 130 if exc_type is KeyboardInterrupt else 1
+
+
+def _name(cls: Any) -> str:
+    """A class's own name, read from its slot: a metaclass's ``__name__`` is the program's code."""
+    try:
+        return str(_NAME_SLOT.__get__(cls))
+    except BaseException:
+        return "Exception"
 
 
 def _last_words(text: Callable[[], str]) -> None:
@@ -484,7 +502,20 @@ def _report_ignored(exc: BaseException, where: str) -> None:
     """What the interpreter does with an exception raised while it shuts down (a
     ``threading._shutdown`` the program replaced, an interrupt while joining its threads): print
     it as unraisable and keep the exit status it had. A ``SystemExit(0)`` raised there after an
-    uncaught exception is a failure under ``python3 solution.py``, never status 0."""
+    uncaught exception is a failure under ``python3 solution.py``, never status 0. Under
+    CPython with the interpreter's own printer, as ``PyErr_WriteUnraisable`` prints it, importing
+    nothing after the program ran (``_report_uncaught``)."""
+    if not PYPY:
+        try:
+            tb = _TRACEBACK_SLOT.__get__(exc)
+            while tb is not None and tb.tb_frame.f_code.co_filename != SCRIPT_NAME:
+                tb = tb.tb_next  # the harness's frames are not the program's
+            _last_words(lambda: f"Exception ignored in: {where}\n")
+            _place_source()
+            _OWN_EXCEPTHOOK(type(exc), exc, tb)
+        except BaseException:
+            _last_words(lambda: f"Exception ignored in: {where}: {_name(type(exc))}\n")
+        return
     try:
         import linecache
         import traceback
@@ -497,7 +528,7 @@ def _report_ignored(exc: BaseException, where: str) -> None:
         sys.stderr.write(f"Exception ignored in: {where}\n" + "".join(traceback.format_exception(type(exc), exc, tb)))
         sys.stderr.flush()
     except BaseException:
-        _last_words(lambda: f"Exception ignored in: {where}: {type(exc).__name__}\n")
+        _last_words(lambda: f"Exception ignored in: {where}: {_name(type(exc))}\n")
 
 
 def _only_main_thread(threading: Any) -> bool:

@@ -427,3 +427,32 @@ PATCHED_PRINTER_EXITS_0 = ("import traceback\ntraceback.print_exception = lambda
 def test_an_excepthook_that_exits_ends_the_run_as_python3_does(runner: CodeRunner, then: str, verdict: Verdict) -> None:
     result = judge(runner, AFTER_PRINT + then)
     assert (result.verdict, result.reward) == (verdict, 1.0 if verdict == Verdict.OK else 0.0), result.observation
+
+
+# After an uncaught exception (or one raised while threads are joined at exit) the fork server's
+# report ran the program's code where python3's, written in C, runs none: it imported linecache
+# and traceback after the program, when the program's own solution.py stood where the source is
+# placed for the C printer (``sys.path[0]`` is the program's directory, and ``sys.modules`` its to
+# fill), and it set and read ``__traceback__`` by name (a property of the exception's class).
+# Each ran the program's ``os._exit(0)`` there: a failure with the right answer printed was paid.
+EXITS_0 = "class Exits0:\n    def __getattr__(self, name):\n        os._exit(0)\n"
+SHUTDOWN_RAISES = "import threading\ndef shutdown():\n    raise ValueError('at shutdown')\nthreading._shutdown = shutdown\n"
+REPORT_RUNS_THE_PROGRAM = {
+    "planted-modules": EXITS_0 + "sys.modules['traceback'] = sys.modules['linecache'] = Exits0()\n"
+                       "open('solution.py', 'w').write('taken')\nraise ValueError\n",
+    "planted-file": "open('linecache.py', 'w').write('import os\\nos._exit(0)\\n')\n"
+                    "open('solution.py', 'w').write('taken')\nraise ValueError\n",
+    "planted-modules-at-shutdown": EXITS_0 + SHUTDOWN_RAISES + "sys.modules['traceback'] = sys.modules['linecache'] = "
+                                   "Exits0()\nraise ValueError\n",
+    "traceback-property": "class E(Exception):\n    __traceback__ = property(lambda s: None, lambda s, v: os._exit(0))\n"
+                          "raise E\n",
+    "traceback-property-at-shutdown": "import threading\nclass E(Exception):\n"
+                                      "    __traceback__ = property(lambda s: os._exit(0), lambda s, v: None)\n"
+                                      "def shutdown():\n    raise E\nthreading._shutdown = shutdown\nraise ValueError\n",
+}
+
+
+@pytest.mark.parametrize("then", REPORT_RUNS_THE_PROGRAM.values(), ids=REPORT_RUNS_THE_PROGRAM.keys())
+def test_the_report_of_a_failure_runs_none_of_the_programs_code(runner: CodeRunner, then: str) -> None:
+    result = judge(runner, AFTER_PRINT + then)
+    assert (result.verdict, result.reward) == (Verdict.RUNTIME_ERROR, 0.0), result.observation
