@@ -1,9 +1,8 @@
 """The JOBS files that ``cpfleet judge`` and ``cpfleet submit`` read. One reader, one set of
 rules for both commands, and the same rule as for problem files (``cpfleet.datasets.loading``): a bad
 line (invalid JSON, a field of the wrong type, an id holding a lone UTF-16 surrogate, a completion
-over the size limit) is skipped,
-warned about (the first few, with their line number and job id) and counted, so a long file
-with a handful of bad lines is still judged; ``strict=True`` (``--strict``) makes the first bad
+over the size limit) is skipped, warned about (the first few, with their line number and job id)
+and counted, so a long file with a handful of bad lines is still judged; ``strict=True`` (``--strict``) makes the first bad
 line an error instead. A file that cannot be read at all is always an error."""
 
 from __future__ import annotations
