@@ -94,6 +94,19 @@ def completion_size_error(job_id: object, size: int) -> str | None:
             f" ({MAX_COMPLETION_BYTES // (1024 * 1024)} MiB)")
 
 
+def sendable_completion(completion: str) -> str | bytes:
+    """A completion as a job message carries it: the text, or its bytes (``surrogatepass``) when
+    UTF-8 cannot encode it (a lone UTF-16 surrogate, JSON's ``"\\ud800"`` escape), which msgpack
+    cannot send as a str. The judge decodes bytes with errors replaced (``JobMessage``), so every
+    path that sends a completion somewhere to be judged (the fleet's client, ``cpfleet judge``'s
+    pool) judges the same program."""
+    try:
+        completion.encode("utf-8")
+    except UnicodeEncodeError:
+        return completion.encode("utf-8", "surrogatepass")
+    return completion
+
+
 @dataclass(frozen=True, slots=True)
 class JobMessage:
     """One job on the wire. ``completion`` is ``bytes`` when the caller gave bytes or a str that
@@ -661,8 +674,12 @@ def decode_reply(data: bytes) -> dict[str, Any]:
 # changes the result a program gets (a result cached under the old rule, an unearned reward among
 # them, would otherwise be served until it expires): 5 = Kattis tolerance flags read in order, an
 # interactor's last reply to a program that left no longer lost; 6 = Kattis space_change_sensitive
-# whitespace in the answer's places, an interactor's words kept out of a program's own failure.
-RESULT_CACHE_FORMAT = 6
+# whitespace in the answer's places, an interactor's words kept out of a program's own failure;
+# 7 = the fork servers' ``__builtins__`` (the module), a SystemExit from a program's excepthook
+# (CPython) and PyPy's ``int()`` of a SystemExit code end a run as python3 and pypy3 do, and the
+# PyPy fork server flushes every live file the program opened at exit; a failure's report runs no
+# code of the program's (CPython: no module imported after it, no ``__traceback__`` property).
+RESULT_CACHE_FORMAT = 7
 
 
 def code_hash(code: str | None) -> str:

@@ -158,11 +158,8 @@ class Submitter:
         if isinstance(completion, bytes):
             size = len(completion)  # bytes travel as bytes; the worker decodes them (errors replaced)
         elif isinstance(completion, str):
-            try:
-                size = len(completion.encode("utf-8"))
-            except UnicodeEncodeError:  # lone surrogates: msgpack cannot send that str, send its bytes
-                completion = completion.encode("utf-8", "surrogatepass")
-                size = len(completion)
+            completion = protocol.sendable_completion(completion)  # lone surrogates: sent as bytes
+            size = len(completion.encode("utf-8") if isinstance(completion, str) else completion)
         else:
             raise JobTypeError(f"completion must be str or bytes, got {type(completion).__name__}")
         too_large = protocol.completion_size_error(job_id, size)

@@ -67,12 +67,16 @@ _SCRIPT_DIR = ""  # the program's directory, set when it starts
 # both, an int's range is a C long's whatever the program made of ``sys.maxsize``, and the calls
 # that place the source for a traceback (the harness's own step) are the ones bound here. The
 # program's ``__main__`` gets the interpreter's own builtins (``_new_main``).
-_PROGRAM_BUILTINS = globals()["__builtins__"]
+_PROGRAM_BUILTINS = builtins  # the module, as python3 gives ``__main__`` (an imported module gets its dict)
 if not PYPY:
     globals()["__builtins__"] = dict(vars(builtins))  # read by the functions defined below it
 _C_LONG_MAX = sys.maxsize
 _MODULES = sys.modules
 _run_exitfuncs = atexit._run_exitfuncs
+_OWN_EXCEPTHOOK = sys.__excepthook__  # the interpreter's printer, whatever the program makes of sys
+# the slots the interpreter's C code reads, not what a class of the program's makes of the names
+_TRACEBACK_SLOT = BaseException.__dict__["__traceback__"]
+_NAME_SLOT = type.__dict__["__name__"]
 _gc_collect = gc.collect
 _exc_info = sys.exc_info
 _open, _close, _pwrite, _write, _join = os.open, os.close, os.pwrite, os.write, os.path.join
@@ -142,6 +146,9 @@ def _std_stream(fd: int, name: str, write: bool) -> io.TextIOWrapper:
 
 _PREBUILT: tuple[io.TextIOWrapper, io.TextIOWrapper, io.TextIOWrapper] | None = None
 _STARTED_WITH: tuple[Any, ...] = ()  # PyPy: weak references to the stdout and stderr a test started with
+# PyPy: weak references to the files the program opened, in order (``track_opened_files``)
+_OPENED: list[Any] = []
+_OPENED_PRUNE_AT = 1024  # entries; the dead ones are dropped when the list passes it (then twice its live size)
 
 
 def prebuild_stdio() -> None:
@@ -186,12 +193,47 @@ def _fresh_stdio() -> None:
     _PREBUILT = None
     if PYPY:
         _STARTED_WITH = (_weak(stdout), _weak(stderr))
+        del _OPENED[:]  # what the zygote opened is not the program's
     sys.stdin = stdin
     sys.stdout = stdout
     sys.stderr = stderr
     sys.__stdin__ = stdin  # type: ignore[misc]
     sys.__stdout__ = stdout  # type: ignore[misc]
     sys.__stderr__ = stderr  # type: ignore[misc]
+
+
+def track_opened_files() -> None:
+    """PyPy only, in the zygote: ``open`` (the one function ``builtins.open``, ``io.open`` and
+    ``_io.open`` name, and ``os.fdopen`` calls) keeps a weak reference to every file it returns,
+    so that ``_finalize_pypy`` flushes the buffered writers a program opened wherever it keeps them.
+    ``pypy3 solution.py`` flushes every live buffered writer at exit from a registry Python cannot
+    reach: a writer held in a function's local, an object's attribute, a list, or only by its
+    bound ``write`` (``write = open(1, "w").write``) had its answer flushed there and lost here (a
+    right answer's WRONG_ANSWER), where only the program's globals were looked at. The wrapper's
+    frame is hidden from tracebacks (``__pypy__.hidden_applevel``), as PyPy hides its own."""
+    if not PYPY:
+        return
+    import _io as io_module
+
+    from __pypy__ import hidden_applevel
+
+    real_open = io_module.open
+
+    @hidden_applevel
+    def open(*args: Any, **kwargs: Any) -> Any:
+        global _OPENED_PRUNE_AT
+        opened = real_open(*args, **kwargs)
+        _OPENED.append(_weak(opened))
+        if len(_OPENED) > _OPENED_PRUNE_AT:  # a program opening files in a loop: keep the live ones
+            _OPENED[:] = [r for r in _OPENED if r() is not None]
+            _OPENED_PRUNE_AT = max(1024, 2 * len(_OPENED))
+        return opened
+
+    open.__module__, open.__doc__ = real_open.__module__, real_open.__doc__
+    io: Any = sys.modules.get("io")
+    builtins.open = io_module.open = open
+    if io is not None:
+        io.open = open
 
 
 def _reseed() -> None:
@@ -215,6 +257,14 @@ def _exit_code(exc: SystemExit) -> int:
     code = exc.code
     if code is None:
         return 0
+    if PYPY:
+        # PyPy's app_main (handle_sys_exit) takes ``int(code)`` (a float, a numeric string, an
+        # object with __int__: its value, printed nothing), printing the code and exiting 1 only
+        # where that raises
+        try:
+            code = int(code)
+        except BaseException:
+            pass
     if isinstance(code, int):
         value = int.__index__(code)
         return value & 0xFF if -_C_LONG_MAX - 1 <= value <= _C_LONG_MAX else _EXIT_PAST_C_LONG
@@ -326,16 +376,24 @@ def _flush_io() -> None:
 def _report_uncaught() -> int:
     """Print the traceback as the interpreter would, minus our own frame: with the
     interpreter's own printer (C) once the source is where it reads source lines from
-    (``_place_source``), else with the traceback module from linecache. The first is both
-    exactly ``python3 solution.py``'s output and far cheaper: importing traceback in a
-    test child cost ~14 ms a failing test."""
+    (``_place_source``); where it cannot be placed (the program made a solution.py of its own,
+    or lowered RLIMIT_FSIZE below the source), still with that printer under CPython, which then
+    shows the lines it finds or none, and under PyPy with the traceback module from linecache
+    (PyPy's own excepthook imports traceback too). The printer is both exactly ``python3
+    solution.py``'s output and far cheaper: importing traceback in a test child cost ~14 ms a
+    failing test. And no module is imported after the program ran: a ``linecache`` or
+    ``traceback`` it planted in its directory (``sys.path[0]``) or in ``sys.modules`` ended the
+    report with its own ``os._exit(0)``, a failure paid where python3 prints in C and exits 1."""
     exc_type, exc, tb = (sys.exc_info if PYPY else _exc_info)()
     tb = tb.tb_next if tb is not None and tb.tb_frame.f_code is run_compiled.__code__ else tb
     try:
-        if sys.excepthook is sys.__excepthook__ and exc is not None:
-            exc.__traceback__ = tb  # the C printer starts from the exception's own traceback
-            if _place_source():
-                sys.__excepthook__(exc_type, exc, tb)  # type: ignore[arg-type]
+        hook = sys.excepthook
+        if hook is _OWN_EXCEPTHOOK and exc is not None:
+            # the C printer starts from the exception's own traceback, set in its slot: a
+            # ``__traceback__`` property of the program's class is not the interpreter's to call
+            _TRACEBACK_SLOT.__set__(exc, tb)
+            if _place_source() or not PYPY:
+                _OWN_EXCEPTHOOK(exc_type, exc, tb)  # type: ignore[arg-type]
             else:
                 import linecache
                 import traceback
@@ -344,11 +402,28 @@ def _report_uncaught() -> int:
                 linecache.cache[SCRIPT_NAME] = (len(text), None, text.splitlines(True), SCRIPT_NAME)
                 traceback.print_exception(exc_type, exc, tb)
         else:
-            sys.excepthook(exc_type, exc, tb)  # type: ignore[arg-type]
+            try:
+                hook(exc_type, exc, tb)  # type: ignore[arg-type]
+            except SystemExit as e:
+                # CPython's PyErr_Print exits with the status of a SystemExit its sys.excepthook
+                # raised (handle_system_exit), as if the program had raised it; PyPy reports the
+                # hook's failure and exits 1 (below). Only the program's own hook counts: a
+                # SystemExit out of anything else the harness runs here is the report failing.
+                if PYPY:
+                    raise
+                return _exit_code(e)
     except BaseException:
         # e.g. no memory left to print with: still say what killed the program
-        _last_words(lambda: f"Traceback (most recent call last):\n  File \"{SCRIPT_NAME}\"\n{getattr(exc_type, '__name__', 'Exception')}\n")
+        _last_words(lambda: f"Traceback (most recent call last):\n  File \"{SCRIPT_NAME}\"\n{_name(exc_type)}\n")
     return 130 if exc_type is KeyboardInterrupt else 1
+
+
+def _name(cls: Any) -> str:
+    """A class's own name, read from its slot: a metaclass's ``__name__`` is the program's code."""
+    try:
+        return str(_NAME_SLOT.__get__(cls))
+    except BaseException:
+        return "Exception"
 
 
 def _last_words(text: Callable[[], str]) -> None:
@@ -445,7 +520,20 @@ def _report_ignored(exc: BaseException, where: str) -> None:
     """What the interpreter does with an exception raised while it shuts down (a
     ``threading._shutdown`` the program replaced, an interrupt while joining its threads): print
     it as unraisable and keep the exit status it had. A ``SystemExit(0)`` raised there after an
-    uncaught exception is a failure under ``python3 solution.py``, never status 0."""
+    uncaught exception is a failure under ``python3 solution.py``, never status 0. Under
+    CPython with the interpreter's own printer, as ``PyErr_WriteUnraisable`` prints it, importing
+    nothing after the program ran (``_report_uncaught``)."""
+    if not PYPY:
+        try:
+            tb = _TRACEBACK_SLOT.__get__(exc)
+            while tb is not None and tb.tb_frame.f_code.co_filename != SCRIPT_NAME:
+                tb = tb.tb_next  # the harness's frames are not the program's
+            _last_words(lambda: f"Exception ignored in: {where}\n")
+            _place_source()
+            _OWN_EXCEPTHOOK(type(exc), exc, tb)
+        except BaseException:
+            _last_words(lambda: f"Exception ignored in: {where}: {_name(type(exc))}\n")
+        return
     try:
         import linecache
         import traceback
@@ -458,7 +546,7 @@ def _report_ignored(exc: BaseException, where: str) -> None:
         sys.stderr.write(f"Exception ignored in: {where}\n" + "".join(traceback.format_exception(type(exc), exc, tb)))
         sys.stderr.flush()
     except BaseException:
-        _last_words(lambda: f"Exception ignored in: {where}: {type(exc).__name__}\n")
+        _last_words(lambda: f"Exception ignored in: {where}: {_name(type(exc))}\n")
 
 
 def _only_main_thread(threading: Any) -> bool:
@@ -473,18 +561,17 @@ def _finalize_pypy(status: int, flushed: bool) -> int:
     """The rest of PyPy's shutdown (``space.finish``): no garbage collection (PyPy runs no
     finalizer at exit, and a full collection in a fork would copy the whole zygote heap, ~15 ms
     a test), but its ``_io`` module flushes every buffered writer still alive. That registry is
-    not reachable from Python; the writers a program keeps in its globals (``out =
-    open(1, "w")``) are flushed here, which covers the idiom (docs/pypy.md), and so are the std
-    streams the program started with, wherever it left them (``_fresh_stdio``)."""
+    not reachable from Python; the files the program opened that are still alive
+    (``track_opened_files``, in the order it opened them) and the writers it keeps in its globals
+    (one it built itself, ``io.BufferedWriter(raw)``) are flushed here (docs/pypy.md), and so are
+    the std streams the program started with, wherever it left them (``_fresh_stdio``)."""
+    # in the order they were made, as far as PyPy's registry keeps one: the std streams first
+    values = [f for f in (r() for r in (*_STARTED_WITH, *_OPENED)) if f is not None]
     try:  # nothing the program did to its globals or to ``sys`` changes the status here
         main = sys.modules.get("__main__")
-        values = list(getattr(main, "__dict__", {}).values())
+        values += list(getattr(main, "__dict__", {}).values())
     except BaseException:
-        values = []
-    for started_with in _STARTED_WITH:
-        stream = started_with()
-        if stream is not None:
-            values.append(stream)
+        pass
     for value in values:
         try:
             # _io._IOBase, not io.IOBase: an ABC, whose isinstance runs its registry in Python

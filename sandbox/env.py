@@ -51,7 +51,13 @@ from cpfleet.core.errors import BrokenProblem, JobFormatError, OptionError, Sand
 from cpfleet.core.fncall import call_spec
 from cpfleet.core.languages import LANGUAGES
 from cpfleet.core.problem import Problem, TestCase, judging_refusal
-from cpfleet.core.protocol import check_options, learns_fail_order, rewarded_tests, runs_public_tests
+from cpfleet.core.protocol import (
+    check_options,
+    learns_fail_order,
+    rewarded_tests,
+    runs_public_tests,
+    sendable_completion,
+)
 from cpfleet.core.results import JobResult, JobStamp, TestSetSummary
 from cpfleet.core.verdict import Verdict
 from cpfleet.sandbox import fncall, languages
@@ -168,6 +174,8 @@ class Judge:
         if refusal is not None:  # broken problem data: no reward may come from zero tests
             return self._infra(f"problem refused, not judged: {refusal}")
 
+        if isinstance(completion, str):
+            completion = sendable_completion(completion)  # lone surrogates: read as the fleet reads them
         text = completion.decode("utf-8", errors="replace") if isinstance(completion, bytes) else completion
         try:
             allowed, default = allowed_languages(problem, self.language)

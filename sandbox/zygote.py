@@ -181,6 +181,7 @@ class Zygote:
             self.notes.append(f"no seccomp filter for {os.uname().machine}: ptrace, keyrings, vsock stay reachable")
         child.install_site_builtins()
         child.prebuild_stdio()
+        child.track_opened_files()
         for name in PRELOAD:
             __import__(name)
         child.preload_threading()

@@ -395,3 +395,64 @@ def test_a_module_the_program_hides_from_imports_leaves_its_verdict_as_python3_g
                                        runner)
         assert (called.verdict, called.reward, called.infra_error) == (verdict, float(verdict == Verdict.OK), False), \
             (semantics, called.observation)
+
+
+# ``__builtins__`` in the program's ``__main__`` is the builtins module under ``python3
+# solution.py``; the fork server gave the module's dict (what an imported module holds), so a
+# program calling ``__builtins__.abs`` or reading ``__builtins__.__dict__`` failed (a right answer's
+# RUNTIME_ERROR) where python3 ran it.
+BUILTINS_MODULE = READ + "import builtins\nassert __builtins__ is builtins\nprint(__builtins__.abs(a + b))\n"
+
+
+def test_builtins_in_main_is_the_builtins_module_as_python3_has_it(runner: CodeRunner) -> None:
+    result = judge(runner, BUILTINS_MODULE)
+    assert (result.verdict, result.reward) == (Verdict.OK, 1.0), result.observation
+
+
+# A SystemExit raised by the program's own sys.excepthook: CPython's PyErr_Print exits with its
+# status (handle_system_exit), so ``python3 solution.py`` ends a right answer with status 0 there
+# and the fork server ended it 1. Only the hook's SystemExit counts: one raised by anything else
+# the harness runs to print the traceback (a traceback module the program patched, used when it
+# left a solution.py of its own in the way) is the report failing, status 1 as before.
+HOOK_EXITS = "def hook(*args):\n    raise SystemExit({code})\nsys.excepthook = hook\nraise ValueError\n"
+PATCHED_PRINTER_EXITS_0 = ("import traceback\ntraceback.print_exception = lambda *a, **k: sys.exit(0)\n"
+                           "open('solution.py', 'w').write('taken')\nraise ValueError\n")
+
+
+@pytest.mark.parametrize(("then", "verdict"), [(HOOK_EXITS.format(code=0), Verdict.OK),
+                                               (HOOK_EXITS.format(code=3), Verdict.RUNTIME_ERROR),
+                                               (HOOK_EXITS.format(code="'failed'"), Verdict.RUNTIME_ERROR),
+                                               (PATCHED_PRINTER_EXITS_0, Verdict.RUNTIME_ERROR)],
+                         ids=["hook-exits-0", "hook-exits-3", "hook-exits-with-text", "patched-printer-exits-0"])
+def test_an_excepthook_that_exits_ends_the_run_as_python3_does(runner: CodeRunner, then: str, verdict: Verdict) -> None:
+    result = judge(runner, AFTER_PRINT + then)
+    assert (result.verdict, result.reward) == (verdict, 1.0 if verdict == Verdict.OK else 0.0), result.observation
+
+
+# After an uncaught exception (or one raised while threads are joined at exit) the fork server's
+# report ran the program's code where python3's, written in C, runs none: it imported linecache
+# and traceback after the program, when the program's own solution.py stood where the source is
+# placed for the C printer (``sys.path[0]`` is the program's directory, and ``sys.modules`` its to
+# fill), and it set and read ``__traceback__`` by name (a property of the exception's class).
+# Each ran the program's ``os._exit(0)`` there: a failure with the right answer printed was paid.
+EXITS_0 = "class Exits0:\n    def __getattr__(self, name):\n        os._exit(0)\n"
+SHUTDOWN_RAISES = "import threading\ndef shutdown():\n    raise ValueError('at shutdown')\nthreading._shutdown = shutdown\n"
+REPORT_RUNS_THE_PROGRAM = {
+    "planted-modules": EXITS_0 + "sys.modules['traceback'] = sys.modules['linecache'] = Exits0()\n"
+                       "open('solution.py', 'w').write('taken')\nraise ValueError\n",
+    "planted-file": "open('linecache.py', 'w').write('import os\\nos._exit(0)\\n')\n"
+                    "open('solution.py', 'w').write('taken')\nraise ValueError\n",
+    "planted-modules-at-shutdown": EXITS_0 + SHUTDOWN_RAISES + "sys.modules['traceback'] = sys.modules['linecache'] = "
+                                   "Exits0()\nraise ValueError\n",
+    "traceback-property": "class E(Exception):\n    __traceback__ = property(lambda s: None, lambda s, v: os._exit(0))\n"
+                          "raise E\n",
+    "traceback-property-at-shutdown": "import threading\nclass E(Exception):\n"
+                                      "    __traceback__ = property(lambda s: os._exit(0), lambda s, v: None)\n"
+                                      "def shutdown():\n    raise E\nthreading._shutdown = shutdown\nraise ValueError\n",
+}
+
+
+@pytest.mark.parametrize("then", REPORT_RUNS_THE_PROGRAM.values(), ids=REPORT_RUNS_THE_PROGRAM.keys())
+def test_the_report_of_a_failure_runs_none_of_the_programs_code(runner: CodeRunner, then: str) -> None:
+    result = judge(runner, AFTER_PRINT + then)
+    assert (result.verdict, result.reward) == (Verdict.RUNTIME_ERROR, 0.0), result.observation

@@ -220,7 +220,10 @@ def test_a_problem_file_that_loads_nothing_exits_2(tmp_path: Path, capsys: pytes
 
 @pytest.mark.parametrize(
     "row",
-    [[1, 2], {"completion": "x"}, {"problem_id": "add"}, {"problem_id": "add", "completion": "x", "job_id": [1]}],
+    [[1, 2], {"completion": "x"}, {"problem_id": "add"}, {"problem_id": "add", "completion": "x", "job_id": [1]},
+     # a lone surrogate in an id: no result naming it can be written as UTF-8 (judge's output died
+     # on it with a traceback), and the fleet's client refuses it
+     {"problem_id": "add", "completion": "x", "job_id": "a\ud800"}, {"problem_id": "add\udcff", "completion": "x"}],
 )
 def test_bad_job_lines_are_skipped_and_counted_or_strict_errors(tmp_path: Path, row: Any) -> None:
     path = _write_jsonl(tmp_path / "j.jsonl", [{"problem_id": "add", "completion": "x"}, row])
@@ -252,6 +255,42 @@ def test_judge_iter_pool_matches_in_process_judging() -> None:
     assert [key(r) for r in pooled] == [key(r) for r in local]
     assert len({r.worker for r in pooled if not r.infra_error}) >= 1
     assert all(r.problem_version == problems[r.problem_id].content_version() for r in pooled if not r.infra_error)
+
+
+# A completion holding a lone UTF-16 surrogate (JSON's "\ud800" escape; model text can carry one):
+# the pool's msgpack could not send it and the whole run ended with a traceback, nothing written;
+# judged in one process it was invalid UTF-8 in the source (a COMPILE_ERROR, a Java program's
+# too), where the fleet's client sends its bytes and the worker reads U+FFFD and runs the
+# program. Every path now judges what the fleet judges.
+SURROGATE_IN_A_STRING = py("x = '\ud800'\na, b = map(int, input().split())\nprint(a + b)")
+SURROGATE_IN_PROSE = "Here it is \udcff:\n" + CORRECT_ADD
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_completion_with_a_lone_surrogate_is_judged_as_the_fleet_judges_it(
+        workers: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    problems = {"add": Problem.from_dict(ADD)}
+    jobs = [{"problem_id": "add", "completion": c, "job_id": i}
+            for i, c in enumerate([SURROGATE_IN_A_STRING, SURROGATE_IN_PROSE, CORRECT_ADD])]
+    results = list(judge_iter(problems, jobs, workers=workers))
+    assert [(r.verdict, r.reward) for r in results] == [(Verdict.OK, 1.0)] * 3, [r.infra_message for r in results]
+    # an id the caller gave comes back as it was, whatever it holds
+    weird = list(judge_iter(problems, [{"problem_id": "add", "completion": CORRECT_ADD, "job_id": "j\ud800"}],
+                            workers=workers))
+    assert [(r.job_id, r.verdict) for r in weird] == [("j\ud800", Verdict.OK)]
+    if workers == 1:  # judge_locally itself, the worker's own path, reads it so too
+        from cpfleet.sandbox.env import judge_locally
+        from cpfleet.sandbox.runner import make_runner
+
+        runner = make_runner("forkserver")
+        try:
+            assert judge_locally(problems["add"], SURROGATE_IN_A_STRING, runner).verdict == Verdict.OK
+        finally:
+            runner.close()
+    rc = cpfleet_main(["judge", str(_write_jsonl(tmp_path / "p.jsonl", [ADD])),
+                       str(_write_jsonl(tmp_path / "j.jsonl", jobs)), "--workers", str(workers), "--no-progress"])
+    out = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert (rc, [(r["verdict"], r["reward"]) for r in out]) == (0, [("OK", 1.0)] * 3)
 
 
 def test_judge_iter_reads_a_lazy_job_stream() -> None:

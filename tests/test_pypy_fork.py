@@ -57,6 +57,13 @@ SAME_ON_BOTH = {
     "uncaught": "def f():\n    raise KeyError('boom')\nf()\n",
     "digit_limit": "print(len(str(10 ** 5000)))\n",
     "unflushed_writer": "out = open(1, 'w')\nout.write('kept\\n')\n",
+    # a writer the program keeps anywhere but its globals: pypy3 flushes every live one at exit,
+    # and the fork server lost these answers (a right answer's WRONG_ANSWER)
+    "writer_in_a_local": "def main():\n    out = open(1, 'w')\n    out.write('kept\\n')\nmain()\n",
+    "writer_by_its_write": "write = open(1, 'w').write\nwrite('kept\\n')\n",
+    "writer_in_an_attribute": "import sys\nsys.out = open(1, 'wb')\nsys.out.write(b'kept\\n')\n",
+    "fdopen_writer_in_a_list": "import os\nouts = [os.fdopen(1, 'w')]\nouts[0].write('kept\\n')\n",
+    "missing_file": "open('missing.txt')\n",
     "atexit": "import atexit\natexit.register(lambda: print('bye'))\nprint('hi')\n",
     "thread": "import threading\nr = []\nt = threading.Thread(target=lambda: r.append(sum(range(10 ** 6))))\n"
               "t.start()\nt.join()\nprint(r)\n",

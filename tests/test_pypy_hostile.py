@@ -128,6 +128,18 @@ def test_an_exit_status_is_the_one_pypy_ends_with(fork_runner: ForkServerRunner,
     assert (rr.status, rr.exit_code, rr.stdout) == (Verdict.RUNTIME_ERROR, reference, b"3\n")
 
 
+# PyPy's app_main takes ``int(code)`` of a SystemExit's code that is not None (a float, a numeric
+# string, an object with __int__), printing the code and exiting 1 only where that raises; the
+# PyPy fork server applied CPython's rule (only an int is a status), so ``exit(0.0)`` after a right
+# answer was a RUNTIME_ERROR that ``pypy3 solution.py`` ends with status 0.
+@pytest.mark.parametrize("code", ["0.0", "2.7", "'0'", "'x'", "type('O', (), {'__int__': lambda s: 0})()", "True"],
+                         ids=["float-0", "float-2.7", "numeric-text", "text", "object-with-int", "true"])
+def test_a_systemexit_code_becomes_the_status_pypy_gives_it(fork_runner: ForkServerRunner, code: str,
+                                                           tmp_path: Path) -> None:
+    rr, reference = forked_and_pypy(fork_runner, f"import sys\nprint(3)\nsys.exit({code})\n", tmp_path)
+    assert (rr.stdout, rr.exit_code) == (reference.stdout, reference.returncode)
+
+
 def forked_and_pypy(fork_runner: ForkServerRunner, code: str, tmp_path: Path) -> tuple[Any, Any]:
     """``code`` run once by the PyPy fork server and once as ``pypy3 solution.py`` in the
     sandbox's environment (the reference); both results."""

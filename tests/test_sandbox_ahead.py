@@ -102,14 +102,18 @@ def _alive(pid: int) -> bool:
 
 def test_a_traceback_shows_the_source_even_when_the_program_made_a_solution_py(fork_runner: ForkServerRunner) -> None:
     """The interpreter's printer reads solution.py from the program's directory, written there
-    only for the traceback; a file of that name made by the program is left as it is (the
-    traceback module prints from memory then), and the next test's directory is fresh."""
+    only for the traceback; a file of that name made by the program is left as it is, and the
+    printer shows what python3 shows of a script that overwrote itself: the frame, without the
+    line it no longer holds (the traceback module, which printed it from memory, is imported
+    after the program ran: a module the program planted ran there, test_harness_hostile.py).
+    The next test's directory is fresh."""
     code = "import os\nif os.listdir('.'):\n    print(sorted(os.listdir('.')))\nopen('solution.py', 'w').write('mine')\nx = {}\nprint(x['k'])\n"
     assert fork_runner.load(code) is None
     for _ in range(2):
         res = fork_runner.run(b"", Limits(time_s=5))
         assert res.status == Verdict.RUNTIME_ERROR and res.stdout == b""
-        assert b"print(x['k'])" in res.stderr and res.stderr.endswith(b"KeyError: 'k'\n"), res.stderr
+        assert res.stderr == b'Traceback (most recent call last):\n  File "solution.py", line 6, in <module>\nKeyError: \'k\'\n', \
+            res.stderr
     assert fork_runner.load("x = {}\nprint(x['k'])\n") is None
     first = fork_runner.run(b"", Limits(time_s=5))
     assert b"print(x['k'])" in first.stderr and b"~^^^^^" in first.stderr

@@ -1,8 +1,8 @@
 """The JOBS files that ``cpfleet judge`` and ``cpfleet submit`` read. One reader, one set of
 rules for both commands, and the same rule as for problem files (``cpfleet.datasets.loading``): a bad
-line (invalid JSON, a field of the wrong type, a completion over the size limit) is skipped,
-warned about (the first few, with their line number and job id) and counted, so a long file
-with a handful of bad lines is still judged; ``strict=True`` (``--strict``) makes the first bad
+line (invalid JSON, a field of the wrong type, an id holding a lone UTF-16 surrogate, a completion
+over the size limit) is skipped, warned about (the first few, with their line number and job id)
+and counted, so a long file with a handful of bad lines is still judged; ``strict=True`` (``--strict``) makes the first bad
 line an error instead. A file that cannot be read at all is always an error."""
 
 from __future__ import annotations
@@ -105,6 +105,11 @@ def parse_job(record: Any, index: int) -> dict[str, Any]:
                              f"or the store; inline tests are for FleetClient and POST /v1/judge)")
     if not isinstance(record.get("problem_id"), str):
         raise InputFileError(f"job {shown_id!r}: 'problem_id' must be a string")
+    for name in ("job_id", "problem_id"):
+        # a lone surrogate (JSON's "\ud800" escape): no result naming it can be written as UTF-8,
+        # and the fleet's client refuses it (JobFormatError)
+        if isinstance(record.get(name), str) and not _utf8(record[name]):
+            raise InputFileError(f"job {shown_id!r}: {name!r} is not Unicode text: it holds a lone surrogate")
     completion = record.get("completion")
     if not isinstance(completion, str):
         raise InputFileError(f"job {shown_id!r}: 'completion' must be a string")
@@ -120,6 +125,14 @@ def parse_job(record: Any, index: int) -> dict[str, Any]:
     if language is not None:
         job["language"] = language
     return job
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def read_jobs(path: str | Path, *, strict: bool = False, max_warnings: int = DEFAULT_MAX_WARNINGS) -> JobsRead:

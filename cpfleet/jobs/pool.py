@@ -43,7 +43,7 @@ import msgpack
 
 from cpfleet.core.errors import OptionError
 from cpfleet.core.problem import Problem
-from cpfleet.core.protocol import check_options
+from cpfleet.core.protocol import check_options, sendable_completion
 from cpfleet.core.results import JobResult, JobStamp
 from cpfleet.core.verdict import Verdict
 from cpfleet.sandbox import linux
@@ -197,9 +197,8 @@ def _watch_parent(parent: int, pidfd: int) -> None:
 
 def _judge_blob(blob: bytes) -> bytes:
     assert _judge is not None, "pool process not initialised"
-    index, job = msgpack.unpackb(blob, raw=False)
-    result: bytes = msgpack.packb(_judge.judge(job, index).to_dict(), use_bin_type=True)
-    return result
+    index, job = _unpack(blob)
+    return _pack(_judge.judge(job, index).to_dict())
 
 
 # --- parent side -------------------------------------------------------------------------------
@@ -238,7 +237,25 @@ def _spawning() -> Iterator[None]:
 
 
 def _wire_job(job: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: job.get(k) for k in ("problem_id", "completion", "job_id", "language")}
+    """The fields of ``job`` a pool process judges, its completion as the fleet's client sends it
+    (``protocol.sendable_completion``): a lone surrogate in it (JSON's ``"\\ud800"``) failed
+    msgpack here and ended the whole run with a traceback, and judged in this process it was
+    another program than the fleet judges (invalid UTF-8 in the source, a COMPILE_ERROR, where
+    the fleet's worker reads U+FFFD and runs it)."""
+    wire = {k: job.get(k) for k in ("problem_id", "completion", "job_id", "language")}
+    if isinstance(wire["completion"], str):
+        wire["completion"] = sendable_completion(wire["completion"])
+    return wire
+
+
+def _pack(obj: Any) -> bytes:
+    """msgpack for the pool's own pipe, which carries any str a caller gave (a job id with a lone
+    surrogate too) and brings it back as it was."""
+    return msgpack.packb(obj, use_bin_type=True, unicode_errors="surrogatepass")
+
+
+def _unpack(data: bytes) -> Any:
+    return msgpack.unpackb(data, raw=False, unicode_errors="surrogatepass")
 
 
 def _job_id(job: Mapping[str, Any], index: int) -> str:
@@ -313,7 +330,7 @@ def _in_process(
     judge = PoolProcess(problems, **options)
     try:
         for index, job in enumerate(jobs):
-            yield judge.judge(job, index)
+            yield judge.judge(_wire_job(job), index)
     finally:
         judge.close()
 
@@ -333,7 +350,7 @@ def _pooled(
 
     def submit(pool: ProcessPoolExecutor, index: int, job: Mapping[str, Any]) -> Future[bytes]:
         with _spawning():  # ProcessPoolExecutor starts its processes in submit
-            return pool.submit(_judge_blob, msgpack.packb([index, _wire_job(job)], use_bin_type=True))
+            return pool.submit(_judge_blob, _pack([index, _wire_job(job)]))
 
     pool = new_pool(n_workers)
     pending: deque[tuple[int, Mapping[str, Any], Future[bytes]]] = deque()
@@ -367,7 +384,7 @@ def _pooled(
                 yield JobResult.infra(_job_id(job, index), str(job.get("problem_id", "")), f"judge pool: {e!r}")
                 continue
             pending.popleft()
-            yield JobResult.from_dict(msgpack.unpackb(data, raw=False))
+            yield JobResult.from_dict(_unpack(data))
     finally:
         if not finished:  # interrupted, or the caller stopped reading: nothing more is wanted
             kill_pool(pool)
@@ -391,7 +408,7 @@ def _isolated(new_pool: Any, submit: Any, index: int, job: Mapping[str, Any]) ->
     pool: ProcessPoolExecutor = new_pool(1)
     try:
         data = submit(pool, index, job).result()
-        return JobResult.from_dict(msgpack.unpackb(data, raw=False))
+        return JobResult.from_dict(_unpack(data))
     except BrokenProcessPool:
         message = (
             "the judging process died while running this job (twice), or could not start at all "
