@@ -678,7 +678,8 @@ def decode_reply(data: bytes) -> dict[str, Any]:
 # 7 = the fork servers' ``__builtins__`` (the module), a SystemExit from a program's excepthook
 # (CPython) and PyPy's ``int()`` of a SystemExit code end a run as python3 and pypy3 do, and the
 # PyPy fork server flushes every live file the program opened at exit; a failure's report runs no
-# code of the program's (CPython: no module imported after it, no ``__traceback__`` property).
+# code of the program's (CPython: no module imported after it, no ``__traceback__`` property);
+# CPython's test child flushes the C stdio streams at its end, as python3's exit() does.
 RESULT_CACHE_FORMAT = 7
 
 
