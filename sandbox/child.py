@@ -528,6 +528,7 @@ def _report_ignored(exc: BaseException, where: str) -> None:
             tb = _TRACEBACK_SLOT.__get__(exc)
             while tb is not None and tb.tb_frame.f_code.co_filename != SCRIPT_NAME:
                 tb = tb.tb_next  # the harness's frames are not the program's
+            _TRACEBACK_SLOT.__set__(exc, tb)  # the printer starts from the exception's own
             _last_words(lambda: f"Exception ignored in: {where}\n")
             _place_source()
             _OWN_EXCEPTHOOK(type(exc), exc, tb)

@@ -456,3 +456,4 @@ REPORT_RUNS_THE_PROGRAM = {
 def test_the_report_of_a_failure_runs_none_of_the_programs_code(runner: CodeRunner, then: str) -> None:
     result = judge(runner, AFTER_PRINT + then)
     assert (result.verdict, result.reward) == (Verdict.RUNTIME_ERROR, 0.0), result.observation
+    assert "sandbox" not in result.observation  # the harness's own frames are not shown
