@@ -94,17 +94,23 @@ def completion_size_error(job_id: object, size: int) -> str | None:
             f" ({MAX_COMPLETION_BYTES // (1024 * 1024)} MiB)")
 
 
+def encodes_as_utf8(text: str) -> bool:
+    """Whether ``text`` encodes as UTF-8 (no lone surrogates): msgpack can send only such a str,
+    and no result naming it can be written as UTF-8."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def sendable_completion(completion: str) -> str | bytes:
     """A completion as a job message carries it: the text, or its bytes (``surrogatepass``) when
     UTF-8 cannot encode it (a lone UTF-16 surrogate, JSON's ``"\\ud800"`` escape), which msgpack
     cannot send as a str. The judge decodes bytes with errors replaced (``JobMessage``), so every
     path that sends a completion somewhere to be judged (the fleet's client, ``cpfleet judge``'s
     pool) judges the same program."""
-    try:
-        completion.encode("utf-8")
-    except UnicodeEncodeError:
-        return completion.encode("utf-8", "surrogatepass")
-    return completion
+    return completion if encodes_as_utf8(completion) else completion.encode("utf-8", "surrogatepass")
 
 
 @dataclass(frozen=True, slots=True)

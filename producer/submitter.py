@@ -150,10 +150,10 @@ class Submitter:
             raise UnknownLanguage(f"unknown language {language!r}; known: {', '.join(LANGUAGES)}")
         reward_shape, mode = reward_shape or self.reward_shape, mode or self.mode
         protocol.check_options(reward_shape, mode)
-        if not isinstance(problem_id, str) or not problem_id or not utf8(problem_id):
+        if not isinstance(problem_id, str) or not problem_id or not protocol.encodes_as_utf8(problem_id):
             raise JobFormatError(f"problem_id must be a non-empty UTF-8 string, got {problem_id!r}")
         job_id = random_hex() if job_id is None or job_id == "" else str(job_id)
-        if not utf8(job_id):
+        if not protocol.encodes_as_utf8(job_id):
             raise JobFormatError(f"job_id must be valid UTF-8 text, got {job_id!r}")
         if isinstance(completion, bytes):
             size = len(completion)  # bytes travel as bytes; the worker decodes them (errors replaced)
@@ -286,7 +286,7 @@ def run_message_fields(req: RunRequest) -> dict[str, Any]:
         language = FENCE_TAGS.get(language.lower(), language)  # "python", "c++", ...: the fence tags' names
     if not isinstance(source, str | bytes):
         raise JobTypeError(f"code/completion must be str or bytes, got {type(source).__name__}")
-    if isinstance(source, str) and not utf8(source):
+    if isinstance(source, str) and not protocol.encodes_as_utf8(source):
         source = source.encode("utf-8", "surrogatepass")
     if language is not None and language not in LANGUAGES:
         raise UnknownLanguage(f"unknown language {language!r}; known: {', '.join(LANGUAGES)}")
@@ -300,7 +300,7 @@ def run_message_fields(req: RunRequest) -> dict[str, Any]:
         if not isinstance(s, str | bytes):
             raise JobTypeError(f"stdin must be str or bytes (or a list of them), got {type(s).__name__}")
     job_id = random_hex() if not req.job_id else str(req.job_id)
-    if not utf8(job_id):
+    if not protocol.encodes_as_utf8(job_id):
         raise JobFormatError(f"job_id must be valid UTF-8 text, got {job_id!r}")
     if isinstance(req.fetch_files, str):
         raise JobTypeError("fetch_files must be a list of names, not one string")
@@ -312,12 +312,3 @@ def run_message_fields(req: RunRequest) -> dict[str, Any]:
         "memory_limit_mb": req.memory_limit_mb, "output_cap": req.output_cap,
         "start_within_s": req.start_within_s,
     }
-
-
-def utf8(text: str) -> bool:
-    """Whether ``text`` encodes as UTF-8 (no lone surrogates): msgpack can send only such a str."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True

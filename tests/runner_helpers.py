@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import os
+import subprocess
+from pathlib import Path
 
+import pytest
+
+from cpfleet.sandbox import languages
 from cpfleet.sandbox.runner import CodeRunner, Limits, RunResult
 
 
@@ -22,3 +27,15 @@ def children(pid: int) -> list[int]:
         with open(f"/proc/{pid}/task/{tid}/children") as f:
             kids += [int(x) for x in f.read().split()]
     return kids
+
+
+def built_c_reference(code: str, folder: Path) -> Path:
+    """``code`` built by this host's gcc outside the sandbox, as a reference binary a test compares
+    the judged program with; the test is skipped where gcc is missing."""
+    missing = languages.missing_tools("c")
+    if missing:
+        pytest.skip(f"gcc not installed here: {missing}")
+    (folder / "prog.c").write_text(code)
+    subprocess.run([languages.get("c").tools[0], "-O2", "-o", str(folder / "prog"), str(folder / "prog.c")],
+                   check=True, timeout=120)
+    return folder / "prog"

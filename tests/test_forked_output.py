@@ -17,6 +17,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from runner_helpers import built_c_reference
 
 import cpfleet
 from cpfleet.core.problem import Problem
@@ -82,13 +83,7 @@ def test_what_forked_processes_write_is_judged_as_python3_judges_it(runner: Code
 @pytest.mark.parametrize("code", C_FORKING.values(), ids=C_FORKING.keys())
 def test_what_forked_processes_write_is_judged_as_the_compiled_program_prints_it(
         runner: CodeRunner, code: str, tmp_path: Path) -> None:
-    missing = languages.missing_tools("c")
-    if missing:
-        pytest.skip(f"gcc not installed here: {missing}")
-    (tmp_path / "prog.c").write_text(code)
-    subprocess.run([languages.get("c").tools[0], "-O2", "-o", str(tmp_path / "prog"), str(tmp_path / "prog.c")],
-                   check=True, timeout=120)
-    assert_as_reference(runs(runner, "c", code), reference([str(tmp_path / "prog")]))
+    assert_as_reference(runs(runner, "c", code), reference([str(built_c_reference(code, tmp_path))]))
 
 
 @pytest.mark.parametrize("path", ["pypy-fork-server", "exec"])

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from runner_helpers import built_c_reference
 
 import cpfleet
 from cpfleet.core.problem import Problem
@@ -111,13 +112,7 @@ def test_what_forked_processes_write_reaches_the_interactor_as_under_python3(
 @pytest.mark.parametrize("code", C.values(), ids=C.keys())
 def test_what_forked_processes_write_reaches_the_interactor_as_from_the_compiled_program(
         runner: CodeRunner, code: str, protocol: str, tmp_path: Path) -> None:
-    missing = languages.missing_tools("c")
-    if missing:
-        pytest.skip(f"gcc not installed here: {missing}")
-    (tmp_path / "prog.c").write_text(code)
-    subprocess.run([languages.get("c").tools[0], "-O2", "-o", str(tmp_path / "prog"), str(tmp_path / "prog.c")],
-                   check=True, timeout=120)
-    verdict = dialogue([str(tmp_path / "prog")], protocol, tmp_path)
+    verdict = dialogue([str(built_c_reference(code, tmp_path))], protocol, tmp_path)
     assert judged(runner, protocol, "c", code) == expected(verdict)
 
 

@@ -108,7 +108,7 @@ def parse_job(record: Any, index: int) -> dict[str, Any]:
     for name in ("job_id", "problem_id"):
         # a lone surrogate (JSON's "\ud800" escape): no result naming it can be written as UTF-8,
         # and the fleet's client refuses it (JobFormatError)
-        if isinstance(record.get(name), str) and not _utf8(record[name]):
+        if isinstance(record.get(name), str) and not protocol.encodes_as_utf8(record[name]):
             raise InputFileError(f"job {shown_id!r}: {name!r} is not Unicode text: it holds a lone surrogate")
     completion = record.get("completion")
     if not isinstance(completion, str):
@@ -125,14 +125,6 @@ def parse_job(record: Any, index: int) -> dict[str, Any]:
     if language is not None:
         job["language"] = language
     return job
-
-
-def _utf8(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def read_jobs(path: str | Path, *, strict: bool = False, max_warnings: int = DEFAULT_MAX_WARNINGS) -> JobsRead:
